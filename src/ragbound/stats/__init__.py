@@ -1,0 +1,73 @@
+"""Pure numeric core: test statistics, empirical nulls and p-values, detection metrics.
+
+No I/O and no imports from the rest of ragbound. Every statistic is oriented so that
+higher = more out-of-knowledge; similarities are higher = closer, rows sorted descending.
+"""
+
+from __future__ import annotations
+
+from ragbound.stats.metrics import (
+    OperatingPoint,
+    auprc,
+    auroc,
+    balanced_runs,
+    rates_at_threshold,
+    threshold_at_fpr,
+    tpr_at_fpr,
+    wilson_interval,
+)
+from ragbound.stats.null import (
+    P_VALUE_METHODS,
+    EmpiricalNull,
+    NeighbourNull,
+    PValueMethod,
+    leave_one_out_p_values,
+    meta_null_scores,
+    meta_scores,
+    per_neighbour_p_values,
+)
+from ragbound.stats.statistics import (
+    META,
+    STATISTICS,
+    UNIVARIATE,
+    avgknn,
+    combine_p_values,
+    energy,
+    entropy,
+    fisher,
+    knn,
+    mss,
+    simes,
+    univariate_scores,
+)
+
+__all__ = [
+    "META",
+    "P_VALUE_METHODS",
+    "STATISTICS",
+    "UNIVARIATE",
+    "EmpiricalNull",
+    "NeighbourNull",
+    "OperatingPoint",
+    "PValueMethod",
+    "auprc",
+    "auroc",
+    "avgknn",
+    "balanced_runs",
+    "combine_p_values",
+    "energy",
+    "entropy",
+    "fisher",
+    "knn",
+    "leave_one_out_p_values",
+    "meta_null_scores",
+    "meta_scores",
+    "mss",
+    "per_neighbour_p_values",
+    "rates_at_threshold",
+    "simes",
+    "threshold_at_fpr",
+    "tpr_at_fpr",
+    "univariate_scores",
+    "wilson_interval",
+]

@@ -1,0 +1,101 @@
+"""Plain-file artifacts: atomic writes, checked reads, fingerprints. Nothing is pickled."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragbound.errors import ArtifactError
+
+
+def _atomic_replace(path: Path, write: Any) -> None:
+    """Write through ``write(fileobj)`` to a temporary name beside ``path``, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Atomically write ``obj`` as pretty JSON."""
+    data = (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    _atomic_replace(path, lambda handle: handle.write(data))
+
+
+def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    """Atomically write one compact JSON object per line."""
+
+    def write(handle: Any) -> None:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False).encode() + b"\n")
+
+    _atomic_replace(path, write)
+
+
+def write_npy(path: Path, array: np.ndarray) -> None:
+    """Atomically write a ``.npy`` file (no pickle)."""
+    _atomic_replace(path, lambda handle: np.save(handle, array, allow_pickle=False))
+
+
+def read_json(path: Path, what: str) -> Any:
+    """Read a JSON artifact; a missing or corrupt file is an ArtifactError naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ArtifactError(f"{what} not found: {path}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"{what} {path} is corrupt: {exc}") from exc
+
+
+def iter_jsonl(path: Path, what: str) -> Iterator[dict[str, Any]]:
+    """Yield the objects of a JSONL artifact; a bad line is an ArtifactError with its number."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if line.strip():
+                    yield _parse_line(line, path, number, what)
+    except FileNotFoundError as exc:
+        raise ArtifactError(f"{what} not found: {path}") from exc
+
+
+def _parse_line(line: str, path: Path, number: int, what: str) -> dict[str, Any]:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{what} {path}:{number} is corrupt: {exc}") from exc
+    if not isinstance(row, dict):
+        raise ArtifactError(f"{what} {path}:{number} is not a JSON object")
+    return row
+
+
+def read_npy(path: Path, what: str) -> np.ndarray:
+    """Load a ``.npy`` artifact without pickle; corrupt files raise ArtifactError."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError as exc:
+        raise ArtifactError(f"{what} not found: {path}") from exc
+    except (ValueError, OSError, EOFError) as exc:
+        raise ArtifactError(f"{what} {path} is corrupt: {exc}") from exc
+
+
+def sha256_text(*parts: str) -> str:
+    """Hex SHA-256 over parts joined by NUL (no part may be confused with a neighbour)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()

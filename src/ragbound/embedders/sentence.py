@@ -1,0 +1,116 @@
+"""Dense embedders through sentence-transformers, loaded only from local folders."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragbound.embedders.base import EmbedderInfo
+from ragbound.errors import InputError
+
+# Nothing may be fetched from a model hub at run time: fail loudly instead of downloading.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+_WEIGHT_SUFFIXES = (".safetensors", ".bin")
+_CONFIG_FILES = ("modules.json", "config.json", "sentence_bert_config.json")
+
+
+def model_revision(folder: Path) -> str:
+    """A cheap content fingerprint of a model folder (configs hashed, weights by name+size).
+
+    Hashing the configs and the size of every weight file changes whenever the model does,
+    without reading hundreds of MB of weights on each load.
+    """
+    digest = hashlib.sha256()
+    for name in _CONFIG_FILES:
+        path = folder / name
+        if path.is_file():
+            digest.update(name.encode() + b"\0" + path.read_bytes())
+    for path in sorted(folder.rglob("*")):
+        if path.suffix in _WEIGHT_SUFFIXES:
+            rel = path.relative_to(folder).as_posix()
+            digest.update(f"{rel}\0{path.stat().st_size}".encode())
+    return digest.hexdigest()[:16]
+
+
+def check_model_folder(folder: Path) -> None:
+    """Raise InputError unless ``folder`` looks like a sentence-transformers model."""
+    if not folder.is_dir():
+        raise InputError(f"embedder path {folder} is not a folder")
+    if not (folder / "modules.json").is_file() and not (folder / "config.json").is_file():
+        raise InputError(
+            f"{folder} is not a sentence-transformers model folder "
+            "(expected modules.json or config.json inside)"
+        )
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model from a local folder, L2-normalised (cosine similarity).
+
+    The model loads lazily on the first ``encode`` so that opening a knowledge base to read
+    its chunks costs nothing.
+
+    Example:
+        >>> emb = SentenceTransformerEmbedder("/path/to/all-MiniLM-L6-v2", name="minilm")
+        >>> emb.encode(["What is BM25?"]).shape  # doctest: +SKIP
+        (1, 384)
+    """
+
+    def __init__(self, folder: str | Path, *, name: str | None = None, device: str = "cpu"):
+        self.folder = Path(folder)
+        check_model_folder(self.folder)
+        self.name = name or self.folder.name
+        self.device = device
+        self._model: Any = None
+        self._info: EmbedderInfo | None = None
+
+    def _load(self) -> Any:
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(str(self.folder), device=self.device)
+        return self._model
+
+    @property
+    def info(self) -> EmbedderInfo:
+        if self._info is None:
+            model = self._load()
+            dim_fn = (
+                getattr(model, "get_embedding_dimension", None)
+                or model.get_sentence_embedding_dimension
+            )
+            self._info = EmbedderInfo(
+                name=self.name,
+                revision=model_revision(self.folder),
+                dimension=int(dim_fn()),
+                similarity="cosine",
+                kind="dense",
+                max_seq_length=int(model.max_seq_length),
+            )
+        return self._info
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int = 64, progress: bool = False
+    ) -> np.ndarray:
+        """Embed texts; rows are unit vectors, so inner product = cosine similarity."""
+        model = self._load()
+        vectors = model.encode(
+            list(texts),
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=progress,
+        )
+        return np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(texts), -1)
+
+    def encode_one(self, text: str) -> np.ndarray:
+        """Embed one query on the request path; shape (1, dimension)."""
+        model = self._load()
+        vector = model.encode(text, normalize_embeddings=True, show_progress_bar=False)
+        return np.ascontiguousarray(vector, dtype=np.float32).reshape(1, -1)

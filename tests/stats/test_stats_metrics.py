@@ -1,0 +1,151 @@
+"""Tests for ragbound.stats.metrics: AUROC/AUPRC, operating points, balanced runs, Wilson CIs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragbound.stats import (
+    auprc,
+    auroc,
+    balanced_runs,
+    rates_at_threshold,
+    threshold_at_fpr,
+    tpr_at_fpr,
+    wilson_interval,
+)
+
+scores = st.lists(st.integers(0, 20).map(float), min_size=1, max_size=40)
+
+
+def test_auroc_and_auprc_extremes() -> None:
+    low, high = [0.1, 0.2, 0.3], [0.7, 0.8]
+    assert auroc(low, high) == 1.0
+    assert auroc(high, low) == 0.0
+    assert auroc([0.5, 0.5], [0.5]) == 0.5
+    assert auprc(low, high) == 1.0
+
+
+def test_auroc_and_auprc_by_hand() -> None:
+    ik, ook = [0.1, 0.4], [0.35, 0.8]
+    # pairs (out > in): 0.35>0.1, 0.8>0.1, 0.8>0.4 -> 3 of 4
+    assert auroc(ik, ook) == pytest.approx(0.75)
+    # ranked: 0.8 (OoK) p=1, 0.4, 0.35 (OoK) p=2/3 -> AP = 0.5 * 1 + 0.5 * 2/3
+    assert auprc(ik, ook) == pytest.approx(5 / 6)
+
+
+def test_rates_at_threshold_by_hand() -> None:
+    ik, ook = [0.1, 0.2, 0.3, 0.4], [0.25, 0.35, 0.5]
+    # flag iff score >= 0.3: FP = 2 (0.3 included), TP = 2, FN = 1 -> DER = 3/7
+    point = rates_at_threshold(ik, ook, 0.3)
+    assert point == pytest.approx((2 / 3, 0.5, 3 / 7))
+    assert (point.tpr, point.fpr, point.der) == tuple(point)
+    assert rates_at_threshold(ik, ook, math.inf) == pytest.approx((0.0, 0.0, 3 / 7))
+    assert rates_at_threshold(ik, ook, -math.inf) == pytest.approx((1.0, 1.0, 4 / 7))
+    with pytest.raises(ValueError, match="NaN"):
+        rates_at_threshold(ik, ook, math.nan)
+
+
+def test_tpr_at_fpr_by_hand() -> None:
+    ik = np.arange(100.0)  # 0 .. 99
+    ook = [93.5, 94.0, 94.5, 200.0]
+    # 5% of 100 -> at most 5 flagged in-knowledge scores (95..99): threshold just above 94
+    threshold = threshold_at_fpr(ik, 0.05)
+    assert threshold == math.nextafter(94.0, math.inf)
+    assert rates_at_threshold(ik, ook, threshold).fpr == 0.05
+    assert tpr_at_fpr(ik, ook) == 0.5
+    assert threshold_at_fpr([1.0, 2.0], 0.6) == math.nextafter(1.0, math.inf)
+    assert threshold_at_fpr([1.0], 0.5) == math.nextafter(1.0, math.inf)
+
+
+@given(ik=scores, ook=scores, fpr=st.floats(0.01, 0.99))
+@settings(max_examples=150)
+def test_tpr_at_fpr_is_the_best_tpr_within_the_budget(
+    ik: list[float], ook: list[float], fpr: float
+) -> None:
+    candidates = sorted({*ik, *ook, math.inf})
+    feasible = [
+        rates_at_threshold(ik, ook, c).tpr
+        for c in candidates
+        if rates_at_threshold(ik, ook, c).fpr <= fpr
+    ]
+    assert tpr_at_fpr(ik, ook, fpr) == max(feasible)
+    threshold = threshold_at_fpr(ik, fpr)
+    assert rates_at_threshold(ik, ook, threshold).fpr <= fpr
+    if math.isfinite(threshold):  # one step lower would break the budget
+        assert rates_at_threshold(ik, ook, math.nextafter(threshold, -math.inf)).fpr > fpr
+
+
+def test_metric_validation() -> None:
+    with pytest.raises(ValueError, match="scores_out needs at least 1"):
+        auroc([0.1], [])
+    with pytest.raises(ValueError, match="scores_in must be 1-D"):
+        auprc([[0.1]], [0.2])
+    with pytest.raises(ValueError, match="scores_in contains NaN"):
+        rates_at_threshold([math.nan], [0.2], 0.1)
+    with pytest.raises(ValueError, match=r"fpr must be in \(0, 1\)"):
+        tpr_at_fpr([0.1], [0.2], fpr=0.0)
+
+
+def test_balanced_runs_keys_and_determinism() -> None:
+    rng = np.random.default_rng(3)
+    ik, ook = rng.normal(0, 1, 500), rng.normal(1.5, 1, 400)
+    result = balanced_runs(ik, ook, samples=100, runs=5, seed=11, threshold=1.0)
+    for key in ("auroc", "auprc", "tpr_at_5_fpr", "der", "fpr", "tpr_at_5_fpr_oracle"):
+        assert 0.0 <= result[key] <= 1.0
+        assert result[f"{key}_std"] > 0.0  # subsamples differ between runs
+    assert (result["n_in"], result["n_out"], result["runs"]) == (100, 100, 5)
+    assert result == balanced_runs(ik, ook, samples=100, runs=5, seed=11, threshold=1.0)
+    assert result != balanced_runs(ik, ook, samples=100, runs=5, seed=12, threshold=1.0)
+    assert 0.8 < result["auroc"] < 0.9  # Phi(1.5 / sqrt 2) = 0.856
+    assert "der" not in balanced_runs(ik, ook, samples=100, runs=2)
+
+
+def test_balanced_runs_uses_everything_without_replacement_when_samples_exceed_sizes() -> None:
+    ik, ook = [0.1, 0.4, 0.2, 0.3], [0.35, 0.8, 0.05]
+    result = balanced_runs(ik, ook, samples=300, runs=3, threshold=0.3)
+    assert (result["n_in"], result["n_out"]) == (4, 3)
+    # a draw without replacement of every score is the full set: all runs agree
+    assert result["auroc"] == pytest.approx(auroc(ik, ook))
+    assert result["auroc_std"] == 0.0
+    point = rates_at_threshold(ik, ook, 0.3)
+    assert (result["tpr_at_5_fpr"], result["fpr"], result["der"]) == pytest.approx(point)
+    assert result["tpr_at_5_fpr_oracle"] == pytest.approx(tpr_at_fpr(ik, ook))
+    assert balanced_runs(ik, ook, runs=1)["auroc_std"] == 0.0
+
+
+def test_balanced_runs_validation() -> None:
+    with pytest.raises(ValueError, match="samples and runs must be >= 1"):
+        balanced_runs([0.1], [0.2], samples=0)
+    with pytest.raises(ValueError, match="samples and runs must be >= 1"):
+        balanced_runs([0.1], [0.2], runs=0)
+
+
+def test_wilson_interval_known_values() -> None:
+    assert wilson_interval(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    assert wilson_interval(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    assert wilson_interval(10, 10) == pytest.approx((0.7225, 1.0), abs=1e-4)
+    low90, high90 = wilson_interval(30, 100, confidence=0.9)
+    low99, high99 = wilson_interval(30, 100, confidence=0.99)
+    assert low99 < low90 < 0.3 < high90 < high99
+
+
+@given(data=st.data(), n=st.integers(1, 10_000), confidence=st.floats(0.5, 0.999))
+def test_wilson_interval_contains_the_estimate(
+    data: st.DataObject, n: int, confidence: float
+) -> None:
+    successes = data.draw(st.integers(0, n))
+    low, high = wilson_interval(successes, n, confidence)
+    assert 0.0 <= low <= successes / n <= high <= 1.0
+
+
+@pytest.mark.parametrize(("successes", "n"), [(-1, 10), (11, 10), (0, 0)])
+def test_wilson_interval_validation(successes: int, n: int) -> None:
+    with pytest.raises(ValueError, match="successes"):
+        wilson_interval(successes, n)
+    with pytest.raises(ValueError, match="confidence"):
+        wilson_interval(1, 2, confidence=1.0)
