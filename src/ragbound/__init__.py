@@ -1,11 +1,58 @@
 """ragbound: know what your RAG system does not know.
 
 Calibrated out-of-knowledge p-values for single queries (a goodness-of-fit test on retrieval
-similarities), shift tests for query streams, tripwire rejection and abstention benchmarks.
+similarities; higher statistic = more out-of-knowledge, reject = p <= alpha).
 
-Importing the package does no I/O and loads no model; heavy dependencies load on first use.
+Importing the package does no I/O and loads no model; heavy parts load on first use.
+
+Example:
+    >>> from ragbound import Guard, KnowledgeBase  # doctest: +SKIP
+    >>> kb = KnowledgeBase.build(["docs/"]); kb.save("kb/")  # doctest: +SKIP
+    >>> guard = Guard.calibrate(kb, questions_the_docs_answer); guard.save()  # doctest: +SKIP
+    >>> guard.check("Who won the 1998 world cup?").reject  # doctest: +SKIP
+    True
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+_LAZY = {
+    "KnowledgeBase": "ragbound.knowledge",
+    "BoundaryDetector": "ragbound.detect.boundary",
+    "Guard": "ragbound.detect.guard",
+    "Calibration": "ragbound.detect.calibration",
+    "Verdict": "ragbound.results",
+    "EvaluationReport": "ragbound.results",
+    "evaluate": "ragbound.detect.evaluate",
+}
+
+__all__ = [
+    "BoundaryDetector",
+    "Calibration",
+    "EvaluationReport",
+    "Guard",
+    "KnowledgeBase",
+    "Verdict",
+    "__version__",
+    "evaluate",
+]
+
+if TYPE_CHECKING:
+    from ragbound.detect.boundary import BoundaryDetector
+    from ragbound.detect.calibration import Calibration
+    from ragbound.detect.evaluate import evaluate
+    from ragbound.detect.guard import Guard
+    from ragbound.knowledge import KnowledgeBase
+    from ragbound.results import EvaluationReport, Verdict
+
+
+def __getattr__(name: str) -> Any:
+    """Import public names on first use so ``import ragbound`` stays instant."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'ragbound' has no attribute {name!r}")

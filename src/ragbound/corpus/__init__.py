@@ -1,0 +1,36 @@
+"""The corpus layer: load documents and queries, split sentences, make stable chunks."""
+
+from __future__ import annotations
+
+from ragbound.corpus.chunker import (
+    ChunkingParams,
+    chunk_document,
+    chunk_documents,
+    chunk_id,
+    split_sentences,
+)
+from ragbound.corpus.loader import (
+    SUPPORTED_EXTENSIONS,
+    LoadReport,
+    load_documents,
+    load_documents_with_report,
+)
+from ragbound.corpus.models import Chunk, Document
+from ragbound.corpus.queries import MAX_QUERY_CHARS, load_queries, validate_query
+
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "SUPPORTED_EXTENSIONS",
+    "Chunk",
+    "ChunkingParams",
+    "Document",
+    "LoadReport",
+    "chunk_document",
+    "chunk_documents",
+    "chunk_id",
+    "load_documents",
+    "load_documents_with_report",
+    "load_queries",
+    "split_sentences",
+    "validate_query",
+]

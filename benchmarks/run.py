@@ -1,0 +1,173 @@
+"""``make bench``: the paper's online test on real data, plus speed and memory targets.
+
+Prints, for minilm and bm25 on the PubMedQA corpus: the 7 statistics x {MMLU-Med (near),
+TruthfulQA (far)} table of AUROC, AUPRC, TPR@5%FPR and DER (10 runs x 300 per side);
+index build throughput against raw ``encode`` on the same chunks; ``check`` latency p50/p99
+against embedding the query alone, measured interleaved in one run; and peak memory while
+indexing many chunks (in a child process). Results also go to bench_out/results.json.
+
+Environment: RAGBOUND_DATA (data folder), BENCH_MEMORY_CHUNKS (default 100000; 0 skips).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks import datasets
+from ragbound.detect import Guard
+from ragbound.detect.evaluate import evaluate, split_queries
+from ragbound.knowledge import KnowledgeBase
+
+OUT = datasets.REPO / "bench_out"
+console = Console()
+
+
+def main() -> None:
+    reason = datasets.missing_reason()
+    if reason:
+        console.print(f"[yellow]skipping the benchmark: {reason}[/]")
+        return
+    corpus = datasets.write_pubmedqa_corpus(OUT / "pubmedqa_corpus.jsonl")
+    calibration, ik_test = split_queries(datasets.pubmedqa_questions(), 0.5, seed=0)
+    ook = {"MMLU-Med": datasets.mmlu_med_questions(), "TruthfulQA": datasets.truthfulqa_questions()}
+    results: dict = {"machine": machine(), "date": time.strftime("%Y-%m-%d")}
+    for embedder in ("minilm", "bm25"):
+        kb, build_s = timed(lambda e=embedder: KnowledgeBase.build([corpus], embedder=e))
+        kb.save(OUT / f"kb-{embedder}")
+        guard = Guard.calibrate(kb, calibration, k=32)
+        entry = {"n_chunks": len(kb), "build_s": build_s, "chunks_per_s": len(kb) / build_s}
+        entry["quality"] = {
+            name: evaluate(guard, ik_test, queries, samples=300, runs=10, seed=0).model_dump()
+            for name, queries in ook.items()
+        }
+        if embedder == "minilm":
+            entry["raw_encode_chunks_per_s"] = raw_encode_rate(kb)
+            entry["latency"] = latency(guard, ik_test[:100] + ook["TruthfulQA"][:100])
+        results[embedder] = entry
+        print_quality(embedder, entry["quality"])
+    memory_chunks = int(os.environ.get("BENCH_MEMORY_CHUNKS", "100000"))
+    if memory_chunks:
+        results["memory"] = peak_memory(memory_chunks)
+    print_speed(results)
+    OUT.mkdir(exist_ok=True)
+    (OUT / "results.json").write_text(json.dumps(results, indent=2))
+    console.print(f"results saved to {OUT / 'results.json'}")
+
+
+def timed(fn):
+    start = time.perf_counter()
+    value = fn()
+    return value, time.perf_counter() - start
+
+
+def machine() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def raw_encode_rate(kb: KnowledgeBase) -> float:
+    """Chunks/s of the bare model.encode on the same chunk texts (the throughput ceiling)."""
+    texts = [chunk.text for chunk in kb.chunks]
+    _, seconds = timed(lambda: kb.embedder.encode(texts, batch_size=64))
+    return len(texts) / seconds
+
+
+def latency(guard: Guard, queries: list[str]) -> dict:
+    """Per-query check vs embed-only wall time, interleaved so both see the same load."""
+    embedder = guard.kb.embedder
+    guard.check(queries[0])  # warm-up: model load, detector fit
+    check_ms, embed_ms = [], []
+    for query in queries:
+        _, t_embed = timed(lambda q=query: embedder.encode_one(q))
+        _, t_check = timed(lambda q=query: guard.check(q))
+        embed_ms.append(t_embed * 1e3)
+        check_ms.append(t_check * 1e3)
+    pct = lambda xs, q: float(np.percentile(xs, q))  # noqa: E731
+    return {
+        "n": len(queries),
+        "check_p50_ms": pct(check_ms, 50),
+        "check_p99_ms": pct(check_ms, 99),
+        "embed_p50_ms": pct(embed_ms, 50),
+        "embed_p99_ms": pct(embed_ms, 99),
+        "ratio_p50": pct(check_ms, 50) / pct(embed_ms, 50),
+    }
+
+
+def peak_memory(n_chunks: int) -> dict:
+    """Index ``n_chunks`` one-sentence chunks in a child process and read its peak RSS."""
+    console.print(f"indexing {n_chunks} chunks for the memory benchmark (takes minutes)...")
+    cmd = [sys.executable, "-m", "benchmarks.memory", str(n_chunks), str(OUT / "memory")]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def print_quality(embedder: str, quality: dict) -> None:
+    table = Table(title=f"{embedder}: PubMedQA corpus, 500 calibration / 500 test IK queries")
+    table.add_column("statistic")
+    for dataset in quality:
+        for metric in ("AUROC", "AUPRC", "TPR@5%", "DER"):
+            table.add_column(f"{dataset} {metric}", justify="right")
+    names = next(iter(quality.values()))["statistics"].keys()
+    for name in names:
+        row = [name]
+        for report in quality.values():
+            m = report["statistics"][name]
+            row += [f"{m[key]:.4f}" for key in ("auroc", "auprc", "tpr_at_5_fpr", "der")]
+        table.add_row(*row)
+    console.print(table)
+
+
+def print_speed(results: dict) -> None:
+    table = Table(title=f"speed and memory ({results['machine']}, {results['date']})")
+    table.add_column("measure")
+    table.add_column("ours", justify="right")
+    table.add_column("baseline", justify="right")
+    table.add_column("ratio", justify="right")
+    table.add_column("target", justify="right")
+    mini = results["minilm"]
+    table.add_row(
+        "index build, chunks/s (vs raw encode)",
+        f"{mini['chunks_per_s']:.1f}",
+        f"{mini['raw_encode_chunks_per_s']:.1f}",
+        f"{mini['chunks_per_s'] / mini['raw_encode_chunks_per_s']:.2f}",
+        ">= 0.90",
+    )
+    lat = mini["latency"]
+    table.add_row(
+        "check p50, ms (vs embed alone)",
+        f"{lat['check_p50_ms']:.1f}",
+        f"{lat['embed_p50_ms']:.1f}",
+        f"{lat['ratio_p50']:.2f}",
+        "<= 1.30",
+    )
+    table.add_row(
+        "check p99, ms (vs embed alone)",
+        f"{lat['check_p99_ms']:.1f}",
+        f"{lat['embed_p99_ms']:.1f}",
+        f"{lat['check_p99_ms'] / lat['embed_p99_ms']:.2f}",
+        "",
+    )
+    bm = results["bm25"]
+    table.add_row("bm25 index build, chunks/s", f"{bm['chunks_per_s']:.0f}", "", "", "")
+    if "memory" in results:
+        mem = results["memory"]
+        table.add_row(
+            f"peak RSS indexing {mem['n_chunks']} chunks, MB",
+            f"{mem['peak_mb']:.0f}",
+            "",
+            "",
+            "< 1500",
+        )
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,326 @@
+"""The ``ragbound`` command: index, add, calibrate, check, evaluate."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import BaseModel
+
+from ragbound.errors import InputError, RagboundError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Know what your RAG system does not know: calibrated out-of-knowledge tests.",
+)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (one object per line).")]
+FieldOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--field",
+        help="Query field in JSONL/CSV/JSON query files (default: query, question or text).",
+    ),
+]
+ForceOpt = Annotated[
+    bool, typer.Option("--force", help="Use a calibration made against another knowledge base.")
+]
+
+
+def _emit_json(obj: BaseModel | dict) -> None:
+    text = obj.model_dump_json() if isinstance(obj, BaseModel) else json.dumps(obj)
+    sys.stdout.write(text + "\n")
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+def _progress(json_out: bool) -> bool:
+    from ragbound.progress import progress_wanted
+
+    return progress_wanted(quiet=json_out)
+
+
+# ------------------------------------------------------------------ index / add
+@app.command()
+def index(
+    corpus: Annotated[
+        list[Path], typer.Argument(help="Files or folders (.txt .md .jsonl .csv .json).")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Knowledge-base directory to create.")],
+    embedder: Annotated[
+        str, typer.Option(help="minilm (default), mpnet, bm25, or a local model folder.")
+    ] = "minilm",
+    chunk_words: Annotated[int, typer.Option(help="Maximum words per chunk.")] = 200,
+    overlap: Annotated[int, typer.Option(help="Words of whole-sentence overlap.")] = 40,
+    text_field: Annotated[str, typer.Option(help="Text field of JSONL/CSV/JSON records.")] = "text",
+    id_field: Annotated[str | None, typer.Option(help="Id field of records.")] = None,
+    overwrite: Annotated[
+        bool, typer.Option(help="Replace a knowledge base already there.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Load, chunk and embed a corpus into a knowledge-base directory."""
+    from ragbound.knowledge import MANIFEST, KnowledgeBase
+
+    if (out / MANIFEST).exists() and not overwrite:
+        raise InputError(
+            f"{out} already holds a knowledge base: add documents with ragbound add, "
+            "or pass --overwrite to replace it"
+        )
+    kb = KnowledgeBase.build(
+        corpus,
+        embedder=embedder,
+        chunk_words=chunk_words,
+        overlap=overlap,
+        text_field=text_field,
+        id_field=id_field,
+        progress=_progress(json_out),
+    )
+    _save_replacing(kb, out)
+    _report_kb(kb, "indexed", json_out)
+
+
+def _save_replacing(kb, out: Path) -> None:
+    """Save to a fresh sibling folder, then swap it in, so the old KB survives a crash."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    kb.save(staging)
+    if out.exists():
+        trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+        out.rename(trash / "kb")
+        staging.rename(out)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        staging.rename(out)
+    kb.path = out
+
+
+@app.command()
+def add(
+    kb_dir: Annotated[Path, typer.Argument(help="Existing knowledge-base directory.")],
+    corpus: Annotated[list[Path], typer.Argument(help="Files or folders to add.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Add documents to a knowledge base; only the new chunks are embedded."""
+    from ragbound.knowledge import KnowledgeBase
+
+    kb = KnowledgeBase.load(kb_dir)
+    added = kb.add(corpus, progress=_progress(json_out))
+    kb.save()
+    _report_kb(kb, f"added {added} chunks to", json_out)
+
+
+def _report_kb(kb, verb: str, json_out: bool) -> None:
+    m = kb.manifest
+    if json_out:
+        _emit_json(
+            {
+                "path": str(kb.path),
+                "n_documents": m.n_documents,
+                "n_chunks": m.n_chunks,
+                "embedder": m.embedder.name,
+                "fingerprint": kb.fingerprint,
+            }
+        )
+        return
+    _console().print(
+        f"{verb} [bold]{kb.path}[/]: {m.n_documents} documents, {m.n_chunks} chunks, "
+        f"embedder {m.embedder.name} ({m.embedder.similarity}), fingerprint {kb.fingerprint}"
+    )
+
+
+# -------------------------------------------------------------------- calibrate
+@app.command()
+def calibrate(
+    kb_dir: Annotated[Path, typer.Argument(help="Knowledge-base directory.")],
+    queries: Annotated[Path, typer.Option("--queries", help="In-knowledge query file.")],
+    field: FieldOpt = None,
+    k: Annotated[int, typer.Option("--k", help="Neighbours per query.")] = 32,
+    tau: Annotated[float, typer.Option(help="Energy temperature.")] = 1.0,
+    statistic: Annotated[str | None, typer.Option(help="Default statistic for check.")] = None,
+    alpha: Annotated[float, typer.Option(help="Default significance level.")] = 0.05,
+    json_out: JsonOpt = False,
+) -> None:
+    """Build the empirical null from in-knowledge queries and save it beside the KB."""
+    from ragbound.corpus import load_queries
+    from ragbound.detect import DEFAULT_STATISTIC, Guard
+    from ragbound.knowledge import KnowledgeBase
+
+    kb = KnowledgeBase.load(kb_dir)
+    texts = load_queries(queries, field=field)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        guard = Guard.calibrate(
+            kb,
+            texts,
+            k=k,
+            tau=tau,
+            statistic=statistic or DEFAULT_STATISTIC,
+            alpha=alpha,
+            queries_source=str(queries),
+            progress=_progress(json_out),
+        )
+    for warning in caught:
+        sys.stderr.write(f"warning: {warning.message}\n")
+    folder = guard.save()
+    detector = guard.detector()
+    info = {
+        "path": str(folder),
+        "n_queries": len(texts),
+        "k": k,
+        "tau": tau,
+        "statistic": detector.statistic,
+        "alpha": alpha,
+        "critical_value": detector.critical_value_,
+        "kb_fingerprint": kb.fingerprint,
+    }
+    if json_out:
+        _emit_json(info)
+        return
+    _console().print(
+        f"calibrated on {len(texts)} queries (k={k}); {detector.statistic} critical value at "
+        f"alpha={alpha}: {detector.critical_value_:.4f}; saved to {folder}"
+    )
+
+
+# ------------------------------------------------------------------------ check
+@app.command()
+def check(
+    kb_dir: Annotated[Path, typer.Argument(help="Calibrated knowledge-base directory.")],
+    query: Annotated[list[str] | None, typer.Argument(help="Queries to test.")] = None,
+    queries: Annotated[Path | None, typer.Option("--queries", help="Query file.")] = None,
+    field: FieldOpt = None,
+    statistic: Annotated[
+        str | None, typer.Option(help="Statistic (default: calibration's).")
+    ] = None,
+    alpha: Annotated[float | None, typer.Option(help="Significance level.")] = None,
+    evidence: Annotated[int, typer.Option(help="Nearest chunks to show per query.")] = 3,
+    force: ForceOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Test queries: p-value that each is out of the knowledge base's knowledge."""
+    from ragbound.corpus import load_queries
+    from ragbound.detect import Guard
+
+    texts = list(query or [])
+    if queries is not None:
+        texts += load_queries(queries, field=field)
+    if not texts:
+        raise InputError("give queries as arguments or with --queries FILE")
+    guard = Guard.load(kb_dir, force=force)
+    verdicts = guard.check_many(
+        texts, statistic=statistic, alpha=alpha, evidence=evidence, progress=_progress(json_out)
+    )
+    if json_out:
+        for verdict in verdicts:
+            _emit_json(verdict)
+        return
+    _print_verdicts(verdicts)
+
+
+def _print_verdicts(verdicts) -> None:
+    from rich.table import Table
+
+    first = verdicts[0]
+    table = Table(
+        title=f"{first.statistic}, alpha={first.alpha}, k={first.k}, "
+        f"{first.n_calibration} calibration queries"
+    )
+    for column in ("query", "score", "p-value", "verdict", "nearest chunk"):
+        table.add_column(column, overflow="fold")
+    for v in verdicts:
+        near = v.neighbours[0] if v.neighbours else None
+        evidence = f"{near.similarity:.3f} {near.source}" if near else ""
+        label = "[red]out of knowledge[/]" if v.reject else "[green]in knowledge[/]"
+        table.add_row(v.query, f"{v.score:.4f}", f"{v.p_value:.4f}", label, evidence)
+    _console().print(table)
+
+
+# --------------------------------------------------------------------- evaluate
+@app.command()
+def evaluate(
+    kb_dir: Annotated[Path, typer.Argument(help="Calibrated knowledge-base directory.")],
+    in_knowledge: Annotated[Path, typer.Option("--in-knowledge", help="Held-out IK queries.")],
+    out_of_knowledge: Annotated[Path, typer.Option("--out-of-knowledge", help="OoK queries.")],
+    field: FieldOpt = None,
+    samples: Annotated[int, typer.Option(help="Queries drawn per side per run.")] = 300,
+    runs: Annotated[int, typer.Option(help="Random draws to average.")] = 10,
+    seed: Annotated[int, typer.Option(help="Seed of the draws.")] = 0,
+    force: ForceOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """AUROC, AUPRC, TPR at 5% FPR and DER for every statistic (paper protocol)."""
+    from ragbound.corpus import load_queries
+    from ragbound.detect import Guard
+    from ragbound.detect.evaluate import evaluate as run_evaluation
+
+    guard = Guard.load(kb_dir, force=force)
+    report = run_evaluation(
+        guard,
+        load_queries(in_knowledge, field=field),
+        load_queries(out_of_knowledge, field=field),
+        samples=samples,
+        runs=runs,
+        seed=seed,
+        progress=_progress(json_out),
+    )
+    if json_out:
+        _emit_json(report)
+        return
+    _console().print(evaluation_table(report))
+
+
+def evaluation_table(report):
+    """A rich table of an EvaluationReport (also used by the demo)."""
+    from rich.table import Table
+
+    table = Table(
+        title=f"{report.runs} runs x {report.samples} per side, alpha={report.alpha}, "
+        f"k={report.k}, {report.n_calibration} calibration queries"
+    )
+    for column in ("statistic", "AUROC", "AUPRC", "TPR@5%FPR", "DER", "real FPR", "oracle TPR"):
+        table.add_column(column, justify="right")
+    for name, m in report.statistics.items():
+        table.add_row(
+            name,
+            f"{m.auroc:.4f}",
+            f"{m.auprc:.4f}",
+            f"{m.tpr_at_5_fpr:.4f}",
+            f"{m.der:.4f}",
+            f"{m.fpr:.4f}",
+            f"{m.tpr_at_5_fpr_oracle:.4f}",
+        )
+    return table
+
+
+def main() -> None:
+    """Entry point: user errors print one clear line, never a traceback."""
+    try:
+        app(standalone_mode=False)
+    except RagboundError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        raise SystemExit(2) from None
+    except typer.Abort:
+        raise SystemExit(130) from None
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            raise SystemExit(exc.exit_code) from None
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""The paper's evaluation protocol: balanced in/out draws, every statistic, averaged runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ragbound.detect.guard import Guard, search_in_batches
+from ragbound.errors import InputError
+from ragbound.results import EvaluationReport, StatisticMetrics
+from ragbound.stats import STATISTICS, balanced_runs
+
+EVALUATION_ALPHA = 0.05
+
+
+def evaluate(
+    guard: Guard,
+    in_knowledge: Sequence[str],
+    out_of_knowledge: Sequence[str],
+    *,
+    statistics: Sequence[str] = STATISTICS,
+    samples: int = 300,
+    runs: int = 10,
+    seed: int = 0,
+    progress: bool = False,
+) -> EvaluationReport:
+    """AUROC, AUPRC, TPR and DER at the alpha = 5% critical value, for each statistic.
+
+    Each query is retrieved once; every run then draws ``samples`` in- and out-of-knowledge
+    queries (without replacement, seeded) and the metrics are averaged over ``runs``.
+    In-knowledge test queries should be disjoint from the calibration queries; overlap is
+    refused because it would flatter every number.
+    """
+    _check_inputs(guard, in_knowledge, out_of_knowledge, samples, runs)
+    sims_in = search_in_batches(guard.kb, in_knowledge, guard.k, progress=progress).similarities
+    sims_out = search_in_batches(
+        guard.kb, out_of_knowledge, guard.k, progress=progress
+    ).similarities
+    table = {}
+    for name in statistics:
+        detector = guard.detector(name, EVALUATION_ALPHA)
+        result = balanced_runs(
+            detector.score(sims_in),
+            detector.score(sims_out),
+            samples=samples,
+            runs=runs,
+            seed=seed,
+            threshold=detector.critical_value_,
+        )
+        table[name] = StatisticMetrics(
+            **{f: float(result[f]) for f in StatisticMetrics.model_fields}
+        )
+    return EvaluationReport(
+        statistics=table,
+        n_in_knowledge=len(in_knowledge),
+        n_out_of_knowledge=len(out_of_knowledge),
+        n_calibration=guard.calibration.manifest.n_queries,
+        samples=samples,
+        runs=runs,
+        seed=seed,
+        alpha=EVALUATION_ALPHA,
+        k=guard.k,
+        kb_fingerprint=guard.kb.fingerprint,
+    )
+
+
+def _check_inputs(
+    guard: Guard, ik: Sequence[str], ook: Sequence[str], samples: int, runs: int
+) -> None:
+    if not ik or not ook:
+        raise InputError(
+            "evaluation needs at least one in-knowledge and one out-of-knowledge query"
+        )
+    if samples < 1 or runs < 1:
+        raise InputError(f"samples and runs must be positive, got {samples} and {runs}")
+    overlap = set(ik) & set(guard.calibration.queries)
+    if overlap:
+        example = next(iter(overlap))
+        raise InputError(
+            f"{len(overlap)} in-knowledge test queries are also calibration queries "
+            f"(for example {example!r}); evaluate on queries held out from calibration"
+        )
+
+
+def split_queries(
+    queries: Sequence[str], fraction: float = 0.5, seed: int = 0
+) -> tuple[list[str], list[str]]:
+    """Seeded disjoint split (e.g. calibration / test halves) of a query list."""
+    order = np.random.default_rng(seed).permutation(len(queries))
+    cut = round(len(queries) * fraction)
+    return [queries[i] for i in order[:cut]], [queries[i] for i in order[cut:]]

@@ -1,0 +1,41 @@
+"""Small texts written for the tests: two clear topics and questions about them."""
+
+# Ten short documents in two clear topics, written for these tests.
+TOPICS = {
+    "bees": [
+        "Honey bees live in colonies with one queen, thousands of workers and some drones.",
+        "Worker bees collect nectar from flowers and turn it into honey inside the hive.",
+        "Bees communicate the direction of food with a waggle dance on the comb.",
+        "Beekeepers use smoke to calm a colony before they open the hive.",
+        "A queen bee can lay up to two thousand eggs on a single summer day.",
+    ],
+    "trains": [
+        "Steam locomotives burn coal to boil water and drive pistons with the steam.",
+        "High-speed trains in Japan, called Shinkansen, first ran in 1964.",
+        "Railway signals tell drivers whether the block of track ahead is clear.",
+        "Electric trains draw current from overhead wires through a pantograph.",
+        "The gauge of a railway is the distance between the two rails.",
+    ],
+}
+
+IN_KNOWLEDGE = [
+    "How do bees tell each other where food is?",
+    "What do worker bees make from nectar?",
+    "Why do beekeepers use smoke?",
+    "How many eggs can a queen bee lay in a day?",
+    "Who lives in a honey bee colony?",
+    "How does a steam locomotive work?",
+    "When did the Shinkansen start running?",
+    "What does a railway signal tell the driver?",
+    "How do electric trains get their power?",
+    "What is the gauge of a railway?",
+    "What is a waggle dance?",
+    "What is a pantograph used for on a train?",
+]
+
+OUT_OF_KNOWLEDGE = [
+    "What is the capital of Australia?",
+    "How do I bake sourdough bread at home?",
+    "Who wrote the opera The Magic Flute?",
+    "How many players are on a volleyball team?",
+]
