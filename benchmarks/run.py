@@ -28,7 +28,7 @@ from ragbound.detect.evaluate import evaluate, split_queries
 from ragbound.knowledge import KnowledgeBase
 
 OUT = datasets.REPO / "bench_out"
-console = Console()
+console = Console(width=200)  # wide tables stay readable when piped to a file
 
 
 def main() -> None:
@@ -60,6 +60,7 @@ def main() -> None:
     print_speed(results)
     OUT.mkdir(exist_ok=True)
     (OUT / "results.json").write_text(json.dumps(results, indent=2))
+    (OUT / "results.md").write_text(markdown(results))
     console.print(f"results saved to {OUT / 'results.json'}")
 
 
@@ -167,6 +168,26 @@ def print_speed(results: dict) -> None:
             "< 1500",
         )
     console.print(table)
+
+
+def markdown(results: dict) -> str:
+    """The quality tables as Markdown, ready for the README."""
+    lines = [f"Measured {results['date']} on {results['machine']}.", ""]
+    for embedder in ("minilm", "bm25"):
+        quality = results[embedder]["quality"]
+        header = ["statistic"] + [
+            f"{d} {m}" for d in quality for m in ("AUROC", "AUPRC", "TPR@5%FPR", "DER")
+        ]
+        lines += [f"**{embedder}** ({results[embedder]['n_chunks']} chunks)", ""]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for name in next(iter(quality.values()))["statistics"]:
+            row = [name]
+            for report in quality.values():
+                m = report["statistics"][name]
+                row += [f"{m[key]:.3f}" for key in ("auroc", "auprc", "tpr_at_5_fpr", "der")]
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -73,6 +73,9 @@ class SentenceTransformerEmbedder:
     def _load(self) -> Any:
         if self._model is None:
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # no "Loading weights" bar in CLI output
 
             self._model = SentenceTransformer(str(self.folder), device=self.device)
         return self._model
