@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+from pydantic import BaseModel, ValidationError
 
 from ragbound.errors import ArtifactError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def utc_now() -> str:
+    """ISO 8601 UTC timestamp to the second, as recorded in manifests."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _atomic_replace(path: Path, write: Any) -> None:
@@ -59,6 +68,18 @@ def read_json(path: Path, what: str) -> Any:
         raise ArtifactError(f"{what} not found: {path}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ArtifactError(f"{what} {path} is corrupt: {exc}") from exc
+
+
+def read_manifest(path: Path, model: type[ModelT], fmt: str, what: str) -> ModelT:
+    """Read a manifest JSON, check its ``format`` tag, validate it into ``model``."""
+    raw: Any = read_json(path, what)
+    if not isinstance(raw, dict) or raw.get("format") != fmt:
+        found = raw.get("format") if isinstance(raw, dict) else type(raw).__name__
+        raise ArtifactError(f"{path}: format {found!r} is not {fmt!r}")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise ArtifactError(f"{path} is invalid: {exc}") from exc
 
 
 def iter_jsonl(path: Path, what: str) -> Iterator[dict[str, Any]]:

@@ -13,10 +13,9 @@ the previous manifest (and so the previous knowledge base) intact.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
@@ -24,9 +23,10 @@ from pydantic import BaseModel, ValidationError
 from ragbound import __version__
 from ragbound.artifacts import (
     iter_jsonl,
-    read_json,
+    read_manifest,
     read_npy,
     sha256_text,
+    utc_now,
     write_json,
     write_jsonl,
     write_npy,
@@ -50,10 +50,6 @@ MANIFEST = "manifest.json"
 SEGMENTS = "segments"
 # Chunks are embedded in outer batches so the progress bar moves and memory stays flat.
 _OUTER_BATCH = 1024
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 class Segment(BaseModel):
@@ -175,7 +171,7 @@ class KnowledgeBase:
         spec = canonical_spec(embedder)
         dense = None if is_lexical(spec) else load_dense_embedder(spec)
         info = bm25_info() if dense is None else dense.info
-        now = _now()
+        now = utc_now()
         manifest = KBManifest(
             created_at=now,
             updated_at=now,
@@ -250,7 +246,7 @@ class KnowledgeBase:
             n_chunks=len(chunks),
             n_documents=len(documents),
             sources=list(sources),
-            created_at=_now(),
+            created_at=utc_now(),
         )
         all_chunks = self.chunks + chunks
         self.manifest = self.manifest.model_copy(
@@ -304,7 +300,7 @@ class KnowledgeBase:
         root = Path(path)
         if not root.is_dir():
             raise InputError(f"knowledge base {root} does not exist (build it with ragbound index)")
-        manifest = _read_manifest(root)
+        manifest = read_manifest(root / MANIFEST, KBManifest, KB_FORMAT, "knowledge-base manifest")
         chunks: list[Chunk] = []
         blocks: list[np.ndarray] = []
         for segment in manifest.segments:
@@ -427,17 +423,6 @@ def _remove_unreferenced(seg_dir: Path, segments: list[Segment]) -> None:
     for path in seg_dir.glob("*.*"):
         if path.name.split(".", 1)[0] not in keep:
             path.unlink(missing_ok=True)
-
-
-def _read_manifest(root: Path) -> KBManifest:
-    raw: Any = read_json(root / MANIFEST, "knowledge-base manifest")
-    if not isinstance(raw, dict) or raw.get("format") != KB_FORMAT:
-        found = raw.get("format") if isinstance(raw, dict) else type(raw).__name__
-        raise ArtifactError(f"{root / MANIFEST}: format {found!r} is not {KB_FORMAT!r}")
-    try:
-        return KBManifest.model_validate(raw)
-    except ValidationError as exc:
-        raise ArtifactError(f"{root / MANIFEST} is invalid: {exc}") from exc
 
 
 def _read_chunks(path: Path) -> list[Chunk]:

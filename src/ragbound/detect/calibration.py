@@ -13,20 +13,20 @@ is written last (atomic rename), so a crash never leaves a calibration that load
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from ragbound import __version__
 from ragbound.artifacts import (
     iter_jsonl,
-    read_json,
+    read_manifest,
     read_npy,
     sha256_text,
+    utc_now,
     write_json,
     write_jsonl,
     write_npy,
@@ -77,7 +77,7 @@ class Calibration:
         queries_source: str = "",
     ) -> Calibration:
         sims = np.ascontiguousarray(similarities, dtype=np.float64)
-        created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        created = utc_now()
         manifest = CalibrationManifest(
             id=sha256_text(kb_fingerprint, created, *queries)[:12],
             created_at=created,
@@ -127,7 +127,12 @@ class Calibration:
                 f"{kb_dir} has no calibration yet: run "
                 f"ragbound calibrate {kb_dir} --queries IN_KNOWLEDGE_FILE"
             )
-        manifest = _read_manifest(folder / "manifest.json")
+        manifest = read_manifest(
+            folder / "manifest.json",
+            CalibrationManifest,
+            CALIBRATION_FORMAT,
+            "calibration manifest",
+        )
         sims = read_npy(folder / f"{manifest.id}.similarities.npy", "calibration similarities")
         rows = iter_jsonl(folder / f"{manifest.id}.queries.jsonl", "calibration queries")
         queries = [str(row.get("query", "")) for row in rows]
@@ -140,13 +145,3 @@ class Calibration:
         if not np.isfinite(sims).all():
             raise ArtifactError(f"{folder}: calibration similarities hold NaN or inf")
         return cls(manifest, queries, sims)
-
-
-def _read_manifest(path: Path) -> CalibrationManifest:
-    raw: Any = read_json(path, "calibration manifest")
-    if not isinstance(raw, dict) or raw.get("format") != CALIBRATION_FORMAT:
-        raise ArtifactError(f"{path}: not a {CALIBRATION_FORMAT} manifest")
-    try:
-        return CalibrationManifest.model_validate(raw)
-    except ValidationError as exc:
-        raise ArtifactError(f"{path} is invalid: {exc}") from exc
