@@ -5,9 +5,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 from ragbound.cli import main
+from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 
 def run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:

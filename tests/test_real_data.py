@@ -1,6 +1,5 @@
 """The online test on the real PubMedQA set-up (skips cleanly without ../shared/data)."""
 
-
 import pytest
 
 from benchmarks import datasets

@@ -3,13 +3,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 from ragbound.detect import Guard
 from ragbound.detect.calibration import Calibration
 from ragbound.detect.evaluate import evaluate, split_queries
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
+from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 
 @pytest.fixture(scope="module")
