@@ -145,3 +145,15 @@ def test_empty_corpus_is_refused(tmp_path: Path):
     (tmp_path / "blank.txt").write_text("   \n")
     with pytest.raises(InputError):
         KnowledgeBase.build([tmp_path], embedder="bm25")
+
+
+def test_overwrite_swaps_in_a_new_knowledge_base(corpus_dir: Path, tmp_path: Path):
+    target = tmp_path / "kb"
+    KnowledgeBase.build([corpus_dir], embedder="bm25").save(target)
+    bees = KnowledgeBase.build([corpus_dir / "bees"], embedder="bm25")
+    with pytest.raises(InputError, match="already holds another knowledge base"):
+        bees.save(target)
+    assert len(KnowledgeBase.load(target)) == 10
+    bees.save(target, overwrite=True)
+    assert len(KnowledgeBase.load(target)) == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kb"]  # no staging folders left

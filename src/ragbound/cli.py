@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Annotated
@@ -13,6 +11,7 @@ from typing import Annotated
 import typer
 from pydantic import BaseModel
 
+from ragbound.display import evaluation_table, verdict_table
 from ragbound.errors import InputError, RagboundError
 
 app = typer.Typer(
@@ -87,23 +86,8 @@ def index(
         id_field=id_field,
         progress=_progress(json_out),
     )
-    _save_replacing(kb, out)
+    kb.save(out, overwrite=overwrite)
     _report_kb(kb, "indexed", json_out)
-
-
-def _save_replacing(kb, out: Path) -> None:
-    """Save to a fresh sibling folder, then swap it in, so the old KB survives a crash."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    kb.save(staging)
-    if out.exists():
-        trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-        out.rename(trash / "kb")
-        staging.rename(out)
-        shutil.rmtree(trash, ignore_errors=True)
-    else:
-        staging.rename(out)
-    kb.path = out
 
 
 @app.command()
@@ -226,25 +210,7 @@ def check(
         for verdict in verdicts:
             _emit_json(verdict)
         return
-    _print_verdicts(verdicts)
-
-
-def _print_verdicts(verdicts) -> None:
-    from rich.table import Table
-
-    first = verdicts[0]
-    table = Table(
-        title=f"{first.statistic}, alpha={first.alpha}, k={first.k}, "
-        f"{first.n_calibration} calibration queries"
-    )
-    for column in ("query", "score", "p-value", "verdict", "nearest chunk"):
-        table.add_column(column, overflow="fold")
-    for v in verdicts:
-        near = v.neighbours[0] if v.neighbours else None
-        evidence = f"{near.similarity:.3f} {near.source}" if near else ""
-        label = "[red]out of knowledge[/]" if v.reject else "[green]in knowledge[/]"
-        table.add_row(v.query, f"{v.score:.4f}", f"{v.p_value:.4f}", label, evidence)
-    _console().print(table)
+    _console().print(verdict_table(verdicts))
 
 
 # --------------------------------------------------------------------- evaluate
@@ -279,29 +245,6 @@ def evaluate(
         _emit_json(report)
         return
     _console().print(evaluation_table(report))
-
-
-def evaluation_table(report):
-    """A rich table of an EvaluationReport (also used by the demo)."""
-    from rich.table import Table
-
-    table = Table(
-        title=f"{report.runs} runs x {report.samples} per side, alpha={report.alpha}, "
-        f"k={report.k}, {report.n_calibration} calibration queries"
-    )
-    for column in ("statistic", "AUROC", "AUPRC", "TPR@5%FPR", "DER", "real FPR", "oracle TPR"):
-        table.add_column(column, justify="right")
-    for name, m in report.statistics.items():
-        table.add_row(
-            name,
-            f"{m.auroc:.4f}",
-            f"{m.auprc:.4f}",
-            f"{m.tpr_at_5_fpr:.4f}",
-            f"{m.der:.4f}",
-            f"{m.fpr:.4f}",
-            f"{m.tpr_at_5_fpr_oracle:.4f}",
-        )
-    return table
 
 
 def main() -> None:

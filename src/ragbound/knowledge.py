@@ -13,6 +13,8 @@ the previous manifest (and so the previous knowledge base) intact.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -267,12 +269,20 @@ class KnowledgeBase:
             self._store = None  # the BM25 index is rebuilt over all texts on next search
 
     # ------------------------------------------------------------- persistence
-    def save(self, path: str | Path | None = None) -> Path:
-        """Write new segments, then atomically replace the manifest. Returns the directory."""
+    def save(self, path: str | Path | None = None, *, overwrite: bool = False) -> Path:
+        """Write new segments, then atomically replace the manifest. Returns the directory.
+
+        Saving into the directory the knowledge base was loaded from appends new segments.
+        Saving elsewhere needs an empty or new folder, or ``overwrite=True`` to replace a
+        knowledge base there: the new one is written beside it and swapped in, so the old
+        one survives a crash.
+        """
         target = Path(path) if path is not None else self.path
         if target is None:
             raise InputError("no directory given to save the knowledge base to")
-        _check_save_target(target)
+        if overwrite and target != self.path and (target / MANIFEST).exists():
+            return self._save_swapping(target)
+        _check_save_target(target, is_own=target == self.path)
         seg_dir = target / SEGMENTS
         offsets = _segment_offsets(self.manifest.segments)
         for segment in self.manifest.segments:
@@ -283,6 +293,16 @@ class KnowledgeBase:
             self._write_segment(seg_dir, segment.name, self.chunks[start:stop], start, stop)
         write_json(target / MANIFEST, self.manifest.model_dump(mode="json"))
         _remove_unreferenced(seg_dir, self.manifest.segments)
+        self.path = target
+        return target
+
+    def _save_swapping(self, target: Path) -> Path:
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        self.save(staging)
+        trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+        target.rename(trash / "kb")
+        staging.rename(target)
+        shutil.rmtree(trash, ignore_errors=True)
         self.path = target
         return target
 
@@ -407,9 +427,14 @@ def _segment_offsets(segments: list[Segment]) -> dict[str, tuple[int, int]]:
     return offsets
 
 
-def _check_save_target(target: Path) -> None:
+def _check_save_target(target: Path, *, is_own: bool) -> None:
     if target.exists() and not target.is_dir():
         raise InputError(f"cannot save the knowledge base to {target}: it is a file")
+    if not is_own and (target / MANIFEST).exists():
+        raise InputError(
+            f"{target} already holds another knowledge base: pass overwrite=True "
+            "(--overwrite) to replace it"
+        )
     if target.is_dir() and any(target.iterdir()) and not (target / MANIFEST).exists():
         raise InputError(
             f"cannot save the knowledge base to {target}: the folder is not empty "
