@@ -103,10 +103,13 @@ def _parse_line(line: str, path: Path, number: int, what: str) -> dict[str, Any]
     return row
 
 
-def read_npy(path: Path, what: str) -> np.ndarray:
-    """Load a ``.npy`` artifact without pickle; corrupt files raise ArtifactError."""
+def read_npy(path: Path, what: str, *, mmap: bool = False) -> np.ndarray:
+    """Load a ``.npy`` artifact without pickle (memory-mapped read-only if ``mmap``).
+
+    Corrupt files raise ArtifactError.
+    """
     try:
-        return np.load(path, allow_pickle=False)
+        return np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
     except FileNotFoundError as exc:
         raise ArtifactError(f"{what} not found: {path}") from exc
     except (ValueError, OSError, EOFError) as exc:

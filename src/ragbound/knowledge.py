@@ -322,7 +322,6 @@ class KnowledgeBase:
             raise InputError(f"knowledge base {root} does not exist (build it with ragbound index)")
         manifest = read_manifest(root / MANIFEST, KBManifest, KB_FORMAT, "knowledge-base manifest")
         chunks: list[Chunk] = []
-        blocks: list[np.ndarray] = []
         for segment in manifest.segments:
             seg_chunks = _read_chunks(root / SEGMENTS / f"{segment.name}.chunks.jsonl")
             if len(seg_chunks) != segment.n_chunks:
@@ -331,11 +330,9 @@ class KnowledgeBase:
                     f"the manifest says {segment.n_chunks}"
                 )
             chunks.extend(seg_chunks)
-            if manifest.embedder.kind == "dense":
-                blocks.append(_read_vectors(root, segment, manifest.embedder.dimension))
         if corpus_hash(chunks) != manifest.corpus_hash:
             raise ArtifactError(f"{root}: chunk files do not match the manifest's corpus hash")
-        vectors = np.concatenate(blocks) if blocks else None
+        vectors = _read_all_vectors(root, manifest) if manifest.embedder.kind == "dense" else None
         return cls(manifest, chunks, vectors, path=root)
 
     # ----------------------------------------------------------------- search
@@ -460,9 +457,25 @@ def _read_chunks(path: Path) -> list[Chunk]:
     return chunks
 
 
+def _read_all_vectors(root: Path, manifest: KBManifest) -> np.ndarray:
+    """All segments' vectors in one matrix, filled segment by segment (no 2x peak)."""
+    dim = manifest.embedder.dimension
+    if sum(s.n_chunks for s in manifest.segments) != manifest.n_chunks:
+        raise ArtifactError(f"{root / MANIFEST}: segment sizes do not add up to n_chunks")
+    if len(manifest.segments) == 1:
+        return np.array(_read_vectors(root, manifest.segments[0], dim))
+    vectors = np.empty((manifest.n_chunks, dim), dtype=np.float32)
+    for segment, (start, stop) in zip(
+        manifest.segments, _segment_offsets(manifest.segments).values(), strict=True
+    ):
+        vectors[start:stop] = _read_vectors(root, segment, dim)
+    return vectors
+
+
 def _read_vectors(root: Path, segment: Segment, dimension: int) -> np.ndarray:
+    """One segment's vectors, memory-mapped and checked (shape, dtype, finite)."""
     path = root / SEGMENTS / f"{segment.name}.vectors.npy"
-    vectors = read_npy(path, "vector file")
+    vectors = read_npy(path, "vector file", mmap=True)
     expected = (segment.n_chunks, dimension)
     if vectors.dtype != np.float32 or vectors.shape != expected:
         raise ArtifactError(
