@@ -42,7 +42,7 @@ from ragbound.corpus import (
     validate_query,
 )
 from ragbound.embedders import EmbedderInfo, canonical_spec, is_lexical, load_dense_embedder
-from ragbound.embedders.sentence import SentenceTransformerEmbedder
+from ragbound.embedders.sentence import SentenceTransformerEmbedder, release_freed_memory
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
 from ragbound.progress import progress_bar
 from ragbound.stores import BM25Store, ExactStore, Hits, bm25_info
@@ -51,7 +51,9 @@ KB_FORMAT = "ragbound.kb/1"
 MANIFEST = "manifest.json"
 SEGMENTS = "segments"
 # Chunks are embedded in outer batches so the progress bar moves and memory stays flat.
-_OUTER_BATCH = 1024
+_OUTER_BATCH = 512
+_MAX_TOKENS = 256  # MiniLM's max_seq_length; longer models are capped the same for the budget
+_TOKEN_BUDGET = 2048  # tokens per forward pass
 
 
 class Segment(BaseModel):
@@ -411,9 +413,21 @@ def _embed_chunks(
         for start in range(0, len(order), _OUTER_BATCH):
             rows = order[start : start + _OUTER_BATCH]
             texts = [chunks[i].text for i in rows]
-            vectors[rows] = embedder.encode(texts, batch_size=batch_size)
+            size = _batch_for(chunks[rows[0]].n_words, batch_size)
+            vectors[rows] = embedder.encode(texts, batch_size=size)
+            release_freed_memory()
             advance(len(rows))
     return vectors
+
+
+def _batch_for(longest_words: int, batch_size: int) -> int:
+    """Cap the batch so batch x tokens stays within a budget.
+
+    Attention memory grows with batch x length^2: long chunks go in smaller batches, which
+    keeps the peak while indexing flat without slowing short texts.
+    """
+    tokens = min(_MAX_TOKENS, max(8, int(longest_words * 1.4)))
+    return max(4, min(batch_size, _TOKEN_BUDGET // tokens))
 
 
 def _segment_offsets(segments: list[Segment]) -> dict[str, tuple[int, int]]:

