@@ -247,6 +247,39 @@ def evaluate(
     _console().print(evaluation_table(report))
 
 
+# ------------------------------------------------------------------------ synth
+@app.command()
+def synth(
+    kb_dir: Annotated[Path, typer.Argument(help="Knowledge-base directory.")],
+    out: Annotated[Path, typer.Option("--out", help="Query file to write (JSONL).")],
+    n: Annotated[int, typer.Option("--n", help="Chunks to sample, one question each.")] = 300,
+    llm: Annotated[
+        str, typer.Option("--llm", help="local, local:/path/model.gguf or openai:MODEL.")
+    ] = "local",
+    seed: Annotated[int, typer.Option(help="Seed of the chunk sample.")] = 0,
+    concurrency: Annotated[int, typer.Option(help="LLM calls in flight.")] = 4,
+    json_out: JsonOpt = False,
+) -> None:
+    """Write synthetic in-knowledge queries from sampled chunks (for calibrate --queries)."""
+    from ragbound.knowledge import KnowledgeBase
+    from ragbound.llm import CachedLLM, ResponseCache, make_llm
+    from ragbound.synth.queries import generate_queries, save_queries
+
+    kb = KnowledgeBase.load(kb_dir)
+    model = CachedLLM(make_llm(llm), ResponseCache())
+    queries, report = generate_queries(
+        kb, model, n=n, seed=seed, concurrency=concurrency, progress=_progress(json_out)
+    )
+    save_queries(out, queries)
+    if json_out:
+        _emit_json(report)
+        return
+    dropped = ", ".join(f"{k}: {v}" for k, v in report.dropped.items()) or "none"
+    _console().print(
+        f"wrote {report.kept} of {report.requested} queries to {out} (dropped: {dropped})"
+    )
+
+
 def main() -> None:
     """Entry point: user errors print one clear line, never a traceback."""
     try:

@@ -51,7 +51,9 @@ def test_type_one_error_is_at_most_alpha_under_the_null(statistic: str):
     assert rate <= alpha + 3 * np.sqrt(alpha * (1 - alpha) / trials) + 0.02
 
 
-@settings(max_examples=25, deadline=None)
+# derandomized: the bound holds exactly, so a failure would be chance, not a bug, unless
+# the margin is wide and the examples fixed
+@settings(max_examples=25, deadline=None, derandomize=True)
 @given(
     n_cal=st.integers(20, 200),
     alpha=st.floats(0.02, 0.3),
@@ -69,7 +71,7 @@ def test_property_rejection_rate_super_uniform_over_calibration_draws(
         det = BoundaryDetector(statistic=statistic, k=4, alpha=alpha).fit(sims[:-1])
         rejections += bool(det.predict(sims[-1:])[0])
     bound = np.floor(alpha * (n_cal + 1)) / (n_cal + 1)
-    assert rejections / draws <= bound + 3 * np.sqrt(max(bound, 0.01) * (1 - bound) / draws)
+    assert rejections / draws <= bound + 4.5 * np.sqrt(max(bound, 0.01) * (1 - bound) / draws)
 
 
 def test_critical_value_agrees_with_predict():

@@ -1,0 +1,1 @@
+"""Synthetic data made with the LLM layer: in-knowledge queries."""
