@@ -42,7 +42,7 @@ def main() -> None:
     results: dict = {"machine": machine(), "date": time.strftime("%Y-%m-%d")}
     for embedder in ("minilm", "bm25"):
         kb, build_s = timed(lambda e=embedder: KnowledgeBase.build([corpus], embedder=e))
-        kb.save(OUT / f"kb-{embedder}")
+        kb.save(OUT / f"kb-{embedder}", overwrite=True)
         guard = Guard.calibrate(kb, calibration, k=32)
         entry = {"n_chunks": len(kb), "build_s": build_s, "chunks_per_s": len(kb) / build_s}
         entry["quality"] = {
