@@ -54,14 +54,19 @@ def main() -> None:
             entry["latency"] = latency(guard, ik_test[:100] + ook["TruthfulQA"][:100])
         results[embedder] = entry
         print_quality(embedder, entry["quality"])
+    save(results)  # before the long memory run, so its failure loses nothing
     memory_chunks = int(os.environ.get("BENCH_MEMORY_CHUNKS", "100000"))
     if memory_chunks:
         results["memory"] = peak_memory(memory_chunks)
+        save(results)
     print_speed(results)
+    console.print(f"results saved to {OUT / 'results.json'}")
+
+
+def save(results: dict) -> None:
     OUT.mkdir(exist_ok=True)
     (OUT / "results.json").write_text(json.dumps(results, indent=2))
     (OUT / "results.md").write_text(markdown(results))
-    console.print(f"results saved to {OUT / 'results.json'}")
 
 
 def timed(fn):
