@@ -38,7 +38,7 @@ def main() -> None:
     before_mb = peak_mb()
     start = time.perf_counter()
     kb = KnowledgeBase.from_documents(docs, embedder="minilm")
-    kb.save(out)
+    kb.save(out, overwrite=True)
     print(
         json.dumps(
             {

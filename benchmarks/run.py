@@ -111,7 +111,9 @@ def peak_memory(n_chunks: int) -> dict:
     """Index ``n_chunks`` one-sentence chunks in a child process and read its peak RSS."""
     console.print(f"indexing {n_chunks} chunks for the memory benchmark (takes minutes)...")
     cmd = [sys.executable, "-m", "benchmarks.memory", str(n_chunks), str(OUT / "memory")]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"memory benchmark failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
