@@ -18,7 +18,19 @@ from ragbound.knowledge import KnowledgeBase
 
 
 def peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+    """Peak resident memory of this process image, MB.
+
+    VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork+exec, so a child started by
+    a 1.4 GB parent would report the parent's peak.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def sentences(n: int) -> list[str]:
