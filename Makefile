@@ -4,6 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH := torch==2.13.0
+# llama-cpp-python compiles llama.cpp. A native build (-march=native) picked up AMX kernels that
+# crash in batched decoding on these VMs, and a cached native wheel breaks on other CPUs: build
+# for plain AVX2, which every x86-64 machine here has.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
 .PHONY: install demo test lint bench clean
 
@@ -12,7 +16,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install --quiet --upgrade pip
 	# CPU torch first: a plain torch requirement would pull a multi-GB CUDA build.
 	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet -e '.[dev,mpnet]'
+	CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(BIN)/pip install --quiet -e '.[dev,mpnet,local,baselines]'
 	touch $(STAMP)
 
 install: $(STAMP)
