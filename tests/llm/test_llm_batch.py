@@ -108,3 +108,31 @@ def test_arun_batch_inside_a_running_loop() -> None:
         "answer: q1",
         "answer: q2",
     ]
+
+
+def test_parsed_batches_retry_bad_replies_and_report_what_never_parses() -> None:
+    from ragbound.llm import ParseError, load_prompt, parse_json_object, run_parsed
+
+    prompt = load_prompt("relevance-judge")
+    fake = ScriptedLLM(['{"score": 0.5}', "no json", '{"score": 0.25}', "x", "y", "z"])
+    variables = [{"query": "q1", "context": "c"}, {"query": "q2", "context": "c"}]
+    results = run_parsed(fake, prompt, variables, parse_json_object, retries=2, concurrency=1)
+    assert results[0].ok and results[0].parsed is not None
+    assert results[0].parsed.value == {"score": 0.5} and results[0].parsed.attempts == 1
+    assert results[1].parsed is not None and results[1].parsed.attempts == 2
+    assert results[1].parsed.value == {"score": 0.25}
+    lost = run_parsed(fake, prompt, variables[:1], parse_json_object, retries=2)
+    assert not lost[0].ok and isinstance(lost[0].error, ParseError)
+    assert lost[0].error.raw == "z"  # the last raw reply is kept for the report
+    # retries change the seed: greedy decoding would otherwise repeat the same reply
+    assert [params.seed for _, params in fake.calls[3:]] == [0, 1, 2]
+
+
+def test_run_parsed_refuses_to_block_inside_an_event_loop() -> None:
+    from ragbound.llm import load_prompt, parse_json_object, run_parsed
+
+    async def inside() -> None:
+        run_parsed(ScriptedLLM(), load_prompt("relevance-judge"), [], parse_json_object)
+
+    with pytest.raises(InputError, match="event loop"):
+        asyncio.run(inside())

@@ -26,7 +26,15 @@ from ragbound.llm.base import (
     ParseError,
     PromptError,
 )
-from ragbound.llm.batch import Request, Result, arun_batch, run_batch
+from ragbound.llm.batch import (
+    ParsedResult,
+    Request,
+    Result,
+    arun_batch,
+    arun_parsed,
+    run_batch,
+    run_parsed,
+)
 from ragbound.llm.cache import CachedLLM, ResponseCache, acall, call, default_cache_root
 from ragbound.llm.parse import (
     Parsed,
@@ -78,6 +86,7 @@ __all__ = [
     "LLMUnavailableError",
     "ParseError",
     "Parsed",
+    "ParsedResult",
     "Prompt",
     "PromptError",
     "Request",
@@ -86,6 +95,7 @@ __all__ = [
     "acall",
     "acomplete_parsed",
     "arun_batch",
+    "arun_parsed",
     "builtin_examples",
     "call",
     "complete_parsed",
@@ -98,4 +108,5 @@ __all__ = [
     "make_llm",
     "parse_json_object",
     "run_batch",
+    "run_parsed",
 ]

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragbound.errors import InputError
 from ragbound.llm.base import LLM, ChatMessage, GenerationParams, LLMResponse
 from ragbound.llm.cache import CachedLLM, ResponseCache, acall
+from ragbound.llm.parse import Parsed, acomplete_parsed
+from ragbound.llm.prompts import Prompt
 from ragbound.progress import progress_bar
 
 
@@ -83,6 +86,97 @@ async def arun_batch(
         return list(await asyncio.gather(*(tracked(request) for request in requests)))
 
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ParsedResult(Generic[T]):
+    """The outcome of one parsed call: ``parsed`` on success, else ``error`` (a ParseError
+    carrying the raw reply after the retries, or the call's own failure)."""
+
+    parsed: Parsed[T] | None = None
+    error: Exception | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the reply parsed."""
+        return self.error is None
+
+
+async def arun_parsed(
+    llm: LLM,
+    prompt: Prompt,
+    variables: Sequence[Mapping[str, object]],
+    parser: Callable[[str], T],
+    *,
+    params: GenerationParams | None = None,
+    retries: int = 2,
+    concurrency: int = 4,
+    progress: bool = False,
+) -> list[ParsedResult[T]]:
+    """Render ``prompt`` once per item of ``variables``, call and parse, retrying parse failures.
+
+    Results come in input order; a failing item never stops the others. Use a CachedLLM so
+    that a rerun after an interruption only calls the model for what is missing.
+    """
+    if concurrency < 1:
+        raise InputError(f"concurrency must be at least 1, got {concurrency}")
+    gate = asyncio.Semaphore(concurrency)
+    with progress_bar(len(variables), f"{prompt.id} ({llm.model_id})", progress) as advance:
+
+        async def one(values: Mapping[str, object]) -> ParsedResult[T]:
+            async with gate:
+                try:
+                    parsed = await acomplete_parsed(
+                        llm, prompt, values, parser, params=params, retries=retries
+                    )
+                except Exception as exc:  # one failing item must not abort the others
+                    result: ParsedResult[T] = ParsedResult(error=exc)
+                else:
+                    result = ParsedResult(parsed=parsed)
+            advance(1)
+            return result
+
+        return list(await asyncio.gather(*(one(values) for values in variables)))
+
+
+def run_parsed(
+    llm: LLM,
+    prompt: Prompt,
+    variables: Sequence[Mapping[str, object]],
+    parser: Callable[[str], T],
+    *,
+    params: GenerationParams | None = None,
+    retries: int = 2,
+    concurrency: int = 4,
+    progress: bool = False,
+) -> list[ParsedResult[T]]:
+    """Blocking :func:`arun_parsed` (not callable from inside a running event loop)."""
+    return _run_blocking(
+        "run_parsed",
+        arun_parsed(
+            llm,
+            prompt,
+            variables,
+            parser,
+            params=params,
+            retries=retries,
+            concurrency=concurrency,
+            progress=progress,
+        ),
+    )
+
+
+def _run_blocking(name: str, coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` to completion; refuse inside a running loop (asyncio.run would fail)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    coroutine.close()
+    raise InputError(f"{name} was called inside an event loop: use `await a{name}(...)`")
+
+
 def run_batch(
     llm: LLM,
     requests: Sequence[Request],
@@ -92,11 +186,5 @@ def run_batch(
     cache: ResponseCache | None = None,
 ) -> list[Result]:
     """Blocking :func:`arun_batch` (not callable from inside a running event loop)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        raise InputError("run_batch was called inside an event loop: use `await arun_batch(...)`")
     coroutine = arun_batch(llm, requests, concurrency=concurrency, progress=progress, cache=cache)
-    return asyncio.run(coroutine)
+    return _run_blocking("run_batch", coroutine)
