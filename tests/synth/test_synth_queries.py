@@ -54,7 +54,9 @@ REPLIES = [
 ]
 
 
-def test_generation_draws_chunks_until_n_questions_pass_the_filters(corpus_dir: Path, tmp_path: Path):
+def test_generation_draws_chunks_until_n_questions_pass_the_filters(
+    corpus_dir: Path, tmp_path: Path
+):
     kb = KnowledgeBase.build([corpus_dir], embedder="bm25")
     llm = ScriptedLLM(REPLIES)
     queries, report = generate_queries(kb, llm, n=3, seed=0, concurrency=1, max_requests=10)
@@ -122,3 +124,19 @@ def test_the_chunk_sample_is_seeded(corpus_dir: Path):
 
     assert contexts(1) == contexts(1)
     assert contexts(1) != contexts(2)
+
+
+def test_chunks_too_short_to_ask_about_are_not_sampled():
+    from ragbound.corpus import Document
+    from ragbound.synth.queries import MIN_CHUNK_WORDS
+
+    long_text = " ".join(["Worker bees turn nectar into honey inside the hive."] * 3)
+    docs = [Document(id=f"long{i}", text=f"{long_text} Note {i}.", source="s") for i in range(3)]
+    docs += [Document(id="short", text="None.", source="s")]
+    kb = KnowledgeBase.from_documents(docs, embedder="bm25")
+    assert sum(c.n_words < MIN_CHUNK_WORDS for c in kb.chunks) == 1
+    llm = ScriptedLLM(["x", "y", '{"question": "What do worker bees make from nectar?"}'])
+    queries, report = generate_queries(kb, llm, n=1, seed=0, concurrency=1, max_requests=10)
+    prompts = [call[1].content for call in llm.calls]
+    assert len(queries) == 1 and report.requested == 3  # every long chunk, never the short one
+    assert not any("None." in p for p in prompts)

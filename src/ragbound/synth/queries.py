@@ -39,6 +39,9 @@ from ragbound.llm import (
 )
 
 MIN_WORDS = 4
+# Chunks shorter than this (a stray "None." paragraph, a heading) are not sampled: there is
+# nothing to ask about, and a small model invents a question instead.
+MIN_CHUNK_WORDS = 20
 # Chunks are cut to this many words in the prompt so it fits small local models' contexts.
 CONTEXT_WORDS = 300
 # Two questions whose word sets overlap this much (Jaccard) ask the same thing.
@@ -200,10 +203,9 @@ def generate_queries(
         raise InputError(f"max_requests must be at least 1, got {max_requests}")
     prompt = load_prompt(prompt_id)
     examples = list(examples) if examples else builtin_examples("pubmed")
-    shown = _example_values(prompt, examples)
     params = params or GenerationParams(temperature=0.7, max_tokens=160, seed=seed)
-    order = np.random.default_rng(seed).permutation(len(kb))
-    budget = min(len(kb), max_requests or math.ceil(REQUEST_BUDGET * n))
+    order = _sample_order(kb, seed)
+    budget = min(len(order), max_requests or math.ceil(REQUEST_BUDGET * n))
     selection = _Selection(
         filters or QueryFilters(), examples=[_word_set(str(e["question"])) for e in examples]
     )
@@ -212,7 +214,7 @@ def generate_queries(
     while len(queries) < n and drawn < budget:
         rows = order[drawn : drawn + _round_size(n - len(queries), len(queries), drawn, budget)]
         drawn += len(rows)
-        requests = [_request(prompt, shown, kb.chunk_at(row).text, params, row) for row in rows]
+        requests = synth_requests(kb, rows, prompt=prompt, examples=examples, params=params)
         results = run_batch(llm, requests, concurrency=concurrency, progress=progress)
         for row, result in zip(rows, results, strict=True):
             if len(queries) == n:
@@ -230,13 +232,48 @@ def generate_queries(
     return queries, report
 
 
+def _sample_order(kb: KnowledgeBase, seed: int) -> np.ndarray:
+    """Chunk rows in a seeded random order, without chunks too short to ask about (unless
+    every chunk is that short)."""
+    order = np.random.default_rng(seed).permutation(len(kb))
+    long_enough = [row for row in order if kb.chunk_at(row).n_words >= MIN_CHUNK_WORDS]
+    return np.array(long_enough) if long_enough else order
+
+
 def _round_size(missing: int, kept: int, drawn: int, budget: int) -> int:
     """Chunks to draw next: the missing count scaled by the keep rate seen so far."""
     keep_rate = kept / drawn if drawn else 1.0
     return max(1, min(budget - drawn, math.ceil(missing / max(keep_rate, 0.25))))
 
 
-def _example_values(prompt: Prompt, examples: list[dict[str, Any]]) -> dict[str, str]:
+def synth_requests(
+    kb: KnowledgeBase,
+    rows: Sequence[int] | np.ndarray,
+    *,
+    prompt: Prompt,
+    examples: Sequence[dict[str, Any]],
+    params: GenerationParams,
+) -> list[Request]:
+    """One request per chunk row: the prompt with the examples and the chunk's first
+    ``CONTEXT_WORDS`` words; the seed is ``params.seed + row``, so each chunk's call is
+    reproducible whatever else is in the batch."""
+    shown = _example_values(prompt, examples)
+    return [
+        Request(
+            messages=prompt.render(**shown, context=_context(kb.chunk_at(row).text)),
+            params=params.model_copy(update={"seed": (params.seed or 0) + int(row)}),
+            prompt_id=prompt.id,
+            prompt_version=prompt.version,
+        )
+        for row in rows
+    ]
+
+
+def _context(text: str) -> str:
+    return " ".join(text.split()[:CONTEXT_WORDS])
+
+
+def _example_values(prompt: Prompt, examples: Sequence[dict[str, Any]]) -> dict[str, str]:
     """Fill the prompt's example variable: full JSON objects, or a list of the questions."""
     values = {}
     if "examples" in prompt.variables:
@@ -244,17 +281,6 @@ def _example_values(prompt: Prompt, examples: list[dict[str, Any]]) -> dict[str,
     if "sample_questions" in prompt.variables:
         values["sample_questions"] = "\n".join(f"- {e['question']}" for e in examples)
     return values
-
-
-def _request(
-    prompt: Prompt, shown: dict[str, str], text: str, params: GenerationParams, row: int
-) -> Request:
-    return Request(
-        messages=prompt.render(**shown, context=" ".join(text.split()[:CONTEXT_WORDS])),
-        params=params.model_copy(update={"seed": (params.seed or 0) + int(row)}),
-        prompt_id=prompt.id,
-        prompt_version=prompt.version,
-    )
 
 
 def _provenance(

