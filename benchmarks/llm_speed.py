@@ -28,7 +28,7 @@ from ragbound.llm import (
     run_batch,
 )
 from ragbound.llm.local import LocalLlama, join_default_model
-from ragbound.synth.queries import synth_requests
+from ragbound.synth.queries import ContextWindows, synth_requests
 
 N_PROMPTS = 6
 PASSES = 2
@@ -39,8 +39,9 @@ def speed_requests(kb: KnowledgeBase, n: int = N_PROMPTS) -> list[Request]:
     prompt = load_prompt("synth-query")
     params = GenerationParams(temperature=0.7, max_tokens=160, seed=777)
     rows = range(len(kb) - n, len(kb))
+    texts = [ContextWindows(kb, "pmid").text(row) for row in rows]
     examples = builtin_examples("pubmed")
-    return synth_requests(kb, rows, prompt=prompt, examples=examples, params=params)
+    return synth_requests(texts, rows, prompt=prompt, examples=examples, params=params)
 
 
 def generation_speed(kb: KnowledgeBase) -> dict:

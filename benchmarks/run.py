@@ -12,7 +12,7 @@ local generation speed (see benchmarks/synthetic.py, baselines.py, llm_speed.py)
 
 ``python -m benchmarks.run synthetic`` runs only that part and merges it into the saved results.
 Environment: RAGBOUND_DATA (data folder), BENCH_MEMORY_CHUNKS (default 100000; 0 skips),
-BENCH_SYNTH (default 1; 0 skips the LLM parts), BENCH_SYNTH_STEPS (default all: "1,2,3,4").
+BENCH_SYNTH (default 1; 0 skips the LLM parts), BENCH_SYNTH_STEPS (default all: "1,2,3,4,5").
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def synthetic_part(
     except LLMUnavailableError as exc:
         console.print(f"[yellow]skipping synthetic calibration and baselines: {exc}[/]")
         return {"skipped": str(exc)}
-    wanted = os.environ.get("BENCH_SYNTH_STEPS", "1,2,3,4").split(",")
+    wanted = os.environ.get("BENCH_SYNTH_STEPS", "1,2,3,4,5").split(",")
     steps = [step for step in synthetic.STEPS if step.label.split(".")[0] in wanted]
     sets = synthetic.synthetic_sets(kb, llm, steps)
     calibrations = {f"real in-knowledge queries ({len(calibration)})": calibration}

@@ -1,19 +1,21 @@
-"""Synthetic vs real calibration (paper 1, Table 4), step by step, and the baselines (Tables 2-3).
+"""Synthetic vs real calibration (paper 1, Table 4), step by step.
 
 Calibration sets on the PubMedQA set-up: the real in-knowledge calibration queries, and 300
 synthetic queries from the bundled local model after each fix:
 
-1. the paper's prompt (Table 10) with the Table 13 examples, exact duplicates dropped;
-2. the self-contained-question prompt (``synth-query`` v2), no filters;
-3. + dropping questions that point at their source ("the study") or copy an example;
-4. + dropping near duplicates (the default of ``ragbound synth``).
+1. the paper's prompt (Table 10) with the Table 13 examples on one chunk, exact duplicates
+   dropped (the plain first attempt);
+2. the self-contained-question prompt (``synth-query`` v2), still one chunk;
+3. + the whole document as context (the abstract the sampled paragraph belongs to);
+4. + dropping questions that point at their source ("the study") or copy an example;
+5. + dropping near duplicates: the default of ``ragbound synth``.
 
 For every statistic: the critical value at alpha = 5% from each calibration set, the actual
 false-positive rate on the held-out real in-knowledge queries, and TPR and DER on MMLU-Med and
 TruthfulQA (10 balanced runs of 300 per side, as in the main table).
 
-LLM replies are cached (``~/.cache/ragbound/llm``): the first run generates (about 10 s per
-call on 2 cores), reruns are free.
+LLM replies are cached (``~/.cache/ragbound/llm``): the first run generates (10 to 13 s per
+call on 2 cores, about an hour per step), reruns are free. ``BENCH_SYNTH_STEPS`` picks steps.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -38,24 +41,31 @@ NO_FILTERS = QueryFilters(
 )
 
 
+# The corpus holds one record per abstract paragraph; an abstract is the paragraphs of a pmid.
+GROUP_BY = "pmid"
+
+
 @dataclass(frozen=True)
 class Step:
-    """One synthetic calibration set: a label, the prompt and the filters."""
+    """One synthetic calibration set: a label, the prompt, the context and the filters."""
 
     label: str
     prompt_id: str
+    context: Literal["document", "chunk"]
     filters: QueryFilters
 
 
 STEPS = (
-    Step("1. paper prompt (Table 10), exact duplicates dropped", "synth-query-paper", NO_FILTERS),
-    Step("2. self-contained-question prompt, no filters", "synth-query", NO_FILTERS),
+    Step("1. paper prompt (Table 10), one chunk", "synth-query-paper", "chunk", NO_FILTERS),
+    Step("2. self-contained-question prompt, one chunk", "synth-query", "chunk", NO_FILTERS),
+    Step("3. + whole document as context", "synth-query", "document", NO_FILTERS),
     Step(
-        "3. + drop source references and example copies",
+        "4. + drop source references, example copies",
         "synth-query",
+        "document",
         QueryFilters(near_duplicate_jaccard=None),
     ),
-    Step("4. + drop near duplicates (ragbound synth default)", "synth-query", QueryFilters()),
+    Step("5. + drop near duplicates (default)", "synth-query", "document", QueryFilters()),
 )
 
 
@@ -67,7 +77,15 @@ def synthetic_sets(
     for step in steps:
         start = time.perf_counter()
         queries, report = generate_queries(
-            kb, llm, n=n, seed=0, prompt_id=step.prompt_id, filters=step.filters, progress=True
+            kb,
+            llm,
+            n=n,
+            seed=0,
+            prompt_id=step.prompt_id,
+            filters=step.filters,
+            context=step.context,
+            group_by=GROUP_BY,
+            progress=True,
         )
         sets[step.label] = {
             "queries": [q.query for q in queries],

@@ -6,7 +6,7 @@ import json
 import sys
 import warnings
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from pydantic import BaseModel
@@ -264,6 +264,13 @@ def synth(
     prompt: Annotated[
         str, typer.Option(help="Prompt id (synth-query, or synth-query-paper: paper 1's).")
     ] = "synth-query",
+    context: Annotated[
+        str, typer.Option(help="document: the chunk with its neighbours; chunk: it alone.")
+    ] = "document",
+    group_by: Annotated[
+        str | None,
+        typer.Option(help="Chunk metadata field whose equal values make one document."),
+    ] = None,
     max_requests: Annotated[
         int | None, typer.Option(help="Most LLM calls to make (default 2 x n).")
     ] = None,
@@ -280,6 +287,7 @@ def synth(
     from ragbound.llm import CachedLLM, ResponseCache, make_llm
     from ragbound.synth.queries import generate_queries, load_examples, save_queries
 
+    context_choice = _context_choice(context)
     kb = KnowledgeBase.load(kb_dir)
     model = CachedLLM(make_llm(llm), ResponseCache())
     queries, report = generate_queries(
@@ -289,6 +297,8 @@ def synth(
         seed=seed,
         examples=load_examples(examples),
         prompt_id=prompt,
+        context=context_choice,
+        group_by=group_by,
         max_requests=max_requests,
         concurrency=concurrency,
         progress=_progress(json_out),
@@ -301,6 +311,14 @@ def synth(
     _console().print(
         f"wrote {report.kept} queries ({report.requested} LLM calls) to {out} (dropped: {dropped})"
     )
+
+
+def _context_choice(value: str) -> Literal["document", "chunk"]:
+    if value == "document":
+        return "document"
+    if value == "chunk":
+        return "chunk"
+    raise InputError(f"--context must be document or chunk, got {value!r}")
 
 
 def main() -> None:

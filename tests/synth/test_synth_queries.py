@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from ragbound.corpus import load_queries
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import ChatMessage, GenerationParams, LLMResponse
@@ -140,3 +142,79 @@ def test_chunks_too_short_to_ask_about_are_not_sampled():
     prompts = [call[1].content for call in llm.calls]
     assert len(queries) == 1 and report.requested == 3  # every long chunk, never the short one
     assert not any("None." in p for p in prompts)
+
+
+def paragraphs_kb():
+    """Two 'papers', each stored as one record per paragraph with a shared paper id."""
+    from ragbound.corpus import Document
+
+    paper_a = [
+        "Honey bees kept in cold climates need winter feeding. " * 3,
+        "Colonies fed sugar syrup in autumn survived the winter more often than unfed ones. " * 2,
+        "Feeding in spring made no difference to colony survival in the same apiaries. " * 2,
+    ]
+    paper_b = ["Electric trains draw current from overhead wires through a pantograph. " * 3]
+    docs = [
+        Document(id=f"a{i}", text=t, source="s", metadata={"paper": "A"})
+        for i, t in enumerate(paper_a)
+    ]
+    docs += [Document(id="b0", text=paper_b[0], source="s", metadata={"paper": "B"})]
+    return KnowledgeBase.from_documents(docs, embedder="bm25")
+
+
+def test_the_document_context_shows_the_neighbouring_paragraphs_of_the_same_paper():
+    from ragbound.synth.queries import CONTEXT_WORDS, ContextWindows
+
+    kb = paragraphs_kb()
+    middle = next(i for i, c in enumerate(kb.chunks) if c.doc_id.endswith("a1"))
+    by_paper = ContextWindows(kb, "paper").text(middle)
+    assert "winter feeding" in by_paper and "sugar syrup" in by_paper and "spring" in by_paper
+    assert "pantograph" not in by_paper
+    assert by_paper.index("winter feeding") < by_paper.index("sugar syrup")  # document order
+    assert by_paper.count("\n\n") == 2
+    alone = ContextWindows(kb, None).text(middle)  # each record is its own document
+    assert "sugar syrup" in alone and "winter feeding" not in alone
+    assert len(by_paper.split()) <= CONTEXT_WORDS
+
+
+def test_the_window_stays_within_the_word_budget(monkeypatch):
+    import ragbound.synth.queries as synth
+
+    kb = paragraphs_kb()
+    monkeypatch.setattr(synth, "CONTEXT_WORDS", 45)
+    middle = next(i for i, c in enumerate(kb.chunks) if c.doc_id.endswith("a1"))
+    text = synth.ContextWindows(kb, "paper").text(middle)
+    assert "sugar syrup" in text and len(text.split()) <= 45
+    assert "winter feeding" not in text or "spring" not in text  # only one neighbour fits
+
+
+def test_grouping_by_a_field_no_chunk_has_is_an_error():
+    from ragbound.errors import InputError
+    from ragbound.synth.queries import ContextWindows
+
+    with pytest.raises(InputError, match="pmid"):
+        ContextWindows(paragraphs_kb(), "pmid")
+
+
+def test_examples_come_from_a_builtin_set_or_the_users_file(tmp_path: Path):
+    from ragbound.errors import InputError
+    from ragbound.synth.queries import load_examples
+
+    assert len(load_examples("pubmed")) == 3
+    listed = tmp_path / "mine.json"
+    listed.write_text(json.dumps(["Do bees sleep?", {"question": "Why do trains hum?"}]))
+    assert [e["question"] for e in load_examples(str(listed))] == [
+        "Do bees sleep?",
+        "Why do trains hum?",
+    ]
+    lines = tmp_path / "mine.jsonl"
+    lines.write_text('{"question": "Do bees sleep?", "answer": "yes"}\n\n{"question": "Why?"}\n')
+    assert len(load_examples(str(lines))) == 2
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "ok?"}\n{"answer": "no question"}\n')
+    with pytest.raises(InputError, match="example 2 has no question"):
+        load_examples(str(bad))
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"question": "ok?"}\n{oops\n')
+    with pytest.raises(InputError, match=r"broken\.jsonl:2"):
+        load_examples(str(broken))

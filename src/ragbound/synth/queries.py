@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -42,8 +42,8 @@ MIN_WORDS = 4
 # Chunks shorter than this (a stray "None." paragraph, a heading) are not sampled: there is
 # nothing to ask about, and a small model invents a question instead.
 MIN_CHUNK_WORDS = 20
-# Chunks are cut to this many words in the prompt so it fits small local models' contexts.
-CONTEXT_WORDS = 300
+# The context shown is cut to this many words so it fits small local models' windows.
+CONTEXT_WORDS = 400
 # Two questions whose word sets overlap this much (Jaccard) ask the same thing.
 NEAR_DUPLICATE_JACCARD = 0.8
 # Requests are capped at this multiple of n, so a model that fails every filter stops.
@@ -184,6 +184,8 @@ def generate_queries(
     prompt_id: str = "synth-query",
     params: GenerationParams | None = None,
     filters: QueryFilters | None = None,
+    context: Literal["document", "chunk"] = "document",
+    group_by: str | None = None,
     max_requests: int | None = None,
     concurrency: int = 4,
     progress: bool = False,
@@ -192,7 +194,12 @@ def generate_queries(
 
     ``examples`` are in-context examples (dicts with at least ``question``); the default is
     the paper's PubMed set (Table 13). Use examples in your users' own style: the generated
-    questions copy it. Chunks are drawn in a seeded order; when filters drop questions, more
+    questions copy it. ``context="document"`` (default) shows the model the sampled chunk
+    with its neighbours from the same document, up to ``CONTEXT_WORDS`` words, so questions
+    are about what the document says as a whole, as users ask them; ``"chunk"`` shows the
+    chunk alone, as the paper did. ``group_by`` names a chunk metadata field whose equal
+    values make one document (e.g. a paper id when each record is a paragraph); the default
+    is the document id. Chunks are drawn in a seeded order; when filters drop questions, more
     chunks are drawn, up to ``max_requests`` calls (default ``REQUEST_BUDGET * n``) or every
     chunk. Fewer than ``n`` queries come back only when that budget runs out (the report says
     why).
@@ -204,6 +211,7 @@ def generate_queries(
     prompt = load_prompt(prompt_id)
     examples = list(examples) if examples else builtin_examples("pubmed")
     params = params or GenerationParams(temperature=0.7, max_tokens=160, seed=seed)
+    windows = ContextWindows(kb, group_by if context == "document" else _CHUNK_ALONE)
     order = _sample_order(kb, seed)
     budget = min(len(order), max_requests or math.ceil(REQUEST_BUDGET * n))
     selection = _Selection(
@@ -214,7 +222,8 @@ def generate_queries(
     while len(queries) < n and drawn < budget:
         rows = order[drawn : drawn + _round_size(n - len(queries), len(queries), drawn, budget)]
         drawn += len(rows)
-        requests = synth_requests(kb, rows, prompt=prompt, examples=examples, params=params)
+        texts = [windows.text(row) for row in rows]
+        requests = synth_requests(texts, rows, prompt=prompt, examples=examples, params=params)
         results = run_batch(llm, requests, concurrency=concurrency, progress=progress)
         for row, result in zip(rows, results, strict=True):
             if len(queries) == n:
@@ -246,31 +255,88 @@ def _round_size(missing: int, kept: int, drawn: int, budget: int) -> int:
     return max(1, min(budget - drawn, math.ceil(missing / max(keep_rate, 0.25))))
 
 
+_CHUNK_ALONE = "\x00chunk"  # a grouping under which every chunk is its own document
+
+
+class ContextWindows:
+    """The text shown for a sampled chunk: the chunk and its neighbours in the same document.
+
+    Documents are the chunks sharing ``group_by`` metadata (``None``: the same document id),
+    in knowledge-base order. The window grows from the sampled chunk, one neighbour at a
+    time on alternate sides, while it stays within ``CONTEXT_WORDS`` words.
+    """
+
+    def __init__(self, kb: KnowledgeBase, group_by: str | None) -> None:
+        if group_by not in (None, _CHUNK_ALONE) and not any(
+            group_by in chunk.metadata for chunk in kb.chunks
+        ):
+            raise InputError(f"no chunk has the metadata field {group_by!r} to group by")
+        self.kb = kb
+        self.members: dict[object, list[int]] = {}
+        self.group_of: list[object] = []
+        for row, chunk in enumerate(kb.chunks):
+            if group_by == _CHUNK_ALONE:
+                key: object = row
+            elif group_by is None:
+                key = chunk.doc_id
+            else:
+                key = chunk.metadata.get(group_by, ("ungrouped", row))
+            self.members.setdefault(key, []).append(row)
+            self.group_of.append(key)
+
+    def text(self, row: int) -> str:
+        """The window around ``row``, chunks in order, cut to ``CONTEXT_WORDS`` words."""
+        members = self.members[self.group_of[int(row)]]
+        at = members.index(int(row))
+        low, high = at, at + 1
+        words = self.kb.chunk_at(row).n_words
+        grew = True
+        while grew:
+            grew = False
+            for side in (high, low - 1):  # next chunk first, then the previous one
+                if 0 <= side < len(members) and not low <= side < high:
+                    size = self.kb.chunk_at(members[side]).n_words
+                    if words + size <= CONTEXT_WORDS:
+                        words += size
+                        low, high = min(low, side), max(high, side + 1)
+                        grew = True
+        text = "\n\n".join(self.kb.chunk_at(member).text for member in members[low:high])
+        return _cut(text, CONTEXT_WORDS)
+
+
 def synth_requests(
-    kb: KnowledgeBase,
+    texts: Sequence[str],
     rows: Sequence[int] | np.ndarray,
     *,
     prompt: Prompt,
     examples: Sequence[dict[str, Any]],
     params: GenerationParams,
 ) -> list[Request]:
-    """One request per chunk row: the prompt with the examples and the chunk's first
-    ``CONTEXT_WORDS`` words; the seed is ``params.seed + row``, so each chunk's call is
-    reproducible whatever else is in the batch."""
+    """One request per sampled chunk: the prompt with the examples and the chunk's context
+    text; the seed is ``params.seed + row``, so each chunk's call is reproducible whatever
+    else is in the batch."""
     shown = _example_values(prompt, examples)
     return [
         Request(
-            messages=prompt.render(**shown, context=_context(kb.chunk_at(row).text)),
+            messages=prompt.render(**shown, context=text),
             params=params.model_copy(update={"seed": (params.seed or 0) + int(row)}),
             prompt_id=prompt.id,
             prompt_version=prompt.version,
         )
-        for row in rows
+        for text, row in zip(texts, rows, strict=True)
     ]
 
 
-def _context(text: str) -> str:
-    return " ".join(text.split()[:CONTEXT_WORDS])
+def _cut(text: str, words: int) -> str:
+    """``text`` cut to its first ``words`` words; paragraph breaks are kept."""
+    paragraphs, left = [], words
+    for paragraph in text.split("\n\n"):
+        kept = paragraph.split()[:left]
+        if not kept:
+            break
+        paragraphs.append(" ".join(kept))
+        left -= len(kept)
+    return "\n\n".join(paragraphs)
 
 
 def _example_values(prompt: Prompt, examples: Sequence[dict[str, Any]]) -> dict[str, str]:
