@@ -39,3 +39,38 @@ OUT_OF_KNOWLEDGE = [
     "Who wrote the opera The Magic Flute?",
     "How many players are on a volleyball team?",
 ]
+
+# More questions for two-sample (shift) tests, which need larger samples than one query.
+MORE_IN_KNOWLEDGE = [
+    "What do honey bees turn nectar into?",
+    "Where in the hive is honey made?",
+    "How do bees share the direction of flowers?",
+    "What calms a bee colony before the hive is opened?",
+    "How many eggs does a queen lay on a summer day?",
+    "Which bees collect nectar?",
+    "What are drones in a bee colony?",
+    "What do steam engines burn to boil water?",
+    "What drives the pistons of a steam locomotive?",
+    "In which year did Japan's high-speed trains first run?",
+    "What is the Japanese high-speed train called?",
+    "Why do train drivers watch railway signals?",
+    "Through what does an electric train take current from overhead wires?",
+    "What is the distance between the two rails called?",
+    "Where do electric trains get their current?",
+    "What tells a driver whether the track ahead is clear?",
+]
+
+MORE_OUT_OF_KNOWLEDGE = [
+    "What is the boiling point of olive oil?",
+    "Who painted the ceiling of the Sistine Chapel?",
+    "How long is a marathon in kilometres?",
+    "What is the tallest mountain in Africa?",
+    "How do I change a flat bicycle tyre?",
+    "Which planet has the most moons?",
+    "What language is spoken in Brazil?",
+    "How many strings does a violin have?",
+    "What is the chemical symbol for gold?",
+    "Who discovered penicillin?",
+    "How do you make a paper airplane fly farther?",
+    "What year did the Berlin Wall fall?",
+]

@@ -247,6 +247,159 @@ def evaluate(
     _console().print(evaluation_table(report))
 
 
+# ------------------------------------------------------------------------ shift
+@app.command()
+def shift(
+    kb_dir: Annotated[Path, typer.Argument(help="Knowledge-base directory (calibrated).")],
+    queries: Annotated[
+        Path,
+        typer.Option("--queries", help="A query log (JSONL with time and query) or a query file."),
+    ],
+    window: Annotated[
+        str | None,
+        typer.Option(
+            help="Window: a query count (50) or log time (15m, 1h). Default 50 for a log."
+        ),
+    ] = None,
+    step: Annotated[
+        float | None,
+        typer.Option(help="Slide by this much (queries or seconds); default: tumbling."),
+    ] = None,
+    alpha: Annotated[
+        float, typer.Option(help="Significance level (whole stream for a log).")
+    ] = 0.05,
+    correction: Annotated[
+        str, typer.Option(help="spending (false alarms <= alpha over the stream) or none.")
+    ] = "spending",
+    test: Annotated[
+        str, typer.Option(help="ks (test statistic) or mmd (embeddings; batch only).")
+    ] = "ks",
+    statistic: Annotated[
+        str | None, typer.Option(help="Test statistic (default: calibration's).")
+    ] = None,
+    time_field: Annotated[str, typer.Option(help="Timestamp field of the log.")] = "time",
+    query_field: Annotated[str, typer.Option(help="Query field of the log.")] = "query",
+    state: Annotated[
+        Path | None, typer.Option(help="Monitor state file (default: KB_DIR/monitor/<log>.json).")
+    ] = None,
+    restart: Annotated[
+        bool, typer.Option(help="Forget the saved state and read the log anew.")
+    ] = False,
+    field: FieldOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Test whether queries have drifted from the calibration queries (paper eq. 3).
+
+    A JSONL log whose lines carry a timestamp is monitored window by window (KS per window,
+    resumable: a rerun reads only what was appended). Any other query file is one batch.
+    """
+    from ragbound.detect import Guard
+    from ragbound.detect.monitor import WindowSpec, is_log
+
+    guard = Guard.load(kb_dir)
+    if window is None and not is_log(queries, time_field):
+        _shift_batch(guard, queries, field, test, statistic, alpha, json_out)
+        return
+    if test != "ks":
+        raise InputError("a query log is monitored with the KS test; use --test ks")
+    spec = WindowSpec.parse(window or "50")
+    _shift_log(
+        guard,
+        queries,
+        spec,
+        step,
+        alpha,
+        correction,
+        statistic,
+        time_field,
+        query_field,
+        state,
+        restart,
+        json_out,
+    )
+
+
+def _shift_batch(
+    guard, queries: Path, field, test: str, statistic, alpha: float, json_out: bool
+) -> None:
+    from ragbound.corpus import load_queries
+    from ragbound.detect.shift import shift_test
+
+    batch = load_queries(queries, field=field)
+    report = shift_test(
+        guard,
+        batch,
+        test=test,
+        statistic=statistic,
+        alpha=alpha,  # type: ignore[arg-type]
+        progress=_progress(json_out),
+    )
+    if json_out:
+        _emit_json(report)
+        return
+    verdict = "[red]shift[/]" if report.reject else "[green]no shift[/]"
+    critical = f", critical value {report.critical_value:.4f}" if report.critical_value else ""
+    _console().print(
+        f"{report.test.upper()} {report.statistic:.4f}{critical}, p = {report.p_value:.4g} "
+        f"({report.n_test} queries vs {report.n_reference} calibration queries): {verdict} "
+        f"at alpha = {alpha}"
+    )
+
+
+def _shift_log(
+    guard,
+    log: Path,
+    spec,
+    step,
+    alpha,
+    correction,
+    statistic,
+    time_field,
+    query_field,
+    state: Path | None,
+    restart: bool,
+    json_out: bool,
+) -> None:
+    from ragbound.artifacts import sha256_text
+    from ragbound.detect.monitor import ShiftMonitor
+
+    if state is None:
+        state = guard.kb.path / "monitor" / f"{sha256_text(str(log.resolve()))[:16]}.json"
+    if restart:
+        state.unlink(missing_ok=True)
+    monitor = ShiftMonitor(
+        guard,
+        spec,
+        step=step,
+        alpha=alpha,
+        correction=correction,  # type: ignore[arg-type]
+        statistic=statistic,
+        time_field=time_field,
+        query_field=query_field,
+    )
+    console = None if json_out else _console()
+    tested = alarms = 0
+    for result in monitor.follow(log, state):
+        tested += 1
+        alarms += result.alarm
+        if json_out:
+            _emit_json(result)
+        elif console is not None:
+            flag = "[red]ALARM[/]" if result.alarm else "ok"
+            console.print(
+                f"window {result.window:>4}  {result.start} .. {result.end}  n={result.n:<4} "
+                f"KS={result.statistic:.3f}  p={result.p_value:.3g}  "
+                f"alpha={result.alpha:.3g}  {flag}"
+            )
+    summary = (
+        f"{tested} window(s) tested, {alarms} alarm(s); state saved to {state} "
+        f"(windows of {spec.describe()})"
+    )
+    if tested == 0:
+        summary = f"no window completed: the log has fewer new queries than one window; {summary}"
+    sys.stderr.write(summary + "\n")
+
+
 # ------------------------------------------------------------------------ synth
 @app.command()
 def synth(

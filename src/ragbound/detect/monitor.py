@@ -1,0 +1,445 @@
+"""Streaming shift monitor over a query log: one KS test per window, resumable.
+
+The log is JSONL, one object per line with a timestamp (ISO 8601 or epoch seconds) and a
+query (field names configurable), in time order. It is read incrementally from a byte offset,
+so a monitor that is stopped and restarted continues where it stopped: the state file keeps
+the offset, the window counter and the scored queries of the window still open. A line
+without a final newline is left for the next run (the writer may be mid-line).
+
+Windows hold ``size`` queries, or span ``seconds`` of log time. Tumbling windows (the default)
+do not overlap; a ``step`` smaller than the window makes them slide. Each full window's
+statistic values (higher = more out-of-knowledge) are compared with the calibration
+queries' by the two-sample KS test.
+
+False alarms over many windows: with ``correction="spending"`` (default) window i (0-based)
+is tested at alpha * 6 / (pi^2 (i+1)^2). These levels sum to alpha over an endless stream, so
+the chance of even one false alarm in the whole stream is at most alpha (union bound). The
+price is power late in a long stream; ``correction="none"`` tests every window at alpha
+(expect alpha x windows false alarms under no shift).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field, ValidationError
+
+from ragbound.artifacts import sha256_text, write_json
+from ragbound.corpus import validate_query
+from ragbound.detect.guard import Guard
+from ragbound.detect.shift import reference_scores
+from ragbound.errors import ArtifactError, InputError, where
+from ragbound.stats import alpha_spending, ks_two_sample
+
+STATE_FORMAT = "ragbound-monitor-state/1"
+SCORE_BATCH = 256
+Correction = Literal["spending", "none"]
+CORRECTIONS: tuple[str, ...] = ("spending", "none")
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """A window of ``size`` queries, or of ``seconds`` of log time (exactly one is set)."""
+
+    size: int | None = None
+    seconds: float | None = None
+
+    @classmethod
+    def parse(cls, text: str | int) -> WindowSpec:
+        """``50`` (queries) or ``90s``, ``15m``, ``1h``, ``1d`` (log time)."""
+        value = str(text).strip().lower()
+        try:
+            if value and value[-1] in _UNITS:
+                seconds = float(value[:-1]) * _UNITS[value[-1]]
+                if seconds > 0 and math.isfinite(seconds):
+                    return cls(seconds=seconds)
+            elif int(value) >= 1:
+                return cls(size=int(value))
+        except ValueError:
+            pass
+        raise InputError(f"window must be a query count (50) or a duration (15m, 1h), got {text!r}")
+
+    def describe(self) -> str:
+        return f"{self.size} queries" if self.size else f"{self.seconds:g} s"
+
+
+class WindowResult(BaseModel):
+    """One tested window. ``start``/``end`` are ISO 8601 UTC times of its first and last
+    query; ``alarm`` = p_value <= alpha, where alpha is this window's level after the
+    false-alarm correction."""
+
+    window: int = Field(description="0-based window counter over the whole stream")
+    start: str
+    end: str
+    first_line: int
+    last_line: int
+    n: int
+    statistic: float = Field(description="KS distance to the calibration queries, in [0, 1]")
+    p_value: float
+    alpha: float
+    alarm: bool
+    critical_value: float = Field(description="the paper's KS critical value at this alpha")
+    score_statistic: str
+
+
+class MonitorState(BaseModel):
+    """Where a monitor stopped: resume point and the scored queries of the open window."""
+
+    format: str = STATE_FORMAT
+    log: str
+    kb_fingerprint: str
+    settings: dict[str, str | float | int | None]
+    offset: int = 0
+    line: int = 0
+    last_time: float | None = None
+    windows: int = 0
+    window_start: float | None = None
+    buffer: list[tuple[int, float, float]] = Field(
+        default_factory=list, description="(line, epoch seconds, score) of the open window"
+    )
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    line: int
+    time: float
+    query: str
+
+
+def parse_time(value: object, location: str) -> float:
+    """Epoch seconds from a number or an ISO 8601 string (naive times are taken as UTC)."""
+    if isinstance(value, bool):
+        raise InputError(f"{location}: the timestamp must be ISO 8601 or epoch seconds")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        try:
+            stamp = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            try:
+                seconds = float(value)
+            except ValueError:
+                raise InputError(
+                    f"{location}: {value!r} is not an ISO 8601 time or epoch seconds"
+                ) from None
+        else:
+            if stamp.tzinfo is None:
+                stamp = stamp.replace(tzinfo=dt.UTC)
+            seconds = stamp.timestamp()
+    else:
+        raise InputError(f"{location}: the timestamp must be ISO 8601 or epoch seconds")
+    if not math.isfinite(seconds):
+        raise InputError(f"{location}: the timestamp is not finite")
+    return seconds
+
+
+def iso(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat(timespec="seconds")
+
+
+def read_log(
+    path: Path,
+    *,
+    offset: int = 0,
+    first_line: int = 1,
+    time_field: str = "time",
+    query_field: str = "query",
+) -> Iterator[tuple[LogRecord, int]]:
+    """(record, byte offset after its line) for each complete line from ``offset`` on."""
+    number = first_line - 1
+    with path.open("rb") as handle:
+        handle.seek(offset)
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                return  # the writer may still be on this line: leave it for the next run
+            number += 1
+            offset += len(raw)
+            text = raw.decode("utf-8", errors="strict").strip()
+            if text:
+                yield _record(text, path, number, time_field, query_field), offset
+
+
+def _record(text: str, path: Path, number: int, time_field: str, query_field: str) -> LogRecord:
+    location = where(path, number)
+    try:
+        item = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{location}: not valid JSON ({exc.msg})") from None
+    if not isinstance(item, dict):
+        raise InputError(
+            f"{location}: expected a JSON object with {time_field!r} and {query_field!r}"
+        )
+    for field in (time_field, query_field):
+        if field not in item:
+            raise InputError(f"{where(path, number, field)}: missing (the line has {sorted(item)})")
+    query = validate_query(item[query_field], location=where(path, number, query_field))
+    return LogRecord(number, parse_time(item[time_field], where(path, number, time_field)), query)
+
+
+class ShiftMonitor:
+    """KS test of each window of a query stream against the calibration queries.
+
+    Example:
+        >>> monitor = ShiftMonitor(Guard.load("kb/"), WindowSpec(size=50))  # doctest: +SKIP
+        >>> for window in monitor.follow("queries.log.jsonl", "state.json"):  # doctest: +SKIP
+        ...     print(window.end, window.p_value, window.alarm)
+    """
+
+    def __init__(
+        self,
+        guard: Guard,
+        window: WindowSpec,
+        *,
+        step: int | float | None = None,
+        alpha: float = 0.05,
+        correction: Correction = "spending",
+        statistic: str | None = None,
+        time_field: str = "time",
+        query_field: str = "query",
+    ) -> None:
+        if correction not in CORRECTIONS:
+            raise InputError(
+                f"unknown correction {correction!r}; expected one of {list(CORRECTIONS)}"
+            )
+        if not 0.0 < alpha < 1.0:
+            raise InputError(f"alpha must be in (0, 1), got {alpha}")
+        self.guard = guard
+        self.window = window
+        self.step = _check_step(window, step)
+        self.alpha = alpha
+        self.correction = correction
+        self.detector = guard.detector(statistic)
+        self.reference = reference_scores(guard, statistic)
+        self.time_field = time_field
+        self.query_field = query_field
+
+    def settings(self) -> dict[str, str | float | int | None]:
+        """What a state file must match to be resumed by this monitor."""
+        return {
+            "window_size": self.window.size,
+            "window_seconds": self.window.seconds,
+            "step": self.step,
+            "alpha": self.alpha,
+            "correction": self.correction,
+            "statistic": self.detector.statistic,
+            "time_field": self.time_field,
+            "query_field": self.query_field,
+        }
+
+    def window_alpha(self, index: int) -> float:
+        """The level of window ``index`` after the false-alarm correction."""
+        return alpha_spending(self.alpha, index) if self.correction == "spending" else self.alpha
+
+    # ---------------------------------------------------------------- windows
+    def feed_scores(
+        self, state: MonitorState, lines: np.ndarray, times: np.ndarray, scores: np.ndarray
+    ) -> list[WindowResult]:
+        """Add scored queries (in time order) to the open window; test every window that
+        fills. Updates ``state`` in place; the statistics step alone, for benchmarks too."""
+        results = []
+        for line, time, score in zip(lines.tolist(), times.tolist(), scores.tolist(), strict=True):
+            if self.window.seconds is not None:
+                results += self._close_time_windows(state, time)
+            state.buffer.append((line, time, score))
+            if self.window.size is not None and len(state.buffer) >= self.window.size:
+                results.append(self._test(state, state.buffer[: self.window.size]))
+                del state.buffer[: int(self.step)]
+        return results
+
+    def _close_time_windows(self, state: MonitorState, time: float) -> list[WindowResult]:
+        seconds, step = float(self.window.seconds or 0), float(self.step)
+        if state.window_start is None:
+            state.window_start = time
+        results = []
+        while time >= state.window_start + seconds:
+            end = state.window_start + seconds
+            inside = [item for item in state.buffer if item[1] < end]
+            if len(inside) >= 2:  # a KS test on 0 or 1 query says nothing
+                results.append(self._test(state, inside))
+            state.window_start += step
+            state.buffer = [item for item in state.buffer if item[1] >= state.window_start]
+            if not state.buffer and time >= state.window_start + seconds:
+                state.window_start += step * math.floor((time - state.window_start) / step)
+        return results
+
+    def _test(self, state: MonitorState, items: list[tuple[int, float, float]]) -> WindowResult:
+        alpha = self.window_alpha(state.windows)
+        scores = np.fromiter((item[2] for item in items), dtype=np.float64, count=len(items))
+        result = ks_two_sample(self.reference, scores, alpha=alpha)
+        window = WindowResult(
+            window=state.windows,
+            start=iso(items[0][1]),
+            end=iso(items[-1][1]),
+            first_line=items[0][0],
+            last_line=items[-1][0],
+            n=len(items),
+            statistic=result.statistic,
+            p_value=result.p_value,
+            alpha=alpha,
+            alarm=bool(result.p_value <= alpha),
+            critical_value=result.critical_value,
+            score_statistic=self.detector.statistic,
+        )
+        state.windows += 1
+        return window
+
+    # ------------------------------------------------------------------- logs
+    def new_state(self, log: Path) -> MonitorState:
+        return MonitorState(
+            log=str(log.resolve()),
+            kb_fingerprint=self.guard.kb.fingerprint,
+            settings=self.settings(),
+        )
+
+    def follow(
+        self, log: str | Path, state_path: str | Path | None = None, *, progress: bool = False
+    ) -> Iterator[WindowResult]:
+        """Test every window that completes in ``log`` since the last run, saving the state.
+
+        With ``state_path``, the state is loaded when it exists (and must match this monitor
+        and log) and saved after each window and at the end, so a crash can repeat a
+        window's report but never loses one.
+        """
+        log = Path(log)
+        if not log.is_file():
+            raise InputError(f"{log}: no such log file")
+        state = self._load_or_new(log, Path(state_path) if state_path else None)
+        for batch in _batches(self._records(log, state), SCORE_BATCH):
+            records = [record for record, _ in batch]
+            scores = self._score([record.query for record in records])
+            lines = np.array([record.line for record in records])
+            times = np.array([record.time for record in records])
+            windows = self.feed_scores(state, lines, times, scores)
+            state.offset, state.line = batch[-1][1], records[-1].line
+            state.last_time = float(times[-1])
+            yield from windows
+            if state_path:
+                save_state(Path(state_path), state)
+        if state_path:
+            save_state(Path(state_path), state)
+
+    def _records(self, log: Path, state: MonitorState) -> Iterator[tuple[LogRecord, int]]:
+        previous = state.last_time
+        for record, offset in read_log(
+            log,
+            offset=state.offset,
+            first_line=state.line + 1,
+            time_field=self.time_field,
+            query_field=self.query_field,
+        ):
+            if previous is not None and record.time < previous:
+                raise InputError(
+                    f"{where(log, record.line, self.time_field)}: timestamps out of order "
+                    f"({iso(record.time)} is before the previous {iso(previous)}); sort the log"
+                )
+            previous = record.time
+            yield record, offset
+
+    def _score(self, queries: list[str]) -> np.ndarray:
+        hits = self.guard.kb.search(queries, self.guard.k)
+        return self.detector.score(hits.similarities)
+
+    def _load_or_new(self, log: Path, state_path: Path | None) -> MonitorState:
+        if state_path is None or not state_path.exists():
+            return self.new_state(log)
+        state = load_state(state_path)
+        expected = self.new_state(log)
+        if state.log != expected.log:
+            raise InputError(f"{state_path} belongs to the log {state.log}, not {expected.log}")
+        if state.kb_fingerprint != expected.kb_fingerprint:
+            raise InputError(f"{state_path} was made with another knowledge base or calibration")
+        if state.settings != expected.settings:
+            raise InputError(
+                f"{state_path} was made with other settings ({state.settings}); "
+                "use the same ones or a new state file"
+            )
+        if log.stat().st_size < state.offset:
+            raise InputError(f"{log} is shorter than when it was last read: it was replaced")
+        return state
+
+
+def _check_step(window: WindowSpec, step: int | float | None) -> int | float:
+    if step is None:
+        return window.size if window.size is not None else float(window.seconds or 0)
+    if window.size is not None:
+        if isinstance(step, bool) or int(step) != step or not 1 <= step <= window.size:
+            raise InputError(
+                f"step must be a whole number of queries in 1..{window.size}, got {step}"
+            )
+        return int(step)
+    if not 0 < step <= float(window.seconds or 0):
+        raise InputError(f"step must be in (0, {window.seconds:g}] seconds, got {step}")
+    return float(step)
+
+
+def _batches(
+    items: Iterable[tuple[LogRecord, int]], size: int
+) -> Iterator[list[tuple[LogRecord, int]]]:
+    batch: list[tuple[LogRecord, int]] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _payload(state: MonitorState) -> str:
+    """Canonical JSON of the state (sorted keys), the text the checksum covers."""
+    return json.dumps(state.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+def save_state(path: Path, state: MonitorState) -> None:
+    """Write the state atomically with a checksum of its content."""
+    payload = _payload(state)
+    write_json(path, {"checksum": sha256_text(payload), "state": json.loads(payload)})
+
+
+def load_state(path: Path) -> MonitorState:
+    """Read a state file; a damaged or edited one is refused, never trusted."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        state = MonitorState.model_validate(data["state"])
+    except (
+        OSError,
+        UnicodeDecodeError,
+        json.JSONDecodeError,
+        KeyError,
+        TypeError,
+        ValidationError,
+    ) as exc:
+        raise ArtifactError(
+            f"{path}: the monitor state is corrupt ({type(exc).__name__}); delete it to start over"
+        ) from None
+    if data.get("checksum") != sha256_text(_payload(state)):
+        raise ArtifactError(
+            f"{path}: the monitor state does not match its checksum (damaged or edited); "
+            "delete it to start over"
+        )
+    if state.format != STATE_FORMAT:
+        raise ArtifactError(f"{path}: unknown monitor state format {state.format!r}")
+    return state
+
+
+def is_log(path: Path, time_field: str = "time") -> bool:
+    """True when ``path`` is JSONL whose first non-blank line is an object with ``time_field``."""
+    if path.suffix.lower() != ".jsonl" or not path.is_file():
+        return False
+    with path.open("rb") as handle:
+        for raw in handle:
+            if raw.strip():
+                try:
+                    item = json.loads(raw)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    return False
+                return isinstance(item, dict) and time_field in item
+    return False

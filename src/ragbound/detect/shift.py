@@ -1,0 +1,136 @@
+"""Offline query-distribution shift (paper 1, section 3.3): do these queries still match?
+
+The reference is the calibration's in-knowledge queries; the test batch is new queries. The
+KS test compares the distributions of one test statistic (higher = more out-of-knowledge);
+the MMD test compares the query embeddings themselves. A small p-value means the batch has
+drifted away from what the corpus covers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from ragbound.detect.guard import Guard, search_in_batches
+from ragbound.errors import InputError
+from ragbound.stats import ks_two_sample, mmd_permutation_test
+
+ShiftTest = Literal["ks", "mmd"]
+SHIFT_TESTS: tuple[str, ...] = ("ks", "mmd")
+# Below this many reference queries the KS p-value is too coarse to mean anything.
+MIN_REFERENCE = 20
+
+
+class ShiftReport(BaseModel):
+    """One two-sample test of a batch of queries against the calibration queries.
+
+    ``statistic`` is the KS distance (sup |F_ref - F_test|, in [0, 1]) or the unbiased
+    squared MMD; ``p_value`` its p-value (KS: scipy's exact or asymptotic; MMD: permutation,
+    counting the observed value); ``reject`` = p_value <= alpha, i.e. a shift. For KS,
+    ``critical_value`` is the paper's sqrt(-ln(alpha/2) (n+m) / (2nm)).
+    """
+
+    test: str
+    score_statistic: str | None = Field(description="the per-query statistic KS compares")
+    statistic: float
+    p_value: float
+    alpha: float
+    reject: bool
+    critical_value: float | None = None
+    n_reference: int
+    n_test: int
+    method: str = Field(description="exact, asymp or permutation")
+    kb_fingerprint: str
+
+
+def reference_scores(guard: Guard, statistic: str | None = None) -> np.ndarray:
+    """The test statistic of every calibration query (the KS reference sample)."""
+    detector = guard.detector(statistic)
+    scores = detector.score(guard.calibration.similarities)
+    if scores.size < MIN_REFERENCE:
+        raise InputError(
+            f"the calibration holds {scores.size} queries; a shift test needs at least "
+            f"{MIN_REFERENCE} (calibrate on more in-knowledge queries)"
+        )
+    return scores
+
+
+def shift_test(
+    guard: Guard,
+    queries: Sequence[str],
+    *,
+    test: ShiftTest = "ks",
+    statistic: str | None = None,
+    alpha: float = 0.05,
+    n_permutations: int = 1000,
+    seed: int = 0,
+    progress: bool = False,
+) -> ShiftReport:
+    """Test whether ``queries`` come from the calibration queries' distribution.
+
+    Example:
+        >>> report = shift_test(guard, todays_queries)  # doctest: +SKIP
+        >>> report.reject, round(report.p_value, 4)  # doctest: +SKIP
+        (True, 0.0001)
+    """
+    if not queries:
+        raise InputError("the batch to test is empty")
+    if test not in SHIFT_TESTS:
+        raise InputError(f"unknown shift test {test!r}; expected one of {list(SHIFT_TESTS)}")
+    if test == "mmd":
+        return _mmd(guard, queries, alpha, n_permutations, seed, progress)
+    reference = reference_scores(guard, statistic)
+    detector = guard.detector(statistic)
+    scores = detector.score(
+        search_in_batches(guard.kb, queries, guard.k, progress=progress).similarities
+    )
+    result = ks_two_sample(reference, scores, alpha=alpha)
+    return ShiftReport(
+        test="ks",
+        score_statistic=detector.statistic,
+        statistic=result.statistic,
+        p_value=result.p_value,
+        alpha=alpha,
+        reject=result.reject,
+        critical_value=result.critical_value,
+        n_reference=result.n_reference,
+        n_test=result.n_test,
+        method=result.method_used,
+        kb_fingerprint=guard.kb.fingerprint,
+    )
+
+
+def _mmd(
+    guard: Guard,
+    queries: Sequence[str],
+    alpha: float,
+    n_permutations: int,
+    seed: int,
+    progress: bool,
+) -> ShiftReport:
+    reference_queries = guard.calibration.queries
+    if len(reference_queries) < MIN_REFERENCE:
+        raise InputError(
+            f"the calibration holds {len(reference_queries)} queries; a shift test needs at "
+            f"least {MIN_REFERENCE}"
+        )
+    if len(queries) < 2:
+        raise InputError("the MMD test needs at least 2 queries in the batch")
+    reference = guard.kb.embed(reference_queries, progress=progress)
+    batch = guard.kb.embed(list(queries), progress=progress)
+    result = mmd_permutation_test(reference, batch, n_permutations=n_permutations, seed=seed)
+    return ShiftReport(
+        test="mmd",
+        score_statistic=None,
+        statistic=result.statistic,
+        p_value=result.p_value,
+        alpha=alpha,
+        reject=bool(result.p_value <= alpha),
+        n_reference=result.n_x,
+        n_test=result.n_y,
+        method="permutation",
+        kb_fingerprint=guard.kb.fingerprint,
+    )

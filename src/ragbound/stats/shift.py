@@ -1,0 +1,206 @@
+"""Two-sample shift tests and false-alarm control for many windows (paper 1, section 3.3).
+
+KS compares two samples of a scalar test statistic (eq. 3); MMD compares two samples of
+vectors (query embeddings). Both are two-sided: a small p-value means the samples differ.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import stats as scipy_stats
+
+from ragbound.stats._validate import (
+    FloatArray,
+    as_float_array,
+    as_scores,
+    check_finite,
+    check_open_unit,
+)
+
+KS_METHODS: tuple[str, ...] = ("auto", "exact", "asymp")
+
+
+@dataclass(frozen=True)
+class KSResult:
+    """``statistic`` = sup_t |F_reference(t) - F_test(t)| in [0, 1]; ``reject`` = p <= alpha."""
+
+    statistic: float
+    p_value: float
+    critical_value: float
+    reject: bool
+    n_reference: int
+    n_test: int
+    alpha: float
+    method_used: str
+
+
+@dataclass(frozen=True)
+class MMDResult:
+    """Unbiased squared MMD (Gaussian kernel of ``bandwidth``) and its permutation p-value."""
+
+    statistic: float
+    p_value: float
+    n_permutations: int
+    bandwidth: float
+    n_x: int
+    n_y: int
+
+
+def ks_critical_value(n_reference: int, n_test: int, alpha: float) -> float:
+    """The paper's KS critical value sqrt(-ln(alpha/2) (n+m) / (2nm)): reject if D exceeds it.
+
+    >>> round(ks_critical_value(50, 50, 0.05), 4)
+    0.2716
+    """
+    if n_reference < 1 or n_test < 1:
+        raise ValueError(f"sample sizes must be >= 1, got {n_reference} and {n_test}")
+    alpha = check_open_unit(alpha, "alpha")
+    return math.sqrt(-math.log(alpha / 2) * (n_reference + n_test) / (2 * n_reference * n_test))
+
+
+def ks_two_sample(
+    reference: ArrayLike, test: ArrayLike, alpha: float = 0.05, method: str = "auto"
+) -> KSResult:
+    """Two-sided two-sample KS test of ``test`` against ``reference`` (1-D statistic values).
+
+    The p-value is scipy's (``method`` "auto" uses the exact distribution for small samples
+    and the asymptotic Kolmogorov distribution otherwise).
+
+    >>> r = ks_two_sample([1.0, 2.0, 3.0], [2.0, 3.0, 4.0, 5.0])
+    >>> round(r.statistic, 4)
+    0.5
+    """
+    ref = as_scores(reference, "reference")
+    new = as_scores(test, "test")
+    alpha = check_open_unit(alpha, "alpha")
+    if method not in KS_METHODS:
+        raise ValueError(f"method must be one of {list(KS_METHODS)}, got {method!r}")
+    result = scipy_stats.ks_2samp(ref, new, alternative="two-sided", method=method)
+    p_value = float(result.pvalue)
+    return KSResult(
+        statistic=float(result.statistic),
+        p_value=p_value,
+        critical_value=ks_critical_value(ref.size, new.size, alpha),
+        reject=p_value <= alpha,
+        n_reference=int(ref.size),
+        n_test=int(new.size),
+        alpha=alpha,
+        method_used=_ks_method_used(ref.size, new.size, method),
+    )
+
+
+def _ks_method_used(n: int, m: int, method: str) -> str:
+    """scipy's rule for "auto" (two-sided): exact when max(n, m) <= 10000."""
+    if method != "auto":
+        return method
+    return "exact" if max(n, m) <= 10_000 else "asymp"
+
+
+def _as_points(values: ArrayLike, name: str) -> FloatArray:
+    array = as_float_array(values, name)
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n, dimension), got shape {array.shape}")
+    if array.shape[0] < 2:
+        raise ValueError(f"{name} needs at least 2 rows, got {array.shape[0]}")
+    check_finite(array, name)
+    return array
+
+
+def median_bandwidth(points: FloatArray) -> float:
+    """Median pairwise Euclidean distance of ``points`` (1.0 if every point coincides)."""
+    squared = _squared_distances(points)
+    upper = squared[np.triu_indices(points.shape[0], k=1)]
+    median = float(np.sqrt(np.median(upper)))
+    return median if median > 0 else 1.0
+
+
+def _squared_distances(points: FloatArray) -> FloatArray:
+    norms = np.einsum("ij,ij->i", points, points)
+    squared = norms[:, None] + norms[None, :] - 2.0 * points @ points.T
+    return np.maximum(squared, 0.0)
+
+
+def _mmd_unbiased(kernel: FloatArray, x_index: np.ndarray, y_index: np.ndarray) -> float:
+    kxx = kernel[np.ix_(x_index, x_index)]
+    kyy = kernel[np.ix_(y_index, y_index)]
+    kxy = kernel[np.ix_(x_index, y_index)]
+    n, m = x_index.size, y_index.size
+    xx = (kxx.sum() - np.trace(kxx)) / (n * (n - 1))
+    yy = (kyy.sum() - np.trace(kyy)) / (m * (m - 1))
+    return float(xx + yy - 2.0 * kxy.mean())
+
+
+def mmd_permutation_test(
+    x: ArrayLike,
+    y: ArrayLike,
+    n_permutations: int = 1000,
+    seed: int = 0,
+    bandwidth: float | None = None,
+) -> MMDResult:
+    """Unbiased squared MMD between the rows of ``x`` and ``y`` with a permutation p-value.
+
+    The Gaussian kernel exp(-|a-b|^2 / (2 bandwidth^2)) is computed once on the pooled sample
+    (bandwidth: median pairwise distance when None). The p-value counts the observed value:
+    (1 + #{permuted >= observed}) / (1 + n_permutations), so it is never 0 and is valid.
+
+    >>> rng = np.random.default_rng(0)
+    >>> r = mmd_permutation_test(rng.normal(size=(30, 2)), rng.normal(3, 1, (30, 2)), 99)
+    >>> r.p_value
+    0.01
+    """
+    xs, ys = _as_points(x, "x"), _as_points(y, "y")
+    if xs.shape[1] != ys.shape[1]:
+        raise ValueError(
+            f"x and y must have the same dimension, got {xs.shape[1]} and {ys.shape[1]}"
+        )
+    if isinstance(n_permutations, bool) or n_permutations < 1:
+        raise ValueError(f"n_permutations must be >= 1, got {n_permutations}")
+    pooled = np.vstack([xs, ys])
+    width = median_bandwidth(pooled) if bandwidth is None else float(bandwidth)
+    if not width > 0 or not math.isfinite(width):
+        raise ValueError(f"bandwidth must be positive and finite, got {bandwidth}")
+    kernel = np.exp(-_squared_distances(pooled) / (2.0 * width**2))
+    n = xs.shape[0]
+    order = np.arange(pooled.shape[0])
+    observed = _mmd_unbiased(kernel, order[:n], order[n:])
+    rng = np.random.default_rng(seed)
+    at_least = 0
+    for _ in range(n_permutations):
+        shuffled = rng.permutation(order)
+        at_least += _mmd_unbiased(kernel, shuffled[:n], shuffled[n:]) >= observed
+    return MMDResult(
+        statistic=observed,
+        p_value=(1 + at_least) / (1 + n_permutations),
+        n_permutations=n_permutations,
+        bandwidth=width,
+        n_x=n,
+        n_y=int(ys.shape[0]),
+    )
+
+
+def bonferroni_alpha(alpha: float, n_tests: int) -> float:
+    """Per-test level alpha / n_tests: any false alarm among n_tests has probability <= alpha."""
+    alpha = check_open_unit(alpha, "alpha")
+    if isinstance(n_tests, bool) or n_tests < 1:
+        raise ValueError(f"n_tests must be >= 1, got {n_tests}")
+    return alpha / n_tests
+
+
+def alpha_spending(alpha: float, window_index: int) -> float:
+    """Level of window ``window_index`` (0, 1, 2, ...) in an endless stream of tests.
+
+    alpha * 6 / (pi^2 (i+1)^2): the levels sum to alpha over infinitely many windows, so by the
+    union bound the chance of any false alarm over the whole stream is at most alpha, without
+    knowing in advance how many windows there will be.
+
+    >>> round(alpha_spending(0.05, 0), 5)
+    0.0304
+    """
+    alpha = check_open_unit(alpha, "alpha")
+    if isinstance(window_index, bool) or window_index < 0:
+        raise ValueError(f"window_index must be >= 0, got {window_index}")
+    return alpha * 6.0 / (math.pi**2 * (window_index + 1) ** 2)

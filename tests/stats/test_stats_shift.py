@@ -1,0 +1,110 @@
+"""Two-sample shift tests: hand-computed values, validity under the null, power, bad input."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragbound.stats import (
+    alpha_spending,
+    bonferroni_alpha,
+    ks_critical_value,
+    ks_two_sample,
+    mmd_permutation_test,
+)
+
+
+def test_ks_statistic_by_hand() -> None:
+    # F_ref steps 1/3 at 1, 2, 3; F_test steps 1/4 at 2, 3, 4, 5. At t = 3: 1 - 2/4 = 0.5
+    result = ks_two_sample([1.0, 2.0, 3.0], [2.0, 3.0, 4.0, 5.0])
+    assert result.statistic == pytest.approx(0.5)
+    assert (result.n_reference, result.n_test, result.method_used) == (3, 4, "exact")
+    assert 0.0 < result.p_value <= 1.0 and not result.reject
+
+
+def test_the_papers_critical_value_by_hand() -> None:
+    # sqrt(-ln(0.025) * 100 / (2 * 2500)) = sqrt(3.68888 * 0.02) = sqrt(0.0737776) = 0.27162
+    assert ks_critical_value(50, 50, 0.05) == pytest.approx(0.27162, abs=1e-5)
+    assert ks_two_sample(np.arange(50.0), np.arange(50.0)).critical_value == pytest.approx(
+        0.27162, abs=1e-5
+    )
+
+
+def test_ks_detects_a_clear_shift_and_the_critical_value_agrees() -> None:
+    rng = np.random.default_rng(0)
+    result = ks_two_sample(rng.normal(size=200), rng.normal(1.0, 1.0, 200))
+    assert result.reject and result.p_value < 1e-6
+    assert result.statistic > result.critical_value
+
+
+def test_ks_is_super_uniform_under_the_null() -> None:
+    rng = np.random.default_rng(1)
+    p = np.array(
+        [ks_two_sample(rng.normal(size=40), rng.normal(size=25)).p_value for _ in range(400)]
+    )
+    for alpha in (0.05, 0.1, 0.2):
+        assert np.mean(p <= alpha) <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / p.size)
+
+
+def test_mmd_p_value_counts_the_observed_statistic() -> None:
+    rng = np.random.default_rng(2)
+    far = mmd_permutation_test(rng.normal(size=(30, 3)), rng.normal(4.0, 1.0, (30, 3)), 99)
+    assert far.p_value == pytest.approx(1 / 100) and far.statistic > 0
+    same = mmd_permutation_test(np.ones((5, 2)), np.ones((6, 2)), 49)
+    assert same.statistic == pytest.approx(0.0, abs=1e-12) and same.p_value == 1.0
+    assert same.bandwidth == 1.0  # every point coincides: the median distance 0 is guarded
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n_perm=st.integers(1, 60))
+def test_mmd_p_value_is_a_positive_multiple_of_one_over_n_plus_one(seed: int, n_perm: int) -> None:
+    rng = np.random.default_rng(seed)
+    result = mmd_permutation_test(rng.normal(size=(6, 2)), rng.normal(size=(7, 2)), n_perm, seed)
+    steps = result.p_value * (1 + n_perm)
+    assert 0 < result.p_value <= 1 and steps == pytest.approx(round(steps))
+
+
+def test_mmd_is_super_uniform_under_the_null() -> None:
+    rng = np.random.default_rng(3)
+    p = np.array(
+        [
+            mmd_permutation_test(
+                rng.normal(size=(12, 2)), rng.normal(size=(10, 2)), 49, seed
+            ).p_value
+            for seed in range(200)
+        ]
+    )
+    for alpha in (0.06, 0.1, 0.2):
+        assert np.mean(p <= alpha) <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / p.size)
+
+
+def test_window_levels() -> None:
+    assert bonferroni_alpha(0.05, 10) == pytest.approx(0.005)
+    levels = [alpha_spending(0.05, i) for i in range(10_000)]
+    assert sum(levels) < 0.05 and all(a > b for a, b in itertools.pairwise(levels))
+    assert levels[0] == pytest.approx(0.05 * 6 / math.pi**2)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: ks_two_sample([], [1.0]), "reference"),
+        (lambda: ks_two_sample([1.0, float("nan")], [1.0]), "NaN"),
+        (lambda: ks_two_sample([1.0], [1.0], alpha=1.5), "alpha"),
+        (lambda: ks_two_sample([1.0], [1.0], method="fast"), "method"),
+        (lambda: mmd_permutation_test(np.ones((3, 2)), np.ones((3, 4))), "dimension"),
+        (lambda: mmd_permutation_test(np.ones((1, 2)), np.ones((3, 2))), "at least 2"),
+        (lambda: mmd_permutation_test(np.ones((3, 2)), np.ones((3, 2)), 0), "n_permutations"),
+        (lambda: bonferroni_alpha(0.05, 0), "n_tests"),
+        (lambda: alpha_spending(0.05, -1), "window_index"),
+        (lambda: ks_critical_value(0, 5, 0.05), "sample sizes"),
+    ],
+)
+def test_bad_input_is_a_clear_value_error(call, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()
