@@ -30,7 +30,7 @@ from ragbound.llm import (
 from ragbound.llm.local import LocalLlama, join_default_model
 from ragbound.synth.queries import ContextWindows, synth_requests
 
-N_PROMPTS = 6
+N_PROMPTS = 4
 PASSES = 2
 
 
