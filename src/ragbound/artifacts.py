@@ -45,6 +45,12 @@ def write_json(path: Path, obj: Any) -> None:
     _atomic_replace(path, lambda handle: handle.write(data))
 
 
+def write_text(path: Path, text: str) -> None:
+    """Atomically write ``text`` as UTF-8."""
+    data = text.encode("utf-8")
+    _atomic_replace(path, lambda handle: handle.write(data))
+
+
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     """Atomically write one compact JSON object per line."""
 

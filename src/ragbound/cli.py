@@ -28,6 +28,10 @@ FieldOpt = Annotated[
         help="Query field in JSONL/CSV/JSON query files (default: query, question or text).",
     ),
 ]
+RunOpt = Annotated[
+    Path | None, typer.Option("--run", help="Record the results in this run folder (for report).")
+]
+PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write PNG plots to this folder.")]
 ForceOpt = Annotated[
     bool, typer.Option("--force", help="Use a calibration made against another knowledge base.")
 ]
@@ -36,6 +40,14 @@ ForceOpt = Annotated[
 def _emit_json(obj: BaseModel | dict) -> None:
     text = obj.model_dump_json() if isinstance(obj, BaseModel) else json.dumps(obj)
     sys.stdout.write(text + "\n")
+
+
+def _plot(run_data, folder: Path) -> None:
+    from ragbound.report.html import images
+    from ragbound.report.plots import save_pngs
+
+    paths = save_pngs(images(run_data), folder)
+    sys.stderr.write(f"wrote {len(paths)} plot(s) to {folder}\n")
 
 
 def _console():
@@ -223,6 +235,8 @@ def evaluate(
     samples: Annotated[int, typer.Option(help="Queries drawn per side per run.")] = 300,
     runs: Annotated[int, typer.Option(help="Random draws to average.")] = 10,
     seed: Annotated[int, typer.Option(help="Seed of the draws.")] = 0,
+    run: RunOpt = None,
+    plot: PlotOpt = None,
     force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -230,17 +244,21 @@ def evaluate(
     from ragbound.corpus import load_queries
     from ragbound.detect import Guard
     from ragbound.detect.evaluate import evaluate as run_evaluation
+    from ragbound.detect.evaluate import statistic_scores
 
     guard = Guard.load(kb_dir, force=force)
-    report = run_evaluation(
-        guard,
-        load_queries(in_knowledge, field=field),
-        load_queries(out_of_knowledge, field=field),
-        samples=samples,
-        runs=runs,
-        seed=seed,
-        progress=_progress(json_out),
-    )
+    ik = load_queries(in_knowledge, field=field)
+    ook = load_queries(out_of_knowledge, field=field)
+    scored = statistic_scores(guard, ik, ook, progress=_progress(json_out))
+    report = run_evaluation(guard, ik, ook, samples=samples, runs=runs, seed=seed, scored=scored)
+    if run or plot:
+        from ragbound.report import RunData, record_evaluation
+        from ragbound.report.run import score_lists
+
+        if run:
+            record_evaluation(run, report, scored)
+        if plot:
+            _plot(RunData(path=plot, evaluation=report, scores=score_lists(scored)), plot)
     if json_out:
         _emit_json(report)
         return
@@ -282,6 +300,8 @@ def shift(
     state: Annotated[
         Path | None, typer.Option(help="Monitor state file (default: KB_DIR/monitor/<log>.json).")
     ] = None,
+    run: RunOpt = None,
+    plot: PlotOpt = None,
     restart: Annotated[
         bool, typer.Option(help="Forget the saved state and read the log anew.")
     ] = False,
@@ -298,7 +318,7 @@ def shift(
 
     guard = Guard.load(kb_dir)
     if window is None and not is_log(queries, time_field):
-        _shift_batch(guard, queries, field, test, statistic, alpha, json_out)
+        _shift_batch(guard, queries, field, test, statistic, alpha, run, json_out)
         return
     if test != "ks":
         raise InputError("a query log is monitored with the KS test; use --test ks")
@@ -315,12 +335,14 @@ def shift(
         query_field,
         state,
         restart,
+        run,
+        plot,
         json_out,
     )
 
 
 def _shift_batch(
-    guard, queries: Path, field, test: str, statistic, alpha: float, json_out: bool
+    guard, queries: Path, field, test: str, statistic, alpha: float, run, json_out: bool
 ) -> None:
     from ragbound.corpus import load_queries
     from ragbound.detect.shift import shift_test
@@ -334,6 +356,10 @@ def _shift_batch(
         alpha=alpha,  # type: ignore[arg-type]
         progress=_progress(json_out),
     )
+    if run:
+        from ragbound.report import record_shift
+
+        record_shift(run, report)
     if json_out:
         _emit_json(report)
         return
@@ -358,10 +384,13 @@ def _shift_log(
     query_field,
     state: Path | None,
     restart: bool,
+    run: Path | None,
+    plot: Path | None,
     json_out: bool,
 ) -> None:
     from ragbound.artifacts import sha256_text
     from ragbound.detect.monitor import ShiftMonitor
+    from ragbound.report import RunData, record_windows
 
     if state is None:
         state = guard.kb.path / "monitor" / f"{sha256_text(str(log.resolve()))[:16]}.json"
@@ -379,9 +408,13 @@ def _shift_log(
     )
     console = None if json_out else _console()
     tested = alarms = 0
-    for result in monitor.follow(log, state):
+    seen = []
+    for result in monitor.follow(log, state, progress=_progress(json_out)):
         tested += 1
         alarms += result.alarm
+        seen.append(result)
+        if run:
+            record_windows(run, [result])
         if json_out:
             _emit_json(result)
         elif console is not None:
@@ -398,6 +431,25 @@ def _shift_log(
     if tested == 0:
         summary = f"no window completed: the log has fewer new queries than one window; {summary}"
     sys.stderr.write(summary + "\n")
+    if plot and seen:
+        _plot(RunData(path=plot, windows=seen), plot)
+
+
+# ----------------------------------------------------------------------- report
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="Run folder (evaluate/shift --run).")],
+    out: Annotated[Path, typer.Option("--out", help="HTML file to write.")] = Path("report.html"),
+    plot: PlotOpt = None,
+) -> None:
+    """Write one self-contained HTML report (images inline, no network) of a run folder."""
+    from ragbound.report import load_run, write_report
+
+    data = load_run(run_dir)
+    write_report(data, out)
+    if plot:
+        _plot(data, plot)
+    sys.stderr.write(f"wrote {out}\n")
 
 
 # ------------------------------------------------------------------------ synth

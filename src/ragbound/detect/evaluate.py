@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -12,6 +13,16 @@ from ragbound.results import EvaluationReport, StatisticMetrics
 from ragbound.stats import STATISTICS, balanced_runs
 
 EVALUATION_ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class ScoredSets:
+    """One statistic's values (higher = more out-of-knowledge) on the in- and
+    out-of-knowledge test queries, and the critical value calibrated at alpha = 5%."""
+
+    scores_in: np.ndarray
+    scores_out: np.ndarray
+    critical_value: float
 
 
 def evaluate(
@@ -24,29 +35,29 @@ def evaluate(
     runs: int = 10,
     seed: int = 0,
     progress: bool = False,
+    scored: dict[str, ScoredSets] | None = None,
 ) -> EvaluationReport:
     """AUROC, AUPRC, TPR and DER at the alpha = 5% critical value, for each statistic.
 
     Each query is retrieved once; every run then draws ``samples`` in- and out-of-knowledge
     queries (without replacement, seeded) and the metrics are averaged over ``runs``.
     In-knowledge test queries should be disjoint from the calibration queries; overlap is
-    refused because it would flatter every number.
+    refused because it would flatter every number. ``scored`` reuses values already
+    computed by :func:`statistic_scores` on the same queries (e.g. to plot them too).
     """
     _check_inputs(guard, in_knowledge, out_of_knowledge, samples, runs)
-    sims_in = search_in_batches(guard.kb, in_knowledge, guard.k, progress=progress).similarities
-    sims_out = search_in_batches(
-        guard.kb, out_of_knowledge, guard.k, progress=progress
-    ).similarities
+    sets = scored or statistic_scores(
+        guard, in_knowledge, out_of_knowledge, statistics, progress=progress
+    )
     table = {}
-    for name in statistics:
-        detector = guard.detector(name, EVALUATION_ALPHA)
+    for name, scored in sets.items():
         result = balanced_runs(
-            detector.score(sims_in),
-            detector.score(sims_out),
+            scored.scores_in,
+            scored.scores_out,
             samples=samples,
             runs=runs,
             seed=seed,
-            threshold=detector.critical_value_,
+            threshold=scored.critical_value,
         )
         table[name] = StatisticMetrics(
             **{f: float(result[f]) for f in StatisticMetrics.model_fields}
@@ -63,6 +74,28 @@ def evaluate(
         k=guard.k,
         kb_fingerprint=guard.kb.fingerprint,
     )
+
+
+def statistic_scores(
+    guard: Guard,
+    in_knowledge: Sequence[str],
+    out_of_knowledge: Sequence[str],
+    statistics: Sequence[str] = STATISTICS,
+    *,
+    progress: bool = False,
+) -> dict[str, ScoredSets]:
+    """Every statistic on both query sets; each query is retrieved once."""
+    sims_in = search_in_batches(guard.kb, in_knowledge, guard.k, progress=progress).similarities
+    sims_out = search_in_batches(
+        guard.kb, out_of_knowledge, guard.k, progress=progress
+    ).similarities
+    sets = {}
+    for name in statistics:
+        detector = guard.detector(name, EVALUATION_ALPHA)
+        sets[name] = ScoredSets(
+            detector.score(sims_in), detector.score(sims_out), detector.critical_value_
+        )
+    return sets
 
 
 def _check_inputs(

@@ -36,6 +36,7 @@ from ragbound.corpus import validate_query
 from ragbound.detect.guard import Guard
 from ragbound.detect.shift import reference_scores
 from ragbound.errors import ArtifactError, InputError, where
+from ragbound.progress import progress_bar
 from ragbound.stats import alpha_spending, ks_two_sample
 
 STATE_FORMAT = "ragbound-monitor-state/1"
@@ -312,17 +313,20 @@ class ShiftMonitor:
         if not log.is_file():
             raise InputError(f"{log}: no such log file")
         state = self._load_or_new(log, Path(state_path) if state_path else None)
-        for batch in _batches(self._records(log, state), SCORE_BATCH):
-            records = [record for record, _ in batch]
-            scores = self._score([record.query for record in records])
-            lines = np.array([record.line for record in records])
-            times = np.array([record.time for record in records])
-            windows = self.feed_scores(state, lines, times, scores)
-            state.offset, state.line = batch[-1][1], records[-1].line
-            state.last_time = float(times[-1])
-            yield from windows
-            if state_path:
-                save_state(Path(state_path), state)
+        remaining = max(0, log.stat().st_size - state.offset)
+        with progress_bar(remaining, "monitoring (bytes)", progress) as advance:
+            for batch in _batches(self._records(log, state), SCORE_BATCH):
+                records = [record for record, _ in batch]
+                scores = self._score([record.query for record in records])
+                lines = np.array([record.line for record in records])
+                times = np.array([record.time for record in records])
+                windows = self.feed_scores(state, lines, times, scores)
+                advance(batch[-1][1] - state.offset)
+                state.offset, state.line = batch[-1][1], records[-1].line
+                state.last_time = float(times[-1])
+                yield from windows
+                if state_path:
+                    save_state(Path(state_path), state)
         if state_path:
             save_state(Path(state_path), state)
 

@@ -1,0 +1,124 @@
+"""PNG plots of a run (matplotlib, Agg backend: no display needed). Each returns PNG bytes."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragbound.detect.monitor import WindowResult
+
+DPI = 110
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display, no GUI toolkit
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(figure: Any) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    _pyplot().close(figure)
+    return buffer.getvalue()
+
+
+def histogram(statistic: str, scores: dict[str, Any]) -> bytes:
+    """In- vs out-of-knowledge statistic values, the critical value as a vertical line."""
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(5.2, 3.2))
+    inside, outside = np.asarray(scores["in"]), np.asarray(scores["out"])
+    bins = np.histogram_bin_edges(np.concatenate([inside, outside]), bins=40)
+    axis.hist(inside, bins=bins, alpha=0.6, density=True, label="in-knowledge", color="#2b7bba")
+    axis.hist(
+        outside, bins=bins, alpha=0.6, density=True, label="out-of-knowledge", color="#e4572e"
+    )
+    if scores.get("critical_value") is not None:
+        axis.axvline(
+            scores["critical_value"], color="black", linestyle="--", label="critical value (5%)"
+        )
+    axis.set_xlabel(f"{statistic} (higher = more out-of-knowledge)")
+    axis.set_ylabel("density")
+    axis.legend(fontsize=8)
+    return _png(figure)
+
+
+def roc_curves(scores: dict[str, dict[str, Any]]) -> bytes:
+    """ROC curve of every statistic (out-of-knowledge = positive class)."""
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(5.2, 4.0))
+    for name, entry in scores.items():
+        inside, outside = np.asarray(entry["in"]), np.asarray(entry["out"])
+        labels = np.concatenate([np.zeros(inside.size), np.ones(outside.size)])
+        values = np.concatenate([inside, outside])
+        fpr, tpr, _ = roc_curve(labels, values)
+        axis.plot(fpr, tpr, label=f"{name} (AUROC {roc_auc_score(labels, values):.3f})")
+    axis.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle=":")
+    axis.set_xlabel("false-positive rate")
+    axis.set_ylabel("true-positive rate")
+    axis.legend(fontsize=7)
+    return _png(figure)
+
+
+def rejection_curves(experiment: dict[str, Any]) -> bytes:
+    """Rejection rate against the in-knowledge ratio of the test batch (paper Figure 5)."""
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(5.2, 3.4))
+    for statistic, sets in experiment.items():
+        if not isinstance(sets, dict):
+            continue
+        for name, curve in sets.items():
+            rows = curve["rows"]
+            axis.plot(
+                [row["ratio"] for row in rows],
+                [row["rejection_rate"] for row in rows],
+                marker="o",
+                markersize=3,
+                label=f"{statistic}, {name}",
+            )
+    axis.axhline(experiment.get("alpha", 0.05), color="grey", linestyle=":", label="alpha")
+    axis.set_xlabel("in-knowledge ratio of the test batch")
+    axis.set_ylabel("rejection rate")
+    axis.legend(fontsize=7)
+    return _png(figure)
+
+
+def monitor_pvalues(windows: Sequence[WindowResult]) -> bytes:
+    """Each window's p-value over time (log scale), its level, alarms in red."""
+    import datetime as dt
+
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(6.4, 3.2))
+    times = [dt.datetime.fromisoformat(w.end) for w in windows]
+    p_values = np.maximum([w.p_value for w in windows], 1e-300)
+    axis.plot(times, p_values, marker="o", markersize=3, color="#2b7bba", label="p-value")
+    axis.plot(times, [w.alpha for w in windows], color="grey", linestyle=":", label="level")
+    alarms = [(t, p) for t, p, w in zip(times, p_values, windows, strict=True) if w.alarm]
+    if alarms:
+        axis.scatter(*zip(*alarms, strict=True), color="#e4572e", zorder=3, label="alarm")
+    axis.set_yscale("log")
+    axis.set_xlabel("window end")
+    axis.set_ylabel("p-value")
+    axis.legend(fontsize=8)
+    figure.autofmt_xdate()
+    return _png(figure)
+
+
+def save_pngs(images: dict[str, bytes], folder: Path) -> list[Path]:
+    """Write each image as ``folder/<name>.png``; return the paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, data in images.items():
+        path = folder / f"{name}.png"
+        path.write_bytes(data)
+        paths.append(path)
+    return paths

@@ -1,0 +1,112 @@
+"""A run folder: what ``evaluate``, ``shift`` and the benchmark record for ``ragbound report``.
+
+Files (each optional, all plain JSON, written atomically):
+
+- ``evaluation.json``: the EvaluationReport, plus every statistic's per-query values on the
+  in- and out-of-knowledge test queries and its critical value (histograms, ROC curves);
+- ``shift.json``: the last batch ShiftReport;
+- ``monitor.jsonl``: one WindowResult per tested window, appended as the monitor runs;
+- ``rejection.json``: a rejection-rate experiment (paper Figure 5), as the benchmark writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragbound.artifacts import iter_jsonl, read_json, write_json
+from ragbound.detect.evaluate import ScoredSets
+from ragbound.detect.monitor import WindowResult
+from ragbound.detect.shift import ShiftReport
+from ragbound.errors import InputError
+from ragbound.results import EvaluationReport
+
+EVALUATION = "evaluation.json"
+SHIFT = "shift.json"
+MONITOR = "monitor.jsonl"
+REJECTION = "rejection.json"
+
+
+@dataclass
+class RunData:
+    """Everything a run folder holds; ``None`` / empty where a part was not recorded."""
+
+    path: Path
+    evaluation: EvaluationReport | None = None
+    scores: dict[str, dict[str, Any]] = field(default_factory=dict)
+    shift: ShiftReport | None = None
+    windows: list[WindowResult] = field(default_factory=list)
+    rejection: dict[str, Any] | None = None
+
+    def is_empty(self) -> bool:
+        return not (self.evaluation or self.shift or self.windows or self.rejection)
+
+
+def record_evaluation(run_dir: Path, report: EvaluationReport, sets: dict[str, ScoredSets]) -> None:
+    """Save an evaluation with its per-query statistic values."""
+    payload = {"report": report.model_dump(mode="json"), "scores": score_lists(sets)}
+    write_json(run_dir / EVALUATION, payload)
+
+
+def score_lists(sets: dict[str, ScoredSets]) -> dict[str, dict[str, Any]]:
+    """Per-statistic values as plain lists, the form a run folder stores."""
+    return {
+        name: {
+            "in": scored.scores_in.tolist(),
+            "out": scored.scores_out.tolist(),
+            "critical_value": _finite(scored.critical_value),
+        }
+        for name, scored in sets.items()
+    }
+
+
+def record_shift(run_dir: Path, report: ShiftReport) -> None:
+    write_json(run_dir / SHIFT, report.model_dump(mode="json"))
+
+
+def record_windows(run_dir: Path, windows: Iterable[WindowResult]) -> None:
+    """Append windows to ``monitor.jsonl`` (one line each, flushed per window)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with (run_dir / MONITOR).open("a", encoding="utf-8") as out:
+        for window in windows:
+            out.write(window.model_dump_json() + "\n")
+            out.flush()
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Read a run folder; a folder with none of the files is an error."""
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise InputError(f"{root}: no such run folder")
+    data = RunData(path=root)
+    if (root / EVALUATION).is_file():
+        raw = read_json(root / EVALUATION, "evaluation")
+        data.evaluation = EvaluationReport.model_validate(raw["report"])
+        data.scores = raw["scores"]
+    if (root / SHIFT).is_file():
+        data.shift = ShiftReport.model_validate(read_json(root / SHIFT, "shift report"))
+    if (root / MONITOR).is_file():
+        data.windows = [
+            WindowResult.model_validate(r) for r in iter_jsonl(root / MONITOR, "monitor")
+        ]
+    if (root / REJECTION).is_file():
+        data.rejection = read_json(root / REJECTION, "rejection-rate experiment")
+    if data.is_empty():
+        raise InputError(
+            f"{root}: nothing to report; record a run with `ragbound evaluate --run {root}` or "
+            f"`ragbound shift --run {root}`"
+        )
+    return data
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def write_rejection(run_dir: Path, experiment: dict[str, Any]) -> None:
+    """Save a rejection-rate experiment (the benchmark's ``shift`` part)."""
+    write_json(run_dir / REJECTION, json.loads(json.dumps(experiment)))

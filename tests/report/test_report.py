@@ -1,0 +1,150 @@
+"""Run folders, plots and the HTML report, checked in a real headless Chromium."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragbound.detect import Guard
+from ragbound.detect.evaluate import evaluate, statistic_scores
+from ragbound.detect.monitor import ShiftMonitor, WindowSpec
+from ragbound.detect.shift import shift_test
+from ragbound.errors import InputError
+from ragbound.knowledge import KnowledgeBase
+from ragbound.report import load_run, record_evaluation, record_shift, record_windows, write_report
+from ragbound.report.run import write_rejection
+from ragbound.stats import ks_two_sample
+from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, MORE_OUT_OF_KNOWLEDGE, OUT_OF_KNOWLEDGE
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def run_dir(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run folder with every part: evaluation, batch shift, monitor, rejection rates."""
+    root = tmp_path_factory.mktemp("run")
+    guard = Guard.calibrate(
+        KnowledgeBase.load(minilm_kb_dir), IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10], k=4
+    )
+    ik, ook = MORE_IN_KNOWLEDGE[10:], OUT_OF_KNOWLEDGE + MORE_OUT_OF_KNOWLEDGE
+    scored = statistic_scores(guard, ik, ook)
+    report = evaluate(guard, ik, ook, samples=6, runs=3, scored=scored)
+    record_evaluation(root, report, scored)
+    record_shift(root, shift_test(guard, ook))
+    log = root / "log.jsonl"
+    log.write_text(
+        "".join(
+            json.dumps({"time": 1_700_000_000 + 60 * i, "query": q}) + "\n"
+            for i, q in enumerate(ik + ook)
+        )
+    )
+    record_windows(root, ShiftMonitor(guard, WindowSpec(size=5), correction="none").follow(log))
+    write_rejection(root, small_rejection_experiment())
+    return root
+
+
+def small_rejection_experiment() -> dict:
+    rng = np.random.default_rng(0)
+    rows = []
+    for ratio in (0.0, 0.5, 1.0):
+        p = [
+            ks_two_sample(rng.normal(size=30), rng.normal(1.5 * (1 - ratio), 1.0, 30)).p_value
+            for _ in range(20)
+        ]
+        rows.append({"ratio": ratio, "rejection_rate": float(np.mean(np.array(p) <= 0.05))})
+    return {
+        "trials": 20,
+        "size": 30,
+        "alpha": 0.05,
+        "ratios": [0.0, 0.5, 1.0],
+        "mss": {"toy": {"rows": rows}},
+    }
+
+
+def test_the_run_folder_reads_back_every_part(run_dir: Path) -> None:
+    run = load_run(run_dir)
+    assert run.evaluation is not None and set(run.scores) == set(run.evaluation.statistics)
+    assert run.shift is not None and run.shift.reject
+    assert [w.n for w in run.windows] == [5] * (len(run.windows))
+    assert run.windows[-1].alarm
+    assert run.rejection is not None and run.rejection["mss"]["toy"]["rows"][0]["ratio"] == 0.0
+
+
+def test_an_empty_run_folder_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="nothing to report"):
+        load_run(tmp_path)
+    with pytest.raises(InputError, match="no such run folder"):
+        load_run(tmp_path / "missing")
+
+
+def test_the_report_is_self_contained(run_dir: Path, tmp_path: Path) -> None:
+    out = write_report(load_run(run_dir), tmp_path / "report.html")
+    page = out.read_text()
+    assert "http://" not in page and "https://" not in page  # nothing fetched from anywhere
+    assert page.count("data:image/png;base64,") == 7 + 1 + 1 + 1  # histograms, ROC, rates, monitor
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None or importlib.util.find_spec("playwright") is None,
+    reason="needs Debian's chromium (apt install chromium) and the playwright package",
+)
+def test_the_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    run = load_run(run_dir)
+    out = write_report(run, tmp_path / "report.html")
+    errors: list[str] = []
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        page = browser.new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(out.as_uri())
+        page.wait_for_load_state("load")
+        widths = page.eval_on_selector_all(
+            "img", "imgs => imgs.map(i => i.complete ? i.naturalWidth : 0)"
+        )
+        evaluation = page.inner_text("#evaluation")
+        monitor = page.inner_text("#monitor")
+        rejection = page.inner_text("#rejection")
+        browser.close()
+    assert errors == []
+    assert len(widths) == 10 and all(width > 100 for width in widths)
+    for name, metrics in run.evaluation.statistics.items():
+        assert f"{name}\t{metrics.auroc:.3f}\t{metrics.auprc:.3f}" in evaluation
+    for window in run.windows:
+        assert f"{window.p_value:.4g}" in monitor
+    assert "0.0\t1.000" in rejection or "0.0\t0.9" in rejection
+
+
+def test_the_report_and_plot_commands(run_dir: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    import sys
+
+    from ragbound.cli import main
+
+    out, plots = tmp_path / "r.html", tmp_path / "plots"
+    monkeypatch.setattr(
+        sys, "argv", ["ragbound", "report", str(run_dir), "--out", str(out), "--plot", str(plots)]
+    )
+    main()
+    assert out.is_file() and len(list(plots.glob("*.png"))) == 10
+    assert (plots / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    monkeypatch.setattr(sys, "argv", ["ragbound", "report", str(tmp_path / "empty")])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 2 and "no such run folder" in capsys.readouterr().err
