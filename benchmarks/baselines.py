@@ -5,9 +5,9 @@ embeddings of the 300 synthetic in-knowledge queries and score balanced test set
 real in-knowledge and out-of-knowledge queries (10 runs of 300 per side). "Mahalanobis" is
 PyOD's MCD: the Mahalanobis distance under the minimum-covariance-determinant estimate.
 
-The LLM relevance judge (Table 11 prompt, bundled local model) runs on a documented subset,
-because one judgement takes about 20 s on 2 cores (20 queries per set, seed 0); our test is scored on the same subset so
-the two are compared on identical queries.
+The LLM relevance judge (Table 11 prompt, bundled local model) runs on a documented subset
+(20 queries per set, seed 0), because one judgement takes about 20 s on 2 cores; our test is
+scored on the same subset so the two are compared on identical queries.
 """
 
 from __future__ import annotations
