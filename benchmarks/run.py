@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -30,7 +31,7 @@ from rich.table import Table
 
 from benchmarks import baselines, datasets, llm_speed, shift, synthetic
 from ragbound.detect import Guard
-from ragbound.detect.evaluate import evaluate, split_queries
+from ragbound.detect.evaluate import evaluate, split_queries, statistic_scores
 from ragbound.knowledge import KnowledgeBase
 
 OUT = datasets.REPO / "bench_out"
@@ -48,7 +49,7 @@ def main() -> None:
     if sys.argv[1:] == ["shift"]:
         results = json.loads((OUT / "results.json").read_text())
         kb = KnowledgeBase.build([corpus], embedder="minilm")
-        results["shift"] = shift_part(Guard.calibrate(kb, calibration, k=32), ook)
+        results["shift"] = shift_part(Guard.calibrate(kb, calibration, k=32), ook, ik_test)
         save(results)
         return
     if sys.argv[1:] == ["synthetic"]:
@@ -74,7 +75,7 @@ def main() -> None:
         results[embedder] = entry
         print_quality(embedder, entry["quality"])
         if embedder == "minilm":
-            results["shift"] = shift_part(guard, ook)
+            results["shift"] = shift_part(guard, ook, ik_test)
         if embedder == "minilm" and os.environ.get("BENCH_SYNTH", "1") != "0":
             results["synthetic"] = synthetic_part(kb, calibration, ik_test, ook)
     save(results)  # before the long memory run, so its failure loses nothing
@@ -86,9 +87,21 @@ def main() -> None:
     console.print(f"results saved to {OUT / 'results.json'}")
 
 
-def shift_part(guard: Guard, ook: dict[str, list[str]]) -> dict:
-    """Paper Figure 5 (rejection rate per IK ratio) and the KS / monitor speed targets."""
+def shift_part(guard: Guard, ook: dict[str, list[str]], ik_test: list[str]) -> dict:
+    """Paper Figure 5 (rejection rate per IK ratio), the KS / monitor speed targets, and a
+    run folder (bench_out/run) that `ragbound report` turns into a page."""
+    from ragbound.report import record_evaluation, record_windows
+    from ragbound.report.run import write_rejection
+
     part = shift.rejection_rates(guard, datasets.pubmedqa_questions(), ook)
+    run_dir = OUT / "run"
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    write_rejection(run_dir, part)
+    scored = statistic_scores(guard, ik_test, ook["MMLU-Med"])
+    report = evaluate(guard, ik_test, ook["MMLU-Med"], samples=300, runs=10, scored=scored)
+    record_evaluation(run_dir, report, scored)
+    record_windows(run_dir, shift.monitor_log(guard, ik_test, ook["MMLU-Med"], OUT / "log"))
     part["ks_speed"] = shift.ks_speed()
     part["monitor_speed"] = shift.monitor_speed(guard)
     header, rows = shift_rows(part)

@@ -11,13 +11,15 @@ Speed: the KS test on 10,000 vs 10,000 statistic values, and the monitor's stati
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 
 from ragbound.detect import Guard
 from ragbound.detect.guard import search_in_batches
-from ragbound.detect.monitor import MonitorState, ShiftMonitor, WindowSpec
+from ragbound.detect.monitor import MonitorState, ShiftMonitor, WindowResult, WindowSpec
 from ragbound.progress import progress_bar
 from ragbound.stats import ks_two_sample
 
@@ -75,6 +77,21 @@ def _curve(ik: np.ndarray, ook: np.ndarray, trials: int, seed: int, label: str) 
                 }
             )
     return {"rows": rows}
+
+
+def monitor_log(
+    guard: Guard, in_knowledge: list[str], shifted: list[str], folder: Path, window: int = 50
+) -> list[WindowResult]:
+    """Monitor a log of 300 in-knowledge queries followed by 200 shifted ones (one a minute)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    log, state = folder / "queries.jsonl", folder / "state.json"
+    queries = in_knowledge[:300] + shifted[:200]
+    with log.open("w", encoding="utf-8") as out:
+        for i, query in enumerate(queries):
+            out.write(json.dumps({"time": 1_780_000_000 + 60 * i, "query": query}) + "\n")
+    state.unlink(missing_ok=True)
+    monitor = ShiftMonitor(guard, WindowSpec(size=window))
+    return list(monitor.follow(log, state, progress=True))
 
 
 def ks_speed(n: int = 10_000, repeats: int = 20) -> dict:
