@@ -122,6 +122,18 @@ def test_time_windows_close_when_a_later_query_arrives(guard: Guard) -> None:
     assert len(state.buffer) == 4  # the open window [370, 430)
 
 
+def test_sliding_time_windows_overlap_and_gaps_are_skipped(guard: Guard) -> None:
+    monitor = monitor_on_arrays(guard, WindowSpec(seconds=60.0), step=30.0)
+    scores = np.random.default_rng(5).normal(size=20)
+    state = MonitorState(log="x", kb_fingerprint="f", settings={})
+    times = np.concatenate([np.arange(10.0, 160.0, 10.0), 10_000.0 + np.arange(5) * 10.0])
+    windows = monitor.feed_scores(state, np.arange(1, 21), times, scores)
+    # [10, 70), [40, 100), [70, 130), [100, 160): 6 queries each, overlapping by half
+    assert [(w.first_line, w.n) for w in windows[:4]] == [(1, 6), (4, 6), (7, 6), (10, 6)]
+    assert all(w.last_line <= 15 for w in windows)  # the long gap made no empty windows
+    assert state.window_start is not None and state.window_start <= 10_000.0
+
+
 def test_a_shifted_stream_alarms_and_a_null_stream_does_not(guard: Guard) -> None:
     rng = np.random.default_rng(3)
     null, _ = feed(monitor_on_arrays(guard, WindowSpec(size=100)), rng.normal(size=1000))
