@@ -6,7 +6,7 @@ real in-knowledge and out-of-knowledge queries (10 runs of 300 per side). "Mahal
 PyOD's MCD: the Mahalanobis distance under the minimum-covariance-determinant estimate.
 
 The LLM relevance judge (Table 11 prompt, bundled local model) runs on a documented subset
-(20 queries per set, seed 0), because one judgement takes about 20 s on 2 cores; our test is
+(15 queries per set, seed 0), because one judgement takes about 20 s on 2 cores; our test is
 scored on the same subset so the two are compared on identical queries.
 """
 
@@ -26,7 +26,7 @@ from ragbound.llm import LLM
 from ragbound.stats import auprc, auroc, balanced_runs
 
 OUR_STATISTIC = "mss"
-JUDGE_PER_SET = 20
+JUDGE_PER_SET = 15
 
 
 def pyod_detectors() -> dict[str, Callable[[], object]]:
