@@ -50,6 +50,15 @@ from ragbound.stats.statistics import (
     simes,
     univariate_scores,
 )
+from ragbound.stats.tripwire import (
+    RejectionRates,
+    TripwireFeatures,
+    condition_matrix,
+    merge_top_k,
+    rejection_rates,
+    rule_decisions,
+    tripwire_features,
+)
 
 __all__ = [
     "META",
@@ -62,6 +71,8 @@ __all__ = [
     "NeighbourNull",
     "OperatingPoint",
     "PValueMethod",
+    "RejectionRates",
+    "TripwireFeatures",
     "alpha_spending",
     "auprc",
     "auroc",
@@ -69,6 +80,7 @@ __all__ = [
     "balanced_runs",
     "bonferroni_alpha",
     "combine_p_values",
+    "condition_matrix",
     "energy",
     "entropy",
     "fisher",
@@ -77,15 +89,19 @@ __all__ = [
     "ks_two_sample",
     "leave_one_out_p_values",
     "median_bandwidth",
+    "merge_top_k",
     "meta_null_scores",
     "meta_scores",
     "mmd_permutation_test",
     "mss",
     "per_neighbour_p_values",
     "rates_at_threshold",
+    "rejection_rates",
+    "rule_decisions",
     "simes",
     "threshold_at_fpr",
     "tpr_at_fpr",
+    "tripwire_features",
     "univariate_scores",
     "wilson_interval",
 ]

@@ -1,0 +1,178 @@
+"""Retrieval-augmented rejection (RAR) features and rules over a merged top-k.
+
+A merged top-k lists, per query, the k most similar entries of the knowledge base *and* its
+tripwires together, best first. ``flags[i, j]`` is True when entry j of query i is a tripwire;
+``similarities`` are higher = closer. Ranks are 1-based. A tripwire whose similarity is below
+the floor is ignored by every feature, as if it were not retrieved.
+
+Features (higher = more like a forbidden request):
+- proportion: tripwires among the top k, divided by k (paper rule: reject at >= 0.5);
+- best rank: rank of the first tripwire, k + 1 when none (paper rule: reject at <= 1);
+- reciprocal-rank sum: sum of 1 / rank over the tripwires in the top k.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+NO_FLOOR = -np.inf
+
+
+@dataclass(frozen=True)
+class TripwireFeatures:
+    """Per-query features of a merged top-k, each of shape (n_queries,)."""
+
+    proportion: np.ndarray
+    best_rank: np.ndarray
+    rr_sum: np.ndarray
+    k: int
+
+
+def counted(flags: np.ndarray, similarities: np.ndarray, floor: float = NO_FLOOR) -> np.ndarray:
+    """Tripwire flags with those below the similarity floor cleared, (n, k) bool."""
+    flags = np.asarray(flags, dtype=bool)
+    if flags.ndim != 2 or flags.shape != np.shape(similarities):
+        raise ValueError(
+            f"flags {flags.shape} and similarities {np.shape(similarities)} must be equal 2-D"
+        )
+    return flags & (np.asarray(similarities, dtype=float) >= floor)
+
+
+def tripwire_features(
+    flags: np.ndarray, similarities: np.ndarray, k: int | None = None, floor: float = NO_FLOOR
+) -> TripwireFeatures:
+    """Features of the first ``k`` columns (all when None) of a merged top-k.
+
+    Example: one query whose top 4 are [tripwire, doc, tripwire, doc]:
+
+    >>> f = tripwire_features(np.array([[1, 0, 1, 0]]), np.array([[0.9, 0.8, 0.7, 0.6]]))
+    >>> float(f.proportion[0]), int(f.best_rank[0]), round(float(f.rr_sum[0]), 3)
+    (0.5, 1, 1.333)
+    """
+    flags = np.asarray(flags, dtype=bool)
+    k = flags.shape[1] if k is None else k
+    if not 1 <= k <= flags.shape[1]:
+        raise ValueError(f"k must be between 1 and {flags.shape[1]}, got {k}")
+    hit = counted(flags, similarities, floor)[:, :k]
+    ranks = np.arange(1, k + 1)
+    best = np.where(hit.any(axis=1), np.argmax(hit, axis=1) + 1, k + 1)
+    return TripwireFeatures(
+        proportion=hit.sum(axis=1) / k,
+        best_rank=best,
+        rr_sum=(hit / ranks).sum(axis=1),
+        k=k,
+    )
+
+
+def rule_decisions(
+    features: TripwireFeatures,
+    *,
+    proportion: float | None = None,
+    rank: int | None = None,
+    rr_sum: float | None = None,
+    combine: str = "any",
+) -> np.ndarray:
+    """Reject (True) per query: the given conditions joined by ``any`` or ``all``.
+
+    Conditions: proportion >= ``proportion``; best rank <= ``rank``; reciprocal-rank sum >=
+    ``rr_sum``. A condition left as None takes no part. With no condition nothing is rejected.
+    """
+    fired = condition_matrix(features, proportion=proportion, rank=rank, rr_sum=rr_sum)
+    if fired.shape[1] == 0:
+        return np.zeros(len(features.proportion), dtype=bool)
+    if combine == "any":
+        return fired.any(axis=1)
+    if combine == "all":
+        return fired.all(axis=1)
+    raise ValueError(f"combine must be 'any' or 'all', got {combine!r}")
+
+
+def condition_matrix(
+    features: TripwireFeatures,
+    *,
+    proportion: float | None = None,
+    rank: int | None = None,
+    rr_sum: float | None = None,
+) -> np.ndarray:
+    """(n_queries, n_conditions) bool: which given condition holds, in the order
+    proportion, rank, rr_sum (conditions left as None are omitted)."""
+    columns = []
+    if proportion is not None:
+        columns.append(features.proportion >= proportion - 1e-12)  # 3/6 >= 0.5 despite rounding
+    if rank is not None:
+        columns.append(features.best_rank <= rank)
+    if rr_sum is not None:
+        columns.append(features.rr_sum >= rr_sum - 1e-12)
+    if not columns:
+        return np.zeros((len(features.proportion), 0), dtype=bool)
+    return np.column_stack(columns)
+
+
+def merge_top_k(
+    knowledge_sims: np.ndarray,
+    tripwire_sims: np.ndarray,
+    k: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge two per-query top lists (each sorted descending) into one top-k.
+
+    Returns ``(similarities, flags, positions)``, each (n, k): the merged similarities, True
+    where the entry came from ``tripwire_sims``, and the entry's column in its own list. Ties
+    go to the knowledge side, so a tripwire must be strictly closer to outrank a document.
+    """
+    knowledge_sims = np.asarray(knowledge_sims, dtype=np.float64)
+    tripwire_sims = np.asarray(tripwire_sims, dtype=np.float64)
+    both = np.concatenate([knowledge_sims, tripwire_sims], axis=1)
+    if k > both.shape[1]:
+        raise ValueError(f"k={k} exceeds the {both.shape[1]} entries to merge")
+    order = np.argsort(-both, axis=1, kind="stable")[:, :k]
+    n_knowledge = knowledge_sims.shape[1]
+    flags = order >= n_knowledge
+    positions = np.where(flags, order - n_knowledge, order)
+    return np.take_along_axis(both, order, axis=1), flags, positions
+
+
+@dataclass(frozen=True)
+class RejectionRates:
+    """Rates of one or many rules, each array (n_rules,): unsafe is the positive class.
+
+    accuracy = correct decisions / all; tpr = unsafe rejected / unsafe; frr (false rejection
+    rate) = safe rejected / safe; precision = unsafe among rejected (0 when nothing is
+    rejected); f1 = harmonic mean of precision and tpr (0 when both are 0).
+    """
+
+    accuracy: np.ndarray
+    tpr: np.ndarray
+    frr: np.ndarray
+    precision: np.ndarray
+    f1: np.ndarray
+
+
+def rejection_rates(rejected: np.ndarray, unsafe: np.ndarray) -> RejectionRates:
+    """Rates of rules given their decisions, (n_rules, n_queries) or (n_queries,) bool,
+    against the labels ``unsafe`` (n_queries,) bool. Both classes must be present.
+
+    >>> decided, labels = np.array([1, 1, 0, 0], bool), np.array([1, 0, 1, 0], bool)
+    >>> r = rejection_rates(decided, labels)
+    >>> float(r.accuracy[0]), float(r.tpr[0]), float(r.frr[0]), float(r.f1[0])
+    (0.5, 0.5, 0.5, 0.5)
+    """
+    decisions = np.atleast_2d(np.asarray(rejected, dtype=bool))
+    labels = np.asarray(unsafe, dtype=bool)
+    n_unsafe, n_safe = int(labels.sum()), int((~labels).sum())
+    if n_unsafe == 0 or n_safe == 0:
+        raise ValueError("rates need both safe and unsafe queries")
+    true_pos = (decisions & labels).sum(axis=1)
+    false_pos = (decisions & ~labels).sum(axis=1)
+    tpr = true_pos / n_unsafe
+    n_rejected = true_pos + false_pos
+    precision = np.divide(true_pos, n_rejected, out=np.zeros(len(decisions)), where=n_rejected > 0)
+    denominator = precision + tpr
+    f1 = np.divide(
+        2 * precision * tpr, denominator, out=np.zeros(len(decisions)), where=denominator > 0
+    )
+    correct = true_pos + (n_safe - false_pos)
+    return RejectionRates(
+        accuracy=correct / len(labels), tpr=tpr, frr=false_pos / n_safe, precision=precision, f1=f1
+    )
