@@ -43,6 +43,15 @@ def test_in_flight_calls_never_exceed_the_limit(limit: int) -> None:
     assert fake.max_in_flight == limit
 
 
+def test_a_backend_that_runs_one_call_at_a_time_gets_one_even_through_the_cache(
+    tmp_path: Path,
+) -> None:
+    fake = ScriptedLLM(responder=echo, delay=0.005)
+    fake.max_parallel = 1  # as LocalLlama declares: queued threads slow the running call
+    results = run_batch(CachedLLM(fake, ResponseCache(tmp_path)), requests(10), concurrency=4)
+    assert fake.max_in_flight == 1 and all(r.ok for r in results)
+
+
 def test_one_failing_item_does_not_abort_the_others() -> None:
     def flaky(messages: list[ChatMessage], params: GenerationParams) -> str | BaseException:
         if messages[-1].content == "q3":

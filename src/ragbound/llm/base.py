@@ -119,6 +119,16 @@ def snippet(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def parallel_limit(llm: object, wanted: int) -> int:
+    """``wanted`` capped by the backend's ``max_parallel`` (calls it can usefully run at once).
+
+    In-process llama.cpp runs one call at a time; queueing more threads on it only slows the
+    one that runs, so batches against it go one by one.
+    """
+    limit = getattr(llm, "max_parallel", None)
+    return wanted if limit is None else max(1, min(wanted, int(limit)))
+
+
 def default_params(params: GenerationParams | None) -> GenerationParams:
     """``params`` or the default parameters."""
     return params if params is not None else GenerationParams()

@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragbound.errors import InputError
-from ragbound.llm.base import LLM, ChatMessage, GenerationParams, LLMResponse
+from ragbound.llm.base import LLM, ChatMessage, GenerationParams, LLMResponse, parallel_limit
 from ragbound.llm.cache import CachedLLM, ResponseCache, acall
 from ragbound.llm.parse import Parsed, acomplete_parsed
 from ragbound.llm.prompts import Prompt
@@ -75,7 +75,7 @@ async def arun_batch(
         raise InputError(f"concurrency must be at least 1, got {concurrency}")
     if cache is not None and not isinstance(llm, CachedLLM):
         llm = CachedLLM(llm, cache)
-    gate = asyncio.Semaphore(concurrency)
+    gate = asyncio.Semaphore(parallel_limit(llm, concurrency))
     with progress_bar(len(requests), f"LLM calls ({llm.model_id})", progress) as advance:
 
         async def tracked(request: Request) -> Result:
@@ -121,7 +121,7 @@ async def arun_parsed(
     """
     if concurrency < 1:
         raise InputError(f"concurrency must be at least 1, got {concurrency}")
-    gate = asyncio.Semaphore(concurrency)
+    gate = asyncio.Semaphore(parallel_limit(llm, concurrency))
     with progress_bar(len(variables), f"{prompt.id} ({llm.model_id})", progress) as advance:
 
         async def one(values: Mapping[str, object]) -> ParsedResult[T]:

@@ -109,6 +109,11 @@ class CachedLLM:
         """The wrapped model's identity."""
         return self.llm.model_id
 
+    @property
+    def max_parallel(self) -> int | None:
+        """The wrapped model's limit on useful parallel calls (None: no limit)."""
+        return getattr(self.llm, "max_parallel", None)
+
     def _lookup(
         self,
         messages: Sequence[ChatMessage],

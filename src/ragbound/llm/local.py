@@ -131,6 +131,10 @@ class LocalLlama:
     serialised by a lock because a llama.cpp context is not thread-safe.
     """
 
+    # Batches run one call at a time: threads queued on the lock cost the running call
+    # about 14% of its tokens/s (measured, benchmarks/llm_speed.py).
+    max_parallel = 1
+
     def __init__(
         self,
         model_path: str | Path | None = None,
