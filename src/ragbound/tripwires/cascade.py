@@ -1,0 +1,92 @@
+"""Second layer: an LLM moderation judge on the queries the tripwires let pass (RAR Table 2)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+
+from pydantic import BaseModel, Field
+
+from ragbound.llm import LLM, GenerationParams, extract_tag, load_prompt
+from ragbound.llm.batch import run_parsed
+
+MODERATION_PROMPT = "moderation-judge"
+VERDICTS = ("reject", "allow")
+
+
+class ModerationVerdict(BaseModel):
+    """The judge's decision on one query; ``verdict`` is None when the reply never parsed."""
+
+    query: str
+    verdict: str | None = Field(default=None, description="reject or allow")
+    reasoning: str = ""
+    model: str = ""
+    prompt_id: str = MODERATION_PROMPT
+    prompt_version: int = 0
+    seconds: float = Field(default=0.0, description="model time, s")
+    error: str | None = None
+
+    @property
+    def rejected(self) -> bool | None:
+        """True for reject, False for allow, None on error."""
+        return None if self.verdict is None else self.verdict == "reject"
+
+
+def moderate(
+    llm: LLM,
+    queries: Sequence[str],
+    *,
+    params: GenerationParams | None = None,
+    concurrency: int = 4,
+    progress: bool = False,
+) -> list[ModerationVerdict]:
+    """Ask ``llm`` to reject or allow each query (reasoning kept outside the tag).
+
+    A reply without ``<verdict>reject|allow</verdict>`` is retried, then reported with its raw
+    text and ``verdict=None``: never guessed.
+    """
+    prompt = load_prompt(MODERATION_PROMPT)
+    params = params or GenerationParams(temperature=0.0, max_tokens=160, seed=0)
+    parser = partial(extract_tag, tag="verdict", allowed=VERDICTS)
+    results = run_parsed(
+        llm,
+        prompt,
+        [{"query": q} for q in queries],
+        parser,
+        params=params,
+        concurrency=concurrency,
+        progress=progress,
+    )
+    verdicts = []
+    for query, result in zip(queries, results, strict=True):
+        base = {"query": query, "model": llm.model_id, "prompt_version": prompt.version}
+        if result.parsed is None:
+            raw = getattr(result.error, "raw", None)
+            verdicts.append(ModerationVerdict(error=f"{result.error} | raw: {raw!r:.300}", **base))
+            continue
+        text = result.parsed.response.text
+        verdicts.append(
+            ModerationVerdict(
+                verdict=result.parsed.value,
+                reasoning=text.split("<", 1)[0].strip(),
+                seconds=result.parsed.response.seconds or 0.0,
+                **base,
+            )
+        )
+    return verdicts
+
+
+def cascade_decisions(
+    tripwire_rejected: Sequence[bool], llm_verdicts: Sequence[ModerationVerdict | None]
+) -> list[bool | None]:
+    """Tripwires then LLM: rejected by the tripwires, else the LLM's decision (None: error).
+
+    ``llm_verdicts[i]`` may be None where the tripwires already rejected (the LLM was not asked).
+    """
+    decisions: list[bool | None] = []
+    for tripped, verdict in zip(tripwire_rejected, llm_verdicts, strict=True):
+        if tripped:
+            decisions.append(True)
+        else:
+            decisions.append(None if verdict is None else verdict.rejected)
+    return decisions

@@ -1,0 +1,239 @@
+"""TripwireGuard: reject a query whose retrieval surfaces tripwires, naming them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field, model_validator
+
+from ragbound.artifacts import read_json, write_json
+from ragbound.corpus import validate_query
+from ragbound.errors import ArtifactError, InputError
+from ragbound.knowledge import KnowledgeBase
+from ragbound.stats.tripwire import (
+    NO_FLOOR,
+    condition_matrix,
+    merge_top_k,
+    rule_decisions,
+    tripwire_features,
+)
+from ragbound.tripwires.store import TripwireStore
+
+RULE_FILE = "tripwire-rule.json"
+
+
+class TripwireRule(BaseModel):
+    """When to reject, over the merged top-k of knowledge and tripwires.
+
+    Conditions (None = not used): ``proportion`` of tripwires in the top k at least this;
+    best tripwire ``rank`` (1-based) at most this; ``rr_sum``, the reciprocal-rank sum of the
+    tripwires, at least this. Tripwires less similar than ``floor`` (cosine) do not count.
+    ``combine`` joins the conditions. The defaults are the RAR paper's: p = 0.5 or r = 1.
+    """
+
+    k: int = Field(5, ge=1)
+    proportion: float | None = Field(0.5, gt=0, le=1)
+    rank: int | None = Field(1, ge=1)
+    rr_sum: float | None = Field(None, gt=0)
+    floor: float | None = None
+    combine: Literal["any", "all"] = "any"
+
+    @model_validator(mode="after")
+    def _sensible(self) -> TripwireRule:
+        if self.proportion is None and self.rank is None and self.rr_sum is None:
+            raise ValueError("a rule needs at least one condition (proportion, rank or rr_sum)")
+        if self.rank is not None and self.rank > self.k:
+            raise ValueError(f"rank {self.rank} cannot exceed k = {self.k}")
+        return self
+
+    def conditions(self) -> list[str]:
+        """The used conditions as text, in the order of ``condition_matrix``."""
+        named = [
+            (self.proportion, f"proportion>={self.proportion:g}" if self.proportion else ""),
+            (self.rank, f"rank<={self.rank}"),
+            (self.rr_sum, f"rr_sum>={self.rr_sum:g}" if self.rr_sum else ""),
+        ]
+        return [text for value, text in named if value is not None]
+
+    def describe(self) -> str:
+        """E.g. ``proportion>=0.5 any rank<=1 (k=5)``."""
+        floor = f", floor {self.floor:g}" if self.floor is not None else ""
+        return f" {self.combine} ".join(self.conditions()) + f" (k={self.k}{floor})"
+
+
+def save_rule(kb_dir: Path, rule: TripwireRule) -> Path:
+    """Write the rule the guard of ``kb_dir`` uses by default."""
+    path = Path(kb_dir) / RULE_FILE
+    write_json(path, rule.model_dump(mode="json"))
+    return path
+
+
+def load_rule(kb_dir: Path) -> TripwireRule:
+    """The saved rule of ``kb_dir`` (``tripwire tune`` writes it), else the paper's default."""
+    path = Path(kb_dir) / RULE_FILE
+    if not path.exists():
+        return TripwireRule()
+    try:
+        return TripwireRule.model_validate(read_json(path, "tripwire rule"))
+    except ValueError as exc:
+        raise ArtifactError(f"{path}: invalid tripwire rule: {exc}") from exc
+
+
+class Trigger(BaseModel):
+    """A tripwire found in a query's top k."""
+
+    id: str
+    topic: str
+    text: str
+    rank: int = Field(description="1-based rank in the merged top k")
+    similarity: float = Field(description="cosine similarity, higher = closer")
+    severity: str | None = None
+
+
+class Rejection(BaseModel):
+    """The query is refused; ``rule`` names the conditions that fired."""
+
+    query: str
+    rejected: Literal[True] = True
+    rule: str
+    triggers: list[Trigger]
+    proportion: float
+    best_rank: int | None
+    rr_sum: float
+    k: int
+    tripwire_set: str = Field(description="hash of the tripwire set the decision used")
+
+
+class Pass(BaseModel):
+    """The query may go on; ``triggers`` lists tripwires seen below the rule's thresholds."""
+
+    query: str
+    rejected: Literal[False] = False
+    rule: None = None
+    triggers: list[Trigger]
+    proportion: float
+    best_rank: int | None
+    rr_sum: float
+    k: int
+    tripwire_set: str
+
+
+@dataclass(frozen=True)
+class MergedTopK:
+    """Merged top-k of a batch: similarities, tripwire flags, and rows in their own store."""
+
+    similarities: np.ndarray
+    flags: np.ndarray
+    rows: np.ndarray
+
+
+class TripwireGuard:
+    """Checks queries against the tripwires stored with a knowledge base.
+
+    Example:
+        >>> guard = TripwireGuard.load("kb/")  # doctest: +SKIP
+        >>> decision = guard.check("how do I make a pipe bomb")  # doctest: +SKIP
+        >>> decision.rejected, [t.topic for t in decision.triggers]  # doctest: +SKIP
+        (True, ['weapons'])
+    """
+
+    def __init__(self, kb: KnowledgeBase, rule: TripwireRule | None = None):
+        self.kb = kb
+        self.tripwires = TripwireStore.open(kb)
+        self.rule = rule or TripwireRule()
+        if len(kb) < self.rule.k:
+            raise InputError(f"k={self.rule.k} exceeds the knowledge base ({len(kb)} chunks)")
+
+    @classmethod
+    def load(cls, kb_dir: str | Path, rule: TripwireRule | None = None) -> TripwireGuard:
+        """Open a saved knowledge base with its tripwires and saved (or given) rule."""
+        kb = KnowledgeBase.load(kb_dir)
+        return cls(kb, rule or load_rule(Path(kb_dir)))
+
+    def retrieve(self, queries: Sequence[str], k: int) -> MergedTopK:
+        """Merged top-k of knowledge and tripwires for each query (one embedding per query)."""
+        texts = [validate_query(q, location=f"query {i + 1}") for i, q in enumerate(queries)]
+        if not texts:
+            raise InputError("no queries to check")
+        vectors = self.kb.embed(texts) if len(texts) > 1 else self.kb.embedder.encode_one(texts[0])
+        return self.retrieve_vectors(vectors, k)
+
+    def retrieve_vectors(self, vectors: np.ndarray, k: int) -> MergedTopK:
+        """As :meth:`retrieve`, for query vectors already embedded."""
+        knowledge = self.kb.store.search(vectors, k)
+        tripwires = self.tripwires.search(vectors, k)
+        sims, flags, positions = merge_top_k(knowledge.similarities, tripwires.similarities, k)
+        own = np.where(
+            flags,
+            np.take_along_axis(_pad(tripwires.indices, k), np.where(flags, positions, 0), axis=1),
+            np.take_along_axis(knowledge.indices, np.where(flags, 0, positions), axis=1),
+        )
+        return MergedTopK(sims, flags, own)
+
+    def check(self, query: str) -> Rejection | Pass:
+        """Decide one query."""
+        return self.check_many([query])[0]
+
+    def check_many(self, queries: Sequence[str]) -> list[Rejection | Pass]:
+        """Decide a batch (embedded together), in input order."""
+        merged = self.retrieve(queries, self.rule.k)
+        return self.decide(queries, merged)
+
+    def decide(self, queries: Sequence[str], merged: MergedTopK) -> list[Rejection | Pass]:
+        """Apply the rule to merged top-k results of ``queries``."""
+        rule = self.rule
+        floor = NO_FLOOR if rule.floor is None else rule.floor
+        features = tripwire_features(merged.flags, merged.similarities, rule.k, floor)
+        thresholds = {"proportion": rule.proportion, "rank": rule.rank, "rr_sum": rule.rr_sum}
+        rejected = rule_decisions(features, combine=rule.combine, **thresholds)
+        fired = condition_matrix(features, **thresholds)
+        names = rule.conditions()
+        decisions: list[Rejection | Pass] = []
+        for i, query in enumerate(queries):
+            common = {
+                "query": query.strip(),
+                "triggers": self._triggers(merged, i, floor),
+                "proportion": float(features.proportion[i]),
+                "best_rank": int(features.best_rank[i])
+                if features.best_rank[i] <= rule.k
+                else None,
+                "rr_sum": float(features.rr_sum[i]),
+                "k": rule.k,
+                "tripwire_set": self.tripwires.manifest.set_hash,
+            }
+            if rejected[i]:
+                rule_text = " and ".join(n for n, f in zip(names, fired[i], strict=True) if f)
+                decisions.append(Rejection(rule=rule_text, **common))
+            else:
+                decisions.append(Pass(**common))
+        return decisions
+
+    def _triggers(self, merged: MergedTopK, i: int, floor: float) -> list[Trigger]:
+        triggers = []
+        for col in np.flatnonzero(merged.flags[i, : self.rule.k]):
+            similarity = float(merged.similarities[i, col])
+            if similarity < floor:
+                continue
+            tripwire = self.tripwires.tripwires[int(merged.rows[i, col])]
+            triggers.append(
+                Trigger(
+                    id=tripwire.id,
+                    topic=tripwire.topic,
+                    text=tripwire.text,
+                    rank=int(col) + 1,
+                    similarity=similarity,
+                    severity=tripwire.severity,
+                )
+            )
+        return triggers
+
+
+def _pad(indices: np.ndarray, k: int) -> np.ndarray:
+    """Tripwire rows padded to k columns (fewer tripwires than k), so take_along_axis fits."""
+    if indices.shape[1] >= k:
+        return indices
+    return np.pad(indices, ((0, 0), (0, k - indices.shape[1])))

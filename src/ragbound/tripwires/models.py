@@ -1,0 +1,76 @@
+"""Typed tripwires, the tripwire manifest and its change history."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from ragbound.artifacts import sha256_text
+
+TRIPWIRE_FORMAT = "ragbound.tripwires/1"
+Severity = Literal["low", "medium", "high"]
+
+
+def tripwire_id(topic: str, text: str) -> str:
+    """The default id of a tripwire: ``tw-`` and 12 hex characters of its topic and text."""
+    return "tw-" + sha256_text(topic, text)[:12]
+
+
+class Tripwire(BaseModel):
+    """A flagged "negative" document: a query that retrieves it may be forbidden.
+
+    ``topic`` groups tripwires (remove by topic, report by topic); ``severity`` and ``note``
+    are for people reading a rejection; ``source`` says where the text came from (a file, a
+    labelled set, or ``llm:<model>`` with the prompt id and version).
+    """
+
+    id: str
+    text: str
+    topic: str
+    severity: Severity | None = None
+    note: str | None = None
+    source: str | None = None
+
+    @field_validator("id", "text", "topic")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("must not be empty")
+        return value
+
+
+class TripwireChange(BaseModel):
+    """One add or remove, as recorded in the tripwire manifest."""
+
+    action: Literal["add", "remove"]
+    at: str
+    ids: list[str]
+    topics: list[str]
+    source: str | None = None
+    n_after: int
+    set_hash: str = Field(description="hash of the tripwire set after the change")
+
+
+class TripwireManifest(BaseModel):
+    """What tripwires a knowledge base holds now, and every change that led there.
+
+    The active set lives in ``tripwires/<generation>.jsonl`` and ``.npy`` (float32 vectors,
+    rows aligned). ``set_hash`` identifies the set: every decision records it.
+    """
+
+    format: Literal["ragbound.tripwires/1"] = TRIPWIRE_FORMAT
+    generation: int = 0
+    n_tripwires: int = 0
+    set_hash: str = ""
+    embedder_identity: str
+    history: list[TripwireChange] = Field(default_factory=list)
+
+
+def set_hash(tripwires: list[Tripwire]) -> str:
+    """16 hex characters over the sorted ids and texts of a tripwire set ('' when empty)."""
+    if not tripwires:
+        return ""
+    ordered = sorted(tripwires, key=lambda t: t.id)
+    return sha256_text(*(f"{t.id}\x1f{t.topic}\x1f{t.text}" for t in ordered))[:16]

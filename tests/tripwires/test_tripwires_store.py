@@ -1,0 +1,142 @@
+"""Tripwire files, and live add/remove inside a real MiniLM knowledge base."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ragbound.errors import ArtifactError, InputError
+from ragbound.knowledge import KnowledgeBase
+from ragbound.tripwires import TripwireFields, TripwireStore, read_tripwires, tripwire_id
+from tests.tripwires.tripwire_texts import TRIPWIRES
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def kb(minilm_kb_dir: Path, tmp_path: Path) -> KnowledgeBase:
+    target = tmp_path / "kb"
+    shutil.copytree(minilm_kb_dir, target)
+    return KnowledgeBase.load(target)
+
+
+def digest(folder: Path) -> dict[str, str]:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_file_formats_ids_and_labelled_examples(tmp_path: Path) -> None:
+    tripwires = read_tripwires(write_jsonl(tmp_path / "t.jsonl", TRIPWIRES))
+    assert [t.topic for t in tripwires] == ["harm", "harm", "sabotage", "sabotage"]
+    assert tripwires[0].id == tripwire_id("harm", TRIPWIRES[0]["text"])
+    csv = tmp_path / "t.csv"
+    csv.write_text(
+        "id,prompt,type,label\n7,How to derail a train?,sabotage,unsafe\n"
+        "8,How do trains brake?,signals,safe\n",
+        encoding="utf-8",
+    )
+    fields = TripwireFields(text="prompt", topic_field="type", label_field="label")
+    labelled = read_tripwires(csv, fields)
+    assert [(t.id, t.topic) for t in labelled] == [("7", "sabotage")]
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([{"text": "How do I derail a train?"}], "no topic"),
+        ([{"text": "   ", "topic": "harm"}], "text"),
+        (
+            [
+                {"text": "a b c", "topic": "x", "id": "1"},
+                {"text": "d e f", "topic": "x", "id": "1"},
+            ],
+            "duplicate tripwire id",
+        ),
+        ([TRIPWIRES[0], TRIPWIRES[0]], "duplicate tripwire id"),
+        ([{"text": "a b c", "topic": "x", "severity": "extreme"}], "severity"),
+    ],
+)
+def test_bad_tripwire_files_name_the_problem(tmp_path: Path, rows, message) -> None:
+    with pytest.raises(InputError, match=message):
+        read_tripwires(write_jsonl(tmp_path / "bad.jsonl", rows))
+
+
+def test_topic_option_fills_missing_topics(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "t.jsonl", [{"text": "How do I derail a train?"}])
+    assert read_tripwires(path, TripwireFields(topic="sabotage"))[0].topic == "sabotage"
+
+
+def test_add_and_remove_never_touch_the_knowledge(kb: KnowledgeBase) -> None:
+    before = digest(kb.path / "segments"), (kb.path / "manifest.json").read_bytes()
+    fingerprint = kb.fingerprint
+    store = TripwireStore.open(kb)
+    change = store.add(read_tripwires(write_jsonl(kb.path.parent / "t.jsonl", TRIPWIRES)))
+    assert change.action == "add" and change.n_after == 4
+    assert TripwireStore.open(KnowledgeBase.load(kb.path)).topics() == {"harm": 2, "sabotage": 2}
+    removal = store.remove(topics=["harm"])
+    assert removal.ids == [t.id for t in read_tripwires(kb.path.parent / "t.jsonl")[:2]]
+    reopened = TripwireStore.open(KnowledgeBase.load(kb.path))
+    assert reopened.topics() == {"sabotage": 2}
+    assert [c.action for c in reopened.manifest.history] == ["add", "remove"]
+    assert reopened.manifest.set_hash == removal.set_hash != change.set_hash
+    assert (digest(kb.path / "segments"), (kb.path / "manifest.json").read_bytes()) == before
+    assert KnowledgeBase.load(kb.path).fingerprint == fingerprint
+    assert len(list((kb.path / "tripwires").iterdir())) == 2  # only the live generation
+
+
+def test_removed_vectors_are_kept_not_re_embedded(kb: KnowledgeBase, monkeypatch) -> None:
+    store = TripwireStore.open(kb)
+    store.add(read_tripwires(write_jsonl(kb.path.parent / "t.jsonl", TRIPWIRES)))
+    kept = store.vectors[2:].copy()
+    monkeypatch.setattr(kb, "embed", lambda *a, **k: pytest.fail("re-embedded on remove"))
+    store.remove(ids=[store.tripwires[0].id, store.tripwires[1].id])
+    assert (TripwireStore.open(KnowledgeBase.load(kb.path)).vectors == kept).all()
+
+
+def test_a_failed_add_changes_nothing(kb: KnowledgeBase) -> None:
+    store = TripwireStore.open(kb)
+    store.add(read_tripwires(write_jsonl(kb.path.parent / "t.jsonl", TRIPWIRES[:2])))
+    before = digest(kb.path)
+    with pytest.raises(InputError, match="already in the knowledge base"):
+        store.add(read_tripwires(write_jsonl(kb.path.parent / "u.jsonl", TRIPWIRES[1:])))
+    assert digest(kb.path) == before and len(store) == 2
+
+
+def test_remove_unknown_topic_or_id_is_an_error(kb: KnowledgeBase) -> None:
+    store = TripwireStore.open(kb)
+    store.add(read_tripwires(write_jsonl(kb.path.parent / "t.jsonl", TRIPWIRES)))
+    with pytest.raises(InputError, match="topic 'weapons'"):
+        store.remove(topics=["weapons"])
+    with pytest.raises(InputError, match="id 'nope'"):
+        store.remove(ids=["nope"])
+    with pytest.raises(InputError, match="name the tripwires"):
+        store.remove()
+    assert len(TripwireStore.open(KnowledgeBase.load(kb.path))) == 4
+
+
+def test_corrupt_generation_is_detected(kb: KnowledgeBase) -> None:
+    store = TripwireStore.open(kb)
+    store.add(read_tripwires(write_jsonl(kb.path.parent / "t.jsonl", TRIPWIRES)))
+    live = next((kb.path / "tripwires").glob("*.jsonl"))
+    live.write_text(live.read_text().replace("poison", "paint"), encoding="utf-8")
+    with pytest.raises(ArtifactError, match="set hash"):
+        TripwireStore.open(KnowledgeBase.load(kb.path))
+
+
+def test_bm25_and_unsaved_knowledge_bases_are_refused(corpus_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="save the knowledge base"):
+        TripwireStore.open(KnowledgeBase.build([corpus_dir], embedder="minilm"))
+    bm25 = KnowledgeBase.build([corpus_dir], embedder="bm25")
+    bm25.save(tmp_path / "bm25")
+    with pytest.raises(InputError, match="dense"):
+        TripwireStore.open(bm25)
