@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import warnings
 from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from pydantic import BaseModel
 
+from ragbound.cli_support import JsonOpt
+from ragbound.cli_support import console as _console
+from ragbound.cli_support import emit_json as _emit_json
+from ragbound.cli_support import progress as _progress
 from ragbound.display import evaluation_table, verdict_table
 from ragbound.errors import InputError, RagboundError
 
@@ -20,7 +22,6 @@ app = typer.Typer(
     help="Know what your RAG system does not know: calibrated out-of-knowledge tests.",
 )
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (one object per line).")]
 FieldOpt = Annotated[
     str | None,
     typer.Option(
@@ -37,29 +38,12 @@ ForceOpt = Annotated[
 ]
 
 
-def _emit_json(obj: BaseModel | dict) -> None:
-    text = obj.model_dump_json() if isinstance(obj, BaseModel) else json.dumps(obj)
-    sys.stdout.write(text + "\n")
-
-
 def _plot(run_data, folder: Path) -> None:
     from ragbound.report.html import images
     from ragbound.report.plots import save_pngs
 
     paths = save_pngs(images(run_data), folder)
     sys.stderr.write(f"wrote {len(paths)} plot(s) to {folder}\n")
-
-
-def _console():
-    from rich.console import Console
-
-    return Console()
-
-
-def _progress(json_out: bool) -> bool:
-    from ragbound.progress import progress_wanted
-
-    return progress_wanted(quiet=json_out)
 
 
 # ------------------------------------------------------------------ index / add
@@ -524,6 +508,15 @@ def _context_choice(value: str) -> Literal["document", "chunk"]:
     if value == "chunk":
         return "chunk"
     raise InputError(f"--context must be document or chunk, got {value!r}")
+
+
+def _register_subcommands() -> None:
+    from ragbound.cli_tripwire import tripwire_app
+
+    app.add_typer(tripwire_app, name="tripwire")
+
+
+_register_subcommands()
 
 
 def main() -> None:

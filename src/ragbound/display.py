@@ -54,3 +54,78 @@ def evaluation_table(report: EvaluationReport) -> Table:
             f"{m.tpr_at_5_fpr_oracle:.4f}",
         )
     return table
+
+
+def tripwire_topics_table(topics: dict[str, int], set_hash: str) -> Table:
+    """Tripwires per topic."""
+    table = Table(title=f"{sum(topics.values())} tripwires, set {set_hash or '(empty)'}")
+    table.add_column("topic")
+    table.add_column("tripwires", justify="right")
+    for topic, count in topics.items():
+        table.add_row(topic, str(count))
+    return table
+
+
+def tripwire_history_table(history: Sequence) -> Table:
+    """Every recorded add and remove."""
+    table = Table(title="tripwire changes")
+    for column in ("at", "action", "n", "topics", "source", "tripwires after", "set"):
+        table.add_column(column, overflow="fold")
+    for change in history:
+        table.add_row(
+            change.at,
+            change.action,
+            str(len(change.ids)),
+            ", ".join(change.topics),
+            change.source or "",
+            str(change.n_after),
+            change.set_hash,
+        )
+    return table
+
+
+def tripwire_decisions_table(decisions: Sequence, rule: str, verdicts: dict | None = None) -> Table:
+    """One row per query: decision, the rule that fired and the tripwires that tripped.
+
+    ``verdicts`` maps a row number to the cascade LLM's verdict on a query the tripwires passed.
+    """
+    verdicts = verdicts or {}
+    table = Table(title=f"tripwire rule: {rule}")
+    for column in ("query", "decision", "rule", "triggers (rank, similarity, topic: text)"):
+        table.add_column(column, overflow="fold")
+    for i, d in enumerate(decisions):
+        triggers = "\n".join(
+            f"#{t.rank} {t.similarity:.3f} {t.topic}: {t.text[:80]}" for t in d.triggers
+        )
+        rule_text = d.rule or ""
+        label = "[red]rejected[/]" if d.rejected else "[green]passed[/]"
+        if i in verdicts:
+            verdict = verdicts[i]
+            label = {True: "[red]rejected (LLM)[/]", False: "[green]passed (LLM allows)[/]"}.get(
+                verdict.rejected, "[yellow]passed (LLM error)[/]"
+            )
+            rule_text = "llm" if verdict.rejected else ""
+        table.add_row(d.query, label, rule_text, triggers)
+    return table
+
+
+def tuning_table(result) -> Table:
+    """The best rules by the objective, and the paper's default rule on the same queries."""
+    table = Table(
+        title=f"tripwire rules by {result.objective}"
+        + (f" (false rejection <= {result.max_frr:g})" if result.max_frr is not None else "")
+        + f": {result.n_unsafe} unsafe, {result.n_safe} safe queries"
+    )
+    for column in ("rule", "accuracy", "TPR", "false rejection", "precision", "F1"):
+        table.add_column(column, justify="right" if column != "rule" else "left")
+    rows = [(score, "") for score in result.top] + [(result.paper_default, " (paper default)")]
+    for score, note in rows:
+        table.add_row(
+            score.rule.describe() + note,
+            f"{score.accuracy:.3f}",
+            f"{score.tpr:.3f}",
+            f"{score.frr:.3f}",
+            f"{score.precision:.3f}",
+            f"{score.f1:.3f}",
+        )
+    return table
