@@ -10,6 +10,7 @@ from typing import Any
 from ragbound.artifacts import utc_now, write_text
 from ragbound.report import plots
 from ragbound.report.run import RunData
+from ragbound.tripwires.tune import TuningResult
 
 METRICS = (
     ("AUROC", "auroc"),
@@ -39,6 +40,8 @@ def images(run: RunData) -> dict[str, bytes]:
         out["rejection-rates"] = plots.rejection_curves(run.rejection)
     if run.windows:
         out["monitor"] = plots.monitor_pvalues(run.windows)
+    if run.tuning is not None:
+        out["tripwire-surface"] = plots.tripwire_surface(run.tuning.surface)
     return out
 
 
@@ -57,6 +60,8 @@ def render_report(run: RunData) -> str:
         parts.append(_rejection(run.rejection, pictures))
     if run.windows:
         parts.append(_monitor(run, pictures))
+    if run.tuning is not None:
+        parts.append(_tuning(run.tuning, pictures))
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<meta http-equiv='Content-Security-Policy' "
@@ -177,4 +182,27 @@ def _monitor(run: RunData, pictures: dict[str, bytes]) -> str:
         f"<h2>Monitor</h2><p>{len(run.windows)} windows, {alarms} alarm(s).</p>"
         + _img(pictures, "monitor", "monitor p-values over time, alarms in red")
         + _table(header, rows, "monitor")
+    )
+
+
+def _tuning(result: TuningResult, pictures: dict[str, bytes]) -> str:
+    scored = [(s, "") for s in result.top] + [(result.paper_default, " (paper default)")]
+    rows = [
+        [
+            _e(score.rule.describe() + note),
+            f"{score.accuracy:.3f}",
+            f"{score.tpr:.3f}",
+            f"{score.frr:.3f}",
+            f"{score.f1:.3f}",
+        ]
+        for score, note in scored
+    ]
+    header = ["rule", "accuracy", "TPR", "false rejection", "F1"]
+    surface = result.surface
+    return (
+        f"<h2>Tripwire rules</h2><p>Best by {_e(result.objective)} on {result.n_unsafe} unsafe "
+        f"and {result.n_safe} safe queries. The surface shows the rule "
+        f"&ldquo;proportion &ge; p or best rank &le; r&rdquo; at k = {surface.k}.</p>"
+        + _table(header, rows, "tripwire-tuning")
+        + _img(pictures, "tripwire-surface", "tripwire rule trade-off surface")
     )

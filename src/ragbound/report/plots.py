@@ -113,6 +113,33 @@ def monitor_pvalues(windows: Sequence[WindowResult]) -> bytes:
     return _png(figure)
 
 
+def tripwire_surface(surface: Any) -> bytes:
+    """Accuracy, TPR and false rejection over proportion x rank thresholds (RAR Figure 3).
+
+    ``surface`` is a TradeOffSurface: rule "proportion >= p or best rank <= r" at one k.
+    """
+    plt = _pyplot()
+    panels = [
+        ("accuracy", surface.accuracy),
+        ("TPR", surface.tpr),
+        ("false rejection", surface.frr),
+    ]
+    figure, axes = plt.subplots(1, 3, figsize=(10.5, 3.4))
+    for axis, (title, values) in zip(axes, panels, strict=True):
+        grid = np.asarray(values)
+        image = axis.imshow(grid, vmin=0, vmax=1, cmap="viridis", origin="lower", aspect="auto")
+        axis.set_xticks(range(len(surface.ranks)), [str(r) for r in surface.ranks])
+        axis.set_yticks(range(len(surface.proportions)), [f"{p:.2f}" for p in surface.proportions])
+        axis.set_xlabel("best rank <=")
+        axis.set_ylabel("proportion >=")
+        axis.set_title(title, fontsize=9)
+        best = np.unravel_index(np.argmax(grid), grid.shape) if title != "false rejection" else None
+        if best is not None:
+            axis.scatter([best[1]], [best[0]], marker="*", color="white", s=60)
+    figure.colorbar(image, ax=axes, shrink=0.8)
+    return _png(figure)
+
+
 def save_pngs(images: dict[str, bytes], folder: Path) -> list[Path]:
     """Write each image as ``folder/<name>.png``; return the paths."""
     folder.mkdir(parents=True, exist_ok=True)

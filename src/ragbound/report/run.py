@@ -6,7 +6,8 @@ Files (each optional, all plain JSON, written atomically):
   in- and out-of-knowledge test queries and its critical value (histograms, ROC curves);
 - ``shift.json``: the last batch ShiftReport;
 - ``monitor.jsonl``: one WindowResult per tested window, appended as the monitor runs;
-- ``rejection.json``: a rejection-rate experiment (paper Figure 5), as the benchmark writes it.
+- ``rejection.json``: a rejection-rate experiment (paper Figure 5), as the benchmark writes it;
+- ``tripwire_tuning.json``: a tripwire rule search with its trade-off surface (RAR Figure 3).
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from ragbound.detect.monitor import WindowResult
 from ragbound.detect.shift import ShiftReport
 from ragbound.errors import InputError
 from ragbound.results import EvaluationReport
+from ragbound.tripwires.tune import TuningResult
 
 EVALUATION = "evaluation.json"
 SHIFT = "shift.json"
 MONITOR = "monitor.jsonl"
 REJECTION = "rejection.json"
+TUNING = "tripwire_tuning.json"
 
 
 @dataclass
@@ -41,9 +44,11 @@ class RunData:
     shift: ShiftReport | None = None
     windows: list[WindowResult] = field(default_factory=list)
     rejection: dict[str, Any] | None = None
+    tuning: TuningResult | None = None
 
     def is_empty(self) -> bool:
-        return not (self.evaluation or self.shift or self.windows or self.rejection)
+        parts = (self.evaluation, self.shift, self.windows, self.rejection, self.tuning)
+        return not any(parts)
 
 
 def record_evaluation(run_dir: Path, report: EvaluationReport, sets: dict[str, ScoredSets]) -> None:
@@ -95,6 +100,8 @@ def load_run(run_dir: str | Path) -> RunData:
         ]
     if (root / REJECTION).is_file():
         data.rejection = read_json(root / REJECTION, "rejection-rate experiment")
+    if (root / TUNING).is_file():
+        data.tuning = TuningResult.model_validate(read_json(root / TUNING, "tripwire tuning"))
     if data.is_empty():
         raise InputError(
             f"{root}: nothing to report; record a run with `ragbound evaluate --run {root}` or "
@@ -110,3 +117,8 @@ def _finite(value: float) -> float | None:
 def write_rejection(run_dir: Path, experiment: dict[str, Any]) -> None:
     """Save a rejection-rate experiment (the benchmark's ``shift`` part)."""
     write_json(run_dir / REJECTION, json.loads(json.dumps(experiment)))
+
+
+def record_tuning(run_dir: Path, result: TuningResult) -> None:
+    """Save a tripwire rule search (``tripwire tune --run``)."""
+    write_json(run_dir / TUNING, result.model_dump(mode="json"))
