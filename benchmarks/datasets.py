@@ -61,3 +61,30 @@ def truthfulqa_questions() -> list[str]:
     path = data_root() / "truthfulqa" / "data" / "v1" / "TruthfulQA.csv"
     with path.open(encoding="utf-8", newline="") as handle:
         return [row["Question"] for row in csv.DictReader(handle)]
+
+
+def tripwire_missing_reason() -> str | None:
+    """Why the harmful/safe sets for the tripwire benchmark are absent, or None."""
+    root = data_root()
+    needed = [root / "harmfulqa" / "harmfulqa.json", root / "xstest" / "xstest_prompts.csv"]
+    absent = [str(p) for p in needed if not p.is_file()]
+    return f"tripwire data sets not found: {', '.join(absent)}" if absent else None
+
+
+def harmfulqa() -> dict[str, dict[str, list[str]]]:
+    """HarmfulQA: topic -> subtopic -> questions (10 topics, 98 subtopics, 1960 questions)."""
+    path = data_root() / "harmfulqa" / "harmfulqa.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def dangerousqa() -> list[str]:
+    """DangerousQA: 200 harmful questions (another harmful set, not used for tripwires)."""
+    path = data_root() / "harmfulqa" / "dangerousqa.json"
+    return list(json.loads(path.read_text(encoding="utf-8")))
+
+
+def xstest(label: str) -> list[str]:
+    """XSTest v2 prompts with ``label`` safe (250, scary-sounding but harmless) or unsafe (200)."""
+    path = data_root() / "xstest" / "xstest_prompts.csv"
+    with path.open(encoding="utf-8", newline="") as handle:
+        return [row["prompt"] for row in csv.DictReader(handle) if row["label"] == label]

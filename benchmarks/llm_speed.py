@@ -3,12 +3,13 @@
 Both generate replies to the same synthetic-query prompts with the same parameters, on the
 same loaded llama.cpp instance: two instances of one model differed by up to 15% in tokens/s
 here, which would swamp the stack's overhead. The bare loop runs on the main thread, as a user
-would write it; ours runs on the model's own thread (see LocalLlama). Passes alternate (bare, ours, bare, ours, ...),
-each going through all prompts in order, so both see the same machine load and the same
-prompt-prefix reuse; tokens/s is completion tokens over wall time, summed over the passes. Ours goes
-through the whole stack (prompt rendering, response cache with a fresh directory, bounded
-concurrency, provenance), so the ratio is the stack's overhead. Also timed: a warm-cache rerun
-of ``ragbound synth`` for 300 queries, as a user runs it (a new process).
+would write it; ours runs on the model's own thread (see LocalLlama). Passes alternate (bare,
+ours, bare, ours, ...), each going through all prompts in order, so both see the same machine
+load and the same prompt-prefix reuse; tokens/s is completion tokens over wall time, summed
+over the passes. Ours goes through the whole stack (prompt rendering, response cache with a
+fresh directory, bounded concurrency, provenance), so the ratio is the stack's overhead. Also
+timed: a warm-cache rerun of ``ragbound synth`` for 300 queries, as a user runs it (a new
+process).
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ With the local LLM installed (``ragbound[local]``), also: synthetic vs real cali
 by step (paper Table 4), the outlier-detector and LLM-judge baselines (Tables 2-3) and the
 local generation speed (see benchmarks/synthetic.py, baselines.py, llm_speed.py).
 
-``python -m benchmarks.run synthetic`` runs only that part and merges it into the saved results.
+``python -m benchmarks.run synthetic|shift|tripwires|llm-speed`` runs only that part and merges
+it into the saved results. The tripwire part (benchmarks/tripwires.py) needs HarmfulQA and
+XSTest; BENCH_CASCADE_N sets its LLM cascade subset (default 30 per side).
 Environment: RAGBOUND_DATA (data folder), BENCH_MEMORY_CHUNKS (default 100000; 0 skips),
 BENCH_SYNTH (default 1; 0 skips the LLM parts), BENCH_SYNTH_STEPS (default all: "1,2,3,4,5").
 """
@@ -29,7 +31,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import baselines, datasets, llm_speed, shift, synthetic
+from benchmarks import baselines, datasets, llm_speed, shift, synthetic, tripwires
 from ragbound.detect import Guard
 from ragbound.detect.evaluate import evaluate, split_queries, statistic_scores
 from ragbound.knowledge import KnowledgeBase
@@ -50,6 +52,21 @@ def main() -> None:
         results = json.loads((OUT / "results.json").read_text())
         kb = KnowledgeBase.build([corpus], embedder="minilm")
         results["shift"] = shift_part(Guard.calibrate(kb, calibration, k=32), ook, ik_test)
+        save(results)
+        return
+    if sys.argv[1:] == ["tripwires"]:
+        results = json.loads((OUT / "results.json").read_text())
+        kb = KnowledgeBase.build([corpus], embedder="minilm")
+        results["tripwires"] = tripwire_part(kb)
+        save(results)
+        return
+    if sys.argv[1:] == ["llm-speed"]:
+        results = json.loads((OUT / "results.json").read_text())
+        kb = KnowledgeBase.build([corpus], embedder="minilm")
+        kb.save(OUT / "kb-minilm", overwrite=True)
+        part = results.setdefault("synthetic", {})
+        part["speed"] = llm_speed.generation_speed(kb)
+        part["warm_synth_s"] = llm_speed.warm_synth_seconds(kb.path)
         save(results)
         return
     if sys.argv[1:] == ["synthetic"]:
@@ -76,6 +93,8 @@ def main() -> None:
         print_quality(embedder, entry["quality"])
         if embedder == "minilm":
             results["shift"] = shift_part(guard, ook, ik_test)
+        if embedder == "minilm":
+            results["tripwires"] = tripwire_part(kb)
         if embedder == "minilm" and os.environ.get("BENCH_SYNTH", "1") != "0":
             results["synthetic"] = synthetic_part(kb, calibration, ik_test, ook)
     save(results)  # before the long memory run, so its failure loses nothing
@@ -180,6 +199,93 @@ def synthetic_part(
     part["warm_synth_s"] = llm_speed.warm_synth_seconds(kb.path or OUT / "kb-minilm")
     console.print(part["speed"], f"warm synth of 300: {part['warm_synth_s']:.2f} s")
     return part
+
+
+def tripwire_part(kb: KnowledgeBase) -> dict:
+    """RAR benchmark: HarmfulQA tripwires, safe sets, cascade, latency and scale."""
+    reason = datasets.tripwire_missing_reason()
+    if reason:
+        console.print(f"[yellow]skipping the tripwire benchmark: {reason}[/]")
+        return {"skipped": reason}
+    part = tripwires.run(kb, OUT)
+    for title, header, rows in tripwire_tables(part):
+        console.print(_rich_table(title, header, rows))
+    return part
+
+
+def tripwire_tables(part: dict) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) of the tripwire quality, cascade and speed tables."""
+    quality = part["quality"]
+    sets = list(quality["n"])
+    header = ["rule", "accuracy"] + [f"{name} ({quality['n'][name]})" for name in sets]
+    rows = [
+        [label + f": {row['rule']}", f"{row['accuracy']:.3f}"]
+        + [f"{row[name]:.3f}" for name in sets]
+        for label, row in quality["rows"].items()
+    ]
+    tables = [
+        (
+            f"rejection rate per set, {quality['n_tripwires']} HarmfulQA tripwires "
+            "(harmful sets: TPR; safe sets: false rejection)",
+            header,
+            rows,
+        )
+    ]
+    cascade = part.get("cascade") or {}
+    if "rows" in cascade:
+        tables.append(
+            (
+                f"cascade on {cascade['per_side']} HarmfulQA in-topic + {cascade['per_side']} "
+                f"XSTest safe (LLM {cascade['model']}, {cascade['llm_s_per_query']:.1f} s/query)",
+                ["layer", "accuracy", "TPR", "false rejection"],
+                [
+                    [name, f"{r['accuracy']:.3f}", f"{r['tpr']:.3f}", f"{r['frr']:.3f}"]
+                    for name, r in cascade["rows"].items()
+                ],
+            )
+        )
+    lat, sc = part["latency"], part["scale"]
+    tables.append(
+        (
+            "tripwire speed",
+            ["measure", "ours", "baseline (same run)", "ratio", "target"],
+            [
+                [
+                    f"check latency p50, ms (baseline: plain retrieval, k={lat['k']})",
+                    f"{lat['check_p50_ms']:.2f}",
+                    f"{lat['plain_p50_ms']:.2f}",
+                    f"{lat['check_p50_ms'] / lat['plain_p50_ms']:.3f}",
+                    "<= 1.10",
+                ],
+                [
+                    f"add {sc['tripwires']:,} tripwires to a {sc['chunks']:,}-chunk KB, s",
+                    f"{sc['add_s']:.2f}",
+                    "",
+                    "",
+                    "< 5",
+                ],
+                [
+                    f"remove {sc['tripwires']:,} tripwires, s "
+                    f"(knowledge files untouched: {sc['knowledge_files_untouched']})",
+                    f"{sc['remove_s']:.2f}",
+                    "",
+                    "",
+                    "< 5",
+                ],
+            ],
+        )
+    )
+    return tables
+
+
+def tripwire_markdown(results: dict) -> list[str]:
+    part = results.get("tripwires")
+    if not part or "quality" not in part:
+        return []
+    lines = ["", "**Tripwires** (RAR): HarmfulQA tripwires in the PubMedQA knowledge base", ""]
+    for title, header, rows in tripwire_tables(part):
+        lines += [f"*{title}*", "", *_md_table(header, rows), ""]
+    return lines
 
 
 def save(results: dict) -> None:
@@ -427,14 +533,14 @@ def print_baselines(part: dict) -> None:
 
 
 def synthetic_markdown(results: dict) -> list[str]:
-    part = results.get("synthetic")
-    if not part or "table" not in part:
-        return []
-    lines = ["", "**Synthetic vs real calibration** (MSS, alpha = 5%, minilm)", ""]
-    lines += _md_table(SYNTH_HEADER, synthetic_rows(part))
-    header, rows = statistic_rows(part)
-    lines += ["", "**Every statistic, real vs synthetic calibration** (the default step)", ""]
-    lines += _md_table(header, rows)
+    part = results.get("synthetic") or {}
+    lines: list[str] = []
+    if "table" in part:
+        lines += ["", "**Synthetic vs real calibration** (MSS, alpha = 5%, minilm)", ""]
+        lines += _md_table(SYNTH_HEADER, synthetic_rows(part))
+        header, rows = statistic_rows(part)
+        lines += ["", "**Every statistic, real vs synthetic calibration** (the default step)", ""]
+        lines += _md_table(header, rows)
     if "baselines" in part:
         embed = part["baselines"]["embed_ms"]
         lines += ["", f"**Baselines** (query embedding, shared by all: {embed:.1f} ms)", ""]
@@ -475,7 +581,11 @@ def markdown(results: dict) -> str:
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
     return "\n".join(
-        lines + speed_markdown(results) + shift_markdown(results) + synthetic_markdown(results)
+        lines
+        + speed_markdown(results)
+        + shift_markdown(results)
+        + tripwire_markdown(results)
+        + synthetic_markdown(results)
     )
 
 
