@@ -511,9 +511,11 @@ def _context_choice(value: str) -> Literal["document", "chunk"]:
 
 
 def _register_subcommands() -> None:
+    from ragbound.cli_bench import bench_app
     from ragbound.cli_tripwire import tripwire_app
 
     app.add_typer(tripwire_app, name="tripwire")
+    app.add_typer(bench_app, name="bench")
 
 
 _register_subcommands()

@@ -1,0 +1,44 @@
+"""Leave-one-out abstention benchmark (KnowOrNot): facts -> QA pairs -> diversity filters ->
+leave-one-out runs -> evaluators -> human labels and agreement -> results."""
+
+from ragbound.bench.log import JsonlLog
+from ragbound.bench.models import (
+    STRATEGIES,
+    AtomicFact,
+    ContextItem,
+    DocumentRef,
+    Evaluation,
+    EvaluationSpec,
+    ExperimentInput,
+    ExperimentOutput,
+    FactSet,
+    FilterDrop,
+    FilteredSet,
+    Label,
+    Provenance,
+    QAPair,
+    QASet,
+    SkippedSentence,
+    short_id,
+)
+
+__all__ = [
+    "STRATEGIES",
+    "AtomicFact",
+    "ContextItem",
+    "DocumentRef",
+    "Evaluation",
+    "EvaluationSpec",
+    "ExperimentInput",
+    "ExperimentOutput",
+    "FactSet",
+    "FilterDrop",
+    "FilteredSet",
+    "JsonlLog",
+    "Label",
+    "Provenance",
+    "QAPair",
+    "QASet",
+    "SkippedSentence",
+    "short_id",
+]
