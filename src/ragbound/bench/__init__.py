@@ -21,6 +21,7 @@ from ragbound.bench.models import (
     SkippedSentence,
     short_id,
 )
+from ragbound.bench.rundir import RunDir, slug
 
 __all__ = [
     "STRATEGIES",
@@ -39,6 +40,8 @@ __all__ = [
     "Provenance",
     "QAPair",
     "QASet",
+    "RunDir",
     "SkippedSentence",
     "short_id",
+    "slug",
 ]
