@@ -110,6 +110,7 @@ def test_extract_tag_returns_the_canonical_spelling_of_the_last_tag() -> None:
     ("text", "message"),
     [
         ("I think yes", "no <answer>"),
+        ("yes, and no", "no <answer>"),
         ("<answer>yes</answer> then <answer>perhaps</answer>", "'perhaps'"),
         ("<answer>Yes.</answer>", "'Yes.'"),
     ],
@@ -119,6 +120,11 @@ def test_extract_tag_refuses_missing_or_unlisted_values(text: str, message: str)
         extract_tag(text, "answer", ["yes", "no"])
     assert info.value.raw == text
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("text", ["No", " no.\n", "Answer: NO", "answer:no!"])
+def test_extract_tag_accepts_a_reply_that_is_only_an_allowed_value(text: str) -> None:
+    assert extract_tag(text, "answer", ["Yes", "No"]) == "No"
 
 
 def judge_variables() -> dict[str, str]:

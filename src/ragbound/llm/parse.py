@@ -151,16 +151,21 @@ def parse_json_object(text: str) -> dict[str, Any]:
 def extract_tag(text: str, tag: str, allowed: Collection[str]) -> str:
     """The stripped content of the last ``<tag>…</tag>``, as its canonical spelling in ``allowed``.
 
-    Tag names and values compare case-insensitively. A missing tag, or a value not in
-    ``allowed``, raises ParseError.
+    Tag names and values compare case-insensitively. Small models often drop the tags and
+    reply with the bare value: a reply that is nothing but an allowed value (optionally after
+    ``tag:``, with closing punctuation) is accepted too, since it is unambiguous. Anything else
+    without the tag, or a value not in ``allowed``, raises ParseError.
     """
+    canonical = {option.casefold(): option for option in allowed}
     name = re.escape(tag)
     pattern = re.compile(rf"<\s*{name}\s*>(.*?)<\s*/\s*{name}\s*>", re.IGNORECASE | re.DOTALL)
     values = pattern.findall(text)
     if not values:
+        bare = re.sub(rf"^\s*{name}\s*:\s*", "", text, flags=re.IGNORECASE).strip().rstrip(".!")
+        if bare.casefold() in canonical:
+            return canonical[bare.casefold()]
         raise ParseError(f"no <{tag}>…</{tag}> in the model output", raw=text)
     value = values[-1].strip()
-    canonical = {option.casefold(): option for option in allowed}
     if value.casefold() not in canonical:
         raise ParseError(f"<{tag}> holds {value!r}, expected one of {sorted(allowed)}", raw=text)
     return canonical[value.casefold()]
