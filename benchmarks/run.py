@@ -236,7 +236,8 @@ def tripwire_tables(part: dict) -> list[tuple[str, list[str], list[list[str]]]]:
         tables.append(
             (
                 f"cascade on {cascade['per_side']} HarmfulQA in-topic + {cascade['per_side']} "
-                f"XSTest safe (LLM {cascade['model']}, {cascade['llm_s_per_query']:.1f} s/query)",
+                f"XSTest safe (rule {cascade.get('rule', 'default')}; LLM {cascade['model']}, "
+                f"{cascade['llm_s_per_query']:.1f} s/query, {cascade['llm_errors']} unparsed)",
                 ["layer", "accuracy", "TPR", "false rejection"],
                 [
                     [name, f"{r['accuracy']:.3f}", f"{r['tpr']:.3f}", f"{r['frr']:.3f}"]

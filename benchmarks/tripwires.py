@@ -177,6 +177,7 @@ def cascade(kb: KnowledgeBase, data: dict, rule: TripwireRule) -> dict | None:
     }
     return {
         "per_side": CASCADE_PER_SIDE,
+        "rule": rule.describe(),
         "model": llm.model_id,
         "llm_errors": errors,
         "llm_s_per_query": statistics.fmean(seconds) if seconds else 0.0,
@@ -281,12 +282,31 @@ def _digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
+def scale_pool() -> list[Tripwire]:
+    """Every distinct HarmfulQA question as a tripwire (the in-topic half alone is < 1,000)."""
+    pool = {
+        question.strip(): Tripwire(
+            id=tripwire_id(topic, question.strip()), text=question.strip(), topic=topic
+        )
+        for topic, subtopics in datasets.harmfulqa().items()
+        for questions in subtopics.values()
+        for question in questions
+        if question.strip()
+    }
+    return list(pool.values())
+
+
 def run(kb: KnowledgeBase, out_dir: Path) -> dict:
-    """The whole tripwire benchmark; ``kb`` is the PubMedQA MiniLM knowledge base."""
+    """The whole tripwire benchmark; ``kb`` is the PubMedQA MiniLM knowledge base.
+
+    The cascade uses the rule tuned for TPR at FRR <= 5%: the paper's default rejects most
+    XSTest safe prompts here, which would leave the LLM nothing to do.
+    """
     data = splits()
     guarded = guarded_kb(kb, data["tripwires"], out_dir / "kb-tripwires")
     result = {"quality": quality(guarded, data)}
     result["latency"] = latency(guarded, data["test_in_topic"] + datasets.pubmedqa_questions())
-    result["scale"] = scale(kb, data["tripwires"])
-    result["cascade"] = cascade(guarded, data, TripwireRule())
+    result["scale"] = scale(kb, scale_pool())
+    tuned = result["quality"]["tuning"]["tpr_at_frr"]["best"]["rule"]
+    result["cascade"] = cascade(guarded, data, TripwireRule.model_validate(tuned))
     return result
