@@ -6,6 +6,20 @@ higher = more out-of-knowledge; similarities are higher = closer, rows sorted de
 
 from __future__ import annotations
 
+from ragbound.stats.agreement import (
+    accuracy,
+    cohen_kappa,
+    confusion_matrix,
+    fleiss_kappa,
+    rating_counts,
+)
+from ragbound.stats.diversity import (
+    GreedySelection,
+    as_similarity_matrix,
+    greedy_min_distance,
+    range_cutoff,
+    uniqueness_scores,
+)
 from ragbound.stats.metrics import (
     OperatingPoint,
     auprc,
@@ -26,6 +40,7 @@ from ragbound.stats.null import (
     meta_scores,
     per_neighbour_p_values,
 )
+from ragbound.stats.rates import bootstrap_interval
 from ragbound.stats.shift import (
     KSResult,
     MMDResult,
@@ -66,6 +81,7 @@ __all__ = [
     "STATISTICS",
     "UNIVARIATE",
     "EmpiricalNull",
+    "GreedySelection",
     "KSResult",
     "MMDResult",
     "NeighbourNull",
@@ -73,17 +89,24 @@ __all__ = [
     "PValueMethod",
     "RejectionRates",
     "TripwireFeatures",
+    "accuracy",
     "alpha_spending",
+    "as_similarity_matrix",
     "auprc",
     "auroc",
     "avgknn",
     "balanced_runs",
     "bonferroni_alpha",
+    "bootstrap_interval",
+    "cohen_kappa",
     "combine_p_values",
     "condition_matrix",
+    "confusion_matrix",
     "energy",
     "entropy",
     "fisher",
+    "fleiss_kappa",
+    "greedy_min_distance",
     "knn",
     "ks_critical_value",
     "ks_two_sample",
@@ -95,13 +118,16 @@ __all__ = [
     "mmd_permutation_test",
     "mss",
     "per_neighbour_p_values",
+    "range_cutoff",
     "rates_at_threshold",
+    "rating_counts",
     "rejection_rates",
     "rule_decisions",
     "simes",
     "threshold_at_fpr",
     "tpr_at_fpr",
     "tripwire_features",
+    "uniqueness_scores",
     "univariate_scores",
     "wilson_interval",
 ]

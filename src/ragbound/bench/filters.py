@@ -1,0 +1,192 @@
+"""Diversity filters for QA pairs (KnowOrNot section 3.1 and appendix A.2).
+
+The text of a pair is ``question + " " + answer``. Two filters, each with a threshold:
+
+- **keyword**: a pair's TF-IDF *uniqueness* is ``1 - max_{j ≠ i} cos(tfidf_i, tfidf_j)``,
+  one minus its cosine similarity to the most similar other pair (TF-IDF over the pool of
+  pairs, English stop words removed, rows L2-normalised). A near-copy of another pair scores
+  about 0; a pair sharing no content word with any other scores 1. Pairs scoring at least
+  ``min + threshold x (max - min)`` over the pool are kept. Note that both members of a
+  near-duplicate couple score low, so both may go: the keyword filter removes redundant
+  clusters, the semantic one keeps one member of each.
+- **semantic**: greedy selection in input order over embeddings: a pair is kept only if its
+  cosine distance ``1 - cos`` to every pair kept so far is at least ``threshold``. Input
+  order (not "most unique first") is the paper's greedy walk and lets the author decide which
+  member of a near-duplicate group survives by putting it first; the result depends only on
+  the order of the file, never on scores computed over the whole pool.
+- **both**: keyword, then semantic on the survivors.
+
+Every dropped pair is a :class:`FilterDrop` with its score, the cut-off and (semantic) the
+kept pair it was too close to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, cast
+
+import numpy as np
+
+from ragbound.artifacts import sha256_text, utc_now
+from ragbound.bench.models import FilterDrop, FilteredSet, Provenance, QAPair, QASet
+from ragbound.embedders import DenseEmbedder, canonical_spec, load_dense_embedder
+from ragbound.errors import InputError
+from ragbound.stats.diversity import greedy_min_distance, range_cutoff, uniqueness_scores
+
+FilterMethod = Literal["none", "keyword", "semantic", "both"]
+FILTER_METHODS: tuple[str, ...] = ("none", "keyword", "semantic", "both")
+DEFAULT_THRESHOLD = 0.3
+TFIDF_SETTINGS: dict[str, Any] = {"stop_words": "english", "lowercase": True}
+
+
+def pair_text(pair: QAPair) -> str:
+    """What the filters compare: the question, a space, the answer."""
+    return f"{pair.question} {pair.answer}"
+
+
+def tfidf_similarity(texts: Sequence[str]) -> np.ndarray:
+    """Cosine similarity (n, n) of the texts' TF-IDF vectors, fitted on ``texts`` themselves.
+
+    Texts made only of stop words have a zero vector: similarity 0 to everything.
+    """
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    try:
+        matrix = TfidfVectorizer(**TFIDF_SETTINGS).fit_transform(list(texts))
+    except ValueError:  # empty vocabulary: every text is stop words or punctuation
+        return np.zeros((len(texts), len(texts)))
+    return np.asarray((matrix @ matrix.T).toarray(), dtype=np.float64)
+
+
+def keyword_filter(
+    pairs: Sequence[QAPair], threshold: float
+) -> tuple[list[QAPair], list[FilterDrop]]:
+    """Keep pairs whose TF-IDF uniqueness is at least ``min + threshold x range``."""
+    if len(pairs) < 2:
+        return list(pairs), []
+    scores = uniqueness_scores(tfidf_similarity([pair_text(pair) for pair in pairs]))
+    cutoff = range_cutoff(scores, threshold)
+    kept: list[QAPair] = []
+    drops: list[FilterDrop] = []
+    for pair, score in zip(pairs, scores, strict=True):
+        if score >= cutoff:
+            kept.append(pair)
+            continue
+        drops.append(
+            FilterDrop(
+                id=pair.id,
+                filter="keyword",
+                reason=(
+                    f"TF-IDF uniqueness {score:.3f} is below the cut-off {cutoff:.3f} "
+                    f"(min {scores.min():.3f} + {threshold} x range {np.ptp(scores):.3f})"
+                ),
+                score=float(score),
+                cutoff=float(cutoff),
+            )
+        )
+    return kept, drops
+
+
+def semantic_filter(
+    pairs: Sequence[QAPair], threshold: float, embedder: DenseEmbedder, *, progress: bool = False
+) -> tuple[list[QAPair], list[FilterDrop]]:
+    """Greedy in input order: keep a pair at cosine distance >= ``threshold`` from all kept."""
+    if not pairs:
+        return [], []
+    vectors = embedder.encode([pair_text(pair) for pair in pairs], progress=progress)
+    vectors = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    unit = vectors / np.where(norms > 0, norms, 1.0)  # cosine even for an unnormalised embedder
+    selection = greedy_min_distance(unit @ unit.T, threshold)
+    kept: list[QAPair] = []
+    drops: list[FilterDrop] = []
+    for index, pair in enumerate(pairs):
+        if selection.kept[index]:
+            kept.append(pair)
+            continue
+        near = pairs[int(selection.nearest[index])]
+        distance = float(selection.distance[index])
+        drops.append(
+            FilterDrop(
+                id=pair.id,
+                filter="semantic",
+                reason=f"cosine distance {distance:.3f} to kept pair {near.id} < {threshold}",
+                score=distance,
+                cutoff=float(threshold),
+                near_id=near.id,
+            )
+        )
+    return kept, drops
+
+
+def input_hash(qa_set: QASet) -> str:
+    """Hash of what the filters read: every pair's id, question and answer, in order."""
+    return sha256_text(*(part for p in qa_set.pairs for part in (p.id, p.question, p.answer)))
+
+
+def _check_threshold(value: float, name: str, high: float) -> float:
+    number = float(value)
+    if not 0.0 <= number <= high:  # also rejects NaN
+        raise InputError(f"{name} must be in [0, {high:g}], got {value!r}")
+    return number
+
+
+def _resolve_embedder(embedder: str | DenseEmbedder) -> tuple[DenseEmbedder, str]:
+    """The embedder and the name recorded for it (a spec, or the model's own name)."""
+    if isinstance(embedder, str):
+        return load_dense_embedder(embedder), canonical_spec(embedder)
+    return embedder, embedder.info.name
+
+
+def filter_pairs(
+    qa_set: QASet,
+    method: str = "both",
+    keyword_threshold: float = DEFAULT_THRESHOLD,
+    semantic_threshold: float = DEFAULT_THRESHOLD,
+    embedder: str | DenseEmbedder = "minilm",
+    *,
+    progress: bool = False,
+) -> FilteredSet:
+    """The diverse subset of ``qa_set`` under ``method`` (none, keyword, semantic, both).
+
+    ``keyword_threshold`` is a fraction of the uniqueness range, in [0, 1];
+    ``semantic_threshold`` a cosine distance, in [0, 2] (the paper's 0.3 by default; it used
+    0.4 for the redundant CPF FAQ). ``embedder`` is a spec (``minilm``, ``mpnet``, a local
+    folder) or a loaded dense embedder; it is loaded only for the semantic filter.
+    """
+    if method not in FILTER_METHODS:
+        raise InputError(f"unknown filter method {method!r}; valid: {', '.join(FILTER_METHODS)}")
+    if not qa_set.pairs:
+        raise InputError(f"QA set {qa_set.name!r} has no pairs to filter")
+    use_keyword, use_semantic = method in ("keyword", "both"), method in ("semantic", "both")
+    keyword_t = _check_threshold(keyword_threshold, "keyword threshold", 1.0)
+    semantic_t = _check_threshold(semantic_threshold, "semantic threshold", 2.0)
+    kept, drops = list(qa_set.pairs), []
+    if use_keyword:
+        kept, drops = keyword_filter(kept, keyword_t)
+    embedder_name = None
+    if use_semantic:
+        model, embedder_name = _resolve_embedder(embedder)
+        kept, semantic_drops = semantic_filter(kept, semantic_t, model, progress=progress)
+        drops += semantic_drops
+    params = {
+        "method": method,
+        "keyword_threshold": keyword_t if use_keyword else None,
+        "semantic_threshold": semantic_t if use_semantic else None,
+        "embedder": embedder_name,
+        "tfidf": TFIDF_SETTINGS if use_keyword else None,
+    }
+    digest = input_hash(qa_set)
+    return FilteredSet(
+        name=qa_set.name,
+        method=cast(FilterMethod, method),  # checked against FILTER_METHODS above
+        keyword_threshold=params["keyword_threshold"],
+        semantic_threshold=params["semantic_threshold"],
+        embedder=embedder_name,
+        input_hash=digest,
+        kept=kept,
+        dropped=drops,
+        provenance=Provenance(
+            created_at=utc_now(), source_hash=digest, model=embedder_name, params=params
+        ),
+    )

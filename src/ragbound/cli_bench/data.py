@@ -1,0 +1,214 @@
+"""``ragbound bench facts | qa | import | filter``: documents -> facts -> diverse QA pairs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from pydantic import BaseModel
+
+from ragbound.cli_bench import bench_app
+from ragbound.cli_support import JsonOpt, console, emit_json, progress
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from ragbound.bench.models import FilteredSet, QASet
+    from ragbound.llm import LLM
+
+OutOpt = Annotated[Path, typer.Option("--out", help="JSON file to write.")]
+LlmOpt = Annotated[
+    str, typer.Option("--llm", help="local, local:/path/model.gguf or openai:MODEL.")
+]
+ConcurrencyOpt = Annotated[int, typer.Option(min=1, help="LLM calls in flight.")]
+ERRORS_SHOWN = 5
+
+
+def _cached_llm(spec: str) -> LLM:
+    """The model of ``spec`` behind the on-disk response cache (reruns and resumes are free)."""
+    from ragbound.llm import CachedLLM, ResponseCache, make_llm
+
+    return CachedLLM(make_llm(spec), ResponseCache())
+
+
+def _write(path: Path, artifact: BaseModel) -> None:
+    from ragbound.artifacts import write_json
+
+    write_json(path, artifact.model_dump(mode="json"))
+
+
+def _print_errors(errors: list[str]) -> None:
+    out = console()
+    for error in errors[:ERRORS_SHOWN]:
+        out.print(f"  [yellow]{error[:300]}[/]", highlight=False)
+    if len(errors) > ERRORS_SHOWN:
+        out.print(f"  ... and {len(errors) - ERRORS_SHOWN} more (see the file's errors)")
+
+
+@bench_app.command("facts")
+def facts(
+    docs: Annotated[list[Path], typer.Argument(help="Documents or folders (.txt, .md, ...).")],
+    out: OutOpt,
+    llm: LlmOpt = "local",
+    window: Annotated[int, typer.Option(min=1, help="Sentences shown per LLM call.")] = 8,
+    skip_empty: Annotated[
+        bool, typer.Option("--skip-empty", help="Skip empty documents instead of failing.")
+    ] = False,
+    concurrency: ConcurrencyOpt = 4,
+    json_out: JsonOpt = False,
+) -> None:
+    """Split documents into sentences and have the LLM write self-contained atomic facts."""
+    from ragbound.bench.facts import build_facts
+
+    fact_set = build_facts(
+        _cached_llm(llm),
+        docs,
+        window=window,
+        skip_empty=skip_empty,
+        concurrency=concurrency,
+        progress=progress(json_out),
+    )
+    _write(out, fact_set)
+    summary = {
+        "out": str(out),
+        "documents": len(fact_set.documents),
+        "sentences": sum(doc.n_sentences for doc in fact_set.documents),
+        "facts": len(fact_set.facts),
+        "skipped": len(fact_set.skipped),
+        "errors": len(fact_set.errors),
+    }
+    if json_out:
+        emit_json(summary)
+        return
+    console().print(
+        f"wrote {summary['facts']} facts from {summary['documents']} documents "
+        f"({summary['sentences']} sentences, {summary['skipped']} skipped) to {out}"
+    )
+    _print_errors(fact_set.errors)
+
+
+@bench_app.command("qa")
+def qa(
+    facts_file: Annotated[Path, typer.Argument(help="Fact set from `ragbound bench facts`.")],
+    out: OutOpt,
+    llm: LlmOpt = "local",
+    name: Annotated[
+        str | None, typer.Option(help="Name of the QA set (default: file stem).")
+    ] = None,
+    concurrency: ConcurrencyOpt = 4,
+    json_out: JsonOpt = False,
+) -> None:
+    """Write one objective question and answer per fact."""
+    from ragbound.artifacts import read_manifest
+    from ragbound.bench.models import FACTS_FORMAT, FactSet
+    from ragbound.bench.qa import generate_qa
+
+    fact_set = read_manifest(facts_file, FactSet, FACTS_FORMAT, "fact set")
+    qa_set = generate_qa(
+        _cached_llm(llm),
+        fact_set,
+        name=name or Path(out).stem,
+        concurrency=concurrency,
+        progress=progress(json_out),
+    )
+    _write(out, qa_set)
+    summary = {"out": str(out), "facts": len(fact_set.facts), "pairs": len(qa_set.pairs)}
+    if json_out:
+        emit_json({**summary, "errors": len(qa_set.errors)})
+        return
+    console().print(f"wrote {len(qa_set.pairs)} QA pairs from {len(fact_set.facts)} facts to {out}")
+    _print_errors(qa_set.errors)
+
+
+@bench_app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="QA pairs: .json, .jsonl or .csv.")],
+    out: OutOpt,
+    question_field: Annotated[str, typer.Option(help="Field holding the question.")] = "question",
+    answer_field: Annotated[str, typer.Option(help="Field holding the answer.")] = "answer",
+    id_field: Annotated[
+        str | None, typer.Option(help="Field holding each pair's id (default: a hash).")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="Name of the set (default: file stem).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Import curated QA pairs (a list, or PolicyBench's {"questions": [...]})."""
+    from ragbound.bench.qa import import_qa
+
+    qa_set = import_qa(
+        file, question_field=question_field, answer_field=answer_field, id_field=id_field, name=name
+    )
+    _write(out, qa_set)
+    if json_out:
+        emit_json({"out": str(out), "name": qa_set.name, "pairs": len(qa_set.pairs)})
+        return
+    console().print(f"imported {len(qa_set.pairs)} QA pairs as {qa_set.name!r} to {out}")
+
+
+@bench_app.command("filter")
+def filter_(
+    qa_file: Annotated[Path, typer.Argument(help="QA set from `bench qa` or `bench import`.")],
+    out: OutOpt,
+    method: Annotated[str, typer.Option(help="both, keyword, semantic or none.")] = "both",
+    keyword_threshold: Annotated[
+        float, typer.Option(help="Keep TF-IDF uniqueness >= min + this x range.")
+    ] = 0.3,
+    semantic_threshold: Annotated[
+        float, typer.Option(help="Least cosine distance to every kept pair.")
+    ] = 0.3,
+    embedder: Annotated[str, typer.Option(help="minilm, mpnet or a model folder.")] = "minilm",
+    json_out: JsonOpt = False,
+) -> None:
+    """Keep a diverse subset of QA pairs; print what was dropped and why."""
+    from ragbound.artifacts import read_manifest
+    from ragbound.bench.filters import filter_pairs
+    from ragbound.bench.models import QA_FORMAT, QASet
+
+    qa_set = read_manifest(qa_file, QASet, QA_FORMAT, "QA set")
+    filtered = filter_pairs(
+        qa_set,
+        method,
+        keyword_threshold,
+        semantic_threshold,
+        embedder,
+        progress=progress(json_out),
+    )
+    _write(out, filtered)
+    if json_out:
+        emit_json(
+            {
+                "out": str(out),
+                "pairs": len(qa_set.pairs),
+                "kept": len(filtered.kept),
+                "dropped": [drop.model_dump(mode="json") for drop in filtered.dropped],
+            }
+        )
+        return
+    out_console = console()
+    if filtered.dropped:
+        out_console.print(_drops_table(filtered, qa_set))
+    out_console.print(
+        f"kept {len(filtered.kept)} of {len(qa_set.pairs)} pairs "
+        f"({len(filtered.dropped)} dropped, method {method}) -> {out}"
+    )
+
+
+def _drops_table(filtered: FilteredSet, qa_set: QASet) -> Table:
+    """One row per dropped pair: filter, score, cut-off, the near kept pair, the question."""
+    from rich.table import Table
+
+    questions = {pair.id: pair.question for pair in qa_set.pairs}
+    table = Table(title=f"dropped from {filtered.name}")
+    for column in ("id", "filter", "score", "cut-off", "near", "question"):
+        table.add_column(column, overflow="fold")
+    for drop in filtered.dropped:
+        table.add_row(
+            drop.id,
+            drop.filter,
+            f"{drop.score:.3f}",
+            f"{drop.cutoff:.3f}",
+            drop.near_id or "",
+            questions.get(drop.id, "")[:120],
+        )
+    return table
