@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from ragbound.results import EvaluationReport, Verdict
+
+if TYPE_CHECKING:  # the bench package is only needed by its own tables
+    from ragbound.bench.results import EvaluatorResults
 
 
 def verdict_table(verdicts: Sequence[Verdict], expected: Sequence[str] | None = None) -> Table:
@@ -127,5 +131,46 @@ def tuning_table(result) -> Table:
             f"{score.frr:.3f}",
             f"{score.precision:.3f}",
             f"{score.f1:.3f}",
+        )
+    return table
+
+
+def bench_cells_table(results: EvaluatorResults, title: str, grouped: bool = False) -> Table:
+    """Abstention and factuality rates with intervals, one row per cell of an evaluator.
+
+    ``grouped`` shows the per-group breakdown instead.
+    """
+    table = Table(title=title)
+    columns = ["model", "strategy", "prompt", "inputs", "answered", "evaluated"]
+    columns += ["abstention", "factuality", "left out"]
+    if grouped:
+        columns.insert(0, "group")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for cell in results.by_group if grouped else results.cells:
+        row = [cell.model, cell.strategy, cell.system_prompt]
+        row += [str(cell.n_inputs), str(cell.n_answered), str(cell.n_evaluated)]
+        row += [cell.abstention.text(), cell.factuality.text(), "\n".join(cell.problems())]
+        if grouped:
+            row.insert(0, cell.group or "")
+        table.add_row(*row)
+    return table
+
+
+def bench_shares_table(results: EvaluatorResults, spec: str) -> Table:
+    """Share of each outcome of a custom evaluation spec, one row per cell."""
+    outcomes = results.outcomes(spec)
+    table = Table(title=f"{spec}, judged by {results.evaluator}")
+    for column in ("model", "strategy", "prompt", "judged", *outcomes):
+        table.add_column(column, overflow="fold")
+    for cell in results.cells:
+        shares = cell.shares.get(spec, {})
+        judged = cell.verdicts[spec].n_usable if spec in cell.verdicts else 0
+        table.add_row(
+            cell.model,
+            cell.strategy,
+            cell.system_prompt,
+            str(judged),
+            *(shares[o].text() if o in shares else "n/a" for o in outcomes),
         )
     return table

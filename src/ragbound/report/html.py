@@ -42,6 +42,10 @@ def images(run: RunData) -> dict[str, bytes]:
         out["monitor"] = plots.monitor_pvalues(run.windows)
     if run.tuning is not None:
         out["tripwire-surface"] = plots.tripwire_surface(run.tuning.surface)
+    if run.bench is not None:
+        from ragbound.report.bench import bench_images  # imports this module
+
+        out.update(bench_images(run.bench))
     return out
 
 
@@ -62,6 +66,10 @@ def render_report(run: RunData) -> str:
         parts.append(_monitor(run, pictures))
     if run.tuning is not None:
         parts.append(_tuning(run.tuning, pictures))
+    if run.bench is not None:
+        from ragbound.report.bench import bench_section
+
+        parts.append(bench_section(run.bench, pictures))
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<meta http-equiv='Content-Security-Policy' "

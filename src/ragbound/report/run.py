@@ -7,7 +7,8 @@ Files (each optional, all plain JSON, written atomically):
 - ``shift.json``: the last batch ShiftReport;
 - ``monitor.jsonl``: one WindowResult per tested window, appended as the monitor runs;
 - ``rejection.json``: a rejection-rate experiment (paper Figure 5), as the benchmark writes it;
-- ``tripwire_tuning.json``: a tripwire rule search with its trade-off surface (RAR Figure 3).
+- ``tripwire_tuning.json``: a tripwire rule search with its trade-off surface (RAR Figure 3);
+- ``inputs.jsonl`` and the rest of a benchmark run directory (``ragbound.bench.rundir``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ragbound.artifacts import iter_jsonl, read_json, write_json
+from ragbound.bench.results import BenchResults, current_results
+from ragbound.bench.rundir import RunDir
 from ragbound.detect.evaluate import ScoredSets
 from ragbound.detect.monitor import WindowResult
 from ragbound.detect.shift import ShiftReport
@@ -45,10 +48,11 @@ class RunData:
     windows: list[WindowResult] = field(default_factory=list)
     rejection: dict[str, Any] | None = None
     tuning: TuningResult | None = None
+    bench: BenchResults | None = None
 
     def is_empty(self) -> bool:
         parts = (self.evaluation, self.shift, self.windows, self.rejection, self.tuning)
-        return not any(parts)
+        return not any(parts) and self.bench is None
 
 
 def record_evaluation(run_dir: Path, report: EvaluationReport, sets: dict[str, ScoredSets]) -> None:
@@ -102,6 +106,8 @@ def load_run(run_dir: str | Path) -> RunData:
         data.rejection = read_json(root / REJECTION, "rejection-rate experiment")
     if (root / TUNING).is_file():
         data.tuning = TuningResult.model_validate(read_json(root / TUNING, "tripwire tuning"))
+    if RunDir(root).inputs_path.is_file():  # a benchmark run directory
+        data.bench = current_results(root)
     if data.is_empty():
         raise InputError(
             f"{root}: nothing to report; record a run with `ragbound evaluate --run {root}` or "
