@@ -207,7 +207,7 @@ def bench_results(
     settings = _settings(confidence, interval, seed)
     run = RunDir(Path(run_dir))
     inputs = run.inputs()
-    outputs = _latest_outputs(run.outputs().read())
+    outputs = latest_outputs(run.outputs().read())
     judged = _evaluations_by_evaluator(run, evaluator)
     per_evaluator = [
         _evaluator_results(name, specs, inputs, outputs, groups, settings)
@@ -288,7 +288,7 @@ def _settings(confidence: float, interval: str, seed: int) -> _Interval:
     return _Interval(confidence, "wilson" if interval == "wilson" else "bootstrap", seed)
 
 
-def _latest_outputs(records: Iterable[ExperimentOutput]) -> dict[str, ExperimentOutput]:
+def latest_outputs(records: Iterable[ExperimentOutput]) -> dict[str, ExperimentOutput]:
     """One output per input: the last answered one, else the last failure (retries append)."""
     latest: dict[str, ExperimentOutput] = {}
     for record in records:
@@ -298,7 +298,7 @@ def _latest_outputs(records: Iterable[ExperimentOutput]) -> dict[str, Experiment
     return latest
 
 
-def _latest_verdicts(records: Iterable[Evaluation]) -> dict[str, Evaluation]:
+def latest_verdicts(records: Iterable[Evaluation]) -> dict[str, Evaluation]:
     """One verdict per input: the last with an outcome, else the last failure."""
     latest: dict[str, Evaluation] = {}
     for record in records:
@@ -326,7 +326,7 @@ def _evaluations_by_evaluator(
         )
     chosen = [evaluator] if evaluator is not None else sorted(records)
     return {
-        name: {spec: _latest_verdicts(found) for spec, found in sorted(records[name].items())}
+        name: {spec: latest_verdicts(found) for spec, found in sorted(records[name].items())}
         for name in chosen
     }
 

@@ -1,0 +1,46 @@
+"""``ragbound bench run``: leave-one-out experiments from a TOML/YAML config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ragbound.cli_bench import bench_app
+from ragbound.cli_support import JsonOpt, console, emit_json, progress
+
+
+@bench_app.command("run")
+def run(
+    config: Annotated[Path, typer.Argument(help="Run config (.toml, .yaml or .yml).")],
+    limit: Annotated[
+        int | None,
+        typer.Option(min=1, help="Ask a seeded sample of N questions per knowledge set."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Run directory (default: the config's out).")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Ask each target model every question with its own pair left out; a rerun resumes."""
+    from ragbound.bench.config import load_config
+    from ragbound.bench.experiment import run_experiment
+
+    settings = load_config(config, limit=limit, out=out.resolve() if out else None)
+    summary = run_experiment(settings, progress=progress(json_out))
+    if json_out:
+        emit_json(summary)
+        return
+    llm_share = 1.0 - summary.overhead_share if summary.wall_seconds > 0 else 0.0
+    blocked = (
+        f"; {summary.input_failures} HyDE/question-writing replies failed (see run.json)"
+        if summary.input_failures
+        else ""
+    )
+    console().print(
+        f"{summary.items} items: {summary.done} done, {summary.skipped} resumed, "
+        f"{summary.failed} failed{' (rerun to retry them)' if summary.failed else ''}{blocked}\n"
+        f"wall {summary.wall_seconds:.1f} s, LLM {summary.llm_seconds:.1f} s "
+        f"({llm_share:.0%} of wall; setup {summary.setup_seconds:.1f} s) -> {summary.run_dir}"
+    )
