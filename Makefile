@@ -9,7 +9,7 @@ TORCH := torch==2.13.0
 # for plain AVX2, which every x86-64 machine here has.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench bench-abstention clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
+
+# leave-one-out abstention benchmark on PolicyBench with the bundled local model (a subset)
+bench-abstention: $(STAMP)
+	$(BIN)/python -m benchmarks.abstention
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
