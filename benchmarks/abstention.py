@@ -10,7 +10,8 @@ a documented subset, seeded:
 - run "long-context": the same number of questions of the two smallest domains (MediShield, 29
   pairs; BTT, 55) with every other pair in the prompt (the larger two exceed what a 2-core CPU
   can read per question in reasonable time);
-- the system prompt is the paper's conservative one (A.4), plus BENCH_ABSTENTION_PROMPTS.
+- system prompts: the paper's conservative (A.4) and basic ones (BENCH_ABSTENTION_PROMPTS,
+  comma-separated ids, overrides).
 
 Then both evaluators (abstention, factuality) judge every answer, and a warm rerun of the whole
 benchmark into fresh run directories is timed (target < 60 s). Writes bench_out/abstention.json
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -31,7 +33,7 @@ from ragbound.bench.config import BenchConfig, ModelSpec
 from ragbound.bench.evaluate import evaluate_run
 from ragbound.bench.experiment import run_experiment
 from ragbound.bench.qa import import_qa
-from ragbound.bench.results import BenchResults, bench_results, write_results
+from ragbound.bench.results import BenchResults, bench_results, manifest_groups, write_results
 from ragbound.llm import CachedLLM, GenerationParams, ResponseCache
 from ragbound.llm.local import LocalLlama
 
@@ -44,9 +46,10 @@ DOMAINS = {
 }
 LONG_CONTEXT_DOMAINS = ("MediShield", "BTT")
 PER_DOMAIN = int(os.environ.get("BENCH_ABSTENTION_N", "5"))
-PROMPTS = ["bench-system-conservative"] + [
-    p for p in os.environ.get("BENCH_ABSTENTION_PROMPTS", "").split(",") if p
-]
+PROMPTS = os.environ.get(
+    "BENCH_ABSTENTION_PROMPTS", "bench-system-conservative,bench-system-basic"
+).split(",")
+PROGRESS = sys.stderr.isatty()  # bars on a terminal, nothing in a log file
 N_CTX = 8192  # the long-context prompts of BTT reach about 4,000 tokens
 
 
@@ -95,10 +98,10 @@ def run_all(llm: LocalLlama, root: Path) -> dict:
     sets = import_sets(root / "sets")
     timings: dict = {}
     for name, config in configs(sets, root).items():
-        summary = run_experiment(config, llms={"local": llm}, progress=True)
+        summary = run_experiment(config, llms={"local": llm}, progress=PROGRESS)
         start = time.perf_counter()
         evaluator = CachedLLM(llm, ResponseCache())
-        evaluation = evaluate_run(config.out, evaluator, progress=True)
+        evaluation = evaluate_run(config.out, evaluator, progress=PROGRESS)
         timings[name] = {
             "run": summary.model_dump(mode="json"),
             "evaluate_s": time.perf_counter() - start,
@@ -110,7 +113,7 @@ def run_all(llm: LocalLlama, root: Path) -> dict:
 def results(root: Path) -> dict[str, BenchResults]:
     found = {}
     for name in ("retrieval", "long-context"):
-        found[name] = bench_results(root / name)
+        found[name] = bench_results(root / name, groups=manifest_groups(root / name))
         write_results(root / name, found[name])
     return found
 
