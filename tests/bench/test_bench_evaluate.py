@@ -39,7 +39,7 @@ def judge(messages: list[ChatMessage], params: GenerationParams) -> str:
 def test_builtin_specs_judge_every_answered_output(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run", failed=1, synthetic=1)
     llm = ScriptedLLM(responder=judge, model_id="judge-a")
-    summary = evaluate_run(run.root, llm, ["abstention", "factuality"])
+    summary = evaluate_run(run.root, llm, ["abstention", "factuality"], skip_abstained=False)
 
     abstention = {e.input_id: e for e in run.evaluations("abstention", "judge-a").read()}
     factuality = {e.input_id: e for e in run.evaluations("factuality", "judge-a").read()}
@@ -59,15 +59,34 @@ def test_builtin_specs_judge_every_answered_output(tmp_path: Path) -> None:
     )
 
 
+def test_factuality_skips_what_the_same_evaluator_called_an_abstention(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", failed=1, synthetic=1)
+    llm = ScriptedLLM(responder=judge, model_id="judge-a")
+    summary = evaluate_run(run.root, llm, ["factuality", "abstention"])
+
+    abstention = {e.input_id: e.outcome for e in run.evaluations("abstention", "judge-a").read()}
+    factuality = {e.input_id for e in run.evaluations("factuality", "judge-a").read()}
+    synthetic = {i.id for i in run.inputs() if i.expected_answer is None}
+    answered_not_abstained = {key for key, outcome in abstention.items() if outcome == "no"}
+    assert factuality == answered_not_abstained - synthetic
+    by_spec = {s.spec: s for s in summary.specs}
+    assert by_spec["factuality"].n_abstained == 3 and by_spec["abstention"].n_abstained == 0
+    assert len(llm.calls) == len(abstention) + len(factuality)  # nothing judged twice
+    # another evaluator's abstention verdicts do not excuse this one from judging
+    other = ScriptedLLM(responder=judge, model_id="judge-b")
+    evaluate_run(run.root, other, ["factuality"])
+    assert len(run.evaluations("factuality", "judge-b").read()) == len(abstention) - len(synthetic)
+
+
 def test_the_evaluator_sees_question_expected_and_model_answer(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run", {("m1", "rag", "basic"): 1}, failed=0)
     llm = ScriptedLLM(responder=judge)
-    evaluate_run(run.root, llm, ["factuality", "abstention"], concurrency=1)
-    factuality_user = llm.calls[0][0][-1].content
+    evaluate_run(run.root, llm, ["abstention", "factuality"], concurrency=1)
+    factuality_user = llm.calls[1][0][-1].content
     assert "Question: How long is a passport valid?" in factuality_user
     assert "Expected Answer: Ten years for adults." in factuality_user
     assert "Model Answer: Adult passports last 10 years [2]." in factuality_user
-    assert "Expected" not in llm.calls[1][0][-1].content  # abstention needs no expected answer
+    assert "Expected" not in llm.calls[0][0][-1].content  # abstention needs no expected answer
 
 
 def test_a_reply_outside_the_outcomes_is_retried_then_recorded_never_guessed(
@@ -285,3 +304,26 @@ def test_cli_evaluate_with_a_spec_file(monkeypatch, capsys, tmp_path: Path) -> N
     assert code == 0, err
     assert "judged by judge-x" in out and "abstention" in out and "factuality" in out
     assert isinstance(RunDir(run.root).evaluations("factuality", "judge-x").read()[0].outcome, str)
+
+
+def test_cli_factuality_on_abstentions_judges_every_answer(
+    monkeypatch, capsys, tmp_path: Path
+) -> None:
+    import ragbound.llm
+
+    run = write_run(tmp_path / "run", failed=0)
+    monkeypatch.setenv("RAGBOUND_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(
+        ragbound.llm, "make_llm", lambda spec, **kw: ScriptedLLM(responder=judge, model_id=spec)
+    )
+    args = ("bench", "evaluate", str(run.root), "--json")
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--llm", "judge-a")
+    assert code == 0, err
+    skipped = {s["spec"]: s["n_abstained"] for s in json.loads(out)["specs"]}
+    assert skipped == {"abstention": 0, "factuality": 3}
+    code, out, err = run_cli(
+        monkeypatch, capsys, *args, "--llm", "judge-b", "--factuality-on-abstentions"
+    )
+    assert code == 0, err
+    factuality = next(s for s in json.loads(out)["specs"] if s["spec"] == "factuality")
+    assert factuality["n_abstained"] == 0 and factuality["n_evaluated"] == 7

@@ -79,6 +79,10 @@ class SpecSummary(BaseModel):
     n_evaluated: int = Field(description="judged by this call")
     n_failed: int = Field(description="of those, without an outcome (recorded, not guessed)")
     n_skipped: int = Field(description="answered outputs the prompt cannot judge (no expected)")
+    n_abstained: int = Field(
+        default=0,
+        description="factuality only: outputs not judged because this evaluator saw an abstention",
+    )
     outcomes: dict[str, int] = Field(description="every usable verdict in the log, by outcome")
     n_unresolved: int = Field(description="inputs whose newest record has no outcome")
 
@@ -280,13 +284,16 @@ def _plan(
     evaluator: str,
     inputs: list[ExperimentInput],
     answers: dict[str, str],
+    abstained: set[str],
 ) -> tuple[list[_Job], int, int]:
-    """Jobs still to do for one spec, how many were already done and how many are skipped."""
+    """Jobs still to do for one spec, how many were already done and how many are skipped.
+
+    Outputs in ``abstained`` are left out (neither done nor skipped)."""
     log = run.evaluations(resolved.spec.name, evaluator)
     done = {r.input_id for r in log.read() if _is_final(r)}
     jobs, skipped = [], 0
     for item in inputs:
-        if item.id not in answers or item.id in done:
+        if item.id not in answers or item.id in done or item.id in abstained:
             continue
         values = _variables(item, answers[item.id], resolved.prompt)
         if values is None:
@@ -380,6 +387,19 @@ def _summary(
     )
 
 
+def _abstained(run: RunDir, evaluator: str) -> set[str]:
+    """Inputs whose answer ``evaluator``'s abstention verdict calls an abstention."""
+    log = run.evaluations(ABSTENTION, evaluator)
+    return {key for key, r in latest_verdicts(log.read()).items() if r.outcome == ABSTAINED}
+
+
+def _phases(resolved: list[ResolvedSpec], skip_abstained: bool) -> list[list[ResolvedSpec]]:
+    """Specs in the order they run: factuality after the rest when it waits for abstention."""
+    later = [r for r in resolved if skip_abstained and r.spec.name == FACTUALITY]
+    first = [r for r in resolved if r not in later]
+    return [phase for phase in (first, later) if phase]
+
+
 def evaluate_run(
     run_dir: str | Path,
     llm: LLM,
@@ -388,12 +408,16 @@ def evaluate_run(
     params: GenerationParams | None = None,
     concurrency: int = 4,
     progress: bool = False,
+    skip_abstained: bool = True,
 ) -> EvaluationSummary:
     """Judge every answered output of a run with ``llm`` under each spec (name or spec).
 
     Outputs that are errors are not judged; nor, for prompts that need one, are outputs
-    without an expected answer (random-synthetic questions). Judgements are appended to
-    ``evaluations/SPEC--MODEL.jsonl`` as they finish; a rerun only judges what is missing.
+    without an expected answer (random-synthetic questions). With ``skip_abstained`` (the
+    default) the built-in factuality spec runs after the others and skips answers this
+    evaluator judged abstentions: the factuality rate counts non-abstentions only, so those
+    calls would be wasted. Judgements are appended to ``evaluations/SPEC--MODEL.jsonl`` as
+    they finish; a rerun only judges what is missing.
     """
     if concurrency < 1:
         raise InputError(f"concurrency must be at least 1, got {concurrency}")
@@ -412,11 +436,21 @@ def evaluate_run(
         if out.error is None and out.answer is not None
     }
     inputs, evaluator, params = run.inputs(), llm.model_id, params or EVAL_PARAMS
-    plans = [_plan(run, item, evaluator, inputs, answers) for item in resolved]
-    jobs = [job for planned, _, _ in plans for job in planned]
-    records = asyncio.run(_run_jobs(llm, jobs, params, concurrency, progress))
+    plans: dict[str, tuple[list[_Job], int, int]] = {}
+    left_out: dict[str, set[str]] = {}
+    records: list[Evaluation] = []
+    for phase in _phases(resolved, skip_abstained):
+        for item in phase:
+            waits = skip_abstained and item.spec.name == FACTUALITY
+            left_out[item.spec.name] = _abstained(run, evaluator) if waits else set()
+            plans[item.spec.name] = _plan(
+                run, item, evaluator, inputs, answers, left_out[item.spec.name]
+            )
+        jobs = [job for item in phase for job in plans[item.spec.name][0]]
+        records += asyncio.run(_run_jobs(llm, jobs, params, concurrency, progress))
     summaries = []
-    for item, (planned, done, skipped) in zip(resolved, plans, strict=True):
+    for item in resolved:
+        planned, done, skipped = plans[item.spec.name]
         mine = [r for r in records if r.spec == item.spec.name]
         counts = {
             "n_answered": len(answers),
@@ -424,6 +458,7 @@ def evaluate_run(
             "n_evaluated": len(planned),
             "n_failed": sum(r.outcome is None for r in mine),
             "n_skipped": skipped,
+            "n_abstained": len(left_out[item.spec.name] & answers.keys()),
         }
         summaries.append(_summary(run, item, evaluator, counts))
     return EvaluationSummary(

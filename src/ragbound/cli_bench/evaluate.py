@@ -44,6 +44,14 @@ def evaluate(
     spec_file: SpecFileOpt = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Evaluator calls in flight.")] = 4,
     max_tokens: Annotated[int, typer.Option(min=16, help="Reply length cap, tokens.")] = 320,
+    factuality_on_abstentions: Annotated[
+        bool,
+        typer.Option(
+            "--factuality-on-abstentions",
+            help="Also judge the factuality of answers the evaluator called abstentions "
+            "(default: skipped, the factuality rate counts non-abstentions only).",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Judge every answered output with evaluator LLMs; resumes, replies are cached."""
@@ -61,6 +69,7 @@ def evaluate(
             params=params,
             concurrency=concurrency,
             progress=progress(json_out),
+            skip_abstained=not factuality_on_abstentions,
         )
         if json_out:
             emit_json(summary)
@@ -89,7 +98,7 @@ def _summary_table(summary: Any) -> Any:
             str(row.n_evaluated),
             str(row.n_done_before),
             str(row.n_failed),
-            str(row.n_skipped),
+            str(row.n_skipped + row.n_abstained),
             row.log,
         )
     return table
