@@ -64,9 +64,15 @@ def main() -> None:
         results = json.loads((OUT / "results.json").read_text())
         kb = KnowledgeBase.build([corpus], embedder="minilm")
         kb.save(OUT / "kb-minilm", overwrite=True)
-        part = results.setdefault("synthetic", {})
-        part["speed"] = llm_speed.generation_speed(kb)
-        part["warm_synth_s"] = llm_speed.warm_synth_seconds(kb.path)
+        results.setdefault("synthetic", {})["speed"] = llm_speed.generation_speed(kb)
+        save(results)
+        return
+    if sys.argv[1:] == ["warm-synth"]:  # a cold cache first generates 300 queries (~1 h)
+        results = json.loads((OUT / "results.json").read_text())
+        kb = KnowledgeBase.build([corpus], embedder="minilm")
+        kb.save(OUT / "kb-minilm", overwrite=True)
+        warm_s = llm_speed.warm_synth_seconds(kb.path)
+        results.setdefault("synthetic", {})["warm_synth_s"] = warm_s
         save(results)
         return
     if sys.argv[1:] == ["synthetic"]:
@@ -258,6 +264,7 @@ def tripwire_tables(part: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                     f"{lat['check_p50_ms'] / lat['plain_p50_ms']:.3f}",
                     "<= 1.10",
                 ],
+                *_paired_latency_rows(lat),
                 [
                     f"add {sc['tripwires']:,} tripwires to a {sc['chunks']:,}-chunk KB, s",
                     f"{sc['add_s']:.2f}",
@@ -533,6 +540,22 @@ def print_baselines(part: dict) -> None:
     console.print(_rich_table(f"LLM judge subset ({n} per set)", header, judge_rows(part)))
 
 
+def _paired_latency_rows(lat: dict) -> list[list[str]]:
+    """Median per-query check/plain ratio, and the search step alone (vectors given)."""
+    if "paired_ratio_p50" not in lat:
+        return []
+    return [
+        ["median of per-query ratios check / plain", "", "", f"{lat['paired_ratio_p50']:.3f}", ""],
+        [
+            "search step alone, p50 ms (query vector given; baseline: knowledge top-k)",
+            f"{lat['check_search_p50_ms']:.3f}",
+            f"{lat['plain_search_p50_ms']:.3f}",
+            "",
+            "",
+        ],
+    ]
+
+
 def synthetic_markdown(results: dict) -> list[str]:
     part = results.get("synthetic") or {}
     lines: list[str] = []
@@ -559,8 +582,17 @@ def synthetic_markdown(results: dict) -> list[str]:
             f"| generation, tokens/s (baseline: bare llama-cpp-python loop, {sp['prompts']} "
             f"prompts x {sp['passes']}) | {sp['ours_tokens_per_s']:.2f} | "
             f"{sp['bare_tokens_per_s']:.2f} | {sp['ratio']:.2f} | >= 0.90 |",
-            f"| `ragbound synth --n 300`, warm cache, s | {part['warm_synth_s']:.2f} | | | < 2 |",
         ]
+    if "warm_synth_s" in part:
+        if "speed" not in part:
+            lines += [
+                "",
+                "| local LLM measure | ours | baseline | ratio | target |",
+                "|---|---|---|---|---|",
+            ]
+        lines.append(
+            f"| `ragbound synth --n 300`, warm cache, s | {part['warm_synth_s']:.2f} | | | < 2 |"
+        )
     return lines
 
 
