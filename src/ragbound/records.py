@@ -138,14 +138,18 @@ class Record:
             raise self.error(f"missing; fields present: {field_list(record)}", field)
         return record[field]
 
-    def string(self, field: str, *, allow_empty: bool = False) -> str:
-        """The string value of ``field``, stripped; an error if missing, not a string or empty."""
+    def string(self, field: str, *, allow_empty: bool = False, strip: bool = True) -> str:
+        """The string value of ``field`` (stripped unless ``strip=False``).
+
+        InputError when the field is missing, not a string, or (unless ``allow_empty``) empty
+        or whitespace only.
+        """
         value = self.require(field)
         if not isinstance(value, str):
             raise self.error(f"expected a string, got {json_kind(value)}", field)
         if not allow_empty and not value.strip():
             raise self.error("empty", field)
-        return value.strip()
+        return value.strip() if strip else value
 
     def pick(self, field: str | None = None, defaults: Sequence[str] = DEFAULT_TEXT_FIELDS) -> str:
         """The field to read: ``field`` if given, else the first of ``defaults`` present.
@@ -223,9 +227,7 @@ def read_records(
     if chosen in ("csv", "tsv"):
         delimiter = "\t" if chosen == "tsv" else ","
         _, rows = csv_rows(text, display, delimiter=delimiter)
-        return [
-            Record(display, line, index, row, chosen) for index, (line, row) in enumerate(rows)
-        ]
+        return [Record(display, line, index, row, chosen) for index, (line, row) in enumerate(rows)]
     if chosen == "jsonl":
         return [
             Record(display, line, index, parse_json(content, display, line), "jsonl")
