@@ -294,3 +294,13 @@ def test_nonexistent_path(tmp_path: Path) -> None:
 def test_no_paths(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no corpus paths given"):
         load_documents([])
+
+
+def test_tsv_records_are_documents(tmp_path: Path) -> None:
+    path = write(tmp_path / "data.tsv", "text\tlang\nFirst, with a comma.\ten\n")
+    (doc,) = load_documents([path])
+    assert (doc.id, doc.text, doc.metadata) == (
+        "data.tsv:2",
+        "First, with a comma.",
+        {"lang": "en"},
+    )

@@ -173,3 +173,17 @@ def test_missing_query_file(tmp_path: Path) -> None:
         load_queries(tmp_path / "missing.txt")
     with pytest.raises(InputError, match="not a file"):
         load_queries(tmp_path)
+
+
+def test_synth_output_under_any_extension_is_read_as_its_queries(tmp_path: Path) -> None:
+    rows = [{"query": "What is kelp?", "chunk_id": "c1"}, {"query": "Why?", "chunk_id": "c2"}]
+    path = write(tmp_path / "queries.out", "".join(json.dumps(row) + "\n" for row in rows))
+    assert load_queries(path) == ["What is kelp?", "Why?"]
+    mixed = write(tmp_path / "mixed.txt", json.dumps(rows[0]) + "\nA plain question?\n")
+    with pytest.raises(InputError, match=r"mixed\.txt:2: not a JSON object, but line 1 is one"):
+        load_queries(mixed)
+
+
+def test_tsv_column(tmp_path: Path) -> None:
+    path = write(tmp_path / "q.tsv", "id\tprompt\n1\tWhy, though?\n")
+    assert load_queries(path) == ["Why, though?"]

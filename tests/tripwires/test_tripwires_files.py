@@ -107,3 +107,22 @@ def test_harmfulqa_repeated_rows_are_skipped(tmp_path: Path, topic_field: str) -
     loaded = read_tripwire_file(path, TripwireFields(topic_field=topic_field))
     assert len(loaded.duplicates) == expected_duplicates
     assert len(loaded.tripwires) == len(rows) - expected_duplicates == len(repeats)
+
+
+def test_topics_from_any_record_file(tmp_path: Path) -> None:
+    from ragbound.tripwires.generate import read_topics
+
+    csv = write(tmp_path / "t.csv", "topic,description,severity\nrail,Derailing trains,high\n")
+    listing = write(tmp_path / "t.json", json.dumps([{"topic": "rail", "description": "D"}]))
+    assert [(t.topic, t.severity) for t in read_topics(csv)] == [("rail", "high")]
+    assert [t.description for t in read_topics(listing)] == ["D"]
+    cases = {
+        '{"description": "D"}\n': r"x\.jsonl:1 \(field 'topic'\): missing; fields present",
+        '{"topic": "t", "description": " "}\n': r"x\.jsonl:1 \(field 'description'\): empty$",
+        '{"topic": "t", "description": "D", "severity": "x"}\n': r"x\.jsonl:1 \(field 'sev",
+        '"just a string"\n': r"x\.jsonl:1: expected an object with topic and description",
+        "\n": r"x\.jsonl: no topics in the file",
+    }
+    for content, message in cases.items():
+        with pytest.raises(InputError, match=message):
+            read_topics(write(tmp_path / "x.jsonl", content))
