@@ -249,15 +249,15 @@ def read_texts(
 ) -> list[str]:
     """The texts of a file's records (see :meth:`Record.text`), stripped, in file order.
 
-    Raises InputError ``FILE: no records`` for a file without any, and the one-format error
-    for a record without usable text.
+    Raises InputError ``FILE: no records in the file`` for a file without any, and the
+    one-format error for a record without usable text.
 
     >>> read_texts("questions.csv", "prompt")  # doctest: +SKIP
     ['How do I kill a Python process?']
     """
     records = read_records(path, format=format, key=key)
     if not records:
-        raise InputError(f"{path}: no records (the file is empty)")
+        raise InputError(f"{path}: no records in the file")
     return [record.text(field, defaults) for record in records]
 
 
