@@ -78,15 +78,21 @@ def test_json_list_of_records_uses_index_ids(tmp_path: Path) -> None:
     ]
 
 
-def test_json_must_be_a_list(tmp_path: Path) -> None:
-    path = write(tmp_path / "d.json", json.dumps({"records": [{"text": "x"}]}))
-    with pytest.raises(InputError, match=r"d\.json: expected a JSON list of records.*an object"):
+def test_json_object_is_one_record(tmp_path: Path) -> None:
+    path = write(tmp_path / "d.json", json.dumps({"text": "Alone.", "n": 1}))
+    assert [(d.id, d.text, d.metadata) for d in load_documents([path])] == [
+        ("d.json:0", "Alone.", {"n": 1})
+    ]
+    path = write(tmp_path / "e.json", json.dumps({"records": [{"text": "x"}]}))
+    with pytest.raises(
+        InputError, match=r"e\.json:1 \(field 'text'\): missing; fields present: records"
+    ):
         load_documents([path])
 
 
 def test_json_elements_must_be_objects(tmp_path: Path) -> None:
-    path = write(tmp_path / "d.json", json.dumps([{"text": "ok"}, "not a record"]))
-    with pytest.raises(InputError, match=r"d\.json\[1\]: expected a JSON object, got a string"):
+    path = write(tmp_path / "d.json", json.dumps([{"text": "ok"}, "not a record"], indent=1))
+    with pytest.raises(InputError, match=r"d\.json:5: expected an object, got a string"):
         load_documents([path])
 
 
@@ -186,7 +192,7 @@ def test_empty_texts_are_skipped_and_reported(tmp_path: Path) -> None:
 
 def test_not_utf8_names_file_and_byte_offset(tmp_path: Path) -> None:
     path = write(tmp_path / "latin.txt", "caf\xe9 au lait".encode("latin-1"))
-    with pytest.raises(InputError, match=r"latin\.txt: not UTF-8 .*0xe9 at byte offset 3"):
+    with pytest.raises(InputError, match=r"latin\.txt:1: not UTF-8 .*0xe9 at byte offset 3"):
         load_documents([tmp_path])
     assert path.exists()
 
@@ -200,7 +206,7 @@ def test_malformed_jsonl_names_file_and_line(tmp_path: Path) -> None:
 
 def test_jsonl_line_that_is_not_an_object(tmp_path: Path) -> None:
     path = write(tmp_path / "a.jsonl", '["a", "list"]\n')
-    with pytest.raises(InputError, match=r"a\.jsonl:1: expected a JSON object, got a list"):
+    with pytest.raises(InputError, match=r"a\.jsonl:1: expected an object, got a list"):
         load_documents([path])
 
 
@@ -219,14 +225,16 @@ def test_malformed_json_names_the_line(tmp_path: Path) -> None:
 def test_missing_text_field_lists_available_fields(tmp_path: Path) -> None:
     path = write(tmp_path / "a.jsonl", jsonl({"text": "ok"}, {"id": 2, "body": "x"}))
     with pytest.raises(
-        InputError, match=r"a\.jsonl:2 \(field 'text'\): missing; this record has fields: id, body"
+        InputError, match=r"a\.jsonl:2 \(field 'text'\): missing; fields present: id, body"
     ):
         load_documents([path])
 
 
 def test_missing_csv_column_lists_columns(tmp_path: Path) -> None:
     path = write(tmp_path / "data.csv", "id,text\n1,One.\n")
-    with pytest.raises(InputError, match=r"data\.csv: no column 'body'; columns are: id, text"):
+    with pytest.raises(
+        InputError, match=r"data\.csv:2 \(field 'body'\): missing; fields present: id, text"
+    ):
         load_documents([path], text_field="body")
 
 
@@ -286,3 +294,13 @@ def test_nonexistent_path(tmp_path: Path) -> None:
 def test_no_paths(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no corpus paths given"):
         load_documents([])
+
+
+def test_tsv_records_are_documents(tmp_path: Path) -> None:
+    path = write(tmp_path / "data.tsv", "text\tlang\nFirst, with a comma.\ten\n")
+    (doc,) = load_documents([path])
+    assert (doc.id, doc.text, doc.metadata) == (
+        "data.tsv:2",
+        "First, with a comma.",
+        {"lang": "en"},
+    )

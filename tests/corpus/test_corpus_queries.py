@@ -95,29 +95,32 @@ def test_json_list_of_strings_and_objects(tmp_path: Path) -> None:
 
 
 def test_jsonl_missing_field_lists_fields(tmp_path: Path) -> None:
-    path = write(tmp_path / "q.jsonl", '{"query": "ok?"}\n{"prompt": "x", "id": 1}\n')
+    path = write(tmp_path / "q.jsonl", '{"query": "ok?"}\n{"body": "x", "id": 1}\n')
     with pytest.raises(
         InputError,
-        match=r"q\.jsonl:2: no field 'query' or 'question' or 'text'; fields present: prompt, id",
+        match=r"q\.jsonl:2 \(field 'query' or 'question' or 'text' or 'prompt'\): missing; "
+        r"fields present: body, id$",
     ):
         load_queries(path)
 
 
 def test_explicit_field_missing(tmp_path: Path) -> None:
     path = write(tmp_path / "q.jsonl", '{"query": "ok?"}\n')
-    with pytest.raises(InputError, match=r"q\.jsonl:1: no field 'prompt'; fields present: query"):
+    with pytest.raises(
+        InputError, match=r"q\.jsonl:1 \(field 'prompt'\): missing; fields present: query$"
+    ):
         load_queries(path, field="prompt")
 
 
 def test_csv_missing_column_lists_columns(tmp_path: Path) -> None:
-    path = write(tmp_path / "q.csv", "id,prompt\n1,Hi?\n")
-    with pytest.raises(InputError, match=r"q\.csv: no column .*; columns present: id, prompt"):
+    path = write(tmp_path / "q.csv", "id,body\n1,Hi?\n")
+    with pytest.raises(InputError, match=r"q\.csv:2 \(field 'query' or .*: id, body$"):
         load_queries(path)
 
 
 def test_empty_query_in_jsonl_names_line_and_field(tmp_path: Path) -> None:
     path = write(tmp_path / "q.jsonl", '{"query": "ok?"}\n{"query": "  "}\n')
-    with pytest.raises(InputError, match=r"q\.jsonl:2 \(field 'query'\) is empty"):
+    with pytest.raises(InputError, match=r"q\.jsonl:2 \(field 'query'\): empty$"):
         load_queries(path)
 
 
@@ -129,7 +132,7 @@ def test_non_string_query_field(tmp_path: Path) -> None:
 
 def test_oversize_query_in_file(tmp_path: Path) -> None:
     path = write(tmp_path / "q.txt", "short?\n" + "b" * 1_000_000 + "\n")
-    with pytest.raises(InputError, match=r"q\.txt:2 is 1,000,000 characters long"):
+    with pytest.raises(InputError, match=r"q\.txt:2: 1,000,000 characters long"):
         load_queries(path)
 
 
@@ -139,15 +142,14 @@ def test_malformed_jsonl(tmp_path: Path) -> None:
         load_queries(path)
 
 
-def test_json_must_be_a_list(tmp_path: Path) -> None:
-    path = write(tmp_path / "q.json", json.dumps({"query": "x"}))
-    with pytest.raises(InputError, match=r"q\.json: expected a JSON list of queries"):
-        load_queries(path)
+def test_json_object_is_one_query(tmp_path: Path) -> None:
+    path = write(tmp_path / "q.json", json.dumps({"query": "Alone?"}))
+    assert load_queries(path) == ["Alone?"]
 
 
 def test_json_item_of_wrong_type(tmp_path: Path) -> None:
-    path = write(tmp_path / "q.json", json.dumps(["ok?", 3]))
-    with pytest.raises(InputError, match=r"q\.json\[1\]: expected a string or an object"):
+    path = write(tmp_path / "q.json", json.dumps(["ok?", 3], indent=2))
+    with pytest.raises(InputError, match=r"q\.json:3: expected a string or an object, got a num"):
         load_queries(path)
 
 
@@ -162,7 +164,7 @@ def test_file_with_no_queries(tmp_path: Path, name: str, content: str) -> None:
 
 def test_not_utf8_query_file(tmp_path: Path) -> None:
     path = write(tmp_path / "q.txt", b"ok?\n\xff\xfe bad\n")
-    with pytest.raises(InputError, match=r"q\.txt: not UTF-8 .*byte offset 4"):
+    with pytest.raises(InputError, match=r"q\.txt:2: not UTF-8 .*byte offset 4"):
         load_queries(path)
 
 
@@ -171,3 +173,17 @@ def test_missing_query_file(tmp_path: Path) -> None:
         load_queries(tmp_path / "missing.txt")
     with pytest.raises(InputError, match="not a file"):
         load_queries(tmp_path)
+
+
+def test_synth_output_under_any_extension_is_read_as_its_queries(tmp_path: Path) -> None:
+    rows = [{"query": "What is kelp?", "chunk_id": "c1"}, {"query": "Why?", "chunk_id": "c2"}]
+    path = write(tmp_path / "queries.out", "".join(json.dumps(row) + "\n" for row in rows))
+    assert load_queries(path) == ["What is kelp?", "Why?"]
+    mixed = write(tmp_path / "mixed.txt", json.dumps(rows[0]) + "\nA plain question?\n")
+    with pytest.raises(InputError, match=r"mixed\.txt:2: not a JSON object, but line 1 is one"):
+        load_queries(mixed)
+
+
+def test_tsv_column(tmp_path: Path) -> None:
+    path = write(tmp_path / "q.tsv", "id\tprompt\n1\tWhy, though?\n")
+    assert load_queries(path) == ["Why, though?"]

@@ -89,6 +89,9 @@ def test_generation_draws_chunks_until_n_questions_pass_the_filters(
     out = tmp_path / "synthetic.jsonl"
     save_queries(out, queries)
     assert load_queries(out) == [q.query for q in queries]
+    saved_as_text = tmp_path / "queries.out"  # the content, not the extension, decides
+    save_queries(saved_as_text, queries)
+    assert load_queries(saved_as_text) == [q.query for q in queries]
     assert json.loads(out.read_text().splitlines()[0])["chunk_id"] == queries[0].chunk_id
 
 
@@ -212,7 +215,7 @@ def test_examples_come_from_a_builtin_set_or_the_users_file(tmp_path: Path):
     assert len(load_examples(str(lines))) == 2
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "ok?"}\n{"answer": "no question"}\n')
-    with pytest.raises(InputError, match="example 2 has no question"):
+    with pytest.raises(InputError, match=r"bad\.jsonl:2 \(field 'question'\): missing"):
         load_examples(str(bad))
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"question": "ok?"}\n{oops\n')

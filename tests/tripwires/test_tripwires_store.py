@@ -62,7 +62,6 @@ def test_file_formats_ids_and_labelled_examples(tmp_path: Path) -> None:
             ],
             "duplicate tripwire id",
         ),
-        ([TRIPWIRES[0], TRIPWIRES[0]], "duplicate tripwire id"),
         ([{"text": "a b c", "topic": "x", "severity": "extreme"}], "severity"),
     ],
 )

@@ -35,6 +35,7 @@ from ragbound.artifacts import read_json, read_manifest, utc_now, write_json
 from ragbound.bench.models import Evaluation, ExperimentInput, ExperimentOutput
 from ragbound.bench.rundir import RunDir
 from ragbound.errors import ArtifactError, InputError
+from ragbound.records import json_kind, read_records
 from ragbound.stats import bootstrap_interval, wilson_interval
 
 RESULTS_FORMAT = "ragbound.bench.results/1"
@@ -250,14 +251,19 @@ def current_results(run_dir: str | Path) -> BenchResults:
 
 
 def load_groups(path: Path) -> dict[str, str]:
-    """A JSON object mapping QA pair id to group name (``{"qa-1a2b": "pension"}``)."""
-    raw = read_json(path, "group mapping")
-    if not isinstance(raw, dict):
+    """A JSON object mapping QA pair id to group name (``{"qa-1a2b": "pension"}``).
+
+    Raises InputError (``FILE:LINE (field 'qa-1a2b'): problem``) for a missing file, invalid
+    UTF-8 or JSON, a file that is not one object, and a group name that is not a string.
+    """
+    records = read_records(path, format="json")
+    if len(records) != 1 or not isinstance(records[0].data, dict):
         raise InputError(f"{path}: expected a JSON object of QA id -> group name")
-    for key, value in raw.items():
+    mapping = records[0].data
+    for key, value in mapping.items():
         if not isinstance(value, str):
-            raise InputError(f"{path} (field {key!r}): group name must be a string")
-    return raw
+            raise records[0].error(f"group name must be a string, got {json_kind(value)}", key)
+    return mapping
 
 
 def manifest_groups(run_dir: str | Path) -> dict[str, str] | None:

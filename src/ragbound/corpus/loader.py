@@ -1,4 +1,4 @@
-"""Load documents from .txt, .md, .jsonl, .json and .csv files and folders of them.
+"""Load documents from .txt, .md, .jsonl, .json, .csv and .tsv files and folders of them.
 
 Document ids and sources depend only on paths relative to the folder argument (or on the file
 name of a file passed directly), never on where the corpus lives on disk, so the same corpus
@@ -15,19 +15,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragbound.corpus._files import (
-    csv_rows,
-    field_list,
-    json_kind,
-    jsonl_lines,
-    parse_json,
-    read_utf8,
-)
 from ragbound.corpus.models import Document
-from ragbound.errors import InputError, where
+from ragbound.errors import InputError
+from ragbound.records import FORMAT_BY_SUFFIX, Record, read_records, read_text
 
-SUPPORTED_EXTENSIONS: frozenset[str] = frozenset({".txt", ".md", ".jsonl", ".json", ".csv"})
-"""File extensions the loader reads (compared case-insensitively)."""
+WHOLE_FILE_EXTENSIONS: frozenset[str] = frozenset({".txt", ".md"})
+"""Extensions of files that are one document each (compared case-insensitively)."""
+
+SUPPORTED_EXTENSIONS: frozenset[str] = WHOLE_FILE_EXTENSIONS | frozenset(FORMAT_BY_SUFFIX)
+"""File extensions the loader reads: whole-file documents and record files."""
 
 
 class LoadReport(BaseModel):
@@ -90,10 +86,11 @@ def load_documents_with_report(
 
     Each path is a file or a folder. Folders are walked recursively in order of relative
     path; hidden files and folders and files with unsupported extensions are skipped. A
-    ``.txt``/``.md`` file is one document whose id is its source. A ``.jsonl`` line, an element
-    of a ``.json`` list or a ``.csv`` row is one record: its text is ``text_field``, its id
-    ``id_field`` (as a string) or ``"{source}:{line}"`` (``"{source}:{index}"`` for .json), and
-    its other fields become the metadata. Empty texts are skipped and listed in the report.
+    ``.txt``/``.md`` file is one document whose id is its source. A record of a ``.jsonl``,
+    ``.json``, ``.csv`` or ``.tsv`` file (read by :func:`ragbound.records.read_records`) is
+    one document: its text is ``text_field``, its id ``id_field`` (as a string) or
+    ``"{source}:{line}"`` (``"{source}:{index}"`` for a JSON list), and its other fields become
+    the metadata. Empty texts are skipped and listed in the report.
 
     Raises InputError for a missing path, an unsupported file named directly, a file that is
     not UTF-8 or not valid JSON/CSV, a record without a string text field, duplicate document
@@ -206,88 +203,23 @@ def _visible_files(folder: Path) -> Iterator[str]:
 
 
 def _read_records(ref: _FileRef, text_field: str, id_field: str | None) -> Iterator[_Raw]:
-    """Read one file into raw records according to its extension."""
-    text = read_utf8(ref.path, ref.display)
-    suffix = ref.path.suffix.lower()
-    if suffix == ".jsonl":
-        yield from _read_jsonl(ref, text, text_field, id_field)
-    elif suffix == ".json":
-        yield from _read_json(ref, text, text_field, id_field)
-    elif suffix == ".csv":
-        yield from _read_csv(ref, text, text_field, id_field)
-    else:
+    """Read one file: a whole-file document, or one record per JSONL line, JSON item or row."""
+    if ref.path.suffix.lower() in WHOLE_FILE_EXTENSIONS:
+        text = read_text(ref.path)
         yield _Raw(location=ref.display, id=ref.source, text=text, metadata={})
+        return
+    for record in read_records(ref.path):
+        yield _to_raw(record, ref.source, text_field, id_field)
 
 
-def _read_jsonl(ref: _FileRef, text: str, text_field: str, id_field: str | None) -> Iterator[_Raw]:
-    """One record per non-blank line; each line must be a JSON object."""
-    for line, content in jsonl_lines(text):
-        record = parse_json(content, ref.display, line)
-        location = where(ref.display, line)
-        if not isinstance(record, dict):
-            raise InputError(f"{location}: expected a JSON object, got {json_kind(record)}")
-        yield _to_raw(record, location, f"{ref.source}:{line}", text_field, id_field)
+def _to_raw(record: Record, source: str, text_field: str, id_field: str | None) -> _Raw:
+    """Check a record's text and id fields and split off the rest as metadata.
 
-
-def _read_json(ref: _FileRef, text: str, text_field: str, id_field: str | None) -> Iterator[_Raw]:
-    """A JSON list of record objects; the default id uses the 0-based list index."""
-    records = parse_json(text, ref.display)
-    if not isinstance(records, list):
-        raise InputError(
-            f"{ref.display}: expected a JSON list of records (objects), got {json_kind(records)}"
-        )
-    for index, record in enumerate(records):
-        location = f"{ref.display}[{index}]"
-        if not isinstance(record, dict):
-            raise InputError(f"{location}: expected a JSON object, got {json_kind(record)}")
-        yield _to_raw(record, location, f"{ref.source}:{index}", text_field, id_field)
-
-
-def _read_csv(ref: _FileRef, text: str, text_field: str, id_field: str | None) -> Iterator[_Raw]:
-    """One record per row under a header; the default id uses the row's starting line."""
-    header, rows = csv_rows(text, ref.display)
-    for field in (text_field, id_field):
-        if field is not None and field not in header:
-            raise InputError(
-                f"{ref.display}: no column {field!r}; columns are: {field_list(header)}"
-            )
-    for line, row in rows:
-        location = where(ref.display, line)
-        yield _to_raw(row, location, f"{ref.source}:{line}", text_field, id_field)
-
-
-def _to_raw(
-    record: dict[str, Any], location: str, default_id: str, text_field: str, id_field: str | None
-) -> _Raw:
-    """Check a record's text and id fields and split off the rest as metadata."""
-    text = _field(record, location, text_field)
-    if not isinstance(text, str):
-        raise InputError(
-            f"{location} (field {text_field!r}): expected a string, got {json_kind(text)}"
-        )
-    doc_id = default_id if id_field is None else _id_value(record, location, id_field)
-    metadata = {key: value for key, value in record.items() if key not in (text_field, id_field)}
-    return _Raw(location=location, id=doc_id, text=text, metadata=metadata)
-
-
-def _field(record: dict[str, Any], location: str, field: str) -> Any:
-    """Return a record's field, or raise InputError listing the fields the record has."""
-    if field not in record:
-        raise InputError(
-            f"{location} (field {field!r}): missing; this record has fields: {field_list(record)}"
-        )
-    return record[field]
-
-
-def _id_value(record: dict[str, Any], location: str, id_field: str) -> str:
-    """Return a record's id as a string; ids must be non-empty strings or numbers."""
-    value = _field(record, location, id_field)
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise InputError(
-            f"{location} (field {id_field!r}): expected a string or number id, "
-            f"got {json_kind(value)}"
-        )
-    doc_id = str(value)
-    if not doc_id.strip():
-        raise InputError(f"{location} (field {id_field!r}): the id is empty")
-    return doc_id
+    The default id is ``source:line`` (``source:index`` for a JSON list, as it always was).
+    """
+    fields = record.object()
+    text = record.string(text_field, allow_empty=True, strip=False)
+    position = record.index if record.format == "json" else record.line
+    doc_id = f"{source}:{position}" if id_field is None else record.id(id_field)
+    metadata = {key: value for key, value in fields.items() if key not in (text_field, id_field)}
+    return _Raw(location=record.where(), id=doc_id, text=text, metadata=metadata)

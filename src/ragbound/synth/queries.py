@@ -9,7 +9,6 @@ questions are kept or the request budget is spent. Every kept query records wher
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
@@ -37,6 +36,7 @@ from ragbound.llm import (
     parse_json_object,
     run_batch,
 )
+from ragbound.records import Record, read_records
 
 MIN_WORDS = 4
 # Chunks shorter than this (a stray "None." paragraph, a heading) are not sampled: there is
@@ -369,36 +369,28 @@ def _provenance(
 def load_examples(source: str) -> list[dict[str, Any]]:
     """In-context examples: a built-in set (``pubmed``, ``textbooks``) or a file of your own.
 
-    A file is JSON (a list of objects, or of strings) or JSONL, one example per line; every
-    example needs a non-empty ``question``.
+    A file is any record file (:mod:`ragbound.records`): JSON (a list of objects or strings),
+    JSONL, CSV/TSV, or text with one question per line. Every example needs a non-empty
+    ``question`` (a string record is the question itself); other fields are kept.
     """
     path = Path(source)
     if not path.exists():
         if "/" in source or "." in source:
             raise InputError(f"examples file not found: {source}")
         return builtin_examples(source)
-    text = path.read_text(encoding="utf-8")
-    try:
-        loaded = json.loads(text)
-        items = loaded if isinstance(loaded, list) else [loaded]
-    except json.JSONDecodeError:
-        items = [
-            _json_line(line, path, i) for i, line in enumerate(text.splitlines(), 1) if line.strip()
-        ]
-    examples = [{"question": item} if isinstance(item, str) else item for item in items]
-    for i, example in enumerate(examples, 1):
-        if not isinstance(example, dict) or not str(example.get("question") or "").strip():
-            raise InputError(f"{path}: example {i} has no question")
+    examples = [_example(record) for record in read_records(path)]
     if not examples:
         raise InputError(f"{path}: no examples")
     return examples
 
 
-def _json_line(line: str, path: Path, number: int) -> Any:
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+def _example(record: Record) -> dict[str, Any]:
+    """One example as an object with a non-empty ``question``."""
+    if isinstance(record.data, str):
+        return {"question": record.text()}
+    record.object("an object with a question, or a string")
+    record.string("question")
+    return record.data
 
 
 def save_queries(path: Path, queries: Sequence[SyntheticQuery]) -> None:

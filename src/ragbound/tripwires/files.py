@@ -1,15 +1,14 @@
-"""Read tripwire files (JSONL, CSV or JSON) and labelled example requests into Tripwires."""
+"""Read tripwire files and labelled example requests (any record file) into Tripwires."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
-from ragbound.corpus._files import csv_rows, json_kind, jsonl_lines, parse_json, read_utf8
-from ragbound.errors import InputError, where
+from ragbound.errors import InputError
+from ragbound.records import DEFAULT_TEXT_FIELDS, Record, json_kind, read_records
 from ragbound.tripwires.models import Tripwire, tripwire_id
 
 
@@ -30,33 +29,62 @@ class TripwireFields:
     label: str = "unsafe"
 
 
+@dataclass(frozen=True)
+class TripwireFile:
+    """What :func:`read_tripwire_file` read: the tripwires, and the identical rows it skipped.
+
+    ``duplicates`` gives the location (``file:line``) of every row that repeats an earlier
+    row exactly (same id, text, topic, severity and note): such a row carries no information,
+    so it is skipped rather than refused. Public data sets do this (HarmfulQA repeats some
+    questions word for word within a topic).
+    """
+
+    tripwires: list[Tripwire]
+    duplicates: list[str] = field(default_factory=list)
+
+
 def read_tripwires(
     path: str | Path, fields: TripwireFields | None = None, *, source: str | None = None
 ) -> list[Tripwire]:
-    """Tripwires from a ``.jsonl``, ``.csv`` or ``.json`` (list of objects) file.
+    """The tripwires of a record file; see :func:`read_tripwire_file`, which also says how
+    many identical rows were skipped."""
+    return read_tripwire_file(path, fields, source=source).tripwires
 
-    Each record has ``text`` and ``topic`` (optional ``id``, ``severity``, ``note``). A record
-    without an id gets :func:`tripwire_id`. Raises InputError naming file and line for a
-    missing topic or text, an empty text, a bad severity, duplicate ids, and a file that
-    yields no tripwires.
+
+def read_tripwire_file(
+    path: str | Path, fields: TripwireFields | None = None, *, source: str | None = None
+) -> TripwireFile:
+    """Tripwires from a record file (``.jsonl``, ``.csv``, ``.tsv``, ``.json`` or text; see
+    :mod:`ragbound.records`).
+
+    Each record has ``text`` and ``topic`` (optional ``id``, ``severity``, ``note``); a line
+    of a text file is a text whose topic is ``fields.topic``. A record without an id gets
+    :func:`tripwire_id` (a hash of topic and text). A row identical to an earlier one is
+    skipped and listed in ``duplicates``. Raises InputError ``FILE:LINE (field 'x'): problem``
+    for a missing topic or text, an empty text, a bad severity, an id used by two different
+    rows, and ``FILE: ...`` for a file that yields no tripwires.
     """
     fields = fields or TripwireFields()
-    file = Path(path)
-    if not file.is_file():
-        raise InputError(f"{path}: no such file")
-    display = str(path)
-    tripwires = []
-    for line, record in _records(file, display):
-        if fields.label_field is not None:
-            if fields.label_field not in record:
-                raise InputError(f"{where(display, line)}: no label field {fields.label_field!r}")
-            if str(record[fields.label_field]).strip() != fields.label:
-                continue
-        tripwires.append(_tripwire(record, fields, f"{where(display, line)}", source or display))
-    check_unique_ids(tripwires, display)
-    if not tripwires:
-        raise InputError(f"{display}: no tripwires in the file")
-    return tripwires
+    kept: dict[str, tuple[Tripwire, str]] = {}
+    duplicates: list[str] = []
+    for record in read_records(path):
+        if fields.label_field is not None and not _has_label(record, fields):
+            continue
+        tripwire = _tripwire(record, fields, source or str(path))
+        first = kept.get(tripwire.id)
+        if first is None:
+            kept[tripwire.id] = (tripwire, record.where())
+        elif first[0] == tripwire:
+            duplicates.append(record.where())
+        else:
+            raise record.error(
+                f"duplicate tripwire id {tripwire.id!r}: {first[1]} has the same id with "
+                "another text, topic, severity or note",
+                fields.id if fields.id in record.fields else None,
+            )
+    if not kept:
+        raise InputError(f"{path}: no tripwires in the file")
+    return TripwireFile([tripwire for tripwire, _ in kept.values()], duplicates)
 
 
 def check_unique_ids(tripwires: list[Tripwire], display: str) -> None:
@@ -75,51 +103,41 @@ def check_unique_ids(tripwires: list[Tripwire], display: str) -> None:
         )
 
 
-def _records(file: Path, display: str) -> list[tuple[int | None, dict[str, Any]]]:
-    text = read_utf8(file, display)
-    suffix = file.suffix.lower()
-    if suffix == ".csv":
-        _, rows = csv_rows(text, display)
-        return [(line, dict(row)) for line, row in rows]
-    if suffix == ".jsonl":
-        records = [(n, parse_json(raw, display, n)) for n, raw in jsonl_lines(text)]
-    elif suffix == ".json":
-        data = parse_json(text, display)
-        if not isinstance(data, list):
-            raise InputError(f"{display}: expected a JSON list of objects, got {json_kind(data)}")
-        records = [(None, item) for item in data]
-    else:
-        raise InputError(f"{display}: tripwire files are .jsonl, .csv or .json")
-    for line, record in records:
-        if not isinstance(record, dict):
-            raise InputError(f"{where(display, line)}: expected an object, got {json_kind(record)}")
-    return records
+def _has_label(record: Record, fields: TripwireFields) -> bool:
+    """Whether a labelled record carries the label that makes it a tripwire."""
+    label = record.require(str(fields.label_field))
+    return str(label).strip() == fields.label
 
 
-def _tripwire(record: dict[str, Any], fields: TripwireFields, at: str, source: str) -> Tripwire:
-    text = record.get(fields.text)
-    if not isinstance(text, str):
-        raise InputError(f"{at}: no text field {fields.text!r} (a string)")
-    topic = record.get(fields.topic_field) or fields.topic
-    if not isinstance(topic, str) or not topic.strip():
-        raise InputError(
-            f"{at}: no topic (field {fields.topic_field!r}); every tripwire needs one "
-            "(or pass --topic for the whole file)"
+def _tripwire(record: Record, fields: TripwireFields, source: str) -> Tripwire:
+    """One record as a Tripwire, or the one-format InputError naming the field."""
+    text = record.text(fields.text, ())
+    topic = record.fields.get(fields.topic_field) or fields.topic
+    if topic is None:
+        raise record.error(
+            "no topic; every tripwire needs one (or pass --topic for the whole file)",
+            fields.topic_field,
         )
-    raw_id = record.get(fields.id)
+    if not isinstance(topic, str) or not topic.strip():
+        raise record.error(f"expected a topic name, got {json_kind(topic)}", fields.topic_field)
+    raw_id = record.fields.get(fields.id)
     given_id = str(raw_id).strip() if raw_id not in (None, "") else None
     try:
         return Tripwire(
-            id=given_id or tripwire_id(topic.strip(), text.strip()),
+            id=given_id or tripwire_id(topic.strip(), text),
             text=text,
             topic=topic,
-            severity=record.get("severity") or None,
-            note=record.get("note") or None,
+            severity=record.fields.get("severity") or None,
+            note=record.fields.get("note") or None,
             source=source,
         )
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise InputError(f"{at}: invalid tripwire ({problems})") from exc
+        names = {"text": fields.text, "topic": fields.topic_field, "id": fields.id}
+        problems = exc.errors()
+        where_field = problems[0]["loc"][0] if len(problems) == 1 and problems[0]["loc"] else None
+        message = "; ".join(error["msg"] for error in problems)
+        field_name = names.get(str(where_field), where_field) if where_field else None
+        raise record.error(f"invalid tripwire ({message})", field_name) from exc
 
 
 UNSAFE_LABELS = frozenset({"unsafe", "harmful", "1", "true", "reject"})
@@ -129,40 +147,32 @@ SAFE_LABELS = frozenset({"safe", "harmless", "0", "false", "allow"})
 def read_labelled(
     path: str | Path, *, text_field: str | None = None, label_field: str = "label"
 ) -> tuple[list[str], list[bool]]:
-    """Queries and labels (True = unsafe) from a ``.jsonl``/``.csv``/``.json`` file.
+    """Queries and labels (True = unsafe) from a record file (see :mod:`ragbound.records`).
 
     The query is ``text_field``, by default the first of query, question, text, prompt.
     Labels read as unsafe: unsafe, harmful, 1, true, reject; as safe: safe, harmless, 0,
-    false, allow (any case). Another label is an InputError naming the line.
+    false, allow (any case). Another label is an InputError ``FILE:LINE (field 'label'): ...``.
     """
-    file = Path(path)
-    if not file.is_file():
-        raise InputError(f"{path}: no such file")
-    display = str(path)
     queries: list[str] = []
     labels: list[bool] = []
-    for line, record in _records(file, display):
-        at = where(display, line)
-        field = text_field or next(
-            (f for f in ("query", "question", "text", "prompt") if f in record), "query"
-        )
-        query = record.get(field)
-        if not isinstance(query, str) or not query.strip():
-            raise InputError(f"{at}: no query text in field {field!r}")
-        queries.append(query.strip())
-        labels.append(_label(record.get(label_field), at, label_field))
+    for record in read_records(path):
+        queries.append(record.text(text_field, DEFAULT_TEXT_FIELDS))
+        labels.append(_label(record, label_field))
     if not queries:
-        raise InputError(f"{display}: no labelled queries")
+        raise InputError(f"{path}: no labelled queries")
     return queries, labels
 
 
-def _label(value: object, at: str, field: str) -> bool:
+def _label(record: Record, label_field: str) -> bool:
+    """A record's label as True (unsafe) or False (safe)."""
+    value = record.require(label_field)
     text = str(value).strip().casefold() if value is not None else ""
     if text in UNSAFE_LABELS:
         return True
     if text in SAFE_LABELS:
         return False
-    raise InputError(
-        f"{at}: label {value!r} in field {field!r} is neither safe nor unsafe "
-        f"(use one of {', '.join(sorted(UNSAFE_LABELS | SAFE_LABELS))})"
+    raise record.error(
+        f"label {value!r} is neither safe nor unsafe "
+        f"(use one of {', '.join(sorted(UNSAFE_LABELS | SAFE_LABELS))})",
+        label_field,
     )

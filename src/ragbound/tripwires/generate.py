@@ -8,10 +8,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ragbound.corpus._files import csv_rows, jsonl_lines, parse_json, read_utf8
-from ragbound.errors import InputError, where
+from ragbound.errors import InputError
 from ragbound.llm import LLM, GenerationParams, ParseError, load_prompt, parse_json_object
 from ragbound.llm.batch import run_parsed
+from ragbound.records import Record, read_records
 from ragbound.tripwires.models import Severity, Tripwire, tripwire_id
 
 GENERATE_PROMPT = "tripwire-generate"
@@ -68,42 +68,27 @@ def parse_requests(reply: str) -> list[str]:
 
 
 def read_topics(path: str | Path) -> list[TopicSpec]:
-    """Topics from a ``.jsonl``/``.json``/``.csv`` file with ``topic`` and ``description``."""
-    file = Path(path)
-    if not file.is_file():
-        raise InputError(f"{path}: no such file")
-    display, text = str(path), read_utf8(file, str(path))
-    if file.suffix.lower() == ".csv":
-        records = [(line, row) for line, row in csv_rows(text, display)[1]]
-    elif file.suffix.lower() == ".jsonl":
-        records = [(n, parse_json(raw, display, n)) for n, raw in jsonl_lines(text)]
-    elif file.suffix.lower() == ".json":
-        data = parse_json(text, display)
-        records = [(None, item) for item in (data if isinstance(data, list) else [data])]
-    else:
-        raise InputError(f"{display}: topic files are .jsonl, .json or .csv")
-    topics = [_topic(record, where(display, line)) for line, record in records]
+    """Topics from a record file (``.jsonl``, ``.json``, ``.csv``, ``.tsv``; see
+    :mod:`ragbound.records`) with ``topic`` and ``description`` (optional ``severity``).
+
+    Raises InputError ``FILE:LINE (field 'x'): problem`` for a missing or empty topic or
+    description and a bad severity, and ``FILE: ...`` for a file without topics.
+    """
+    topics = [_topic(record) for record in read_records(path)]
     if not topics:
-        raise InputError(f"{display}: no topics in the file")
+        raise InputError(f"{path}: no topics in the file")
     return topics
 
 
-def _topic(record: object, at: str) -> TopicSpec:
-    if not isinstance(record, dict):
-        raise InputError(f"{at}: expected an object with topic and description")
-    topic, description = record.get("topic"), record.get("description")
-    if not isinstance(topic, str) or not topic.strip():
-        raise InputError(f"{at}: no topic")
-    if not isinstance(description, str) or not description.strip():
-        raise InputError(f"{at}: topic {topic!r} has no description")
+def _topic(record: Record) -> TopicSpec:
+    record.object("an object with topic and description")
+    topic, description = record.string("topic"), record.string("description")
     try:
         return TopicSpec(
-            topic=topic.strip(),
-            description=description.strip(),
-            severity=record.get("severity") or None,
+            topic=topic, description=description, severity=record.fields.get("severity") or None
         )
     except ValueError as exc:
-        raise InputError(f"{at}: severity must be low, medium or high") from exc
+        raise record.error("must be low, medium or high", "severity") from exc
 
 
 def generate_tripwires(

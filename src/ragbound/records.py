@@ -1,0 +1,533 @@
+"""Read record files: one reader, one set of rules, one error format.
+
+Every file ragbound reads records from (queries, corpus records, tripwires, labelled examples,
+topics, QA pairs, in-context examples) goes through :func:`read_records`. A record is a JSON
+object (a ``dict``), a CSV/TSV row (a ``dict`` of strings), or a string (a line of a text
+file, or a bare JSON string); each knows its file and the line on which it starts.
+
+Formats
+-------
+``.jsonl`` / ``.ndjson``
+    One JSON value per non-blank line.
+``.json``
+    A JSON list of records, or an object holding that list under ``key`` (for example
+    PolicyBench's ``{"questions": [...]}``). An object read without ``key`` is one record.
+``.csv`` / ``.tsv``
+    A header row, then one record per row (comma- or tab-separated, RFC 4180 quoting).
+Anything else (``.txt``, ``.out``, no extension, ...)
+    Text, one record per non-blank line, unless the content says otherwise (below).
+
+Every file must be UTF-8; a leading byte-order mark is dropped. NaN and Infinity are refused
+in JSON.
+
+The content decides, not only the extension
+-------------------------------------------
+A file whose extension does not name a format is sniffed, in this order:
+
+1. every non-blank line parses as a JSON object → JSONL (``ragbound synth`` output saved as
+   ``queries.out`` is read as the queries it holds, not as JSON strings);
+2. the whole text parses as a JSON list or object → JSON;
+3. the first non-blank line is a lone ``[`` or ``{`` → JSON, and its syntax error is reported
+   (a broken JSON file is never read as lines of text);
+4. some lines are whole JSON objects and others are not → an error naming one line of each
+   kind: such a file is JSONL with a broken line or text with stray JSON, and guessing either
+   way would silently read it wrong (pass ``format=`` to decide);
+5. otherwise → text. A line that merely starts with ``{`` or ``[`` but is not a JSON object
+   (``{x} in set notation?``) is text.
+
+A ``.json`` file that does not parse as one JSON document but whose lines are each a JSON
+object is read as JSONL, and a ``.jsonl`` file holding one JSON document spread over several
+lines (its first line is not JSON by itself) is read as
+JSON; when neither reading works the error is the one for the named format. CSV is never
+guessed: a text line with commas is a line of text.
+
+Errors
+------
+Every problem with a record is an :class:`~ragbound.errors.InputError` whose message starts
+with the record's location: ``FILE:LINE (field 'x'): problem`` (see
+:func:`ragbound.errors.where`), for example ``queries.jsonl:3 (field 'query'): empty``. File-
+level problems are ``FILE: problem`` or, when a line is known, ``FILE:LINE: problem``.
+
+>>> records = read_records("queries.jsonl")  # doctest: +SKIP
+>>> records[0].line, records[0].text(defaults=DEFAULT_TEXT_FIELDS)  # doctest: +SKIP
+(1, 'What is kelp?')
+>>> read_texts("queries.out")  # doctest: +SKIP
+['What is kelp?', 'How do bees fly?']
+"""
+
+from __future__ import annotations
+
+import bisect
+import codecs
+import csv
+import io
+import json
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ragbound.errors import InputError, where
+
+RecordFormat = Literal["text", "jsonl", "json", "csv", "tsv"]
+"""The formats :func:`read_records` reads."""
+
+FORMAT_BY_SUFFIX: dict[str, RecordFormat] = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".csv": "csv",
+    ".tsv": "tsv",
+}
+"""Extensions (compared case-insensitively) that name a format; other files are sniffed."""
+
+DEFAULT_TEXT_FIELDS: tuple[str, ...] = ("query", "question", "text", "prompt")
+"""Fields tried, in order, for a record's text when no field is named."""
+
+_CSV_FIELD_LIMIT = min(sys.maxsize, 2**31 - 1)
+_JSON_SPACE = " \t\n\r"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record of a file.
+
+    ``file`` is the file as named in messages, ``line`` the 1-based line on which the record
+    starts, ``index`` its 0-based position among the file's records, ``data`` the record (a
+    ``dict`` for JSON objects and CSV/TSV rows, a ``str`` for text lines, any JSON value for
+    JSON), and ``format`` the format the file was read as.
+    """
+
+    file: str
+    line: int
+    index: int
+    data: Any
+    format: RecordFormat
+
+    def where(self, field: str | None = None) -> str:
+        """The record's location for messages: ``file:line`` or ``file:line (field 'x')``."""
+        return where(self.file, self.line, field)
+
+    def error(self, problem: str, field: str | None = None) -> InputError:
+        """An InputError ``FILE:LINE (field 'x'): problem`` about this record."""
+        return InputError(f"{self.where(field)}: {problem}")
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The record's fields: ``data`` if it is an object or row, else an empty dict."""
+        return self.data if isinstance(self.data, dict) else {}
+
+    def object(self, expected: str = "an object") -> dict[str, Any]:
+        """The record as a dict; InputError ``FILE:LINE: expected an object, got ...``."""
+        if not isinstance(self.data, dict):
+            raise self.error(f"expected {expected}, got {self.kind()}")
+        return self.data
+
+    def kind(self) -> str:
+        """What the record is, for messages ("an object", "a line of text", "a number")."""
+        if self.format == "text":
+            return "a line of plain text"
+        return json_kind(self.data)
+
+    def require(self, field: str) -> Any:
+        """The value of ``field``; InputError ``... (field 'x'): missing; fields present: ...``."""
+        record = self.object()
+        if field not in record:
+            raise self.error(f"missing; fields present: {field_list(record)}", field)
+        return record[field]
+
+    def string(self, field: str, *, allow_empty: bool = False, strip: bool = True) -> str:
+        """The string value of ``field`` (stripped unless ``strip=False``).
+
+        InputError when the field is missing, not a string, or (unless ``allow_empty``) empty
+        or whitespace only.
+        """
+        value = self.require(field)
+        if not isinstance(value, str):
+            raise self.error(f"expected a string, got {json_kind(value)}", field)
+        if not allow_empty and not value.strip():
+            raise self.error("empty", field)
+        return value.strip() if strip else value
+
+    def pick(self, field: str | None = None, defaults: Sequence[str] = DEFAULT_TEXT_FIELDS) -> str:
+        """The field to read: ``field`` if given, else the first of ``defaults`` present.
+
+        InputError ``FILE:LINE (field 'a' or 'b'): missing; fields present: ...`` when none is.
+        """
+        record = self.object()
+        wanted = (field,) if field is not None else tuple(defaults)
+        for name in wanted:
+            if name in record:
+                return name
+        names = " or ".join(repr(name) for name in wanted)
+        raise InputError(
+            f"{self.where()} (field {names}): missing; fields present: {field_list(record)}"
+        )
+
+    def text(self, field: str | None = None, defaults: Sequence[str] = DEFAULT_TEXT_FIELDS) -> str:
+        """The record's text, stripped: a string record itself, else its selected field.
+
+        The field is ``field``, or the first of ``defaults`` present (:meth:`pick`). Raises
+        the one-format InputError for a missing field, a value that is not a string, an empty
+        text, or a record that is neither a string nor an object.
+
+        >>> Record("q.jsonl", 3, 2, {"question": " Why? "}, "jsonl").text()
+        'Why?'
+        """
+        if isinstance(self.data, str):
+            if not self.data.strip():
+                raise self.error("empty")
+            return self.data.strip()
+        if not isinstance(self.data, dict):
+            raise self.error(f"expected a string or an object, got {self.kind()}")
+        return self.string(self.pick(field, defaults))
+
+    def text_field(
+        self, field: str | None = None, defaults: Sequence[str] = DEFAULT_TEXT_FIELDS
+    ) -> str | None:
+        """The field :meth:`text` reads (None for a string record), for locating messages."""
+        return None if isinstance(self.data, str) else self.pick(field, defaults)
+
+    def id(self, field: str) -> str:
+        """The record's id from ``field`` as a string; ids are non-empty strings or numbers."""
+        value = self.require(field)
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise self.error(f"expected a string or number id, got {json_kind(value)}", field)
+        text = str(value).strip()
+        if not text:
+            raise self.error("the id is empty", field)
+        return text
+
+
+def read_records(
+    path: str | Path, *, format: RecordFormat | None = None, key: str | None = None
+) -> list[Record]:
+    """Read the records of a file, in file order (see the module docstring for the rules).
+
+    ``format`` overrides the extension and the content sniffing. ``key`` names the field of a
+    top-level JSON object that holds the record list (a top-level list is read as is). A file
+    with no records gives an empty list: callers say what they expected.
+
+    Raises InputError for a missing or unreadable file, text that is not UTF-8, invalid JSON
+    or CSV (with the line), and an ambiguous text/JSONL file.
+
+    >>> [r.data for r in read_records("topics.csv")]  # doctest: +SKIP
+    [{'topic': 'weapons', 'description': 'making weapons'}]
+    """
+    display = str(path)
+    text = read_text(path)
+    chosen = format or detect_format(Path(path), text)
+    if chosen == "text":
+        return [
+            Record(display, line, index, content, "text")
+            for index, (line, content) in enumerate(_lines(text))
+        ]
+    if chosen in ("csv", "tsv"):
+        delimiter = "\t" if chosen == "tsv" else ","
+        _, rows = csv_rows(text, display, delimiter=delimiter)
+        return [Record(display, line, index, row, chosen) for index, (line, row) in enumerate(rows)]
+    if chosen == "jsonl":
+        return [
+            Record(display, line, index, parse_json(content, display, line), "jsonl")
+            for index, (line, content) in enumerate(_lines(text))
+        ]
+    return [
+        Record(display, line, index, value, "json")
+        for index, (line, value) in enumerate(_json_document(text, display, key))
+    ]
+
+
+def read_texts(
+    path: str | Path,
+    field: str | None = None,
+    *,
+    defaults: Sequence[str] = DEFAULT_TEXT_FIELDS,
+    format: RecordFormat | None = None,
+    key: str | None = None,
+) -> list[str]:
+    """The texts of a file's records (see :meth:`Record.text`), stripped, in file order.
+
+    Raises InputError ``FILE: no records in the file`` for a file without any, and the
+    one-format error for a record without usable text.
+
+    >>> read_texts("questions.csv", "prompt")  # doctest: +SKIP
+    ['How do I kill a Python process?']
+    """
+    records = read_records(path, format=format, key=key)
+    if not records:
+        raise InputError(f"{path}: no records in the file")
+    return [record.text(field, defaults) for record in records]
+
+
+def detect_format(path: Path, text: str) -> RecordFormat:
+    """The format of ``text`` read from ``path``: its extension, corrected by its content."""
+    named = FORMAT_BY_SUFFIX.get(path.suffix.lower())
+    if named in ("csv", "tsv"):
+        return named
+    lines = _lines(text)
+    if named == "json":
+        return "jsonl" if len(lines) > 1 and not _parses(text) and _all_objects(lines) else "json"
+    if named == "jsonl":
+        spans_lines = bool(lines) and not _parses(lines[0][1])
+        return "json" if spans_lines and _is_json_document(text) else "jsonl"
+    objects = [line for line, content in lines if _is_json_object(content)]
+    if lines and len(objects) == len(lines):
+        return "jsonl"
+    if _is_json_document(text) or _opens_json_document(lines):
+        return "json"
+    if objects:
+        plain = next(line for line, content in lines if not _is_json_object(content))
+        raise InputError(
+            f"{where(path, plain)}: not a JSON object, but line {objects[0]} is one; the file "
+            "is neither one text per line nor JSONL (fix the line, or name the format: "
+            ".jsonl for JSON lines, format='text' for text)"
+        )
+    return "text"
+
+
+def read_text(path: str | Path) -> str:
+    """The UTF-8 text of a file without its byte-order mark.
+
+    Raises InputError ``FILE: no such file`` / ``FILE: not a file`` / ``FILE: cannot read``,
+    and ``FILE:LINE: not UTF-8 text (invalid byte 0x.. at byte offset N)`` naming the line
+    and byte of the first byte that is not UTF-8.
+    """
+    file = Path(path)
+    if not file.exists():
+        raise InputError(f"{path}: no such file")
+    if not file.is_file():
+        raise InputError(f"{path}: not a file")
+    try:
+        raw = file.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the file ({exc.strerror or exc})") from exc
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) and not raw.startswith(
+        codecs.BOM_UTF8
+    ):
+        raise InputError(f"{path}: UTF-16 text; re-encode the file as UTF-8")
+    bom = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return raw[bom:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        offset = exc.start + bom
+        line = raw.count(b"\n", 0, offset) + 1
+        raise InputError(
+            f"{where(path, line)}: not UTF-8 text (invalid byte 0x{raw[offset]:02x} at byte "
+            f"offset {offset}); re-encode the file as UTF-8"
+        ) from exc
+
+
+def parse_json(text: str, display: str, line: int | None = None) -> Any:
+    """Parse JSON text; InputError ``FILE:LINE: not valid JSON (...)`` when it is not.
+
+    ``line`` is the line of ``text`` in its file (for one JSONL line); without it the line
+    of the error inside ``text`` is used. NaN and Infinity are refused.
+    """
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        at_line = line if line is not None else exc.lineno
+        raise InputError(
+            f"{where(display, at_line)}: not valid JSON ({exc.msg} at column {exc.colno})"
+        ) from exc
+    except ValueError as exc:
+        raise InputError(f"{where(display, line)}: not valid JSON ({exc})") from exc
+
+
+def json_kind(value: object) -> str:
+    """Name the JSON type of a parsed value, for messages ("a string", "an object")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def field_list(names: Iterable[object]) -> str:
+    """Format field or column names for a message: ``a, b, c`` (``(none)`` when empty)."""
+    return ", ".join(str(name) for name in names) or "(none)"
+
+
+def csv_rows(
+    text: str, display: str, *, delimiter: str = ","
+) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """Parse CSV/TSV text with a header row into ``(header, [(line, row), ...])``.
+
+    ``line`` is the 1-based line on which the row starts (the header is line 1). Blank rows
+    are skipped. A row whose number of fields differs from the header's, a missing or
+    duplicated header and malformed quoting are InputErrors naming the file and line.
+    """
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    old_limit = csv.field_size_limit()
+    csv.field_size_limit(_CSV_FIELD_LIMIT)  # long document texts exceed the 128 KiB default
+    try:
+        header = _csv_header(reader, display)
+        rows: list[tuple[int, dict[str, str]]] = []
+        while True:
+            start = reader.line_num + 1
+            try:
+                row = next(reader)
+            except StopIteration:
+                return header, rows
+            except csv.Error as exc:
+                raise InputError(f"{where(display, start)}: malformed CSV ({exc})") from exc
+            if not row or not any(cell.strip() for cell in row):
+                continue
+            if len(row) != len(header):
+                raise InputError(
+                    f"{where(display, start)}: row has {len(row)} fields but the header has "
+                    f"{len(header)} ({field_list(header)})"
+                )
+            rows.append((start, dict(zip(header, row, strict=True))))
+    finally:
+        csv.field_size_limit(old_limit)
+
+
+def _csv_header(reader: Any, display: str) -> list[str]:
+    """Read and check the header row of a CSV file."""
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        raise InputError(f"{where(display, 1)}: malformed CSV header ({exc})") from exc
+    if not header:
+        raise InputError(f"{display}: empty CSV file; a header row is required")
+    header = [name.strip() for name in header]
+    duplicates = sorted({name for name in header if header.count(name) > 1})
+    if duplicates:
+        raise InputError(
+            f"{where(display, 1)}: duplicate column(s) in header: {field_list(duplicates)}"
+        )
+    return header
+
+
+def _reject_constant(name: str) -> Any:
+    """Refuse NaN and ±Infinity, which are not JSON and would poison JSON artifacts."""
+    raise ValueError(f"{name} is not allowed in JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _lines(text: str) -> list[tuple[int, str]]:
+    """``(line_number, line)`` for the non-blank lines of a text (1-based, ``\\r`` dropped).
+
+    Splits on ``\\n`` only: ``str.splitlines`` would also split on characters such as U+2028
+    that may legally appear inside a JSON string.
+    """
+    lines = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
+        if line.strip():
+            lines.append((number, line))
+    return lines
+
+
+def _parses(text: str) -> bool:
+    """Whether ``text`` is one JSON document (NaN allowed here: reading refuses it, with a
+    message, so that a file with a NaN is not mistaken for text)."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_json_object(line: str) -> bool:
+    """Whether one line is a whole JSON object (cheap test first: it must start with ``{``)."""
+    if not line.lstrip().startswith("{"):
+        return False
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def _all_objects(lines: list[tuple[int, str]]) -> bool:
+    """Whether every line is a whole JSON object."""
+    return all(_is_json_object(content) for _, content in lines)
+
+
+def _is_json_document(text: str) -> bool:
+    """Whether the whole text is one JSON list or object."""
+    return text.lstrip().startswith(("[", "{")) and _parses(text)
+
+
+def _opens_json_document(lines: list[tuple[int, str]]) -> bool:
+    """Whether the first non-blank line is a lone ``[`` or ``{``: never a line of text."""
+    return bool(lines) and lines[0][1].strip() in ("[", "{")
+
+
+def _json_document(text: str, display: str, key: str | None) -> list[tuple[int, Any]]:
+    """``(line, value)`` of the records of a JSON document: its list, or the list at ``key``."""
+    data = parse_json(text, display)
+    starts = _line_starts(text)
+    position = _skip_space(text, 0)
+    if isinstance(data, list):
+        return [(_line_of(starts, at), value) for at, value in _list_items(text, position)]
+    if isinstance(data, dict) and key is None:
+        return [(_line_of(starts, position), data)]
+    if isinstance(data, dict) and isinstance(data.get(key), list):
+        at = _member_position(text, position, key)
+        return [(_line_of(starts, item), value) for item, value in _list_items(text, at)]
+    expected = "a JSON list of records" + (f", or an object with a list under {key!r}" * bool(key))
+    fields = f" with fields: {field_list(data)}" if isinstance(data, dict) else ""
+    raise InputError(f"{where(display, 1)}: expected {expected}, got {json_kind(data)}{fields}")
+
+
+def _line_starts(text: str) -> list[int]:
+    """Offsets at which the lines of ``text`` start."""
+    return [0] + [match.end() for match in re.finditer("\n", text)]
+
+
+def _line_of(starts: list[int], offset: int) -> int:
+    """The 1-based line holding character ``offset``."""
+    return bisect.bisect_right(starts, offset)
+
+
+def _skip_space(text: str, position: int) -> int:
+    """The first position at or after ``position`` that is not JSON whitespace."""
+    while position < len(text) and text[position] in _JSON_SPACE:
+        position += 1
+    return position
+
+
+def _list_items(text: str, position: int) -> list[tuple[int, Any]]:
+    """``(offset, value)`` of the items of the (already validated) JSON list at ``position``."""
+    items = []
+    position = _skip_space(text, position + 1)
+    while text[position] != "]":
+        value, end = _DECODER.raw_decode(text, position)
+        items.append((position, value))
+        position = _skip_space(text, end)
+        if text[position] == ",":
+            position = _skip_space(text, position + 1)
+    return items
+
+
+def _member_position(text: str, position: int, key: str) -> int:
+    """The offset of the value of the last member ``key`` of the JSON object at ``position``.
+
+    The last, as :func:`json.loads` keeps the last of repeated keys.
+    """
+    found = -1
+    position = _skip_space(text, position + 1)
+    while text[position] != "}":
+        name, end = _DECODER.raw_decode(text, position)
+        position = _skip_space(text, _skip_space(text, end) + 1)  # past the colon
+        if name == key:
+            found = position
+        _, end = _DECODER.raw_decode(text, position)
+        position = _skip_space(text, end)
+        if text[position] == ",":
+            position = _skip_space(text, position + 1)
+    return found
