@@ -104,7 +104,7 @@ def top_k_rows(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     if k < n_cols:
         part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
         kth = np.take_along_axis(scores, part, axis=1).min(axis=1)
-        straddles = (scores >= kth[:, None]).sum(axis=1) > k
+        straddles = np.count_nonzero(scores >= kth[:, None], axis=1) > k
         if straddles.any():
             part[straddles] = np.argsort(-scores[straddles], axis=1, kind="stable")[:, :k]
     else:
