@@ -162,6 +162,7 @@ def test_overwrite_swaps_in_a_new_knowledge_base(corpus_dir: Path, tmp_path: Pat
 
 def test_dense_search_goes_through_an_exact_cosine_retriever(minilm_kb_dir: Path):
     kb = KnowledgeBase.load(minilm_kb_dir)
+    assert isinstance(kb, Retriever) and kb.query_kind == "text" and kb.dimension == 384
     store = kb.store
     assert isinstance(store, Retriever) and store.query_kind == "vector"
     assert (store.similarity, store.dimension, len(store)) == ("cosine", 384, 10)

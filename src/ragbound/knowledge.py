@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
@@ -42,10 +42,19 @@ from ragbound.corpus import (
     validate_query,
 )
 from ragbound.embedders import EmbedderInfo, canonical_spec, is_lexical, load_dense_embedder
+from ragbound.embedders.base import Similarity
 from ragbound.embedders.sentence import SentenceTransformerEmbedder, release_freed_memory
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
 from ragbound.progress import progress_bar
-from ragbound.stores import BM25Store, ExactStore, Hits, Retriever, SearchInfo, bm25_info
+from ragbound.stores import (
+    BM25Store,
+    ExactStore,
+    Hits,
+    QueryKind,
+    Retriever,
+    SearchInfo,
+    bm25_info,
+)
 
 KB_FORMAT = "ragbound.kb/1"
 MANIFEST = "manifest.json"
@@ -103,6 +112,10 @@ def corpus_hash(chunks: Sequence[Chunk]) -> str:
 class KnowledgeBase:
     """A searchable corpus. ``search`` returns top-k similarities, higher = closer.
 
+    A knowledge base is itself a text :class:`~ragbound.stores.Retriever` (query texts in,
+    :class:`~ragbound.stores.Hits` over ``chunks`` out): its embedder turns the texts into
+    vectors when its ``store`` searches vectors.
+
     Example:
         >>> kb = KnowledgeBase.build(["docs/"], embedder="minilm")  # doctest: +SKIP
         >>> kb.save("kb/")  # doctest: +SKIP
@@ -110,6 +123,8 @@ class KnowledgeBase:
         >>> hits.similarities.shape  # doctest: +SKIP
         (1, 5)
     """
+
+    query_kind: ClassVar[QueryKind] = "text"
 
     def __init__(
         self,
@@ -383,6 +398,15 @@ class KnowledgeBase:
     @property
     def fingerprint(self) -> str:
         return self.manifest.fingerprint
+
+    @property
+    def dimension(self) -> int:
+        """The embedding dimension (0 for BM25)."""
+        return self.manifest.embedder.dimension
+
+    @property
+    def similarity(self) -> Similarity:
+        return self.manifest.embedder.similarity
 
     def __len__(self) -> int:
         return len(self.chunks)

@@ -9,7 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ragbound.corpus import Document
 from ragbound.errors import InputError
+from ragbound.knowledge import KnowledgeBase
 from ragbound.stores import (
     BM25Store,
     ExactStore,
@@ -52,7 +54,15 @@ def _bm25() -> Case:
     return Case(BM25Store(TEXTS), list(QUERY_TEXTS))
 
 
-CASES: dict[str, Callable[[], Case]] = {"exact": _exact, "bm25": _bm25}
+def _knowledge() -> Case:
+    """A BM25 knowledge base: a text retriever made of chunks and a store."""
+    documents = [Document(id=f"d{i}", text=t, source=f"d{i}.txt") for i, t in enumerate(TEXTS)]
+    kb = KnowledgeBase.from_documents(documents, embedder="bm25")
+    assert [chunk.text for chunk in kb.chunks] == TEXTS
+    return Case(kb, list(QUERY_TEXTS))
+
+
+CASES: dict[str, Callable[[], Case]] = {"exact": _exact, "bm25": _bm25, "knowledge": _knowledge}
 
 
 @pytest.fixture(params=sorted(CASES), scope="module")
