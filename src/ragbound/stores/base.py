@@ -58,11 +58,12 @@ class Retriever(Protocol[Queries_contra]):
 
     ``search(queries, k)`` takes a batch of what the store indexes (``query_kind``: "vector"
     is an (n, dimension) float matrix, "text" a sequence of strings) and returns
-    :class:`Hits`: for each query the ``k`` most similar rows, similarity descending, ties
-    broken by the lower row index. ``k`` must be an int in [1, len(store)] (InputError
-    otherwise). ``dimension`` is the vector length (0 for a lexical store); ``similarity``
-    names the score (``cosine``, ``dot``, ``bm25``); ``describe()`` says exact or
-    approximate and with which parameters. Rows to leave out per query: :func:`search_excluding`.
+    :class:`Hits`: for each query the ``k`` most similar rows, similarity descending (an
+    exact store breaks ties by the lower row index), as similarities the store converted from
+    its engine's distances. ``k`` must be an int in [1, len(store)] (InputError otherwise).
+    ``dimension`` is the vector length (0 for a lexical store); ``similarity`` names the
+    score (``cosine``, ``dot``, ``bm25``); ``describe()`` says exact or approximate and with
+    which parameters. Rows to leave out per query: :func:`search_excluding`.
     """
 
     @property
