@@ -6,6 +6,7 @@ import pytest
 
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
+from ragbound.stores import Retriever, SearchInfo
 
 
 def test_build_save_load_round_trip(minilm_kb_dir: Path):
@@ -157,3 +158,43 @@ def test_overwrite_swaps_in_a_new_knowledge_base(corpus_dir: Path, tmp_path: Pat
     bees.save(target, overwrite=True)
     assert len(KnowledgeBase.load(target)) == 5
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kb"]  # no staging folders left
+
+
+def test_dense_search_goes_through_an_exact_cosine_retriever(minilm_kb_dir: Path):
+    kb = KnowledgeBase.load(minilm_kb_dir)
+    assert isinstance(kb, Retriever) and kb.query_kind == "text" and kb.dimension == 384
+    store = kb.store
+    assert isinstance(store, Retriever) and store.query_kind == "vector"
+    assert (store.similarity, store.dimension, len(store)) == ("cosine", 384, 10)
+    assert kb.describe() == SearchInfo(
+        backend="exact", exact=True, similarity="cosine", parameters={"precision": "float32"}
+    )
+    queries = ["Which dance do bees use?", "train gauge", "owls at night"]
+    hits = kb.search(queries, k=4)
+    full = kb.embed(queries) @ kb.vectors.T  # numpy brute force
+    expected = np.argsort(-full, axis=1, kind="stable")[:, :4]
+    np.testing.assert_array_equal(hits.indices, expected)
+    np.testing.assert_allclose(hits.similarities, np.take_along_axis(full, expected, 1), atol=1e-6)
+
+
+def test_bm25_search_goes_through_a_text_retriever_without_vectors(corpus_dir: Path):
+    kb = KnowledgeBase.build([corpus_dir], embedder="bm25")
+    assert isinstance(kb.store, Retriever) and kb.store.query_kind == "text"
+    assert kb.describe().backend == "bm25s" and kb.store.dimension == 0
+    with pytest.raises(InputError, match="a BM25 knowledge base has no vectors"):
+        _ = kb.vectors
+    hits = kb.search(["queen bee eggs", "steam trains"], k=3)
+    np.testing.assert_array_equal(
+        hits.indices, kb.store.search(["queen bee eggs", "steam trains"], 3).indices
+    )
+
+
+def test_an_unsaved_add_is_searched_at_once(corpus_dir: Path, tmp_path: Path):
+    kb = KnowledgeBase.build([corpus_dir / "bees"], embedder="bm25")
+    assert len(kb.store) == 5
+    (tmp_path / "owls.txt").write_text("Owls hunt mice at night.")
+    kb.add([tmp_path / "owls.txt"])
+    assert len(kb.store) == 6
+    assert kb.chunk_at(kb.search(["owls hunting mice"], k=1).indices[0, 0]).source.endswith(
+        "owls.txt"
+    )

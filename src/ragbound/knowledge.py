@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
@@ -42,10 +42,19 @@ from ragbound.corpus import (
     validate_query,
 )
 from ragbound.embedders import EmbedderInfo, canonical_spec, is_lexical, load_dense_embedder
+from ragbound.embedders.base import Similarity
 from ragbound.embedders.sentence import SentenceTransformerEmbedder, release_freed_memory
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
 from ragbound.progress import progress_bar
-from ragbound.stores import BM25Store, ExactStore, Hits, bm25_info
+from ragbound.stores import (
+    BM25Store,
+    ExactStore,
+    Hits,
+    QueryKind,
+    Retriever,
+    SearchInfo,
+    bm25_info,
+)
 
 KB_FORMAT = "ragbound.kb/1"
 MANIFEST = "manifest.json"
@@ -103,6 +112,10 @@ def corpus_hash(chunks: Sequence[Chunk]) -> str:
 class KnowledgeBase:
     """A searchable corpus. ``search`` returns top-k similarities, higher = closer.
 
+    A knowledge base is itself a text :class:`~ragbound.stores.Retriever` (query texts in,
+    :class:`~ragbound.stores.Hits` over ``chunks`` out): its embedder turns the texts into
+    vectors when its ``store`` searches vectors.
+
     Example:
         >>> kb = KnowledgeBase.build(["docs/"], embedder="minilm")  # doctest: +SKIP
         >>> kb.save("kb/")  # doctest: +SKIP
@@ -110,6 +123,8 @@ class KnowledgeBase:
         >>> hits.similarities.shape  # doctest: +SKIP
         (1, 5)
     """
+
+    query_kind: ClassVar[QueryKind] = "text"
 
     def __init__(
         self,
@@ -125,9 +140,10 @@ class KnowledgeBase:
         self.path = path
         self._embedder = embedder
         self._segment_vectors: dict[str, np.ndarray] = {}
-        self._store: ExactStore | BM25Store | None = None
-        if vectors is not None:
-            self._store = ExactStore(vectors)
+        # The knowledge base owns its vectors (it writes them to disk); the store is an index
+        # over them, built on first search and rebuilt after an add.
+        self._vectors = None if vectors is None else np.ascontiguousarray(vectors, np.float32)
+        self._store: Retriever | None = None
 
     # ----------------------------------------------------------------- building
     @classmethod
@@ -265,10 +281,9 @@ class KnowledgeBase:
         self.chunks = all_chunks
         if vectors is not None:
             self._segment_vectors[name] = vectors
-            old = None if self._store is None else self._store.vectors
-            self._store = ExactStore(vectors if old is None else np.concatenate([old, vectors]))
-        else:
-            self._store = None  # the BM25 index is rebuilt over all texts on next search
+            old = self._vectors
+            self._vectors = vectors if old is None else np.concatenate([old, vectors])
+        self._store = None  # rebuilt over every chunk on the next search
 
     # ------------------------------------------------------------- persistence
     def save(self, path: str | Path | None = None, *, overwrite: bool = False) -> Path:
@@ -355,22 +370,43 @@ class KnowledgeBase:
         return self._embedder
 
     @property
-    def store(self) -> ExactStore | BM25Store:
+    def store(self) -> Retriever:
+        """The chunks' search index, a :class:`~ragbound.stores.Retriever` whose rows are
+        ``chunks``: exact inner product over the vectors (queries are vectors) or BM25 over
+        the texts (queries are texts), built on first use."""
         if self._store is None:
-            self._store = BM25Store([chunk.text for chunk in self.chunks])
+            if self._vectors is None:
+                self._store = BM25Store([chunk.text for chunk in self.chunks])
+            else:
+                self._store = ExactStore(
+                    self._vectors, similarity=self.manifest.embedder.similarity
+                )
         return self._store
+
+    def describe(self) -> SearchInfo:
+        """How ``search`` finds neighbours (exact or approximate, with which parameters)."""
+        return self.store.describe()
 
     @property
     def vectors(self) -> np.ndarray:
-        """All chunk vectors, (n_chunks, dim) float32, rows aligned with ``chunks``."""
-        store = self.store
-        if not isinstance(store, ExactStore):
+        """Dense only: all chunk vectors held in this process, (n_chunks, dim) float32, rows
+        aligned with ``chunks``. Raises InputError for a BM25 knowledge base."""
+        if self._vectors is None:
             raise InputError("a BM25 knowledge base has no vectors")
-        return store.vectors
+        return self._vectors
 
     @property
     def fingerprint(self) -> str:
         return self.manifest.fingerprint
+
+    @property
+    def dimension(self) -> int:
+        """The embedding dimension (0 for BM25)."""
+        return self.manifest.embedder.dimension
+
+    @property
+    def similarity(self) -> Similarity:
+        return self.manifest.embedder.similarity
 
     def __len__(self) -> int:
         return len(self.chunks)
@@ -381,9 +417,9 @@ class KnowledgeBase:
         if not texts:
             raise InputError("no queries to search")
         store = self.store
-        if isinstance(store, BM25Store):
+        if store.query_kind == "text":
             return store.search(texts, k)
-        if len(texts) == 1:
+        if len(texts) == 1:  # the request path: one query, no batching overhead
             return store.search(self.embedder.encode_one(texts[0]), k)
         return store.search(self.embedder.encode(texts), k)
 

@@ -1,8 +1,12 @@
+import bm25s
+import hypothesis.strategies as st
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis.extra.numpy import arrays
 
 from ragbound.errors import InputError
-from ragbound.stores import BM25Store, ExactStore
+from ragbound.stores import BM25Store, ExactStore, top_k_rows
 
 
 def test_exact_store_returns_sorted_top_k_matching_brute_force():
@@ -45,3 +49,47 @@ def test_bm25_scores_relevant_text_highest_and_unknown_words_zero():
     assert hits.indices[0, 0] == 0 and hits.similarities[0, 0] > 0
     assert (np.diff(hits.similarities, axis=1) <= 0).all()
     assert (hits.similarities[1] == 0).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    scores=arrays(
+        np.int8, st.tuples(st.integers(1, 6), st.integers(1, 40)), elements=st.integers(-3, 3)
+    ),
+    data=st.data(),
+)
+def test_top_k_rows_equals_a_stable_full_sort_even_with_ties(scores: np.ndarray, data) -> None:
+    k = data.draw(st.integers(1, scores.shape[1]))
+    values = scores.astype(np.float32)
+    top, columns = top_k_rows(values, k)
+    expected = np.argsort(-values, axis=1, kind="stable")[:, :k]
+    np.testing.assert_array_equal(columns, expected)
+    np.testing.assert_array_equal(top, np.take_along_axis(values, expected, axis=1))
+
+
+def test_float64_store_keeps_float64_cosines():
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(50, 8))
+    query = rng.normal(size=(2, 8))
+    store = ExactStore(vectors, similarity="cosine", precision="float64")
+    hits = store.search(query, k=5)
+    full = query @ vectors.T
+    assert hits.similarities.dtype == np.float64
+    np.testing.assert_array_equal(hits.indices, np.argsort(-full, axis=1, kind="stable")[:, :5])
+    np.testing.assert_allclose(hits.similarities, np.sort(full, axis=1)[:, ::-1][:, :5], rtol=1e-12)
+    assert store.describe().parameters == {"precision": "float64"}
+
+
+def test_exact_store_refuses_a_lexical_similarity():
+    with pytest.raises(InputError, match="not bm25"):
+        ExactStore(np.eye(2, dtype=np.float32), similarity="bm25")
+
+
+def test_bm25_scores_equal_those_bm25s_retrieves():
+    texts = ["the cat sat on the mat", "dogs chase cats", "a cat and a dog", "black holes"]
+    store = BM25Store(texts)
+    queries = ["cat", "dog chase", "cat mat dog"]
+    hits = store.search(queries, k=4)
+    tokens = bm25s.tokenize(queries, stopwords="en", show_progress=False)
+    _, scores = store.retriever.retrieve(tokens, k=4, show_progress=False, n_threads=1)
+    np.testing.assert_array_equal(hits.similarities, scores)

@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ragbound.errors import ArtifactError, InputError
@@ -139,3 +140,18 @@ def test_bm25_and_unsaved_knowledge_bases_are_refused(corpus_dir: Path, tmp_path
     bm25.save(tmp_path / "bm25")
     with pytest.raises(InputError, match="dense"):
         TripwireStore.open(bm25)
+
+
+def test_tripwire_search_is_exact_over_the_live_set(kb: KnowledgeBase) -> None:
+    store = TripwireStore.open(kb)
+    queries = kb.embed(["how to poison a water supply", "bees dance"])
+    empty = store.search(queries, k=3)
+    assert empty.similarities.shape == empty.indices.shape == (2, 0)
+    store.add(read_tripwires(write_jsonl(kb.path.parent / "t.jsonl", TRIPWIRES)))
+    hits = store.search(queries, k=10)  # k above the set size: the whole set, ranked
+    full = queries @ store.vectors.T
+    expected = np.argsort(-full, axis=1, kind="stable")
+    np.testing.assert_array_equal(hits.indices, expected)
+    np.testing.assert_allclose(hits.similarities, np.take_along_axis(full, expected, 1), atol=1e-6)
+    store.remove(ids=[store.tripwires[int(expected[0, 0])].id])
+    assert store.search(queries, k=10).indices.shape == (2, 3)

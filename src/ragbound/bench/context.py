@@ -28,6 +28,7 @@ from ragbound.bench.models import (
 )
 from ragbound.errors import InputError
 from ragbound.llm import ParseError, parse_json_object
+from ragbound.stores import ExactStore, search_excluding
 
 HYDE_ANSWERS = 3
 NO_CONTEXT = "(no facts given)"
@@ -146,14 +147,18 @@ def top_k_context(
     k: int,
 ) -> list[ContextItem]:
     """The ``k`` pairs (not excluded) of highest cosine to ``query``, best first, numbered
-    from 1; ties keep set order. ``pair_vectors`` rows must be unit length."""
-    similarities = pair_vectors @ unit_rows(query)
-    order = [j for j in np.argsort(-similarities, kind="stable") if j not in excluded][:k]
+    from 1; ties keep set order; fewer when fewer are left. ``pair_vectors`` rows must be unit
+    length; cosines are float64, as the contexts recorded so far."""
+    index = ExactStore(pair_vectors, similarity="cosine", precision="float64")
+    left = len(index) - len({j for j in excluded if 0 <= j < len(index)})
+    if min(k, left) < 1:
+        return []
+    hits = search_excluding(index, unit_rows(query).reshape(1, -1), min(k, left), [excluded])
     return [
-        ContextItem(
-            number=n, qa_id=pairs[j].id, text=pair_text(pairs[j]), similarity=float(similarities[j])
+        ContextItem(number=n, qa_id=pairs[j].id, text=pair_text(pairs[j]), similarity=float(sim))
+        for n, (j, sim) in enumerate(
+            zip(hits.indices[0].tolist(), hits.similarities[0], strict=True), 1
         )
-        for n, j in enumerate(order, 1)
     ]
 
 

@@ -1,11 +1,14 @@
-"""Exact inner-product search over float32 vectors held in one contiguous matrix."""
+"""Exact inner-product search over vectors held in one contiguous matrix in this process."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
+from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
-from ragbound.stores.base import Hits, check_k
+from ragbound.stores.base import Hits, QueryKind, SearchInfo, check_k, top_k_rows
 
 # Queries are scored in blocks so a large batch never materialises n_queries x n_chunks at once.
 _BLOCK_QUERIES = 256
@@ -14,8 +17,11 @@ _BLOCK_QUERIES = 256
 class ExactStore:
     """Brute-force maximum inner product search (exact, like faiss ``IndexFlatIP``).
 
-    For unit-normalised vectors the inner product is the cosine similarity.
-    Vectors are kept as one C-contiguous float32 matrix and never copied per query.
+    A :class:`~ragbound.stores.Retriever` over vectors: ``search`` takes an (n, dimension)
+    matrix of query vectors. ``similarity`` names what the inner product is: ``cosine`` when
+    the caller's vectors are unit length (every bundled embedder), ``dot`` otherwise.
+    Vectors are kept as one C-contiguous matrix of ``precision`` (float32 unless float64 is
+    asked for) and never copied per query.
 
     Example:
         >>> store = ExactStore(np.eye(3, dtype=np.float32))
@@ -23,42 +29,52 @@ class ExactStore:
         np.int64(0)
     """
 
-    def __init__(self, vectors: np.ndarray):
+    query_kind: QueryKind = "vector"
+
+    def __init__(
+        self,
+        vectors: np.ndarray,
+        *,
+        similarity: Similarity = "dot",
+        precision: Literal["float32", "float64"] = "float32",
+    ):
         if vectors.ndim != 2:
             raise InputError(f"vectors must be 2-D (n, dim), got shape {vectors.shape}")
-        self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if similarity == "bm25":
+            raise InputError("an exact vector store scores by inner product, not bm25")
+        self.vectors = np.ascontiguousarray(vectors, dtype=np.dtype(precision))
+        self._similarity: Similarity = similarity
 
-    @property
-    def size(self) -> int:
+    def __len__(self) -> int:
         return int(self.vectors.shape[0])
 
     @property
     def dimension(self) -> int:
         return int(self.vectors.shape[1])
 
+    @property
+    def similarity(self) -> Similarity:
+        return self._similarity
+
+    def describe(self) -> SearchInfo:
+        return SearchInfo(
+            backend="exact",
+            exact=True,
+            similarity=self._similarity,
+            parameters={"precision": str(self.vectors.dtype)},
+        )
+
     def search(self, queries: np.ndarray, k: int) -> Hits:
         """Top-k inner products for each query row; rows sorted by similarity descending."""
-        check_k(k, self.size)
-        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        check_k(k, len(self))
+        queries = np.ascontiguousarray(queries, dtype=self.vectors.dtype)
         if queries.ndim != 2 or queries.shape[1] != self.dimension:
             raise InputError(
                 f"query vectors must have shape (n, {self.dimension}), got {queries.shape}"
             )
-        sims = np.empty((len(queries), k), dtype=np.float32)
+        sims = np.empty((len(queries), k), dtype=self.vectors.dtype)
         idx = np.empty((len(queries), k), dtype=np.int64)
         for start in range(0, len(queries), _BLOCK_QUERIES):
             block = slice(start, start + _BLOCK_QUERIES)
-            sims[block], idx[block] = _top_k(queries[block] @ self.vectors.T, k)
+            sims[block], idx[block] = top_k_rows(queries[block] @ self.vectors.T, k)
         return Hits(similarities=sims, indices=idx)
-
-
-def _top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k columns of each row, sorted descending (ties broken by lower index)."""
-    if k < scores.shape[1]:
-        part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-    else:
-        part = np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
-    part_scores = np.take_along_axis(scores, part, axis=1)
-    order = np.lexsort((part, -part_scores), axis=1)
-    idx = np.take_along_axis(part, order, axis=1)
-    return np.take_along_axis(scores, idx, axis=1), idx.astype(np.int64)

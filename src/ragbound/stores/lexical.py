@@ -7,11 +7,13 @@ from importlib import metadata
 
 import numpy as np
 
-from ragbound.embedders.base import EmbedderInfo
-from ragbound.stores.base import Hits, check_k
+from ragbound.embedders.base import EmbedderInfo, Similarity
+from ragbound.stores.base import Hits, QueryKind, SearchInfo, check_k, top_k_rows
 
 BM25_K1 = 1.5
 BM25_B = 0.75
+# Queries are scored in blocks so a large batch never holds n_queries x n_chunks scores at once.
+_BLOCK_QUERIES = 256
 
 
 def bm25_info() -> EmbedderInfo:
@@ -29,9 +31,15 @@ def bm25_info() -> EmbedderInfo:
 class BM25Store:
     """A BM25 index over texts. Rebuilt from the texts on load (no pickled index on disk).
 
+    A :class:`~ragbound.stores.Retriever` over texts: ``search`` takes a list of query texts.
     Scores are BM25 relevance (>= 0, higher = closer), so every test statistic reads them
-    exactly like cosine similarities.
+    exactly like cosine similarities. Top-k is taken from each query's full score row with
+    the stores' shared :func:`~ragbound.stores.base.top_k_rows` (ties: lower row first).
     """
+
+    query_kind: QueryKind = "text"
+    dimension = 0
+    similarity: Similarity = "bm25"
 
     def __init__(self, texts: Sequence[str]):
         import bm25s
@@ -43,25 +51,32 @@ class BM25Store:
         self.vocab: dict[str, int] = dict(tokens.vocab)
         self._size = len(texts)
 
-    @property
-    def size(self) -> int:
+    def __len__(self) -> int:
         return self._size
+
+    def describe(self) -> SearchInfo:
+        return SearchInfo(
+            backend="bm25s",
+            exact=True,
+            similarity="bm25",
+            parameters={"k1": BM25_K1, "b": BM25_B, "stopwords": "en"},
+        )
 
     def search(self, queries: Sequence[str], k: int) -> Hits:
         """Top-k BM25 scores per query; a query with no indexed word scores 0 everywhere."""
-        from bm25s.tokenization import Tokenized
-
-        check_k(k, self.size)
+        check_k(k, self._size)
         token_lists = self._bm25s.tokenize(
             list(queries), stopwords="en", return_ids=False, show_progress=False
         )
         ids = [[self.vocab[t] for t in tokens if t in self.vocab] for tokens in token_lists]
-        scores = np.zeros((len(ids), k), dtype=np.float32)
-        indices = np.tile(np.arange(k, dtype=np.int64), (len(ids), 1))
-        known = [i for i, row in enumerate(ids) if row]
-        if known:
-            query = Tokenized(ids=[ids[i] for i in known], vocab=self.vocab)
-            idx, top = self.retriever.retrieve(query, k=k, show_progress=False, n_threads=1)
-            indices[known] = idx
-            scores[known] = top
+        scores = np.empty((len(ids), k), dtype=np.float32)
+        indices = np.empty((len(ids), k), dtype=np.int64)
+        for start in range(0, len(ids), _BLOCK_QUERIES):
+            block = ids[start : start + _BLOCK_QUERIES]
+            full = np.zeros((len(block), self._size), dtype=np.float32)
+            for row, query_ids in enumerate(block):
+                if query_ids:
+                    full[row] = self.retriever.get_scores_from_ids(query_ids)
+            rows = slice(start, start + len(block))
+            scores[rows], indices[rows] = top_k_rows(full, k)
         return Hits(similarities=scores, indices=indices)

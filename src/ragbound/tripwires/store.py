@@ -31,7 +31,7 @@ from ragbound.artifacts import (
 )
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
-from ragbound.stores import ExactStore, Hits
+from ragbound.stores import ExactStore, Hits, Retriever
 from ragbound.tripwires.files import check_unique_ids
 from ragbound.tripwires.models import (
     TRIPWIRE_FORMAT,
@@ -47,6 +47,10 @@ TRIPWIRE_DIR = "tripwires"
 
 class TripwireStore:
     """The tripwires of one saved knowledge base; ``search`` is exact inner product.
+
+    Tripwires are few (hundreds to thousands) and live as files beside the knowledge base,
+    so they are always searched by an in-process exact :class:`~ragbound.stores.Retriever`,
+    whatever store holds the knowledge's chunks.
 
     Example:
         >>> kb = KnowledgeBase.load("kb/")  # doctest: +SKIP
@@ -67,7 +71,7 @@ class TripwireStore:
         self.manifest = manifest
         self.tripwires = tripwires
         self.vectors = vectors
-        self._store = ExactStore(vectors) if len(tripwires) else None
+        self._index = _index(kb, vectors)
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -97,11 +101,12 @@ class TripwireStore:
         return dict(sorted(Counter(t.topic for t in self.tripwires).items()))
 
     def search(self, query_vectors: np.ndarray, k: int) -> Hits:
-        """Top-min(k, n) tripwires per query (rows into ``tripwires``), similarity descending."""
-        if self._store is None:
+        """Top-min(k, n) tripwires per query (rows into ``tripwires``), similarity descending;
+        no columns while the set is empty."""
+        if self._index is None:
             n = len(query_vectors)
             return Hits(np.empty((n, 0), np.float32), np.empty((n, 0), np.int64))
-        return self._store.search(query_vectors, min(k, len(self.tripwires)))
+        return self._index.search(query_vectors, min(k, len(self._index)))
 
     # ------------------------------------------------------------------ changes
     def add(
@@ -187,8 +192,15 @@ class TripwireStore:
         write_json(root / TRIPWIRE_MANIFEST, manifest.model_dump(mode="json"))  # commit point
         _remove_stale(folder, generation)
         self.manifest, self.tripwires, self.vectors = manifest, tripwires, vectors
-        self._store = ExactStore(vectors) if tripwires else None
+        self._index = _index(self.kb, vectors)
         return change
+
+
+def _index(kb: KnowledgeBase, vectors: np.ndarray) -> Retriever | None:
+    """An exact index over the tripwire vectors, scored like the knowledge (None when empty)."""
+    if not len(vectors):
+        return None
+    return ExactStore(vectors, similarity=kb.manifest.embedder.similarity)
 
 
 def _root(kb: KnowledgeBase) -> Path:
