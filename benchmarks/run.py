@@ -116,13 +116,12 @@ def shift_part(guard: Guard, ook: dict[str, list[str]], ik_test: list[str]) -> d
     """Paper Figure 5 (rejection rate per IK ratio), the KS / monitor speed targets, and a
     run folder (bench_out/run) that `ragbound report` turns into a page."""
     from ragbound.report import record_evaluation, record_windows
-    from ragbound.report.run import write_rejection
 
     part = shift.rejection_rates(guard, datasets.pubmedqa_questions(), ook)
     run_dir = OUT / "run"
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    write_rejection(run_dir, part)
+    shift.write_rejection(run_dir, part)
     scored = statistic_scores(guard, ik_test, ook["MMLU-Med"])
     report = evaluate(guard, ik_test, ook["MMLU-Med"], samples=300, runs=10, scored=scored)
     record_evaluation(run_dir, report, scored)
