@@ -32,6 +32,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 
+# each benchmark writes its own section of docs/benchmarks.md (raw numbers in bench_out/);
+# `$(BIN)/python -m benchmarks.run shift|tripwires|synthetic|llm-speed|warm-synth` reruns one
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
 

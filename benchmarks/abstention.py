@@ -15,7 +15,7 @@ a documented subset, seeded:
 
 Then both evaluators (abstention, factuality) judge every answer, and a warm rerun of the whole
 benchmark into fresh run directories is timed (target < 60 s). Writes bench_out/abstention.json
-and bench_out/abstention.md.
+and its section of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -28,12 +28,19 @@ import time
 from pathlib import Path
 
 from benchmarks.datasets import data_root
+from benchmarks.doc import markdown_table, write_section
 from ragbound.artifacts import write_json
 from ragbound.bench.config import BenchConfig, ModelSpec
 from ragbound.bench.evaluate import evaluate_run
 from ragbound.bench.experiment import run_experiment
 from ragbound.bench.qa import import_qa
-from ragbound.bench.results import BenchResults, bench_results, manifest_groups, write_results
+from ragbound.bench.results import (
+    BenchResults,
+    CellResult,
+    bench_results,
+    manifest_groups,
+    write_results,
+)
 from ragbound.llm import CachedLLM, GenerationParams, ResponseCache
 from ragbound.llm.local import LocalLlama
 
@@ -50,6 +57,15 @@ PROMPTS = os.environ.get(
     "BENCH_ABSTENTION_PROMPTS", "bench-system-conservative,bench-system-basic"
 ).split(",")
 PROGRESS = sys.stderr.isatty()  # bars on a terminal, nothing in a log file
+TITLE = "Leave-one-out abstention on PolicyBench (`make bench-abstention`)"
+RATE_HEADER = [
+    "strategy",
+    "system prompt",
+    "domain",
+    "n",
+    "abstention",
+    "factuality (non-abstentions)",
+]
 N_CTX = 8192  # the long-context prompts of BTT reach about 4,000 tokens
 
 
@@ -147,28 +163,40 @@ def main() -> None:
         "results": {name: r.model_dump(mode="json") for name, r in found.items()},
     }
     (OUT / "abstention.json").write_text(json.dumps(report, indent=2))
-    (OUT / "abstention.md").write_text("\n".join(markdown(report, found)) + "\n")
-    print((OUT / "abstention.md").read_text())
+    body = "\n".join(markdown(report, found))
+    print(body)
+    print(f"written to {write_section('abstention', TITLE, body)}")
 
 
 def markdown(report: dict, found: dict[str, BenchResults]) -> list[str]:
-    """The rates table (one row per cell and domain) and the timing lines, as Markdown."""
-    lines = [
-        f"Measured {report['date']}: {report['per_domain']} questions per domain, target and "
-        "evaluator = the bundled Qwen2.5-Coder-1.5B (local), 95% Wilson intervals.",
+    """The rates table of every cell, per domain folded away, and the timing line."""
+    cells = [cell for result in found.values() for e in result.evaluators for cell in e.cells]
+    groups = [cell for result in found.values() for e in result.evaluators for cell in e.by_group]
+    return [
+        f"{report['per_domain']} questions per domain, target and evaluator = the bundled "
+        "Qwen2.5-Coder-1.5B (local), 95% Wilson intervals.",
         "",
-        "| strategy | prompt | domain | n | abstention | factuality (non-abstentions) |",
-        "|---|---|---|---|---|---|",
+        *markdown_table(RATE_HEADER, [_rate_row(cell) for cell in cells]),
+        "",
+        "<details><summary>per domain</summary>",
+        "",
+        *markdown_table(RATE_HEADER, [_rate_row(cell) for cell in groups]),
+        "",
+        "</details>",
+        "",
+        _timing_line(report),
     ]
-    for result in found.values():
-        for evaluator in result.evaluators:
-            for cell in [*evaluator.cells, *evaluator.by_group]:
-                lines.append(
-                    f"| {cell.strategy} | {cell.system_prompt} | {cell.group or 'all'} | "
-                    f"{cell.n_inputs} | {cell.abstention.text()} | {cell.factuality.text()} |"
-                )
-    lines += ["", _timing_line(report)]
-    return lines
+
+
+def _rate_row(cell: CellResult) -> list[str]:
+    return [
+        cell.strategy,
+        cell.system_prompt,
+        cell.group or "all",
+        str(cell.n_inputs),
+        cell.abstention.text(),
+        cell.factuality.text(),
+    ]
 
 
 def _timing_line(report: dict) -> str:

@@ -21,17 +21,18 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from benchmarks import baselines, datasets, llm_speed, shift, synthetic, tripwires
+from benchmarks.doc import machine_description, markdown_table, write_section
 from ragbound.detect import Guard
 from ragbound.detect.evaluate import evaluate, split_queries, statistic_scores
 from ragbound.knowledge import KnowledgeBase
@@ -52,20 +53,20 @@ def main() -> None:
         results = json.loads((OUT / "results.json").read_text())
         kb = KnowledgeBase.build([corpus], embedder="minilm")
         results["shift"] = shift_part(Guard.calibrate(kb, calibration, k=32), ook, ik_test)
-        save(results)
+        save(results, ["shift"])
         return
     if sys.argv[1:] == ["tripwires"]:
         results = json.loads((OUT / "results.json").read_text())
         kb = KnowledgeBase.build([corpus], embedder="minilm")
         results["tripwires"] = tripwire_part(kb)
-        save(results)
+        save(results, ["tripwires"])
         return
     if sys.argv[1:] == ["llm-speed"]:
         results = json.loads((OUT / "results.json").read_text())
         kb = KnowledgeBase.build([corpus], embedder="minilm")
         kb.save(OUT / "kb-minilm", overwrite=True)
         results.setdefault("synthetic", {})["speed"] = llm_speed.generation_speed(kb)
-        save(results)
+        save(results, ["llm-speed"])
         return
     if sys.argv[1:] == ["warm-synth"]:  # a cold cache first generates 300 queries (~1 h)
         results = json.loads((OUT / "results.json").read_text())
@@ -73,16 +74,16 @@ def main() -> None:
         kb.save(OUT / "kb-minilm", overwrite=True)
         warm_s = llm_speed.warm_synth_seconds(kb.path)
         results.setdefault("synthetic", {})["warm_synth_s"] = warm_s
-        save(results)
+        save(results, ["warm-synth"])
         return
     if sys.argv[1:] == ["synthetic"]:
         results = json.loads((OUT / "results.json").read_text())
         kb = KnowledgeBase.build([corpus], embedder="minilm")
         kb.save(OUT / "kb-minilm", overwrite=True)
         results["synthetic"] = synthetic_part(kb, calibration, ik_test, ook)
-        save(results)
+        save(results, ["synthetic", "llm-speed", "warm-synth"])
         return
-    results: dict = {"machine": machine(), "date": time.strftime("%Y-%m-%d")}
+    results: dict = {"machine": machine_description(), "date": time.strftime("%Y-%m-%d")}
     for embedder in ("minilm", "bm25"):
         kb, build_s = timed(lambda e=embedder: KnowledgeBase.build([corpus], embedder=e))
         kb.save(OUT / f"kb-{embedder}", overwrite=True)
@@ -103,11 +104,11 @@ def main() -> None:
             results["tripwires"] = tripwire_part(kb)
         if embedder == "minilm" and os.environ.get("BENCH_SYNTH", "1") != "0":
             results["synthetic"] = synthetic_part(kb, calibration, ik_test, ook)
-    save(results)  # before the long memory run, so its failure loses nothing
+    save(results, SECTIONS)  # before the long memory run, so its failure loses nothing
     memory_chunks = int(os.environ.get("BENCH_MEMORY_CHUNKS", "100000"))
     if memory_chunks:
         results["memory"] = peak_memory(memory_chunks)
-        save(results)
+        save(results, ["speed"])
     print_speed(results)
     console.print(f"results saved to {OUT / 'results.json'}")
 
@@ -116,13 +117,12 @@ def shift_part(guard: Guard, ook: dict[str, list[str]], ik_test: list[str]) -> d
     """Paper Figure 5 (rejection rate per IK ratio), the KS / monitor speed targets, and a
     run folder (bench_out/run) that `ragbound report` turns into a page."""
     from ragbound.report import record_evaluation, record_windows
-    from ragbound.report.run import write_rejection
 
     part = shift.rejection_rates(guard, datasets.pubmedqa_questions(), ook)
     run_dir = OUT / "run"
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    write_rejection(run_dir, part)
+    shift.write_rejection(run_dir, part)
     scored = statistic_scores(guard, ik_test, ook["MMLU-Med"])
     report = evaluate(guard, ik_test, ook["MMLU-Med"], samples=300, runs=10, scored=scored)
     record_evaluation(run_dir, report, scored)
@@ -153,13 +153,12 @@ def shift_markdown(results: dict) -> list[str]:
     header, rows = shift_rows(part)
     ks, mon = part["ks_speed"], part["monitor_speed"]
     return [
-        "",
-        f"**Offline shift test** (paper Figure 5): KS rejection rate at alpha = 5%, reference "
+        f"KS rejection rate at alpha = 5%, reference "
         f"{part['size']} PubMedQA questions, test batch of {part['size']} with the given "
         f"in-knowledge ratio, {part['trials']} trials per ratio. Ratio 1.0 is no shift: its "
         "rate is the false-alarm rate (target <= 0.07).",
         "",
-        *_md_table(header, rows),
+        *markdown_table(header, rows),
         "",
         "| shift measure | measured | target |",
         "|---|---|---|",
@@ -290,26 +289,27 @@ def tripwire_markdown(results: dict) -> list[str]:
     part = results.get("tripwires")
     if not part or "quality" not in part:
         return []
-    lines = ["", "**Tripwires** (RAR): HarmfulQA tripwires in the PubMedQA knowledge base", ""]
+    lines = ["HarmfulQA tripwires in the PubMedQA knowledge base.", ""]
     for title, header, rows in tripwire_tables(part):
-        lines += [f"*{title}*", "", *_md_table(header, rows), ""]
+        lines += [f"*{title}*", "", *markdown_table(header, rows), ""]
     return lines
 
 
-def save(results: dict) -> None:
+def save(results: dict, parts: Iterable[str] = ()) -> None:
+    """Write bench_out/results.json, and the tables of ``parts`` into docs/benchmarks.md."""
     OUT.mkdir(exist_ok=True)
     (OUT / "results.json").write_text(json.dumps(results, indent=2))
-    (OUT / "results.md").write_text(markdown(results))
+    for name in parts:
+        title, render = SECTIONS[name]
+        lines = render(results)
+        if lines:
+            write_section(name, title, "\n".join(lines))
 
 
 def timed(fn):
     start = time.perf_counter()
     value = fn()
     return value, time.perf_counter() - start
-
-
-def machine() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def raw_encode_rate(kb: KnowledgeBase) -> float:
@@ -514,11 +514,6 @@ def _rich_table(title: str, header: list[str], rows: list[list[str]]) -> Table:
     return table
 
 
-def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(row) + " |" for row in rows]
-
-
 def print_synthetic(part: dict) -> None:
     console.print(
         _rich_table(
@@ -560,45 +555,56 @@ def synthetic_markdown(results: dict) -> list[str]:
     part = results.get("synthetic") or {}
     lines: list[str] = []
     if "table" in part:
-        lines += ["", "**Synthetic vs real calibration** (MSS, alpha = 5%, minilm)", ""]
-        lines += _md_table(SYNTH_HEADER, synthetic_rows(part))
+        lines += ["**Synthetic vs real calibration** (MSS, alpha = 5%, minilm)", ""]
+        lines += markdown_table(SYNTH_HEADER, synthetic_rows(part))
         header, rows = statistic_rows(part)
         lines += ["", "**Every statistic, real vs synthetic calibration** (the default step)", ""]
-        lines += _md_table(header, rows)
+        lines += markdown_table(header, rows)
     if "baselines" in part:
         embed = part["baselines"]["embed_ms"]
         lines += ["", f"**Baselines** (query embedding, shared by all: {embed:.1f} ms)", ""]
-        lines += _md_table(BASELINE_HEADER, baseline_rows(part))
+        lines += markdown_table(BASELINE_HEADER, baseline_rows(part))
     if "judge" in part:
         n = part["judge"]["n_per_set"]
         lines += ["", f"**LLM relevance judge** on a subset ({n} queries per set, seed 0)", ""]
-        lines += _md_table(["method", *BASELINE_HEADER[1:5], "ms/query"], judge_rows(part))
-    if "speed" in part:
-        sp = part["speed"]
-        lines += [
-            "",
-            "| local LLM measure | ours | baseline (same run) | ratio | target |",
-            "|---|---|---|---|---|",
-            f"| generation, tokens/s (baseline: bare llama-cpp-python loop, {sp['prompts']} "
-            f"prompts x {sp['passes']}) | {sp['ours_tokens_per_s']:.2f} | "
-            f"{sp['bare_tokens_per_s']:.2f} | {sp['ratio']:.2f} | >= 0.90 |",
-        ]
-    if "warm_synth_s" in part:
-        if "speed" not in part:
-            lines += [
-                "",
-                "| local LLM measure | ours | baseline | ratio | target |",
-                "|---|---|---|---|---|",
-            ]
-        lines.append(
-            f"| `ragbound synth --n 300`, warm cache, s | {part['warm_synth_s']:.2f} | | | < 2 |"
-        )
+        lines += markdown_table(["method", *BASELINE_HEADER[1:5], "ms/query"], judge_rows(part))
     return lines
 
 
-def markdown(results: dict) -> str:
-    """The quality tables as Markdown, ready for the README."""
-    lines = [f"Measured {results['date']} on {results['machine']}.", ""]
+def llm_speed_markdown(results: dict) -> list[str]:
+    """Local generation speed against a bare llama-cpp-python loop."""
+    sp = (results.get("synthetic") or {}).get("speed")
+    if not sp:
+        return []
+    return markdown_table(
+        ["local LLM measure", "ours", "baseline (same run)", "ratio", "target"],
+        [
+            [
+                f"generation, tokens/s (baseline: bare llama-cpp-python loop, {sp['prompts']} "
+                f"prompts x {sp['passes']})",
+                f"{sp['ours_tokens_per_s']:.2f}",
+                f"{sp['bare_tokens_per_s']:.2f}",
+                f"{sp['ratio']:.2f}",
+                ">= 0.90",
+            ]
+        ],
+    )
+
+
+def warm_synth_markdown(results: dict) -> list[str]:
+    """``ragbound synth --n 300`` rerun on a warm response cache."""
+    seconds = (results.get("synthetic") or {}).get("warm_synth_s")
+    if seconds is None:
+        return []
+    return markdown_table(
+        ["measure", "measured", "target"],
+        [["`ragbound synth --n 300`, warm response cache, s", f"{seconds:.2f}", "< 2"]],
+    )
+
+
+def quality_markdown(results: dict) -> list[str]:
+    """The 7 statistics x {near, far} table of each embedder, as Markdown lines."""
+    lines: list[str] = []
     for embedder in ("minilm", "bm25"):
         quality = results[embedder]["quality"]
         header = ["statistic"] + [
@@ -613,13 +619,7 @@ def markdown(results: dict) -> str:
                 row += [f"{m[key]:.3f}" for key in ("auroc", "auprc", "tpr_at_5_fpr", "der")]
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
-    return "\n".join(
-        lines
-        + speed_markdown(results)
-        + shift_markdown(results)
-        + tripwire_markdown(results)
-        + synthetic_markdown(results)
-    )
+    return lines
 
 
 def speed_markdown(results: dict) -> list[str]:
@@ -646,6 +646,18 @@ def speed_markdown(results: dict) -> list[str]:
             f"(vectors: {mem['vectors_mb']:.0f} MB) | {mem['peak_mb']:.0f} | | | < 1500 |"
         )
     return ["", *rows, ""]
+
+
+# docs/benchmarks.md section name -> (title, its Markdown lines from the saved results)
+SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
+    "quality": ("Out-of-knowledge detection (paper Table 1b set-up)", quality_markdown),
+    "speed": ("Speed and memory", speed_markdown),
+    "shift": ("Offline shift test (paper Figure 5) and monitor speed", shift_markdown),
+    "tripwires": ("Tripwires (RAR)", tripwire_markdown),
+    "synthetic": ("Synthetic vs real calibration and the baselines", synthetic_markdown),
+    "llm-speed": ("Local LLM generation speed", llm_speed_markdown),
+    "warm-synth": ("Synthetic queries on a warm cache", warm_synth_markdown),
+}
 
 
 if __name__ == "__main__":

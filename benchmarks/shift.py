@@ -17,10 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ragbound.artifacts import write_json
 from ragbound.detect import Guard
 from ragbound.detect.guard import search_in_batches
 from ragbound.detect.monitor import MonitorState, ShiftMonitor, WindowResult, WindowSpec
 from ragbound.progress import progress_bar
+from ragbound.report.run import REJECTION
 from ragbound.stats import ks_two_sample
 
 RATIOS = tuple(round(0.1 * i, 1) for i in range(11))
@@ -53,6 +55,13 @@ def rejection_rates(
             for name, sims in sims_ook.items()
         }
     return out
+
+
+def write_rejection(run_dir: Path, experiment: dict) -> Path:
+    """Save a rejection-rate experiment in a run folder, where ``ragbound report`` plots it."""
+    path = run_dir / REJECTION
+    write_json(path, json.loads(json.dumps(experiment)))  # plain JSON types only
+    return path
 
 
 def _curve(ik: np.ndarray, ook: np.ndarray, trials: int, seed: int, label: str) -> dict:

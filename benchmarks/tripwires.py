@@ -29,6 +29,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,7 @@ from ragbound.corpus import Chunk
 from ragbound.knowledge import KnowledgeBase
 from ragbound.stats import rejection_rates
 from ragbound.tripwires import Tripwire, TripwireGuard, TripwireRule, TripwireStore, tune_rule
+from ragbound.tripwires.cascade import ModerationVerdict, moderate
 from ragbound.tripwires.models import tripwire_id
 
 HELD_OUT = ("Philosophy and Ethics", "Social Sciences", "Mathematics and Logic")
@@ -156,8 +158,6 @@ def cascade(kb: KnowledgeBase, data: dict, rule: TripwireRule) -> dict | None:
         llm = CachedLLM(make_llm("local"), ResponseCache())
     except Exception as exc:  # the local extra is optional
         return {"skipped": str(exc)}
-    from ragbound.tripwires.cascade import moderate
-
     rng = random.Random(SEED)
     unsafe = rng.sample(data["test_in_topic"], CASCADE_PER_SIDE)
     safe = rng.sample(data["test_safe"]["XSTest safe"], CASCADE_PER_SIDE)
@@ -168,12 +168,13 @@ def cascade(kb: KnowledgeBase, data: dict, rule: TripwireRule) -> dict | None:
     tripwire_s = (time.perf_counter() - start) / len(queries)
     verdicts = moderate(llm, queries, progress=True)
     llm_rejects = np.array([v.rejected is True for v in verdicts])
+    both = [decision is True for decision in cascade_decisions(tripped, verdicts)]
     errors = sum(v.verdict is None for v in verdicts)
     seconds = [v.seconds for v in verdicts]
     layers = {
         "tripwires": tripped,
         "LLM judge": llm_rejects,
-        "tripwires then LLM": tripped | llm_rejects,
+        "tripwires then LLM": np.array(both),
     }
     return {
         "per_side": CASCADE_PER_SIDE,
@@ -191,6 +192,22 @@ def cascade(kb: KnowledgeBase, data: dict, rule: TripwireRule) -> dict | None:
             for name, rejected in layers.items()
         },
     }
+
+
+def cascade_decisions(
+    tripwire_rejected: Sequence[bool], llm_verdicts: Sequence[ModerationVerdict | None]
+) -> list[bool | None]:
+    """Tripwires then LLM: rejected by the tripwires, else the LLM's decision (None: error).
+
+    ``llm_verdicts[i]`` may be None where the tripwires already rejected (the LLM was not asked).
+    """
+    decisions: list[bool | None] = []
+    for tripped, verdict in zip(tripwire_rejected, llm_verdicts, strict=True):
+        if tripped:
+            decisions.append(True)
+        else:
+            decisions.append(None if verdict is None else verdict.rejected)
+    return decisions
 
 
 def latency(kb: KnowledgeBase, queries: list[str], k: int = 5) -> dict:

@@ -22,7 +22,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from ragbound import __version__
+from ragbound._version import __version__
 from ragbound.artifacts import (
     iter_jsonl,
     read_manifest,

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.shift import write_rejection
 from ragbound.detect import Guard
 from ragbound.detect.evaluate import evaluate, statistic_scores
 from ragbound.detect.monitor import ShiftMonitor, WindowSpec
@@ -17,7 +18,6 @@ from ragbound.detect.shift import shift_test
 from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.report import load_run, record_evaluation, record_shift, record_windows, write_report
-from ragbound.report.run import write_rejection
 from ragbound.stats import ks_two_sample
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, MORE_OUT_OF_KNOWLEDGE, OUT_OF_KNOWLEDGE
 

@@ -1,4 +1,4 @@
-"""TripwireGuard decisions, rule tuning, the LLM cascade and generation (scripted LLM)."""
+"""TripwireGuard decisions, rule tuning and generation (scripted LLM)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from ragbound.tripwires import (
     save_rule,
     tune_rule,
 )
-from ragbound.tripwires.cascade import cascade_decisions, moderate
 from ragbound.tripwires.generate import TopicSpec, generate_tripwires, parse_requests
 from tests.llm.llm_fakes import ScriptedLLM
 from tests.tripwires.tripwire_texts import SAFE, TRIPWIRES, UNSAFE
@@ -109,26 +108,6 @@ def test_tuning_refuses_one_class_and_unknown_objectives(guarded_kb: Path) -> No
         tune_rule(guard, UNSAFE, [True] * len(UNSAFE))
     with pytest.raises(InputError, match="objective"):
         tune_rule(guard, UNSAFE + SAFE, [True] * 4 + [False] * 4, objective="speed")  # type: ignore[arg-type]
-
-
-def test_cascade_judge_reads_tags_and_reports_bad_replies() -> None:
-    llm = ScriptedLLM(
-        [
-            "It asks how to hurt someone. <verdict>reject</verdict>",
-            "Harmless. <verdict>ALLOW</verdict>",
-            "I think maybe.",
-            "still no tag",
-            "nope",  # three attempts, never a verdict
-        ]
-    )
-    verdicts = moderate(llm, ["q1", "q2", "q3"], concurrency=1)
-    assert [v.verdict for v in verdicts] == ["reject", "allow", None]
-    assert verdicts[0].reasoning == "It asks how to hurt someone." and verdicts[2].error
-    assert cascade_decisions([True, False, False], [None, verdicts[1], verdicts[2]]) == [
-        True,
-        False,
-        None,
-    ]
 
 
 def test_generation_keeps_what_succeeded_and_reports_refusals() -> None:

@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
-from ragbound import __version__
+from ragbound._version import __version__
 from ragbound.artifacts import (
     iter_jsonl,
     read_manifest,

@@ -1,14 +1,42 @@
-"""Run folders, PNG plots and one self-contained HTML report (images inline, no network)."""
+"""Run folders, PNG plots and one self-contained HTML report (images inline, no network).
 
-from ragbound.report.html import render_report, write_report
-from ragbound.report.run import RunData, load_run, record_evaluation, record_shift, record_windows
+Layering: ``report`` sits above the feature packages and below the CLI. It reads result
+models (pydantic models such as ``EvaluationReport``, ``ShiftReport``, ``WindowResult``,
+``TuningResult``, ``BenchResults``) and plain JSON, and the benchmark run directory through its
+own reader (``ragbound.bench.rundir.RunDir``, ``slug``, ``ragbound.bench.results.current_results``);
+it calls no detector, store or model. No package but the CLI imports ``report``
+(``tests/report/test_report_layering.py`` checks both directions).
+
+Public API: ``load_run`` -> ``RunData`` -> ``render_report`` / ``write_report``; ``images`` and
+``save_pngs`` for the same plots as PNG files; the ``record_*`` writers of a run folder; and
+the building blocks in ``report.markup`` (``escape``, ``table``, ``figure``) and
+``report.plots`` (``pyplot``, ``to_png``) for new sections.
+"""
+
+from ragbound.report.html import images, render_report, write_report
+from ragbound.report.plots import save_pngs
+from ragbound.report.run import (
+    RunData,
+    ScoredValues,
+    load_run,
+    record_evaluation,
+    record_shift,
+    record_tuning,
+    record_windows,
+    score_lists,
+)
 
 __all__ = [
     "RunData",
+    "ScoredValues",
+    "images",
     "load_run",
     "record_evaluation",
     "record_shift",
+    "record_tuning",
     "record_windows",
     "render_report",
+    "save_pngs",
+    "score_lists",
     "write_report",
 ]

@@ -6,8 +6,8 @@ import numpy as np
 
 from ragbound.bench.results import BenchResults, CellResult, EvaluatorResults, Rate
 from ragbound.bench.rundir import slug
-from ragbound.report.html import _e, _img, _table
-from ragbound.report.plots import _png, _pyplot
+from ragbound.report.markup import escape, figure, table
+from ragbound.report.plots import pyplot, to_png
 
 CELL_HEADER = ["model", "strategy", "prompt", "inputs", "answered", "evaluated"]
 RATE_HEADER = ["abstention", "factuality", "left out"]
@@ -25,9 +25,9 @@ def bench_images(results: BenchResults) -> dict[str, bytes]:
 
 def rates_chart(results: EvaluatorResults) -> bytes:
     """Abstention and factuality rate per cell, error bars = the confidence interval."""
-    plt = _pyplot()
+    plt = pyplot()
     cells = results.cells
-    figure, axis = plt.subplots(figsize=(max(5.2, 1.1 * len(cells) + 1.5), 3.6))
+    chart, axis = plt.subplots(figsize=(max(5.2, 1.1 * len(cells) + 1.5), 3.6))
     positions = np.arange(len(cells))
     width = 0.38
     for offset, name in ((-width / 2, "abstention"), (width / 2, "factuality")):
@@ -45,7 +45,7 @@ def rates_chart(results: EvaluatorResults) -> bytes:
     axis.set_ylim(0, 1.05)
     axis.set_ylabel("rate")
     axis.legend(fontsize=8)
-    return _png(figure)
+    return to_png(chart)
 
 
 def bench_section(results: BenchResults, pictures: dict[str, bytes]) -> str:
@@ -59,20 +59,20 @@ def bench_section(results: BenchResults, pictures: dict[str, bytes]) -> str:
     ]
     for judged in results.evaluators:
         stem = f"bench-{slug(judged.evaluator)}"
-        parts.append(f"<h3>Judged by <code>{_e(judged.evaluator)}</code></h3>")
-        parts.append(_table(CELL_HEADER + RATE_HEADER, _rows(judged.cells), stem))
+        parts.append(f"<h3>Judged by <code>{escape(judged.evaluator)}</code></h3>")
+        parts.append(table(CELL_HEADER + RATE_HEADER, _rows(judged.cells), stem))
         if judged.by_group:
             rows = [
-                [_e(cell.group or ""), *row]
+                [escape(cell.group or ""), *row]
                 for cell, row in zip(judged.by_group, _rows(judged.by_group), strict=True)
             ]
-            parts.append(_table(["group", *CELL_HEADER, *RATE_HEADER], rows, f"{stem}-groups"))
+            parts.append(table(["group", *CELL_HEADER, *RATE_HEADER], rows, f"{stem}-groups"))
         parts += [_shares(judged, spec, f"{stem}-{slug(spec)}") for spec in judged.custom_specs()]
         if judged.stray_verdicts:
             parts.append(f"<p>{judged.stray_verdicts} verdict(s) on unanswered inputs ignored.</p>")
         if stem in pictures:
             parts.append(
-                _img(pictures, stem, f"rates judged by {judged.evaluator}, with intervals")
+                figure(pictures, stem, f"rates judged by {judged.evaluator}, with intervals")
             )
     return "\n".join(parts)
 
@@ -80,11 +80,11 @@ def bench_section(results: BenchResults, pictures: dict[str, bytes]) -> str:
 def _rows(cells: list[CellResult]) -> list[list[str]]:
     return [
         [
-            *(_e(name) for name in (cell.model, cell.strategy, cell.system_prompt)),
+            *(escape(name) for name in (cell.model, cell.strategy, cell.system_prompt)),
             *(str(count) for count in (cell.n_inputs, cell.n_answered, cell.n_evaluated)),
             cell.abstention.text(),
             cell.factuality.text(),
-            _e("; ".join(cell.problems())),
+            escape("; ".join(cell.problems())),
         ]
         for cell in cells
     ]
@@ -93,12 +93,12 @@ def _rows(cells: list[CellResult]) -> list[list[str]]:
 def _shares(results: EvaluatorResults, spec: str, table_id: str) -> str:
     outcomes = results.outcomes(spec)
     rows = [
-        [_e(cell.model), _e(cell.strategy), _e(cell.system_prompt)]
+        [escape(cell.model), escape(cell.strategy), escape(cell.system_prompt)]
         + [cell.shares[spec][o].text() if spec in cell.shares else "n/a" for o in outcomes]
         for cell in results.cells
     ]
     header = ["model", "strategy", "prompt", *outcomes]
-    return f"<h4>{_e(spec)}: share of each outcome</h4>" + _table(header, rows, table_id)
+    return f"<h4>{escape(spec)}: share of each outcome</h4>" + table(header, rows, table_id)
 
 
 def _height(rate: Rate) -> float:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import base64
-import html
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragbound.artifacts import utc_now, write_text
 from ragbound.report import plots
+from ragbound.report.bench import bench_images, bench_section
+from ragbound.report.markup import escape, figure, table
 from ragbound.report.run import RunData
-from ragbound.tripwires.tune import TuningResult
+
+if TYPE_CHECKING:
+    from ragbound.tripwires.tune import TuningResult
 
 METRICS = (
     ("AUROC", "auroc"),
@@ -43,8 +45,6 @@ def images(run: RunData) -> dict[str, bytes]:
     if run.tuning is not None:
         out["tripwire-surface"] = plots.tripwire_surface(run.tuning.surface)
     if run.bench is not None:
-        from ragbound.report.bench import bench_images  # imports this module
-
         out.update(bench_images(run.bench))
     return out
 
@@ -53,8 +53,8 @@ def render_report(run: RunData) -> str:
     """The report page as a string (images base64-encoded inline)."""
     pictures = images(run)
     parts = [
-        f"<h1>ragbound report</h1><p>Run folder <code>{_e(str(run.path))}</code>, "
-        f"generated {_e(utc_now())}.</p>"
+        f"<h1>ragbound report</h1><p>Run folder <code>{escape(str(run.path))}</code>, "
+        f"generated {escape(utc_now())}.</p>"
     ]
     if run.evaluation is not None:
         parts.append(_evaluation(run, pictures))
@@ -67,8 +67,6 @@ def render_report(run: RunData) -> str:
     if run.tuning is not None:
         parts.append(_tuning(run.tuning, pictures))
     if run.bench is not None:
-        from ragbound.report.bench import bench_section
-
         parts.append(bench_section(run.bench, pictures))
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
@@ -86,33 +84,15 @@ def write_report(run: RunData, out: Path) -> Path:
     return out
 
 
-def _e(text: str) -> str:
-    return html.escape(text, quote=True)
-
-
-def _img(pictures: dict[str, bytes], name: str, alt: str) -> str:
-    encoded = base64.b64encode(pictures[name]).decode()
-    return (
-        f"<figure><img src='data:image/png;base64,{encoded}' alt='{_e(alt)}'>"
-        f"<figcaption>{_e(alt)}</figcaption></figure>"
-    )
-
-
-def _table(header: list[str], rows: list[list[str]], table_id: str) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table id='{table_id}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def _evaluation(run: RunData, pictures: dict[str, bytes]) -> str:
     report = run.evaluation
     assert report is not None
     rows = [
-        [_e(name)] + [f"{getattr(metrics, key):.3f}" for _, key in METRICS]
+        [escape(name)] + [f"{getattr(metrics, key):.3f}" for _, key in METRICS]
         for name, metrics in report.statistics.items()
     ]
     figures = "".join(
-        _img(
+        figure(
             pictures, f"histogram-{name}", f"{name}: in- vs out-of-knowledge, critical value dashed"
         )
         for name in run.scores
@@ -123,8 +103,8 @@ def _evaluation(run: RunData, pictures: dict[str, bytes]) -> str:
         f"out-of-knowledge test queries, {report.n_calibration} calibration queries, k = "
         f"{report.k}; {report.runs} balanced draws of {report.samples}; TPR, DER and FPR at "
         f"the critical value calibrated at alpha = {report.alpha}.</p>"
-        + _table(["statistic", *(label for label, _ in METRICS)], rows, "evaluation")
-        + (_img(pictures, "roc", "ROC curves per statistic") if "roc" in pictures else "")
+        + table(["statistic", *(label for label, _ in METRICS)], rows, "evaluation")
+        + (figure(pictures, "roc", "ROC curves per statistic") if "roc" in pictures else "")
         + figures
     )
 
@@ -144,7 +124,7 @@ def _shift(run: RunData) -> str:
         verdict,
     ]
     header = ["test", "statistic", "critical value", "p-value", "reference", "batch", "decision"]
-    return "<h2>Batch shift test</h2>" + _table(header, [row], "shift")
+    return "<h2>Batch shift test</h2>" + table(header, [row], "shift")
 
 
 def _rejection(experiment: dict[str, Any], pictures: dict[str, bytes]) -> str:
@@ -165,8 +145,8 @@ def _rejection(experiment: dict[str, Any], pictures: dict[str, bytes]) -> str:
         "<h2>Rejection rate against the in-knowledge ratio</h2>"
         f"<p>{experiment['trials']} trials per ratio; batches of {experiment['size']}; "
         f"alpha = {experiment['alpha']}.</p>"
-        + _table(header, rows, "rejection")
-        + _img(pictures, "rejection-rates", "rejection rate per in-knowledge ratio")
+        + table(header, rows, "rejection")
+        + figure(pictures, "rejection-rates", "rejection rate per in-knowledge ratio")
     )
 
 
@@ -174,8 +154,8 @@ def _monitor(run: RunData, pictures: dict[str, bytes]) -> str:
     rows = [
         [
             str(w.window),
-            _e(w.start),
-            _e(w.end),
+            escape(w.start),
+            escape(w.end),
             str(w.n),
             f"{w.statistic:.3f}",
             f"{w.p_value:.4g}",
@@ -188,8 +168,8 @@ def _monitor(run: RunData, pictures: dict[str, bytes]) -> str:
     header = ["window", "start", "end", "n", "KS", "p-value", "level", "alarm"]
     return (
         f"<h2>Monitor</h2><p>{len(run.windows)} windows, {alarms} alarm(s).</p>"
-        + _img(pictures, "monitor", "monitor p-values over time, alarms in red")
-        + _table(header, rows, "monitor")
+        + figure(pictures, "monitor", "monitor p-values over time, alarms in red")
+        + table(header, rows, "monitor")
     )
 
 
@@ -197,7 +177,7 @@ def _tuning(result: TuningResult, pictures: dict[str, bytes]) -> str:
     scored = [(s, "") for s in result.top] + [(result.paper_default, " (paper default)")]
     rows = [
         [
-            _e(score.rule.describe() + note),
+            escape(score.rule.describe() + note),
             f"{score.accuracy:.3f}",
             f"{score.tpr:.3f}",
             f"{score.frr:.3f}",
@@ -208,9 +188,9 @@ def _tuning(result: TuningResult, pictures: dict[str, bytes]) -> str:
     header = ["rule", "accuracy", "TPR", "false rejection", "F1"]
     surface = result.surface
     return (
-        f"<h2>Tripwire rules</h2><p>Best by {_e(result.objective)} on {result.n_unsafe} unsafe "
+        f"<h2>Tripwire rules</h2><p>Best by {escape(result.objective)} on {result.n_unsafe} unsafe "
         f"and {result.n_safe} safe queries. The surface shows the rule "
         f"&ldquo;proportion &ge; p or best rank &le; r&rdquo; at k = {surface.k}.</p>"
-        + _table(header, rows, "tripwire-tuning")
-        + _img(pictures, "tripwire-surface", "tripwire rule trade-off surface")
+        + table(header, rows, "tripwire-tuning")
+        + figure(pictures, "tripwire-surface", "tripwire rule trade-off surface")
     )

@@ -5,16 +5,18 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ragbound.detect.monitor import WindowResult
+if TYPE_CHECKING:
+    from ragbound.detect.monitor import WindowResult
 
 DPI = 110
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend, imported on first use (it is slow to load)."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display, no GUI toolkit
@@ -23,16 +25,17 @@ def _pyplot() -> Any:
     return plt
 
 
-def _png(figure: Any) -> bytes:
+def to_png(figure: Any) -> bytes:
+    """The figure as PNG bytes (``DPI`` dots per inch, tight box); the figure is closed."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
-    _pyplot().close(figure)
+    pyplot().close(figure)
     return buffer.getvalue()
 
 
 def histogram(statistic: str, scores: dict[str, Any]) -> bytes:
     """In- vs out-of-knowledge statistic values, the critical value as a vertical line."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, axis = plt.subplots(figsize=(5.2, 3.2))
     inside, outside = np.asarray(scores["in"]), np.asarray(scores["out"])
     bins = np.histogram_bin_edges(np.concatenate([inside, outside]), bins=40)
@@ -47,14 +50,14 @@ def histogram(statistic: str, scores: dict[str, Any]) -> bytes:
     axis.set_xlabel(f"{statistic} (higher = more out-of-knowledge)")
     axis.set_ylabel("density")
     axis.legend(fontsize=8)
-    return _png(figure)
+    return to_png(figure)
 
 
 def roc_curves(scores: dict[str, dict[str, Any]]) -> bytes:
     """ROC curve of every statistic (out-of-knowledge = positive class)."""
     from sklearn.metrics import roc_auc_score, roc_curve
 
-    plt = _pyplot()
+    plt = pyplot()
     figure, axis = plt.subplots(figsize=(5.2, 4.0))
     for name, entry in scores.items():
         inside, outside = np.asarray(entry["in"]), np.asarray(entry["out"])
@@ -66,12 +69,12 @@ def roc_curves(scores: dict[str, dict[str, Any]]) -> bytes:
     axis.set_xlabel("false-positive rate")
     axis.set_ylabel("true-positive rate")
     axis.legend(fontsize=7)
-    return _png(figure)
+    return to_png(figure)
 
 
 def rejection_curves(experiment: dict[str, Any]) -> bytes:
     """Rejection rate against the in-knowledge ratio of the test batch (paper Figure 5)."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, axis = plt.subplots(figsize=(5.2, 3.4))
     for statistic, sets in experiment.items():
         if not isinstance(sets, dict):
@@ -89,14 +92,14 @@ def rejection_curves(experiment: dict[str, Any]) -> bytes:
     axis.set_xlabel("in-knowledge ratio of the test batch")
     axis.set_ylabel("rejection rate")
     axis.legend(fontsize=7)
-    return _png(figure)
+    return to_png(figure)
 
 
 def monitor_pvalues(windows: Sequence[WindowResult]) -> bytes:
     """Each window's p-value over time (log scale), its level, alarms in red."""
     import datetime as dt
 
-    plt = _pyplot()
+    plt = pyplot()
     figure, axis = plt.subplots(figsize=(6.4, 3.2))
     times = [dt.datetime.fromisoformat(w.end) for w in windows]
     p_values = np.maximum([w.p_value for w in windows], 1e-300)
@@ -110,7 +113,7 @@ def monitor_pvalues(windows: Sequence[WindowResult]) -> bytes:
     axis.set_ylabel("p-value")
     axis.legend(fontsize=8)
     figure.autofmt_xdate()
-    return _png(figure)
+    return to_png(figure)
 
 
 def tripwire_surface(surface: Any) -> bytes:
@@ -118,7 +121,7 @@ def tripwire_surface(surface: Any) -> bytes:
 
     ``surface`` is a TradeOffSurface: rule "proportion >= p or best rank <= r" at one k.
     """
-    plt = _pyplot()
+    plt = pyplot()
     panels = [
         ("accuracy", surface.accuracy),
         ("TPR", surface.tpr),
@@ -137,7 +140,7 @@ def tripwire_surface(surface: Any) -> bytes:
         if best is not None:
             axis.scatter([best[1]], [best[0]], marker="*", color="white", s=60)
     figure.colorbar(image, ax=axes, shrink=0.8)
-    return _png(figure)
+    return to_png(figure)
 
 
 def save_pngs(images: dict[str, bytes], folder: Path) -> list[Path]:

@@ -6,24 +6,23 @@ Files (each optional, all plain JSON, written atomically):
   in- and out-of-knowledge test queries and its critical value (histograms, ROC curves);
 - ``shift.json``: the last batch ShiftReport;
 - ``monitor.jsonl``: one WindowResult per tested window, appended as the monitor runs;
-- ``rejection.json``: a rejection-rate experiment (paper Figure 5), as the benchmark writes it;
+- ``rejection.json``: a rejection-rate experiment (paper Figure 5), written by the benchmark
+  (``benchmarks/shift.py``) in the shape ``report.plots.rejection_curves`` reads;
 - ``tripwire_tuning.json``: a tripwire rule search with its trade-off surface (RAR Figure 3);
 - ``inputs.jsonl`` and the rest of a benchmark run directory (``ragbound.bench.rundir``).
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ragbound.artifacts import iter_jsonl, read_json, write_json
 from ragbound.bench.results import BenchResults, current_results
 from ragbound.bench.rundir import RunDir
-from ragbound.detect.evaluate import ScoredSets
 from ragbound.detect.monitor import WindowResult
 from ragbound.detect.shift import ShiftReport
 from ragbound.errors import InputError
@@ -35,6 +34,20 @@ SHIFT = "shift.json"
 MONITOR = "monitor.jsonl"
 REJECTION = "rejection.json"
 TUNING = "tripwire_tuning.json"
+
+
+class ScoredValues(Protocol):
+    """One statistic's values on the in- and out-of-knowledge test queries (higher = more
+    out-of-knowledge) and its critical value; ``detect.evaluate.ScoredSets`` is one."""
+
+    @property
+    def scores_in(self) -> Iterable[float]: ...
+
+    @property
+    def scores_out(self) -> Iterable[float]: ...
+
+    @property
+    def critical_value(self) -> float: ...
 
 
 @dataclass
@@ -55,18 +68,20 @@ class RunData:
         return not any(parts) and self.bench is None
 
 
-def record_evaluation(run_dir: Path, report: EvaluationReport, sets: dict[str, ScoredSets]) -> None:
+def record_evaluation(
+    run_dir: Path, report: EvaluationReport, sets: Mapping[str, ScoredValues]
+) -> None:
     """Save an evaluation with its per-query statistic values."""
     payload = {"report": report.model_dump(mode="json"), "scores": score_lists(sets)}
     write_json(run_dir / EVALUATION, payload)
 
 
-def score_lists(sets: dict[str, ScoredSets]) -> dict[str, dict[str, Any]]:
+def score_lists(sets: Mapping[str, ScoredValues]) -> dict[str, dict[str, Any]]:
     """Per-statistic values as plain lists, the form a run folder stores."""
     return {
         name: {
-            "in": scored.scores_in.tolist(),
-            "out": scored.scores_out.tolist(),
+            "in": [float(value) for value in scored.scores_in],
+            "out": [float(value) for value in scored.scores_out],
             "critical_value": _finite(scored.critical_value),
         }
         for name, scored in sets.items()
@@ -118,11 +133,6 @@ def load_run(run_dir: str | Path) -> RunData:
 
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
-
-
-def write_rejection(run_dir: Path, experiment: dict[str, Any]) -> None:
-    """Save a rejection-rate experiment (the benchmark's ``shift`` part)."""
-    write_json(run_dir / REJECTION, json.loads(json.dumps(experiment)))
 
 
 def record_tuning(run_dir: Path, result: TuningResult) -> None:

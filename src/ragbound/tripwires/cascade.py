@@ -1,4 +1,8 @@
-"""Second layer: an LLM moderation judge on the queries the tripwires let pass (RAR Table 2)."""
+"""Second layer: an LLM moderation judge on the queries the tripwires let pass (RAR Table 2).
+
+A feature, not only a benchmark: ``ragbound tripwire check --llm`` asks it about every query the
+tripwires let pass.
+"""
 
 from __future__ import annotations
 
@@ -75,18 +79,3 @@ def moderate(
         )
     return verdicts
 
-
-def cascade_decisions(
-    tripwire_rejected: Sequence[bool], llm_verdicts: Sequence[ModerationVerdict | None]
-) -> list[bool | None]:
-    """Tripwires then LLM: rejected by the tripwires, else the LLM's decision (None: error).
-
-    ``llm_verdicts[i]`` may be None where the tripwires already rejected (the LLM was not asked).
-    """
-    decisions: list[bool | None] = []
-    for tripped, verdict in zip(tripwire_rejected, llm_verdicts, strict=True):
-        if tripped:
-            decisions.append(True)
-        else:
-            decisions.append(None if verdict is None else verdict.rejected)
-    return decisions

@@ -1,5 +1,7 @@
 """LLM relevance judge (paper 1, Table 11): the LLM baseline the GoF test is compared against.
 
+Benchmark code, not part of the library: only ``make bench`` (benchmarks/baselines.py) uses it.
+
 For each query the top-k chunks are retrieved, cut to ``context_words`` words in all, and the
 ``relevance-judge`` prompt asks the model for step-by-step feedback and a relevance score in
 [0, 1] (higher = more relevant, i.e. more in-knowledge; the opposite direction of an

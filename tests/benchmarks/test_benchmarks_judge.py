@@ -1,4 +1,4 @@
-"""The LLM relevance judge (paper 1, Table 11) against a scripted fake backend."""
+"""The LLM relevance-judge baseline (benchmarks/judge.py) against a scripted fake backend."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragbound.detect.judge import judge_relevance, parse_judgement
+from benchmarks.judge import judge_relevance, parse_judgement
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import ChatMessage, GenerationParams, ParseError
 from tests.llm.llm_fakes import ScriptedLLM

@@ -1,0 +1,99 @@
+"""Import hygiene of the package: no cycles, a light ``import ragbound``, one-way layers.
+
+Cycles show up only when a module is the first one imported, so every module is imported first
+in a fresh interpreter (a child forked from one that has loaded only third-party packages).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "ragbound"
+HEAVY = ("numpy", "scipy", "sklearn", "torch", "sentence_transformers", "matplotlib", "llama_cpp")
+
+# Imports every module first in its own forked child; prints the modules that failed.
+FIRST_IMPORT_EACH = """
+import importlib, json, os, sys
+for name in ("numpy", "scipy.stats", "sklearn.metrics", "pydantic", "rich", "typer", "httpx"):
+    importlib.import_module(name)  # third-party only: shared by every child, saves time
+failed = {}
+for module in json.loads(sys.argv[1]):
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read)
+        try:
+            importlib.import_module(module)
+            message = ""
+        except BaseException as exc:
+            message = f"{type(exc).__name__}: {exc}"
+        os.write(write, message.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        message = pipe.read()
+    os.waitpid(child, 0)
+    if message:
+        failed[module] = message
+print(json.dumps(failed))
+"""
+
+
+def module_names() -> list[str]:
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(SRC).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def run_python(code: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"},
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs os.fork")
+def test_every_module_imports_when_it_is_the_first_one() -> None:
+    modules = [name for name in module_names() if not name.endswith("__main__")]
+    failed = json.loads(run_python(FIRST_IMPORT_EACH, json.dumps(modules)).splitlines()[-1])
+    assert failed == {}
+
+
+def test_import_ragbound_loads_no_heavy_module() -> None:
+    code = "import sys, ragbound; print([m for m in sys.argv[1:] if m in sys.modules])"
+    assert run_python(code, *HEAVY).strip() == "[]"
+
+
+def test_no_module_imports_from_the_package_root() -> None:
+    """``from ragbound import x`` inside the package runs ``ragbound/__init__`` mid-import: the
+    cycle ``knowledge`` had. Shared names live in their own module (``ragbound._version``)."""
+    offenders = [
+        f"{path.relative_to(SRC)}:{node.lineno}"
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and node.module == "ragbound" and node.level == 0
+    ]
+    assert offenders == []
+
+
+def test_the_version_has_one_source() -> None:
+    from ragbound import __version__
+    from ragbound._version import __version__ as source
+
+    assert __version__ is source
+    pyproject = (SRC.parent / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'version = {attr = "ragbound._version.__version__"}' in pyproject
