@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragbound.artifacts import sha256_text
 from ragbound.detect import Guard
 from ragbound.detect.monitor import (
     MonitorState,
@@ -159,6 +160,77 @@ def test_alpha_spending_keeps_false_alarms_over_a_whole_stream_below_alpha(guard
     assert sum(spending.window_alpha(i) for i in range(10_000)) < 0.1
 
 
+def test_period_spending_restarts_every_block_of_windows(guard: Guard) -> None:
+    monitor = monitor_on_arrays(guard, WindowSpec(size=10), correction="period", period=4)
+    windows, state = feed(monitor, np.random.default_rng(6).normal(size=100))
+    levels = [w.alpha for w in windows]
+    assert levels[4:8] == levels[:4] == [monitor.window_alpha(i) for i in range(4)]
+    assert levels[0] > levels[1] > levels[2] > levels[3]
+    assert (state.period_key, state.period_tested) == (2, 2)  # windows 8, 9 of the third block
+    spending = monitor_on_arrays(guard, WindowSpec(size=10))
+    assert (
+        monitor.window_alpha(1000)
+        == spending.window_alpha(1000 % 4)
+        > 1e3 * (spending.window_alpha(1000))
+    )
+
+
+def test_period_spending_follows_calendar_periods_of_log_time(guard: Guard) -> None:
+    monitor = monitor_on_arrays(guard, WindowSpec(seconds=600.0), correction="period", period="1h")
+    state = MonitorState(log="x", kb_fingerprint="f", settings={})
+    hour = 3600.0 * 470_000  # an hour boundary (UTC)
+    times = hour - 1800.0 + np.arange(0.0, 7200.0, 60.0)  # two hours, one query a minute
+    windows = monitor.feed_scores(state, np.arange(1, 121), times, np.zeros(120))
+    # a window belongs to the hour of its last query: 3 windows end before the boundary, 6 in
+    # the next hour, 2 in the one after (the last window is still open)
+    ranks = [0, 1, 2, 0, 1, 2, 3, 4, 5, 0, 1]
+    assert [w.alpha for w in windows] == [monitor.window_alpha(i, j) for i, j in enumerate(ranks)]
+    assert (state.period_key, state.period_tested) == (470_001, 2)
+
+
+def test_period_spending_keeps_false_alarms_per_period_below_alpha(guard: Guard) -> None:
+    rng = np.random.default_rng(7)
+    monitor = monitor_on_arrays(
+        guard, WindowSpec(size=30), alpha=0.1, correction="period", period=5
+    )
+    streams, periods = 150, 4
+    alarmed_periods = 0
+    for _ in range(streams):
+        results, _ = feed(monitor, rng.normal(size=30 * 5 * periods))
+        alarmed_periods += len({w.window // 5 for w in results if w.alarm})
+    rate = alarmed_periods / (streams * periods)
+    assert rate <= 0.1 + 3 * np.sqrt(0.1 * 0.9 / (streams * periods))
+
+
+def test_arl_tests_every_window_at_one_over_arl(guard: Guard) -> None:
+    monitor = monitor_on_arrays(guard, WindowSpec(size=30), correction="arl", arl=20)
+    results, _ = feed(monitor, np.random.default_rng(8).normal(size=30 * 3000))
+    assert {w.alpha for w in results} == {0.05}
+    rate = np.mean([w.alarm for w in results])
+    # false alarms per window <= 1 / arl (KS p-values are conservative), binomial slack
+    assert 0.01 < rate <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / len(results))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"correction": "bonferroni"}, "unknown correction"),
+        ({"correction": "period"}, "needs a period"),
+        ({"correction": "period", "period": "0"}, "period must be"),
+        ({"correction": "period", "period": "1y"}, "period must be"),
+        ({"period": "1d"}, "period is used only with correction 'period'"),
+        ({"correction": "arl"}, "needs arl"),
+        ({"correction": "arl", "arl": 1.0}, "arl must be"),
+        ({"correction": "arl", "arl": float("nan")}, "arl must be"),
+        ({"correction": "none", "arl": 100}, "arl is used only"),
+        ({"alpha": 1.5}, "alpha must be"),
+    ],
+)
+def test_bad_corrections_are_refused_naming_the_option(guard: Guard, kwargs, message) -> None:
+    with pytest.raises(InputError, match=message):
+        ShiftMonitor(guard, WindowSpec(size=10), **kwargs)
+
+
 # --------------------------------------------------------------- real logs
 def test_the_monitor_resumes_where_it_stopped_and_flags_the_shift(
     guard: Guard, tmp_path: Path
@@ -190,6 +262,43 @@ def test_an_interrupted_run_repeats_at_most_a_window_and_never_loses_one(
             break  # the process dies here
     rest = [w.window for w in monitor.follow(log, state_path)]
     assert set(seen) | set(rest) == set(range(6))
+
+
+def test_a_resumed_monitor_continues_its_period(guard: Guard, tmp_path: Path) -> None:
+    log, state_path = tmp_path / "queries.jsonl", tmp_path / "state.json"
+    write_log(log, HELD_OUT_IK[:4])
+    monitor = ShiftMonitor(guard, WindowSpec(size=2), correction="period", period=3)
+    first = [w.alpha for w in monitor.follow(log, state_path)]
+    write_log(log, HELD_OUT_IK[4:6] + OOK[:2], start=1_700_001_000.0)
+    second = [w.alpha for w in monitor.follow(log, state_path)]
+    assert first + second == [monitor.window_alpha(i) for i in range(4)]
+    assert second[-1] == first[0]  # window 3 opens the second period
+    with pytest.raises(InputError, match="other settings"):
+        list(
+            ShiftMonitor(guard, WindowSpec(size=2), correction="period", period=4).follow(
+                log, state_path
+            )
+        )
+
+
+def test_a_state_saved_before_the_period_and_arl_corrections_still_resumes(
+    guard: Guard, tmp_path: Path
+) -> None:
+    log, state_path = tmp_path / "queries.jsonl", tmp_path / "state.json"
+    write_log(log, HELD_OUT_IK[:4])
+    monitor = ShiftMonitor(guard, WindowSpec(size=2))
+    list(monitor.follow(log, state_path))
+    # rewrite the state as the first format wrote it: no period or arl anywhere
+    old = json.loads(state_path.read_text())["state"]
+    for key in ("period_size", "period_seconds", "arl"):
+        del old["settings"][key]
+    del old["period_key"], old["period_tested"]
+    payload = json.dumps(old, sort_keys=True, separators=(",", ":"))
+    state_path.write_text(json.dumps({"checksum": sha256_text(payload), "state": old}))
+    write_log(log, HELD_OUT_IK[4:6], start=1_700_001_000.0)
+    resumed = list(monitor.follow(log, state_path))
+    assert [w.window for w in resumed] == [2]
+    assert resumed[0].alpha == monitor.window_alpha(2)  # still whole-stream spending
 
 
 def test_a_damaged_or_mismatched_state_is_refused(guard: Guard, tmp_path: Path) -> None:

@@ -11,11 +11,17 @@ do not overlap; a ``step`` smaller than the window makes them slide. Each full w
 statistic values (higher = more out-of-knowledge) are compared with the calibration
 queries' by the two-sample KS test.
 
-False alarms over many windows: with ``correction="spending"`` (default) window i (0-based)
-is tested at alpha * 6 / (pi^2 (i+1)^2). These levels sum to alpha over an endless stream, so
-the chance of even one false alarm in the whole stream is at most alpha (union bound). The
-price is power late in a long stream; ``correction="none"`` tests every window at alpha
-(expect alpha x windows false alarms under no shift).
+False alarms over many windows (``correction``; the guarantees and their proofs are in
+``ragbound.stats.spending``):
+
+- ``spending`` (default): window i (0-based) at alpha * 6 / (pi^2 (i+1)^2): at most alpha
+  chance of any false alarm over the whole stream, but window 1,000 is tested at 3e-8, so a
+  shift late in a long stream goes unseen.
+- ``period``: the same spending restarted every ``period`` (a log-time duration such as
+  ``1d``, aligned on UTC days, or a number of windows): at most alpha chance of a false alarm
+  per period, and the level never decays below its value at the period's last window.
+- ``arl``: every window at 1 / ``arl``: on average at least ``arl`` windows per false alarm.
+- ``none``: every window at alpha (expect alpha x windows false alarms under no shift).
 """
 
 from __future__ import annotations
@@ -37,12 +43,19 @@ from ragbound.detect.guard import Guard
 from ragbound.detect.shift import reference_scores
 from ragbound.errors import ArtifactError, InputError, where
 from ragbound.progress import progress_bar
-from ragbound.stats import alpha_spending, ks_two_sample
+from ragbound.stats import ks_two_sample
+from ragbound.stats.spending import SCHEMES, arl_level, period_key, window_level
 
 STATE_FORMAT = "ragbound-monitor-state/1"
 SCORE_BATCH = 256
-Correction = Literal["spending", "none"]
-CORRECTIONS: tuple[str, ...] = ("spending", "none")
+Correction = Literal["spending", "period", "arl", "none"]
+CORRECTIONS: tuple[str, ...] = SCHEMES
+# settings added after the first state format, with the values that mean the old behaviour
+_LATER_SETTINGS: dict[str, str | float | int | None] = {
+    "period_size": None,
+    "period_seconds": None,
+    "arl": None,
+}
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
@@ -56,6 +69,25 @@ class WindowSpec:
     @classmethod
     def parse(cls, text: str | int) -> WindowSpec:
         """``50`` (queries) or ``90s``, ``15m``, ``1h``, ``1d`` (log time)."""
+        spec = cls._parse(text)
+        if spec is None:
+            raise InputError(
+                f"window must be a query count (50) or a duration (15m, 1h), got {text!r}"
+            )
+        return spec
+
+    @classmethod
+    def parse_period(cls, text: str | int) -> WindowSpec:
+        """A period of the ``period`` correction: ``96`` (windows) or ``1d``, ``6h`` (log time)."""
+        spec = cls._parse(text)
+        if spec is None:
+            raise InputError(
+                f"period must be a number of windows (96) or a duration (1d, 6h), got {text!r}"
+            )
+        return spec
+
+    @classmethod
+    def _parse(cls, text: str | int) -> WindowSpec | None:
         value = str(text).strip().lower()
         try:
             if value and value[-1] in _UNITS:
@@ -66,7 +98,7 @@ class WindowSpec:
                 return cls(size=int(value))
         except ValueError:
             pass
-        raise InputError(f"window must be a query count (50) or a duration (15m, 1h), got {text!r}")
+        return None
 
     def describe(self) -> str:
         return f"{self.size} queries" if self.size else f"{self.seconds:g} s"
@@ -106,6 +138,10 @@ class MonitorState(BaseModel):
     buffer: list[tuple[int, float, float]] = Field(
         default_factory=list, description="(line, epoch seconds, score) of the open window"
     )
+    period_key: int | None = Field(
+        default=None, description="the current period of the period correction"
+    )
+    period_tested: int = Field(default=0, description="windows tested in the current period")
 
 
 @dataclass(frozen=True)
@@ -202,6 +238,8 @@ class ShiftMonitor:
         step: int | float | None = None,
         alpha: float = 0.05,
         correction: Correction = "spending",
+        period: WindowSpec | str | int | None = None,
+        arl: float | None = None,
         statistic: str | None = None,
         time_field: str = "time",
         query_field: str = "query",
@@ -217,6 +255,8 @@ class ShiftMonitor:
         self.step = _check_step(window, step)
         self.alpha = alpha
         self.correction = correction
+        self.period = _check_period(correction, period)
+        self.arl = _check_arl(correction, arl)
         self.detector = guard.detector(statistic)
         self.reference = reference_scores(guard, statistic)
         self.time_field = time_field
@@ -230,14 +270,36 @@ class ShiftMonitor:
             "step": self.step,
             "alpha": self.alpha,
             "correction": self.correction,
+            "period_size": self.period.size if self.period else None,
+            "period_seconds": self.period.seconds if self.period else None,
+            "arl": self.arl,
             "statistic": self.detector.statistic,
             "time_field": self.time_field,
             "query_field": self.query_field,
         }
 
-    def window_alpha(self, index: int) -> float:
-        """The level of window ``index`` after the false-alarm correction."""
-        return alpha_spending(self.alpha, index) if self.correction == "spending" else self.alpha
+    def window_alpha(self, index: int, index_in_period: int | None = None) -> float:
+        """The level of window ``index`` (0-based over the stream) after the correction.
+
+        ``index_in_period`` is the window's rank in its period (``period`` correction only;
+        for a period of n windows it defaults to ``index % n``).
+        """
+        if index_in_period is None and self.period is not None and self.period.size:
+            index_in_period = index % self.period.size
+        return window_level(
+            self.correction, self.alpha, index, index_in_period=index_in_period, arl=self.arl
+        )
+
+    def _next_alpha(self, state: MonitorState, end_time: float) -> float:
+        """Level of the next window to test (closing at ``end_time``); moves the period on."""
+        if self.period is None:
+            return self.window_alpha(state.windows)
+        position = state.windows if self.period.size else end_time
+        key = period_key(position, float(self.period.size or self.period.seconds or 0))
+        if key != state.period_key:
+            state.period_key, state.period_tested = key, 0
+        state.period_tested += 1
+        return self.window_alpha(state.windows, state.period_tested - 1)
 
     # ---------------------------------------------------------------- windows
     def feed_scores(
@@ -272,7 +334,7 @@ class ShiftMonitor:
         return results
 
     def _test(self, state: MonitorState, items: list[tuple[int, float, float]]) -> WindowResult:
-        alpha = self.window_alpha(state.windows)
+        alpha = self._next_alpha(state, items[-1][1])
         scores = np.fromiter((item[2] for item in items), dtype=np.float64, count=len(items))
         result = ks_two_sample(self.reference, scores, alpha=alpha)
         window = WindowResult(
@@ -360,6 +422,7 @@ class ShiftMonitor:
             raise InputError(f"{state_path} belongs to the log {state.log}, not {expected.log}")
         if state.kb_fingerprint != expected.kb_fingerprint:
             raise InputError(f"{state_path} was made with another knowledge base or calibration")
+        state.settings = {**_LATER_SETTINGS, **state.settings}  # older states: old behaviour
         if state.settings != expected.settings:
             raise InputError(
                 f"{state_path} was made with other settings ({state.settings}); "
@@ -382,6 +445,32 @@ def _check_step(window: WindowSpec, step: int | float | None) -> int | float:
     if not 0 < step <= float(window.seconds or 0):
         raise InputError(f"step must be in (0, {window.seconds:g}] seconds, got {step}")
     return float(step)
+
+
+def _check_period(correction: str, period: WindowSpec | str | int | None) -> WindowSpec | None:
+    if correction != "period":
+        if period is not None:
+            raise InputError(f"period is used only with correction 'period', not {correction!r}")
+        return None
+    if period is None:
+        raise InputError(
+            "correction 'period' needs a period: a duration (1d, 6h) or a number of windows (96)"
+        )
+    return period if isinstance(period, WindowSpec) else WindowSpec.parse_period(period)
+
+
+def _check_arl(correction: str, arl: float | None) -> float | None:
+    if correction != "arl":
+        if arl is not None:
+            raise InputError(f"arl is used only with correction 'arl', not {correction!r}")
+        return None
+    if arl is None:
+        raise InputError("correction 'arl' needs arl: the windows expected per false alarm")
+    try:
+        arl_level(arl)
+    except (TypeError, ValueError):
+        raise InputError(f"arl must be a finite number of windows > 1, got {arl!r}") from None
+    return float(arl)
 
 
 def _batches(
@@ -424,7 +513,9 @@ def load_state(path: Path) -> MonitorState:
         raise ArtifactError(
             f"{path}: the monitor state is corrupt ({type(exc).__name__}); delete it to start over"
         ) from None
-    if data.get("checksum") != sha256_text(_payload(state)):
+    # the checksum covers the state as written, so fields added later may be missing from it
+    written = json.dumps(data["state"], sort_keys=True, separators=(",", ":"))
+    if data.get("checksum") != sha256_text(written):
         raise ArtifactError(
             f"{path}: the monitor state does not match its checksum (damaged or edited); "
             "delete it to start over"
