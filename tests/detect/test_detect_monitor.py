@@ -23,6 +23,7 @@ from ragbound.detect.monitor import (
 from ragbound.detect.shift import shift_test
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
+from ragbound.stats.spending import alpha_spending
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, MORE_OUT_OF_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 CALIBRATION = IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10]
@@ -160,46 +161,53 @@ def test_alpha_spending_keeps_false_alarms_over_a_whole_stream_below_alpha(guard
     assert sum(spending.window_alpha(i) for i in range(10_000)) < 0.1
 
 
-def test_period_spending_restarts_every_block_of_windows(guard: Guard) -> None:
-    monitor = monitor_on_arrays(guard, WindowSpec(size=10), correction="period", period=4)
-    windows, state = feed(monitor, np.random.default_rng(6).normal(size=100))
-    levels = [w.alpha for w in windows]
-    assert levels[4:8] == levels[:4] == [monitor.window_alpha(i) for i in range(4)]
-    assert levels[0] > levels[1] > levels[2] > levels[3]
-    assert (state.period_key, state.period_tested) == (2, 2)  # windows 8, 9 of the third block
-    spending = monitor_on_arrays(guard, WindowSpec(size=10))
-    assert (
-        monitor.window_alpha(1000)
-        == spending.window_alpha(1000 % 4)
-        > 1e3 * (spending.window_alpha(1000))
-    )
+HOUR = 3600.0 * 470_000  # an hour boundary (UTC)
 
 
-def test_period_spending_follows_calendar_periods_of_log_time(guard: Guard) -> None:
-    monitor = monitor_on_arrays(guard, WindowSpec(seconds=600.0), correction="period", period="1h")
+def test_period_restarts_the_spending_sequence_for_count_windows(guard: Guard) -> None:
+    monitor = monitor_on_arrays(guard, WindowSpec(size=10), correction="period", period="1h")
     state = MonitorState(log="x", kb_fingerprint="f", settings={})
-    hour = 3600.0 * 470_000  # an hour boundary (UTC)
-    times = hour - 1800.0 + np.arange(0.0, 7200.0, 60.0)  # two hours, one query a minute
+    times = HOUR - 1800.0 + np.arange(0.0, 7200.0, 60.0)  # one query a minute for two hours
     windows = monitor.feed_scores(state, np.arange(1, 121), times, np.zeros(120))
-    # a window belongs to the hour of its last query: 3 windows end before the boundary, 6 in
-    # the next hour, 2 in the one after (the last window is still open)
-    ranks = [0, 1, 2, 0, 1, 2, 3, 4, 5, 0, 1]
-    assert [w.alpha for w in windows] == [monitor.window_alpha(i, j) for i, j in enumerate(ranks)]
-    assert (state.period_key, state.period_tested) == (470_001, 2)
+    # a window belongs to the hour of its first query: 3 start before the boundary, 6 in the
+    # next hour, 3 in the one after
+    ranks = [0, 1, 2, 0, 1, 2, 3, 4, 5, 0, 1, 2]
+    assert [w.alpha for w in windows] == [alpha_spending(0.05, j) for j in ranks]
+    assert (state.period_key, state.period_tested) == (470_001, 3)
+    spending = monitor_on_arrays(guard, WindowSpec(size=10))
+    assert monitor.window_alpha(1000, 0) > 1e5 * spending.window_alpha(1000)
 
 
-def test_period_spending_keeps_false_alarms_per_period_below_alpha(guard: Guard) -> None:
+def test_period_splits_alpha_evenly_over_time_windows(guard: Guard) -> None:
+    monitor = monitor_on_arrays(guard, WindowSpec(seconds=600.0), correction="period", period="1h")
+    assert monitor.period_windows == 7  # at most 7 starts 10 minutes apart fit in an hour
+    state = MonitorState(log="x", kb_fingerprint="f", settings={})
+    times = HOUR - 1800.0 + np.arange(0.0, 7200.0, 60.0)
+    windows = monitor.feed_scores(state, np.arange(1, 121), times, np.zeros(120))
+    assert len(windows) == 11 and {w.alpha for w in windows} == {0.05 / 7}
+    assert (state.period_key, state.period_tested) == (470_001, 2)  # starts at :00 and :10
+    sliding = monitor_on_arrays(
+        guard, WindowSpec(seconds=600.0), step=300.0, correction="period", period="1h"
+    )
+    many = np.arange(0.0, 6 * 3600.0, 20.0)
+    windows, _ = feed(sliding, np.zeros(many.size), every=20.0)
+    assert {w.alpha for w in windows} == {0.05 / 13} and len(windows) == 6 * 12 - 2
+
+
+def test_period_keeps_false_alarms_per_period_below_alpha(guard: Guard) -> None:
     rng = np.random.default_rng(7)
     monitor = monitor_on_arrays(
-        guard, WindowSpec(size=30), alpha=0.1, correction="period", period=5
+        guard, WindowSpec(seconds=60.0), alpha=0.2, correction="period", period="5m"
     )
-    streams, periods = 150, 4
+    streams, periods = 100, 6
     alarmed_periods = 0
     for _ in range(streams):
-        results, _ = feed(monitor, rng.normal(size=30 * 5 * periods))
+        # a query every 2 s from t = 2 s: windows start at 2, 62, ..., five per 5 minutes
+        results, _ = feed(monitor, rng.normal(size=150 * periods + 1), every=2.0)
+        assert len(results) == 5 * periods
         alarmed_periods += len({w.window // 5 for w in results if w.alarm})
     rate = alarmed_periods / (streams * periods)
-    assert rate <= 0.1 + 3 * np.sqrt(0.1 * 0.9 / (streams * periods))
+    assert rate <= 0.2 + 3 * np.sqrt(0.2 * 0.8 / (streams * periods))
 
 
 def test_arl_tests_every_window_at_one_over_arl(guard: Guard) -> None:
@@ -217,6 +225,7 @@ def test_arl_tests_every_window_at_one_over_arl(guard: Guard) -> None:
         ({"correction": "bonferroni"}, "unknown correction"),
         ({"correction": "period"}, "needs a period"),
         ({"correction": "period", "period": "0"}, "period must be"),
+        ({"correction": "period", "period": "96"}, "period must be a duration"),
         ({"correction": "period", "period": "1y"}, "period must be"),
         ({"period": "1d"}, "period is used only with correction 'period'"),
         ({"correction": "arl"}, "needs arl"),
@@ -267,15 +276,14 @@ def test_an_interrupted_run_repeats_at_most_a_window_and_never_loses_one(
 def test_a_resumed_monitor_continues_its_period(guard: Guard, tmp_path: Path) -> None:
     log, state_path = tmp_path / "queries.jsonl", tmp_path / "state.json"
     write_log(log, HELD_OUT_IK[:4])
-    monitor = ShiftMonitor(guard, WindowSpec(size=2), correction="period", period=3)
+    monitor = ShiftMonitor(guard, WindowSpec(size=2), correction="period", period="1h")
     first = [w.alpha for w in monitor.follow(log, state_path)]
-    write_log(log, HELD_OUT_IK[4:6] + OOK[:2], start=1_700_001_000.0)
+    write_log(log, HELD_OUT_IK[4:6] + OOK[:2], start=1_700_001_000.0)  # the same hour
     second = [w.alpha for w in monitor.follow(log, state_path)]
-    assert first + second == [monitor.window_alpha(i) for i in range(4)]
-    assert second[-1] == first[0]  # window 3 opens the second period
+    assert first + second == [alpha_spending(0.05, j) for j in range(4)]
     with pytest.raises(InputError, match="other settings"):
         list(
-            ShiftMonitor(guard, WindowSpec(size=2), correction="period", period=4).follow(
+            ShiftMonitor(guard, WindowSpec(size=2), correction="period", period="2h").follow(
                 log, state_path
             )
         )
@@ -290,7 +298,7 @@ def test_a_state_saved_before_the_period_and_arl_corrections_still_resumes(
     list(monitor.follow(log, state_path))
     # rewrite the state as the first format wrote it: no period or arl anywhere
     old = json.loads(state_path.read_text())["state"]
-    for key in ("period_size", "period_seconds", "arl"):
+    for key in ("period_seconds", "arl"):
         del old["settings"][key]
     del old["period_key"], old["period_tested"]
     payload = json.dumps(old, sort_keys=True, separators=(",", ":"))

@@ -14,7 +14,9 @@ from ragbound.stats.spending import (
     arl_level,
     period_floor,
     period_key,
+    period_level,
     window_level,
+    windows_per_period,
 )
 
 alphas = st.floats(min_value=1e-6, max_value=0.5)
@@ -28,10 +30,19 @@ def test_hand_computed_levels() -> None:
     assert period_floor(0.05, 96) == pytest.approx(0.05 * 0.607927 / 9216, rel=1e-6)
     assert period_floor(0.05, 1) == alpha_spending(0.05, 0)
     assert arl_level(1000) == 0.001 and arl_level(2.5) == 0.4
+    assert period_level(0.05, 0, 97) == period_level(0.05, 96, 97) == 0.05 / 97
+    assert period_level(0.05, 2, None) == pytest.approx(0.05 * 0.607927 / 9, rel=1e-5)
+    # 15-minute windows: starts at :00, :15, ... of a day, plus one when a start lands on
+    # the boundary itself after rounding; sliding by 5 minutes triples that
+    assert windows_per_period(86_400, 900) == 97 and windows_per_period(86_400, 300) == 289
+    assert windows_per_period(3_600, 7_200) == 1 and windows_per_period(3_600, 1_000) == 4
     assert window_level("spending", 0.05, 3) == pytest.approx(0.05 * 0.607927 / 16, rel=1e-6)
     # the period scheme looks only at the rank inside the period, never at the stream position
     assert window_level("period", 0.05, 10_000, index_in_period=3) == window_level(
         "spending", 0.05, 3
+    )
+    assert window_level("period", 0.05, 10**6, index_in_period=5, windows_per_period=8) == (
+        0.05 / 8
     )
     assert window_level("arl", 0.05, 10_000, arl=200) == 0.005
     assert window_level("none", 0.05, 10_000) == 0.05
@@ -44,12 +55,31 @@ def test_periods_are_aligned_blocks() -> None:
     assert period_key(-1.0, day) == -1  # before 1970 still a period of its own
 
 
-@given(alpha=alphas, windows=window_counts)
-def test_a_period_never_spends_more_than_alpha(alpha: float, windows: int) -> None:
-    levels = [window_level("period", alpha, 7, index_in_period=j) for j in range(windows)]
-    assert math.fsum(levels) <= alpha
-    assert min(levels) == pytest.approx(period_floor(alpha, windows))
-    assert all(level >= period_floor(alpha, windows) for level in levels)
+@given(alpha=alphas, windows=window_counts, known=st.booleans())
+def test_a_period_never_spends_more_than_alpha(alpha: float, windows: int, known: bool) -> None:
+    bound = windows if known else None
+    levels = [period_level(alpha, j, bound) for j in range(windows)]
+    assert math.fsum(levels) <= alpha * (1 + 1e-12)
+    floor = alpha / windows if known else period_floor(alpha, windows)
+    assert min(levels) == pytest.approx(floor)
+    assert all(level >= floor * (1 - 1e-12) for level in levels)
+
+
+@given(
+    period=st.floats(min_value=0.1, max_value=1e4),
+    step=st.floats(min_value=0.1, max_value=1e4),
+    offset=st.floats(min_value=0.0, max_value=1.0, exclude_max=True),
+)
+def test_windows_per_period_bounds_the_starts_in_any_period(
+    period: float, step: float, offset: float
+) -> None:
+    # starts offset*step + k*step, accumulated as the monitor does; count those in period 0
+    bound = windows_per_period(period, step)
+    start, count = offset * step, 0
+    while start < period:
+        count += 1
+        start += step
+    assert count <= bound
 
 
 @given(alpha=alphas, windows=window_counts)
@@ -82,7 +112,11 @@ def test_arl_expects_at_most_windows_over_arl_false_alarms(arl: float, windows: 
         (lambda: alpha_spending(1.5, 0), "alpha"),
         (lambda: alpha_spending(0.05, -1), "window_index"),
         (lambda: alpha_spending(0.05, 1.5), "window_index"),
-        (lambda: period_floor(0.05, 0), "windows_per_period"),
+        (lambda: period_floor(0.05, 0), "windows"),
+        (lambda: period_level(0.05, 5, 5), "index_in_period must be < windows_per_period"),
+        (lambda: period_level(0.05, -1, None), "index_in_period"),
+        (lambda: windows_per_period(0.0, 60.0), "period_seconds"),
+        (lambda: windows_per_period(60.0, float("inf")), "step_seconds"),
         (lambda: arl_level(1.0), "arl"),
         (lambda: arl_level(float("inf")), "arl"),
         (lambda: arl_level(-3), "arl"),

@@ -17,10 +17,13 @@ False alarms over many windows (``correction``; the guarantees and their proofs 
 - ``spending`` (default): window i (0-based) at alpha * 6 / (pi^2 (i+1)^2): at most alpha
   chance of any false alarm over the whole stream, but window 1,000 is tested at 3e-8, so a
   shift late in a long stream goes unseen.
-- ``period``: the same spending restarted every ``period`` (a log-time duration such as
-  ``1d``, aligned on UTC days, or a number of windows): at most alpha chance of a false alarm
-  per period, and the level never decays below its value at the period's last window.
-- ``arl``: every window at 1 / ``arl``: on average at least ``arl`` windows per false alarm.
+- ``period``: alpha spent afresh every ``period`` of log time (``1d``: UTC calendar days):
+  at most alpha chance of a false alarm per period. Time windows are each tested at alpha / m
+  (m = the most windows that start in a period, 97 for 15-minute windows and a day); windows
+  of a query count, whose number per period is unknown, restart the spending sequence above
+  at each period.
+- ``arl``: every window at 1 / ``arl``: on average at least ``arl`` windows per false alarm
+  (the budget for "per N windows": ``arl`` = N / alpha).
 - ``none``: every window at alpha (expect alpha x windows false alarms under no shift).
 """
 
@@ -44,18 +47,20 @@ from ragbound.detect.shift import reference_scores
 from ragbound.errors import ArtifactError, InputError, where
 from ragbound.progress import progress_bar
 from ragbound.stats import ks_two_sample
-from ragbound.stats.spending import SCHEMES, arl_level, period_key, window_level
+from ragbound.stats.spending import (
+    SCHEMES,
+    arl_level,
+    period_key,
+    window_level,
+    windows_per_period,
+)
 
 STATE_FORMAT = "ragbound-monitor-state/1"
 SCORE_BATCH = 256
 Correction = Literal["spending", "period", "arl", "none"]
 CORRECTIONS: tuple[str, ...] = SCHEMES
 # settings added after the first state format, with the values that mean the old behaviour
-_LATER_SETTINGS: dict[str, str | float | int | None] = {
-    "period_size": None,
-    "period_seconds": None,
-    "arl": None,
-}
+_LATER_SETTINGS: dict[str, str | float | int | None] = {"period_seconds": None, "arl": None}
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
@@ -77,14 +82,15 @@ class WindowSpec:
         return spec
 
     @classmethod
-    def parse_period(cls, text: str | int) -> WindowSpec:
-        """A period of the ``period`` correction: ``96`` (windows) or ``1d``, ``6h`` (log time)."""
+    def parse_period(cls, text: str) -> float:
+        """Seconds of a period of the ``period`` correction: ``1d``, ``6h``, ``30m``."""
         spec = cls._parse(text)
-        if spec is None:
+        if spec is None or spec.seconds is None:
             raise InputError(
-                f"period must be a number of windows (96) or a duration (1d, 6h), got {text!r}"
+                f"period must be a duration of log time (1d, 6h), got {text!r}; "
+                "for a budget per number of windows use correction 'arl'"
             )
-        return spec
+        return spec.seconds
 
     @classmethod
     def _parse(cls, text: str | int) -> WindowSpec | None:
@@ -238,7 +244,7 @@ class ShiftMonitor:
         step: int | float | None = None,
         alpha: float = 0.05,
         correction: Correction = "spending",
-        period: WindowSpec | str | int | None = None,
+        period: str | None = None,
         arl: float | None = None,
         statistic: str | None = None,
         time_field: str = "time",
@@ -255,8 +261,14 @@ class ShiftMonitor:
         self.step = _check_step(window, step)
         self.alpha = alpha
         self.correction = correction
-        self.period = _check_period(correction, period)
+        self.period_seconds = _check_period(correction, period)
         self.arl = _check_arl(correction, arl)
+        # time windows start `step` apart, so a period holds a known number of them
+        self.period_windows = (
+            windows_per_period(self.period_seconds, float(self.step))
+            if self.period_seconds is not None and window.seconds is not None
+            else None
+        )
         self.detector = guard.detector(statistic)
         self.reference = reference_scores(guard, statistic)
         self.time_field = time_field
@@ -270,8 +282,7 @@ class ShiftMonitor:
             "step": self.step,
             "alpha": self.alpha,
             "correction": self.correction,
-            "period_size": self.period.size if self.period else None,
-            "period_seconds": self.period.seconds if self.period else None,
+            "period_seconds": self.period_seconds,
             "arl": self.arl,
             "statistic": self.detector.statistic,
             "time_field": self.time_field,
@@ -279,23 +290,22 @@ class ShiftMonitor:
         }
 
     def window_alpha(self, index: int, index_in_period: int | None = None) -> float:
-        """The level of window ``index`` (0-based over the stream) after the correction.
-
-        ``index_in_period`` is the window's rank in its period (``period`` correction only;
-        for a period of n windows it defaults to ``index % n``).
-        """
-        if index_in_period is None and self.period is not None and self.period.size:
-            index_in_period = index % self.period.size
+        """The level of window ``index`` (0-based over the stream) after the correction;
+        ``index_in_period`` is its rank in its period (``period`` correction only)."""
         return window_level(
-            self.correction, self.alpha, index, index_in_period=index_in_period, arl=self.arl
+            self.correction,
+            self.alpha,
+            index,
+            index_in_period=index_in_period,
+            windows_per_period=self.period_windows,
+            arl=self.arl,
         )
 
-    def _next_alpha(self, state: MonitorState, end_time: float) -> float:
-        """Level of the next window to test (closing at ``end_time``); moves the period on."""
-        if self.period is None:
+    def _next_alpha(self, state: MonitorState, start_time: float) -> float:
+        """Level of the next window to test (starting at ``start_time``); moves the period on."""
+        if self.period_seconds is None:
             return self.window_alpha(state.windows)
-        position = state.windows if self.period.size else end_time
-        key = period_key(position, float(self.period.size or self.period.seconds or 0))
+        key = period_key(start_time, self.period_seconds)
         if key != state.period_key:
             state.period_key, state.period_tested = key, 0
         state.period_tested += 1
@@ -334,7 +344,9 @@ class ShiftMonitor:
         return results
 
     def _test(self, state: MonitorState, items: list[tuple[int, float, float]]) -> WindowResult:
-        alpha = self._next_alpha(state, items[-1][1])
+        # a time window belongs to the period of its nominal start (starts are `step` apart)
+        start = state.window_start if self.window.seconds is not None else items[0][1]
+        alpha = self._next_alpha(state, float(items[0][1] if start is None else start))
         scores = np.fromiter((item[2] for item in items), dtype=np.float64, count=len(items))
         result = ks_two_sample(self.reference, scores, alpha=alpha)
         window = WindowResult(
@@ -447,16 +459,14 @@ def _check_step(window: WindowSpec, step: int | float | None) -> int | float:
     return float(step)
 
 
-def _check_period(correction: str, period: WindowSpec | str | int | None) -> WindowSpec | None:
+def _check_period(correction: str, period: str | None) -> float | None:
     if correction != "period":
         if period is not None:
             raise InputError(f"period is used only with correction 'period', not {correction!r}")
         return None
     if period is None:
-        raise InputError(
-            "correction 'period' needs a period: a duration (1d, 6h) or a number of windows (96)"
-        )
-    return period if isinstance(period, WindowSpec) else WindowSpec.parse_period(period)
+        raise InputError("correction 'period' needs a period of log time (1d, 6h)")
+    return WindowSpec.parse_period(period)
 
 
 def _check_arl(correction: str, arl: float | None) -> float | None:
