@@ -82,17 +82,6 @@ class WindowSpec:
         return spec
 
     @classmethod
-    def parse_period(cls, text: str) -> float:
-        """Seconds of a period of the ``period`` correction: ``1d``, ``6h``, ``30m``."""
-        spec = cls._parse(text)
-        if spec is None or spec.seconds is None:
-            raise InputError(
-                f"period must be a duration of log time (1d, 6h), got {text!r}; "
-                "for a budget per number of windows use correction 'arl'"
-            )
-        return spec.seconds
-
-    @classmethod
     def _parse(cls, text: str | int) -> WindowSpec | None:
         value = str(text).strip().lower()
         try:
@@ -230,6 +219,10 @@ def _record(text: str, path: Path, number: int, time_field: str, query_field: st
 class ShiftMonitor:
     """KS test of each window of a query stream against the calibration queries.
 
+    ``correction`` sets each window's level (see the module docstring): ``period`` needs
+    ``period`` (``"1d"``), ``arl`` needs ``arl`` (windows per false alarm, and ignores
+    ``alpha``).
+
     Example:
         >>> monitor = ShiftMonitor(Guard.load("kb/"), WindowSpec(size=50))  # doctest: +SKIP
         >>> for window in monitor.follow("queries.log.jsonl", "state.json"):  # doctest: +SKIP
@@ -345,8 +338,8 @@ class ShiftMonitor:
 
     def _test(self, state: MonitorState, items: list[tuple[int, float, float]]) -> WindowResult:
         # a time window belongs to the period of its nominal start (starts are `step` apart)
-        start = state.window_start if self.window.seconds is not None else items[0][1]
-        alpha = self._next_alpha(state, float(items[0][1] if start is None else start))
+        start = state.window_start if self.window.seconds is not None else None
+        alpha = self._next_alpha(state, items[0][1] if start is None else start)
         scores = np.fromiter((item[2] for item in items), dtype=np.float64, count=len(items))
         result = ks_two_sample(self.reference, scores, alpha=alpha)
         window = WindowResult(
@@ -459,6 +452,17 @@ def _check_step(window: WindowSpec, step: int | float | None) -> int | float:
     return float(step)
 
 
+def parse_period(text: str) -> float:
+    """Seconds of a period of the ``period`` correction: ``1d``, ``6h``, ``30m``."""
+    spec = WindowSpec._parse(text)
+    if spec is None or spec.seconds is None:
+        raise InputError(
+            f"period must be a duration of log time (1d, 6h), got {text!r}; "
+            "for a budget per number of windows use correction 'arl'"
+        )
+    return spec.seconds
+
+
 def _check_period(correction: str, period: str | None) -> float | None:
     if correction != "period":
         if period is not None:
@@ -466,7 +470,7 @@ def _check_period(correction: str, period: str | None) -> float | None:
         return None
     if period is None:
         raise InputError("correction 'period' needs a period of log time (1d, 6h)")
-    return WindowSpec.parse_period(period)
+    return parse_period(period)
 
 
 def _check_arl(correction: str, arl: float | None) -> float | None:
