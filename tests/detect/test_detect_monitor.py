@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragbound.artifacts import sha256_text
 from ragbound.detect import Guard
 from ragbound.detect.monitor import (
     MonitorState,
@@ -22,6 +23,7 @@ from ragbound.detect.monitor import (
 from ragbound.detect.shift import shift_test
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
+from ragbound.stats.spending import alpha_spending
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, MORE_OUT_OF_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 CALIBRATION = IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10]
@@ -159,6 +161,85 @@ def test_alpha_spending_keeps_false_alarms_over_a_whole_stream_below_alpha(guard
     assert sum(spending.window_alpha(i) for i in range(10_000)) < 0.1
 
 
+HOUR = 3600.0 * 470_000  # an hour boundary (UTC)
+
+
+def test_period_restarts_the_spending_sequence_for_count_windows(guard: Guard) -> None:
+    monitor = monitor_on_arrays(guard, WindowSpec(size=10), correction="period", period="1h")
+    state = MonitorState(log="x", kb_fingerprint="f", settings={})
+    times = HOUR - 1800.0 + np.arange(0.0, 7200.0, 60.0)  # one query a minute for two hours
+    windows = monitor.feed_scores(state, np.arange(1, 121), times, np.zeros(120))
+    # a window belongs to the hour of its first query: 3 start before the boundary, 6 in the
+    # next hour, 3 in the one after
+    ranks = [0, 1, 2, 0, 1, 2, 3, 4, 5, 0, 1, 2]
+    assert [w.alpha for w in windows] == [alpha_spending(0.05, j) for j in ranks]
+    assert (state.period_key, state.period_tested) == (470_001, 3)
+    spending = monitor_on_arrays(guard, WindowSpec(size=10))
+    assert monitor.window_alpha(1000, 0) > 1e5 * spending.window_alpha(1000)
+
+
+def test_period_splits_alpha_evenly_over_time_windows(guard: Guard) -> None:
+    monitor = monitor_on_arrays(guard, WindowSpec(seconds=600.0), correction="period", period="1h")
+    assert monitor.period_windows == 7  # at most 7 starts 10 minutes apart fit in an hour
+    state = MonitorState(log="x", kb_fingerprint="f", settings={})
+    times = HOUR - 1800.0 + np.arange(0.0, 7200.0, 60.0)
+    windows = monitor.feed_scores(state, np.arange(1, 121), times, np.zeros(120))
+    assert len(windows) == 11 and {w.alpha for w in windows} == {0.05 / 7}
+    assert (state.period_key, state.period_tested) == (470_001, 2)  # starts at :00 and :10
+    sliding = monitor_on_arrays(
+        guard, WindowSpec(seconds=600.0), step=300.0, correction="period", period="1h"
+    )
+    many = np.arange(0.0, 6 * 3600.0, 20.0)
+    windows, _ = feed(sliding, np.zeros(many.size), every=20.0)
+    assert {w.alpha for w in windows} == {0.05 / 13} and len(windows) == 6 * 12 - 2
+
+
+def test_period_keeps_false_alarms_per_period_below_alpha(guard: Guard) -> None:
+    rng = np.random.default_rng(7)
+    monitor = monitor_on_arrays(
+        guard, WindowSpec(seconds=60.0), alpha=0.2, correction="period", period="5m"
+    )
+    streams, periods = 100, 6
+    alarmed_periods = 0
+    for _ in range(streams):
+        # a query every 2 s from t = 2 s: windows start at 2, 62, ..., five per 5 minutes
+        results, _ = feed(monitor, rng.normal(size=150 * periods + 1), every=2.0)
+        assert len(results) == 5 * periods
+        alarmed_periods += len({w.window // 5 for w in results if w.alarm})
+    rate = alarmed_periods / (streams * periods)
+    assert rate <= 0.2 + 3 * np.sqrt(0.2 * 0.8 / (streams * periods))
+
+
+def test_arl_tests_every_window_at_one_over_arl(guard: Guard) -> None:
+    monitor = monitor_on_arrays(guard, WindowSpec(size=30), correction="arl", arl=20)
+    results, _ = feed(monitor, np.random.default_rng(8).normal(size=30 * 3000))
+    assert {w.alpha for w in results} == {0.05}
+    rate = np.mean([w.alarm for w in results])
+    # false alarms per window <= 1 / arl (KS p-values are conservative), binomial slack
+    assert 0.01 < rate <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / len(results))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"correction": "bonferroni"}, "unknown correction"),
+        ({"correction": "period"}, "needs a period"),
+        ({"correction": "period", "period": "0"}, "period must be"),
+        ({"correction": "period", "period": "96"}, "period must be a duration"),
+        ({"correction": "period", "period": "1y"}, "period must be"),
+        ({"period": "1d"}, "period is used only with correction 'period'"),
+        ({"correction": "arl"}, "needs arl"),
+        ({"correction": "arl", "arl": 1.0}, "arl must be"),
+        ({"correction": "arl", "arl": float("nan")}, "arl must be"),
+        ({"correction": "none", "arl": 100}, "arl is used only"),
+        ({"alpha": 1.5}, "alpha must be"),
+    ],
+)
+def test_bad_corrections_are_refused_naming_the_option(guard: Guard, kwargs, message) -> None:
+    with pytest.raises(InputError, match=message):
+        ShiftMonitor(guard, WindowSpec(size=10), **kwargs)
+
+
 # --------------------------------------------------------------- real logs
 def test_the_monitor_resumes_where_it_stopped_and_flags_the_shift(
     guard: Guard, tmp_path: Path
@@ -190,6 +271,42 @@ def test_an_interrupted_run_repeats_at_most_a_window_and_never_loses_one(
             break  # the process dies here
     rest = [w.window for w in monitor.follow(log, state_path)]
     assert set(seen) | set(rest) == set(range(6))
+
+
+def test_a_resumed_monitor_continues_its_period(guard: Guard, tmp_path: Path) -> None:
+    log, state_path = tmp_path / "queries.jsonl", tmp_path / "state.json"
+    write_log(log, HELD_OUT_IK[:4])
+    monitor = ShiftMonitor(guard, WindowSpec(size=2), correction="period", period="1h")
+    first = [w.alpha for w in monitor.follow(log, state_path)]
+    write_log(log, HELD_OUT_IK[4:6] + OOK[:2], start=1_700_001_000.0)  # the same hour
+    second = [w.alpha for w in monitor.follow(log, state_path)]
+    assert first + second == [alpha_spending(0.05, j) for j in range(4)]
+    with pytest.raises(InputError, match="other settings"):
+        list(
+            ShiftMonitor(guard, WindowSpec(size=2), correction="period", period="2h").follow(
+                log, state_path
+            )
+        )
+
+
+def test_a_state_saved_before_the_period_and_arl_corrections_still_resumes(
+    guard: Guard, tmp_path: Path
+) -> None:
+    log, state_path = tmp_path / "queries.jsonl", tmp_path / "state.json"
+    write_log(log, HELD_OUT_IK[:4])
+    monitor = ShiftMonitor(guard, WindowSpec(size=2))
+    list(monitor.follow(log, state_path))
+    # rewrite the state as the first format wrote it: no period or arl anywhere
+    old = json.loads(state_path.read_text())["state"]
+    for key in ("period_seconds", "arl"):
+        del old["settings"][key]
+    del old["period_key"], old["period_tested"]
+    payload = json.dumps(old, sort_keys=True, separators=(",", ":"))
+    state_path.write_text(json.dumps({"checksum": sha256_text(payload), "state": old}))
+    write_log(log, HELD_OUT_IK[4:6], start=1_700_001_000.0)
+    resumed = list(monitor.follow(log, state_path))
+    assert [w.window for w in resumed] == [2]
+    assert resumed[0].alpha == monitor.window_alpha(2)  # still whole-stream spending
 
 
 def test_a_damaged_or_mismatched_state_is_refused(guard: Guard, tmp_path: Path) -> None:

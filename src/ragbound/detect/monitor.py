@@ -11,11 +11,20 @@ do not overlap; a ``step`` smaller than the window makes them slide. Each full w
 statistic values (higher = more out-of-knowledge) are compared with the calibration
 queries' by the two-sample KS test.
 
-False alarms over many windows: with ``correction="spending"`` (default) window i (0-based)
-is tested at alpha * 6 / (pi^2 (i+1)^2). These levels sum to alpha over an endless stream, so
-the chance of even one false alarm in the whole stream is at most alpha (union bound). The
-price is power late in a long stream; ``correction="none"`` tests every window at alpha
-(expect alpha x windows false alarms under no shift).
+False alarms over many windows (``correction``; the guarantees and their proofs are in
+``ragbound.stats.spending``):
+
+- ``spending`` (default): window i (0-based) at alpha * 6 / (pi^2 (i+1)^2): at most alpha
+  chance of any false alarm over the whole stream, but window 1,000 is tested at 3e-8, so a
+  shift late in a long stream goes unseen.
+- ``period``: alpha spent afresh every ``period`` of log time (``1d``: UTC calendar days):
+  at most alpha chance of a false alarm per period. Time windows are each tested at alpha / m
+  (m = the most windows that start in a period, 97 for 15-minute windows and a day); windows
+  of a query count, whose number per period is unknown, restart the spending sequence above
+  at each period.
+- ``arl``: every window at 1 / ``arl``: on average at least ``arl`` windows per false alarm
+  (the budget for "per N windows": ``arl`` = N / alpha).
+- ``none``: every window at alpha (expect alpha x windows false alarms under no shift).
 """
 
 from __future__ import annotations
@@ -37,12 +46,21 @@ from ragbound.detect.guard import Guard
 from ragbound.detect.shift import reference_scores
 from ragbound.errors import ArtifactError, InputError, where
 from ragbound.progress import progress_bar
-from ragbound.stats import alpha_spending, ks_two_sample
+from ragbound.stats import ks_two_sample
+from ragbound.stats.spending import (
+    SCHEMES,
+    arl_level,
+    period_key,
+    window_level,
+    windows_per_period,
+)
 
 STATE_FORMAT = "ragbound-monitor-state/1"
 SCORE_BATCH = 256
-Correction = Literal["spending", "none"]
-CORRECTIONS: tuple[str, ...] = ("spending", "none")
+Correction = Literal["spending", "period", "arl", "none"]
+CORRECTIONS: tuple[str, ...] = SCHEMES
+# settings added after the first state format, with the values that mean the old behaviour
+_LATER_SETTINGS: dict[str, str | float | int | None] = {"period_seconds": None, "arl": None}
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
@@ -56,6 +74,15 @@ class WindowSpec:
     @classmethod
     def parse(cls, text: str | int) -> WindowSpec:
         """``50`` (queries) or ``90s``, ``15m``, ``1h``, ``1d`` (log time)."""
+        spec = cls._parse(text)
+        if spec is None:
+            raise InputError(
+                f"window must be a query count (50) or a duration (15m, 1h), got {text!r}"
+            )
+        return spec
+
+    @classmethod
+    def _parse(cls, text: str | int) -> WindowSpec | None:
         value = str(text).strip().lower()
         try:
             if value and value[-1] in _UNITS:
@@ -66,7 +93,7 @@ class WindowSpec:
                 return cls(size=int(value))
         except ValueError:
             pass
-        raise InputError(f"window must be a query count (50) or a duration (15m, 1h), got {text!r}")
+        return None
 
     def describe(self) -> str:
         return f"{self.size} queries" if self.size else f"{self.seconds:g} s"
@@ -106,6 +133,10 @@ class MonitorState(BaseModel):
     buffer: list[tuple[int, float, float]] = Field(
         default_factory=list, description="(line, epoch seconds, score) of the open window"
     )
+    period_key: int | None = Field(
+        default=None, description="the current period of the period correction"
+    )
+    period_tested: int = Field(default=0, description="windows tested in the current period")
 
 
 @dataclass(frozen=True)
@@ -188,6 +219,10 @@ def _record(text: str, path: Path, number: int, time_field: str, query_field: st
 class ShiftMonitor:
     """KS test of each window of a query stream against the calibration queries.
 
+    ``correction`` sets each window's level (see the module docstring): ``period`` needs
+    ``period`` (``"1d"``), ``arl`` needs ``arl`` (windows per false alarm, and ignores
+    ``alpha``).
+
     Example:
         >>> monitor = ShiftMonitor(Guard.load("kb/"), WindowSpec(size=50))  # doctest: +SKIP
         >>> for window in monitor.follow("queries.log.jsonl", "state.json"):  # doctest: +SKIP
@@ -202,6 +237,8 @@ class ShiftMonitor:
         step: int | float | None = None,
         alpha: float = 0.05,
         correction: Correction = "spending",
+        period: str | None = None,
+        arl: float | None = None,
         statistic: str | None = None,
         time_field: str = "time",
         query_field: str = "query",
@@ -217,6 +254,14 @@ class ShiftMonitor:
         self.step = _check_step(window, step)
         self.alpha = alpha
         self.correction = correction
+        self.period_seconds = _check_period(correction, period)
+        self.arl = _check_arl(correction, arl)
+        # time windows start `step` apart, so a period holds a known number of them
+        self.period_windows = (
+            windows_per_period(self.period_seconds, float(self.step))
+            if self.period_seconds is not None and window.seconds is not None
+            else None
+        )
         self.detector = guard.detector(statistic)
         self.reference = reference_scores(guard, statistic)
         self.time_field = time_field
@@ -230,14 +275,34 @@ class ShiftMonitor:
             "step": self.step,
             "alpha": self.alpha,
             "correction": self.correction,
+            "period_seconds": self.period_seconds,
+            "arl": self.arl,
             "statistic": self.detector.statistic,
             "time_field": self.time_field,
             "query_field": self.query_field,
         }
 
-    def window_alpha(self, index: int) -> float:
-        """The level of window ``index`` after the false-alarm correction."""
-        return alpha_spending(self.alpha, index) if self.correction == "spending" else self.alpha
+    def window_alpha(self, index: int, index_in_period: int | None = None) -> float:
+        """The level of window ``index`` (0-based over the stream) after the correction;
+        ``index_in_period`` is its rank in its period (``period`` correction only)."""
+        return window_level(
+            self.correction,
+            self.alpha,
+            index,
+            index_in_period=index_in_period,
+            windows_per_period=self.period_windows,
+            arl=self.arl,
+        )
+
+    def _next_alpha(self, state: MonitorState, start_time: float) -> float:
+        """Level of the next window to test (starting at ``start_time``); moves the period on."""
+        if self.period_seconds is None:
+            return self.window_alpha(state.windows)
+        key = period_key(start_time, self.period_seconds)
+        if key != state.period_key:
+            state.period_key, state.period_tested = key, 0
+        state.period_tested += 1
+        return self.window_alpha(state.windows, state.period_tested - 1)
 
     # ---------------------------------------------------------------- windows
     def feed_scores(
@@ -272,7 +337,9 @@ class ShiftMonitor:
         return results
 
     def _test(self, state: MonitorState, items: list[tuple[int, float, float]]) -> WindowResult:
-        alpha = self.window_alpha(state.windows)
+        # a time window belongs to the period of its nominal start (starts are `step` apart)
+        start = state.window_start if self.window.seconds is not None else None
+        alpha = self._next_alpha(state, items[0][1] if start is None else start)
         scores = np.fromiter((item[2] for item in items), dtype=np.float64, count=len(items))
         result = ks_two_sample(self.reference, scores, alpha=alpha)
         window = WindowResult(
@@ -360,6 +427,7 @@ class ShiftMonitor:
             raise InputError(f"{state_path} belongs to the log {state.log}, not {expected.log}")
         if state.kb_fingerprint != expected.kb_fingerprint:
             raise InputError(f"{state_path} was made with another knowledge base or calibration")
+        state.settings = {**_LATER_SETTINGS, **state.settings}  # older states: old behaviour
         if state.settings != expected.settings:
             raise InputError(
                 f"{state_path} was made with other settings ({state.settings}); "
@@ -382,6 +450,41 @@ def _check_step(window: WindowSpec, step: int | float | None) -> int | float:
     if not 0 < step <= float(window.seconds or 0):
         raise InputError(f"step must be in (0, {window.seconds:g}] seconds, got {step}")
     return float(step)
+
+
+def parse_period(text: str) -> float:
+    """Seconds of a period of the ``period`` correction: ``1d``, ``6h``, ``30m``."""
+    spec = WindowSpec._parse(text)
+    if spec is None or spec.seconds is None:
+        raise InputError(
+            f"period must be a duration of log time (1d, 6h), got {text!r}; "
+            "for a budget per number of windows use correction 'arl'"
+        )
+    return spec.seconds
+
+
+def _check_period(correction: str, period: str | None) -> float | None:
+    if correction != "period":
+        if period is not None:
+            raise InputError(f"period is used only with correction 'period', not {correction!r}")
+        return None
+    if period is None:
+        raise InputError("correction 'period' needs a period of log time (1d, 6h)")
+    return parse_period(period)
+
+
+def _check_arl(correction: str, arl: float | None) -> float | None:
+    if correction != "arl":
+        if arl is not None:
+            raise InputError(f"arl is used only with correction 'arl', not {correction!r}")
+        return None
+    if arl is None:
+        raise InputError("correction 'arl' needs arl: the windows expected per false alarm")
+    try:
+        arl_level(arl)
+    except (TypeError, ValueError):
+        raise InputError(f"arl must be a finite number of windows > 1, got {arl!r}") from None
+    return float(arl)
 
 
 def _batches(
@@ -424,7 +527,9 @@ def load_state(path: Path) -> MonitorState:
         raise ArtifactError(
             f"{path}: the monitor state is corrupt ({type(exc).__name__}); delete it to start over"
         ) from None
-    if data.get("checksum") != sha256_text(_payload(state)):
+    # the checksum covers the state as written, so fields added later may be missing from it
+    written = json.dumps(data["state"], sort_keys=True, separators=(",", ":"))
+    if data.get("checksum") != sha256_text(written):
         raise ArtifactError(
             f"{path}: the monitor state does not match its checksum (damaged or edited); "
             "delete it to start over"
