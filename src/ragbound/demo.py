@@ -303,8 +303,8 @@ def run(out: Path = DEFAULT_OUT, *, llm: bool = False, console: Console | None =
     shift(demo)
     abstention(demo, llm)
     path = report(demo)
-    console.print(f"\ndemo done in {time.perf_counter() - started:.0f} s. Try:")
-    console.print(f'  ragbound check {escape(str(out / "kb"))} "{ORDINARY}"')
+    console.print(f"\ndemo done in {time.perf_counter() - started:.0f} s. Ask your own questions:")
+    console.print(f'  ragbound check {escape(str(out / "kb"))} \\\n    "{ORDINARY}"')
     return path
 
 
