@@ -233,8 +233,9 @@ def abstention(demo: Demo, llm: bool) -> None:
         f"leave-one-out on {QA_FILE}: each question is asked with its own QA pair\n"
         "left out of the context (rag, k=3), so the right reply is to abstain\n"
     )
-    results = run_abstention(demo)
-    console.print("  strategy  questions  abstention [95% CI]  factuality [95% CI]")
+    answered = run_abstention(demo)
+    print_answers(console, demo.run_dir)
+    console.print("\n  strategy  questions  abstention [95% CI]  factuality [95% CI]")
     for judged in bench_results(demo.run_dir).evaluators:
         for cell in judged.cells:
             console.print(
@@ -242,8 +243,22 @@ def abstention(demo: Demo, llm: bool) -> None:
                 f"{cell.factuality.text()}"
             )
     console.print(
-        f"\n{results} answers judged by the same local model (factuality counts non-abstentions)"
+        f"\n{answered} answers judged by the same small local model: read them in\n"
+        "run/outputs.jsonl (factuality counts the answers that did not abstain)"
     )
+
+
+def print_answers(console: Console, run_dir: Path) -> None:
+    """Each question and the start of the model's reply, one line each."""
+    from ragbound.bench import RunDir
+    from ragbound.bench.results import latest_outputs
+
+    run = RunDir(run_dir)
+    outputs = latest_outputs(run.outputs().read())
+    for item in run.inputs():
+        output = outputs.get(item.id)
+        reply = (output.answer or output.error or "") if output else "(no answer)"
+        console.print(f"  {escape(fit(item.question, 44))} -> {escape(fit(reply, 30))}")
 
 
 def run_abstention(demo: Demo) -> int:
