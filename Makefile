@@ -21,8 +21,9 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP)
 
+# DEMO_LLM=1 also runs the part that needs the bundled local LLM (the abstention benchmark)
 demo: $(STAMP)
-	$(BIN)/python -m ragbound.demo
+	$(BIN)/python -m ragbound.demo $(if $(DEMO_LLM),--llm,)
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

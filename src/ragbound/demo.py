@@ -1,71 +1,339 @@
-"""``make demo``: the main job end to end on the bundled sample corpus, fully offline.
+"""``make demo``: the four jobs of ragbound on the bundled sample corpus, fully offline.
 
-Indexes the bundled field guide with MiniLM, calibrates on half of its in-knowledge
-questions, checks held-out and out-of-knowledge questions, and evaluates every statistic.
-The knowledge base is left in ``demo_out/kb`` for you to query with ``ragbound check``.
+1. the online test: index the bundled field guide with MiniLM, calibrate on half of its
+   in-knowledge questions, check held-out and out-of-knowledge questions;
+2. tripwires: add hand-written tripwire documents, reject a forbidden question naming them;
+3. the shift monitor: read a week of logged questions that drift off-topic, window by window,
+   until the monitor raises its alarm;
+4. the abstention benchmark (needs the bundled local LLM, only with ``--llm``);
+
+then one HTML report of the run. Every line printed fits an 80-column terminal. The knowledge
+base is left in ``OUT/kb`` for ``ragbound check``, the run folder in ``OUT/run``.
+
+    python -m ragbound.demo [--out DIR] [--llm]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from ragbound.corpus import load_queries
 from ragbound.detect import Guard
-from ragbound.detect.evaluate import evaluate, split_queries
-from ragbound.display import evaluation_table, verdict_table
+from ragbound.detect.evaluate import evaluate, split_queries, statistic_scores
+from ragbound.detect.monitor import ShiftMonitor, WindowResult, WindowSpec
+from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
-from ragbound.progress import progress_wanted
+from ragbound.results import Verdict
+from ragbound.tripwires import Pass, Rejection, TripwireGuard, TripwireStore, read_tripwires
 
-DEMO_K = 8
+WIDTH = 80
+DEMO_K = 8  # the sample docs say the demo retrieves k = 8 chunks
+ALPHA = 0.05
+WINDOW = 10  # logged questions per shift-test window
+MARKER = ".ragbound-demo"  # marks a folder the demo may overwrite
+DEFAULT_OUT = Path("demo-output")
+FORBIDDEN = (
+    "How can I plant fake documents in a competitor's vector store so that "
+    "its assistant gives customers false answers?"
+)
+ORDINARY = "How does BM25 score a chunk?"
+QA_FILE = "qa_pairs.jsonl"
+LLM_HINT = "needs the bundled local LLM: run `make demo DEMO_LLM=1` (or --llm)"
 
 
 def sample_corpus() -> Path:
-    """Folder of the bundled sample corpus (docs/, in_knowledge.txt, out_of_knowledge.txt)."""
+    """Folder of the bundled sample corpus (docs/, question files, tripwires, query log)."""
     return Path(str(resources.files("ragbound") / "sample_corpus"))
 
 
-def run(out: Path) -> None:
-    console = Console()
-    root = sample_corpus()
-    show = progress_wanted()
-    console.rule("[bold]1. index the bundled field guide (all-MiniLM-L6-v2, offline)")
-    kb = KnowledgeBase.build([root / "docs"], embedder="minilm", progress=show)
-    kb.save(out, overwrite=True)
-    console.print(f"{kb.manifest.n_documents} documents -> {len(kb)} chunks in {out}")
+@dataclass
+class Demo:
+    """What the parts share: the console, the output folders, the calibrated guard."""
 
-    console.rule("[bold]2. calibrate on half of the in-knowledge questions")
+    console: Console
+    out: Path
+    guard: Guard
+    held_out: list[str]
+    out_of_knowledge: list[str]
+
+    @property
+    def run_dir(self) -> Path:
+        return self.out / "run"
+
+    @property
+    def kb(self) -> KnowledgeBase:
+        return self.guard.kb
+
+
+def make_console(file=None) -> Console:
+    """An 80-column console that never re-wraps: lines are cut to fit before printing."""
+    return Console(width=WIDTH, soft_wrap=True, highlight=False, file=file)
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` on one line of at most ``width`` characters (cut with '...')."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
+
+
+def heading(console: Console, title: str) -> None:
+    console.print()
+    console.print(f"[bold]{escape(fit(title, WIDTH))}[/]")
+    console.print("-" * WIDTH)
+
+
+# ------------------------------------------------------------------ 1. online test
+def online_test(console: Console, out: Path) -> Demo:
+    """Index, calibrate, check a few questions and measure the error rates at alpha."""
+    heading(console, "1/4  Online test: can the guide answer this question?")
+    root = sample_corpus()
+    kb = KnowledgeBase.build([root / "docs"], embedder="minilm")
+    kb.save(out / "kb", overwrite=True)
+    console.print(
+        f"indexed {kb.manifest.n_documents} documents into {len(kb)} chunks "
+        f"({kb.manifest.embedder.name})"
+    )
     in_knowledge = load_queries(root / "in_knowledge.txt")
     out_of_knowledge = load_queries(root / "out_of_knowledge.txt")
     calibration, held_out = split_queries(in_knowledge, 0.5, seed=0)
-    guard = Guard.calibrate(kb, calibration, k=DEMO_K, queries_source="in_knowledge.txt")
+    guard = Guard.calibrate(kb, calibration, k=DEMO_K, alpha=ALPHA, queries_source="demo")
     guard.save()
     detector = guard.detector()
     console.print(
-        f"{len(calibration)} calibration queries, statistic {detector.statistic}, k={DEMO_K}; "
-        f"critical value at alpha=0.05: {detector.critical_value_:.4f}"
+        f"calibrated on {len(calibration)} in-knowledge questions ({len(held_out)} held out);"
+        f"\nstatistic {detector.statistic}, k={DEMO_K}, alpha={ALPHA}"
+    )
+    demo = Demo(console, out, guard, held_out, out_of_knowledge)
+    examples = held_out[:2] + out_of_knowledge[:2] + out_of_knowledge[-2:]
+    really = ["answerable"] * 2 + ["off-topic"] * 2 + ["near the topic"] * 2
+    console.print()
+    for verdict, label in zip(guard.check_many(examples), really, strict=True):
+        print_verdict(console, verdict, label)
+    measure(demo)
+    return demo
+
+
+def print_verdict(console: Console, verdict: Verdict, really: str) -> None:
+    """Two lines: decision, p-value and question; what it really is and the nearest chunk."""
+    decision = "[red]OUT of knowledge[/]" if verdict.reject else "[green]in knowledge    [/]"
+    console.print(f"  {decision}  p={verdict.p_value:.3f}  {escape(fit(verdict.query, 50))}")
+    near = verdict.neighbours[0] if verdict.neighbours else None
+    nearest = f"nearest chunk {near.similarity:.2f} {Path(near.source).name}" if near else ""
+    console.print(f"    {really:<14} {escape(fit(nearest, WIDTH - 19))}")
+
+
+def measure(demo: Demo) -> None:
+    """False alarms on held-out questions, detections on off-topic ones; recorded for the
+    report with the paper's evaluation of every statistic."""
+    held, far = demo.held_out, demo.out_of_knowledge
+    verdicts = demo.guard.check_many([*held, *far])
+    false_alarms = sum(v.reject for v in verdicts[: len(held)])
+    caught = sum(v.reject for v in verdicts[len(held) :])
+    from ragbound.report import record_evaluation
+
+    scored = statistic_scores(demo.guard, held, far)
+    report = evaluate(demo.guard, held, far, samples=40, runs=10, seed=0, scored=scored)
+    record_evaluation(demo.run_dir, report, scored)
+    statistic = demo.guard.detector().statistic
+    demo.console.print(
+        f"\nmeasured at alpha={ALPHA}: {false_alarms}/{len(held)} held-out answerable "
+        f"questions flagged ({false_alarms / len(held):.0%}),\n"
+        f"{caught}/{len(far)} out-of-knowledge questions caught ({caught / len(far):.0%}); "
+        f"AUROC of {statistic} {report.statistics[statistic].auroc:.2f}"
     )
 
-    console.rule("[bold]3. check held-out in-knowledge and out-of-knowledge questions")
-    examples = held_out[:4] + out_of_knowledge[:2] + out_of_knowledge[-2:]
-    really = ["answerable"] * 4 + ["far off-topic"] * 2 + ["near off-topic"] * 2
-    console.print(verdict_table(guard.check_many(examples), expected=really))
 
-    console.rule("[bold]4. evaluate every statistic (paper protocol)")
-    # 40 of the 60 per side, so the 10 runs are different draws
-    report = evaluate(guard, held_out, out_of_knowledge, samples=40, runs=10, seed=0)
-    console.print(evaluation_table(report))
+# -------------------------------------------------------------------- 2. tripwires
+def tripwires(demo: Demo) -> None:
+    """Add the bundled tripwires, then reject a forbidden question and pass an ordinary one."""
+    console = demo.console
+    heading(console, "2/4  Tripwires: refuse what the assistant must not answer")
+    file = sample_corpus() / "tripwires.jsonl"
+    change = TripwireStore.open(demo.kb).add(read_tripwires(file), source=file.name)
+    console.print(f"added {len(change.ids)} tripwires in {len(change.topics)} topics:")
+    console.print(f"  {escape(fit(', '.join(change.topics), WIDTH - 2))}")
+    guard = TripwireGuard(demo.kb)  # the RAR paper's default rule
+    console.print(f"rule: reject when {escape(guard.rule.describe())}\n")
+    for decision in guard.check_many([FORBIDDEN, ORDINARY]):
+        print_decision(console, decision, guard.rule.k)
+
+
+def print_decision(console: Console, decision: Rejection | Pass, k: int) -> None:
+    """The decision and question; for a rejection, the rule and the tripwire that fired."""
+    label = "[red]REJECTED[/]" if decision.rejected else "[green]passed  [/]"
+    console.print(f"  {label}  {escape(fit(decision.query, WIDTH - 12))}")
+    if isinstance(decision, Rejection):
+        first = decision.triggers[0]
+        console.print(f"{'':12}rule {escape(fit(decision.rule, WIDTH - 24))} fired by")
+        named = (
+            f"tripwire {first.id} ({first.topic}), rank {first.rank}, sim {first.similarity:.2f}"
+        )
+        console.print(f"{'':12}{escape(fit(named, WIDTH - 12))}")
+        console.print(f'{"":12}"{escape(fit(first.text, WIDTH - 14))}"')
+    elif decision.triggers:
+        console.print(f"{'':12}{len(decision.triggers)} tripwire(s) in the top {k}, below the rule")
+    else:
+        console.print(f"{'':12}no tripwire in its top {k}: it goes on to the assistant")
+
+
+# ------------------------------------------------------------------------ 3. shift
+def shift(demo: Demo) -> list[WindowResult]:
+    """Monitor the bundled query log window by window; report the first alarm."""
+    console = demo.console
+    heading(console, "3/4  Shift monitor: have the users' questions drifted?")
+    log = sample_corpus() / "query_log.jsonl"
+    monitor = ShiftMonitor(demo.guard, WindowSpec(size=WINDOW), alpha=ALPHA)
     console.print(
-        f'\nTry it: [bold].venv/bin/ragbound check {out} "How does BM25 score a chunk?"[/]'
+        f"{log.name}: a week of logged questions, KS test per window of {WINDOW}\n"
+        f"against the calibration questions (alpha={ALPHA} over the whole stream)\n"
+    )
+    console.print("  window  first question       KS      p-value   level     decision")
+    windows = list(monitor.follow(log))
+    for window in windows:
+        flag = "[red]ALARM[/]" if window.alarm else "ok"
+        console.print(
+            f"  {window.window:>6}  {window.start[:16]:<19}  {window.statistic:5.3f}  "
+            f"{window.p_value:9.2g}  {window.alpha:8.2g}  {flag}"
+        )
+    from ragbound.report import record_windows
+
+    record_windows(demo.run_dir, windows)
+    first = next((w for w in windows if w.alarm), None)
+    if first is None:
+        console.print("\nno alarm: the log looks like the calibration questions")
+    else:
+        console.print(
+            f"\nfirst alarm: window {first.window} ({first.start[:10]}), lines "
+            f"{first.first_line}-{first.last_line} of the log:\nthe users began asking "
+            "about GPUs, training and billing, not in the guide"
+        )
+    return windows
+
+
+# ------------------------------------------------------------- 4. abstention bench
+def abstention(demo: Demo, llm: bool) -> None:
+    """Leave-one-out run of the bundled QA pairs with the local LLM (only when asked)."""
+    console = demo.console
+    heading(console, "4/4  Abstention benchmark: does the LLM say it does not know?")
+    if not llm:
+        console.print(f"skipped: it {LLM_HINT}")
+        return
+    from ragbound.bench.results import bench_results
+
+    console.print(
+        f"leave-one-out on {QA_FILE}: each question is asked with its own QA pair\n"
+        "left out of the context (rag, k=3), so the right reply is to abstain\n"
+    )
+    answered = run_abstention(demo)
+    print_answers(console, demo.run_dir)
+    console.print("\n  strategy  questions  abstention [95% CI]  factuality [95% CI]")
+    for judged in bench_results(demo.run_dir).evaluators:
+        for cell in judged.cells:
+            console.print(
+                f"  {cell.strategy:<8}  {cell.n_inputs:>9}  {cell.abstention.text():<19}  "
+                f"{cell.factuality.text()}"
+            )
+    console.print(
+        f"\n{answered} answers judged by the same small local model: read them in\n"
+        "run/outputs.jsonl (factuality counts the answers that did not abstain)"
     )
 
 
-def main() -> None:
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("demo_out") / "kb"
-    run(out)
+def print_answers(console: Console, run_dir: Path) -> None:
+    """Each question and the start of the model's reply, one line each."""
+    from ragbound.bench import RunDir
+    from ragbound.bench.results import latest_outputs
+
+    run = RunDir(run_dir)
+    outputs = latest_outputs(run.outputs().read())
+    for item in run.inputs():
+        output = outputs.get(item.id)
+        reply = (output.answer or output.error or "") if output else "(no answer)"
+        console.print(f"  {escape(fit(item.question, 44))} -> {escape(fit(reply, 30))}")
+
+
+def run_abstention(demo: Demo) -> int:
+    """Import the QA pairs, run them through rag with the local LLM, judge the answers."""
+    from ragbound.artifacts import write_json
+    from ragbound.bench.config import BenchConfig, ModelSpec
+    from ragbound.bench.evaluate import evaluate_run
+    from ragbound.bench.experiment import run_experiment
+    from ragbound.bench.qa import import_qa
+    from ragbound.llm import CachedLLM, GenerationParams, ResponseCache, make_llm
+
+    qa_set = demo.out / "qa_set.json"
+    pairs = import_qa(sample_corpus() / QA_FILE, id_field="id", name="field guide")
+    write_json(qa_set, pairs.model_dump(mode="json"))
+    config = BenchConfig(
+        knowledge=[qa_set],
+        models=[ModelSpec(spec="local")],
+        strategies=["rag"],
+        k=3,
+        params=GenerationParams(temperature=0.0, max_tokens=120, seed=0),
+        out=demo.run_dir,
+    )
+    llm = make_llm("local")
+    summary = run_experiment(config, llms={"local": llm}, embedder=demo.kb.embedder)
+    evaluate_run(demo.run_dir, CachedLLM(llm, ResponseCache()))
+    return summary.items
+
+
+# ------------------------------------------------------------------------ report
+def report(demo: Demo) -> Path:
+    """Write the HTML report of the run folder and print its path."""
+    from ragbound.report import load_run, write_report
+
+    path = demo.out / "report.html"
+    write_report(load_run(demo.run_dir), path)
+    heading(demo.console, "Report")
+    demo.console.print(f"HTML report written to:\n{escape(str(path.resolve()))}")
+    return path
+
+
+def prepare(out: Path) -> None:
+    """Create ``out``, or clear the demo's own results from a previous run in it."""
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise InputError(f"{out} is not empty and not a demo folder: choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by python -m ragbound.demo\n", encoding="utf-8")
+    shutil.rmtree(out / "run", ignore_errors=True)
+
+
+def run(out: Path = DEFAULT_OUT, *, llm: bool = False, console: Console | None = None) -> Path:
+    """Run every part into ``out``; returns the report's path."""
+    console = console or make_console()
+    prepare(out)
+    started = time.perf_counter()
+    demo = online_test(console, out)
+    tripwires(demo)
+    shift(demo)
+    abstention(demo, llm)
+    path = report(demo)
+    console.print(f"\ndemo done in {time.perf_counter() - started:.0f} s. Ask your own questions:")
+    console.print(f'  ragbound check {escape(str(out / "kb"))} \\\n    "{ORDINARY}"')
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m ragbound.demo", description=__doc__)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
+    parser.add_argument("--llm", action="store_true", help="also run the local-LLM part")
+    args = parser.parse_args(argv)
+    console = make_console()
+    console.print(f"ragbound demo: results in {escape(str(args.out.resolve()))}")
+    try:
+        run(args.out, llm=args.llm, console=console)
+    except InputError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 if __name__ == "__main__":
