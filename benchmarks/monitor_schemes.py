@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from benchmarks.doc import write_section
 from ragbound.stats import ks_two_sample
 from ragbound.stats.spending import window_level, windows_per_period
 
@@ -259,8 +260,14 @@ def _caption(results: dict) -> str:
     )
 
 
+TITLE = "Shift monitor: false-alarm schemes over long streams (simulation)"
+
+
 def main() -> None:
-    print(table())
+    """Print the table and write it as the ``monitor-schemes`` section of docs/benchmarks.md."""
+    text = table()
+    print(text)
+    print(f"written to {write_section('monitor-schemes', TITLE, text)}")
 
 
 if __name__ == "__main__":
