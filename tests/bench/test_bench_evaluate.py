@@ -22,7 +22,7 @@ from ragbound.errors import InputError
 from ragbound.llm import ChatMessage, GenerationParams, LLMTimeoutError
 from tests.bench.label_runs import ABSTAINING, write_run
 from tests.llm.llm_fakes import ScriptedLLM
-from tests.test_cli import run as run_cli
+from tests.cli.runner import run as run_cli
 
 
 def judge(messages: list[ChatMessage], params: GenerationParams) -> str:

@@ -26,7 +26,7 @@ from ragbound.embedders import EmbedderInfo
 from ragbound.errors import InputError
 from ragbound.llm import ChatMessage, GenerationParams, ParseError, load_prompt
 from tests.llm.llm_fakes import ScriptedLLM
-from tests.test_cli import run as run_cli
+from tests.cli.runner import run as run_cli
 
 KEYWORDS = ("bee", "wax", "train", "volcano", "tea")
 

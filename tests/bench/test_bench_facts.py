@@ -21,7 +21,7 @@ from ragbound.bench.models import FACTS_FORMAT, FactSet
 from ragbound.errors import InputError
 from ragbound.llm import ChatMessage, GenerationParams, ParseError, load_prompt
 from tests.llm.llm_fakes import ScriptedLLM
-from tests.test_cli import run
+from tests.cli.runner import run
 
 ROADS = (
     "Road Rules\n\n"

@@ -15,7 +15,7 @@ from ragbound.bench.qa import generate_qa, import_qa, parse_qa_reply, qa_pair_id
 from ragbound.errors import InputError
 from ragbound.llm import ChatMessage, GenerationParams, ParseError
 from tests.llm.llm_fakes import ScriptedLLM
-from tests.test_cli import run
+from tests.cli.runner import run
 
 POLICYBENCH = datasets.data_root() / "policybench" / "questions"
 POLICYBENCH_SIZES = {
