@@ -45,9 +45,17 @@ QueriesFileOpt = Annotated[
     ),
 ]
 RunOpt = Annotated[
-    Path | None, typer.Option("--run", help="Record the results in this run folder (for report).")
+    Path | None,
+    typer.Option(
+        "--run",
+        help="Record the results in this run folder (for report).",
+        callback=validate.folder,
+    ),
 ]
-PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write PNG plots to this folder.")]
+PlotOpt = Annotated[
+    Path | None,
+    typer.Option("--plot", help="Write PNG plots to this folder.", callback=validate.folder),
+]
 ForceOpt = Annotated[
     bool, typer.Option("--force", help="Use a calibration made against another knowledge base.")
 ]

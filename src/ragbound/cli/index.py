@@ -16,7 +16,10 @@ def index(
     corpus: Annotated[
         list[Path], typer.Argument(help="Files or folders (.txt .md .jsonl .csv .json).")
     ],
-    out: Annotated[Path, typer.Option("--out", help="Knowledge-base directory to create.")],
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Knowledge-base directory to create.", callback=validate.folder),
+    ],
     embedder: Annotated[
         str, typer.Option(help="minilm (default), mpnet, bm25, or a local model folder.")
     ] = "minilm",
@@ -42,8 +45,6 @@ def index(
             f"{out} already holds a knowledge base: add documents with ragbound add, "
             "or pass --overwrite to replace it"
         )
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out}: exists and is not a directory")
     kb = KnowledgeBase.build(
         corpus,
         embedder=embedder,

@@ -8,12 +8,16 @@ from typing import Annotated
 
 import typer
 
+from ragbound.cli import validate
 from ragbound.cli.common import PlotOpt, write_plots
 
 
 def report(
     run_dir: Annotated[Path, typer.Argument(help="Run folder (evaluate/shift --run).")],
-    out: Annotated[Path, typer.Option("--out", help="HTML file to write.")] = Path("report.html"),
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="HTML file to write.", callback=validate.output_file),
+    ] = Path("report.html"),
     plot: PlotOpt = None,
 ) -> None:
     """Write one self-contained HTML report (images inline, no network) of a run folder."""

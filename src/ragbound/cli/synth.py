@@ -24,7 +24,10 @@ CONTEXTS = ("document", "chunk")
 
 def synth(
     kb_dir: Annotated[Path, typer.Argument(help="Knowledge-base directory.")],
-    out: Annotated[Path, typer.Option("--out", help="Query file to write (JSONL).")],
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Query file to write (JSONL).", callback=validate.output_file),
+    ],
     n: Annotated[
         int,
         typer.Option(

@@ -128,7 +128,12 @@ def generate(
     ] = 10,
     llm: LlmOpt = "local",
     out: Annotated[
-        Path | None, typer.Option("--out", help="Also write the tripwires to this JSONL file.")
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Also write the tripwires to this JSONL file.",
+            callback=validate.output_file,
+        ),
     ] = None,
     add_to_kb: Annotated[
         bool, typer.Option("--add/--no-add", help="Add what was generated to the knowledge base.")
@@ -192,7 +197,10 @@ def tune(
     label_field: Annotated[str, typer.Option(help="Label field.")] = "label",
     save: Annotated[bool, typer.Option("--save/--no-save", help="Save the chosen rule.")] = True,
     run: Annotated[
-        Path | None, typer.Option("--run", help="Record the trade-off in this run folder.")
+        Path | None,
+        typer.Option(
+            "--run", help="Record the trade-off in this run folder.", callback=validate.folder
+        ),
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:

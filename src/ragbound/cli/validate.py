@@ -82,6 +82,21 @@ def _existing_file(value: Path) -> None:
         raise typer.BadParameter(f"not a file: {value}")
 
 
+def _output_file(value: Path) -> None:
+    if value.is_dir():
+        raise typer.BadParameter(f"{value} is a folder; give the path of a file to write")
+
+
+def _folder(value: Path) -> None:
+    if value.exists() and not value.is_dir():
+        raise typer.BadParameter(f"{value} is a file; give a folder (it is created if missing)")
+
+
+def _non_empty(value: str) -> None:
+    if not value.strip():
+        raise typer.BadParameter("must not be empty")
+
+
 probability = _each(_open_unit)
 """Significance and confidence levels: strictly between 0 and 1."""
 rate = _each(_closed_unit)
@@ -98,6 +113,12 @@ seed = _each(_seed)
 port = _each(_port)
 existing_file = _each(_existing_file)
 """Input files: must exist and not be a directory."""
+output_file = _each(_output_file)
+"""Files to write: not an existing folder."""
+folder = _each(_folder)
+"""Folders to write into (runs, plots, knowledge bases): not an existing file."""
+non_empty = _each(_non_empty)
+"""Names: not empty or blank."""
 
 
 def at_least(least: int) -> Callable[[int | None], int | None]:

@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
     from ragbound.bench.models import FilteredSet, QASet
 
-OutOpt = Annotated[Path, typer.Option("--out", help="JSON file to write.")]
+OutOpt = Annotated[
+    Path, typer.Option("--out", help="JSON file to write.", callback=validate.output_file)
+]
 ERRORS_SHOWN = 5
 
 

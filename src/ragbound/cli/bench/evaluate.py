@@ -107,7 +107,12 @@ def _summary_table(summary: Any) -> Any:
 
 def label(
     run_dir: RunArg,
-    annotator: Annotated[str, typer.Option(help="Your name: labels go to labels/NAME.jsonl.")],
+    annotator: Annotated[
+        str,
+        typer.Option(
+            help="Your name: labels go to labels/NAME.jsonl.", callback=validate.non_empty
+        ),
+    ],
     n: Annotated[
         int,
         typer.Option(

@@ -24,7 +24,10 @@ def run(
         ),
     ] = None,
     out: Annotated[
-        Path | None, typer.Option("--out", help="Run directory (default: the config's out).")
+        Path | None,
+        typer.Option(
+            "--out", help="Run directory (default: the config's out).", callback=validate.folder
+        ),
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
