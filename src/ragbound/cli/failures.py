@@ -78,7 +78,8 @@ def _undecodable(exc: UnicodeDecodeError) -> str:
     bad = exc.object[exc.start : exc.start + 1].hex()
     where = _file_in_traceback(exc.__traceback__)
     prefix = f"{where}: " if where else ""
-    return f"{prefix}not {exc.encoding} text (byte 0x{bad} at offset {exc.start}: {exc.reason})"
+    encoding = "UTF-8" if exc.encoding.replace("-", "").lower() == "utf8" else exc.encoding
+    return f"{prefix}not {encoding} text (byte 0x{bad} at offset {exc.start}: {exc.reason})"
 
 
 def _file_in_traceback(tb: TracebackType | None) -> str | None:
