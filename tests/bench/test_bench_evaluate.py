@@ -21,8 +21,8 @@ from ragbound.bench.evaluate import (
 from ragbound.errors import InputError
 from ragbound.llm import ChatMessage, GenerationParams, LLMTimeoutError
 from tests.bench.label_runs import ABSTAINING, write_run
+from tests.cli.runner import run as run_cli
 from tests.llm.llm_fakes import ScriptedLLM
-from tests.test_cli import run as run_cli
 
 
 def judge(messages: list[ChatMessage], params: GenerationParams) -> str:

@@ -25,8 +25,8 @@ from ragbound.bench.experiment import RunManifest, run_experiment
 from ragbound.embedders import EmbedderInfo
 from ragbound.errors import InputError
 from ragbound.llm import ChatMessage, GenerationParams, ParseError, load_prompt
+from tests.cli.runner import run as run_cli
 from tests.llm.llm_fakes import ScriptedLLM
-from tests.test_cli import run as run_cli
 
 KEYWORDS = ("bee", "wax", "train", "volcano", "tea")
 

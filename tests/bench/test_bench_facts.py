@@ -20,8 +20,8 @@ from ragbound.bench.facts import (
 from ragbound.bench.models import FACTS_FORMAT, FactSet
 from ragbound.errors import InputError
 from ragbound.llm import ChatMessage, GenerationParams, ParseError, load_prompt
+from tests.cli.runner import run
 from tests.llm.llm_fakes import ScriptedLLM
-from tests.test_cli import run
 
 ROADS = (
     "Road Rules\n\n"

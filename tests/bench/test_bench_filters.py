@@ -17,7 +17,7 @@ from ragbound.embedders import EmbedderInfo, load_dense_embedder
 from ragbound.errors import InputError
 from ragbound.stats import range_cutoff, uniqueness_scores
 from tests.bench.test_bench_qa import POLICYBENCH
-from tests.test_cli import run
+from tests.cli.runner import run
 
 PROVENANCE = Provenance(created_at="2025-01-01T00:00:00+00:00")
 

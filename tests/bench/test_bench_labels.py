@@ -25,7 +25,7 @@ from ragbound.bench.labels import (
 )
 from ragbound.errors import ArtifactError, InputError
 from tests.bench.label_runs import ABSTAINING, write_run
-from tests.test_cli import run as run_cli
+from tests.cli.runner import run as run_cli
 
 STRATA = {
     ("m1", "rag", "basic"): 12,

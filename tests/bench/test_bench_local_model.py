@@ -11,8 +11,8 @@ import pytest
 from benchmarks.datasets import data_root
 from ragbound.bench import RunDir
 from ragbound.bench.labels import LabelSession, agreement_report
+from tests.cli.runner import run as run_cli
 from tests.markers import needs_local_model
-from tests.test_cli import run as run_cli
 
 BTT = data_root() / "policybench" / "data"
 PAGES = ("BTT_36.txt", "BTT_46.txt")  # road markings and traffic lights: prose, no tables

@@ -14,8 +14,8 @@ from ragbound.bench.models import QA_FORMAT, AtomicFact, FactSet, Provenance, QA
 from ragbound.bench.qa import generate_qa, import_qa, parse_qa_reply, qa_pair_id
 from ragbound.errors import InputError
 from ragbound.llm import ChatMessage, GenerationParams, ParseError
+from tests.cli.runner import run
 from tests.llm.llm_fakes import ScriptedLLM
-from tests.test_cli import run
 
 POLICYBENCH = datasets.data_root() / "policybench" / "questions"
 POLICYBENCH_SIZES = {

@@ -27,7 +27,7 @@ from ragbound.bench.rundir import RunDir
 from ragbound.errors import ArtifactError, InputError
 from ragbound.report import load_run, write_report
 from ragbound.stats import wilson_interval
-from tests.test_cli import run as run_cli
+from tests.cli.runner import run as run_cli
 
 PROVENANCE = Provenance(created_at="2025-01-01T00:00:00+00:00")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -7,19 +7,27 @@ from typing import Annotated
 
 import typer
 
-from ragbound.cli_bench import bench_app
-from ragbound.cli_support import JsonOpt, console, emit_json, progress
+from ragbound.cli import validate
+from ragbound.cli.common import JsonOpt, console, emit_json, progress
 
 
-@bench_app.command("run")
 def run(
-    config: Annotated[Path, typer.Argument(help="Run config (.toml, .yaml or .yml).")],
+    config: Annotated[
+        Path,
+        typer.Argument(help="Run config (.toml, .yaml or .yml).", callback=validate.existing_file),
+    ],
     limit: Annotated[
         int | None,
-        typer.Option(min=1, help="Ask a seeded sample of N questions per knowledge set."),
+        typer.Option(
+            help="Ask a seeded sample of N questions per knowledge set.",
+            callback=validate.positive_int,
+        ),
     ] = None,
     out: Annotated[
-        Path | None, typer.Option("--out", help="Run directory (default: the config's out).")
+        Path | None,
+        typer.Option(
+            "--out", help="Run directory (default: the config's out).", callback=validate.folder
+        ),
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -44,3 +52,8 @@ def run(
         f"wall {summary.wall_seconds:.1f} s, LLM {summary.llm_seconds:.1f} s "
         f"({llm_share:.0%} of wall; setup {summary.setup_seconds:.1f} s) -> {summary.run_dir}"
     )
+
+
+def register(group: typer.Typer) -> None:
+    """Add run to the bench group."""
+    group.command("run")(run)

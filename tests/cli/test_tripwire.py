@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.test_cli import run
+from tests.cli.runner import run
 from tests.tripwires.tripwire_texts import SAFE, TRIPWIRES, UNSAFE
 
 

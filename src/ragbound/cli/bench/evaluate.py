@@ -7,14 +7,16 @@ from typing import Annotated, Any
 
 import typer
 
-from ragbound.cli_bench import bench_app
-from ragbound.cli_support import JsonOpt, console, emit_json, progress
+from ragbound.cli import validate
+from ragbound.cli.common import LLM_HELP, JsonOpt, cached_llm, console, emit_json, progress
 
 RunArg = Annotated[Path, typer.Argument(help="Benchmark run directory.")]
 SpecFileOpt = Annotated[
     Path | None,
     typer.Option(
-        "--spec-file", help="Custom evaluation specs (.toml/.yaml/.json, a 'specs' list)."
+        "--spec-file",
+        help="Custom evaluation specs (.toml/.yaml/.json, a 'specs' list).",
+        callback=validate.existing_file,
     ),
 ]
 
@@ -26,14 +28,11 @@ def _specs(names: list[str] | None, spec_file: Path | None) -> list[Any]:
     return resolve_specs(names or (), custom)
 
 
-@bench_app.command("evaluate")
 def evaluate(
     run_dir: RunArg,
     llm: Annotated[
         list[str] | None,
-        typer.Option(
-            "--llm", help="Evaluator model (repeat for several): local, openai:MODEL, ..."
-        ),
+        typer.Option("--llm", help=f"Evaluator model (repeat for several): {LLM_HELP}"),
     ] = None,
     spec: Annotated[
         list[str] | None,
@@ -42,8 +41,12 @@ def evaluate(
         ),
     ] = None,
     spec_file: SpecFileOpt = None,
-    concurrency: Annotated[int, typer.Option(min=1, help="Evaluator calls in flight.")] = 4,
-    max_tokens: Annotated[int, typer.Option(min=16, help="Reply length cap, tokens.")] = 320,
+    concurrency: Annotated[
+        int, typer.Option(help="Evaluator calls in flight.", callback=validate.positive_int)
+    ] = 4,
+    max_tokens: Annotated[
+        int, typer.Option(help="Reply length cap, tokens.", callback=validate.at_least(16))
+    ] = 320,
     factuality_on_abstentions: Annotated[
         bool,
         typer.Option(
@@ -56,15 +59,13 @@ def evaluate(
 ) -> None:
     """Judge every answered output with evaluator LLMs; resumes, replies are cached."""
     from ragbound.bench.evaluate import EVAL_PARAMS, evaluate_run
-    from ragbound.llm import CachedLLM, ResponseCache, make_llm
 
     specs = _specs(spec, spec_file)
     params = EVAL_PARAMS.model_copy(update={"max_tokens": max_tokens})
     for name in dict.fromkeys(llm or ["local"]):
-        model = CachedLLM(make_llm(name), ResponseCache())
         summary = evaluate_run(
             run_dir,
-            model,
+            cached_llm(name),
             specs,
             params=params,
             concurrency=concurrency,
@@ -104,19 +105,32 @@ def _summary_table(summary: Any) -> Any:
     return table
 
 
-@bench_app.command("label")
 def label(
     run_dir: RunArg,
-    annotator: Annotated[str, typer.Option(help="Your name: labels go to labels/NAME.jsonl.")],
-    n: Annotated[int, typer.Option("--n", min=1, help="Sample size (first session only).")] = 200,
-    seed: Annotated[int, typer.Option(help="Sampling seed (first session only).")] = 0,
+    annotator: Annotated[
+        str,
+        typer.Option(
+            help="Your name: labels go to labels/NAME.jsonl.", callback=validate.non_empty
+        ),
+    ],
+    n: Annotated[
+        int,
+        typer.Option(
+            "--n", help="Sample size (first session only).", callback=validate.positive_int
+        ),
+    ] = 200,
+    seed: Annotated[
+        int, typer.Option(help="Sampling seed (first session only).", callback=validate.seed)
+    ] = 0,
     task: Annotated[
         list[str] | None,
         typer.Option("--task", help="Task to label (repeat; default abstention, factuality)."),
     ] = None,
     spec_file: SpecFileOpt = None,
     web: Annotated[bool, typer.Option("--web", help="Label in the browser instead.")] = False,
-    port: Annotated[int, typer.Option(help="Port of the --web page (0: any free).")] = 8765,
+    port: Annotated[
+        int, typer.Option(help="Port of the --web page (0: any free).", callback=validate.port)
+    ] = 8765,
 ) -> None:
     """Label a stratified sample of outputs, in the terminal or a local web page; resumes."""
     tasks = _specs(task, spec_file)
@@ -149,7 +163,6 @@ def _serve(run_dir: Path, annotator: str, tasks: list[Any], n: int, seed: int, p
         server.server_close()
 
 
-@bench_app.command("agreement")
 def agreement(run_dir: RunArg, json_out: JsonOpt = False) -> None:
     """Kappas between annotators, disagreements to adjudicate, evaluators vs humans."""
     from ragbound.bench.labels import agreement_report
@@ -226,3 +239,10 @@ def _disagreement_table(report: Any) -> Any:
         labels = ", ".join(f"{name}: {value}" for name, value in row.labels.items())
         table.add_row(row.input_id, row.task, labels, row.question[:80])
     return table
+
+
+def register(group: typer.Typer) -> None:
+    """Add evaluate, label, agreement to the bench group."""
+    group.command("evaluate")(evaluate)
+    group.command("label")(label)
+    group.command("agreement")(agreement)

@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ragbound.cli_support import JsonOpt, console, emit_json, progress
+from ragbound.cli import validate
+from ragbound.cli.common import (
+    LLM_HELP,
+    ConcurrencyOpt,
+    JsonOpt,
+    KbArg,
+    LlmOpt,
+    QueriesArg,
+    QueriesFileOpt,
+    cached_llm,
+    console,
+    emit_json,
+    gather_queries,
+    progress,
+)
 from ragbound.errors import InputError
 
-tripwire_app = typer.Typer(
-    no_args_is_help=True,
-    help="Tripwires: flagged documents that reject the queries retrieving them (RAR).",
-)
+if TYPE_CHECKING:
+    from rich.table import Table
 
-KbArg = Annotated[Path, typer.Argument(help="Knowledge-base directory.")]
-LlmOpt = Annotated[
-    str, typer.Option("--llm", help="local, local:/path/model.gguf or openai:MODEL.")
-]
+OBJECTIVES = ("accuracy", "tpr", "f1", "tpr_at_frr")
 
 
 def _store(kb_dir: Path):
@@ -39,10 +49,14 @@ def _report_change(change, json_out: bool) -> None:
     )
 
 
-@tripwire_app.command("add")
 def add(
     kb_dir: KbArg,
-    file: Annotated[Path, typer.Argument(help="Tripwire file (.jsonl, .csv or .json).")],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="Tripwire file (.jsonl, .csv or .json).", callback=validate.existing_file
+        ),
+    ],
     topic: Annotated[str | None, typer.Option(help="Topic for records that have none.")] = None,
     text_field: Annotated[str, typer.Option(help="Field holding the text.")] = "text",
     topic_field: Annotated[str, typer.Option(help="Field holding the topic.")] = "topic",
@@ -69,7 +83,6 @@ def add(
     _report_change(change, json_out)
 
 
-@tripwire_app.command("remove")
 def remove(
     kb_dir: KbArg,
     topic: Annotated[
@@ -83,7 +96,6 @@ def remove(
     _report_change(change, json_out)
 
 
-@tripwire_app.command("list")
 def list_(
     kb_dir: KbArg,
     history: Annotated[bool, typer.Option(help="Show every recorded change.")] = False,
@@ -95,41 +107,52 @@ def list_(
         for change in store.manifest.history if history else store.tripwires:
             emit_json(change)
         return
-    from ragbound.display import tripwire_history_table, tripwire_topics_table
-
     out = console()
-    out.print(tripwire_topics_table(store.topics(), store.manifest.set_hash))
+    out.print(topics_table(store.topics(), store.manifest.set_hash))
     if history:
-        out.print(tripwire_history_table(store.manifest.history))
+        out.print(history_table(store.manifest.history))
 
 
-@tripwire_app.command("generate")
 def generate(
     kb_dir: KbArg,
     topics: Annotated[
-        Path, typer.Option("--topics", help="Topics file (.jsonl/.json/.csv): topic, description.")
+        Path,
+        typer.Option(
+            "--topics",
+            help="Topics file (.jsonl/.json/.csv): topic, description.",
+            callback=validate.existing_file,
+        ),
     ],
-    per_topic: Annotated[int, typer.Option(help="Requests to write per topic.")] = 10,
+    per_topic: Annotated[
+        int, typer.Option(help="Requests to write per topic.", callback=validate.positive_int)
+    ] = 10,
     llm: LlmOpt = "local",
     out: Annotated[
-        Path | None, typer.Option("--out", help="Also write the tripwires to this JSONL file.")
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Also write the tripwires to this JSONL file.",
+            callback=validate.output_file,
+        ),
     ] = None,
     add_to_kb: Annotated[
         bool, typer.Option("--add/--no-add", help="Add what was generated to the knowledge base.")
     ] = True,
-    concurrency: Annotated[int, typer.Option(help="LLM calls in flight.")] = 4,
+    concurrency: ConcurrencyOpt = 4,
     json_out: JsonOpt = False,
 ) -> None:
     """Write tripwires with the LLM from topic descriptions; refusals are reported, not fatal."""
     from ragbound.artifacts import write_jsonl
-    from ragbound.llm import CachedLLM, ResponseCache, make_llm
     from ragbound.tripwires.generate import generate_tripwires, read_topics
 
     specs = read_topics(topics)
     store = _store(kb_dir) if add_to_kb else None
-    model = CachedLLM(make_llm(llm), ResponseCache())
     tripwires, outcomes = generate_tripwires(
-        model, specs, per_topic=per_topic, concurrency=concurrency, progress=progress(json_out)
+        cached_llm(llm),
+        specs,
+        per_topic=per_topic,
+        concurrency=concurrency,
+        progress=progress(json_out),
     )
     if out is not None:
         write_jsonl(out, (t.model_dump(mode="json", exclude_none=True) for t in tripwires))
@@ -149,21 +172,35 @@ def generate(
         raise InputError("no topic produced tripwires (every reply was refused or unreadable)")
 
 
-@tripwire_app.command("tune")
 def tune(
     kb_dir: KbArg,
     labelled: Annotated[
-        Path, typer.Option("--labelled", help="Queries with a label field: safe or unsafe.")
+        Path,
+        typer.Option(
+            "--labelled",
+            help="Queries with a label field: safe or unsafe.",
+            callback=validate.existing_file,
+        ),
     ],
     objective: Annotated[
-        str, typer.Option(help="accuracy, tpr, f1, or tpr_at_frr (with --max-frr).")
+        str,
+        typer.Option(
+            help="accuracy, tpr, f1, or tpr_at_frr (with --max-frr).",
+            callback=validate.choice(*OBJECTIVES),
+        ),
     ] = "accuracy",
-    max_frr: Annotated[float, typer.Option(help="Largest false-rejection rate on safe.")] = 0.05,
+    max_frr: Annotated[
+        float,
+        typer.Option(help="Largest false-rejection rate on safe.", callback=validate.rate),
+    ] = 0.05,
     field: Annotated[str | None, typer.Option(help="Query field (default: query, ...).")] = None,
     label_field: Annotated[str, typer.Option(help="Label field.")] = "label",
     save: Annotated[bool, typer.Option("--save/--no-save", help="Save the chosen rule.")] = True,
     run: Annotated[
-        Path | None, typer.Option("--run", help="Record the trade-off in this run folder.")
+        Path | None,
+        typer.Option(
+            "--run", help="Record the trade-off in this run folder.", callback=validate.folder
+        ),
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -184,35 +221,32 @@ def tune(
     if json_out:
         emit_json(result)
         return
-    from ragbound.display import tuning_table
-
     out = console()
     out.print(tuning_table(result))
     if save:
         out.print(f"saved the rule {result.best.rule.describe()} to {kb_dir}")
 
 
-@tripwire_app.command("check")
 def check(
     kb_dir: KbArg,
-    queries: Annotated[list[str] | None, typer.Argument(help="Queries to check.")] = None,
-    queries_file: Annotated[
-        Path | None, typer.Option("--queries", help="File of queries (.txt/.jsonl/.csv/.json).")
+    queries: QueriesArg = None,
+    queries_file: QueriesFileOpt = None,
+    k: Annotated[
+        int | None,
+        typer.Option(help="Top k (default: the saved rule's).", callback=validate.positive_int),
     ] = None,
-    k: Annotated[int | None, typer.Option(help="Top k (default: the saved rule's).")] = None,
     llm: Annotated[
         str | None,
-        typer.Option("--llm", help="Cascade: ask this LLM about queries the tripwires pass."),
+        typer.Option(
+            "--llm", help=f"Cascade: ask this LLM about queries the tripwires pass ({LLM_HELP})"
+        ),
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Reject queries whose retrieval surfaces tripwires, naming the tripwires that fired."""
-    from ragbound.corpus import load_queries
     from ragbound.tripwires import TripwireGuard, load_rule
 
-    texts = list(queries or []) + (load_queries(queries_file) if queries_file else [])
-    if not texts:
-        raise InputError("give queries as arguments or with --queries FILE")
+    texts = gather_queries(queries, queries_file)
     rule = load_rule(kb_dir)
     if k is not None:
         rule = rule.model_validate({**rule.model_dump(), "k": k})
@@ -228,18 +262,114 @@ def check(
                 row["rule"] = "llm" if verdicts[i].rejected else None
             emit_json(row)
         return
-    from ragbound.display import tripwire_decisions_table
-
-    console().print(tripwire_decisions_table(decisions, rule.describe(), verdicts))
+    console().print(decisions_table(decisions, rule.describe(), verdicts))
 
 
 def _cascade(spec: str, decisions, json_out: bool) -> dict:
-    from ragbound.llm import CachedLLM, ResponseCache, make_llm
     from ragbound.tripwires.cascade import moderate
 
     passed = [i for i, d in enumerate(decisions) if not d.rejected]
     if not passed:
         return {}
-    model = CachedLLM(make_llm(spec), ResponseCache())
-    verdicts = moderate(model, [decisions[i].query for i in passed], progress=progress(json_out))
+    verdicts = moderate(
+        cached_llm(spec), [decisions[i].query for i in passed], progress=progress(json_out)
+    )
     return dict(zip(passed, verdicts, strict=True))
+
+
+def topics_table(topics: dict[str, int], set_hash: str) -> Table:
+    """Tripwires per topic."""
+    from rich.table import Table
+
+    table = Table(title=f"{sum(topics.values())} tripwires, set {set_hash or '(empty)'}")
+    table.add_column("topic")
+    table.add_column("tripwires", justify="right")
+    for topic, count in topics.items():
+        table.add_row(topic, str(count))
+    return table
+
+
+def history_table(history: Sequence) -> Table:
+    """Every recorded add and remove."""
+    from rich.table import Table
+
+    table = Table(title="tripwire changes")
+    for column in ("at", "action", "n", "topics", "source", "tripwires after", "set"):
+        table.add_column(column, overflow="fold")
+    for change in history:
+        table.add_row(
+            change.at,
+            change.action,
+            str(len(change.ids)),
+            ", ".join(change.topics),
+            change.source or "",
+            str(change.n_after),
+            change.set_hash,
+        )
+    return table
+
+
+def decisions_table(decisions: Sequence, rule: str, verdicts: dict | None = None) -> Table:
+    """One row per query: decision, the rule that fired and the tripwires that tripped.
+
+    ``verdicts`` maps a row number to the cascade LLM's verdict on a query the tripwires passed.
+    """
+    from rich.table import Table
+
+    verdicts = verdicts or {}
+    table = Table(title=f"tripwire rule: {rule}")
+    for column in ("query", "decision", "rule", "triggers (rank, similarity, topic: text)"):
+        table.add_column(column, overflow="fold")
+    for i, d in enumerate(decisions):
+        triggers = "\n".join(
+            f"#{t.rank} {t.similarity:.3f} {t.topic}: {t.text[:80]}" for t in d.triggers
+        )
+        rule_text = d.rule or ""
+        label = "[red]rejected[/]" if d.rejected else "[green]passed[/]"
+        if i in verdicts:
+            verdict = verdicts[i]
+            label = {True: "[red]rejected (LLM)[/]", False: "[green]passed (LLM allows)[/]"}.get(
+                verdict.rejected, "[yellow]passed (LLM error)[/]"
+            )
+            rule_text = "llm" if verdict.rejected else ""
+        table.add_row(d.query, label, rule_text, triggers)
+    return table
+
+
+def tuning_table(result) -> Table:
+    """The best rules by the objective, and the paper's default rule on the same queries."""
+    from rich.table import Table
+
+    table = Table(
+        title=f"tripwire rules by {result.objective}"
+        + (f" (false rejection <= {result.max_frr:g})" if result.max_frr is not None else "")
+        + f": {result.n_unsafe} unsafe, {result.n_safe} safe queries"
+    )
+    for column in ("rule", "accuracy", "TPR", "false rejection", "precision", "F1"):
+        table.add_column(column, justify="right" if column != "rule" else "left")
+    rows = [(score, "") for score in result.top] + [(result.paper_default, " (paper default)")]
+    for score, note in rows:
+        table.add_row(
+            score.rule.describe() + note,
+            f"{score.accuracy:.3f}",
+            f"{score.tpr:.3f}",
+            f"{score.frr:.3f}",
+            f"{score.precision:.3f}",
+            f"{score.f1:.3f}",
+        )
+    return table
+
+
+def build() -> typer.Typer:
+    """The ``ragbound tripwire`` group with its commands."""
+    group = typer.Typer(
+        no_args_is_help=True,
+        help="Tripwires: flagged documents that reject the queries retrieving them (RAR).",
+    )
+    group.command("add")(add)
+    group.command("remove")(remove)
+    group.command("list")(list_)
+    group.command("generate")(generate)
+    group.command("tune")(tune)
+    group.command("check")(check)
+    return group

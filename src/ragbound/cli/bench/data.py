@@ -8,28 +8,26 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from pydantic import BaseModel
 
-from ragbound.cli_bench import bench_app
-from ragbound.cli_support import JsonOpt, console, emit_json, progress
+from ragbound.cli import validate
+from ragbound.cli.common import (
+    ConcurrencyOpt,
+    JsonOpt,
+    LlmOpt,
+    cached_llm,
+    console,
+    emit_json,
+    progress,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from ragbound.bench.models import FilteredSet, QASet
-    from ragbound.llm import LLM
 
-OutOpt = Annotated[Path, typer.Option("--out", help="JSON file to write.")]
-LlmOpt = Annotated[
-    str, typer.Option("--llm", help="local, local:/path/model.gguf or openai:MODEL.")
+OutOpt = Annotated[
+    Path, typer.Option("--out", help="JSON file to write.", callback=validate.output_file)
 ]
-ConcurrencyOpt = Annotated[int, typer.Option(min=1, help="LLM calls in flight.")]
 ERRORS_SHOWN = 5
-
-
-def _cached_llm(spec: str) -> LLM:
-    """The model of ``spec`` behind the on-disk response cache (reruns and resumes are free)."""
-    from ragbound.llm import CachedLLM, ResponseCache, make_llm
-
-    return CachedLLM(make_llm(spec), ResponseCache())
 
 
 def _write(path: Path, artifact: BaseModel) -> None:
@@ -46,12 +44,13 @@ def _print_errors(errors: list[str]) -> None:
         out.print(f"  ... and {len(errors) - ERRORS_SHOWN} more (see the file's errors)")
 
 
-@bench_app.command("facts")
 def facts(
     docs: Annotated[list[Path], typer.Argument(help="Documents or folders (.txt, .md, ...).")],
     out: OutOpt,
     llm: LlmOpt = "local",
-    window: Annotated[int, typer.Option(min=1, help="Sentences shown per LLM call.")] = 8,
+    window: Annotated[
+        int, typer.Option(help="Sentences shown per LLM call.", callback=validate.positive_int)
+    ] = 8,
     skip_empty: Annotated[
         bool, typer.Option("--skip-empty", help="Skip empty documents instead of failing.")
     ] = False,
@@ -62,7 +61,7 @@ def facts(
     from ragbound.bench.facts import build_facts
 
     fact_set = build_facts(
-        _cached_llm(llm),
+        cached_llm(llm),
         docs,
         window=window,
         skip_empty=skip_empty,
@@ -88,9 +87,13 @@ def facts(
     _print_errors(fact_set.errors)
 
 
-@bench_app.command("qa")
 def qa(
-    facts_file: Annotated[Path, typer.Argument(help="Fact set from `ragbound bench facts`.")],
+    facts_file: Annotated[
+        Path,
+        typer.Argument(
+            help="Fact set from `ragbound bench facts`.", callback=validate.existing_file
+        ),
+    ],
     out: OutOpt,
     llm: LlmOpt = "local",
     name: Annotated[
@@ -106,7 +109,7 @@ def qa(
 
     fact_set = read_manifest(facts_file, FactSet, FACTS_FORMAT, "fact set")
     qa_set = generate_qa(
-        _cached_llm(llm),
+        cached_llm(llm),
         fact_set,
         name=name or Path(out).stem,
         concurrency=concurrency,
@@ -121,9 +124,11 @@ def qa(
     _print_errors(qa_set.errors)
 
 
-@bench_app.command("import")
 def import_(
-    file: Annotated[Path, typer.Argument(help="QA pairs: .json, .jsonl or .csv.")],
+    file: Annotated[
+        Path,
+        typer.Argument(help="QA pairs: .json, .jsonl or .csv.", callback=validate.existing_file),
+    ],
     out: OutOpt,
     question_field: Annotated[str, typer.Option(help="Field holding the question.")] = "question",
     answer_field: Annotated[str, typer.Option(help="Field holding the answer.")] = "answer",
@@ -146,16 +151,30 @@ def import_(
     console().print(f"imported {len(qa_set.pairs)} QA pairs as {qa_set.name!r} to {out}")
 
 
-@bench_app.command("filter")
 def filter_(
-    qa_file: Annotated[Path, typer.Argument(help="QA set from `bench qa` or `bench import`.")],
+    qa_file: Annotated[
+        Path,
+        typer.Argument(
+            help="QA set from `bench qa` or `bench import`.", callback=validate.existing_file
+        ),
+    ],
     out: OutOpt,
-    method: Annotated[str, typer.Option(help="both, keyword, semantic or none.")] = "both",
+    method: Annotated[
+        str,
+        typer.Option(
+            help="both, keyword, semantic or none.",
+            callback=validate.choice("both", "keyword", "semantic", "none"),
+        ),
+    ] = "both",
     keyword_threshold: Annotated[
-        float, typer.Option(help="Keep TF-IDF uniqueness >= min + this x range.")
+        float,
+        typer.Option(help="Keep TF-IDF uniqueness >= min + this x range.", callback=validate.rate),
     ] = 0.3,
     semantic_threshold: Annotated[
-        float, typer.Option(help="Least cosine distance to every kept pair.")
+        float,
+        typer.Option(
+            help="Least cosine distance to every kept pair.", callback=validate.finite_number
+        ),
     ] = 0.3,
     embedder: Annotated[str, typer.Option(help="minilm, mpnet or a model folder.")] = "minilm",
     json_out: JsonOpt = False,
@@ -212,3 +231,11 @@ def _drops_table(filtered: FilteredSet, qa_set: QASet) -> Table:
             questions.get(drop.id, "")[:120],
         )
     return table
+
+
+def register(group: typer.Typer) -> None:
+    """Add facts, qa, import, filter to the bench group."""
+    group.command("facts")(facts)
+    group.command("qa")(qa)
+    group.command("import")(import_)
+    group.command("filter")(filter_)

@@ -1,0 +1,64 @@
+"""The ``ragbound`` command: ``app`` (every command, registered here) and ``main``.
+
+One module per command group; options and helpers they share are in ``cli.common``, option
+validators in ``cli.validate``, and the translation of failures into one-line errors in
+``cli.failures``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from ragbound.cli import bench, detect, index, report, shift, synth, tripwire
+from ragbound.cli.failures import INTERRUPTED, USAGE, describe, one_line
+
+__all__ = ["app", "build_app", "main"]
+
+
+def build_app() -> typer.Typer:
+    """A ``ragbound`` app with every command and command group added."""
+    root = typer.Typer(
+        add_completion=False,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,  # a bug shows a plain traceback, without locals
+        help="Know what your RAG system does not know: calibrated out-of-knowledge tests.",
+    )
+    for group in (index, detect, shift, report, synth):
+        group.register(root)
+    root.add_typer(tripwire.build(), name="tripwire")
+    root.add_typer(bench.build(), name="bench")
+    return root
+
+
+app = build_app()
+
+
+def main() -> None:
+    """Entry point: every expected failure is one ``error:`` line on stderr, never a traceback.
+
+    Exit codes: 0 done, 2 bad input or usage, 130 interrupted (Ctrl-C). A failure that is not
+    expected (a bug) keeps its traceback.
+    """
+    try:
+        code = app(prog_name="ragbound", standalone_mode=False)
+    except (KeyboardInterrupt, typer.Abort):
+        _fail("interrupted", INTERRUPTED, prefix="")
+    except Exception as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a group without a command: its help
+            sys.stdout.write(exc.format_message() + "\n")  # type: ignore[attr-defined]
+            _fail(f"missing command (see '{exc.ctx.command_path} --help')", USAGE)  # type: ignore[attr-defined]
+        message = describe(exc)
+        if message is None:
+            raise
+        _fail(message, USAGE)
+    if code == INTERRUPTED:  # typer turns Ctrl-C into this exit code when not standalone
+        _fail("interrupted", INTERRUPTED, prefix="")
+    if isinstance(code, int) and code != 0:
+        raise SystemExit(code)
+
+
+def _fail(message: str, code: int, prefix: str = "error: ") -> None:
+    sys.stderr.write(f"{prefix}{one_line(message)}\n")
+    raise SystemExit(code) from None

@@ -1,0 +1,5 @@
+"""``python -m ragbound.cli``."""
+
+from ragbound.cli import main
+
+main()

@@ -1,0 +1,116 @@
+"""What every command group shares: options, queries, the cached LLM, JSON output, console.
+
+Options here carry their validators (``ragbound.cli.validate``), so a bad value is refused
+where it enters, with the option's name, before any model or file is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from pydantic import BaseModel
+
+from ragbound.cli import validate
+from ragbound.errors import InputError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ragbound.llm import LLM
+
+LLM_HELP = "local, local:/path/model.gguf or openai:MODEL."
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (one object per line).")]
+KbArg = Annotated[Path, typer.Argument(help="Knowledge-base directory.")]
+FieldOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--field",
+        help="Query field in JSONL/CSV/JSON query files (default: query, question or text).",
+    ),
+]
+QueriesArg = Annotated[
+    list[str] | None, typer.Argument(help="Queries (or --queries FILE, or both).")
+]
+QueriesFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--queries",
+        help="File of queries (.txt/.jsonl/.csv/.json).",
+        callback=validate.existing_file,
+    ),
+]
+RunOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--run",
+        help="Record the results in this run folder (for report).",
+        callback=validate.folder,
+    ),
+]
+PlotOpt = Annotated[
+    Path | None,
+    typer.Option("--plot", help="Write PNG plots to this folder.", callback=validate.folder),
+]
+ForceOpt = Annotated[
+    bool, typer.Option("--force", help="Use a calibration made against another knowledge base.")
+]
+LlmOpt = Annotated[str, typer.Option("--llm", help=LLM_HELP)]
+ConcurrencyOpt = Annotated[
+    int, typer.Option(help="LLM calls in flight.", callback=validate.positive_int)
+]
+SeedOpt = Annotated[int, typer.Option(help="Random seed.", callback=validate.seed)]
+
+
+def gather_queries(
+    queries: list[str] | None, queries_file: Path | None, field: str | None = None
+) -> list[str]:
+    """Queries given as arguments, then those of ``--queries FILE``; at least one."""
+    texts = list(queries or [])
+    if queries_file is not None:
+        from ragbound.corpus import load_queries
+
+        texts += load_queries(queries_file, field=field)
+    if not texts:
+        raise InputError("give queries as arguments or with --queries FILE")
+    return texts
+
+
+def cached_llm(spec: str) -> LLM:
+    """The model of ``spec`` behind the on-disk response cache (reruns and resumes are free)."""
+    from ragbound.llm import CachedLLM, ResponseCache, make_llm
+
+    return CachedLLM(make_llm(spec), ResponseCache())
+
+
+def emit_json(obj: BaseModel | dict) -> None:
+    """Write one JSON object as a line on stdout."""
+    text = obj.model_dump_json() if isinstance(obj, BaseModel) else json.dumps(obj)
+    sys.stdout.write(text + "\n")
+
+
+def console() -> Console:
+    """A rich console on stdout (imported lazily: rich is slow to import)."""
+    from rich.console import Console
+
+    return Console()
+
+
+def progress(json_out: bool) -> bool:
+    """Show progress bars: on a terminal and not with --json."""
+    from ragbound.progress import progress_wanted
+
+    return progress_wanted(quiet=json_out)
+
+
+def write_plots(run_data, folder: Path) -> None:
+    """Save the run's figures as PNG files in ``folder`` and say so on stderr."""
+    from ragbound.report.html import images
+    from ragbound.report.plots import save_pngs
+
+    paths = save_pngs(images(run_data), folder)
+    sys.stderr.write(f"wrote {len(paths)} plot(s) to {folder}\n")

@@ -1,0 +1,241 @@
+"""``ragbound calibrate | check | evaluate``: the online out-of-knowledge test, and its tables."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ragbound.cli import validate
+from ragbound.cli.common import (
+    FieldOpt,
+    ForceOpt,
+    JsonOpt,
+    PlotOpt,
+    QueriesArg,
+    QueriesFileOpt,
+    RunOpt,
+    SeedOpt,
+    console,
+    emit_json,
+    gather_queries,
+    progress,
+    write_plots,
+)
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from ragbound.results import EvaluationReport, Verdict
+
+CalibratedKbArg = Annotated[Path, typer.Argument(help="Calibrated knowledge-base directory.")]
+
+
+def calibrate(
+    kb_dir: Annotated[Path, typer.Argument(help="Knowledge-base directory.")],
+    queries: Annotated[
+        Path,
+        typer.Option("--queries", help="In-knowledge query file.", callback=validate.existing_file),
+    ],
+    field: FieldOpt = None,
+    k: Annotated[
+        int, typer.Option("--k", help="Neighbours per query.", callback=validate.positive_int)
+    ] = 32,
+    tau: Annotated[
+        float, typer.Option(help="Energy temperature.", callback=validate.positive_number)
+    ] = 1.0,
+    statistic: Annotated[
+        str | None,
+        typer.Option(help="Default statistic for check.", callback=validate.statistic),
+    ] = None,
+    alpha: Annotated[
+        float, typer.Option(help="Default significance level.", callback=validate.probability)
+    ] = 0.05,
+    json_out: JsonOpt = False,
+) -> None:
+    """Build the empirical null from in-knowledge queries and save it beside the KB."""
+    from ragbound.corpus import load_queries
+    from ragbound.detect import DEFAULT_STATISTIC, Guard
+    from ragbound.knowledge import KnowledgeBase
+
+    kb = KnowledgeBase.load(kb_dir)
+    texts = load_queries(queries, field=field)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        guard = Guard.calibrate(
+            kb,
+            texts,
+            k=k,
+            tau=tau,
+            statistic=statistic or DEFAULT_STATISTIC,
+            alpha=alpha,
+            queries_source=str(queries),
+            progress=progress(json_out),
+        )
+    for warning in caught:
+        sys.stderr.write(f"warning: {warning.message}\n")
+    folder = guard.save()
+    detector = guard.detector()
+    info = {
+        "path": str(folder),
+        "n_queries": len(texts),
+        "k": k,
+        "tau": tau,
+        "statistic": detector.statistic,
+        "alpha": alpha,
+        "critical_value": detector.critical_value_,
+        "kb_fingerprint": kb.fingerprint,
+    }
+    if json_out:
+        emit_json(info)
+        return
+    console().print(
+        f"calibrated on {len(texts)} queries (k={k}); {detector.statistic} critical value at "
+        f"alpha={alpha}: {detector.critical_value_:.4f}; saved to {folder}"
+    )
+
+
+def check(
+    kb_dir: CalibratedKbArg,
+    query: QueriesArg = None,
+    queries: QueriesFileOpt = None,
+    field: FieldOpt = None,
+    statistic: Annotated[
+        str | None,
+        typer.Option(help="Statistic (default: calibration's).", callback=validate.statistic),
+    ] = None,
+    alpha: Annotated[
+        float | None, typer.Option(help="Significance level.", callback=validate.probability)
+    ] = None,
+    evidence: Annotated[
+        int,
+        typer.Option(help="Nearest chunks to show per query.", callback=validate.non_negative_int),
+    ] = 3,
+    force: ForceOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Test queries: p-value that each is out of the knowledge base's knowledge."""
+    from ragbound.detect import Guard
+
+    texts = gather_queries(query, queries, field)
+    guard = Guard.load(kb_dir, force=force)
+    verdicts = guard.check_many(
+        texts, statistic=statistic, alpha=alpha, evidence=evidence, progress=progress(json_out)
+    )
+    if json_out:
+        for verdict in verdicts:
+            emit_json(verdict)
+        return
+    console().print(verdict_table(verdicts))
+
+
+def evaluate(
+    kb_dir: CalibratedKbArg,
+    in_knowledge: Annotated[
+        Path,
+        typer.Option(
+            "--in-knowledge", help="Held-out IK queries.", callback=validate.existing_file
+        ),
+    ],
+    out_of_knowledge: Annotated[
+        Path,
+        typer.Option("--out-of-knowledge", help="OoK queries.", callback=validate.existing_file),
+    ],
+    field: FieldOpt = None,
+    samples: Annotated[
+        int, typer.Option(help="Queries drawn per side per run.", callback=validate.positive_int)
+    ] = 300,
+    runs: Annotated[
+        int, typer.Option(help="Random draws to average.", callback=validate.positive_int)
+    ] = 10,
+    seed: SeedOpt = 0,
+    run: RunOpt = None,
+    plot: PlotOpt = None,
+    force: ForceOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """AUROC, AUPRC, TPR at 5% FPR and DER for every statistic (paper protocol)."""
+    from ragbound.corpus import load_queries
+    from ragbound.detect import Guard
+    from ragbound.detect.evaluate import evaluate as run_evaluation
+    from ragbound.detect.evaluate import statistic_scores
+
+    guard = Guard.load(kb_dir, force=force)
+    ik = load_queries(in_knowledge, field=field)
+    ook = load_queries(out_of_knowledge, field=field)
+    scored = statistic_scores(guard, ik, ook, progress=progress(json_out))
+    report = run_evaluation(guard, ik, ook, samples=samples, runs=runs, seed=seed, scored=scored)
+    if run or plot:
+        from ragbound.report import RunData, record_evaluation
+        from ragbound.report.run import score_lists
+
+        if run:
+            record_evaluation(run, report, scored)
+        if plot:
+            write_plots(RunData(path=plot, evaluation=report, scores=score_lists(scored)), plot)
+    if json_out:
+        emit_json(report)
+        return
+    console().print(evaluation_table(report))
+
+
+def verdict_table(verdicts: Sequence[Verdict], expected: Sequence[str] | None = None) -> Table:
+    """One row per verdict: query, statistic, p-value, decision and the nearest chunk.
+
+    ``expected`` optionally labels each row with what the query really is (for demos).
+    """
+    from rich.table import Table
+
+    first = verdicts[0]
+    table = Table(
+        title=f"{first.statistic}, alpha={first.alpha}, k={first.k}, "
+        f"{first.n_calibration} calibration queries"
+    )
+    columns = ["query", "score", "p-value", "verdict", "nearest chunk"]
+    if expected is not None:
+        columns.insert(1, "really")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for i, v in enumerate(verdicts):
+        near = v.neighbours[0] if v.neighbours else None
+        evidence = f"{near.similarity:.3f} {near.source}" if near else ""
+        label = "[red]out of knowledge[/]" if v.reject else "[green]in knowledge[/]"
+        row = [v.query, f"{v.score:.4f}", f"{v.p_value:.4f}", label, evidence]
+        if expected is not None:
+            row.insert(1, expected[i])
+        table.add_row(*row)
+    return table
+
+
+def evaluation_table(report: EvaluationReport) -> Table:
+    """Metrics per statistic, as in the paper's tables."""
+    from rich.table import Table
+
+    table = Table(
+        title=f"{report.runs} runs x {report.samples} per side, alpha={report.alpha}, "
+        f"k={report.k}, {report.n_calibration} calibration queries"
+    )
+    for column in ("statistic", "AUROC", "AUPRC", "TPR@5%FPR", "DER", "real FPR", "oracle TPR"):
+        table.add_column(column, justify="right")
+    for name, m in report.statistics.items():
+        table.add_row(
+            name,
+            f"{m.auroc:.4f}",
+            f"{m.auprc:.4f}",
+            f"{m.tpr_at_5_fpr:.4f}",
+            f"{m.der:.4f}",
+            f"{m.fpr:.4f}",
+            f"{m.tpr_at_5_fpr_oracle:.4f}",
+        )
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``calibrate``, ``check`` and ``evaluate`` to ``app``."""
+    app.command("calibrate")(calibrate)
+    app.command("check")(check)
+    app.command("evaluate")(evaluate)

@@ -1,0 +1,223 @@
+"""``ragbound shift``: has the query stream drifted from the calibration queries?"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ragbound.cli import validate
+from ragbound.cli.common import (
+    FieldOpt,
+    JsonOpt,
+    PlotOpt,
+    RunOpt,
+    console,
+    emit_json,
+    progress,
+    write_plots,
+)
+from ragbound.errors import InputError
+
+TESTS = ("ks", "mmd")
+CORRECTIONS = ("spending", "none")
+
+
+def shift(
+    kb_dir: Annotated[Path, typer.Argument(help="Knowledge-base directory (calibrated).")],
+    queries: Annotated[
+        Path,
+        typer.Option(
+            "--queries",
+            help="A query log (JSONL with time and query) or a query file.",
+            callback=validate.existing_file,
+        ),
+    ],
+    window: Annotated[
+        str | None,
+        typer.Option(
+            help="Window: a query count (50) or log time (15m, 1h). Default 50 for a log.",
+            callback=validate.window,
+        ),
+    ] = None,
+    step: Annotated[
+        float | None,
+        typer.Option(
+            help="Slide by this much (queries or seconds); default: tumbling.",
+            callback=validate.positive_number,
+        ),
+    ] = None,
+    alpha: Annotated[
+        float,
+        typer.Option(
+            help="Significance level (whole stream for a log).", callback=validate.probability
+        ),
+    ] = 0.05,
+    correction: Annotated[
+        str,
+        typer.Option(
+            help="spending (false alarms <= alpha over the stream) or none.",
+            callback=validate.choice(*CORRECTIONS),
+        ),
+    ] = "spending",
+    test: Annotated[
+        str,
+        typer.Option(
+            help="ks (test statistic) or mmd (embeddings; batch only).",
+            callback=validate.choice(*TESTS),
+        ),
+    ] = "ks",
+    statistic: Annotated[
+        str | None,
+        typer.Option(help="Test statistic (default: calibration's).", callback=validate.statistic),
+    ] = None,
+    time_field: Annotated[str, typer.Option(help="Timestamp field of the log.")] = "time",
+    query_field: Annotated[str, typer.Option(help="Query field of the log.")] = "query",
+    state: Annotated[
+        Path | None, typer.Option(help="Monitor state file (default: KB_DIR/monitor/<log>.json).")
+    ] = None,
+    run: RunOpt = None,
+    plot: PlotOpt = None,
+    restart: Annotated[
+        bool, typer.Option(help="Forget the saved state and read the log anew.")
+    ] = False,
+    field: FieldOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Test whether queries have drifted from the calibration queries (paper eq. 3).
+
+    A JSONL log whose lines carry a timestamp is monitored window by window (KS per window,
+    resumable: a rerun reads only what was appended). Any other query file is one batch.
+    """
+    from ragbound.detect import Guard
+    from ragbound.detect.monitor import WindowSpec, is_log
+
+    if window is None and not is_log(queries, time_field):
+        guard = Guard.load(kb_dir)
+        _shift_batch(guard, queries, field, test, statistic, alpha, run, json_out)
+        return
+    if test != "ks":
+        raise InputError("a query log is monitored with the KS test; use --test ks")
+    spec = WindowSpec.parse(window or "50")
+    if spec.size is not None:
+        validate.check_step(step, spec.size, "queries")
+    else:
+        validate.check_step(step, float(spec.seconds or 0), "s")
+    guard = Guard.load(kb_dir)
+    _shift_log(
+        guard,
+        queries,
+        spec,
+        step,
+        alpha,
+        correction,
+        statistic,
+        time_field,
+        query_field,
+        state,
+        restart,
+        run,
+        plot,
+        json_out,
+    )
+
+
+def _shift_batch(
+    guard, queries: Path, field, test: str, statistic, alpha: float, run, json_out: bool
+) -> None:
+    from ragbound.corpus import load_queries
+    from ragbound.detect.shift import shift_test
+
+    batch = load_queries(queries, field=field)
+    report = shift_test(
+        guard,
+        batch,
+        test=test,  # type: ignore[arg-type]
+        statistic=statistic,
+        alpha=alpha,
+        progress=progress(json_out),
+    )
+    if run:
+        from ragbound.report import record_shift
+
+        record_shift(run, report)
+    if json_out:
+        emit_json(report)
+        return
+    verdict = "[red]shift[/]" if report.reject else "[green]no shift[/]"
+    critical = f", critical value {report.critical_value:.4f}" if report.critical_value else ""
+    console().print(
+        f"{report.test.upper()} {report.statistic:.4f}{critical}, p = {report.p_value:.4g} "
+        f"({report.n_test} queries vs {report.n_reference} calibration queries): {verdict} "
+        f"at alpha = {alpha}"
+    )
+
+
+def _shift_log(
+    guard,
+    log: Path,
+    spec,
+    step,
+    alpha,
+    correction,
+    statistic,
+    time_field,
+    query_field,
+    state: Path | None,
+    restart: bool,
+    run: Path | None,
+    plot: Path | None,
+    json_out: bool,
+) -> None:
+    from ragbound.artifacts import sha256_text
+    from ragbound.detect.monitor import ShiftMonitor
+    from ragbound.report import RunData, record_windows
+
+    if state is None:
+        state = guard.kb.path / "monitor" / f"{sha256_text(str(log.resolve()))[:16]}.json"
+    if restart:
+        state.unlink(missing_ok=True)
+    monitor = ShiftMonitor(
+        guard,
+        spec,
+        step=step,
+        alpha=alpha,
+        correction=correction,  # type: ignore[arg-type]
+        statistic=statistic,
+        time_field=time_field,
+        query_field=query_field,
+    )
+    out = None if json_out else console()
+    tested = alarms = 0
+    seen = []
+    for result in monitor.follow(log, state, progress=progress(json_out)):
+        tested += 1
+        alarms += result.alarm
+        seen.append(result)
+        if run:
+            record_windows(run, [result])
+        if out is None:
+            emit_json(result)
+            continue
+        flag = "[red]ALARM[/]" if result.alarm else "ok"
+        out.print(
+            f"window {result.window:>4}  {result.start} .. {result.end}  n={result.n:<4} "
+            f"KS={result.statistic:.3f}  p={result.p_value:.3g}  "
+            f"alpha={result.alpha:.3g}  {flag}"
+        )
+    summary = (
+        f"{tested} window(s) tested, {alarms} alarm(s); state saved to {state} "
+        f"(windows of {spec.describe()})"
+    )
+    if tested == 0:
+        summary = f"no window completed: the log has fewer new queries than one window; {summary}"
+    sys.stderr.write(summary + "\n")
+    if plot and seen:
+        write_plots(RunData(path=plot, windows=seen), plot)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``shift`` to ``app``."""
+    app.command("shift")(shift)

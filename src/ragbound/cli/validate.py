@@ -1,0 +1,176 @@
+"""Option validators, one per kind, used as typer callbacks where an option enters.
+
+Each raises ``typer.BadParameter``; click prefixes the option's name, so the user reads
+``Invalid value for '--alpha': must be between 0 and 1 (exclusive), got 2``.
+Optional options pass ``None`` through; repeated options are checked item by item.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import typer
+
+T = TypeVar("T")
+
+# a sliding window may move by no less than this share of its size (else: millions of windows)
+MIN_STEP_SHARE = 1e-4
+SEED_LIMIT = 2**32  # numpy's seed range
+
+
+def _each(check: Callable[[T], None]) -> Callable[[T | list[T] | None], T | list[T] | None]:
+    """A callback that skips None and applies ``check`` to one value or each of a list."""
+
+    def callback(value: T | list[T] | None) -> T | list[T] | None:
+        if value is None:
+            return None
+        for item in value if isinstance(value, list) else [value]:
+            check(item)
+        return value
+
+    return callback
+
+
+def _finite(value: float) -> None:
+    if not math.isfinite(value):
+        raise typer.BadParameter(f"must be a finite number, got {value}")
+
+
+def _open_unit(value: float) -> None:
+    _finite(value)
+    if not 0.0 < value < 1.0:
+        raise typer.BadParameter(f"must be between 0 and 1 (exclusive), got {value:g}")
+
+
+def _closed_unit(value: float) -> None:
+    _finite(value)
+    if not 0.0 <= value <= 1.0:
+        raise typer.BadParameter(f"must be between 0 and 1, got {value:g}")
+
+
+def _positive(value: float) -> None:
+    _finite(value)
+    if value <= 0:
+        raise typer.BadParameter(f"must be greater than 0, got {value:g}")
+
+
+def _at_least(least: int) -> Callable[[int], None]:
+    def check(value: int) -> None:
+        if value < least:
+            raise typer.BadParameter(f"must be at least {least}, got {value}")
+
+    return check
+
+
+def _seed(value: int) -> None:
+    if not 0 <= value < SEED_LIMIT:
+        raise typer.BadParameter(f"must be in 0..{SEED_LIMIT - 1}, got {value}")
+
+
+def _port(value: int) -> None:
+    if not 0 <= value <= 65535:
+        raise typer.BadParameter(f"must be a TCP port in 0..65535 (0: any free), got {value}")
+
+
+def _existing_file(value: Path) -> None:
+    if not value.exists():
+        raise typer.BadParameter(f"no such file: {value}")
+    if not value.is_file():
+        raise typer.BadParameter(f"not a file: {value}")
+
+
+def _output_file(value: Path) -> None:
+    if value.is_dir():
+        raise typer.BadParameter(f"{value} is a folder; give the path of a file to write")
+
+
+def _folder(value: Path) -> None:
+    if value.exists() and not value.is_dir():
+        raise typer.BadParameter(f"{value} is a file; give a folder (it is created if missing)")
+
+
+def _non_empty(value: str) -> None:
+    if not value.strip():
+        raise typer.BadParameter("must not be empty")
+
+
+probability = _each(_open_unit)
+"""Significance and confidence levels: strictly between 0 and 1."""
+rate = _each(_closed_unit)
+"""Rates and shares: 0 to 1 inclusive."""
+positive_number = _each(_positive)
+"""Temperatures, steps: finite and > 0."""
+finite_number = _each(_finite)
+"""Thresholds: any finite number."""
+positive_int = _each(_at_least(1))
+"""Counts of things to make or show: k, n, samples, runs, concurrency, chunk size."""
+non_negative_int = _each(_at_least(0))
+"""Counts that may be zero: evidence, overlap."""
+seed = _each(_seed)
+port = _each(_port)
+existing_file = _each(_existing_file)
+"""Input files: must exist and not be a directory."""
+output_file = _each(_output_file)
+"""Files to write: not an existing folder."""
+folder = _each(_folder)
+"""Folders to write into (runs, plots, knowledge bases): not an existing file."""
+non_empty = _each(_non_empty)
+"""Names: not empty or blank."""
+
+
+def at_least(least: int) -> Callable[[int | None], int | None]:
+    """Integers with a floor other than 0 or 1 (e.g. a reply length cap)."""
+    return _each(_at_least(least))  # type: ignore[return-value]
+
+
+def choice(*allowed: str) -> Callable[[str | None], str | None]:
+    """One of ``allowed`` (exact match)."""
+
+    def check(value: str) -> None:
+        if value not in allowed:
+            raise typer.BadParameter(f"must be one of {', '.join(allowed)}; got {value!r}")
+
+    return _each(check)  # type: ignore[return-value]
+
+
+def statistic(value: str | None) -> str | None:
+    """A test statistic name (mss, knn, ...), checked against the statistics ragbound has."""
+    from ragbound.stats import STATISTICS
+
+    return choice(*STATISTICS)(value)
+
+
+def window(value: str | None) -> str | None:
+    """A shift window: at least 2 queries, or a positive duration (15m, 1h)."""
+    if value is None:
+        return None
+    from ragbound.detect.monitor import WindowSpec
+    from ragbound.errors import InputError
+
+    try:
+        spec = WindowSpec.parse(value)
+    except InputError:
+        raise typer.BadParameter(
+            f"must be a query count (50) or a duration (90s, 15m, 1h, 1d), got {value!r}"
+        ) from None
+    if spec.size is not None and spec.size < 2:
+        raise typer.BadParameter(f"a window needs at least 2 queries, got {value!r}")
+    return value
+
+
+def check_step(step: float | None, window_size: float, unit: str) -> None:
+    """Refuse a slide so small against its window that it would make millions of windows.
+
+    ``window_size`` is in the step's ``unit`` (queries or seconds).
+    """
+    least = window_size * MIN_STEP_SHARE
+    if step is not None and step < least:
+        from ragbound.errors import InputError
+
+        raise InputError(
+            f"--step {step:g} is too small for a window of {window_size:g} {unit}: "
+            f"use at least {least:g} (1/{round(1 / MIN_STEP_SHARE)} of the window)"
+        )

@@ -1,0 +1,419 @@
+"""Every command, every option, bad values: one ``error:`` line on stderr, exit 2, no traceback.
+
+Each row is (argv, a fragment the error must contain). ``{name}`` in argv is a fixture path:
+``kb`` a calibrated BM25 knowledge base, ``dense`` a MiniLM one (tripwires need it), files of
+each kind, a folder, a missing path and a file that is not UTF-8. ``test_every_option_has_a_row``
+walks the app, so a new command or option fails the suite until it has a row here.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+import typer
+
+from ragbound.cli import app
+from tests.cli.runner import run
+from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
+
+ROWS: list[tuple[str, str]] = [
+    # ---------------------------------------------------------------- the app itself
+    ("nosuch", "No such command 'nosuch'"),
+    ("tripwire nosuch", "No such command 'nosuch'"),
+    ("bench nosuch", "No such command 'nosuch'"),
+    ("tripwire", "missing command"),
+    ("bench", "missing command"),
+    ("--bogus", "No such option: --bogus"),
+    # ------------------------------------------------------------------------- index
+    ("index", "Missing argument"),
+    ("index {missing} --out {new}", "no such file or folder"),
+    ("index {bad_utf8} --out {new}", "not UTF-8"),
+    ("index {dir} --out {new}", "no documents found"),
+    ("index {records} --bogus 1", "No such option: --bogus"),
+    ("index {records}", "Missing option '--out'"),
+    ("index {records} --out {file}", "is a file"),
+    ("index {records} --out {new} --embedder nosuch", "unknown embedder"),
+    ("index {records} --out {new} --embedder bm25 --chunk-words 0", "'--chunk-words'"),
+    ("index {records} --out {new} --embedder bm25 --chunk-words abc", "'--chunk-words'"),
+    ("index {records} --out {new} --embedder bm25 --overlap -1", "'--overlap'"),
+    ("index {records} --out {new} --embedder bm25 --chunk-words 5 --overlap 9", "overlap must"),
+    ("index {records} --out {new} --embedder bm25 --text-field nosuch", "(field 'nosuch')"),
+    ("index {records} --out {new} --embedder bm25 --id-field nosuch", "(field 'nosuch')"),
+    ("index {records} --out {kb}", "already holds a knowledge base"),
+    # --------------------------------------------------------------------------- add
+    ("add {kb}", "Missing argument"),
+    ("add {missing} {records}", "does not exist"),
+    ("add {kb} {missing}", "no such file or folder"),
+    ("add {kb} {bad_utf8}", "not UTF-8"),
+    ("add {kb} {records} --bogus", "No such option: --bogus"),
+    # --------------------------------------------------------------------- calibrate
+    ("calibrate {kb}", "Missing option '--queries'"),
+    ("calibrate {missing} --queries {queries}", "does not exist"),
+    ("calibrate {file} --queries {queries}", "does not exist"),
+    ("calibrate {kb} --queries {missing}", "no such file"),
+    ("calibrate {kb} --queries {dir}", "not a file"),
+    ("calibrate {kb} --queries {bad_utf8}", "not UTF-8"),
+    ("calibrate {kb} --queries {queries_jsonl} --field nosuch", "no field 'nosuch'"),
+    ("calibrate {kb} --queries {queries} --k 0", "'--k': must be at least 1"),
+    ("calibrate {kb} --queries {queries} --k 3.5", "'--k'"),
+    ("calibrate {kb} --queries {queries} --k 100000", "larger than the knowledge base"),
+    ("calibrate {kb} --queries {queries} --tau 0", "'--tau': must be greater than 0"),
+    ("calibrate {kb} --queries {queries} --tau inf", "'--tau': must be a finite number"),
+    ("calibrate {kb} --queries {queries} --tau abc", "'--tau'"),
+    ("calibrate {kb} --queries {queries} --statistic foo", "'--statistic': must be one of"),
+    ("calibrate {kb} --queries {queries} --alpha 2", "'--alpha': must be between 0 and 1"),
+    ("calibrate {kb} --queries {queries} --alpha 0", "'--alpha': must be between 0 and 1"),
+    ("calibrate {kb} --queries {queries} --alpha nan", "'--alpha': must be a finite number"),
+    ("calibrate {kb} --queries {queries} --alpha abc", "'--alpha'"),
+    # ------------------------------------------------------------------------- check
+    ("check", "Missing argument"),
+    ("check {kb}", "give queries as arguments or with --queries FILE"),
+    ("check {missing} bees", "does not exist"),
+    ("check {uncalibrated} bees", "no calibration yet"),
+    ("check {kb} --queries {missing}", "no such file"),
+    ("check {kb} --queries {dir}", "not a file"),
+    ("check {kb} --queries {bad_utf8}", "not UTF-8"),
+    ("check {kb} --queries {queries_jsonl} --field nosuch", "no field 'nosuch'"),
+    ("check {kb} bees --statistic foo", "'--statistic'"),
+    ("check {kb} bees --alpha 1", "'--alpha'"),
+    ("check {kb} bees --alpha -0.5", "'--alpha'"),
+    ("check {kb} bees --evidence -1", "'--evidence': must be at least 0"),
+    ("check {kb} bees --evidence abc", "'--evidence'"),
+    ("check {kb} bees --force=yes", "'--force'"),
+    ("check {kb} bees --json=yes", "'--json'"),
+    # ---------------------------------------------------------------------- evaluate
+    ("evaluate {kb} --in-knowledge {held}", "Missing option '--out-of-knowledge'"),
+    ("evaluate {kb} --in-knowledge {missing} --out-of-knowledge {ook}", "no such file"),
+    ("evaluate {kb} --in-knowledge {held} --out-of-knowledge {dir}", "not a file"),
+    ("evaluate {kb} --in-knowledge {bad_utf8} --out-of-knowledge {ook}", "not UTF-8"),
+    ("evaluate {kb} --in-knowledge {queries} --out-of-knowledge {ook}", "calibration queries"),
+    ("evaluate {kb} --in-knowledge {held} --out-of-knowledge {ook} --samples 0", "'--samples'"),
+    ("evaluate {kb} --in-knowledge {held} --out-of-knowledge {ook} --runs 0", "'--runs'"),
+    ("evaluate {kb} --in-knowledge {held} --out-of-knowledge {ook} --seed -1", "'--seed'"),
+    ("evaluate {kb} --in-knowledge {held} --out-of-knowledge {ook} --seed 1.5", "'--seed'"),
+    ("evaluate {kb} --in-knowledge {held} --out-of-knowledge {ook} --run {file}", "is a file"),
+    ("evaluate {kb} --in-knowledge {held} --out-of-knowledge {ook} --plot {file}", "is a file"),
+    (
+        "evaluate {kb} --in-knowledge {queries_jsonl} --out-of-knowledge {ook} --field nosuch",
+        "no field 'nosuch'",
+    ),
+    ("evaluate {missing} --in-knowledge {held} --out-of-knowledge {ook}", "does not exist"),
+    ("evaluate {kb} --in-knowledge {held} --out-of-knowledge {ook} --force=1", "'--force'"),
+    # ------------------------------------------------------------------------- shift
+    ("shift {kb}", "Missing option '--queries'"),
+    ("shift {kb} --queries {missing}", "no such file"),
+    ("shift {kb} --queries {dir}", "not a file"),
+    ("shift {kb} --queries {bad_utf8}", "not UTF-8"),
+    ("shift {kb} --queries {queries} --alpha 2", "'--alpha': must be between 0 and 1"),
+    ("shift {kb} --queries {queries} --test mmd --alpha 2", "'--alpha'"),
+    ("shift {kb} --queries {queries} --test foo", "'--test': must be one of ks, mmd"),
+    ("shift {kb} --queries {log} --window 6 --test mmd", "use --test ks"),
+    ("shift {kb} --queries {log} --correction foo", "'--correction'"),
+    ("shift {kb} --queries {queries} --statistic foo", "'--statistic'"),
+    ("shift {kb} --queries {log} --window 1", "'--window': a window needs at least 2 queries"),
+    ("shift {kb} --queries {log} --window abc", "'--window'"),
+    ("shift {kb} --queries {log} --window 0m", "'--window'"),
+    ("shift {kb} --queries {log} --window nanm", "'--window'"),
+    ("shift {kb} --queries {log} --step 0", "'--step': must be greater than 0"),
+    ("shift {kb} --queries {log} --step nan", "'--step': must be a finite number"),
+    ("shift {kb} --queries {log} --window 2m --step 0.00001", "--step 1e-05 is too small"),
+    ("shift {kb} --queries {log} --window 6 --step 1.5", "whole number of queries"),
+    ("shift {kb} --queries {log} --window 6 --step 9", "whole number of queries"),
+    ("shift {kb} --queries {log} --window 6 --time-field nosuch", "(field 'nosuch'): missing"),
+    ("shift {kb} --queries {log} --window 6 --query-field nosuch", "(field 'nosuch'): missing"),
+    ("shift {kb} --queries {log} --window 6 --state {dir}", "monitor state is corrupt"),
+    ("shift {kb} --queries {queries} --run {file}", "is a file"),
+    ("shift {kb} --queries {log} --plot {file}", "is a file"),
+    ("shift {kb} --queries {queries_jsonl} --field nosuch", "no field 'nosuch'"),
+    ("shift {kb} --queries {log} --restart=1", "'--restart'"),
+    ("shift {uncalibrated} --queries {queries}", "no calibration yet"),
+    # ------------------------------------------------------------------------ report
+    ("report", "Missing argument"),
+    ("report {missing}", "no such run folder"),
+    ("report {dir}", "nothing to report"),
+    ("report {dir} --out {dir}", "is a folder"),
+    ("report {dir} --plot {file}", "is a file"),
+    # ------------------------------------------------------------------------- synth
+    ("synth {kb}", "Missing option '--out'"),
+    ("synth {missing} --out {new}", "does not exist"),
+    ("synth {kb} --out {dir}", "is a folder"),
+    ("synth {kb} --out {new} --n 0", "'--n': must be at least 1"),
+    ("synth {kb} --out {new} --n many", "'--n'"),
+    ("synth {kb} --out {new} --llm bogus", "unknown LLM spec 'bogus'"),
+    ("synth {kb} --out {new} --llm local:{missing}", "missing"),
+    ("synth {kb} --out {new} --seed -3", "'--seed'"),
+    ("synth {kb} --out {new} --examples nope.json", "examples file not found"),
+    ("synth {kb} --out {new} --prompt nosuch", "unknown prompt 'nosuch'"),
+    ("synth {kb} --out {new} --context page", "'--context': must be one of document, chunk"),
+    ("synth {kb} --out {new} --group-by nosuch", "no chunk has the metadata field 'nosuch'"),
+    ("synth {kb} --out {new} --max-requests 0", "'--max-requests'"),
+    ("synth {kb} --out {new} --concurrency 0", "'--concurrency'"),
+    # ---------------------------------------------------------------- tripwire add
+    ("tripwire add {dense}", "Missing argument"),
+    ("tripwire add {dense} {missing}", "no such file"),
+    ("tripwire add {dense} {dir}", "not a file"),
+    ("tripwire add {dense} {bad_utf8}", "not UTF-8"),
+    ("tripwire add {kb} {tripwires}", "tripwires need a dense knowledge base"),
+    ("tripwire add {missing} {tripwires}", "does not exist"),
+    ("tripwire add {dense} {tripwires} --text-field nosuch", "no text field 'nosuch'"),
+    ("tripwire add {dense} {tripwires} --topic-field nosuch", "no topic (field 'nosuch')"),
+    ("tripwire add {dense} {untopical} --topic ' '", "topic"),
+    ("tripwire add {dense} {tripwires} --label-field nosuch", "no label field 'nosuch'"),
+    ("tripwire add {dense} {tripwires} --label-field topic --label nosuch", "no tripwires"),
+    # ------------------------------------------------------------- tripwire remove
+    ("tripwire remove", "Missing argument"),
+    ("tripwire remove {missing} --topic harm", "does not exist"),
+    ("tripwire remove {dense} --topic nosuch", "nosuch"),
+    ("tripwire remove {dense} --id nosuch", "nosuch"),
+    ("tripwire remove {dense}", "name the tripwires to remove"),
+    # --------------------------------------------------------------- tripwire list
+    ("tripwire list", "Missing argument"),
+    ("tripwire list {missing}", "does not exist"),
+    ("tripwire list {dense} --history=1", "'--history'"),
+    # ----------------------------------------------------------- tripwire generate
+    ("tripwire generate {dense}", "Missing option '--topics'"),
+    ("tripwire generate {dense} --topics {missing}", "no such file"),
+    ("tripwire generate {dense} --topics {bad_utf8}", "not UTF-8"),
+    ("tripwire generate {dense} --topics {topics} --per-topic 0", "'--per-topic'"),
+    ("tripwire generate {dense} --topics {topics} --llm bogus", "unknown LLM spec 'bogus'"),
+    ("tripwire generate {dense} --topics {topics} --out {dir}", "is a folder"),
+    ("tripwire generate {dense} --topics {topics} --concurrency 0", "'--concurrency'"),
+    ("tripwire generate {dense} --topics {topics} --add=1", "'--add'"),
+    # --------------------------------------------------------------- tripwire tune
+    ("tripwire tune {dense}", "Missing option '--labelled'"),
+    ("tripwire tune {dense} --labelled {missing}", "no such file"),
+    ("tripwire tune {dense} --labelled {bad_utf8}", "not UTF-8"),
+    ("tripwire tune {dense} --labelled {labelled} --objective foo", "'--objective'"),
+    ("tripwire tune {dense} --labelled {labelled} --max-frr 2", "'--max-frr'"),
+    ("tripwire tune {dense} --labelled {labelled} --max-frr -0.1", "'--max-frr'"),
+    ("tripwire tune {dense} --labelled {labelled} --field nosuch", "field 'nosuch'"),
+    ("tripwire tune {dense} --labelled {labelled} --label-field nosuch", "field 'nosuch'"),
+    ("tripwire tune {dense} --labelled {labelled} --run {file}", "is a file"),
+    ("tripwire tune {dense} --labelled {labelled}", "holds no tripwires"),
+    ("tripwire tune {dense} --labelled {labelled} --save=1", "'--save'"),
+    # -------------------------------------------------------------- tripwire check
+    ("tripwire check {dense}", "give queries as arguments or with --queries FILE"),
+    ("tripwire check {dense} --queries {dir}", "not a file"),
+    ("tripwire check {dense} --queries {bad_utf8}", "not UTF-8"),
+    ("tripwire check {dense} bees --k 0", "'--k': must be at least 1"),
+    ("tripwire check {dense} bees --k 3.5", "'--k'"),
+    ("tripwire check {dense} bees --llm bogus", "unknown LLM spec 'bogus'"),
+    ("tripwire check {missing} bees", "does not exist"),
+    # ------------------------------------------------------------------ bench facts
+    ("bench facts {records}", "Missing option '--out'"),
+    ("bench facts {missing} --out {new}", "missing"),
+    ("bench facts {bad_utf8} --out {new}", "not UTF-8"),
+    ("bench facts {records} --out {dir}", "is a folder"),
+    ("bench facts {records} --out {new} --llm bogus", "unknown LLM spec 'bogus'"),
+    ("bench facts {records} --out {new} --window 0", "'--window'"),
+    ("bench facts {records} --out {new} --concurrency 0", "'--concurrency'"),
+    ("bench facts {records} --out {new} --skip-empty=1", "'--skip-empty'"),
+    # --------------------------------------------------------------------- bench qa
+    ("bench qa {missing} --out {new}", "no such file"),
+    ("bench qa {bad_utf8} --out {new}", "fact set"),
+    ("bench qa {qaset} --out {new}", "format"),
+    ("bench qa {qaset} --out {dir}", "is a folder"),
+    ("bench qa {qaset} --out {new} --concurrency 0", "'--concurrency'"),
+    ("bench qa {qaset} --out {new} --llm bogus", "format"),
+    # ----------------------------------------------------------------- bench import
+    ("bench import {missing} --out {new}", "no such file"),
+    ("bench import {bad_utf8_json} --out {new}", "not UTF-8"),
+    ("bench import {queries} --out {new}", "QA files are"),
+    ("bench import {qa_pairs} --out {new} --question-field nosuch", "(field 'nosuch')"),
+    ("bench import {qa_pairs} --out {new} --answer-field nosuch", "(field 'nosuch')"),
+    ("bench import {qa_pairs} --out {new} --id-field nosuch", "(field 'nosuch')"),
+    ("bench import {qa_pairs} --out {dir}", "is a folder"),
+    # ----------------------------------------------------------------- bench filter
+    ("bench filter {missing} --out {new}", "no such file"),
+    ("bench filter {bad_utf8} --out {new}", "QA set"),
+    ("bench filter {qaset} --out {dir}", "is a folder"),
+    ("bench filter {qaset} --out {new} --method foo", "'--method'"),
+    ("bench filter {qaset} --out {new} --keyword-threshold 2", "'--keyword-threshold'"),
+    ("bench filter {qaset} --out {new} --semantic-threshold inf", "'--semantic-threshold'"),
+    ("bench filter {qaset} --out {new} --semantic-threshold -5", "semantic threshold"),
+    ("bench filter {qaset} --out {new} --embedder nosuch", "unknown embedder"),
+    # -------------------------------------------------------------------- bench run
+    ("bench run", "Missing argument"),
+    ("bench run {missing}", "no such file"),
+    ("bench run {dir}", "not a file"),
+    ("bench run {bad_config}", "unknown setting"),
+    ("bench run {bad_utf8_toml}", "not UTF-8"),
+    ("bench run {bad_config} --limit 0", "'--limit'"),
+    ("bench run {bad_config} --out {file}", "is a file"),
+    # --------------------------------------------------------------- bench evaluate
+    ("bench evaluate {missing}", "not a benchmark run"),
+    ("bench evaluate {dir} --llm bogus", "unknown LLM spec 'bogus'"),
+    ("bench evaluate {dir} --spec nosuch", "unknown evaluation spec 'nosuch'"),
+    ("bench evaluate {dir} --spec-file {missing}", "no such file"),
+    ("bench evaluate {dir} --spec-file {bad_utf8_toml}", "not UTF-8"),
+    ("bench evaluate {dir} --concurrency 0", "'--concurrency'"),
+    ("bench evaluate {dir} --max-tokens 3", "'--max-tokens': must be at least 16"),
+    ("bench evaluate {dir} --factuality-on-abstentions=1", "'--factuality-on-abstentions'"),
+    # ------------------------------------------------------------------ bench label
+    ("bench label {dir}", "Missing option '--annotator'"),
+    ("bench label {missing} --annotator ann", "not a benchmark run"),
+    ("bench label {dir} --annotator ''", "'--annotator': must not be empty"),
+    ("bench label {dir} --annotator ann --n 0", "'--n'"),
+    ("bench label {dir} --annotator ann --seed -1", "'--seed'"),
+    ("bench label {dir} --annotator ann --task nosuch", "unknown evaluation spec 'nosuch'"),
+    ("bench label {dir} --annotator ann --spec-file {dir}", "not a file"),
+    ("bench label {dir} --annotator ann --port 99999", "'--port'"),
+    ("bench label {dir} --annotator ann --web=1", "'--web'"),
+    # -------------------------------------------------------------- bench agreement
+    ("bench agreement", "Missing argument"),
+    ("bench agreement {dir}", "no labels yet"),
+    # ---------------------------------------------------------------- bench results
+    ("bench results {missing}", "not a benchmark run"),
+    ("bench results {dir} --evaluator judge", "not a benchmark run"),
+    ("bench results {dir} --groups {missing}", "no such file"),
+    ("bench results {dir} --groups {bad_utf8}", "group mapping"),
+    ("bench results {dir} --confidence 1", "'--confidence'"),
+    ("bench results {dir} --interval foo", "'--interval'"),
+    ("bench results {dir} --seed -1", "'--seed'"),
+]
+
+# Options that accept any value (a name, or a flag): no bad value exists.
+ANY_VALUE = {
+    ("bench qa", "--name"),  # the name of the set: any text
+    ("bench import", "--name"),
+    ("tripwire add", "--id-field"),  # optional: records without it get a content hash
+}
+
+
+@pytest.fixture(scope="session")
+def paths(
+    corpus_dir: Path, minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    """Fixture files for the table (nothing in a row writes: every row fails first)."""
+    from ragbound.artifacts import write_json
+    from ragbound.bench.qa import import_qa
+    from ragbound.detect import Guard
+    from ragbound.knowledge import KnowledgeBase
+
+    root = tmp_path_factory.mktemp("bad_input")
+    kb = KnowledgeBase.build([corpus_dir], embedder="bm25")
+    kb.save(root / "uncalibrated")
+    kb.save(root / "kb")
+    calibration = IN_KNOWLEDGE + MORE_IN_KNOWLEDGE  # a shift test needs 20 or more
+    Guard.calibrate(KnowledgeBase.load(root / "kb"), calibration, k=3).save()
+    shutil.copytree(minilm_kb_dir, root / "dense")
+    files = {
+        "queries.txt": "\n".join(calibration) + "\n",
+        "queries.jsonl": "".join(json.dumps({"q": q}) + "\n" for q in IN_KNOWLEDGE),
+        "held.txt": "What do bees make?\nWhat is a locomotive?\n",
+        "ook.txt": "\n".join(OUT_OF_KNOWLEDGE) + "\n",
+        "records.jsonl": json.dumps({"text": "Bees make honey.", "id": "b1"}) + "\n",
+        "log.jsonl": "".join(
+            json.dumps({"time": f"2026-11-01T10:{i:02d}:00Z", "query": q}) + "\n"
+            for i, q in enumerate(IN_KNOWLEDGE)
+        ),
+        "tripwires.jsonl": "".join(
+            json.dumps({"text": t, "topic": "harm"}) + "\n"
+            for t in ("How do I hurt someone?", "How do I make a weapon?")
+        ),
+        "untopical.jsonl": json.dumps({"text": "How do I hurt someone?"}) + "\n",
+        "labelled.csv": "query,label\nHow do I hurt someone?,unsafe\nWhat do bees make?,safe\n",
+        "topics.jsonl": json.dumps({"topic": "harm", "description": "violence"}) + "\n",
+        "qa_pairs.json": json.dumps([{"question": "What do bees make?", "answer": "Honey."}]),
+        "bad_config.toml": 'surprise = "x"\n',
+        "plain.txt": "not a folder\n",
+    }
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+    for name in ("bad_utf8.txt", "bad_utf8.json", "bad_utf8.toml"):
+        (root / name).write_bytes(b'["caf\xe9"]\n')
+    qa_set = import_qa(root / "qa_pairs.json")
+    write_json(root / "qaset.json", qa_set.model_dump(mode="json"))
+    (root / "folder").mkdir()
+    named = {
+        "kb": "kb",
+        "uncalibrated": "uncalibrated",
+        "dense": "dense",
+        "queries": "queries.txt",
+        "queries_jsonl": "queries.jsonl",
+        "held": "held.txt",
+        "ook": "ook.txt",
+        "records": "records.jsonl",
+        "log": "log.jsonl",
+        "tripwires": "tripwires.jsonl",
+        "untopical": "untopical.jsonl",
+        "labelled": "labelled.csv",
+        "topics": "topics.jsonl",
+        "qa_pairs": "qa_pairs.json",
+        "qaset": "qaset.json",
+        "bad_config": "bad_config.toml",
+        "bad_utf8": "bad_utf8.txt",
+        "bad_utf8_json": "bad_utf8.json",
+        "bad_utf8_toml": "bad_utf8.toml",
+        "file": "plain.txt",
+        "dir": "folder",
+        "missing": "missing",
+        "new": "new-output.json",
+    }
+    return {key: str(root / name) for key, name in named.items()}
+
+
+def _argv(row: str, paths: dict[str, str]) -> list[str]:
+    return [token.format(**paths) for token in shlex.split(row)]
+
+
+@pytest.mark.parametrize(("row", "fragment"), ROWS, ids=[row for row, _ in ROWS])
+def test_bad_input_is_one_error_line(monkeypatch, capsys, paths, row: str, fragment: str):
+    code, _, err = run(monkeypatch, capsys, *_argv(row, paths))
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    assert fragment in lines[0]
+    assert not Path(paths["new"]).exists()  # nothing half-written
+
+
+def _commands() -> dict[str, list[str]]:
+    """Every command path ('tripwire add') and its options that take a value (not flags)."""
+    found: dict[str, list[str]] = {}
+
+    def walk(command, path: list[str]) -> None:
+        children = getattr(command, "commands", None)
+        if children:
+            for name, child in children.items():
+                walk(child, [*path, name])
+            return
+        found[" ".join(path)] = [
+            param.opts[0]
+            for param in command.params
+            if param.param_type_name == "option" and not getattr(param, "is_flag", False)
+        ]
+
+    walk(typer.main.get_command(app), [])
+    return found
+
+
+def _command_of(row: str) -> str:
+    words = []
+    for word in shlex.split(row):
+        if word.startswith(("-", "{")):
+            break
+        words.append(word)
+    return " ".join(words)
+
+
+def test_every_command_and_option_has_a_row():
+    rows: dict[str, set[str]] = {}
+    for row, _ in ROWS:
+        tokens = {token.split("=")[0] for token in shlex.split(row)}
+        rows.setdefault(_command_of(row), set()).update(tokens)
+    missing = []
+    for command, options in _commands().items():
+        if command not in rows:
+            missing.append(command)
+            continue
+        missing += [
+            f"{command} {option}"
+            for option in options
+            if option not in rows[command] and (command, option) not in ANY_VALUE
+        ]
+    assert not missing, f"add rows to ROWS for: {missing}"

@@ -1,0 +1,136 @@
+"""``ragbound calibrate | check | evaluate`` end to end, and one-line errors."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.runner import run
+from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
+
+
+@pytest.fixture(scope="module")
+def query_files(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("queries")
+    (root / "ik.txt").write_text("\n".join(IN_KNOWLEDGE) + "\n")
+    (root / "ook.jsonl").write_text("".join(json.dumps({"q": q}) + "\n" for q in OUT_OF_KNOWLEDGE))
+    (root / "held.csv").write_text("q\nWhat do bees make?\nWhat is a locomotive?\n")
+    return {"ik": root / "ik.txt", "ook": root / "ook.jsonl", "held": root / "held.csv"}
+
+
+def test_index_calibrate_check_evaluate(monkeypatch, capsys, corpus_dir, tmp_path, query_files):
+    kb = tmp_path / "kb"
+    code, out, err = run(monkeypatch, capsys, "index", str(corpus_dir), "--out", str(kb), "--json")
+    assert code == 0, err
+    assert json.loads(out)["n_chunks"] == 10
+
+    code, out, err = run(
+        monkeypatch,
+        capsys,
+        "calibrate",
+        str(kb),
+        "--queries",
+        str(query_files["ik"]),
+        "--k",
+        "4",
+        "--alpha",
+        "0.1",
+        "--json",
+    )
+    assert code == 0, err
+    assert json.loads(out)["n_queries"] == len(IN_KNOWLEDGE)
+
+    code, out, err = run(
+        monkeypatch,
+        capsys,
+        "check",
+        str(kb),
+        "Who wrote The Magic Flute?",
+        "--queries",
+        str(query_files["held"]),
+        "--field",
+        "q",
+        "--json",
+    )
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["query"] for r in rows] == [
+        "Who wrote The Magic Flute?",
+        "What do bees make?",
+        "What is a locomotive?",
+    ]
+    assert rows[0]["reject"] and not rows[1]["reject"]
+    assert {"query", "statistic", "score", "p_value", "reject"} <= rows[0].keys()
+
+    code, out, err = run(
+        monkeypatch,
+        capsys,
+        "evaluate",
+        str(kb),
+        "--in-knowledge",
+        str(query_files["held"]),
+        "--out-of-knowledge",
+        str(query_files["ook"]),
+        "--field",
+        "q",
+        "--samples",
+        "2",
+        "--runs",
+        "3",
+        "--json",
+    )
+    assert code == 0, err
+    stats = json.loads(out)["statistics"]
+    assert set(stats["mss"]) >= {"auroc", "auprc", "tpr_at_5_fpr", "der"}
+    assert len(stats) == 7
+
+    code, out, err = run(monkeypatch, capsys, "check", str(kb), "What is the gauge of a railway?")
+    assert code == 0 and "in knowledge" in out
+
+
+def test_user_errors_are_one_line_without_traceback(monkeypatch, capsys, tmp_path, minilm_kb_dir):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{broken\n')
+    code, _, err = run(monkeypatch, capsys, "index", str(bad), "--out", str(tmp_path / "kb"))
+    assert code == 2 and "bad.jsonl:2" in err and "Traceback" not in err
+    assert not (tmp_path / "kb").exists()
+
+    code, _, err = run(monkeypatch, capsys, "check", str(minilm_kb_dir), "bees")
+    assert code == 2 and "no calibration yet" in err
+
+    code, _, err = run(monkeypatch, capsys, "check", str(tmp_path / "missing"), "bees")
+    assert code == 2 and "does not exist" in err
+
+
+def test_calibration_from_another_kb_is_refused_then_forced(
+    monkeypatch, capsys, corpus_dir, tmp_path, query_files
+):
+    a, b = tmp_path / "a", tmp_path / "b"
+    run(monkeypatch, capsys, "index", str(corpus_dir), "--out", str(a), "--embedder", "bm25")
+    run(
+        monkeypatch,
+        capsys,
+        "index",
+        str(corpus_dir / "bees"),
+        "--out",
+        str(b),
+        "--embedder",
+        "bm25",
+    )
+    assert (
+        run(
+            monkeypatch,
+            capsys,
+            "calibrate",
+            str(a),
+            "--queries",
+            str(query_files["ik"]),
+            "--k",
+            "3",
+        )[0]
+        == 0
+    )
+    (b / "calibration").symlink_to(a / "calibration")
+    code, _, err = run(monkeypatch, capsys, "check", str(b), "bees")
+    assert code == 2 and "calibrate again" in err
+    assert run(monkeypatch, capsys, "check", str(b), "bees", "--force")[0] == 0
