@@ -47,6 +47,16 @@ def test_shift_batch_and_log(monkeypatch, capsys, minilm_kb_dir, tmp_path):
     code, out, err = run(monkeypatch, capsys, *args, "--restart")
     assert len(out.splitlines()) == 2
 
+    # the schemes whose level does not decay: arl tests every window at 1/arl
+    code, out, err = run(monkeypatch, capsys, *args, "--restart", "--correction", "arl", "--arl", "50")
+    assert code == 0, err
+    assert [json.loads(line)["alpha"] for line in out.splitlines()] == [0.02, 0.02]
+    code, out, err = run(
+        monkeypatch, capsys, *args, "--restart", "--correction", "period", "--period", "1d"
+    )
+    assert code == 0, err
+    assert len(out.splitlines()) == 2
+
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"time": 1, "query": "How do bees dance?"}\n{"time": 2}\n')
     code, _, err = run(monkeypatch, capsys, "shift", str(kb), "--queries", str(bad))

@@ -87,3 +87,17 @@ def test_errors_are_one_line(monkeypatch, capsys, minilm_kb_dir: Path, tmp_path:
     assert code == 2 and "already in the knowledge base" in err
     code, _, err = run(monkeypatch, capsys, "tripwire", "check", str(kb))
     assert code == 2 and "give queries" in err
+
+
+def test_add_skips_identical_rows_and_says_how_many(
+    monkeypatch, capsys, minilm_kb_dir: Path, tmp_path: Path
+):
+    kb = tmp_path / "kb"
+    shutil.copytree(minilm_kb_dir, kb)
+    rows = [*TRIPWIRES, TRIPWIRES[0], TRIPWIRES[1], TRIPWIRES[0]]
+    source = tmp_path / "t.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    code, out, err = run(monkeypatch, capsys, "tripwire", "add", str(kb), str(source), "--json")
+    assert code == 0, err
+    assert json.loads(out)["n_after"] == len(TRIPWIRES)
+    assert f"skipped 3 row(s) identical to an earlier row (first at {source}:{len(TRIPWIRES) + 1})" in err

@@ -22,7 +22,7 @@ from ragbound.cli.common import (
 from ragbound.errors import InputError
 
 TESTS = ("ks", "mmd")
-CORRECTIONS = ("spending", "none")
+CORRECTIONS = ("spending", "period", "arl", "none")
 
 
 def shift(
@@ -58,10 +58,29 @@ def shift(
     correction: Annotated[
         str,
         typer.Option(
-            help="spending (false alarms <= alpha over the stream) or none.",
+            help="False alarms over many windows: spending (at most alpha chance of any false "
+            "alarm in the whole stream; blind late in long streams), period (at most alpha per "
+            "--period of log time), arl (one false alarm per --arl windows on average), none "
+            "(alpha per window).",
             callback=validate.choice(*CORRECTIONS),
         ),
     ] = "spending",
+    period: Annotated[
+        str | None,
+        typer.Option(
+            help="With --correction period: the log time that gets the whole alpha "
+            "(1d = a UTC day, 6h).",
+            callback=validate.period,
+        ),
+    ] = None,
+    arl: Annotated[
+        float | None,
+        typer.Option(
+            help="With --correction arl: windows expected per false alarm (> 1); --alpha is "
+            "not used.",
+            callback=validate.average_run_length,
+        ),
+    ] = None,
     test: Annotated[
         str,
         typer.Option(
@@ -112,7 +131,7 @@ def shift(
         spec,
         step,
         alpha,
-        correction,
+        (correction, period, arl),
         statistic,
         time_field,
         query_field,
@@ -161,7 +180,7 @@ def _shift_log(
     spec,
     step,
     alpha,
-    correction,
+    scheme: tuple[str, str | None, float | None],
     statistic,
     time_field,
     query_field,
@@ -184,7 +203,9 @@ def _shift_log(
         spec,
         step=step,
         alpha=alpha,
-        correction=correction,  # type: ignore[arg-type]
+        correction=scheme[0],  # type: ignore[arg-type]
+        period=scheme[1],
+        arl=scheme[2],
         statistic=statistic,
         time_field=time_field,
         query_field=query_field,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -54,7 +55,8 @@ def add(
     file: Annotated[
         Path,
         typer.Argument(
-            help="Tripwire file (.jsonl, .csv or .json).", callback=validate.existing_file
+            help="Tripwire records: .jsonl, .json, .csv, .tsv, or text lines with --topic.",
+            callback=validate.existing_file,
         ),
     ],
     topic: Annotated[str | None, typer.Option(help="Topic for records that have none.")] = None,
@@ -68,7 +70,8 @@ def add(
     json_out: JsonOpt = False,
 ) -> None:
     """Add tripwires from a file (or labelled example requests); only they are embedded."""
-    from ragbound.tripwires import TripwireFields, read_tripwires
+    from ragbound.tripwires import TripwireFields
+    from ragbound.tripwires.files import read_tripwire_file
 
     fields = TripwireFields(
         text=text_field,
@@ -78,8 +81,14 @@ def add(
         label_field=label_field,
         label=label,
     )
-    tripwires = read_tripwires(file, fields)
-    change = _store(kb_dir).add(tripwires, source=str(file), progress=progress(json_out))
+    loaded = read_tripwire_file(file, fields)
+    if loaded.duplicates:
+        # stderr, so --json output stays one object
+        sys.stderr.write(
+            f"skipped {len(loaded.duplicates)} row(s) identical to an earlier row "
+            f"(first at {loaded.duplicates[0]})\n"
+        )
+    change = _store(kb_dir).add(loaded.tripwires, source=str(file), progress=progress(json_out))
     _report_change(change, json_out)
 
 

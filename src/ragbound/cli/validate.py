@@ -161,6 +161,30 @@ def window(value: str | None) -> str | None:
     return value
 
 
+def period(value: str | None) -> str | None:
+    """A period of log time for the ``period`` correction (1d, 6h)."""
+    if value is None:
+        return None
+    from ragbound.detect.monitor import parse_period
+    from ragbound.errors import InputError
+
+    try:
+        parse_period(value)
+    except InputError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return value
+
+
+def _above_one(value: float) -> None:
+    _finite(value)
+    if value <= 1:
+        raise typer.BadParameter(f"must be greater than 1, got {value:g}")
+
+
+average_run_length = _each(_above_one)
+"""Windows expected between false alarms (arl correction): finite and > 1."""
+
+
 def check_step(step: float | None, window_size: float, unit: str) -> None:
     """Refuse a slide so small against its window that it would make millions of windows.
 
