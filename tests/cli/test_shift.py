@@ -48,7 +48,9 @@ def test_shift_batch_and_log(monkeypatch, capsys, minilm_kb_dir, tmp_path):
     assert len(out.splitlines()) == 2
 
     # the schemes whose level does not decay: arl tests every window at 1/arl
-    code, out, err = run(monkeypatch, capsys, *args, "--restart", "--correction", "arl", "--arl", "50")
+    code, out, err = run(
+        monkeypatch, capsys, *args, "--restart", "--correction", "arl", "--arl", "50"
+    )
     assert code == 0, err
     assert [json.loads(line)["alpha"] for line in out.splitlines()] == [0.02, 0.02]
     code, out, err = run(

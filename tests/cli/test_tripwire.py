@@ -100,4 +100,7 @@ def test_add_skips_identical_rows_and_says_how_many(
     code, out, err = run(monkeypatch, capsys, "tripwire", "add", str(kb), str(source), "--json")
     assert code == 0, err
     assert json.loads(out)["n_after"] == len(TRIPWIRES)
-    assert f"skipped 3 row(s) identical to an earlier row (first at {source}:{len(TRIPWIRES) + 1})" in err
+    assert (
+        f"skipped 3 row(s) identical to an earlier row (first at {source}:{len(TRIPWIRES) + 1})"
+        in err
+    )

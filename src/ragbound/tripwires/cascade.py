@@ -78,4 +78,3 @@ def moderate(
             )
         )
     return verdicts
-
