@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
     from ragbound.llm import LLM
 
+# Help text is Markdown: --help reflows its paragraphs, and docs/cli.md shows it as written.
+HELP_MARKUP = "markdown"
 LLM_HELP = "local, local:/path/model.gguf or openai:MODEL."
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (one object per line).")]

@@ -95,7 +95,8 @@ def shift(
     time_field: Annotated[str, typer.Option(help="Timestamp field of the log.")] = "time",
     query_field: Annotated[str, typer.Option(help="Query field of the log.")] = "query",
     state: Annotated[
-        Path | None, typer.Option(help="Monitor state file (default: KB_DIR/monitor/<log>.json).")
+        Path | None,
+        typer.Option(help="Monitor state file (default: one per log in KB_DIR/monitor/)."),
     ] = None,
     run: RunOpt = None,
     plot: PlotOpt = None,

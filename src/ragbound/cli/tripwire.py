@@ -11,6 +11,7 @@ import typer
 
 from ragbound.cli import validate
 from ragbound.cli.common import (
+    HELP_MARKUP,
     LLM_HELP,
     ConcurrencyOpt,
     JsonOpt,
@@ -373,6 +374,7 @@ def build() -> typer.Typer:
     """The ``ragbound tripwire`` group with its commands."""
     group = typer.Typer(
         no_args_is_help=True,
+        rich_markup_mode=HELP_MARKUP,
         help="Tripwires: flagged documents that reject the queries retrieving them (RAR).",
     )
     group.command("add")(add)
