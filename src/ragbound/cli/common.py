@@ -32,7 +32,8 @@ FieldOpt = Annotated[
     str | None,
     typer.Option(
         "--field",
-        help="Query field in JSONL/CSV/JSON query files (default: query, question or text).",
+        help="Query field of .jsonl/.json/.csv/.tsv records "
+        "(default: the first of query, question, text, prompt).",
     ),
 ]
 QueriesArg = Annotated[
@@ -42,7 +43,7 @@ QueriesFileOpt = Annotated[
     Path | None,
     typer.Option(
         "--queries",
-        help="File of queries (.txt/.jsonl/.csv/.json).",
+        help="File of queries: text (one per line), .jsonl, .json, .csv or .tsv.",
         callback=validate.existing_file,
     ),
 ]
