@@ -61,9 +61,9 @@ def calibrate(
 
     Each query is retrieved against the knowledge base and its top --k similarities are
     kept. check, evaluate and shift compare new queries with these. Use queries the corpus
-    does answer: real user questions, or the output of `ragbound synth`. At least 2 are
-    needed; a few hundred give useful p-values. Calibrating again replaces the saved
-    calibration.
+    does answer: real user questions, or the output of `ragbound synth`. The smallest
+    p-value is 1/(n+1), so rejecting at alpha = 0.05 needs at least 19 queries; a few
+    hundred are better. Calibrating again replaces the saved calibration.
 
     --statistic and --alpha only set the defaults that check uses; every statistic can be
     chosen later. --json prints path, n_queries, k, tau, statistic, alpha, critical_value and
@@ -200,8 +200,8 @@ def evaluate(
     calibrated at alpha = 0.05. In-knowledge queries that are also calibration queries are
     refused: hold them out from calibrate.
 
-    --json prints one object: statistics (per statistic: auroc, auprc, tpr_at_5_fpr, der,
-    each with a _std, plus fpr and tpr_at_5_fpr_oracle), n_in_knowledge,
+    --json prints one object: statistics (per statistic: auroc, auprc, tpr_at_5_fpr and der,
+    their standard deviations auroc_std and so on, fpr and tpr_at_5_fpr_oracle), n_in_knowledge,
     n_out_of_knowledge, n_calibration, samples, runs, seed, alpha, k and kb_fingerprint.
     --run records the per-query values for `ragbound report` (histograms, ROC curves).
     """

@@ -49,10 +49,10 @@ def index(
     file is one document: its text is --text-field, its id --id-field (default: file and
     line), and its other fields are kept as metadata. Empty documents are skipped.
 
-    The text is split into sentences (blingfire) and packed into chunks of whole sentences;
-    only a sentence longer than --chunk-words is cut. Then each chunk is embedded. --json prints path, n_documents, n_chunks, embedder and
-    fingerprint. A duplicate document id, a corpus with no documents, or a knowledge base
-    already in --out (without --overwrite) is an error.
+    The text is split into sentences (blingfire) and packed into chunks of whole sentences; only
+    a sentence longer than --chunk-words is cut. Then each chunk is embedded. --json prints
+    path, n_documents, n_chunks, embedder and fingerprint. A duplicate document id, a corpus
+    with no documents, or a knowledge base already in --out (without --overwrite) is an error.
     """
     from ragbound.knowledge import MANIFEST, KnowledgeBase
 

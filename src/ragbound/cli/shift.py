@@ -112,6 +112,7 @@ def shift(
     A small p-value means the queries no longer look like the ones the corpus covers. A
     .jsonl file whose first line has the --time-field is a query log, watched window by
     window, and so is any file given with --window; any other query file is one batch.
+    Both need a calibration of at least 20 queries.
 
     Batch: one two-sample test against the calibration queries. --test ks compares the
     statistic's values (scipy's exact or asymptotic p-value; the paper's critical value

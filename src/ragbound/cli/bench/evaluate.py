@@ -59,12 +59,12 @@ def evaluate(
 ) -> None:
     """Judge every answered output with evaluator LLMs; resumes, replies are cached.
 
-    The built-in specs are abstention (yes or no) and factuality (tier_1, tier_2 or
-    tier_3); --spec-file adds your own (given without --spec, only its specs run). The evaluator sees the question, the expected answer
-    and the model's answer. A reply without an allowed outcome is retried, then recorded
-    without one: never guessed. Several --llm are run one after another on the same outputs.
-    Factuality is judged only for answers the same evaluator did not call abstentions,
-    unless --factuality-on-abstentions.
+    The built-in specs are abstention (yes or no) and factuality (tier_1, tier_2 or tier_3);
+    --spec-file adds your own (given without --spec, only its specs run). The evaluator sees the
+    question, the expected answer and the model's answer. A reply without an allowed outcome is
+    retried, then recorded without one: never guessed. Several --llm are run one after another
+    on the same outputs. Factuality is judged only for answers the same evaluator did not call
+    abstentions, unless --factuality-on-abstentions.
 
     Each spec and evaluator has its own log, evaluations/SPEC--EVALUATOR.jsonl, appended as
     each judgement finishes; a rerun skips what is judged. --json prints one object per
