@@ -12,6 +12,7 @@ import sys
 import typer
 
 from ragbound.cli import bench, detect, index, report, shift, synth, tripwire
+from ragbound.cli.common import HELP_MARKUP
 from ragbound.cli.failures import INTERRUPTED, USAGE, describe, one_line
 
 __all__ = ["app", "build_app", "main"]
@@ -22,6 +23,7 @@ def build_app() -> typer.Typer:
     root = typer.Typer(
         add_completion=False,
         no_args_is_help=True,
+        rich_markup_mode=HELP_MARKUP,
         pretty_exceptions_enable=False,  # a bug shows a plain traceback, without locals
         help="Know what your RAG system does not know: calibrated out-of-knowledge tests.",
     )

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
     from ragbound.llm import LLM
 
+# Help text is Markdown: --help reflows its paragraphs, and docs/cli.md shows it as written.
+HELP_MARKUP = "markdown"
 LLM_HELP = "local, local:/path/model.gguf or openai:MODEL."
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (one object per line).")]
@@ -30,7 +32,8 @@ FieldOpt = Annotated[
     str | None,
     typer.Option(
         "--field",
-        help="Query field in JSONL/CSV/JSON query files (default: query, question or text).",
+        help="Query field of .jsonl/.json/.csv/.tsv records "
+        "(default: the first of query, question, text, prompt).",
     ),
 ]
 QueriesArg = Annotated[
@@ -40,7 +43,7 @@ QueriesFileOpt = Annotated[
     Path | None,
     typer.Option(
         "--queries",
-        help="File of queries (.txt/.jsonl/.csv/.json).",
+        help="File of queries: text (one per line), .jsonl, .json, .csv or .tsv.",
         callback=validate.existing_file,
     ),
 ]

@@ -57,7 +57,18 @@ def calibrate(
     ] = 0.05,
     json_out: JsonOpt = False,
 ) -> None:
-    """Build the empirical null from in-knowledge queries and save it beside the KB."""
+    """Build the empirical null from in-knowledge queries; save it in KB_DIR/calibration/.
+
+    Each query is retrieved against the knowledge base and its top --k similarities are
+    kept. check, evaluate and shift compare new queries with these. Use queries the corpus
+    does answer: real user questions, or the output of `ragbound synth`. The smallest
+    p-value is 1/(n+1), so rejecting at alpha = 0.05 needs at least 19 queries; a few
+    hundred are better. Calibrating again replaces the saved calibration.
+
+    --statistic and --alpha only set the defaults that check uses; every statistic can be
+    chosen later. --json prints path, n_queries, k, tau, statistic, alpha, critical_value and
+    kb_fingerprint.
+    """
     from ragbound.corpus import load_queries
     from ragbound.detect import DEFAULT_STATISTIC, Guard
     from ragbound.knowledge import KnowledgeBase
@@ -106,10 +117,16 @@ def check(
     field: FieldOpt = None,
     statistic: Annotated[
         str | None,
-        typer.Option(help="Statistic (default: calibration's).", callback=validate.statistic),
+        typer.Option(
+            help="mss, knn, avgknn, entropy, energy, fisher or simes (default: calibration's).",
+            callback=validate.statistic,
+        ),
     ] = None,
     alpha: Annotated[
-        float | None, typer.Option(help="Significance level.", callback=validate.probability)
+        float | None,
+        typer.Option(
+            help="Significance level (default: calibration's).", callback=validate.probability
+        ),
     ] = None,
     evidence: Annotated[
         int,
@@ -118,7 +135,18 @@ def check(
     force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Test queries: p-value that each is out of the knowledge base's knowledge."""
+    """Test queries: p-value that each is out of the knowledge base's knowledge.
+
+    Each query is retrieved and its statistic (higher = more out of knowledge) is compared
+    with the calibration queries' values: p = (1 + the number of calibration queries
+    scoring at least as high) / (n + 1). The query is rejected (out of knowledge) when
+    p <= alpha.
+
+    --json prints one object per query with query, statistic, score, p_value, reject, alpha,
+    critical_value (null when no score can reach alpha with this calibration), k,
+    n_calibration and neighbours (rank, chunk_id, doc_id, source, similarity, text). A
+    calibration made before the knowledge base changed is refused unless --force.
+    """
     from ragbound.detect import Guard
 
     texts = gather_queries(query, queries, field)
@@ -138,12 +166,18 @@ def evaluate(
     in_knowledge: Annotated[
         Path,
         typer.Option(
-            "--in-knowledge", help="Held-out IK queries.", callback=validate.existing_file
+            "--in-knowledge",
+            help="In-knowledge queries held out from calibration.",
+            callback=validate.existing_file,
         ),
     ],
     out_of_knowledge: Annotated[
         Path,
-        typer.Option("--out-of-knowledge", help="OoK queries.", callback=validate.existing_file),
+        typer.Option(
+            "--out-of-knowledge",
+            help="Out-of-knowledge queries: ones the corpus does not answer.",
+            callback=validate.existing_file,
+        ),
     ],
     field: FieldOpt = None,
     samples: Annotated[
@@ -158,7 +192,19 @@ def evaluate(
     force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """AUROC, AUPRC, TPR at 5% FPR and DER for every statistic (paper protocol)."""
+    """AUROC, AUPRC, TPR at 5% FPR and DER for every statistic (paper protocol).
+
+    Each of --runs draws takes --samples in-knowledge and --samples out-of-knowledge
+    queries (seeded, without replacement); the metrics are averaged over the draws. TPR and
+    DER (detection error rate: wrong decisions / all queries) use the critical value
+    calibrated at alpha = 0.05. In-knowledge queries that are also calibration queries are
+    refused: hold them out from calibrate.
+
+    --json prints one object: statistics (per statistic: auroc, auprc, tpr_at_5_fpr and der,
+    their standard deviations auroc_std and so on, fpr and tpr_at_5_fpr_oracle), n_in_knowledge,
+    n_out_of_knowledge, n_calibration, samples, runs, seed, alpha, k and kb_fingerprint.
+    --run records the per-query values for `ragbound report` (histograms, ROC curves).
+    """
     from ragbound.corpus import load_queries
     from ragbound.detect import Guard
     from ragbound.detect.evaluate import evaluate as run_evaluation

@@ -22,8 +22,14 @@ HEADER = """# CLI reference
 
 Every command of `ragbound`, with every option, written from the commands themselves
 (`python -m ragbound.cli.docs > docs/cli.md`); `ragbound COMMAND --help` shows the same text.
-Every command refuses bad input with one `error:` line on stderr and exit status 2; Ctrl-C
-exits with 130.
+Every command refuses bad input with one `error:` line on stderr (naming the file, line,
+field or option) and exit status 2; Ctrl-C exits with 130. Progress bars appear when stderr is a
+terminal, never with `--json`.
+
+Query files (`--queries`, `--in-knowledge`, ...) are text with one query per line, or records
+in `.jsonl`, `.json`, `.csv` or `.tsv`, whose query is `--field` (default: the first of
+`query`, `question`, `text`, `prompt`). A file without a known extension is read by its
+content: JSON lines, a JSON document, or text.
 """
 
 

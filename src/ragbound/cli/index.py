@@ -14,7 +14,7 @@ from ragbound.errors import InputError
 
 def index(
     corpus: Annotated[
-        list[Path], typer.Argument(help="Files or folders (.txt .md .jsonl .csv .json).")
+        list[Path], typer.Argument(help="Files or folders (.txt .md .jsonl .json .csv .tsv).")
     ],
     out: Annotated[
         Path,
@@ -28,16 +28,32 @@ def index(
     ] = 200,
     overlap: Annotated[
         int,
-        typer.Option(help="Words of whole-sentence overlap.", callback=validate.non_negative_int),
+        typer.Option(
+            help="Most words of whole sentences a chunk repeats from the end of the one before.",
+            callback=validate.non_negative_int,
+        ),
     ] = 40,
     text_field: Annotated[str, typer.Option(help="Text field of JSONL/CSV/JSON records.")] = "text",
-    id_field: Annotated[str | None, typer.Option(help="Id field of records.")] = None,
+    id_field: Annotated[
+        str | None, typer.Option(help="Id field of records (default: file and line).")
+    ] = None,
     overwrite: Annotated[
         bool, typer.Option(help="Replace a knowledge base already there.")
     ] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Load, chunk and embed a corpus into a knowledge-base directory."""
+    """Load, chunk and embed a corpus into a new knowledge-base directory.
+
+    Folders are read recursively; hidden files and unsupported file types in them are
+    skipped. A .txt or .md file is one document. Each record of a .jsonl, .json, .csv or .tsv
+    file is one document: its text is --text-field, its id --id-field (default: file and
+    line), and its other fields are kept as metadata. Empty documents are skipped.
+
+    The text is split into sentences (blingfire) and packed into chunks of whole sentences; only
+    a sentence longer than --chunk-words is cut. Then each chunk is embedded. --json prints
+    path, n_documents, n_chunks, embedder and fingerprint. A duplicate document id, a corpus
+    with no documents, or a knowledge base already in --out (without --overwrite) is an error.
+    """
     from ragbound.knowledge import MANIFEST, KnowledgeBase
 
     if (out / MANIFEST).exists() and not overwrite:
@@ -63,7 +79,15 @@ def add(
     corpus: Annotated[list[Path], typer.Argument(help="Files or folders to add.")],
     json_out: JsonOpt = False,
 ) -> None:
-    """Add documents to a knowledge base; only the new chunks are embedded."""
+    """Add documents to a knowledge base; only the new chunks are embedded.
+
+    The files are read as by index, with the knowledge base's text and id fields. Stored
+    chunks and their vectors are not touched. A document id already in the knowledge base is
+    an error, and then nothing changes. --json prints the same fields as index.
+
+    Adding changes the knowledge base's fingerprint, so calibrate again afterwards: check,
+    evaluate and shift refuse a calibration made before (unless --force).
+    """
     from ragbound.knowledge import KnowledgeBase
 
     kb = KnowledgeBase.load(kb_dir)

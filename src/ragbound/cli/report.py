@@ -20,7 +20,19 @@ def report(
     ] = Path("report.html"),
     plot: PlotOpt = None,
 ) -> None:
-    """Write one self-contained HTML report (images inline, no network) of a run folder."""
+    """Write one self-contained HTML report (images inline, no network) of a run folder.
+
+    The page shows what the run folder holds: from evaluate --run, histograms of each
+    statistic on in- and out-of-knowledge queries with the critical value marked, ROC
+    curves and the metrics table; from shift --run, the batch test and the monitor's
+    p-values per window with alarms marked; from tripwire tune --run, the trade-off surface;
+    rejection-rate curves (rejection.json, written by the benchmark); and for a benchmark
+    run directory, the rates of bench results (recomputed when the logs are newer).
+
+    PNG plots are inlined and a content-security policy forbids any network access, so the
+    file can be opened anywhere. --plot also writes the plots as PNG files. A folder with
+    none of these files is an error.
+    """
     from ragbound.report import load_run, write_report
 
     data = load_run(run_dir)

@@ -58,8 +58,9 @@ def shift(
     correction: Annotated[
         str,
         typer.Option(
-            help="False alarms over many windows: spending (at most alpha chance of any false "
-            "alarm in the whole stream; blind late in long streams), period (at most alpha per "
+            help="False alarms over many windows: spending (window i, from 0, at "
+            "alpha·6/(π²(i+1)²): at most alpha chance of any false alarm in the whole stream; "
+            "blind late in long streams), period (at most alpha per "
             "--period of log time), arl (one false alarm per --arl windows on average), none "
             "(alpha per window).",
             callback=validate.choice(*CORRECTIONS),
@@ -95,7 +96,8 @@ def shift(
     time_field: Annotated[str, typer.Option(help="Timestamp field of the log.")] = "time",
     query_field: Annotated[str, typer.Option(help="Query field of the log.")] = "query",
     state: Annotated[
-        Path | None, typer.Option(help="Monitor state file (default: KB_DIR/monitor/<log>.json).")
+        Path | None,
+        typer.Option(help="Monitor state file (default: one per log in KB_DIR/monitor/)."),
     ] = None,
     run: RunOpt = None,
     plot: PlotOpt = None,
@@ -107,8 +109,29 @@ def shift(
 ) -> None:
     """Test whether queries have drifted from the calibration queries (paper eq. 3).
 
-    A JSONL log whose lines carry a timestamp is monitored window by window (KS per window,
-    resumable: a rerun reads only what was appended). Any other query file is one batch.
+    A small p-value means the queries no longer look like the ones the corpus covers. A
+    .jsonl file whose first line has the --time-field is a query log, watched window by
+    window, and so is any file given with --window; any other query file is one batch.
+    Both need a calibration of at least 20 queries.
+
+    Batch: one two-sample test against the calibration queries. --test ks compares the
+    statistic's values (scipy's exact or asymptotic p-value; the paper's critical value
+    sqrt(-ln(alpha/2)(n+m)/(2nm)) is reported too); --test mmd compares the query embeddings
+    (p-value from 1000 permutations). --json prints test, score_statistic, statistic,
+    p_value, alpha, reject, critical_value, n_reference, n_test, method and kb_fingerprint.
+
+    Log: each line is a JSON object with a timestamp (ISO 8601 or epoch seconds) and a
+    query, in time order. Each full window of --window queries (or of log time) gets a KS
+    test; windows do not overlap unless --step is smaller than the window. --correction sets
+    the level of each window so that false alarms stay rare over many windows. --json prints
+    one object per window: window, start, end, first_line, last_line, n, statistic, p_value,
+    alpha (this window's level), alarm, critical_value and score_statistic.
+
+    The monitor's state (byte offset, window counter, the open window's scores) is saved as
+    it reads, by default in KB_DIR/monitor/, so a rerun reads only the lines appended since
+    and never loses a window; --restart starts over. A line without query or timestamp, a
+    timestamp earlier than the one before, a log that got shorter, a damaged state file and
+    one made with other settings are errors.
     """
     from ragbound.detect import Guard
     from ragbound.detect.monitor import WindowSpec, is_log

@@ -31,7 +31,7 @@ def synth(
     n: Annotated[
         int,
         typer.Option(
-            "--n", help="Chunks to sample, one question each.", callback=validate.positive_int
+            "--n", help="Questions to keep (one per sampled chunk).", callback=validate.positive_int
         ),
     ] = 300,
     llm: LlmOpt = "local",
@@ -65,9 +65,22 @@ def synth(
 ) -> None:
     """Write synthetic in-knowledge queries from sampled chunks (for calibrate --queries).
 
-    Questions that point at their source ("the study"), copy an example or repeat another
-    are dropped, and more chunks are drawn until --n are kept. Replies are cached, so a rerun
-    is free and an interrupted run resumes.
+    Chunks of at least 20 words are sampled (seeded). The LLM sees each chunk with its
+    neighbours from the same document, up to 400 words (--context chunk: the chunk alone, as
+    in the paper; --group-by: a metadata field whose equal values make one document, when a
+    document is stored as several records), and writes one self-contained question in the
+    style of the --examples.
+
+    Replies that do not parse, are too short, point at their source ("the study"), copy an
+    example or repeat another question are dropped, and more chunks are drawn until --n are
+    kept or --max-requests calls are spent. Each output line has query, chunk_id, doc_id,
+    prompt_id, prompt_version, model, created_at and cached. --json prints wanted, requested, kept,
+    dropped (count per reason) and errors.
+
+    Replies are cached on disk (~/.cache/ragbound/llm, or $RAGBOUND_CACHE/llm), so a rerun
+    is free and an interrupted run resumes. --llm local needs `pip install
+    'ragbound[local]'`; openai:MODEL reads RAGBOUND_LLM_BASE_URL or OPENAI_BASE_URL and
+    RAGBOUND_LLM_API_KEY or OPENAI_API_KEY.
     """
     from ragbound.knowledge import KnowledgeBase
     from ragbound.synth.queries import generate_queries, load_examples, save_queries

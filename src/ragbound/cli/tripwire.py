@@ -11,6 +11,7 @@ import typer
 
 from ragbound.cli import validate
 from ragbound.cli.common import (
+    HELP_MARKUP,
     LLM_HELP,
     ConcurrencyOpt,
     JsonOpt,
@@ -69,7 +70,20 @@ def add(
     label: Annotated[str, typer.Option(help="... equals this value.")] = "unsafe",
     json_out: JsonOpt = False,
 ) -> None:
-    """Add tripwires from a file (or labelled example requests); only they are embedded."""
+    """Add tripwires from a file (or labelled example requests); only they are embedded.
+
+    Each record has a text and a topic, and may have an id, a severity (low, medium or high)
+    and a note. A line of a text file is one text; give its topic with --topic. A record
+    without an id gets a hash of its topic and text. With --label-field the file is a
+    labelled set of example requests and only the rows whose label equals --label become
+    tripwires (XSTest: --text-field prompt --topic-field type --label-field label).
+
+    A row identical to an earlier one is skipped and counted on stderr. A missing topic, an
+    empty text, a bad severity, one id on two different rows, or an id already in the
+    knowledge base is an error, and then nothing changes. Tripwires need a dense knowledge
+    base (not bm25). --json prints the change: action, at, ids, topics, source, n_after and
+    set_hash (the hash of the tripwire set after it).
+    """
     from ragbound.tripwires import TripwireFields
     from ragbound.tripwires.files import read_tripwire_file
 
@@ -100,7 +114,11 @@ def remove(
     id: Annotated[list[str] | None, typer.Option("--id", help="Remove one tripwire by id.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Remove tripwires by topic or id; nothing is re-embedded."""
+    """Remove tripwires by topic or id; nothing is re-embedded.
+
+    --topic and --id repeat and can be mixed. An unknown topic or id is an error, and then
+    nothing is removed. --json prints the change, as add does.
+    """
     change = _store(kb_dir).remove(topics=topic or (), ids=id or ())
     _report_change(change, json_out)
 
@@ -110,7 +128,12 @@ def list_(
     history: Annotated[bool, typer.Option(help="Show every recorded change.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Topics and counts of the tripwires (with --json: every tripwire, one per line)."""
+    """Topics and counts of the tripwires, and the hash of the set.
+
+    --history adds every recorded add and remove: time, action, ids, topics, source, and the
+    size and hash of the set after it. --json prints every tripwire (id, text, topic,
+    severity, note, source) one per line, or with --history every change.
+    """
     store = _store(kb_dir)
     if json_out:
         for change in store.manifest.history if history else store.tripwires:
@@ -128,7 +151,7 @@ def generate(
         Path,
         typer.Option(
             "--topics",
-            help="Topics file (.jsonl/.json/.csv): topic, description.",
+            help="Topics file (.jsonl/.json/.csv/.tsv): topic, description, optional severity.",
             callback=validate.existing_file,
         ),
     ],
@@ -150,7 +173,17 @@ def generate(
     concurrency: ConcurrencyOpt = 4,
     json_out: JsonOpt = False,
 ) -> None:
-    """Write tripwires with the LLM from topic descriptions; refusals are reported, not fatal."""
+    """Write tripwires with the LLM from topic descriptions; refusals are reported, not fatal.
+
+    The topics file (.jsonl, .json, .csv or .tsv) has topic and description, and may have
+    severity. For each topic the LLM writes --per-topic example requests (prompt
+    tripwire-generate). A topic whose reply declines is reported as refused, one whose reply
+    never parses as failed, both with the raw reply; what the other topics gave is kept and
+    added. Replies are cached, so a rerun is free.
+
+    --json prints one object per topic: topic, kept, status (ok, refused or failed) and
+    detail. It is an error when no topic gives tripwires.
+    """
     from ragbound.artifacts import write_jsonl
     from ragbound.tripwires.generate import generate_tripwires, read_topics
 
@@ -187,7 +220,7 @@ def tune(
         Path,
         typer.Option(
             "--labelled",
-            help="Queries with a label field: safe or unsafe.",
+            help="Queries with a label: safe or unsafe (any record file).",
             callback=validate.existing_file,
         ),
     ],
@@ -202,7 +235,10 @@ def tune(
         float,
         typer.Option(help="Largest false-rejection rate on safe.", callback=validate.rate),
     ] = 0.05,
-    field: Annotated[str | None, typer.Option(help="Query field (default: query, ...).")] = None,
+    field: Annotated[
+        str | None,
+        typer.Option(help="Query field (default: the first of query, question, text, prompt)."),
+    ] = None,
     label_field: Annotated[str, typer.Option(help="Label field.")] = "label",
     save: Annotated[bool, typer.Option("--save/--no-save", help="Save the chosen rule.")] = True,
     run: Annotated[
@@ -213,7 +249,19 @@ def tune(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Grid-search the rejection rule on labelled queries; save and print the trade-off."""
+    """Grid-search the rejection rule on labelled queries; save and print the trade-off.
+
+    The labelled file has a query and a label: unsafe, harmful, 1, true or reject for
+    queries to refuse; safe, harmless, 0, false or allow for the rest. The grid covers k in
+    1, 3, 5, 10; a similarity floor of none or 0.3 to 0.6; and rules on the proportion of
+    tripwires in the top k, the best tripwire rank, the reciprocal-rank sum, and proportion
+    and rank joined by any or all.
+
+    The best rules by --objective are printed next to the paper's default (proportion 0.5
+    or rank 1, k = 5) on the same queries, and the best is saved in
+    KB_DIR/tripwire-rule.json (unless --no-save), where tripwire check finds it. --run
+    records the trade-off surface (RAR Figure 3) for `ragbound report`.
+    """
     from ragbound.tripwires import TripwireGuard, read_labelled, save_rule, tune_rule
 
     queries, unsafe = read_labelled(labelled, text_field=field, label_field=label_field)
@@ -252,7 +300,18 @@ def check(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Reject queries whose retrieval surfaces tripwires, naming the tripwires that fired."""
+    """Reject queries whose retrieval surfaces tripwires, naming the tripwires that fired.
+
+    Each query is retrieved from the knowledge and the tripwires together; the rule saved by
+    tripwire tune decides (default: the paper's proportion 0.5 or rank 1, k = 5). --json
+    prints one object per query with query, rejected, rule (the conditions that fired),
+    triggers (id, topic, text, rank, similarity, severity), proportion, best_rank, rr_sum, k
+    and tripwire_set (the hash of the set used).
+
+    --llm adds a cascade: the LLM judges each query the tripwires passed (prompt
+    moderation-judge, reject or allow) and --json adds its verdict as llm. A reply that
+    never gives a verdict lets the query pass.
+    """
     from ragbound.tripwires import TripwireGuard, load_rule
 
     texts = gather_queries(queries, queries_file)
@@ -373,6 +432,7 @@ def build() -> typer.Typer:
     """The ``ragbound tripwire`` group with its commands."""
     group = typer.Typer(
         no_args_is_help=True,
+        rich_markup_mode=HELP_MARKUP,
         help="Tripwires: flagged documents that reject the queries retrieving them (RAR).",
     )
     group.command("add")(add)

@@ -45,7 +45,9 @@ def _print_errors(errors: list[str]) -> None:
 
 
 def facts(
-    docs: Annotated[list[Path], typer.Argument(help="Documents or folders (.txt, .md, ...).")],
+    docs: Annotated[
+        list[Path], typer.Argument(help="Documents or folders (.txt .md .jsonl .json .csv .tsv).")
+    ],
     out: OutOpt,
     llm: LlmOpt = "local",
     window: Annotated[
@@ -57,7 +59,19 @@ def facts(
     concurrency: ConcurrencyOpt = 4,
     json_out: JsonOpt = False,
 ) -> None:
-    """Split documents into sentences and have the LLM write self-contained atomic facts."""
+    """Split documents into sentences and have the LLM write self-contained atomic facts.
+
+    Documents are read as by ragbound index, split into paragraphs at blank lines and into
+    sentences with blingfire. The LLM sees --window sentences per call (prompt bench-facts)
+    and each fact must cite one of them: the fact set keeps its document and sentence
+    index. Sentences that point at a table, figure, image or sign are skipped before any
+    call and listed with the reason; a fact citing a sentence outside its window, or a reply
+    that never parses, is listed in the file's errors.
+
+    An empty document is an error (usually a failed PDF extraction or a wrong path) unless
+    --skip-empty. Replies are cached, so a rerun is free. --json prints out, documents,
+    sentences, facts, skipped and errors (counts).
+    """
     from ragbound.bench.facts import build_facts
 
     fact_set = build_facts(
@@ -102,7 +116,13 @@ def qa(
     concurrency: ConcurrencyOpt = 4,
     json_out: JsonOpt = False,
 ) -> None:
-    """Write one objective question and answer per fact."""
+    """Write one objective question and answer per fact.
+
+    Uses the prompt bench-qa (KnowOrNot appendix A.1). Each pair keeps its fact and
+    document ids. A fact whose reply never parses gives no pair and is listed in the file's
+    errors with the raw reply. Replies are cached. --json prints out, facts, pairs and
+    errors (counts).
+    """
     from ragbound.artifacts import read_manifest
     from ragbound.bench.models import FACTS_FORMAT, FactSet
     from ragbound.bench.qa import generate_qa
@@ -127,7 +147,9 @@ def qa(
 def import_(
     file: Annotated[
         Path,
-        typer.Argument(help="QA pairs: .json, .jsonl or .csv.", callback=validate.existing_file),
+        typer.Argument(
+            help="QA pairs: .json, .jsonl, .csv or .tsv.", callback=validate.existing_file
+        ),
     ],
     out: OutOpt,
     question_field: Annotated[str, typer.Option(help="Field holding the question.")] = "question",
@@ -138,7 +160,13 @@ def import_(
     name: Annotated[str | None, typer.Option(help="Name of the set (default: file stem).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Import curated QA pairs (a list, or PolicyBench's {"questions": [...]})."""
+    """Import curated QA pairs from a record file.
+
+    The file is .jsonl, .csv, .tsv or .json (a list of objects, or PolicyBench's object
+    whose "questions" is that list). Without --id-field a pair's id is a hash of its
+    question and answer. A missing field, an empty question or answer, and a duplicate id
+    are errors naming the file and row. --json prints out, name and pairs.
+    """
     from ragbound.bench.qa import import_qa
 
     qa_set = import_qa(
@@ -179,7 +207,18 @@ def filter_(
     embedder: Annotated[str, typer.Option(help="minilm, mpnet or a model folder.")] = "minilm",
     json_out: JsonOpt = False,
 ) -> None:
-    """Keep a diverse subset of QA pairs; print what was dropped and why."""
+    """Keep a diverse subset of QA pairs; print what was dropped and why.
+
+    keyword: each pair's TF-IDF uniqueness is 1 minus its cosine similarity to the most
+    similar other pair; pairs scoring at least min + --keyword-threshold x (max - min) are
+    kept. semantic: in file order, a pair is kept when its cosine distance to every pair
+    kept so far is at least --semantic-threshold. both: keyword, then semantic. none keeps
+    every pair.
+
+    Each dropped pair is listed with its filter, score, cut-off and (semantic) the kept pair
+    it was too close to. --json prints out, pairs, kept and dropped (id, filter, reason,
+    score, cutoff, near_id).
+    """
     from ragbound.artifacts import read_manifest
     from ragbound.bench.filters import filter_pairs
     from ragbound.bench.models import QA_FORMAT, QASet

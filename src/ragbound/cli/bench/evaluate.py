@@ -57,7 +57,19 @@ def evaluate(
     ] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Judge every answered output with evaluator LLMs; resumes, replies are cached."""
+    """Judge every answered output with evaluator LLMs; resumes, replies are cached.
+
+    The built-in specs are abstention (yes or no) and factuality (tier_1, tier_2 or tier_3);
+    --spec-file adds your own (given without --spec, only its specs run). The evaluator sees the
+    question, the expected answer and the model's answer. A reply without an allowed outcome is
+    retried, then recorded without one: never guessed. Several --llm are run one after another
+    on the same outputs. Factuality is judged only for answers the same evaluator did not call
+    abstentions, unless --factuality-on-abstentions.
+
+    Each spec and evaluator has its own log, evaluations/SPEC--EVALUATOR.jsonl, appended as
+    each judgement finishes; a rerun skips what is judged. --json prints one object per
+    evaluator: run_dir, evaluator, n_outputs, n_output_errors and specs (counts per spec).
+    """
     from ragbound.bench.evaluate import EVAL_PARAMS, evaluate_run
 
     specs = _specs(spec, spec_file)
@@ -132,7 +144,14 @@ def label(
         int, typer.Option(help="Port of the --web page (0: any free).", callback=validate.port)
     ] = 8765,
 ) -> None:
-    """Label a stratified sample of outputs, in the terminal or a local web page; resumes."""
+    """Label a stratified sample of outputs, in the terminal or a local web page; resumes.
+
+    The sample is stratified by model x strategy x system prompt, drawn once with --seed
+    and --n and kept for later sessions. Each label is saved to labels/ANNOTATOR.jsonl as it
+    is given, so an interrupted session loses nothing and the next one resumes; labelling an
+    item again replaces the earlier label. Factuality is asked only for answers labelled as
+    not abstaining.
+    """
     tasks = _specs(task, spec_file)
     if web:
         _serve(run_dir, annotator, tasks, n, seed, port)
@@ -164,7 +183,14 @@ def _serve(run_dir: Path, annotator: str, tasks: list[Any], n: int, seed: int, p
 
 
 def agreement(run_dir: RunArg, json_out: JsonOpt = False) -> None:
-    """Kappas between annotators, disagreements to adjudicate, evaluators vs humans."""
+    """Kappas between annotators, disagreements to adjudicate, evaluators vs humans.
+
+    Per task: Cohen's kappa for each pair of annotators, Fleiss' kappa over all of them,
+    the items they disagree on, and each evaluator model against the human majority
+    (accuracy, kappa, confusion matrix; ties are left unresolved). The newest label per
+    annotator, item and task counts. --json prints annotators, tasks, n_labels, pairs,
+    fleiss, disagreements and evaluators.
+    """
     from ragbound.bench.labels import agreement_report
 
     report = agreement_report(run_dir)

@@ -40,7 +40,18 @@ def results(
     seed: SeedOpt = 0,
     json_out: JsonOpt = False,
 ) -> None:
-    """Rates per model x strategy x prompt and evaluator; writes RUN_DIR/results.json."""
+    """Rates per model x strategy x prompt and evaluator; writes RUN_DIR/results.json.
+
+    Abstention rate: outputs judged abstentions / outputs with an abstention verdict.
+    Factuality rate: tier_1 and tier_2 answers / non-abstentions with a factuality verdict.
+    Each comes with a --confidence interval (Wilson, or a seeded percentile bootstrap).
+    With several knowledge sets (or --groups) the rates are also broken down per group;
+    custom specs are reported as the share of each outcome. Failed calls, pending outputs,
+    evaluator errors and missing verdicts are counted per cell, never dropped silently.
+
+    `ragbound report RUN_DIR` shows results.json. --json prints it: run_dir, confidence,
+    interval, seed, n_inputs, n_outputs and evaluators (the cells with their rates).
+    """
     from ragbound.bench.results import bench_results, load_groups, manifest_groups, write_results
 
     found = bench_results(

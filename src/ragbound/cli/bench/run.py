@@ -31,7 +31,19 @@ def run(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Ask each target model every question with its own pair left out; a rerun resumes."""
+    """Ask each target model every question with its own pair left out; a rerun resumes.
+
+    The config (TOML or YAML) names the knowledge sets (QA or filtered sets), target models,
+    strategies (direct, long_context, rag, hyde) and system prompts. For each question the
+    context is built from the other pairs of its set only. Every model x strategy x prompt
+    is asked every question. An unknown setting, model, strategy or prompt is an error
+    before any call.
+
+    The run directory holds run.json, inputs.jsonl and outputs.jsonl; each output is
+    appended as its call finishes, so a rerun skips what is answered and asks again what
+    failed. --json prints run_dir, items, done, skipped (answered before), failed,
+    input_failures and timings in seconds.
+    """
     from ragbound.bench.config import load_config
     from ragbound.bench.experiment import run_experiment
 
