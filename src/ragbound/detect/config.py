@@ -28,6 +28,9 @@ Alpha = Annotated[
     ),
 ]
 
+PositiveInt = Annotated[int, Field(strict=True, ge=1)]
+NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
+
 
 class DetectorConfig(BaseModel):
     """The parameters of the online out-of-knowledge test (paper section 3), validated.
