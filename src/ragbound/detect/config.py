@@ -93,6 +93,27 @@ class DetectorConfig(BaseModel):
         return detector_config(**{**self.model_dump(), **kept})
 
 
+# Softmax temperature over cosine similarities each embedder was trained with: the
+# sentence-transformers train script of these models multiplies cosine similarities by
+# scale = 20 before a cross-entropy over in-batch negatives, i.e. temperature 1 / 20.
+TRAINING_TEMPERATURES: dict[str, float] = {"all-MiniLM-L6-v2": 0.05, "all-mpnet-base-v2": 0.05}
+TAU_AUTO = "auto"
+
+
+def resolve_tau(tau: float | str, embedder_name: str) -> float | str:
+    """Replace ``tau="auto"`` by the embedder's training temperature.
+
+    Embedders without a known temperature (BM25, a local model) get the paper's 1.0.
+    Any other value is returned unchanged, to be validated with the rest of the config.
+
+    >>> resolve_tau("auto", "all-MiniLM-L6-v2"), resolve_tau("auto", "bm25"), resolve_tau(0.2, "x")
+    (0.05, 1.0, 0.2)
+    """
+    if tau != TAU_AUTO:
+        return tau
+    return TRAINING_TEMPERATURES.get(embedder_name, DetectorConfig.model_fields["tau"].default)
+
+
 DEFAULTS = DetectorConfig()
 DETECTOR_PARAMS: tuple[str, ...] = tuple(DetectorConfig.model_fields)
 

@@ -13,7 +13,7 @@ import numpy as np
 from ragbound.corpus import validate_query
 from ragbound.detect.boundary import BoundaryDetector
 from ragbound.detect.calibration import Calibration
-from ragbound.detect.config import DEFAULTS, DetectorConfig
+from ragbound.detect.config import DEFAULTS, DetectorConfig, resolve_tau
 from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.results import Neighbour, Verdict
@@ -55,7 +55,10 @@ class Guard:
 
         ``config`` holds the detector's parameters (default: :class:`DetectorConfig`'s);
         keyword ``params`` (statistic, k, tau, alpha, p_value_method) override single fields.
+        ``tau="auto"`` takes the embedder's training temperature (:func:`resolve_tau`).
         """
+        if "tau" in params:
+            params["tau"] = resolve_tau(params["tau"], kb.manifest.embedder.name)
         config = (config or DEFAULTS).updated(**params)
         if len(queries) < 2:
             raise InputError(
