@@ -8,6 +8,7 @@ drifted away from what the corpus covers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -33,7 +34,8 @@ class ShiftReport(BaseModel):
     counting the observed value); ``reject`` = p_value <= alpha, i.e. a shift. For KS,
     ``critical_value`` is the smallest statistic the decision rejects at (same distribution
     as the p-value, so reject = statistic >= critical_value); the paper's large-sample
-    sqrt(-ln(alpha/2) (n+m) / (2nm)) is :func:`ragbound.stats.ks_critical_value`.
+    sqrt(-ln(alpha/2) (n+m) / (2nm)) is :func:`ragbound.stats.ks_critical_value`. None when
+    the batch is too small for any statistic to reach alpha.
     """
 
     test: str
@@ -98,7 +100,8 @@ def shift_test(
         p_value=result.p_value,
         alpha=alpha,
         reject=result.reject,
-        critical_value=result.critical_value,
+        # inf: batch too small for any KS distance to reach alpha (reject is then False)
+        critical_value=result.critical_value if math.isfinite(result.critical_value) else None,
         n_reference=result.n_reference,
         n_test=result.n_test,
         method=result.method_used,

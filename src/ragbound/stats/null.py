@@ -25,9 +25,10 @@ Which p-values are exactly valid:
   its per-neighbour p-values against all n calibration rows (denominator n + 1), while the
   null's scores come from leave-one-out p-values against n - 1 rows (denominator n). The
   two are not exchangeable: the query's per-neighbour p-values sit on a slightly finer grid,
-  so its score is stochastically a little larger and the test rejects a little more than
-  alpha. Measured by simulation (tests/stats/test_stats_null.py): the excess
-  ``P(p <= alpha) - alpha`` shrinks like 1 / n; Simes, whose null has atoms, is the worse.
+  so its score is stochastically a little larger. Measured by simulation
+  (tests/stats/test_stats_null.py, alpha in 0.01..0.2): Fisher stayed at or below alpha;
+  Simes, whose null has atoms, rejected up to 0.041 more than alpha at n = 20 and about
+  2 / n more at larger n (0.008 at n = 200), worst with few, nearly independent neighbours.
 """
 
 from __future__ import annotations
