@@ -130,6 +130,9 @@ def test_set_params_returns_self_and_is_validated_on_fit():
     det = BoundaryDetector()
     assert det.set_params(k=3, statistic="knn") is det and det.k == 3
     assert det.fit(np.ones((4, 3))).statistic == "knn"
+    # until the next fit, scoring follows the fitted parameters, not the new ones
+    det.set_params(statistic="fisher", k=2)
+    assert det.config_.statistic == "knn" and det.score(np.ones((1, 3))).shape == (1,)
     with pytest.raises(InputError, match="k: Input should be greater than or equal to 1"):
         det.set_params(k=0).fit(np.ones((4, 3)))
     with pytest.raises(InputError, match="unknown parameter"):

@@ -126,11 +126,12 @@ class BoundaryDetector:
         ``y`` is ignored (scikit-learn's signature for unsupervised estimators).
         """
         config = self.config
-        sims = self._as_sims(similarities, "calibration similarities")
+        sims = _as_sims(similarities, config.k, "calibration similarities")
         if config.statistic in META:
             null_scores = meta_null_scores(config.statistic, sims)
         else:
             null_scores = univariate_scores(config.statistic, sims, tau=config.tau)
+        self.config_ = config  # the parameters this fit used; scoring follows them
         self.null_similarities_ = sims
         # per-neighbour nulls sorted once here, not on every request (meta statistics only)
         self.neighbour_null_ = NeighbourNull(sims) if config.statistic in META else None
@@ -142,28 +143,22 @@ class BoundaryDetector:
         self.labels_ = (self.decision_scores_ >= self.threshold_).astype(np.int64)
         return self
 
-    def _as_sims(self, similarities: np.ndarray, what: str) -> np.ndarray:
-        sims = np.asarray(similarities, dtype=np.float64)
-        if sims.ndim != 2 or sims.shape[0] == 0:
-            raise InputError(f"{what} must be a non-empty (n_queries, k) array, got {sims.shape}")
-        if sims.shape[1] < self.k:
-            raise InputError(f"{what} have {sims.shape[1]} columns but k={self.k}")
-        if not np.isfinite(sims).all():
-            raise InputError(f"{what} contain NaN or infinite values")
-        return np.ascontiguousarray(sims[:, : self.k])
-
     def _check_fitted(self) -> None:
         if not hasattr(self, "null_"):
             raise NotFittedError("BoundaryDetector is not fitted: call fit(calibration) first")
 
     # --------------------------------------------------------------- inference
     def score(self, similarities: np.ndarray) -> np.ndarray:
-        """Raw test statistic per query (higher = more out-of-knowledge)."""
+        """Raw test statistic per query (higher = more out-of-knowledge).
+
+        Uses the parameters of the last ``fit`` (``config_``): after ``set_params``, fit again.
+        """
         self._check_fitted()
-        sims = self._as_sims(similarities, "similarities")
-        if self.statistic in META:
-            return meta_scores(self.statistic, self.neighbour_null_, sims)
-        return univariate_scores(self.statistic, sims, tau=self.tau)
+        config = self.config_
+        sims = _as_sims(similarities, config.k, "similarities")
+        if config.statistic in META:
+            return meta_scores(config.statistic, self.neighbour_null_, sims)
+        return univariate_scores(config.statistic, sims, tau=config.tau)
 
     def decision_function(self, similarities: np.ndarray) -> np.ndarray:
         """PyOD's name for :meth:`score`: higher = more out-of-knowledge."""
@@ -172,7 +167,9 @@ class BoundaryDetector:
     def score_p_value(self, similarities: np.ndarray) -> ScoredQueries:
         """Statistic and calibrated p-value of every query, computed once."""
         scores = self.score(similarities)
-        return ScoredQueries(scores, self.null_.p_values(scores, method=self.p_value_method))
+        return ScoredQueries(
+            scores, self.null_.p_values(scores, method=self.config_.p_value_method)
+        )
 
     def p_value(self, similarities: np.ndarray) -> np.ndarray:
         """Calibrated p-value per query: right tail of the in-knowledge null."""
@@ -180,4 +177,16 @@ class BoundaryDetector:
 
     def predict(self, similarities: np.ndarray) -> np.ndarray:
         """True where the query is out-of-knowledge at level alpha (p <= alpha)."""
-        return self.p_value(similarities) <= self.alpha
+        return self.p_value(similarities) <= self.config_.alpha
+
+
+def _as_sims(similarities: np.ndarray, k: int, what: str) -> np.ndarray:
+    """The first k columns of a finite, non-empty (n_queries, >= k) similarity array."""
+    sims = np.asarray(similarities, dtype=np.float64)
+    if sims.ndim != 2 or sims.shape[0] == 0:
+        raise InputError(f"{what} must be a non-empty (n_queries, k) array, got {sims.shape}")
+    if sims.shape[1] < k:
+        raise InputError(f"{what} have {sims.shape[1]} columns but k={k}")
+    if not np.isfinite(sims).all():
+        raise InputError(f"{what} contain NaN or infinite values")
+    return np.ascontiguousarray(sims[:, :k])
