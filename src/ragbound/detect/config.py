@@ -93,6 +93,8 @@ class DetectorConfig(BaseModel):
         return detector_config(**{**self.model_dump(), **kept})
 
 
+DEFAULTS = DetectorConfig()
+
 # Softmax temperature over cosine similarities each embedder was trained with: the
 # sentence-transformers train script of these models multiplies cosine similarities by
 # scale = 20 before a cross-entropy over in-batch negatives, i.e. temperature 1 / 20.
@@ -111,10 +113,9 @@ def resolve_tau(tau: float | str, embedder_name: str) -> float | str:
     """
     if tau != TAU_AUTO:
         return tau
-    return TRAINING_TEMPERATURES.get(embedder_name, DetectorConfig.model_fields["tau"].default)
+    return TRAINING_TEMPERATURES.get(embedder_name, DEFAULTS.tau)
 
 
-DEFAULTS = DetectorConfig()
 DETECTOR_PARAMS: tuple[str, ...] = tuple(DetectorConfig.model_fields)
 
 
