@@ -1,9 +1,12 @@
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn.base import clone
 
-from ragbound.detect import BoundaryDetector
+from ragbound.detect import DEFAULTS, BoundaryDetector, DetectorConfig, detector_config
 from ragbound.errors import InputError, NotFittedError
 from ragbound.stats import STATISTICS
 
@@ -81,22 +84,93 @@ def test_critical_value_agrees_with_predict():
     np.testing.assert_array_equal(det.predict(test), det.score(test) >= det.critical_value_)
 
 
-def test_parameters_are_validated_with_clear_errors():
-    with pytest.raises(InputError, match="unknown statistic 'maha'"):
-        BoundaryDetector(statistic="maha")
-    with pytest.raises(InputError, match="k must be a positive integer"):
-        BoundaryDetector(k=0)
-    with pytest.raises(InputError, match="alpha must be in"):
-        BoundaryDetector(alpha=1.5)
-    with pytest.raises(InputError, match="tau must be a positive"):
-        BoundaryDetector(tau=0)
-    assert BoundaryDetector(k=4).get_params()["k"] == 4
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"statistic": "maha"}, "statistic: unknown statistic 'maha'"),
+        ({"k": 0}, "k: Input should be greater than or equal to 1"),
+        ({"k": True}, "k: k must be a whole number"),
+        ({"k": 2.5}, "k: k must be a whole number"),
+        ({"alpha": 1.5}, "alpha: Input should be less than 1"),
+        ({"alpha": float("nan")}, "alpha: Input should be a finite number"),
+        ({"tau": 0}, "tau: Input should be greater than 0"),
+        ({"tau": float("inf")}, "tau: Input should be a finite number"),
+        ({"p_value_method": "exact"}, "p_value_method: Input should be 'conformal' or 'paper'"),
+    ],
+)
+def test_parameters_are_validated_by_fit_with_clear_errors(params: dict, message: str):
+    det = BoundaryDetector(**params)  # stored unchanged, as scikit-learn expects
+    assert det.get_params()[next(iter(params))] is next(iter(params.values()))
+    with pytest.raises(InputError, match=re.escape(message)):
+        det.fit(np.ones((5, 40)))
+    with pytest.raises(InputError, match=re.escape(message)):
+        detector_config(**params)
+
+
+def test_defaults_come_from_the_config():
+    assert BoundaryDetector().get_params() == DEFAULTS.model_dump()
+    assert BoundaryDetector().config == DetectorConfig()
+    config = DetectorConfig(statistic="energy", k=4, tau=0.05, alpha=0.1)
+    assert BoundaryDetector.from_config(config).config == config
+    assert config.updated(k=8, alpha=None) == config.model_copy(update={"k": 8})
+
+
+def test_sklearn_clone_gives_an_unfitted_detector_with_equal_params():
+    rng = np.random.default_rng(4)
+    det = BoundaryDetector(statistic="fisher", k=5, alpha=0.1).fit(_sorted_sims(rng, 50, 5, 0.5))
+    copy = clone(det)
+    assert copy is not det and copy.get_params(deep=True) == det.get_params(deep=True)
+    assert not hasattr(copy, "null_")
+    with pytest.raises(NotFittedError):
+        copy.p_value(_sorted_sims(rng, 2, 5, 0.5))
+    assert "statistic='fisher'" in repr(copy)
+
+
+def test_set_params_returns_self_and_is_validated_on_fit():
+    det = BoundaryDetector()
+    assert det.set_params(k=3, statistic="knn") is det and det.k == 3
+    assert det.fit(np.ones((4, 3))).statistic == "knn"
+    # until the next fit, scoring follows the fitted parameters, not the new ones
+    det.set_params(statistic="fisher", k=2)
+    assert det.config_.statistic == "knn" and det.score(np.ones((1, 3))).shape == (1,)
+    with pytest.raises(InputError, match="k: Input should be greater than or equal to 1"):
+        det.set_params(k=0).fit(np.ones((4, 3)))
+    with pytest.raises(InputError, match="unknown parameter"):
+        det.set_params(kk=3)
+
+
+@pytest.mark.parametrize("statistic", ["mss", "energy", "simes"])
+def test_pyod_names_agree_with_ours(statistic: str):
+    rng = np.random.default_rng(5)
+    calibration = _sorted_sims(rng, 199, 6, 0.6)
+    det = BoundaryDetector(statistic=statistic, k=6, alpha=0.1).fit(calibration)
+    test = _sorted_sims(rng, 50, 6, 0.55)
+    np.testing.assert_array_equal(det.decision_function(test), det.score(test))
+    assert det.threshold_ == det.critical_value_
+    # the null's scores, in calibration order (leave-one-out scores for the meta statistics)
+    assert det.decision_scores_.shape == (199,)
+    np.testing.assert_array_equal(np.sort(det.decision_scores_), det.null_.scores)
+    np.testing.assert_array_equal(det.labels_, det.decision_scores_ >= det.threshold_)
+    # at most alpha of the calibration rows lie beyond the conformal critical value
+    assert 0 < det.labels_.sum() <= 0.1 * 200
+
+
+def test_score_p_value_returns_both_computed_once():
+    rng = np.random.default_rng(6)
+    det = BoundaryDetector(statistic="fisher", k=4).fit(_sorted_sims(rng, 80, 4, 0.6))
+    test = _sorted_sims(rng, 7, 4, 0.5)
+    scores, p_values = det.score_p_value(test)
+    np.testing.assert_array_equal(scores, det.score(test))
+    np.testing.assert_array_equal(p_values, det.p_value(test))
+    assert det.score_p_value(test).p_values.shape == (7,)
 
 
 def test_unfitted_and_bad_arrays():
     det = BoundaryDetector(k=3)
     with pytest.raises(NotFittedError):
         det.p_value(np.ones((1, 3)))
+    with pytest.raises(NotFittedError):
+        det.decision_function(np.ones((1, 3)))
     with pytest.raises(InputError, match="2 columns but k=3"):
         det.fit(np.ones((5, 2)))
     with pytest.raises(InputError, match="NaN"):

@@ -4,7 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragbound.detect import Guard
+from ragbound.detect import DetectorConfig, Guard
 from ragbound.detect.calibration import Calibration
 from ragbound.detect.evaluate import evaluate, split_queries
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
@@ -116,3 +116,33 @@ def test_split_queries_is_seeded_and_disjoint():
     assert (a, b) == split_queries(queries, 0.5, seed=3)
     assert not set(a) & set(b) and len(a) + len(b) == 11
     assert np.array_equal(sorted(a + b), sorted(queries))
+
+
+def test_manifest_stores_the_config_and_old_flat_manifests_still_load(
+    guard: Guard, tmp_path: Path, minilm_kb_dir: Path
+):
+    copy = tmp_path / "kb"
+    KnowledgeBase.load(minilm_kb_dir).save(copy)
+    guard.calibration.save(copy)
+    manifest = copy / "calibration" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    assert data["detector"] == guard.config.model_dump(mode="json")
+    assert guard.config == DetectorConfig(k=4, alpha=0.1)
+    flat = {key: value for key, value in data.items() if key != "detector"}
+    manifest.write_text(
+        json.dumps({**flat, **data["detector"]})
+    )  # the layout before DetectorConfig
+    assert Calibration.load(copy).manifest.detector == guard.config
+
+
+def test_calibrate_takes_a_config_and_field_overrides(guard: Guard):
+    config = DetectorConfig(statistic="energy", k=3, tau=0.05)
+    again = Guard.calibrate(guard.kb, IN_KNOWLEDGE, config, alpha=0.1)
+    assert again.config == config.updated(alpha=0.1)
+    assert again.detector().get_params() == again.config.model_dump()
+    auto = Guard.calibrate(guard.kb, IN_KNOWLEDGE, k=3, alpha=0.1, tau="auto")
+    assert auto.config.tau == 0.05  # all-MiniLM-L6-v2 was trained at temperature 1/20
+    with pytest.raises(InputError, match="tau: Input should be greater than 0"):
+        Guard.calibrate(guard.kb, IN_KNOWLEDGE, tau=-1.0)
+    with pytest.raises(InputError, match="alpha: Input should be less than 1"):
+        guard.check("bees", alpha=2.0)

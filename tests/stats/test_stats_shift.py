@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats as scipy_stats
 
 from ragbound.stats import (
     alpha_spending,
@@ -30,9 +31,63 @@ def test_ks_statistic_by_hand() -> None:
 def test_the_papers_critical_value_by_hand() -> None:
     # sqrt(-ln(0.025) * 100 / (2 * 2500)) = sqrt(3.68888 * 0.02) = sqrt(0.0737776) = 0.27162
     assert ks_critical_value(50, 50, 0.05) == pytest.approx(0.27162, abs=1e-5)
-    assert ks_two_sample(np.arange(50.0), np.arange(50.0)).critical_value == pytest.approx(
-        0.27162, abs=1e-5
-    )
+
+
+def test_exact_critical_value_by_hand_for_tiny_samples() -> None:
+    # n = m = 2: D = 1 only when both reference values lie below both test values or above,
+    # 2 of the C(4, 2) = 6 orders: P(D >= 1) = 1/3; D >= 1/2 always holds (p = 1).
+    result = ks_two_sample([0.0, 1.0], [2.0, 3.0], alpha=0.4)
+    assert result.statistic == 1.0 and result.p_value == pytest.approx(1 / 3)
+    assert result.critical_value == 1.0 and result.reject
+    # at alpha = 0.3 no order of four values is rare enough: nothing can be rejected
+    never = ks_two_sample([0.0, 1.0], [2.0, 3.0], alpha=0.3)
+    assert never.critical_value == math.inf and not never.reject
+
+
+def _paper_and_exact_disagree(seed: int) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """Samples where the exact p-value rejects but D is below the paper's asymptotic value."""
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(20, 200)), int(rng.integers(10, 200))
+    alpha = float(rng.choice([0.01, 0.05, 0.1]))
+    x, y = rng.normal(size=n), rng.normal(rng.uniform(0.2, 0.8), size=m)
+    exact = scipy_stats.ks_2samp(x, y)
+    if exact.pvalue <= alpha and exact.statistic < ks_critical_value(n, m, alpha):
+        return x, y, alpha
+    return None
+
+
+def test_ks_never_rejects_below_its_reported_critical_value() -> None:
+    # The old result decided with scipy's exact p-value but reported the paper's asymptotic
+    # critical value, so some alarms showed a statistic below the critical value. Search
+    # for such a case near the boundary and check that the reported value now agrees.
+    case = next(c for seed in range(500) if (c := _paper_and_exact_disagree(seed)) is not None)
+    x, y, alpha = case
+    result = ks_two_sample(x, y, alpha=alpha)
+    assert result.reject and result.p_value <= alpha
+    assert result.statistic >= result.critical_value
+    assert result.critical_value < ks_critical_value(x.size, y.size, alpha)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    n=st.integers(1, 120),
+    m=st.integers(1, 120),
+    alpha=st.floats(0.001, 0.5),
+    shift=st.floats(0.0, 1.5),
+    decimals=st.sampled_from([1, 8]),
+    seed=st.integers(0, 10_000),
+)
+def test_ks_decision_p_value_and_critical_value_agree(
+    n: int, m: int, alpha: float, shift: float, decimals: int, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    x = np.round(rng.normal(size=n), decimals)  # 1 decimal: many ties
+    y = np.round(rng.normal(shift, 1.0, size=m), decimals)
+    result = ks_two_sample(x, y, alpha=alpha)
+    reference = scipy_stats.ks_2samp(x, y)
+    assert result.statistic == pytest.approx(reference.statistic, abs=1e-12)
+    assert result.p_value == pytest.approx(reference.pvalue, abs=1e-12)
+    assert result.reject == (result.p_value <= alpha) == (result.statistic >= result.critical_value)
 
 
 def test_ks_detects_a_clear_shift_and_the_critical_value_agrees() -> None:

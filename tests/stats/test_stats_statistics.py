@@ -209,3 +209,34 @@ def test_pvals_validation(bad: object, message: str) -> None:
     for func in (fisher, simes):
         with pytest.raises(ValueError, match=message):
             func(bad)  # type: ignore[arg-type]
+
+
+def _realistic_rows(seed: int, n: int = 500, k: int = 32) -> np.ndarray:
+    """Top-k cosine similarities like a sentence embedder's: in [0.2, 0.9], sorted descending.
+
+    Each row has its own level (how close the corpus is) and its own gap between the nearest
+    chunks and the rest, so mean and maximum do not move together.
+    """
+    rng = np.random.default_rng(seed)
+    level = rng.uniform(0.3, 0.75, size=(n, 1))
+    gap = rng.uniform(0.0, 0.25, size=(n, 1))
+    decay = np.exp(-np.arange(k) / rng.uniform(1.0, 6.0, size=(n, 1)))
+    sims = level + gap * decay + rng.normal(0, 0.02, size=(n, k))
+    return -np.sort(-np.clip(sims, 0.2, 0.9), axis=1)
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.corrcoef(np.argsort(np.argsort(a)), np.argsort(np.argsort(b)))[0, 1])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_energy_at_tau_one_ranks_queries_like_avgknn(seed: int) -> None:
+    # Over cosine similarities spanning 0.7, exp(s / 1) is nearly linear, so
+    # -logsumexp(s) ~ -log k - mean(s): the paper's default temperature measures AvgKNN.
+    sims = _realistic_rows(seed)
+    assert _spearman(energy(sims, tau=1.0), avgknn(sims)) > 0.99
+    # a contrastive model's training temperature (0.05 for MiniLM) weights the nearest
+    # chunks: energy then ranks like neither AvgKNN nor MSS alone
+    sharp, flat = energy(sims, tau=0.05), energy(sims, tau=1.0)
+    assert _spearman(sharp, avgknn(sims)) < _spearman(flat, avgknn(sims)) - 0.005
+    assert _spearman(sharp, mss(sims)) > _spearman(flat, mss(sims)) + 0.02

@@ -2,27 +2,38 @@
 
 from __future__ import annotations
 
-import math
-from typing import Literal
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from ragbound.detect.config import (
+    DEFAULT_STATISTIC,
+    DEFAULTS,
+    DETECTOR_PARAMS,
+    DetectorConfig,
+    detector_config,
+)
 from ragbound.errors import InputError, NotFittedError
 from ragbound.stats import (
     META,
-    STATISTICS,
     EmpiricalNull,
     NeighbourNull,
+    PValueMethod,
     meta_null_scores,
     meta_scores,
     univariate_scores,
 )
 
-PValueMethod = Literal["conformal", "paper"]
-# The paper finds the best statistic differs by corpus; MSS won on its PubMed corpus and on
-# ours (README, "Choosing the statistic"), and it needs no neighbour beyond the first.
-DEFAULT_STATISTIC = "mss"
-DEFAULT_K = 32
+# Kept for callers that import them from here; the one declaration is DetectorConfig.
+DEFAULT_K = DEFAULTS.k
+__all__ = ["DEFAULT_K", "DEFAULT_STATISTIC", "BoundaryDetector", "PValueMethod", "ScoredQueries"]
+
+
+class ScoredQueries(NamedTuple):
+    """Per query: the test statistic (higher = more out-of-knowledge) and its p-value."""
+
+    scores: np.ndarray
+    p_values: np.ndarray
 
 
 class BoundaryDetector:
@@ -34,14 +45,23 @@ class BoundaryDetector:
     under the empirical null of the calibration queries, and ``predict`` rejects
     (flags out-of-knowledge) when p <= alpha.
 
+    A scikit-learn style estimator: the parameters (those of :class:`DetectorConfig`, with
+    its defaults) are stored unchanged by ``__init__`` and validated by ``fit``, so
+    ``sklearn.base.clone``, ``get_params`` and ``set_params`` work. PyOD names sit beside
+    ours: ``decision_function`` (= ``score``), ``decision_scores_`` (the null's scores of
+    the calibration rows), ``threshold_`` (= ``critical_value_``) and ``labels_``.
+
     Parameters:
         statistic: one of mss, knn, avgknn, entropy, energy, fisher, simes.
         k: neighbours used (the paper's default 32).
         tau: temperature of the energy statistic.
         alpha: significance level for ``predict`` and ``critical_value_``.
         p_value_method: ``conformal`` (default; p = (1 + #{null >= t}) / (n + 1), exactly
-            valid: P(p <= alpha) <= alpha under the null) or ``paper`` (eq. 2 verbatim,
-            p = 1 - F_hat(t), which can be 0 and exceeds alpha by up to 1/(n+1)).
+            valid for the univariate statistics: P(p <= alpha) <= alpha under
+            exchangeability) or ``paper`` (eq. 2 verbatim, p = 1 - F_hat(t), which can be 0
+            and exceeds alpha by up to 1/(n+1)). Fisher and Simes p-values are only
+            approximately valid: their null comes from leave-one-out p-values
+            (:mod:`ragbound.stats.null`).
 
     Example:
         >>> rng = np.random.default_rng(0)
@@ -55,70 +75,73 @@ class BoundaryDetector:
     def __init__(
         self,
         *,
-        statistic: str = DEFAULT_STATISTIC,
-        k: int = DEFAULT_K,
-        tau: float = 1.0,
-        alpha: float = 0.05,
-        p_value_method: PValueMethod = "conformal",
+        statistic: str = DEFAULTS.statistic,
+        k: int = DEFAULTS.k,
+        tau: float = DEFAULTS.tau,
+        alpha: float = DEFAULTS.alpha,
+        p_value_method: PValueMethod = DEFAULTS.p_value_method,
     ):
+        # stored unchanged and validated in fit (scikit-learn's rule, so clone works)
         self.statistic = statistic
         self.k = k
         self.tau = tau
         self.alpha = alpha
         self.p_value_method = p_value_method
-        self._validate_params()
 
-    def _validate_params(self) -> None:
-        if self.statistic not in STATISTICS:
+    # ------------------------------------------------------------ parameters
+    @classmethod
+    def from_config(cls, config: DetectorConfig) -> BoundaryDetector:
+        """An unfitted detector with the parameters of ``config``."""
+        return cls(**config.model_dump())
+
+    @property
+    def config(self) -> DetectorConfig:
+        """The parameters as a validated DetectorConfig (InputError if one is bad)."""
+        return detector_config(**self.get_params())
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor parameters (``deep`` is accepted for scikit-learn; no sub-estimators)."""
+        return {name: getattr(self, name) for name in DETECTOR_PARAMS}
+
+    def set_params(self, **params: Any) -> BoundaryDetector:
+        """Set parameters by name and return self; values are validated by the next ``fit``."""
+        unknown = set(params) - set(DETECTOR_PARAMS)
+        if unknown:
             raise InputError(
-                f"unknown statistic {self.statistic!r}: choose one of {', '.join(STATISTICS)}"
+                f"unknown parameter(s) {', '.join(sorted(unknown))}; valid: "
+                f"{', '.join(DETECTOR_PARAMS)}"
             )
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise InputError(f"k must be a positive integer, got {self.k!r}")
-        if not (isinstance(self.tau, int | float) and math.isfinite(self.tau) and self.tau > 0):
-            raise InputError(f"tau must be a positive number, got {self.tau!r}")
-        if not (isinstance(self.alpha, int | float) and 0 < self.alpha < 1):
-            raise InputError(f"alpha must be in (0, 1), got {self.alpha!r}")
-        if self.p_value_method not in ("conformal", "paper"):
-            raise InputError(
-                f"p_value_method must be 'conformal' or 'paper', got {self.p_value_method!r}"
-            )
-
-    def get_params(self) -> dict[str, object]:
-        return {
-            "statistic": self.statistic,
-            "k": self.k,
-            "tau": self.tau,
-            "alpha": self.alpha,
-            "p_value_method": self.p_value_method,
-        }
-
-    # ----------------------------------------------------------------- fitting
-    def fit(self, similarities: np.ndarray) -> BoundaryDetector:
-        """Build the empirical null from in-knowledge queries' top-k similarities."""
-        self._validate_params()
-        sims = self._as_sims(similarities, "calibration similarities")
-        if self.statistic in META:
-            null_scores = meta_null_scores(self.statistic, sims)
-        else:
-            null_scores = univariate_scores(self.statistic, sims, tau=self.tau)
-        self.null_similarities_ = sims
-        # per-neighbour nulls sorted once here, not on every request (meta statistics only)
-        self.neighbour_null_ = NeighbourNull(sims) if self.statistic in META else None
-        self.null_ = EmpiricalNull(null_scores)
-        self.n_calibration_ = len(sims)
-        self.critical_value_ = float(self.null_.critical_value(self.alpha, self.p_value_method))
+        for name, value in params.items():
+            setattr(self, name, value)
         return self
 
-    def _as_sims(self, similarities: np.ndarray, what: str) -> np.ndarray:
-        sims = np.asarray(similarities, dtype=np.float64)
-        if sims.ndim != 2 or sims.shape[0] == 0:
-            raise InputError(f"{what} must be a non-empty (n_queries, k) array, got {sims.shape}")
-        if sims.shape[1] < self.k:
-            raise InputError(f"{what} have {sims.shape[1]} columns but k={self.k}")
-        if not np.isfinite(sims).all():
-            raise InputError(f"{what} contain NaN or infinite values")
-        return np.ascontiguousarray(sims[:, : self.k])
+    def __repr__(self) -> str:
+        changed = {n: v for n, v in self.get_params().items() if v != getattr(DEFAULTS, n)}
+        return f"BoundaryDetector({', '.join(f'{n}={v!r}' for n, v in changed.items())})"
+
+    # ----------------------------------------------------------------- fitting
+    def fit(self, similarities: np.ndarray, y: object = None) -> BoundaryDetector:
+        """Build the empirical null from in-knowledge queries' top-k similarities.
+
+        ``y`` is ignored (scikit-learn's signature for unsupervised estimators).
+        """
+        config = self.config
+        sims = _as_sims(similarities, config.k, "calibration similarities")
+        if config.statistic in META:
+            null_scores = meta_null_scores(config.statistic, sims)
+        else:
+            null_scores = univariate_scores(config.statistic, sims, tau=config.tau)
+        self.config_ = config  # the parameters this fit used; scoring follows them
+        self.null_similarities_ = sims
+        # per-neighbour nulls sorted once here, not on every request (meta statistics only)
+        self.neighbour_null_ = NeighbourNull(sims) if config.statistic in META else None
+        self.null_ = EmpiricalNull(null_scores)
+        self.n_calibration_ = len(sims)
+        self.critical_value_ = float(self.null_.critical_value(config.alpha, config.p_value_method))
+        self.decision_scores_ = np.asarray(null_scores, dtype=np.float64)
+        self.threshold_ = self.critical_value_
+        self.labels_ = (self.decision_scores_ >= self.threshold_).astype(np.int64)
+        return self
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "null_"):
@@ -126,18 +149,44 @@ class BoundaryDetector:
 
     # --------------------------------------------------------------- inference
     def score(self, similarities: np.ndarray) -> np.ndarray:
-        """Raw test statistic per query (higher = more out-of-knowledge)."""
-        sims = self._as_sims(similarities, "similarities")
-        if self.statistic in META:
-            self._check_fitted()
-            return meta_scores(self.statistic, self.neighbour_null_, sims)
-        return univariate_scores(self.statistic, sims, tau=self.tau)
+        """Raw test statistic per query (higher = more out-of-knowledge).
+
+        Uses the parameters of the last ``fit`` (``config_``): after ``set_params``, fit again.
+        """
+        self._check_fitted()
+        config = self.config_
+        sims = _as_sims(similarities, config.k, "similarities")
+        if config.statistic in META:
+            return meta_scores(config.statistic, self.neighbour_null_, sims)
+        return univariate_scores(config.statistic, sims, tau=config.tau)
+
+    def decision_function(self, similarities: np.ndarray) -> np.ndarray:
+        """PyOD's name for :meth:`score`: higher = more out-of-knowledge."""
+        return self.score(similarities)
+
+    def score_p_value(self, similarities: np.ndarray) -> ScoredQueries:
+        """Statistic and calibrated p-value of every query, computed once."""
+        scores = self.score(similarities)
+        return ScoredQueries(
+            scores, self.null_.p_values(scores, method=self.config_.p_value_method)
+        )
 
     def p_value(self, similarities: np.ndarray) -> np.ndarray:
         """Calibrated p-value per query: right tail of the in-knowledge null."""
-        self._check_fitted()
-        return self.null_.p_values(self.score(similarities), method=self.p_value_method)
+        return self.score_p_value(similarities).p_values
 
     def predict(self, similarities: np.ndarray) -> np.ndarray:
         """True where the query is out-of-knowledge at level alpha (p <= alpha)."""
-        return self.p_value(similarities) <= self.alpha
+        return self.p_value(similarities) <= self.config_.alpha
+
+
+def _as_sims(similarities: np.ndarray, k: int, what: str) -> np.ndarray:
+    """The first k columns of a finite, non-empty (n_queries, >= k) similarity array."""
+    sims = np.asarray(similarities, dtype=np.float64)
+    if sims.ndim != 2 or sims.shape[0] == 0:
+        raise InputError(f"{what} must be a non-empty (n_queries, k) array, got {sims.shape}")
+    if sims.shape[1] < k:
+        raise InputError(f"{what} have {sims.shape[1]} columns but k={k}")
+    if not np.isfinite(sims).all():
+        raise InputError(f"{what} contain NaN or infinite values")
+    return np.ascontiguousarray(sims[:, :k])

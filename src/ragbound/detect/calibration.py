@@ -2,7 +2,7 @@
 
 Layout (inside the knowledge-base directory)::
 
-    calibration/manifest.json          k, tau, default statistic, KB fingerprint, ...
+    calibration/manifest.json          detector config (k, tau, statistic, ...), KB fingerprint
     calibration/<id>.queries.jsonl     the calibration queries, in order
     calibration/<id>.similarities.npy  float64 (n_queries, k), rows sorted descending
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 from ragbound._version import __version__
 from ragbound.artifacts import (
@@ -31,6 +31,7 @@ from ragbound.artifacts import (
     write_jsonl,
     write_npy,
 )
+from ragbound.detect.config import DETECTOR_PARAMS, DetectorConfig
 from ragbound.errors import ArtifactError, IncompatibleArtifactError
 
 CALIBRATION_FORMAT = "ragbound.calibration/1"
@@ -38,20 +39,29 @@ CALIBRATION_DIR = "calibration"
 
 
 class CalibrationManifest(BaseModel):
-    """What a calibration was made from and against."""
+    """What a calibration was made from and against, and the detector's parameters.
+
+    ``detector`` nests the :class:`DetectorConfig`; manifests written before it existed kept
+    k, tau, statistic, alpha and p_value_method at the top level and still load.
+    """
 
     format: Literal["ragbound.calibration/1"] = CALIBRATION_FORMAT
     id: str
     library_version: str = __version__
     created_at: str
     kb_fingerprint: str
-    k: int
-    tau: float
-    statistic: str
-    alpha: float
-    p_value_method: Literal["conformal", "paper"] = "conformal"
+    detector: DetectorConfig
     n_queries: int
     queries_source: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_flat_parameters(cls, data: Any) -> Any:
+        """Accept the older layout with the detector's parameters at the top level."""
+        if isinstance(data, dict) and "detector" not in data:
+            data = dict(data)
+            data["detector"] = {n: data.pop(n) for n in DETECTOR_PARAMS if n in data}
+        return data
 
 
 class Calibration:
@@ -69,11 +79,7 @@ class Calibration:
         similarities: np.ndarray,
         *,
         kb_fingerprint: str,
-        k: int,
-        tau: float,
-        statistic: str,
-        alpha: float,
-        p_value_method: Literal["conformal", "paper"] = "conformal",
+        config: DetectorConfig,
         queries_source: str = "",
     ) -> Calibration:
         sims = np.ascontiguousarray(similarities, dtype=np.float64)
@@ -82,11 +88,7 @@ class Calibration:
             id=sha256_text(kb_fingerprint, created, *queries)[:12],
             created_at=created,
             kb_fingerprint=kb_fingerprint,
-            k=k,
-            tau=tau,
-            statistic=statistic,
-            alpha=alpha,
-            p_value_method=p_value_method,
+            detector=config,
             n_queries=len(queries),
             queries_source=queries_source,
         )
@@ -136,7 +138,7 @@ class Calibration:
         sims = read_npy(folder / f"{manifest.id}.similarities.npy", "calibration similarities")
         rows = iter_jsonl(folder / f"{manifest.id}.queries.jsonl", "calibration queries")
         queries = [str(row.get("query", "")) for row in rows]
-        expected = (manifest.n_queries, manifest.k)
+        expected = (manifest.n_queries, manifest.detector.k)
         if sims.shape != expected or len(queries) != manifest.n_queries:
             raise ArtifactError(
                 f"{folder}: files hold {len(queries)} queries and similarities {sims.shape}, "

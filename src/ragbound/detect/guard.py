@@ -6,12 +6,14 @@ import math
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ragbound.corpus import validate_query
-from ragbound.detect.boundary import DEFAULT_K, DEFAULT_STATISTIC, BoundaryDetector, PValueMethod
+from ragbound.detect.boundary import BoundaryDetector
 from ragbound.detect.calibration import Calibration
+from ragbound.detect.config import DEFAULTS, DetectorConfig, resolve_tau
 from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.results import Neighbour, Verdict
@@ -43,37 +45,35 @@ class Guard:
         cls,
         kb: KnowledgeBase,
         queries: Sequence[str],
+        config: DetectorConfig | None = None,
         *,
-        k: int = DEFAULT_K,
-        tau: float = 1.0,
-        statistic: str = DEFAULT_STATISTIC,
-        alpha: float = 0.05,
-        p_value_method: PValueMethod = "conformal",
         queries_source: str = "",
         progress: bool = False,
+        **params: Any,
     ) -> Guard:
-        """Retrieve top-k for in-knowledge queries and keep them as the empirical null."""
-        BoundaryDetector(
-            statistic=statistic, k=k, tau=tau, alpha=alpha, p_value_method=p_value_method
-        )  # validates the parameters early
+        """Retrieve top-k for in-knowledge queries and keep them as the empirical null.
+
+        ``config`` holds the detector's parameters (default: :class:`DetectorConfig`'s);
+        keyword ``params`` (statistic, k, tau, alpha, p_value_method) override single fields.
+        ``tau="auto"`` takes the embedder's training temperature (:func:`resolve_tau`).
+        """
+        if "tau" in params:
+            params["tau"] = resolve_tau(params["tau"], kb.manifest.embedder.name)
+        config = (config or DEFAULTS).updated(**params)
         if len(queries) < 2:
             raise InputError(
                 f"calibration needs at least 2 in-knowledge queries, got {len(queries)}"
             )
-        hits = search_in_batches(kb, queries, k, progress=progress)
+        hits = search_in_batches(kb, queries, config.k, progress=progress)
         calibration = Calibration.create(
             queries,
             hits.similarities,
             kb_fingerprint=kb.fingerprint,
-            k=k,
-            tau=tau,
-            statistic=statistic,
-            alpha=alpha,
-            p_value_method=p_value_method,
+            config=config,
             queries_source=queries_source,
         )
         guard = cls(kb, calibration)
-        _warn_if_powerless(len(queries), alpha)
+        _warn_if_powerless(len(queries), config.alpha)
         return guard
 
     def save(self) -> Path:
@@ -90,21 +90,22 @@ class Guard:
 
     # ------------------------------------------------------------- detectors
     @property
+    def config(self) -> DetectorConfig:
+        """The detector parameters saved with the calibration."""
+        return self.calibration.manifest.detector
+
+    @property
     def k(self) -> int:
-        return self.calibration.manifest.k
+        return self.config.k
 
     def detector(
         self, statistic: str | None = None, alpha: float | None = None
     ) -> BoundaryDetector:
         """The fitted detector for a statistic (default: the calibration's), cached."""
-        m = self.calibration.manifest
-        statistic = statistic or m.statistic
-        alpha = m.alpha if alpha is None else alpha
-        key = (statistic, alpha)
+        config = self.config.updated(statistic=statistic, alpha=alpha)
+        key = (config.statistic, config.alpha)
         if key not in self._detectors:
-            detector = BoundaryDetector(
-                statistic=statistic, k=m.k, tau=m.tau, alpha=alpha, p_value_method=m.p_value_method
-            )
+            detector = BoundaryDetector.from_config(config)
             self._detectors[key] = detector.fit(self.calibration.similarities)
         return self._detectors[key]
 
@@ -132,8 +133,7 @@ class Guard:
         """Test a batch of queries (embedded in batches; one Verdict per query, in order)."""
         detector = self.detector(statistic, alpha)
         hits = search_in_batches(self.kb, queries, self.k, progress=progress)
-        scores = detector.score(hits.similarities)
-        p_values = detector.null_.p_values(scores, method=detector.p_value_method)
+        scores, p_values = detector.score_p_value(hits.similarities)
         return [
             Verdict(
                 query=query,

@@ -8,12 +8,14 @@ drifted away from what the corpus covers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
 
+from ragbound.detect.config import DEFAULTS, Alpha, NonNegativeInt, PositiveInt, check_option
 from ragbound.detect.guard import Guard, search_in_batches
 from ragbound.errors import InputError
 from ragbound.stats import ks_two_sample, mmd_permutation_test
@@ -30,7 +32,10 @@ class ShiftReport(BaseModel):
     ``statistic`` is the KS distance (sup |F_ref - F_test|, in [0, 1]) or the unbiased
     squared MMD; ``p_value`` its p-value (KS: scipy's exact or asymptotic; MMD: permutation,
     counting the observed value); ``reject`` = p_value <= alpha, i.e. a shift. For KS,
-    ``critical_value`` is the paper's sqrt(-ln(alpha/2) (n+m) / (2nm)).
+    ``critical_value`` is the smallest statistic the decision rejects at (same distribution
+    as the p-value, so reject = statistic >= critical_value); the paper's large-sample
+    sqrt(-ln(alpha/2) (n+m) / (2nm)) is :func:`ragbound.stats.ks_critical_value`. None when
+    the batch is too small for any statistic to reach alpha.
     """
 
     test: str
@@ -47,9 +52,12 @@ class ShiftReport(BaseModel):
 
 
 def reference_scores(guard: Guard, statistic: str | None = None) -> np.ndarray:
-    """The test statistic of every calibration query (the KS reference sample)."""
-    detector = guard.detector(statistic)
-    scores = detector.score(guard.calibration.similarities)
+    """The KS reference sample: the detector's own null scores of the calibration queries.
+
+    For Fisher and Simes these are the leave-one-out scores the p-values use, not each
+    calibration row scored against a null that contains itself.
+    """
+    scores = guard.detector(statistic).decision_scores_
     if scores.size < MIN_REFERENCE:
         raise InputError(
             f"the calibration holds {scores.size} queries; a shift test needs at least "
@@ -64,7 +72,7 @@ def shift_test(
     *,
     test: ShiftTest = "ks",
     statistic: str | None = None,
-    alpha: float = 0.05,
+    alpha: float = DEFAULTS.alpha,
     n_permutations: int = 1000,
     seed: int = 0,
     progress: bool = False,
@@ -76,10 +84,7 @@ def shift_test(
         >>> report.reject, round(report.p_value, 4)  # doctest: +SKIP
         (True, 0.0001)
     """
-    if not queries:
-        raise InputError("the batch to test is empty")
-    if test not in SHIFT_TESTS:
-        raise InputError(f"unknown shift test {test!r}; expected one of {list(SHIFT_TESTS)}")
+    _check_shift_options(queries, test, alpha, n_permutations, seed)
     if test == "mmd":
         return _mmd(guard, queries, alpha, n_permutations, seed, progress)
     reference = reference_scores(guard, statistic)
@@ -95,12 +100,28 @@ def shift_test(
         p_value=result.p_value,
         alpha=alpha,
         reject=result.reject,
-        critical_value=result.critical_value,
+        # inf: batch too small for any KS distance to reach alpha (reject is then False)
+        critical_value=result.critical_value if math.isfinite(result.critical_value) else None,
         n_reference=result.n_reference,
         n_test=result.n_test,
         method=result.method_used,
         kb_fingerprint=guard.kb.fingerprint,
     )
+
+
+def _check_shift_options(
+    queries: Sequence[str], test: str, alpha: float, n_permutations: int, seed: int
+) -> None:
+    """Refuse bad options with an InputError naming the option (before any retrieval)."""
+    if isinstance(queries, str):
+        raise InputError("queries must be a sequence of query strings, not one string")
+    if not queries:
+        raise InputError("the batch to test is empty")
+    if test not in SHIFT_TESTS:
+        raise InputError(f"unknown shift test {test!r}; expected one of {list(SHIFT_TESTS)}")
+    check_option(Alpha, alpha, "alpha")
+    check_option(PositiveInt, n_permutations, "n_permutations")
+    check_option(NonNegativeInt, seed, "seed")
 
 
 def _mmd(

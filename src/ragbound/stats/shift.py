@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -26,7 +27,12 @@ KS_METHODS: tuple[str, ...] = ("auto", "exact", "asymp")
 
 @dataclass(frozen=True)
 class KSResult:
-    """``statistic`` = sup_t |F_reference(t) - F_test(t)| in [0, 1]; ``reject`` = p <= alpha."""
+    """Two-sample KS test result; ``reject`` = p_value <= alpha = statistic >= critical_value.
+
+    ``statistic`` = sup_t |F_reference(t) - F_test(t)| in [0, 1]. ``critical_value`` is the
+    smallest attainable statistic whose p-value (same distribution, exact or asymptotic, as
+    ``p_value``) is <= alpha; ``math.inf`` when no statistic can reach alpha.
+    """
 
     statistic: float
     p_value: float
@@ -51,7 +57,10 @@ class MMDResult:
 
 
 def ks_critical_value(n_reference: int, n_test: int, alpha: float) -> float:
-    """The paper's KS critical value sqrt(-ln(alpha/2) (n+m) / (2nm)): reject if D exceeds it.
+    """The paper's large-sample KS critical value sqrt(-ln(alpha/2) (n+m) / (2nm)) (eq. 3).
+
+    The first term of the Kolmogorov distribution's tail; :func:`ks_two_sample` decides with
+    the exact critical value instead, which is smaller for small samples.
 
     >>> round(ks_critical_value(50, 50, 0.05), 4)
     0.2716
@@ -67,29 +76,35 @@ def ks_two_sample(
 ) -> KSResult:
     """Two-sided two-sample KS test of ``test`` against ``reference`` (1-D statistic values).
 
-    The p-value is scipy's (``method`` "auto" uses the exact distribution for small samples
-    and the asymptotic Kolmogorov distribution otherwise).
+    The p-value is scipy's (``method`` "auto" uses the exact null distribution for samples
+    up to 10,000 and the asymptotic Kolmogorov distribution above). The critical value comes
+    from that same distribution, so ``reject`` (p <= alpha) always equals
+    ``statistic >= critical_value``. The statistic only takes values h / lcm(n, m) for whole
+    h; both are computed on that grid, in integers, so no rounding can split them.
 
     >>> r = ks_two_sample([1.0, 2.0, 3.0], [2.0, 3.0, 4.0, 5.0])
-    >>> round(r.statistic, 4)
-    0.5
+    >>> round(r.statistic, 4), r.reject
+    (0.5, False)
     """
-    ref = as_scores(reference, "reference")
-    new = as_scores(test, "test")
+    ref = np.sort(as_scores(reference, "reference"))
+    new = np.sort(as_scores(test, "test"))
     alpha = check_open_unit(alpha, "alpha")
     if method not in KS_METHODS:
         raise ValueError(f"method must be one of {list(KS_METHODS)}, got {method!r}")
-    result = scipy_stats.ks_2samp(ref, new, alternative="two-sided", method=method)
-    p_value = float(result.pvalue)
+    n, m = int(ref.size), int(new.size)
+    used = _ks_method_used(n, m, method)
+    grid = math.lcm(n, m)
+    observed = _ks_grid_statistic(ref, new)
+    critical = _ks_critical_grid(n, m, alpha, used)
     return KSResult(
-        statistic=float(result.statistic),
-        p_value=p_value,
-        critical_value=ks_critical_value(ref.size, new.size, alpha),
-        reject=p_value <= alpha,
-        n_reference=int(ref.size),
-        n_test=int(new.size),
+        statistic=observed / grid,
+        p_value=_ks_grid_p_value(observed, n, m, used),
+        critical_value=math.inf if critical is None else critical / grid,
+        reject=critical is not None and observed >= critical,
+        n_reference=n,
+        n_test=m,
         alpha=alpha,
-        method_used=_ks_method_used(ref.size, new.size, method),
+        method_used=used,
     )
 
 
@@ -98,6 +113,59 @@ def _ks_method_used(n: int, m: int, method: str) -> str:
     if method != "auto":
         return method
     return "exact" if max(n, m) <= 10_000 else "asymp"
+
+
+def _ks_grid_statistic(ref: FloatArray, new: FloatArray) -> int:
+    """KS distance times lcm(n, m), an integer: max over t of |n_test * #ref<=t - n * #test<=t|."""
+    n, m = ref.size, new.size
+    points = np.concatenate([ref, new])
+    below_ref = np.searchsorted(ref, points, side="right").astype(np.int64)
+    below_new = np.searchsorted(new, points, side="right").astype(np.int64)
+    return int(np.abs(below_ref * m - below_new * n).max()) // math.gcd(n, m)
+
+
+def _ks_attainable(h: int, n: int, m: int) -> tuple[int, int, int]:
+    """Smallest KS grid value v >= h that samples of n and m can reach, with its witness.
+
+    A KS distance is |a / n - b / m| for some counts 0 <= a <= n, 0 <= b <= m, i.e.
+    v / lcm(n, m) with v = a * m' - b * n' (m' = m / gcd, n' = n / gcd). Not every v in
+    [0, lcm] is reachable; between reachable values the null tail P(D >= v) is flat.
+    """
+    g = math.gcd(n, m)
+    n_red, m_red = n // g, m // g
+    a = np.arange(n + 1, dtype=np.int64)
+    b = np.clip((a * m_red - h) // n_red, 0, m)
+    values = a * m_red - b * n_red
+    values = np.where(values >= h, values, np.iinfo(np.int64).max)
+    best = int(np.argmin(values))
+    return int(values[best]), best, int(b[best])
+
+
+def _ks_grid_p_value(h: int, n: int, m: int, method: str) -> float:
+    """scipy's two-sided p-value P(D >= h / lcm(n, m)) for samples of sizes n and m.
+
+    The p-value depends on the distance and the sizes only, so it is asked of two samples
+    on {0, 1} with a and b zeros, a / n - b / m being the smallest reachable distance >= h.
+    """
+    _, zeros_ref, zeros_test = _ks_attainable(h, n, m)
+    ref = np.repeat([0.0, 1.0], [zeros_ref, n - zeros_ref])
+    new = np.repeat([0.0, 1.0], [zeros_test, m - zeros_test])
+    return float(scipy_stats.ks_2samp(ref, new, alternative="two-sided", method=method).pvalue)
+
+
+@lru_cache(maxsize=4096)
+def _ks_critical_grid(n: int, m: int, alpha: float, method: str) -> int | None:
+    """Smallest reachable h whose p-value is <= alpha (binary search: p falls as h grows)."""
+    low, high = 0, math.lcm(n, m)
+    if _ks_grid_p_value(high, n, m, method) > alpha:
+        return None
+    while high - low > 1:  # invariant: p(low) > alpha >= p(high), with p(0) = 1
+        middle = (low + high) // 2
+        if _ks_grid_p_value(middle, n, m, method) <= alpha:
+            high = middle
+        else:
+            low = middle
+    return _ks_attainable(high, n, m)[0]
 
 
 def _as_points(values: ArrayLike, name: str) -> FloatArray:
