@@ -78,6 +78,26 @@ def test_import_ragbound_loads_no_heavy_module() -> None:
     assert run_python(code, *HEAVY).strip() == "[]"
 
 
+def test_the_cli_starts_without_the_heavy_numeric_stack() -> None:
+    # `ragbound --help` and option errors come before any model or test statistic is needed
+    code = "import sys, ragbound.cli; print([m for m in sys.argv[1:] if m in sys.modules])"
+    heavy = ("scipy.stats", "sklearn", "torch", "sentence_transformers", "matplotlib")
+    assert run_python(code, *heavy).strip() == "[]"
+
+
+def test_stats_names_load_on_first_use() -> None:
+    import ragbound.stats as stats
+
+    assert all(getattr(stats, name) is not None for name in stats.__all__)
+    with pytest.raises(AttributeError):
+        stats.no_such_name  # noqa: B018
+    code = (
+        "import sys; from ragbound.stats import STATISTICS; "
+        "print(STATISTICS[0], 'scipy.stats' in sys.modules)"
+    )
+    assert run_python(code).split() == ["mss", "False"]
+
+
 def test_no_module_imports_from_the_package_root() -> None:
     """``from ragbound import x`` inside the package runs ``ragbound/__init__`` mid-import: the
     cycle ``knowledge`` had. Shared names live in their own module (``ragbound._version``)."""

@@ -134,3 +134,30 @@ def test_calibration_from_another_kb_is_refused_then_forced(
     code, _, err = run(monkeypatch, capsys, "check", str(b), "bees")
     assert code == 2 and "calibrate again" in err
     assert run(monkeypatch, capsys, "check", str(b), "bees", "--force")[0] == 0
+
+
+def test_calibrate_defaults_come_from_the_detector_config_and_tau_auto_resolves(
+    monkeypatch, capsys, tmp_path, minilm_kb_dir, query_files
+):
+    import shutil
+
+    from ragbound.detect.config import DEFAULTS
+
+    kb = tmp_path / "kb"
+    shutil.copytree(minilm_kb_dir, kb)
+    args = ["calibrate", str(kb), "--queries", str(query_files["ik"]), "--k", "4", "--json"]
+    code, out, err = run(monkeypatch, capsys, *args)
+    assert code == 0, err
+    info = json.loads(out)
+    assert (info["tau"], info["statistic"], info["alpha"], info["p_value_method"]) == (
+        DEFAULTS.tau,
+        DEFAULTS.statistic,
+        DEFAULTS.alpha,
+        DEFAULTS.p_value_method,
+    )
+    code, out, err = run(monkeypatch, capsys, *args, "--tau", "auto", "--p-value-method", "paper")
+    assert code == 0, err
+    info = json.loads(out)
+    assert info["tau"] == 0.05 and info["p_value_method"] == "paper"  # MiniLM's temperature
+    saved = json.loads((kb / "calibration" / "manifest.json").read_text())
+    assert saved["detector"]["tau"] == 0.05

@@ -161,6 +161,20 @@ def test_alpha_spending_keeps_false_alarms_over_a_whole_stream_below_alpha(guard
     assert sum(spending.window_alpha(i) for i in range(10_000)) < 0.1
 
 
+def test_a_window_too_small_to_alarm_reports_no_critical_value_and_round_trips(
+    guard: Guard,
+) -> None:
+    from ragbound.detect.monitor import WindowResult
+
+    # 2 queries against 400 reference scores: the smallest p-value is about 1.2e-5
+    monitor = monitor_on_arrays(guard, WindowSpec(size=2), alpha=1e-6, correction="none")
+    windows, _ = feed(monitor, np.full(2, 10.0))
+    assert windows[0].critical_value is None and not windows[0].alarm
+    assert WindowResult.model_validate_json(windows[0].model_dump_json()) == windows[0]
+    bigger, _ = feed(monitor_on_arrays(guard, WindowSpec(size=50)), np.full(50, 10.0))
+    assert bigger[0].alarm and bigger[0].statistic >= bigger[0].critical_value
+
+
 HOUR = 3600.0 * 470_000  # an hour boundary (UTC)
 
 

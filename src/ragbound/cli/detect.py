@@ -26,11 +26,19 @@ from ragbound.cli.common import (
     progress,
     write_plots,
 )
+from ragbound.detect.config import DEFAULTS, TAU_AUTO, DetectorConfig
+from ragbound.stats import P_VALUE_METHODS
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from ragbound.results import EvaluationReport, Verdict
+
+
+def _help(name: str) -> str:
+    """An option's help: the description of the DetectorConfig field it sets."""
+    return DetectorConfig.model_fields[name].description or ""
+
 
 CalibratedKbArg = Annotated[Path, typer.Argument(help="Calibrated knowledge-base directory.")]
 
@@ -43,18 +51,31 @@ def calibrate(
     ],
     field: FieldOpt = None,
     k: Annotated[
-        int, typer.Option("--k", help="Neighbours per query.", callback=validate.positive_int)
-    ] = 32,
+        int, typer.Option("--k", help=_help("k"), callback=validate.positive_int)
+    ] = DEFAULTS.k,
     tau: Annotated[
-        float, typer.Option(help="Energy temperature.", callback=validate.positive_number)
-    ] = 1.0,
+        str,
+        typer.Option(
+            help=_help("tau") + " 'auto' takes the embedder's training temperature.",
+            callback=validate.temperature,
+        ),
+    ] = str(DEFAULTS.tau),
     statistic: Annotated[
-        str | None,
-        typer.Option(help="Default statistic for check.", callback=validate.statistic),
-    ] = None,
+        str,
+        typer.Option(
+            help=_help("statistic") + " The default for check.", callback=validate.statistic
+        ),
+    ] = DEFAULTS.statistic,
     alpha: Annotated[
-        float, typer.Option(help="Default significance level.", callback=validate.probability)
-    ] = 0.05,
+        float,
+        typer.Option(
+            help="The default significance level for check.", callback=validate.probability
+        ),
+    ] = DEFAULTS.alpha,
+    p_value_method: Annotated[
+        str,
+        typer.Option(help=_help("p_value_method"), callback=validate.choice(*P_VALUE_METHODS)),
+    ] = DEFAULTS.p_value_method,
     json_out: JsonOpt = False,
 ) -> None:
     """Build the empirical null from in-knowledge queries; save it in KB_DIR/calibration/.
@@ -70,7 +91,7 @@ def calibrate(
     kb_fingerprint.
     """
     from ragbound.corpus import load_queries
-    from ragbound.detect import DEFAULT_STATISTIC, Guard
+    from ragbound.detect import Guard
     from ragbound.knowledge import KnowledgeBase
 
     kb = KnowledgeBase.load(kb_dir)
@@ -81,9 +102,10 @@ def calibrate(
             kb,
             texts,
             k=k,
-            tau=tau,
-            statistic=statistic or DEFAULT_STATISTIC,
+            tau=tau if tau == TAU_AUTO else float(tau),
+            statistic=statistic,
             alpha=alpha,
+            p_value_method=p_value_method,
             queries_source=str(queries),
             progress=progress(json_out),
         )
@@ -94,10 +116,7 @@ def calibrate(
     info = {
         "path": str(folder),
         "n_queries": len(texts),
-        "k": k,
-        "tau": tau,
-        "statistic": detector.statistic,
-        "alpha": alpha,
+        **guard.config.model_dump(),  # tau as resolved, when it was 'auto'
         "critical_value": detector.critical_value_,
         "kb_fingerprint": kb.fingerprint,
     }
@@ -105,7 +124,8 @@ def calibrate(
         emit_json(info)
         return
     console().print(
-        f"calibrated on {len(texts)} queries (k={k}); {detector.statistic} critical value at "
+        f"calibrated on {len(texts)} queries (k={k}, tau={guard.config.tau:g}); "
+        f"{detector.statistic} critical value at "
         f"alpha={alpha}: {detector.critical_value_:.4f}; saved to {folder}"
     )
 

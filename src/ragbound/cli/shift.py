@@ -19,6 +19,7 @@ from ragbound.cli.common import (
     progress,
     write_plots,
 )
+from ragbound.detect.config import DEFAULTS
 from ragbound.errors import InputError
 
 TESTS = ("ks", "mmd")
@@ -54,7 +55,7 @@ def shift(
         typer.Option(
             help="Significance level (whole stream for a log).", callback=validate.probability
         ),
-    ] = 0.05,
+    ] = DEFAULTS.alpha,
     correction: Annotated[
         str,
         typer.Option(

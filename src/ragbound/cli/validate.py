@@ -161,6 +161,18 @@ def window(value: str | None) -> str | None:
     return value
 
 
+def temperature(value: str | None) -> str | None:
+    """The energy temperature: ``auto`` or a finite number > 0."""
+    if value is None or value == "auto":
+        return value
+    try:
+        number = float(value)
+    except ValueError:
+        raise typer.BadParameter(f"must be 'auto' or a number > 0, got {value!r}") from None
+    _positive(number)
+    return value
+
+
 def period(value: str | None) -> str | None:
     """A period of log time for the ``period`` correction (1d, 6h)."""
     if value is None:

@@ -114,7 +114,10 @@ class WindowResult(BaseModel):
     p_value: float
     alpha: float
     alarm: bool
-    critical_value: float = Field(description="the paper's KS critical value at this alpha")
+    critical_value: float | None = Field(
+        description="the smallest KS distance the decision rejects at, at this window's alpha "
+        "(same distribution as the p-value); None when no distance can reach it"
+    )
     score_statistic: str
 
 
@@ -352,8 +355,8 @@ class ShiftMonitor:
             statistic=result.statistic,
             p_value=result.p_value,
             alpha=alpha,
-            alarm=bool(result.p_value <= alpha),
-            critical_value=result.critical_value,
+            alarm=result.reject,
+            critical_value=result.critical_value if math.isfinite(result.critical_value) else None,
             score_statistic=self.detector.statistic,
         )
         state.windows += 1

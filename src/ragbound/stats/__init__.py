@@ -2,78 +2,71 @@
 
 No I/O and no imports from the rest of ragbound. Every statistic is oriented so that
 higher = more out-of-knowledge; similarities are higher = closer, rows sorted descending.
+
+Names load from their submodule on first use, so importing one constant (say
+``STATISTICS``) does not import scipy.stats and scikit-learn.
 """
 
 from __future__ import annotations
 
-from ragbound.stats.agreement import (
-    accuracy,
-    cohen_kappa,
-    confusion_matrix,
-    fleiss_kappa,
-    rating_counts,
-)
-from ragbound.stats.diversity import (
-    GreedySelection,
-    as_similarity_matrix,
-    greedy_min_distance,
-    range_cutoff,
-    uniqueness_scores,
-)
-from ragbound.stats.metrics import (
-    OperatingPoint,
-    auprc,
-    auroc,
-    balanced_runs,
-    rates_at_threshold,
-    threshold_at_fpr,
-    tpr_at_fpr,
-    wilson_interval,
-)
-from ragbound.stats.null import (
-    P_VALUE_METHODS,
-    EmpiricalNull,
-    NeighbourNull,
-    PValueMethod,
-    leave_one_out_p_values,
-    meta_null_scores,
-    meta_scores,
-    per_neighbour_p_values,
-)
-from ragbound.stats.rates import bootstrap_interval
-from ragbound.stats.shift import (
-    KSResult,
-    MMDResult,
-    alpha_spending,
-    bonferroni_alpha,
-    ks_critical_value,
-    ks_two_sample,
-    median_bandwidth,
-    mmd_permutation_test,
-)
-from ragbound.stats.statistics import (
-    META,
-    STATISTICS,
-    UNIVARIATE,
-    avgknn,
-    combine_p_values,
-    energy,
-    entropy,
-    fisher,
-    knn,
-    mss,
-    simes,
-    univariate_scores,
-)
-from ragbound.stats.tripwire import (
-    RejectionRates,
-    TripwireFeatures,
-    condition_matrix,
-    merge_top_k,
-    rejection_rates,
-    rule_decisions,
-    tripwire_features,
-)
+from typing import TYPE_CHECKING, Any
+
+_SOURCES: dict[str, str] = {
+    "accuracy": "ragbound.stats.agreement",
+    "cohen_kappa": "ragbound.stats.agreement",
+    "confusion_matrix": "ragbound.stats.agreement",
+    "fleiss_kappa": "ragbound.stats.agreement",
+    "rating_counts": "ragbound.stats.agreement",
+    "GreedySelection": "ragbound.stats.diversity",
+    "as_similarity_matrix": "ragbound.stats.diversity",
+    "greedy_min_distance": "ragbound.stats.diversity",
+    "range_cutoff": "ragbound.stats.diversity",
+    "uniqueness_scores": "ragbound.stats.diversity",
+    "OperatingPoint": "ragbound.stats.metrics",
+    "auprc": "ragbound.stats.metrics",
+    "auroc": "ragbound.stats.metrics",
+    "balanced_runs": "ragbound.stats.metrics",
+    "rates_at_threshold": "ragbound.stats.metrics",
+    "threshold_at_fpr": "ragbound.stats.metrics",
+    "tpr_at_fpr": "ragbound.stats.metrics",
+    "wilson_interval": "ragbound.stats.metrics",
+    "EmpiricalNull": "ragbound.stats.null",
+    "NeighbourNull": "ragbound.stats.null",
+    "PValueMethod": "ragbound.stats.null",
+    "P_VALUE_METHODS": "ragbound.stats.null",
+    "leave_one_out_p_values": "ragbound.stats.null",
+    "meta_null_scores": "ragbound.stats.null",
+    "meta_scores": "ragbound.stats.null",
+    "per_neighbour_p_values": "ragbound.stats.null",
+    "bootstrap_interval": "ragbound.stats.rates",
+    "KSResult": "ragbound.stats.shift",
+    "MMDResult": "ragbound.stats.shift",
+    "bonferroni_alpha": "ragbound.stats.shift",
+    "ks_critical_value": "ragbound.stats.shift",
+    "ks_two_sample": "ragbound.stats.shift",
+    "median_bandwidth": "ragbound.stats.shift",
+    "mmd_permutation_test": "ragbound.stats.shift",
+    "alpha_spending": "ragbound.stats.spending",
+    "META": "ragbound.stats.statistics",
+    "STATISTICS": "ragbound.stats.statistics",
+    "UNIVARIATE": "ragbound.stats.statistics",
+    "avgknn": "ragbound.stats.statistics",
+    "combine_p_values": "ragbound.stats.statistics",
+    "energy": "ragbound.stats.statistics",
+    "entropy": "ragbound.stats.statistics",
+    "fisher": "ragbound.stats.statistics",
+    "knn": "ragbound.stats.statistics",
+    "mss": "ragbound.stats.statistics",
+    "simes": "ragbound.stats.statistics",
+    "univariate_scores": "ragbound.stats.statistics",
+    "RejectionRates": "ragbound.stats.tripwire",
+    "TripwireFeatures": "ragbound.stats.tripwire",
+    "condition_matrix": "ragbound.stats.tripwire",
+    "merge_top_k": "ragbound.stats.tripwire",
+    "rejection_rates": "ragbound.stats.tripwire",
+    "rule_decisions": "ragbound.stats.tripwire",
+    "tripwire_features": "ragbound.stats.tripwire",
+}
 
 __all__ = [
     "META",
@@ -131,3 +124,84 @@ __all__ = [
     "univariate_scores",
     "wilson_interval",
 ]
+
+if TYPE_CHECKING:
+    from ragbound.stats.agreement import (
+        accuracy,
+        cohen_kappa,
+        confusion_matrix,
+        fleiss_kappa,
+        rating_counts,
+    )
+    from ragbound.stats.diversity import (
+        GreedySelection,
+        as_similarity_matrix,
+        greedy_min_distance,
+        range_cutoff,
+        uniqueness_scores,
+    )
+    from ragbound.stats.metrics import (
+        OperatingPoint,
+        auprc,
+        auroc,
+        balanced_runs,
+        rates_at_threshold,
+        threshold_at_fpr,
+        tpr_at_fpr,
+        wilson_interval,
+    )
+    from ragbound.stats.null import (
+        P_VALUE_METHODS,
+        EmpiricalNull,
+        NeighbourNull,
+        PValueMethod,
+        leave_one_out_p_values,
+        meta_null_scores,
+        meta_scores,
+        per_neighbour_p_values,
+    )
+    from ragbound.stats.rates import bootstrap_interval
+    from ragbound.stats.shift import (
+        KSResult,
+        MMDResult,
+        bonferroni_alpha,
+        ks_critical_value,
+        ks_two_sample,
+        median_bandwidth,
+        mmd_permutation_test,
+    )
+    from ragbound.stats.spending import alpha_spending
+    from ragbound.stats.statistics import (
+        META,
+        STATISTICS,
+        UNIVARIATE,
+        avgknn,
+        combine_p_values,
+        energy,
+        entropy,
+        fisher,
+        knn,
+        mss,
+        simes,
+        univariate_scores,
+    )
+    from ragbound.stats.tripwire import (
+        RejectionRates,
+        TripwireFeatures,
+        condition_matrix,
+        merge_top_k,
+        rejection_rates,
+        rule_decisions,
+        tripwire_features,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its submodule on first use (PEP 562)."""
+    if name in _SOURCES:
+        import importlib
+
+        value = getattr(importlib.import_module(_SOURCES[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ragbound.stats' has no attribute {name!r}")

@@ -141,6 +141,7 @@ def _ks_attainable(h: int, n: int, m: int) -> tuple[int, int, int]:
     return int(values[best]), best, int(b[best])
 
 
+@lru_cache(maxsize=65_536)  # a monitor's changing alpha re-walks mostly the same grid points
 def _ks_grid_p_value(h: int, n: int, m: int, method: str) -> float:
     """scipy's two-sided p-value P(D >= h / lcm(n, m)) for samples of sizes n and m.
 
@@ -256,19 +257,3 @@ def bonferroni_alpha(alpha: float, n_tests: int) -> float:
     if isinstance(n_tests, bool) or n_tests < 1:
         raise ValueError(f"n_tests must be >= 1, got {n_tests}")
     return alpha / n_tests
-
-
-def alpha_spending(alpha: float, window_index: int) -> float:
-    """Level of window ``window_index`` (0, 1, 2, ...) in an endless stream of tests.
-
-    alpha * 6 / (pi^2 (i+1)^2): the levels sum to alpha over infinitely many windows, so by the
-    union bound the chance of any false alarm over the whole stream is at most alpha, without
-    knowing in advance how many windows there will be.
-
-    >>> round(alpha_spending(0.05, 0), 5)
-    0.0304
-    """
-    alpha = check_open_unit(alpha, "alpha")
-    if isinstance(window_index, bool) or window_index < 0:
-        raise ValueError(f"window_index must be >= 0, got {window_index}")
-    return alpha * 6.0 / (math.pi**2 * (window_index + 1) ** 2)
