@@ -117,3 +117,30 @@ def test_the_version_has_one_source() -> None:
     assert __version__ is source
     pyproject = (SRC.parent / "pyproject.toml").read_text(encoding="utf-8")
     assert 'version = {attr = "ragbound._version.__version__"}' in pyproject
+
+
+def _package_of(module: str, is_package: bool) -> str:
+    return module if is_package else module.rpartition(".")[0]
+
+
+def test_no_module_imports_a_private_name_from_another_package() -> None:
+    # private (underscored) names and modules are for their own package and its subpackages
+    offences = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(SRC).with_suffix("").parts
+        importer = _package_of(".".join(parts), False)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (
+                isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ragbound")
+            ):
+                continue
+            module = node.module or ""
+            private_parts = [p for p in module.split(".") if p.startswith("_") and p != "__init__"]
+            owner = module.rpartition(".")[0] if private_parts else module
+            for alias in node.names:
+                private = private_parts or (
+                    alias.name.startswith("_") and alias.name != "__version__"
+                )
+                if private and not (importer + ".").startswith(owner + "."):
+                    offences.append(f"{'.'.join(parts)}: from {module} import {alias.name}")
+    assert offences == []

@@ -128,11 +128,18 @@ def test_manifest_stores_the_config_and_old_flat_manifests_still_load(
     data = json.loads(manifest.read_text())
     assert data["detector"] == guard.config.model_dump(mode="json")
     assert guard.config == DetectorConfig(k=4, alpha=0.1)
-    flat = {key: value for key, value in data.items() if key != "detector"}
+    assert data["search"] == {
+        "backend": "exact",
+        "exact": True,
+        "similarity": guard.kb.describe().similarity,
+        "parameters": {"precision": "float32"},
+    }
+    flat = {key: value for key, value in data.items() if key not in ("detector", "search")}
     manifest.write_text(
         json.dumps({**flat, **data["detector"]})
     )  # the layout before DetectorConfig
-    assert Calibration.load(copy).manifest.detector == guard.config
+    old = Calibration.load(copy).manifest
+    assert old.detector == guard.config and old.search is None
 
 
 def test_calibrate_takes_a_config_and_field_overrides(guard: Guard):

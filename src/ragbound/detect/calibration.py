@@ -33,6 +33,7 @@ from ragbound.artifacts import (
 )
 from ragbound.detect.config import DETECTOR_PARAMS, DetectorConfig
 from ragbound.errors import ArtifactError, IncompatibleArtifactError
+from ragbound.stores import SearchInfo
 
 CALIBRATION_FORMAT = "ragbound.calibration/1"
 CALIBRATION_DIR = "calibration"
@@ -53,6 +54,9 @@ class CalibrationManifest(BaseModel):
     detector: DetectorConfig
     n_queries: int
     queries_source: str = ""
+    # how the calibration queries were searched (exact or approximate, with which parameters);
+    # None in calibrations made before it was recorded
+    search: SearchInfo | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -81,6 +85,7 @@ class Calibration:
         kb_fingerprint: str,
         config: DetectorConfig,
         queries_source: str = "",
+        search: SearchInfo | None = None,
     ) -> Calibration:
         sims = np.ascontiguousarray(similarities, dtype=np.float64)
         created = utc_now()
@@ -91,6 +96,7 @@ class Calibration:
             detector=config,
             n_queries=len(queries),
             queries_source=queries_source,
+            search=search,
         )
         return cls(manifest, list(queries), sims)
 

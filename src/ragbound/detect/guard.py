@@ -71,6 +71,7 @@ class Guard:
             kb_fingerprint=kb.fingerprint,
             config=config,
             queries_source=queries_source,
+            search=kb.describe(),
         )
         guard = cls(kb, calibration)
         _warn_if_powerless(len(queries), config.alpha)
