@@ -78,3 +78,50 @@ class EvaluationReport(BaseModel):
     alpha: float
     k: int
     kb_fingerprint: str
+
+
+class ShiftReport(BaseModel):
+    """One two-sample test of a batch of queries against the calibration queries.
+
+    ``statistic`` is the KS distance (sup |F_ref - F_test|, in [0, 1]) or the unbiased
+    squared MMD; ``p_value`` its p-value (KS: scipy's exact or asymptotic; MMD: permutation,
+    counting the observed value); ``reject`` = p_value <= alpha, i.e. a shift. For KS,
+    ``critical_value`` is the smallest statistic the decision rejects at (same distribution
+    as the p-value, so reject = statistic >= critical_value); the paper's large-sample
+    sqrt(-ln(alpha/2) (n+m) / (2nm)) is :func:`ragbound.stats.ks_critical_value`. None when
+    the batch is too small for any statistic to reach alpha.
+    """
+
+    test: str
+    score_statistic: str | None = Field(description="the per-query statistic KS compares")
+    statistic: float
+    p_value: float
+    alpha: float
+    reject: bool
+    critical_value: float | None = None
+    n_reference: int
+    n_test: int
+    method: str = Field(description="exact, asymp or permutation")
+    kb_fingerprint: str
+
+
+class WindowResult(BaseModel):
+    """One tested window. ``start``/``end`` are ISO 8601 UTC times of its first and last
+    query; ``alarm`` = p_value <= alpha, where alpha is this window's level after the
+    false-alarm correction."""
+
+    window: int = Field(description="0-based window counter over the whole stream")
+    start: str
+    end: str
+    first_line: int
+    last_line: int
+    n: int
+    statistic: float = Field(description="KS distance to the calibration queries, in [0, 1]")
+    p_value: float
+    alpha: float
+    alarm: bool
+    critical_value: float | None = Field(
+        description="the smallest KS distance the decision rejects at, at this window's alpha "
+        "(same distribution as the p-value); None when no distance can reach it"
+    )
+    score_statistic: str

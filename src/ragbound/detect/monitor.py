@@ -46,6 +46,7 @@ from ragbound.detect.guard import Guard
 from ragbound.detect.shift import reference_scores
 from ragbound.errors import ArtifactError, InputError, where
 from ragbound.progress import progress_bar
+from ragbound.results import WindowResult
 from ragbound.stats import ks_two_sample
 from ragbound.stats.spending import (
     SCHEMES,
@@ -97,28 +98,6 @@ class WindowSpec:
 
     def describe(self) -> str:
         return f"{self.size} queries" if self.size else f"{self.seconds:g} s"
-
-
-class WindowResult(BaseModel):
-    """One tested window. ``start``/``end`` are ISO 8601 UTC times of its first and last
-    query; ``alarm`` = p_value <= alpha, where alpha is this window's level after the
-    false-alarm correction."""
-
-    window: int = Field(description="0-based window counter over the whole stream")
-    start: str
-    end: str
-    first_line: int
-    last_line: int
-    n: int
-    statistic: float = Field(description="KS distance to the calibration queries, in [0, 1]")
-    p_value: float
-    alpha: float
-    alarm: bool
-    critical_value: float | None = Field(
-        description="the smallest KS distance the decision rejects at, at this window's alpha "
-        "(same distribution as the p-value); None when no distance can reach it"
-    )
-    score_statistic: str
 
 
 class MonitorState(BaseModel):

@@ -13,42 +13,17 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
 
 from ragbound.detect.config import DEFAULTS, Alpha, NonNegativeInt, PositiveInt, check_option
 from ragbound.detect.guard import Guard, search_in_batches
 from ragbound.errors import InputError
+from ragbound.results import ShiftReport
 from ragbound.stats import ks_two_sample, mmd_permutation_test
 
 ShiftTest = Literal["ks", "mmd"]
 SHIFT_TESTS: tuple[str, ...] = ("ks", "mmd")
 # Below this many reference queries the KS p-value is too coarse to mean anything.
 MIN_REFERENCE = 20
-
-
-class ShiftReport(BaseModel):
-    """One two-sample test of a batch of queries against the calibration queries.
-
-    ``statistic`` is the KS distance (sup |F_ref - F_test|, in [0, 1]) or the unbiased
-    squared MMD; ``p_value`` its p-value (KS: scipy's exact or asymptotic; MMD: permutation,
-    counting the observed value); ``reject`` = p_value <= alpha, i.e. a shift. For KS,
-    ``critical_value`` is the smallest statistic the decision rejects at (same distribution
-    as the p-value, so reject = statistic >= critical_value); the paper's large-sample
-    sqrt(-ln(alpha/2) (n+m) / (2nm)) is :func:`ragbound.stats.ks_critical_value`. None when
-    the batch is too small for any statistic to reach alpha.
-    """
-
-    test: str
-    score_statistic: str | None = Field(description="the per-query statistic KS compares")
-    statistic: float
-    p_value: float
-    alpha: float
-    reject: bool
-    critical_value: float | None = None
-    n_reference: int
-    n_test: int
-    method: str = Field(description="exact, asymp or permutation")
-    kb_fingerprint: str
 
 
 def reference_scores(guard: Guard, statistic: str | None = None) -> np.ndarray:

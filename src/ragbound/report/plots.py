@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from ragbound.detect.monitor import WindowResult
+    from ragbound.results import WindowResult
 
 DPI = 110
 

@@ -23,10 +23,8 @@ from typing import Any, Protocol
 from ragbound.artifacts import iter_jsonl, read_json, write_json
 from ragbound.bench.results import BenchResults, current_results
 from ragbound.bench.rundir import RunDir
-from ragbound.detect.monitor import WindowResult
-from ragbound.detect.shift import ShiftReport
 from ragbound.errors import InputError
-from ragbound.results import EvaluationReport
+from ragbound.results import EvaluationReport, ShiftReport, WindowResult
 from ragbound.tripwires.tune import TuningResult
 
 EVALUATION = "evaluation.json"
