@@ -33,6 +33,7 @@ from rich.table import Table
 
 from benchmarks import baselines, datasets, llm_speed, monitor_schemes, shift, synthetic, tripwires
 from benchmarks.doc import machine_description, markdown_table, write_section
+from benchmarks.energy_tau import energy_tau_markdown, energy_tau_part
 from ragbound.detect import Guard
 from ragbound.detect.evaluate import evaluate, split_queries, statistic_scores
 from ragbound.knowledge import KnowledgeBase
@@ -53,26 +54,32 @@ def main() -> None:
     calibration, ik_test = split_queries(datasets.pubmedqa_questions(), 0.5, seed=0)
     ook = {"MMLU-Med": datasets.mmlu_med_questions(), "TruthfulQA": datasets.truthfulqa_questions()}
     if sys.argv[1:] == ["shift"]:
-        results = json.loads((OUT / "results.json").read_text())
+        results = saved_results()
         kb = KnowledgeBase.build([corpus], embedder="minilm")
         results["shift"] = shift_part(Guard.calibrate(kb, calibration, k=32), ook, ik_test)
         save(results, ["shift"])
         return
+    if sys.argv[1:] == ["energy-tau"]:
+        results = saved_results()
+        kb = KnowledgeBase.build([corpus], embedder="minilm")
+        results["energy_tau"] = energy_tau_part(kb, calibration, ik_test, ook)
+        save(results, ["energy-tau"])
+        return
     if sys.argv[1:] == ["tripwires"]:
-        results = json.loads((OUT / "results.json").read_text())
+        results = saved_results()
         kb = KnowledgeBase.build([corpus], embedder="minilm")
         results["tripwires"] = tripwire_part(kb)
         save(results, ["tripwires"])
         return
     if sys.argv[1:] == ["llm-speed"]:
-        results = json.loads((OUT / "results.json").read_text())
+        results = saved_results()
         kb = KnowledgeBase.build([corpus], embedder="minilm")
         kb.save(OUT / "kb-minilm", overwrite=True)
         results.setdefault("synthetic", {})["speed"] = llm_speed.generation_speed(kb)
         save(results, ["llm-speed"])
         return
     if sys.argv[1:] == ["warm-synth"]:  # a cold cache first generates 300 queries (~1 h)
-        results = json.loads((OUT / "results.json").read_text())
+        results = saved_results()
         kb = KnowledgeBase.build([corpus], embedder="minilm")
         kb.save(OUT / "kb-minilm", overwrite=True)
         warm_s = llm_speed.warm_synth_seconds(kb.path)
@@ -80,7 +87,7 @@ def main() -> None:
         save(results, ["warm-synth"])
         return
     if sys.argv[1:] == ["synthetic"]:
-        results = json.loads((OUT / "results.json").read_text())
+        results = saved_results()
         kb = KnowledgeBase.build([corpus], embedder="minilm")
         kb.save(OUT / "kb-minilm", overwrite=True)
         results["synthetic"] = synthetic_part(kb, calibration, ik_test, ook)
@@ -103,6 +110,7 @@ def main() -> None:
         print_quality(embedder, entry["quality"])
         if embedder == "minilm":
             results["shift"] = shift_part(guard, ook, ik_test)
+            results["energy_tau"] = energy_tau_part(kb, calibration, ik_test, ook)
         if embedder == "minilm":
             results["tripwires"] = tripwire_part(kb)
         if embedder == "minilm" and os.environ.get("BENCH_SYNTH", "1") != "0":
@@ -297,6 +305,12 @@ def tripwire_markdown(results: dict) -> list[str]:
     for title, header, rows in tripwire_tables(part):
         lines += [f"*{title}*", "", *markdown_table(header, rows), ""]
     return lines
+
+
+def saved_results() -> dict:
+    """bench_out/results.json of an earlier run (empty when none): partial reruns add to it."""
+    path = OUT / "results.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def save(results: dict, parts: Iterable[str] = ()) -> None:
@@ -656,6 +670,10 @@ def speed_markdown(results: dict) -> list[str]:
 SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "quality": ("Out-of-knowledge detection (paper Table 1b set-up)", quality_markdown),
     "speed": ("Speed and memory", speed_markdown),
+    "energy-tau": (
+        "Energy's temperature: the paper's tau = 1 and the embedder's",
+        energy_tau_markdown,
+    ),
     "shift": ("Offline shift test (paper Figure 5) and monitor speed", shift_markdown),
     "tripwires": ("Tripwires (RAR)", tripwire_markdown),
     "synthetic": ("Synthetic vs real calibration and the baselines", synthetic_markdown),
