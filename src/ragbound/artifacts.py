@@ -97,6 +97,8 @@ def iter_jsonl(path: Path, what: str) -> Iterator[dict[str, Any]]:
                     yield _parse_line(line, path, number, what)
     except FileNotFoundError as exc:
         raise ArtifactError(f"{what} not found: {path}") from exc
+    except UnicodeDecodeError as exc:
+        raise ArtifactError(f"{what} {path} is corrupt: not UTF-8 ({exc.reason})") from exc
 
 
 def _parse_line(line: str, path: Path, number: int, what: str) -> dict[str, Any]:
@@ -129,3 +131,47 @@ def sha256_text(*parts: str) -> str:
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+# (resolved path, size, mtime in ns) -> hex SHA-256, so a large file is hashed once per change
+_digests: dict[tuple[str, int, int], str] = {}
+_CHUNK = 1 << 20
+
+
+def file_sha256(path: Path) -> str:
+    """Hex SHA-256 of a file's bytes.
+
+    Cached by (path, size, modification time): a file is read in full once, and again only
+    when it changes. A change that keeps size and mtime (same nanosecond) is not seen again
+    within one process; every new process checks in full.
+    """
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    cached = _digests.get(key)
+    if cached is not None:
+        return cached
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(_CHUNK):
+            digest.update(block)
+    _digests[key] = digest.hexdigest()
+    return _digests[key]
+
+
+def check_sha256(path: Path, expected: str | None, what: str) -> None:
+    """ArtifactError naming ``path`` if its SHA-256 is not ``expected`` (None: not recorded).
+
+    A mismatch means the file changed after the manifest committed it (damage, or an edit):
+    its numbers must not be used.
+    """
+    if expected is None:
+        return
+    try:
+        actual = file_sha256(path)
+    except FileNotFoundError as exc:
+        raise ArtifactError(f"{what} not found: {path}") from exc
+    if actual != expected:
+        raise ArtifactError(
+            f"{what} {path} is damaged: its SHA-256 is {actual[:12]}..., the manifest that "
+            f"committed it says {expected[:12]}...; restore it or rebuild"
+        )
