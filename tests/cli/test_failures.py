@@ -94,3 +94,19 @@ def test_a_command_exit_code_passes_through(monkeypatch, capsys):
     monkeypatch.setattr(ragbound.cli, "app", _app_raising(typer.Exit(3)))
     code, _, err = run(monkeypatch, capsys, "fail")
     assert code == 3 and err == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "message", "usage"),
+    [
+        (["calibrate"], "Missing argument", "usage: ragbound calibrate [OPTIONS]"),
+        (["check", "kb", "--k", "2"], "No such option: --k", "usage: ragbound check [OPTIONS]"),
+        (["nosuch"], "No such command 'nosuch'", "usage: ragbound [OPTIONS] COMMAND"),
+        (["tripwire", "add"], "Missing argument", "usage: ragbound tripwire add [OPTIONS]"),
+    ],
+)
+def test_a_usage_error_is_one_line_with_the_usage(monkeypatch, capsys, argv, message, usage):
+    code, out, err = run(monkeypatch, capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert message in err and usage in err and "--help')" in err

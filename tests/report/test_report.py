@@ -89,6 +89,18 @@ def test_the_report_is_self_contained(run_dir: Path, tmp_path: Path) -> None:
     assert page.count("data:image/png;base64,") == 7 + 1 + 1 + 1  # histograms, ROC, rates, monitor
 
 
+def test_text_from_the_run_folder_is_escaped(run_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    shift = json.loads((copy / "shift.json").read_text())
+    (copy / "shift.json").write_text(json.dumps({**shift, "test": "<b>ks</b>"}))
+    rejection = json.loads((copy / "rejection.json").read_text())
+    (copy / "rejection.json").write_text(json.dumps({**rejection, "trials": "<i>20</i>"}))
+    page = write_report(load_run(copy), tmp_path / "report.html").read_text()
+    assert "<b>" not in page and "<i>20" not in page
+    assert "&lt;B&gt;KS&lt;/B&gt;" in page and "&lt;i&gt;20&lt;/i&gt;" in page
+
+
 @pytest.mark.skipif(
     CHROMIUM is None or importlib.util.find_spec("playwright") is None,
     reason="needs Debian's chromium (apt install chromium) and the playwright package",

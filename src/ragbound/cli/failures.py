@@ -45,11 +45,12 @@ def one_line(message: str) -> str:
 
 
 def _usage(exc: TyperException) -> str:
-    """Click's own message, and where to read the command's help."""
+    """Click's own message, the command's usage line, and where to read its help."""
     message = exc.format_message()
     ctx = getattr(exc, "ctx", None)
     if ctx is not None:
-        message += f" (see '{ctx.command_path} --help')"
+        usage = " ".join(ctx.get_usage().split()).removeprefix("Usage: ")
+        message += f"; usage: {usage} (see '{ctx.command_path} --help')"
     return message
 
 

@@ -115,7 +115,7 @@ def _shift(run: RunData) -> str:
     critical = "" if report.critical_value is None else f"{report.critical_value:.4f}"
     verdict = "<span class='alarm'>shift</span>" if report.reject else "no shift"
     row = [
-        report.test.upper(),
+        escape(report.test.upper()),
         f"{report.statistic:.4f}",
         critical,
         f"{report.p_value:.4g}",
@@ -143,8 +143,8 @@ def _rejection(experiment: dict[str, Any], pictures: dict[str, bytes]) -> str:
         )
     return (
         "<h2>Rejection rate against the in-knowledge ratio</h2>"
-        f"<p>{experiment['trials']} trials per ratio; batches of {experiment['size']}; "
-        f"alpha = {experiment['alpha']}.</p>"
+        f"<p>{escape(str(experiment['trials']))} trials per ratio; batches of "
+        f"{escape(str(experiment['size']))}; alpha = {escape(str(experiment['alpha']))}.</p>"
         + table(header, rows, "rejection")
         + figure(pictures, "rejection-rates", "rejection rate per in-knowledge ratio")
     )
