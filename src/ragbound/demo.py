@@ -319,7 +319,8 @@ def run(out: Path = DEFAULT_OUT, *, llm: bool = False, console: Console | None =
     abstention(demo, llm)
     path = report(demo)
     console.print(f"\ndemo done in {time.perf_counter() - started:.0f} s. Ask your own questions:")
-    console.print(f'  ragbound check {escape(str(out / "kb"))} \\\n    "{ORDINARY}"')
+    # paths on lines of their own: a long --out folder must not push other text past 80
+    console.print(f'  ragbound check \\\n    {escape(str(out / "kb"))} \\\n    "{ORDINARY}"')
     return path
 
 
@@ -329,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--llm", action="store_true", help="also run the local-LLM part")
     args = parser.parse_args(argv)
     console = make_console()
-    console.print(f"ragbound demo: results in {escape(str(args.out.resolve()))}")
+    console.print(f"ragbound demo: results in\n  {escape(str(args.out.resolve()))}")
     try:
         run(args.out, llm=args.llm, console=console)
     except InputError as exc:
