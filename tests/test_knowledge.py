@@ -413,3 +413,26 @@ def test_a_second_writer_is_refused_after_the_timeout(
     ):
         kb.save()
     assert len(KnowledgeBase.load(target)) == 5
+
+
+def test_a_reader_overtaken_by_an_overwrite_reads_again(
+    corpus_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The overwrite commits and removes the old files right after the reader read the old
+    manifest (the window a real reader hits only by luck): the reader reads again."""
+    import ragbound.knowledge as knowledge
+
+    target = bm25_kb(corpus_dir, tmp_path / "kb")
+    bees = KnowledgeBase.build([corpus_dir / "bees"], embedder="bm25")
+    read_manifest = knowledge.read_manifest
+    calls: list[int] = []
+
+    def overtaken(*args, **kwargs):
+        manifest = read_manifest(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == 1:
+            bees.save(target, overwrite=True)  # another writer, between read and open
+        return manifest
+
+    monkeypatch.setattr(knowledge, "read_manifest", overtaken)
+    assert len(KnowledgeBase.load(target)) == 5  # the new one, read again after the commit
