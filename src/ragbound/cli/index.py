@@ -131,11 +131,15 @@ def _warn_if_calibration_stale(kb: KnowledgeBase) -> None:
     """Say so when the knowledge base's calibration was made against another fingerprint."""
     from ragbound.artifacts import read_json
     from ragbound.detect.calibration import CALIBRATION_DIR, Calibration
+    from ragbound.errors import ArtifactError
 
     if kb.path is None or not Calibration.exists(kb.path):
         return
     path = kb.path / CALIBRATION_DIR / "manifest.json"
-    made_for = read_json(path, "calibration manifest").get("kb_fingerprint")
+    try:  # the add is committed: an unreadable calibration is only stale too, not an error
+        made_for = read_json(path, "calibration manifest").get("kb_fingerprint")
+    except (ArtifactError, AttributeError):
+        made_for = "unknown"
     if made_for != kb.fingerprint:
         _tell(
             f"warning: the calibration in {path.parent} was made against knowledge base "
