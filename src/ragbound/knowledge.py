@@ -2,28 +2,36 @@
 
 Layout of a knowledge-base directory::
 
-    manifest.json                 what made it; the commit point of every save
-    segments/000001.chunks.jsonl  one chunk per line (id, text, doc_id, source, ...)
-    segments/000001.vectors.npy   float32 (n_chunks_in_segment, dim); absent for BM25
+    manifest.json                            what made it, and the SHA-256 of every file
+                                             below; replacing it is the commit of every write
+    segments/000001-3f9a1c2b.chunks.jsonl    one chunk per line (id, text, doc_id, source, ...)
+    segments/000001-3f9a1c2b.vectors.npy     float32 (n_chunks_in_segment, dim); absent for BM25
 
-Adding documents writes a new segment and then replaces ``manifest.json`` atomically, so the
-vectors already on disk are never re-embedded or rewritten, and a crash at any point leaves
-the previous manifest (and so the previous knowledge base) intact.
+Writers take the knowledge base's lock (:func:`ragbound.locking.writer_lock`, shared with
+the calibration and the tripwires stored in the same folder) and write new segment files
+under names no committed manifest uses (``<seq>-<random>``); one atomic replace of
+``manifest.json`` commits them. So a crash at any step leaves the previous knowledge base
+whole, and the files it left (referenced by no manifest) are removed by the next write.
+Readers take no lock and read the last committed manifest. Segments are append-only: adding
+documents embeds and writes only the new chunks.
 """
 
 from __future__ import annotations
 
+import secrets
 import shutil
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from ragbound._version import __version__
 from ragbound.artifacts import (
+    check_sha256,
+    file_sha256,
     iter_jsonl,
     read_manifest,
     read_npy,
@@ -45,6 +53,8 @@ from ragbound.embedders import EmbedderInfo, canonical_spec, is_lexical, load_de
 from ragbound.embedders.base import Similarity
 from ragbound.embedders.sentence import SentenceTransformerEmbedder, release_freed_memory
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
+from ragbound.faults import crash_point
+from ragbound.locking import writer_lock
 from ragbound.progress import progress_bar
 from ragbound.stores import (
     BM25Store,
@@ -59,6 +69,11 @@ from ragbound.stores import (
 KB_FORMAT = "ragbound.kb/1"
 MANIFEST = "manifest.json"
 SEGMENTS = "segments"
+CHUNKS_SUFFIX = ".chunks.jsonl"
+VECTORS_SUFFIX = ".vectors.npy"
+# what the lock is called in messages; the calibration and the tripwires take the same lock
+LOCK_WHAT = "knowledge base"
+_LOAD_ATTEMPTS = 3  # a reader reads again when a writer replaced the knowledge base meanwhile
 # Chunks are embedded in outer batches so the progress bar moves and memory stays flat.
 _OUTER_BATCH = 512
 _MAX_TOKENS = 256  # MiniLM's max_seq_length; longer models are capped the same for the budget
@@ -73,6 +88,19 @@ class Segment(BaseModel):
     n_documents: int
     sources: list[str]
     created_at: str
+    # SHA-256 of the segment's files as committed; None in manifests written before
+    # checksums were recorded (their files are then checked by counts and shapes only)
+    chunks_sha256: str | None = None
+    vectors_sha256: str | None = None
+
+
+@dataclass
+class _NewSegment:
+    """A segment to be written: its chunks and (dense) vectors."""
+
+    segment: Segment
+    chunks: list[Chunk]
+    vectors: np.ndarray | None
 
 
 class KBManifest(BaseModel):
@@ -139,7 +167,9 @@ class KnowledgeBase:
         self.chunks = chunks
         self.path = path
         self._embedder = embedder
-        self._segment_vectors: dict[str, np.ndarray] = {}
+        # segments added since the last load or save, and the committed segments they follow
+        self._unsaved: list[_NewSegment] = []
+        self._base_names: list[str] = []
         # The knowledge base owns its vectors (it writes them to disk); the store is an index
         # over them, built on first search and rebuilt after an add.
         self._vectors = None if vectors is None else np.ascontiguousarray(vectors, np.float32)
@@ -260,97 +290,228 @@ class KnowledgeBase:
         vectors = None
         if self.manifest.embedder.kind == "dense":
             vectors = _embed_chunks(self.embedder, chunks, batch_size, progress)
-        name = f"{len(self.manifest.segments) + 1:06d}"
         segment = Segment(
-            name=name,
+            # provisional: save() gives every new segment a name no committed manifest uses
+            name=f"unsaved-{len(self.manifest.segments) + 1}",
             n_chunks=len(chunks),
             n_documents=len(documents),
             sources=list(sources),
             created_at=utc_now(),
         )
-        all_chunks = self.chunks + chunks
-        self.manifest = self.manifest.model_copy(
+        self._unsaved.append(_NewSegment(segment, chunks, vectors))
+        self._set_contents(
+            self.manifest.model_copy(update={"updated_at": segment.created_at}),
+            [*self.manifest.segments, segment],
+            self.chunks + chunks,
+            vectors if self._vectors is None else _concat(self._vectors, vectors),
+        )
+
+    def _set_contents(
+        self,
+        manifest: KBManifest,
+        segments: list[Segment],
+        chunks: list[Chunk],
+        vectors: np.ndarray | None,
+    ) -> None:
+        """Hold these segments, chunks and vectors, with the manifest's totals to match."""
+        self.manifest = manifest.model_copy(
             update={
-                "segments": [*self.manifest.segments, segment],
-                "n_chunks": len(all_chunks),
-                "n_documents": sum(s.n_documents for s in self.manifest.segments) + len(documents),
-                "corpus_hash": corpus_hash(all_chunks),
-                "updated_at": segment.created_at,
+                "segments": segments,
+                "n_chunks": len(chunks),
+                "n_documents": sum(s.n_documents for s in segments),
+                "corpus_hash": corpus_hash(chunks),
             }
         )
-        self.chunks = all_chunks
-        if vectors is not None:
-            self._segment_vectors[name] = vectors
-            old = self._vectors
-            self._vectors = vectors if old is None else np.concatenate([old, vectors])
+        self.chunks = chunks
+        self._vectors = vectors
         self._store = None  # rebuilt over every chunk on the next search
 
     # ------------------------------------------------------------- persistence
-    def save(self, path: str | Path | None = None, *, overwrite: bool = False) -> Path:
-        """Write new segments, then atomically replace the manifest. Returns the directory.
+    def save(
+        self,
+        path: str | Path | None = None,
+        *,
+        overwrite: bool = False,
+        delete_other_files: bool = False,
+        on_wait: Callable[[str], None] | None = None,
+        notify: Callable[[str], None] | None = None,
+    ) -> Path:
+        """Commit to ``path`` (default: where it was loaded from); returns the directory.
 
-        Saving into the directory the knowledge base was loaded from appends new segments.
-        Saving elsewhere needs an empty or new folder, or ``overwrite=True`` to replace a
-        knowledge base there: the new one is written beside it and swapped in, so the old
-        one survives a crash.
+        One writer at a time: the knowledge base's lock is held while saving (``on_wait`` is
+        told once if another writer holds it; after ``$RAGBOUND_LOCK_TIMEOUT`` seconds it is
+        an ArtifactError). New files get names no committed manifest uses and one atomic
+        replace of ``manifest.json`` commits them, so a crash at any point leaves either the
+        previous knowledge base or the new one; files of crashed writes are removed by the next.
+
+        Saving into the directory it was loaded from appends the new segments to what is
+        committed there *now*: documents another writer added meanwhile are kept (and a
+        document id both added is an InputError, saving nothing). Saving elsewhere needs a
+        new or empty folder, or ``overwrite=True`` to replace the knowledge base there in
+        place; that also removes the old knowledge's calibration and tripwires (told to
+        ``notify``) and refuses when the folder holds files ragbound did not write, unless
+        ``delete_other_files``.
         """
         target = Path(path) if path is not None else self.path
         if target is None:
             raise InputError("no directory given to save the knowledge base to")
-        if overwrite and target != self.path and (target / MANIFEST).exists():
-            return self._save_swapping(target)
-        _check_save_target(target, is_own=target == self.path)
+        with writer_lock(target, what=LOCK_WHAT, on_wait=on_wait):
+            committed = _read_committed(target)
+            if self.path is not None and _same_dir(target, self.path) and committed is not None:
+                self._commit_append(target, committed)
+            else:
+                self._commit_new(target, overwrite, delete_other_files, notify or _silent)
+        self.path = target
+        return target
+
+    def _commit_append(self, target: Path, committed: KBManifest) -> None:
+        """Append the unsaved segments to the committed manifest (``kb.add:*`` steps)."""
+        if [s.name for s in committed.segments] != self._base_names:
+            self._rebase(KnowledgeBase.load(target))  # another writer committed meanwhile
+        if not self._unsaved:
+            return
         seg_dir = target / SEGMENTS
+        _remove_unreferenced(seg_dir, committed.segments)  # what crashed writes left
+        taken = {s.name for s in committed.segments}
+        written = [
+            self._write_segment(seg_dir, new, len(taken) + i, taken, "add")
+            for i, new in enumerate(self._unsaved, start=1)
+        ]
+        self._commit(target, [*committed.segments, *written], "add")
+
+    def _commit_new(
+        self,
+        target: Path,
+        overwrite: bool,
+        delete_other_files: bool,
+        notify: Callable[[str], None],
+    ) -> None:
+        """Write every segment into ``target`` and commit (``kb.index:*`` / ``kb.overwrite:*``).
+
+        Replacing happens in place: the old manifest stays the commit until the new one
+        replaces it, so the target is never empty; the old files go after the commit.
+        """
+        others = check_index_target(
+            target, overwrite=overwrite, delete_other_files=delete_other_files
+        )
+        replacing = (target / MANIFEST).exists()
+        step = "overwrite" if replacing else "index"
+        old = _readable_segments(target) if replacing else []
+        seg_dir = target / SEGMENTS
+        _remove_unreferenced(seg_dir, old)  # what crashed writes left
+        taken = {s.name for s in old}
         offsets = _segment_offsets(self.manifest.segments)
-        for segment in self.manifest.segments:
-            chunk_file = seg_dir / f"{segment.name}.chunks.jsonl"
-            if chunk_file.exists() and target == self.path:
-                continue  # segments are append-only: what is on disk is already right
+        written = []
+        for seq, segment in enumerate(self.manifest.segments, start=1):
             start, stop = offsets[segment.name]
-            self._write_segment(seg_dir, segment.name, self.chunks[start:stop], start, stop)
-        write_json(target / MANIFEST, self.manifest.model_dump(mode="json"))
-        _remove_unreferenced(seg_dir, self.manifest.segments)
-        self.path = target
-        return target
+            vectors = None if self._vectors is None else self._vectors[start:stop]
+            new = _NewSegment(segment, self.chunks[start:stop], vectors)
+            written.append(self._write_segment(seg_dir, new, seq, taken, step))
+        self._commit(target, written, step)
+        if replacing:
+            crash_point("kb.overwrite:old-segments-removed")
+            _remove_old_knowledge(target, notify)
+        _remove_other_files(target, others, notify)
 
-    def _save_swapping(self, target: Path) -> Path:
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-        self.save(staging)
-        trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-        target.rename(trash / "kb")
-        staging.rename(target)
-        shutil.rmtree(trash, ignore_errors=True)
-        self.path = target
-        return target
-
-    def _write_segment(self, seg_dir: Path, name: str, chunks: list[Chunk], start: int, stop: int):
+    def _write_segment(
+        self, seg_dir: Path, new: _NewSegment, seq: int, taken: set[str], step: str
+    ) -> Segment:
+        """Write one segment's files under a fresh name; return it with their checksums."""
+        name = _fresh_name(seg_dir, seq, taken)
+        taken.add(name)
+        chunk_file = seg_dir / f"{name}{CHUNKS_SUFFIX}"
+        write_jsonl(chunk_file, (c.model_dump(mode="json") for c in new.chunks))
+        crash_point(f"kb.{step}:chunks-written")
+        update: dict[str, Any] = {"name": name, "chunks_sha256": file_sha256(chunk_file)}
         if self.manifest.embedder.kind == "dense":
-            vectors = self._segment_vectors.get(name)
-            if vectors is None:
-                vectors = self.vectors[start:stop]
-            write_npy(seg_dir / f"{name}.vectors.npy", vectors)
-        write_jsonl(seg_dir / f"{name}.chunks.jsonl", (c.model_dump(mode="json") for c in chunks))
+            if new.vectors is None:
+                raise ArtifactError(
+                    f"segment {new.segment.name} of a dense knowledge base has no vectors"
+                )
+            vector_file = seg_dir / f"{name}{VECTORS_SUFFIX}"
+            write_npy(vector_file, np.ascontiguousarray(new.vectors, np.float32))
+            update["vectors_sha256"] = file_sha256(vector_file)
+        return new.segment.model_copy(update=update)
+
+    def _commit(self, target: Path, segments: list[Segment], step: str) -> None:
+        """Replace the manifest (the commit), then remove files it does not reference."""
+        manifest = self.manifest.model_copy(update={"segments": segments})
+        crash_point(f"kb.{step}:segment-written")
+        write_json(target / MANIFEST, manifest.model_dump(mode="json"))
+        crash_point(f"kb.{step}:committed")
+        _remove_unreferenced(target / SEGMENTS, segments)
+        self.manifest = manifest
+        self._base_names = [s.name for s in segments]
+        self._unsaved = []
+
+    def _rebase(self, current: KnowledgeBase) -> None:
+        """Put the unsaved segments on top of ``current``, the state committed now."""
+        mine, theirs = self.manifest, current.manifest
+        if _build_settings(mine) != _build_settings(theirs):
+            raise ArtifactError(
+                f"the knowledge base {current.path} was replaced (another embedder, chunking or "
+                "fields) while these documents were being added; nothing was saved: add them again"
+            )
+        new_chunks = [chunk for new in self._unsaved for chunk in new.chunks]
+        clashes = sorted({c.doc_id for c in new_chunks} & {c.doc_id for c in current.chunks})
+        if clashes:
+            shown = ", ".join(repr(c) for c in clashes[:5])
+            raise InputError(
+                f"{len(clashes)} document id(s) were added to {current.path} by another writer "
+                f"meanwhile: {shown}; nothing was saved"
+            )
+        vectors = current._vectors
+        for new in self._unsaved:
+            vectors = new.vectors if vectors is None else _concat(vectors, new.vectors)
+        self._set_contents(
+            theirs.model_copy(update={"updated_at": mine.updated_at}),
+            [*theirs.segments, *(new.segment for new in self._unsaved)],
+            current.chunks + new_chunks,
+            vectors,
+        )
+        self._base_names = [s.name for s in theirs.segments]
 
     @classmethod
     def load(cls, path: str | Path) -> KnowledgeBase:
-        """Open a saved knowledge base, checking its manifest against the files on disk."""
+        """Open a saved knowledge base, checking its files against its manifest.
+
+        Takes no lock: it reads the last committed manifest. Each file's SHA-256 is checked
+        when the manifest records it (manifests written before checksums were recorded are
+        checked by counts, shapes and the corpus hash only). Should a writer replace the
+        knowledge base while it reads, it reads again.
+        """
         root = Path(path)
         if not root.is_dir():
             raise InputError(f"knowledge base {root} does not exist (build it with ragbound index)")
+        for attempt in range(_LOAD_ATTEMPTS):
+            stamp = _manifest_stamp(root)
+            try:
+                return cls._load_committed(root)
+            except ArtifactError:
+                if attempt + 1 == _LOAD_ATTEMPTS or _manifest_stamp(root) == stamp:
+                    raise  # damage, not a commit that happened while reading
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def _load_committed(cls, root: Path) -> KnowledgeBase:
         manifest = read_manifest(root / MANIFEST, KBManifest, KB_FORMAT, "knowledge-base manifest")
         chunks: list[Chunk] = []
         for segment in manifest.segments:
-            seg_chunks = _read_chunks(root / SEGMENTS / f"{segment.name}.chunks.jsonl")
+            chunk_file = root / SEGMENTS / f"{segment.name}{CHUNKS_SUFFIX}"
+            check_sha256(chunk_file, segment.chunks_sha256, "chunk file")
+            seg_chunks = _read_chunks(chunk_file)
             if len(seg_chunks) != segment.n_chunks:
                 raise ArtifactError(
-                    f"{root}: segment {segment.name} holds {len(seg_chunks)} chunks, "
+                    f"chunk file {chunk_file} holds {len(seg_chunks)} chunks, "
                     f"the manifest says {segment.n_chunks}"
                 )
             chunks.extend(seg_chunks)
         if corpus_hash(chunks) != manifest.corpus_hash:
             raise ArtifactError(f"{root}: chunk files do not match the manifest's corpus hash")
         vectors = _read_all_vectors(root, manifest) if manifest.embedder.kind == "dense" else None
-        return cls(manifest, chunks, vectors, path=root)
+        kb = cls(manifest, chunks, vectors, path=root)
+        kb._base_names = [s.name for s in manifest.segments]
+        return kb
 
     # ----------------------------------------------------------------- search
     @property
@@ -474,27 +635,164 @@ def _segment_offsets(segments: list[Segment]) -> dict[str, tuple[int, int]]:
     return offsets
 
 
-def _check_save_target(target: Path, *, is_own: bool) -> None:
+def _concat(old: np.ndarray, new: np.ndarray | None) -> np.ndarray:
+    if new is None:
+        raise ArtifactError("a dense knowledge base got a segment without vectors")
+    return np.concatenate([old, new])
+
+
+def _build_settings(manifest: KBManifest) -> tuple[str, str, str, str | None]:
+    """What new chunks must share with a knowledge base to be appended to it."""
+    return (
+        manifest.embedder.identity(),
+        manifest.chunking.model_dump_json(),
+        manifest.text_field,
+        manifest.id_field,
+    )
+
+
+def _silent(message: str) -> None:
+    """The default ``notify``: the Python API stays quiet."""
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    return a.absolute() == b.absolute() or (a.exists() and b.exists() and a.samefile(b))
+
+
+def _manifest_stamp(root: Path) -> tuple[int, int] | None:
+    """Identity of the committed manifest file: every commit replaces it by a new inode."""
+    try:
+        stat = (root / MANIFEST).stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
+
+
+def _read_committed(target: Path) -> KBManifest | None:
+    path = target / MANIFEST
+    if not path.exists():
+        return None
+    return read_manifest(path, KBManifest, KB_FORMAT, "knowledge-base manifest")
+
+
+def _readable_segments(target: Path) -> list[Segment]:
+    """The committed segments of a knowledge base being replaced (none if its manifest is bad)."""
+    try:
+        committed = _read_committed(target)
+    except ArtifactError:
+        return []
+    return [] if committed is None else committed.segments
+
+
+def _fresh_name(seg_dir: Path, seq: int, taken: set[str]) -> str:
+    """``<seq>-<random>``: a name no manifest uses and no file on disk has."""
+    while True:
+        name = f"{seq:06d}-{secrets.token_hex(4)}"
+        if name not in taken and not any(seg_dir.glob(f"{name}.*")):
+            return name
+
+
+def _is_temporary(name: str) -> bool:
+    """An atomic write's temporary file (``.<name>.<random>.tmp``) that a crash left."""
+    return name.startswith(".") and name.endswith(".tmp")
+
+
+def _written_by_ragbound() -> frozenset[str]:
+    """Names ragbound writes at the top of a knowledge-base folder."""
+    from ragbound.detect.calibration import CALIBRATION_DIR
+    from ragbound.tripwires.store import TRIPWIRE_DIR, TRIPWIRE_MANIFEST
+
+    return frozenset({MANIFEST, SEGMENTS, CALIBRATION_DIR, TRIPWIRE_MANIFEST, TRIPWIRE_DIR})
+
+
+def check_index_target(
+    target: Path, *, overwrite: bool = False, delete_other_files: bool = False
+) -> list[Path]:
+    """Refuse a folder ``index`` must not write into; return the other files it may delete.
+
+    A new or empty folder, or one holding only what a crashed, never-committed build left
+    (segment files, temporary files), is fine. A knowledge base there needs ``overwrite``.
+    Files ragbound did not write need ``delete_other_files`` (with ``overwrite``); the
+    error names them.
+    """
     if target.exists() and not target.is_dir():
         raise InputError(f"cannot save the knowledge base to {target}: it is a file")
-    if not is_own and (target / MANIFEST).exists():
+    if not target.is_dir():
+        return []
+    if (target / MANIFEST).exists() and not overwrite:
         raise InputError(
-            f"{target} already holds another knowledge base: pass overwrite=True "
-            "(--overwrite) to replace it"
+            f"{target} already holds a knowledge base: add documents with ragbound add, "
+            "or pass --overwrite (overwrite=True) to replace it"
         )
-    if target.is_dir() and any(target.iterdir()) and not (target / MANIFEST).exists():
+    ours = _written_by_ragbound()
+    others = sorted(p for p in target.iterdir() if p.name not in ours and not _is_temporary(p.name))
+    if not others:
+        return []
+    shown = ", ".join(p.name for p in others[:5]) + (" ..." if len(others) > 5 else "")
+    if not overwrite:
         raise InputError(
             f"cannot save the knowledge base to {target}: the folder is not empty "
-            "and holds no knowledge base"
+            f"and holds no knowledge base ({shown})"
         )
+    if not delete_other_files:
+        raise InputError(
+            f"{target} holds {len(others)} file(s) ragbound did not write: {shown}; move them "
+            "away, or pass --delete-other-files (delete_other_files=True) to delete them"
+        )
+    return others
 
 
 def _remove_unreferenced(seg_dir: Path, segments: list[Segment]) -> None:
-    """Delete segment files a crashed save left behind (never referenced by a manifest)."""
-    keep = {s.name for s in segments}
-    for path in seg_dir.glob("*.*"):
-        if path.name.split(".", 1)[0] not in keep:
+    """Delete segment files no manifest references (crashed writes, a replaced knowledge base)."""
+    if not seg_dir.is_dir():
+        return
+    keep = {f"{s.name}{suffix}" for s in segments for suffix in (CHUNKS_SUFFIX, VECTORS_SUFFIX)}
+    for path in seg_dir.iterdir():
+        if path.name not in keep and path.is_file():
             path.unlink(missing_ok=True)
+    for path in seg_dir.parent.iterdir():
+        if _is_temporary(path.name) and path.is_file():
+            path.unlink(missing_ok=True)  # a crashed manifest write
+
+
+def _remove_old_knowledge(target: Path, notify: Callable[[str], None]) -> None:
+    """Remove the replaced knowledge's calibration and tripwires, saying so.
+
+    They were made against the old chunks: a calibration's null distribution and the
+    tripwires' vectors mean nothing for the new ones. Each commit file goes first, so a
+    crash midway leaves nothing that loads half-made.
+    """
+    from ragbound.detect.calibration import CALIBRATION_DIR
+    from ragbound.tripwires.store import TRIPWIRE_DIR, TRIPWIRE_MANIFEST
+
+    calibration = target / CALIBRATION_DIR
+    if calibration.exists():
+        (calibration / MANIFEST).unlink(missing_ok=True)
+        shutil.rmtree(calibration, ignore_errors=True)
+        notify(
+            f"warning: removed the calibration of the replaced knowledge base ({calibration}): "
+            f"calibrate again (ragbound calibrate {target} --queries FILE)"
+        )
+    tripwires = [target / TRIPWIRE_MANIFEST, target / TRIPWIRE_DIR]
+    if any(p.exists() for p in tripwires):
+        tripwires[0].unlink(missing_ok=True)
+        shutil.rmtree(tripwires[1], ignore_errors=True)
+        notify(
+            "warning: removed the tripwires of the replaced knowledge base "
+            f"({tripwires[0].name}, {tripwires[1].name}/): add them again (ragbound tripwire add)"
+        )
+
+
+def _remove_other_files(target: Path, others: list[Path], notify: Callable[[str], None]) -> None:
+    """Delete the files ragbound did not write (only ever with delete_other_files)."""
+    for path in others:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    if others:
+        names = ", ".join(p.name for p in others)
+        notify(f"warning: deleted {len(others)} other file(s) in {target}: {names}")
 
 
 def _read_chunks(path: Path) -> list[Chunk]:
@@ -524,7 +822,8 @@ def _read_all_vectors(root: Path, manifest: KBManifest) -> np.ndarray:
 
 def _read_vectors(root: Path, segment: Segment, dimension: int) -> np.ndarray:
     """One segment's vectors, memory-mapped and checked (shape, dtype, finite)."""
-    path = root / SEGMENTS / f"{segment.name}.vectors.npy"
+    path = root / SEGMENTS / f"{segment.name}{VECTORS_SUFFIX}"
+    check_sha256(path, segment.vectors_sha256, "vector file")
     vectors = read_npy(path, "vector file", mmap=True)
     expected = (segment.n_chunks, dimension)
     if vectors.dtype != np.float32 or vectors.shape != expected:

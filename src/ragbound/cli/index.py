@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ragbound.cli import validate
 from ragbound.cli.common import JsonOpt, console, emit_json, progress
-from ragbound.errors import InputError
+
+if TYPE_CHECKING:
+    from ragbound.knowledge import KnowledgeBase
 
 
 def index(
@@ -38,7 +41,16 @@ def index(
         str | None, typer.Option(help="Id field of records (default: file and line).")
     ] = None,
     overwrite: Annotated[
-        bool, typer.Option(help="Replace a knowledge base already there.")
+        bool,
+        typer.Option(
+            help="Replace a knowledge base already there (and its calibration and tripwires)."
+        ),
+    ] = False,
+    delete_other_files: Annotated[
+        bool,
+        typer.Option(
+            help="With --overwrite: also delete files in --out that ragbound did not write."
+        ),
     ] = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -53,14 +65,18 @@ def index(
     a sentence longer than --chunk-words is cut. Then each chunk is embedded. --json prints
     path, n_documents, n_chunks, embedder and fingerprint. A duplicate document id, a corpus
     with no documents, or a knowledge base already in --out (without --overwrite) is an error.
-    """
-    from ragbound.knowledge import MANIFEST, KnowledgeBase
 
-    if (out / MANIFEST).exists() and not overwrite:
-        raise InputError(
-            f"{out} already holds a knowledge base: add documents with ragbound add, "
-            "or pass --overwrite to replace it"
-        )
+    --overwrite replaces the knowledge base in place: the new files are written beside the
+    old ones and one manifest replace commits them, so a crash leaves the old knowledge base
+    or the new one, never neither. It removes the old calibration and tripwires (they were
+    made for the old chunks) and says so. Files in --out that ragbound did not write are an
+    error that names them, unless --delete-other-files. A folder left by a crashed index is
+    cleaned and reused. Another writer of --out is waited for ($RAGBOUND_LOCK_TIMEOUT s).
+    """
+    from ragbound.knowledge import KnowledgeBase, check_index_target
+
+    # refuse before embedding; checked again under the lock when saving
+    check_index_target(out, overwrite=overwrite, delete_other_files=delete_other_files)
     kb = KnowledgeBase.build(
         corpus,
         embedder=embedder,
@@ -70,7 +86,13 @@ def index(
         id_field=id_field,
         progress=progress(json_out),
     )
-    kb.save(out, overwrite=overwrite)
+    kb.save(
+        out,
+        overwrite=overwrite,
+        delete_other_files=delete_other_files,
+        on_wait=_tell,
+        notify=_tell,
+    )
     _report_kb(kb, "indexed", json_out)
 
 
@@ -86,14 +108,44 @@ def add(
     an error, and then nothing changes. --json prints the same fields as index.
 
     Adding changes the knowledge base's fingerprint, so calibrate again afterwards: check,
-    evaluate and shift refuse a calibration made before (unless --force).
+    evaluate and shift refuse a calibration made before (unless --force); add warns when it
+    made the calibration stale. Two adds at once both land: the second waits for the first
+    ($RAGBOUND_LOCK_TIMEOUT s), then appends to what the first committed.
     """
     from ragbound.knowledge import KnowledgeBase
 
     kb = KnowledgeBase.load(kb_dir)
     added = kb.add(corpus, progress=progress(json_out))
-    kb.save()
+    kb.save(on_wait=_tell)
+    _warn_if_calibration_stale(kb)
     _report_kb(kb, f"added {added} chunks to", json_out)
+
+
+def _tell(message: str) -> None:
+    """A note on stderr (stdout stays for results and --json)."""
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+def _warn_if_calibration_stale(kb: KnowledgeBase) -> None:
+    """Say so when the knowledge base's calibration was made against another fingerprint."""
+    from ragbound.artifacts import read_json
+    from ragbound.detect.calibration import CALIBRATION_DIR, Calibration
+    from ragbound.errors import ArtifactError
+
+    if kb.path is None or not Calibration.exists(kb.path):
+        return
+    path = kb.path / CALIBRATION_DIR / "manifest.json"
+    try:  # the add is committed: an unreadable calibration is only stale too, not an error
+        made_for = read_json(path, "calibration manifest").get("kb_fingerprint")
+    except (ArtifactError, AttributeError):
+        made_for = "unknown"
+    if made_for != kb.fingerprint:
+        _tell(
+            f"warning: the calibration in {path.parent} was made against knowledge base "
+            f"{made_for}, now {kb.fingerprint}: calibrate again "
+            f"(ragbound calibrate {kb.path} --queries FILE)"
+        )
 
 
 def _report_kb(kb, verb: str, json_out: bool) -> None:
