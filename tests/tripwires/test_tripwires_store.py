@@ -129,6 +129,13 @@ def test_corrupt_generation_is_detected(kb: KnowledgeBase) -> None:
     store.add(read_tripwires(write_jsonl(kb.path.parent / "t.jsonl", TRIPWIRES)))
     live = next((kb.path / "tripwires").glob("*.jsonl"))
     live.write_text(live.read_text().replace("poison", "paint"), encoding="utf-8")
+    with pytest.raises(ArtifactError, match=f"{live.name} is damaged: its SHA-256"):
+        TripwireStore.open(KnowledgeBase.load(kb.path))
+    # a manifest written before checksums: the set hash still catches the edit
+    manifest = kb.path / "tripwires.json"
+    old = json.loads(manifest.read_text())
+    del old["texts_sha256"], old["vectors_sha256"]
+    manifest.write_text(json.dumps(old))
     with pytest.raises(ArtifactError, match="set hash"):
         TripwireStore.open(KnowledgeBase.load(kb.path))
 
