@@ -249,13 +249,14 @@ def _shift_log(
             record_windows(run, [result])
         if out is None:
             emit_json(result)
-            continue
-        flag = "[red]ALARM[/]" if result.alarm else "ok"
-        out.print(
-            f"window {result.window:>4}  {result.start} .. {result.end}  n={result.n:<4} "
-            f"KS={result.statistic:.3f}  p={result.p_value:.3g}  "
-            f"alpha={result.alpha:.3g}  {flag}"
-        )
+        else:
+            flag = "[red]ALARM[/]" if result.alarm else "ok"
+            out.print(
+                f"window {result.window:>4}  {result.start} .. {result.end}  n={result.n:<4} "
+                f"KS={result.statistic:.3f}  p={result.p_value:.3g}  "
+                f"alpha={result.alpha:.3g}  {flag}"
+            )
+        sys.stdout.flush()  # shown before the state that counts the window as done is saved
     summary = (
         f"{tested} window(s) tested, {alarms} alarm(s); state saved to {state} "
         f"(windows of {spec.describe()})"
