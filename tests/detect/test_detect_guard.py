@@ -1,4 +1,5 @@
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -64,7 +65,11 @@ def test_saved_calibration_reloads_with_identical_p_values(guard: Guard):
 def test_calibration_refuses_another_knowledge_base(guard: Guard, tmp_path: Path, corpus_dir: Path):
     other = KnowledgeBase.build([corpus_dir / "bees"], embedder="minilm")
     other.save(tmp_path / "other")
-    guard.calibration.save(tmp_path / "other")
+    with pytest.raises(IncompatibleArtifactError, match="changed while it was being calibrated"):
+        guard.calibration.save(tmp_path / "other")  # refused at save: nothing written
+    assert not (tmp_path / "other" / "calibration" / "manifest.json").exists()
+    # a calibration left from before the knowledge base changed is refused at load
+    shutil.copytree(guard.kb.path / "calibration", tmp_path / "other" / "calibration")
     with pytest.raises(IncompatibleArtifactError, match="calibrate again"):
         Guard.load(tmp_path / "other")
     forced = Guard.load(tmp_path / "other", force=True)

@@ -70,6 +70,39 @@ def test_timestamps_are_iso_8601_or_epoch_seconds() -> None:
     for bad in ("yesterday", None, True, float("nan")):
         with pytest.raises(InputError, match=r"log\.jsonl:3"):
             parse_time(bad, "log.jsonl:3")
+    assert parse_time(-1e10, "t") == -1e10  # the year 1653: early, but a time
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (1e20, "out of range"),
+        (-1e20, "out of range"),
+        (10**400, "not finite"),  # an int no float holds
+        ("nan", "not finite"),
+        ("-inf", "not finite"),
+        ("9999-12-31T23:59:59-05:00", "out of range"),
+        ("0001-01-01T00:00:00+05:00", "out of range"),
+    ],
+)
+def test_timestamps_beyond_the_calendar_are_input_errors(value: object, says: str) -> None:
+    with pytest.raises(
+        InputError, match=rf"log\.jsonl:3 \(field 'time'\): the timestamp .* {says}"
+    ):
+        parse_time(value, "log.jsonl:3 (field 'time')")
+
+
+def test_a_log_line_that_is_not_utf8_is_named_like_a_record_file(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    first, before_bad = b'{"time": 1, "query": "a b"}\n', b'{"time": 2, "query": "c '
+    log.write_bytes(first + before_bad + b'\xe9 d"}\n')
+    with pytest.raises(InputError) as caught:
+        list(read_log(log))
+    offset = len(first) + len(before_bad)  # of the bad byte in the file
+    assert str(caught.value) == (
+        f"{log}:2: not UTF-8 text (invalid byte 0xe9 at byte offset {offset}); "
+        "re-encode the file as UTF-8"
+    )
 
 
 def test_the_log_reader_names_bad_lines_and_leaves_a_partial_last_line(tmp_path: Path) -> None:

@@ -129,6 +129,13 @@ def test_corrupt_generation_is_detected(kb: KnowledgeBase) -> None:
     store.add(read_tripwires(write_jsonl(kb.path.parent / "t.jsonl", TRIPWIRES)))
     live = next((kb.path / "tripwires").glob("*.jsonl"))
     live.write_text(live.read_text().replace("poison", "paint"), encoding="utf-8")
+    with pytest.raises(ArtifactError, match=f"{live.name} is damaged: its SHA-256"):
+        TripwireStore.open(KnowledgeBase.load(kb.path))
+    # a manifest written before checksums: the set hash still catches the edit
+    manifest = kb.path / "tripwires.json"
+    old = json.loads(manifest.read_text())
+    del old["texts_sha256"], old["vectors_sha256"]
+    manifest.write_text(json.dumps(old))
     with pytest.raises(ArtifactError, match="set hash"):
         TripwireStore.open(KnowledgeBase.load(kb.path))
 
@@ -155,3 +162,20 @@ def test_tripwire_search_is_exact_over_the_live_set(kb: KnowledgeBase) -> None:
     np.testing.assert_allclose(hits.similarities, np.take_along_axis(full, expected, 1), atol=1e-6)
     store.remove(ids=[store.tripwires[int(expected[0, 0])].id])
     assert store.search(queries, k=10).indices.shape == (2, 3)
+
+
+def test_threads_adding_at_once_through_one_store_both_land(kb: KnowledgeBase) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = TripwireStore.open(kb)
+    halves = [
+        read_tripwires(write_jsonl(kb.path.parent / f"{i}.jsonl", rows))
+        for i, rows in enumerate((TRIPWIRES[:2], TRIPWIRES[2:]))
+    ]
+    with ThreadPoolExecutor(2) as pool:
+        changes = list(pool.map(store.add, halves))
+    assert sorted(c.n_after for c in changes) == [2, 4]
+    reopened = TripwireStore.open(KnowledgeBase.load(kb.path))
+    assert {t.id for t in reopened.tripwires} == {t.id for half in halves for t in half}
+    expected = kb.embed([t.text for t in reopened.tripwires])
+    np.testing.assert_allclose(reopened.vectors, expected, atol=1e-5)

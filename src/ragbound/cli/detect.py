@@ -40,6 +40,11 @@ def _help(name: str) -> str:
     return DetectorConfig.model_fields[name].description or ""
 
 
+def waiting_notice(message: str) -> None:
+    """Say on stderr (once per write) that another writer holds the lock we wait for."""
+    sys.stderr.write(f"{message}\n")
+
+
 CalibratedKbArg = Annotated[Path, typer.Argument(help="Calibrated knowledge-base directory.")]
 
 
@@ -84,7 +89,9 @@ def calibrate(
     kept. check, evaluate and shift compare new queries with these. Use queries the corpus
     does answer: real user questions, or the output of `ragbound synth`. The smallest
     p-value is 1/(n+1), so rejecting at alpha = 0.05 needs at least 19 queries; a few
-    hundred are better. Calibrating again replaces the saved calibration.
+    hundred are better. Calibrating again replaces the saved calibration. It is saved while
+    no other process writes the knowledge base (waiting up to $RAGBOUND_LOCK_TIMEOUT seconds,
+    60 by default), and refused if the knowledge base changed while it was being calibrated.
 
     --statistic and --alpha only set the defaults that check uses; every statistic can be
     chosen later. --json prints path, n_queries, k, tau, statistic, alpha, critical_value and
@@ -111,7 +118,7 @@ def calibrate(
         )
     for warning in caught:
         sys.stderr.write(f"warning: {warning.message}\n")
-    folder = guard.save()
+    folder = guard.save(on_wait=waiting_notice)
     detector = guard.detector()
     info = {
         "path": str(folder),

@@ -19,6 +19,7 @@ from ragbound.cli.common import (
     progress,
     write_plots,
 )
+from ragbound.cli.detect import waiting_notice
 from ragbound.detect.config import DEFAULTS
 from ragbound.errors import InputError
 
@@ -132,7 +133,9 @@ def shift(
     it reads, by default in KB_DIR/monitor/, so a rerun reads only the lines appended since
     and never loses a window; --restart starts over. A line without query or timestamp, a
     timestamp earlier than the one before, a log that got shorter, a damaged state file and
-    one made with other settings are errors.
+    one made with other settings are errors. One monitor at a time reads a state file: a
+    second one waits for it (up to $RAGBOUND_LOCK_TIMEOUT seconds, 60 by default), then is
+    refused.
     """
     from ragbound.detect import Guard
     from ragbound.detect.monitor import WindowSpec, is_log
@@ -220,8 +223,6 @@ def _shift_log(
 
     if state is None:
         state = guard.kb.path / "monitor" / f"{sha256_text(str(log.resolve()))[:16]}.json"
-    if restart:
-        state.unlink(missing_ok=True)
     monitor = ShiftMonitor(
         guard,
         spec,
@@ -237,7 +238,10 @@ def _shift_log(
     out = None if json_out else console()
     tested = alarms = 0
     seen = []
-    for result in monitor.follow(log, state, progress=progress(json_out)):
+    results = monitor.follow(
+        log, state, progress=progress(json_out), restart=restart, on_wait=waiting_notice
+    )
+    for result in results:
         tested += 1
         alarms += result.alarm
         seen.append(result)
@@ -245,13 +249,14 @@ def _shift_log(
             record_windows(run, [result])
         if out is None:
             emit_json(result)
-            continue
-        flag = "[red]ALARM[/]" if result.alarm else "ok"
-        out.print(
-            f"window {result.window:>4}  {result.start} .. {result.end}  n={result.n:<4} "
-            f"KS={result.statistic:.3f}  p={result.p_value:.3g}  "
-            f"alpha={result.alpha:.3g}  {flag}"
-        )
+        else:
+            flag = "[red]ALARM[/]" if result.alarm else "ok"
+            out.print(
+                f"window {result.window:>4}  {result.start} .. {result.end}  n={result.n:<4} "
+                f"KS={result.statistic:.3f}  p={result.p_value:.3g}  "
+                f"alpha={result.alpha:.3g}  {flag}"
+            )
+        sys.stdout.flush()  # shown before the state that counts the window as done is saved
     summary = (
         f"{tested} window(s) tested, {alarms} alarm(s); state saved to {state} "
         f"(windows of {spec.describe()})"

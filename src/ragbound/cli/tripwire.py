@@ -25,6 +25,7 @@ from ragbound.cli.common import (
     gather_queries,
     progress,
 )
+from ragbound.cli.detect import waiting_notice
 from ragbound.errors import InputError
 
 if TYPE_CHECKING:
@@ -83,6 +84,10 @@ def add(
     knowledge base is an error, and then nothing changes. Tripwires need a dense knowledge
     base (not bm25). --json prints the change: action, at, ids, topics, source, n_after and
     set_hash (the hash of the tripwire set after it).
+
+    One writer at a time changes a knowledge base (add, calibrate, tripwire add or remove):
+    the texts are embedded first, then the change waits for another writer (up to
+    $RAGBOUND_LOCK_TIMEOUT seconds, 60 by default) and is applied to the set as it is then.
     """
     from ragbound.tripwires import TripwireFields
     from ragbound.tripwires.files import read_tripwire_file
@@ -102,7 +107,9 @@ def add(
             f"skipped {len(loaded.duplicates)} row(s) identical to an earlier row "
             f"(first at {loaded.duplicates[0]})\n"
         )
-    change = _store(kb_dir).add(loaded.tripwires, source=str(file), progress=progress(json_out))
+    change = _store(kb_dir).add(
+        loaded.tripwires, source=str(file), progress=progress(json_out), on_wait=waiting_notice
+    )
     _report_change(change, json_out)
 
 
@@ -119,7 +126,7 @@ def remove(
     --topic and --id repeat and can be mixed. An unknown topic or id is an error, and then
     nothing is removed. --json prints the change, as add does.
     """
-    change = _store(kb_dir).remove(topics=topic or (), ids=id or ())
+    change = _store(kb_dir).remove(topics=topic or (), ids=id or (), on_wait=waiting_notice)
     _report_change(change, json_out)
 
 
@@ -199,7 +206,9 @@ def generate(
     if out is not None:
         write_jsonl(out, (t.model_dump(mode="json", exclude_none=True) for t in tripwires))
     change = (
-        store.add(tripwires, source=f"generated from {topics}") if store and tripwires else None
+        store.add(tripwires, source=f"generated from {topics}", on_wait=waiting_notice)
+        if store and tripwires
+        else None
     )
     if json_out:
         for outcome in outcomes:

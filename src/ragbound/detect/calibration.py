@@ -7,13 +7,20 @@ Layout (inside the knowledge-base directory)::
     calibration/<id>.similarities.npy  float64 (n_queries, k), rows sorted descending
 
 The similarity matrix is the whole null: any statistic can be computed from it later
-without re-embedding, so ``check --statistic NAME`` needs no recalibration. The manifest
-is written last (atomic rename), so a crash never leaves a calibration that loads.
+without re-embedding, so ``check --statistic NAME`` needs no recalibration.
+
+A save holds the knowledge base's writer lock (:func:`ragbound.locking.writer_lock`, the one
+``add`` and ``tripwire add`` take), writes the data files under the new calibration's id (a
+random part keeps two calibrations apart even in the same second), then commits by replacing
+the manifest atomically; a crash at any step leaves the previous calibration loadable, and
+the next save removes what the crash left. The manifest records the SHA-256 of both data
+files, checked on load (manifests older than that still load, checked for shape and NaN).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import secrets
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,7 +29,10 @@ from pydantic import BaseModel, model_validator
 
 from ragbound._version import __version__
 from ragbound.artifacts import (
+    check_sha256,
+    file_sha256,
     iter_jsonl,
+    read_json,
     read_manifest,
     read_npy,
     sha256_text,
@@ -33,6 +43,8 @@ from ragbound.artifacts import (
 )
 from ragbound.detect.config import DETECTOR_PARAMS, DetectorConfig
 from ragbound.errors import ArtifactError, IncompatibleArtifactError
+from ragbound.faults import crash_point
+from ragbound.locking import writer_lock
 from ragbound.stores import SearchInfo
 
 CALIBRATION_FORMAT = "ragbound.calibration/1"
@@ -57,6 +69,9 @@ class CalibrationManifest(BaseModel):
     # how the calibration queries were searched (exact or approximate, with which parameters);
     # None in calibrations made before it was recorded
     search: SearchInfo | None = None
+    # SHA-256 of the data files, checked on load; None in calibrations made before
+    similarities_sha256: str | None = None
+    queries_sha256: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -90,7 +105,8 @@ class Calibration:
         sims = np.ascontiguousarray(similarities, dtype=np.float64)
         created = utc_now()
         manifest = CalibrationManifest(
-            id=sha256_text(kb_fingerprint, created, *queries)[:12],
+            # the random part: two calibrations of one second and one query set differ
+            id=sha256_text(kb_fingerprint, created, secrets.token_hex(8), *queries)[:12],
             created_at=created,
             kb_fingerprint=kb_fingerprint,
             detector=config,
@@ -110,17 +126,53 @@ class Calibration:
             "ragbound calibrate, or force it (--force) if you know the null still holds"
         )
 
-    def save(self, kb_dir: Path) -> Path:
-        """Write data files under new names, then the manifest; remove stale files."""
+    def save(self, kb_dir: Path, *, on_wait: Callable[[str], None] | None = None) -> Path:
+        """Commit this calibration in ``kb_dir``, holding the knowledge base's writer lock.
+
+        Refused (IncompatibleArtifactError) when the knowledge base on disk is no longer the
+        one calibrated against (it changed while the queries were being searched).
+        ``on_wait`` is called once with a message if another writer holds the lock.
+        """
         folder = kb_dir / CALIBRATION_DIR
         ident = self.manifest.id
-        write_npy(folder / f"{ident}.similarities.npy", self.similarities)
-        write_jsonl(folder / f"{ident}.queries.jsonl", ({"query": q} for q in self.queries))
-        write_json(folder / "manifest.json", self.manifest.model_dump(mode="json"))
-        for path in folder.glob("*.*"):
-            if path.name != "manifest.json" and not path.name.startswith(f"{ident}."):
-                path.unlink(missing_ok=True)
+        expected = (self.manifest.n_queries, self.manifest.detector.k)
+        if self.similarities.shape != expected or not np.isfinite(self.similarities).all():
+            raise ArtifactError(
+                f"calibration similarities must be finite and of shape {expected}; got shape "
+                f"{self.similarities.shape} (NaN or inf, or another shape): nothing was saved"
+            )
+        with writer_lock(kb_dir, what="knowledge base", on_wait=on_wait):
+            self._check_kb_unchanged(kb_dir)
+            _remove_unreferenced(folder, _committed_id(folder))  # what a crashed save left
+            sims_path = folder / f"{ident}.similarities.npy"
+            queries_path = folder / f"{ident}.queries.jsonl"
+            write_npy(sims_path, self.similarities)
+            crash_point("calibration.save:similarities-written")
+            write_jsonl(queries_path, ({"query": q} for q in self.queries))
+            crash_point("calibration.save:data-written")
+            self.manifest = self.manifest.model_copy(
+                update={
+                    "similarities_sha256": file_sha256(sims_path),
+                    "queries_sha256": file_sha256(queries_path),
+                }
+            )
+            write_json(folder / "manifest.json", self.manifest.model_dump(mode="json"))
+            crash_point("calibration.save:committed")
+            _remove_unreferenced(folder, ident)  # the calibration it replaced
         return folder
+
+    def _check_kb_unchanged(self, kb_dir: Path) -> None:
+        from ragbound.knowledge import KB_FORMAT, MANIFEST, KBManifest
+
+        on_disk = read_manifest(
+            kb_dir / MANIFEST, KBManifest, KB_FORMAT, "knowledge-base manifest"
+        ).fingerprint
+        if on_disk != self.manifest.kb_fingerprint:
+            raise IncompatibleArtifactError(
+                f"{kb_dir} changed while it was being calibrated (knowledge base "
+                f"{self.manifest.kb_fingerprint}, now {on_disk}); nothing was saved: "
+                "run ragbound calibrate again"
+            )
 
     @classmethod
     def exists(cls, kb_dir: Path) -> bool:
@@ -141,15 +193,41 @@ class Calibration:
             CALIBRATION_FORMAT,
             "calibration manifest",
         )
-        sims = read_npy(folder / f"{manifest.id}.similarities.npy", "calibration similarities")
-        rows = iter_jsonl(folder / f"{manifest.id}.queries.jsonl", "calibration queries")
+        sims_path = folder / f"{manifest.id}.similarities.npy"
+        queries_path = folder / f"{manifest.id}.queries.jsonl"
+        check_sha256(sims_path, manifest.similarities_sha256, "calibration similarities")
+        check_sha256(queries_path, manifest.queries_sha256, "calibration queries")
+        sims = read_npy(sims_path, "calibration similarities")
+        rows = iter_jsonl(queries_path, "calibration queries")
         queries = [str(row.get("query", "")) for row in rows]
         expected = (manifest.n_queries, manifest.detector.k)
-        if sims.shape != expected or len(queries) != manifest.n_queries:
+        if sims.shape != expected or sims.dtype.kind != "f" or len(queries) != manifest.n_queries:
             raise ArtifactError(
-                f"{folder}: files hold {len(queries)} queries and similarities {sims.shape}, "
-                f"the manifest says {expected}"
+                f"{folder}: files hold {len(queries)} queries and {sims.dtype} similarities "
+                f"{sims.shape}, the manifest says {expected} floats"
             )
         if not np.isfinite(sims).all():
-            raise ArtifactError(f"{folder}: calibration similarities hold NaN or inf")
+            raise ArtifactError(f"{sims_path}: calibration similarities hold NaN or inf")
         return cls(manifest, queries, sims)
+
+
+def _committed_id(folder: Path) -> str | None:
+    """The id the committed manifest names (None: no calibration, or an unreadable one)."""
+    try:
+        return str(read_json(folder / "manifest.json", "calibration manifest")["id"])
+    except (ArtifactError, KeyError, TypeError):
+        return None
+
+
+def _remove_unreferenced(folder: Path, keep: str | None) -> None:
+    """Delete data files of other calibrations and temporary files of interrupted writes.
+
+    Called with the writer lock held, so no other writer is midway through a file here.
+    """
+    if not folder.is_dir():
+        return
+    for path in folder.iterdir():
+        if path.name == "manifest.json" or (keep and path.name.startswith(f"{keep}.")):
+            continue
+        if path.is_file():
+            path.unlink(missing_ok=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,11 +77,13 @@ class Guard:
         _warn_if_powerless(len(queries), config.alpha)
         return guard
 
-    def save(self) -> Path:
-        """Save the calibration inside the knowledge base's directory."""
+    def save(self, *, on_wait: Callable[[str], None] | None = None) -> Path:
+        """Save the calibration inside the knowledge base's directory (see
+        :meth:`Calibration.save`: under the knowledge base's writer lock, refused if the
+        knowledge base changed since it was loaded)."""
         if self.kb.path is None:
             raise InputError("save the knowledge base first: the calibration lives inside it")
-        return self.calibration.save(self.kb.path)
+        return self.calibration.save(self.kb.path, on_wait=on_wait)
 
     @classmethod
     def load(cls, kb_dir: str | Path, *, force: bool = False) -> Guard:

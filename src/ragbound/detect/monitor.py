@@ -32,7 +32,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -45,6 +45,8 @@ from ragbound.corpus import validate_query
 from ragbound.detect.guard import Guard
 from ragbound.detect.shift import reference_scores
 from ragbound.errors import ArtifactError, InputError, where
+from ragbound.faults import crash_point
+from ragbound.locking import writer_lock
 from ragbound.progress import progress_bar
 from ragbound.results import WindowResult
 from ragbound.stats import ks_two_sample
@@ -133,7 +135,10 @@ def parse_time(value: object, location: str) -> float:
     if isinstance(value, bool):
         raise InputError(f"{location}: the timestamp must be ISO 8601 or epoch seconds")
     if isinstance(value, int | float):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int too large for a float
+            seconds = math.inf
     elif isinstance(value, str):
         try:
             stamp = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
@@ -147,11 +152,20 @@ def parse_time(value: object, location: str) -> float:
         else:
             if stamp.tzinfo is None:
                 stamp = stamp.replace(tzinfo=dt.UTC)
-            seconds = stamp.timestamp()
+            try:
+                seconds = stamp.timestamp()
+            except (OverflowError, ValueError):  # a time zone that leaves years 1..9999
+                seconds = math.inf
     else:
         raise InputError(f"{location}: the timestamp must be ISO 8601 or epoch seconds")
     if not math.isfinite(seconds):
-        raise InputError(f"{location}: the timestamp is not finite")
+        raise InputError(f"{location}: the timestamp {value!r} is not finite")
+    try:
+        iso(seconds)
+    except (OverflowError, ValueError, OSError):
+        raise InputError(
+            f"{location}: the timestamp {value!r} is out of range (years 1 to 9999)"
+        ) from None
     return seconds
 
 
@@ -175,10 +189,22 @@ def read_log(
             if not raw.endswith(b"\n"):
                 return  # the writer may still be on this line: leave it for the next run
             number += 1
+            text = _decode(raw, path, number, offset).strip()
             offset += len(raw)
-            text = raw.decode("utf-8", errors="strict").strip()
             if text:
                 yield _record(text, path, number, time_field, query_field), offset
+
+
+def _decode(raw: bytes, path: Path, number: int, offset: int) -> str:
+    """A log line as text; InputError naming the line and byte when it is not UTF-8 (worded
+    as :func:`ragbound.records.read_text` words it)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{where(path, number)}: not UTF-8 text (invalid byte 0x{raw[exc.start]:02x} at "
+            f"byte offset {offset + exc.start}); re-encode the file as UTF-8"
+        ) from None
 
 
 def _record(text: str, path: Path, number: int, time_field: str, query_field: str) -> LogRecord:
@@ -350,18 +376,37 @@ class ShiftMonitor:
         )
 
     def follow(
-        self, log: str | Path, state_path: str | Path | None = None, *, progress: bool = False
+        self,
+        log: str | Path,
+        state_path: str | Path | None = None,
+        *,
+        progress: bool = False,
+        restart: bool = False,
+        on_wait: Callable[[str], None] | None = None,
     ) -> Iterator[WindowResult]:
         """Test every window that completes in ``log`` since the last run, saving the state.
 
         With ``state_path``, the state is loaded when it exists (and must match this monitor
-        and log) and saved after each window and at the end, so a crash can repeat a
-        window's report but never loses one.
+        and log; ``restart`` forgets it) and saved after each batch of queries and at the
+        end, so a crash can repeat a window's report but never loses one. One monitor at a
+        time per state file: the state's writer lock is held while the generator runs (a
+        second one waits, calling ``on_wait`` once, then is refused).
         """
         log = Path(log)
         if not log.is_file():
             raise InputError(f"{log}: no such log file")
-        state = self._load_or_new(log, Path(state_path) if state_path else None)
+        if state_path is None:
+            yield from self._follow(log, None, progress)
+            return
+        state_path = Path(state_path)
+        with writer_lock(state_path, what="monitor state", on_wait=on_wait):
+            _remove_temporary(state_path)
+            if restart:
+                state_path.unlink(missing_ok=True)
+            yield from self._follow(log, state_path, progress)
+
+    def _follow(self, log: Path, state_path: Path | None, progress: bool) -> Iterator[WindowResult]:
+        state = self._load_or_new(log, state_path)
         remaining = max(0, log.stat().st_size - state.offset)
         with progress_bar(remaining, "monitoring (bytes)", progress) as advance:
             for batch in _batches(self._records(log, state), SCORE_BATCH):
@@ -375,9 +420,9 @@ class ShiftMonitor:
                 state.last_time = float(times[-1])
                 yield from windows
                 if state_path:
-                    save_state(Path(state_path), state)
+                    save_state(state_path, state)
         if state_path:
-            save_state(Path(state_path), state)
+            save_state(state_path, state)
 
     def _records(self, log: Path, state: MonitorState) -> Iterator[tuple[LogRecord, int]]:
         previous = state.last_time
@@ -490,7 +535,18 @@ def _payload(state: MonitorState) -> str:
 def save_state(path: Path, state: MonitorState) -> None:
     """Write the state atomically with a checksum of its content."""
     payload = _payload(state)
+    crash_point("monitor.save:before-write")
     write_json(path, {"checksum": sha256_text(payload), "state": json.loads(payload)})
+    crash_point("monitor.save:written")
+
+
+def _remove_temporary(path: Path) -> None:
+    """Delete temporary files an interrupted save of ``path`` left (call with its lock held)."""
+    if not path.parent.is_dir():
+        return
+    for stale in path.parent.iterdir():
+        if stale.name.startswith(f".{path.name}.") and stale.name.endswith(".tmp"):
+            stale.unlink(missing_ok=True)
 
 
 def load_state(path: Path) -> MonitorState:

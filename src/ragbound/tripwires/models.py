@@ -66,6 +66,9 @@ class TripwireManifest(BaseModel):
     set_hash: str = ""
     embedder_identity: str
     history: list[TripwireChange] = Field(default_factory=list)
+    # SHA-256 of the generation's two files, checked on load; None in manifests made before
+    texts_sha256: str | None = None
+    vectors_sha256: str | None = None
 
 
 def set_hash(tripwires: list[Tripwire]) -> str:
