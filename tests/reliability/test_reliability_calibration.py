@@ -7,7 +7,6 @@ the commit are the same for every embedder.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ from ragbound.detect.calibration import Calibration
 from ragbound.errors import ArtifactError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.locking import writer_lock
+from tests.reliability.damage import break_utf8, one_error_line, truncate
 from tests.reliability.processes import KILLED, finish, ragbound, start
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE
 
@@ -30,30 +30,6 @@ CALIBRATION_STEPS = (
     "calibration.save:data-written",
     "calibration.save:committed",
 )
-
-
-def one_error_line(done: subprocess.CompletedProcess[str] | tuple, *names: str) -> str:
-    """The single ``error:`` line a failed command printed; asserts it names ``names``."""
-    code, err = (done.returncode, done.stderr) if hasattr(done, "stderr") else (done[0], done[2])
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
-    for name in names:
-        assert name in lines[0], lines[0]
-    return lines[0]
-
-
-@pytest.fixture(scope="module")
-def bm25_kb(corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("bm25") / "kb"
-    KnowledgeBase.build([corpus_dir], embedder="bm25").save(out)
-    return out
-
-
-@pytest.fixture
-def kb(bm25_kb: Path, tmp_path: Path) -> Path:
-    target = tmp_path / "kb"
-    KnowledgeBase.load(bm25_kb).save(target)
-    return target
 
 
 @pytest.fixture
@@ -157,14 +133,6 @@ def test_two_calibrations_made_in_one_second_of_one_query_set_get_two_ids(kb: Pa
 
 def shift_similarities(path: Path) -> None:
     np.save(path, np.load(path) + 0.2)
-
-
-def truncate(path: Path) -> None:
-    path.write_bytes(path.read_bytes()[:-40])
-
-
-def break_utf8(path: Path) -> None:
-    path.write_bytes(path.read_bytes().replace(b"e", b"\xff", 1))
 
 
 def nan_without_checksums(path: Path) -> None:

@@ -19,6 +19,7 @@ import pytest
 from ragbound.errors import ArtifactError
 from ragbound.knowledge import LOCK_WHAT, KnowledgeBase
 from ragbound.locking import writer_lock
+from tests.reliability.damage import break_utf8, truncate
 from tests.reliability.processes import KILLED, finish, ragbound, start
 
 OWLS = "Owls hunt mice at night and turn their heads far around."
@@ -257,14 +258,6 @@ def damage_chunks(path: Path) -> None:
     path.write_bytes(path.read_bytes().replace(b"bee", b"wasp", 1))
 
 
-def truncate(path: Path) -> None:
-    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-
-
-def invalid_utf8(path: Path) -> None:
-    path.write_bytes(path.read_bytes().replace(b"e", b"\xff", 1))
-
-
 def shift_vectors(path: Path) -> None:
     vectors = np.load(path)
     np.save(path, (vectors + 0.01).astype(np.float32))
@@ -279,7 +272,7 @@ def replace_rows(path: Path) -> None:
 DAMAGE = {
     "chunk file edited": (damage_chunks, ".chunks.jsonl"),
     "chunk file truncated": (truncate, ".chunks.jsonl"),
-    "chunk file not UTF-8": (invalid_utf8, ".chunks.jsonl"),
+    "chunk file not UTF-8": (break_utf8, ".chunks.jsonl"),
     "vectors changed": (shift_vectors, ".vectors.npy"),
     "vector rows replaced": (replace_rows, ".vectors.npy"),
     "vector file truncated": (truncate, ".vectors.npy"),

@@ -11,21 +11,16 @@ import pytest
 from ragbound.detect.calibration import Calibration
 from ragbound.detect.monitor import load_state
 from ragbound.locking import writer_lock
+from tests.reliability.damage import one_error_line, truncate
 from tests.reliability.processes import KILLED, finish, ragbound, start
-from tests.reliability.test_reliability_calibration import (  # noqa: F401 (fixtures)
-    bm25_kb,
-    calibrate_args,
-    kb,
-    one_error_line,
-    truncate,
-)
+from tests.reliability.test_reliability_calibration import calibrate_args
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, MORE_OUT_OF_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 STREAM = MORE_IN_KNOWLEDGE + OUT_OF_KNOWLEDGE + MORE_OUT_OF_KNOWLEDGE
 
 
 @pytest.fixture
-def calibrated(kb: Path, tmp_path: Path) -> Path:  # noqa: F811 (the imported fixture)
+def calibrated(kb: Path, tmp_path: Path) -> Path:
     queries = tmp_path / "cal.txt"
     queries.write_text("\n".join(IN_KNOWLEDGE + MORE_IN_KNOWLEDGE) + "\n", encoding="utf-8")
     assert ragbound(*calibrate_args(kb, queries)).returncode == 0

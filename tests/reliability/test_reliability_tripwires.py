@@ -17,8 +17,8 @@ import pytest
 from ragbound.errors import ArtifactError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.tripwires import TripwireStore, read_tripwires
+from tests.reliability.damage import break_utf8, one_error_line, truncate
 from tests.reliability.processes import KILLED, finish, ragbound, start
-from tests.reliability.test_reliability_calibration import break_utf8, one_error_line, truncate
 from tests.tripwires.tripwire_texts import TRIPWIRES
 
 STEPS = ("texts-written", "generation-written", "committed")

@@ -90,6 +90,12 @@ def cached_llm(spec: str) -> LLM:
     return CachedLLM(make_llm(spec), ResponseCache())
 
 
+def notice(message: str) -> None:
+    """A note on stderr (stdout stays for results and --json): a lock wait, a stale calibration."""
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
 def emit_json(obj: BaseModel | dict) -> None:
     """Write one JSON object as a line on stdout."""
     text = obj.model_dump_json() if isinstance(obj, BaseModel) else json.dumps(obj)

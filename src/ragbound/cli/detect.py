@@ -23,6 +23,7 @@ from ragbound.cli.common import (
     console,
     emit_json,
     gather_queries,
+    notice,
     progress,
     write_plots,
 )
@@ -38,11 +39,6 @@ if TYPE_CHECKING:
 def _help(name: str) -> str:
     """An option's help: the description of the DetectorConfig field it sets."""
     return DetectorConfig.model_fields[name].description or ""
-
-
-def waiting_notice(message: str) -> None:
-    """Say on stderr (once per write) that another writer holds the lock we wait for."""
-    sys.stderr.write(f"{message}\n")
 
 
 CalibratedKbArg = Annotated[Path, typer.Argument(help="Calibrated knowledge-base directory.")]
@@ -118,7 +114,7 @@ def calibrate(
         )
     for warning in caught:
         sys.stderr.write(f"warning: {warning.message}\n")
-    folder = guard.save(on_wait=waiting_notice)
+    folder = guard.save(on_wait=notice)
     detector = guard.detector()
     info = {
         "path": str(folder),

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ragbound.cli import validate
-from ragbound.cli.common import JsonOpt, console, emit_json, progress
+from ragbound.cli.common import JsonOpt, console, emit_json, notice, progress
 
 if TYPE_CHECKING:
     from ragbound.knowledge import KnowledgeBase
@@ -90,8 +89,8 @@ def index(
         out,
         overwrite=overwrite,
         delete_other_files=delete_other_files,
-        on_wait=_tell,
-        notify=_tell,
+        on_wait=notice,
+        notify=notice,
     )
     _report_kb(kb, "indexed", json_out)
 
@@ -116,15 +115,9 @@ def add(
 
     kb = KnowledgeBase.load(kb_dir)
     added = kb.add(corpus, progress=progress(json_out))
-    kb.save(on_wait=_tell)
+    kb.save(on_wait=notice)
     _warn_if_calibration_stale(kb)
     _report_kb(kb, f"added {added} chunks to", json_out)
-
-
-def _tell(message: str) -> None:
-    """A note on stderr (stdout stays for results and --json)."""
-    sys.stderr.write(message + "\n")
-    sys.stderr.flush()
 
 
 def _warn_if_calibration_stale(kb: KnowledgeBase) -> None:
@@ -141,7 +134,7 @@ def _warn_if_calibration_stale(kb: KnowledgeBase) -> None:
     except (ArtifactError, AttributeError):
         made_for = "unknown"
     if made_for != kb.fingerprint:
-        _tell(
+        notice(
             f"warning: the calibration in {path.parent} was made against knowledge base "
             f"{made_for}, now {kb.fingerprint}: calibrate again "
             f"(ragbound calibrate {kb.path} --queries FILE)"

@@ -16,10 +16,10 @@ from ragbound.cli.common import (
     RunOpt,
     console,
     emit_json,
+    notice,
     progress,
     write_plots,
 )
-from ragbound.cli.detect import waiting_notice
 from ragbound.detect.config import DEFAULTS
 from ragbound.errors import InputError
 
@@ -239,7 +239,7 @@ def _shift_log(
     tested = alarms = 0
     seen = []
     results = monitor.follow(
-        log, state, progress=progress(json_out), restart=restart, on_wait=waiting_notice
+        log, state, progress=progress(json_out), restart=restart, on_wait=notice
     )
     for result in results:
         tested += 1

@@ -23,9 +23,9 @@ from ragbound.cli.common import (
     console,
     emit_json,
     gather_queries,
+    notice,
     progress,
 )
-from ragbound.cli.detect import waiting_notice
 from ragbound.errors import InputError
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ def add(
             f"(first at {loaded.duplicates[0]})\n"
         )
     change = _store(kb_dir).add(
-        loaded.tripwires, source=str(file), progress=progress(json_out), on_wait=waiting_notice
+        loaded.tripwires, source=str(file), progress=progress(json_out), on_wait=notice
     )
     _report_change(change, json_out)
 
@@ -126,7 +126,7 @@ def remove(
     --topic and --id repeat and can be mixed. An unknown topic or id is an error, and then
     nothing is removed. --json prints the change, as add does.
     """
-    change = _store(kb_dir).remove(topics=topic or (), ids=id or (), on_wait=waiting_notice)
+    change = _store(kb_dir).remove(topics=topic or (), ids=id or (), on_wait=notice)
     _report_change(change, json_out)
 
 
@@ -206,7 +206,7 @@ def generate(
     if out is not None:
         write_jsonl(out, (t.model_dump(mode="json", exclude_none=True) for t in tripwires))
     change = (
-        store.add(tripwires, source=f"generated from {topics}", on_wait=waiting_notice)
+        store.add(tripwires, source=f"generated from {topics}", on_wait=notice)
         if store and tripwires
         else None
     )
@@ -279,7 +279,7 @@ def tune(
         raise InputError(f"{kb_dir} holds no tripwires: add some first (ragbound tripwire add)")
     result = tune_rule(guard, queries, unsafe, objective=objective, max_frr=max_frr)  # type: ignore[arg-type]
     if save:
-        save_rule(kb_dir, result.best.rule)
+        save_rule(kb_dir, result.best.rule, on_wait=notice)
     if run is not None:
         from ragbound.report.run import record_tuning
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -14,6 +14,7 @@ from ragbound.artifacts import read_json, write_json
 from ragbound.corpus import validate_query
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
+from ragbound.locking import writer_lock
 from ragbound.stats.tripwire import (
     NO_FLOOR,
     condition_matrix,
@@ -65,10 +66,15 @@ class TripwireRule(BaseModel):
         return f" {self.combine} ".join(self.conditions()) + f" (k={self.k}{floor})"
 
 
-def save_rule(kb_dir: Path, rule: TripwireRule) -> Path:
-    """Write the rule the guard of ``kb_dir`` uses by default."""
+def save_rule(
+    kb_dir: Path, rule: TripwireRule, *, on_wait: Callable[[str], None] | None = None
+) -> Path:
+    """Write the rule the guard of ``kb_dir`` uses by default (atomic, under the KB's lock)."""
+    from ragbound.knowledge import LOCK_WHAT
+
     path = Path(kb_dir) / RULE_FILE
-    write_json(path, rule.model_dump(mode="json"))
+    with writer_lock(Path(kb_dir), what=LOCK_WHAT, on_wait=on_wait):
+        write_json(path, rule.model_dump(mode="json"))
     return path
 
 
