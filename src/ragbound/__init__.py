@@ -23,6 +23,8 @@ _LAZY = {
     "KnowledgeBase": "ragbound.knowledge",
     "BoundaryDetector": "ragbound.detect.boundary",
     "Guard": "ragbound.detect.guard",
+    "Gate": "ragbound.gate",
+    "Decision": "ragbound.gate",
     "Calibration": "ragbound.detect.calibration",
     "Verdict": "ragbound.results",
     "EvaluationReport": "ragbound.results",
@@ -32,7 +34,9 @@ _LAZY = {
 __all__ = [
     "BoundaryDetector",
     "Calibration",
+    "Decision",
     "EvaluationReport",
+    "Gate",
     "Guard",
     "KnowledgeBase",
     "Verdict",
@@ -45,6 +49,7 @@ if TYPE_CHECKING:
     from ragbound.detect.calibration import Calibration
     from ragbound.detect.evaluate import evaluate
     from ragbound.detect.guard import Guard
+    from ragbound.gate import Decision, Gate
     from ragbound.knowledge import KnowledgeBase
     from ragbound.results import EvaluationReport, Verdict
 

@@ -22,6 +22,7 @@ from ragbound.stats.tripwire import (
     rule_decisions,
     tripwire_features,
 )
+from ragbound.stores import Hits
 from ragbound.tripwires.store import TripwireStore
 
 RULE_FILE = "tripwire-rule.json"
@@ -168,9 +169,19 @@ class TripwireGuard:
         vectors = self.kb.embed(texts) if len(texts) > 1 else self.kb.embedder.encode_one(texts[0])
         return self.retrieve_vectors(vectors, k)
 
-    def retrieve_vectors(self, vectors: np.ndarray, k: int) -> MergedTopK:
-        """As :meth:`retrieve`, for query vectors already embedded."""
-        knowledge = self.kb.store.search(vectors, k)
+    def retrieve_vectors(
+        self, vectors: np.ndarray, k: int, knowledge: Hits | None = None
+    ) -> MergedTopK:
+        """As :meth:`retrieve`, for query vectors already embedded.
+
+        ``knowledge``: the knowledge's top hits of these vectors (at least ``k`` per row) when
+        the caller has searched already; they are not searched again.
+        """
+        if knowledge is None:
+            knowledge = self.kb.store.search(vectors, k)
+        elif knowledge.similarities.shape[1] < k:
+            raise InputError(f"the knowledge hits hold {knowledge.similarities.shape[1]} < {k}")
+        knowledge = Hits(knowledge.similarities[:, :k], knowledge.indices[:, :k])
         tripwires = self.tripwires.search(vectors, k)
         sims, flags, positions = merge_top_k(knowledge.similarities, tripwires.similarities, k)
         own = np.where(
