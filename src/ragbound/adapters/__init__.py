@@ -1,0 +1,16 @@
+"""Framework adapters: put the Gate in front of a LangChain, LlamaIndex or Haystack RAG pipeline.
+
+Each adapter is its own module and needs its framework, installed with an extra:
+
+- ``ragbound.adapters.langchain``: :class:`GatedRetriever`, a LangChain ``BaseRetriever``
+  that decides the query before retrieving (``pip install 'ragbound[langchain]'``);
+- ``ragbound.adapters.langchain_agent``: :class:`GateMiddleware`, a LangChain v1 agent
+  middleware that ends the turn on ``reject`` / ``abstain`` (same extra);
+- ``ragbound.adapters.llamaindex``: :class:`GatePostprocessor`, a LlamaIndex
+  ``BaseNodePostprocessor`` (``pip install 'ragbound[llamaindex]'``);
+- ``ragbound.adapters.haystack``: :class:`GateComponent`, a Haystack component
+  (``pip install 'ragbound[haystack]'``).
+
+Importing this package imports no framework; importing an adapter module without its framework
+raises an ``ImportError`` naming the extra to install.
+"""

@@ -1,0 +1,146 @@
+"""Haystack adapter: a component that decides the query and routes the pipeline on the answer.
+
+:class:`GateComponent` ``run(query, documents=None)`` decides ``query`` with a
+:class:`~ragbound.gate.Gate` and returns:
+
+- ``decision``: always, the :class:`~ragbound.gate.Decision`;
+- ``documents``: always; on ``answer`` the given ``documents`` (copies annotated with the
+  decision, without its context, in ``meta["ragbound"]``) or, with none given, the Gate's own
+  context chunks as Documents (nearest first, ``score`` = similarity); on ``reject`` /
+  ``abstain`` an empty list;
+- ``query``: only on ``answer``, the query: connect it to the generation branch (e.g. a
+  ``PromptBuilder`` with ``required_variables=["query"]``) so that branch runs only then;
+- ``blocked``: only on ``reject`` / ``abstain``, the decision: connect it to a refusal branch.
+
+Built from ``kb_dir`` the component loads its Gate in ``warm_up()`` and serialises with the
+pipeline (``to_dict`` / ``from_dict``; Haystack loads it only from a trusted module:
+``Pipeline.loads(text, allowed_modules=["ragbound.adapters.haystack"])``); built from a loaded
+``gate`` it shares it but cannot be serialised.
+
+Example:
+    >>> pipe = Pipeline()  # doctest: +SKIP
+    >>> pipe.add_component("retriever", InMemoryBM25Retriever(store))  # doctest: +SKIP
+    >>> pipe.add_component("gate", GateComponent("kb/"))  # doctest: +SKIP
+    >>> pipe.connect("retriever.documents", "gate.documents")  # doctest: +SKIP
+    >>> out = pipe.run({"retriever": {"query": q}, "gate": {"query": q}})  # doctest: +SKIP
+    >>> out["gate"]["decision"].action  # doctest: +SKIP
+    'abstain'
+"""
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from ragbound.adapters._common import METADATA_KEY, decision_metadata, missing_extra
+from ragbound.errors import InputError
+from ragbound.gate import DEFAULT_CONTEXT_K, Decision, Gate
+
+try:
+    from haystack import Document, component, default_from_dict, default_to_dict
+except ImportError as error:
+    raise missing_extra("haystack-ai", "haystack", error) from error
+
+__all__ = ["GateComponent"]
+
+
+@component
+class GateComponent:
+    """Decides each query with a ragbound Gate; passes documents only on ``answer``.
+
+    Give exactly one of ``kb_dir`` (a calibrated knowledge base, loaded in ``warm_up``, with
+    ``context_k`` context chunks) or ``gate`` (already loaded). ``annotate``: on ``answer``,
+    copy the given documents with the decision in their ``meta`` (False: pass them untouched).
+    """
+
+    def __init__(
+        self,
+        kb_dir: str | Path | None = None,
+        *,
+        gate: Gate | None = None,
+        context_k: int = DEFAULT_CONTEXT_K,
+        annotate: bool = True,
+    ):
+        if (kb_dir is None) == (gate is None):
+            raise InputError("GateComponent needs exactly one of kb_dir or gate")
+        self.kb_dir = None if kb_dir is None else str(kb_dir)
+        self.context_k = context_k
+        self.annotate = annotate
+        self._gate = gate
+
+    def warm_up(self) -> None:
+        """Load the Gate from ``kb_dir`` (once); the pipeline calls this before running."""
+        if self._gate is None:
+            self._gate = Gate.load(self.kb_dir, context_k=self.context_k)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The component's init parameters, for pipeline serialisation (needs ``kb_dir``)."""
+        if self.kb_dir is None:
+            raise InputError(
+                "a GateComponent built from a loaded gate cannot be serialised: "
+                "build it with kb_dir to save the pipeline"
+            )
+        return default_to_dict(
+            self, kb_dir=self.kb_dir, context_k=self.context_k, annotate=self.annotate
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "GateComponent":
+        """The component again from :meth:`to_dict`'s output."""
+        return default_from_dict(cls, data)
+
+    @component.output_types(
+        documents=list[Document], decision=Decision, query=str, blocked=Decision
+    )
+    def run(self, query: str, documents: list[Document] | None = None) -> dict[str, Any]:
+        """Decide ``query``; documents on ``answer`` only (see the module docstring)."""
+        self.warm_up()
+        assert self._gate is not None
+        return self._outputs(self._gate.decide(query), documents)
+
+    @component.output_types(
+        documents=list[Document], decision=Decision, query=str, blocked=Decision
+    )
+    async def run_async(
+        self, query: str, documents: list[Document] | None = None
+    ) -> dict[str, Any]:
+        """:meth:`run` for ``AsyncPipeline``: the decision is made in a worker thread."""
+        self.warm_up()
+        assert self._gate is not None
+        decision = await asyncio.to_thread(self._gate.decide, query)
+        return self._outputs(decision, documents)
+
+    def _outputs(self, decision: Decision, documents: list[Document] | None) -> dict[str, Any]:
+        if decision.action != "answer":
+            return {"documents": [], "decision": decision, "blocked": decision}
+        if documents is None:
+            found = context_documents(decision)
+        else:
+            found = annotated(documents, decision) if self.annotate else documents
+        return {"documents": found, "decision": decision, "query": decision.query}
+
+
+def context_documents(decision: Decision) -> list[Document]:
+    """The Gate's retrieved chunks as Haystack documents, nearest first."""
+    summary = decision_metadata(decision)
+    return [
+        Document(
+            id=chunk.chunk_id,
+            content=chunk.text,
+            score=chunk.similarity,
+            meta={
+                "chunk_id": chunk.chunk_id,
+                "doc_id": chunk.doc_id,
+                "source": chunk.source,
+                "rank": chunk.rank,
+                METADATA_KEY: summary,
+            },
+        )
+        for chunk in decision.context
+    ]
+
+
+def annotated(documents: list[Document], decision: Decision) -> list[Document]:
+    """Copies of ``documents`` with the decision in their meta (the originals untouched)."""
+    summary = decision_metadata(decision)
+    return [dataclasses.replace(doc, meta={**doc.meta, METADATA_KEY: summary}) for doc in documents]

@@ -1,0 +1,140 @@
+"""LangChain adapter: a ``BaseRetriever`` that asks the Gate before it retrieves.
+
+:class:`GatedRetriever` decides each query with a :class:`~ragbound.gate.Gate` first:
+
+- ``answer``: returns the wrapped retriever's documents, or, with no wrapped retriever, the
+  Gate's own context chunks as ``Document`` objects (nearest first); every document carries the
+  decision (without its context) in ``metadata["ragbound"]``;
+- ``reject`` / ``abstain``: returns no documents (``on_block="empty"``, the default) or raises
+  :class:`QueryBlocked` carrying the decision (``on_block="raise"``).
+
+Either way the decision reaches the caller through ``last_decision`` (the latest query's; with
+concurrent calls on one retriever, prefer the callback event) and a LangChain custom callback
+event named ``ragbound_decision`` whose data is the whole decision as JSON, context included
+(``Decision.model_validate(data)`` restores it; seen by callback handlers' ``on_custom_event``
+and by ``astream_events``).
+
+Example:
+    >>> guarded = vectorstore.as_retriever()  # doctest: +SKIP
+    >>> retriever = GatedRetriever(gate=Gate.load("kb/"), retriever=guarded)  # doctest: +SKIP
+    >>> docs = retriever.invoke("Who won the 1998 world cup?")  # doctest: +SKIP
+    >>> docs, retriever.last_decision.action  # doctest: +SKIP
+    ([], 'abstain')
+"""
+
+from __future__ import annotations
+
+from pydantic import PrivateAttr, field_validator
+
+from ragbound.adapters._common import (
+    METADATA_KEY,
+    OnBlock,
+    QueryBlocked,
+    blocked,
+    check_on_block,
+    decision_metadata,
+    missing_extra,
+)
+from ragbound.gate import Decision, Gate
+
+try:
+    from langchain_core.callbacks import (
+        AsyncCallbackManagerForRetrieverRun,
+        CallbackManagerForRetrieverRun,
+    )
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables.config import run_in_executor
+except ImportError as error:
+    raise missing_extra("langchain-core", "langchain", error) from error
+
+__all__ = ["DECISION_EVENT", "GatedRetriever", "QueryBlocked"]
+
+DECISION_EVENT = "ragbound_decision"
+"""Name of the custom callback event that carries each decision (data: the decision as JSON)."""
+
+
+class GatedRetriever(BaseRetriever):
+    """Guards any LangChain retriever (or stands alone) with a ragbound Gate.
+
+    ``gate``: the loaded :class:`~ragbound.gate.Gate`; ``retriever``: the retriever to guard
+    (None: the Gate's context chunks are the documents); ``on_block``: ``"empty"`` returns no
+    documents on ``reject`` / ``abstain``, ``"raise"`` raises ``QueryBlocked``.
+    """
+
+    gate: Gate
+    retriever: BaseRetriever | None = None
+    on_block: OnBlock = "empty"
+    _last_decision: Decision | None = PrivateAttr(default=None)
+
+    @field_validator("on_block", mode="before")
+    @classmethod
+    def _valid_on_block(cls, value: str) -> OnBlock:
+        return check_on_block(value)
+
+    @property
+    def last_decision(self) -> Decision | None:
+        """The decision on the latest query this retriever saw (None before the first)."""
+        return self._last_decision
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        decision = self._decide(query)
+        run_manager.get_child().on_custom_event(
+            DECISION_EVENT, decision.model_dump(mode="json"), run_id=run_manager.run_id
+        )
+        if blocked(decision, self.on_block):
+            return []
+        if self.retriever is None:
+            return context_documents(decision)
+        found = self.retriever.invoke(query, config={"callbacks": run_manager.get_child()})
+        return annotated(found, decision)
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        decision = await run_in_executor(None, self._decide, query)
+        await run_manager.get_child().on_custom_event(
+            DECISION_EVENT, decision.model_dump(mode="json"), run_id=run_manager.run_id
+        )
+        if blocked(decision, self.on_block):
+            return []
+        if self.retriever is None:
+            return context_documents(decision)
+        found = await self.retriever.ainvoke(query, config={"callbacks": run_manager.get_child()})
+        return annotated(found, decision)
+
+    def _decide(self, query: str) -> Decision:
+        decision = self.gate.decide(query)
+        self._last_decision = decision
+        return decision
+
+
+def context_documents(decision: Decision) -> list[Document]:
+    """The Gate's retrieved chunks as LangChain documents, nearest first."""
+    summary = decision_metadata(decision)
+    return [
+        Document(
+            id=chunk.chunk_id,
+            page_content=chunk.text,
+            metadata={
+                "chunk_id": chunk.chunk_id,
+                "doc_id": chunk.doc_id,
+                "source": chunk.source,
+                "rank": chunk.rank,
+                "similarity": chunk.similarity,
+                METADATA_KEY: summary,
+            },
+        )
+        for chunk in decision.context
+    ]
+
+
+def annotated(documents: list[Document], decision: Decision) -> list[Document]:
+    """Copies of ``documents`` with the decision in their metadata (the originals untouched)."""
+    summary = decision_metadata(decision)
+    return [
+        doc.model_copy(update={"metadata": {**doc.metadata, METADATA_KEY: summary}})
+        for doc in documents
+    ]

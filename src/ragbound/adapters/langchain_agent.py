@@ -1,0 +1,132 @@
+"""LangChain v1 agent middleware: the Gate decides each turn before the agent runs.
+
+:class:`GateMiddleware` decides the turn's last human message in ``before_agent``:
+
+- ``reject`` / ``abstain``: the turn ends at once with an ``AIMessage`` (``refusal`` or
+  ``abstention`` text, the decision without its context in ``response_metadata["ragbound"]``);
+  the model and the tools never run;
+- ``answer``: the agent runs as usual; with a ``context_template`` the Gate's retrieved chunks
+  are added to the model's system prompt, so the agent never retrieves them twice.
+
+Every turn's decision (full, as JSON) is in the agent's state under ``ragbound_decision``, so
+``agent.invoke(...)["ragbound_decision"]`` gives it to the caller
+(``Decision.model_validate`` restores the object).
+
+Example:
+    >>> gate = GateMiddleware(Gate.load("kb/"))  # doctest: +SKIP
+    >>> agent = create_agent(model, tools, middleware=[gate])  # doctest: +SKIP
+    >>> question = {"role": "user", "content": "Who won the 1998 world cup?"}
+    >>> result = agent.invoke({"messages": [question]})  # doctest: +SKIP
+    >>> result["ragbound_decision"]["action"], result["messages"][-1].text  # doctest: +SKIP
+    ('abstain', "I don't know: ...")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, NotRequired
+
+from ragbound.adapters._common import METADATA_KEY, decision_metadata, missing_extra
+from ragbound.gate import Decision, Gate
+
+try:
+    from langchain.agents.middleware import (
+        AgentMiddleware,
+        AgentState,
+        ModelRequest,
+        ModelResponse,
+        hook_config,
+    )
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+    from langchain_core.runnables.config import run_in_executor
+    from langgraph.runtime import Runtime
+except ImportError as error:
+    raise missing_extra("langchain (v1, with agents.middleware)", "langchain", error) from error
+
+__all__ = ["DEFAULT_ABSTENTION", "DEFAULT_REFUSAL", "GateMiddleware", "GateState"]
+
+DEFAULT_REFUSAL = "I can't help with that request."
+DEFAULT_ABSTENTION = "I don't know: the question is outside what my documents cover."
+DEFAULT_CONTEXT_TEMPLATE = "Answer from these passages of the knowledge base:\n\n{context}"
+DECISION_KEY = "ragbound_decision"
+
+
+class GateState(AgentState):
+    """The agent state with the latest turn's decision (``Decision`` as JSON)."""
+
+    ragbound_decision: NotRequired[dict[str, Any]]
+
+
+class GateMiddleware(AgentMiddleware[GateState]):
+    """Ends the agent's turn on ``reject`` / ``abstain``; records every decision in the state.
+
+    ``refusal`` answers a ``reject``, ``abstention`` an ``abstain``. ``context_template``
+    (a string with a ``{context}`` field, e.g. :data:`DEFAULT_CONTEXT_TEMPLATE`; None: off)
+    adds the Gate's chunks to the system prompt on ``answer``.
+    """
+
+    state_schema = GateState
+
+    def __init__(
+        self,
+        gate: Gate,
+        *,
+        refusal: str = DEFAULT_REFUSAL,
+        abstention: str = DEFAULT_ABSTENTION,
+        context_template: str | None = None,
+    ):
+        super().__init__()
+        self.gate = gate
+        self.replies = {"reject": refusal, "abstain": abstention}
+        self.context_template = context_template
+
+    @hook_config(can_jump_to=["end"])
+    def before_agent(self, state: GateState, runtime: Runtime) -> dict[str, Any] | None:
+        query = _last_human_text(state)
+        return None if query is None else self._verdict(self.gate.decide(query))
+
+    @hook_config(can_jump_to=["end"])
+    async def abefore_agent(self, state: GateState, runtime: Runtime) -> dict[str, Any] | None:
+        query = _last_human_text(state)
+        if query is None:
+            return None
+        return self._verdict(await run_in_executor(None, self.gate.decide, query))
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
+        return handler(self._with_context(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse:
+        return await handler(self._with_context(request))
+
+    def _verdict(self, decision: Decision) -> dict[str, Any]:
+        update: dict[str, Any] = {DECISION_KEY: decision.model_dump(mode="json")}
+        if decision.action == "answer":
+            return update
+        reply = AIMessage(
+            content=self.replies[decision.action],
+            response_metadata={METADATA_KEY: decision_metadata(decision)},
+        )
+        return {**update, "messages": [reply], "jump_to": "end"}
+
+    def _with_context(self, request: ModelRequest) -> ModelRequest:
+        decision = request.state.get(DECISION_KEY)
+        if self.context_template is None or not decision or decision["action"] != "answer":
+            return request
+        context = "\n\n".join(chunk["text"] for chunk in decision["context"])
+        addition = self.context_template.format(context=context)
+        prompt = request.system_prompt
+        text = addition if not prompt else f"{prompt}\n\n{addition}"
+        return request.override(system_message=SystemMessage(content=text))
+
+
+def _last_human_text(state: GateState) -> str | None:
+    for message in reversed(state["messages"]):
+        if isinstance(message, HumanMessage):
+            return message.text
+    return None

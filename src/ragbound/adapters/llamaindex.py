@@ -1,0 +1,108 @@
+"""LlamaIndex adapter: a node postprocessor that lets nodes through only when the Gate answers.
+
+:class:`GatePostprocessor` decides the query of each retrieval with a
+:class:`~ragbound.gate.Gate`:
+
+- ``answer``: the retrieved nodes pass through, as copies annotated with the decision (without
+  its context) in ``metadata["ragbound"]``, a key kept out of the LLM and embedding text;
+- ``reject`` / ``abstain``: no nodes (``on_block="empty"``, the default: a query engine then
+  answers "Empty Response" without calling the LLM), or :class:`QueryBlocked` carrying the
+  decision (``on_block="raise"``).
+
+The decision reaches the caller through ``last_decision`` (the latest query's), the nodes'
+metadata on ``answer``, and the exception in ``raise`` mode.
+
+Example:
+    >>> gate = GatePostprocessor(gate=Gate.load("kb/"))  # doctest: +SKIP
+    >>> engine = index.as_query_engine(node_postprocessors=[gate])  # doctest: +SKIP
+    >>> engine.query("Who won the 1998 world cup?").source_nodes  # doctest: +SKIP
+    []
+    >>> gate.last_decision.action  # doctest: +SKIP
+    'abstain'
+"""
+
+from __future__ import annotations
+
+from ragbound.adapters._common import (
+    METADATA_KEY,
+    OnBlock,
+    QueryBlocked,
+    blocked,
+    check_on_block,
+    decision_metadata,
+    missing_extra,
+)
+from ragbound.errors import InputError
+from ragbound.gate import Decision, Gate
+
+try:
+    from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+    from llama_index.core.postprocessor.types import BaseNodePostprocessor
+    from llama_index.core.schema import NodeWithScore, QueryBundle
+except ImportError as error:
+    raise missing_extra("llama-index-core", "llamaindex", error) from error
+
+__all__ = ["GatePostprocessor", "QueryBlocked"]
+
+
+class GatePostprocessor(BaseNodePostprocessor):
+    """Empties (or refuses) the retrieved nodes of a query the Gate does not answer.
+
+    ``gate``: the loaded :class:`~ragbound.gate.Gate` (not serialised); ``on_block``:
+    ``"empty"`` or ``"raise"``; ``annotate``: on ``answer``, copy the nodes with the decision in
+    their metadata (False: pass the nodes through untouched).
+    """
+
+    gate: Gate = Field(exclude=True)
+    on_block: OnBlock = "empty"
+    annotate: bool = True
+    _last_decision: Decision | None = PrivateAttr(default=None)
+
+    @field_validator("on_block", mode="before")
+    @classmethod
+    def _valid_on_block(cls, value: str) -> OnBlock:
+        return check_on_block(value)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "RagboundGatePostprocessor"
+
+    @property
+    def last_decision(self) -> Decision | None:
+        """The decision on the latest query this postprocessor saw (None before the first)."""
+        return self._last_decision
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        if query_bundle is None:
+            raise InputError(
+                "GatePostprocessor needs the query: pass query_bundle or query_str to "
+                "postprocess_nodes (query engines do)"
+            )
+        decision = self.gate.decide(query_bundle.query_str)
+        self._last_decision = decision
+        if blocked(decision, self.on_block):
+            return []
+        return annotated(nodes, decision) if self.annotate else nodes
+
+
+def annotated(nodes: list[NodeWithScore], decision: Decision) -> list[NodeWithScore]:
+    """Copies of ``nodes`` with the decision in metadata, hidden from the LLM and embeddings."""
+    summary = decision_metadata(decision)
+    copies = []
+    for scored in nodes:
+        node = scored.node
+        copy = node.model_copy(
+            update={
+                "metadata": {**node.metadata, METADATA_KEY: summary},
+                "excluded_llm_metadata_keys": _with_key(node.excluded_llm_metadata_keys),
+                "excluded_embed_metadata_keys": _with_key(node.excluded_embed_metadata_keys),
+            }
+        )
+        copies.append(NodeWithScore(node=copy, score=scored.score))
+    return copies
+
+
+def _with_key(keys: list[str]) -> list[str]:
+    return keys if METADATA_KEY in keys else [*keys, METADATA_KEY]

@@ -1,0 +1,36 @@
+"""One calibrated MiniLM knowledge base with tripwires, shared by the framework adapter tests."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ragbound.tripwires import TripwireRule
+from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
+from tests.tripwires.tripwire_texts import TRIPWIRES, UNSAFE
+
+# the rule of tests/test_gate.py: a tripwire ranked first in the merged top 3 rejects
+RULE = TripwireRule(k=3, proportion=None, rank=1)
+ANSWERED = MORE_IN_KNOWLEDGE[12]  # in knowledge, no tripwire near
+ABSTAINED = OUT_OF_KNOWLEDGE[0]  # out of knowledge
+REJECTED = UNSAFE[0]  # a harm tripwire ranks first
+
+
+@pytest.fixture(scope="session")
+def gated_kb_dir(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bees-and-trains knowledge base, calibrated at alpha = 0.1, with four tripwires."""
+    from ragbound.detect import Guard
+    from ragbound.knowledge import KnowledgeBase
+    from ragbound.tripwires import TripwireStore, read_tripwires
+
+    target = tmp_path_factory.mktemp("adapters") / "kb"
+    shutil.copytree(minilm_kb_dir, target)
+    kb = KnowledgeBase.load(target)
+    Guard.calibrate(kb, IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10], k=4, alpha=0.1).save()
+    source = target.parent / "tripwires.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in TRIPWIRES), encoding="utf-8")
+    TripwireStore.open(kb).add(read_tripwires(source))
+    return target

@@ -1,0 +1,128 @@
+"""LangChain v1 agent middleware: a real create_agent graph, a scripted chat model.
+
+The chat model is langchain-core's GenericFakeChatModel, a test double for the LLM: it replies
+with the scripted messages in order, so a test can see whether the model ran at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain.agents.middleware")
+
+from langchain.agents import create_agent
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from ragbound.adapters.langchain_agent import (
+    DEFAULT_ABSTENTION,
+    DEFAULT_CONTEXT_TEMPLATE,
+    DEFAULT_REFUSAL,
+    GateMiddleware,
+)
+from ragbound.gate import Decision, Gate
+from tests.adapters.conftest import ABSTAINED, ANSWERED, REJECTED, RULE
+
+SCRIPTED = "scripted model reply"
+
+
+class PromptRecorder(BaseCallbackHandler):
+    """Keeps the messages each chat-model call was given."""
+
+    def __init__(self) -> None:
+        self.prompts: list[list[BaseMessage]] = []
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self.prompts.extend(messages)
+
+
+@pytest.fixture(scope="module")
+def gate(gated_kb_dir: Path) -> Gate:
+    return Gate.load(gated_kb_dir, rule=RULE, context_k=2)
+
+
+def scripted_model(replies: int = 3) -> GenericFakeChatModel:
+    # distinct messages: one object repeated keeps one id, and the thread would replace it
+    return GenericFakeChatModel(messages=iter([AIMessage(SCRIPTED) for _ in range(replies)]))
+
+
+def ask(agent: Any, query: str, **config: Any) -> dict[str, Any]:
+    return agent.invoke({"messages": [{"role": "user", "content": query}]}, config=config or None)
+
+
+@pytest.mark.parametrize(
+    ("query", "action", "reply"),
+    [(ABSTAINED, "abstain", DEFAULT_ABSTENTION), (REJECTED, "reject", DEFAULT_REFUSAL)],
+    ids=["abstain", "reject"],
+)
+def test_a_blocked_turn_ends_before_the_model_runs(
+    gate: Gate, query: str, action: str, reply: str
+) -> None:
+    recorder = PromptRecorder()
+    agent = create_agent(scripted_model(), tools=[], middleware=[GateMiddleware(gate)])
+    result = ask(agent, query, callbacks=[recorder])
+    assert recorder.prompts == []  # the model never ran
+    last = result["messages"][-1]
+    assert isinstance(last, AIMessage) and last.text == reply
+    assert last.response_metadata["ragbound"]["action"] == action
+    decision = Decision.model_validate(result["ragbound_decision"])
+    assert decision.action == action and decision.query == query
+
+
+def test_an_answered_turn_runs_the_model_with_the_decision_in_state(gate: Gate) -> None:
+    recorder = PromptRecorder()
+    agent = create_agent(scripted_model(), tools=[], middleware=[GateMiddleware(gate)])
+    result = ask(agent, ANSWERED, callbacks=[recorder])
+    assert result["messages"][-1].text == SCRIPTED
+    assert result["ragbound_decision"]["action"] == "answer"
+    assert len(recorder.prompts) == 1
+    assert all(m.type != "system" for m in recorder.prompts[0])  # no context unless asked
+
+
+def test_the_context_template_puts_the_gates_chunks_in_the_system_prompt(gate: Gate) -> None:
+    recorder = PromptRecorder()
+    middleware = GateMiddleware(gate, context_template=DEFAULT_CONTEXT_TEMPLATE)
+    agent = create_agent(
+        scripted_model(), tools=[], system_prompt="Be brief.", middleware=[middleware]
+    )
+    result = ask(agent, ANSWERED, callbacks=[recorder])
+    system = recorder.prompts[0][0]
+    assert system.type == "system" and system.text.startswith("Be brief.\n\nAnswer from")
+    for chunk in result["ragbound_decision"]["context"]:
+        assert chunk["text"] in system.text
+
+
+def test_each_turn_of_a_thread_is_decided_on_its_own_message(gate: Gate) -> None:
+    model = scripted_model()
+    agent = create_agent(
+        model, tools=[], middleware=[GateMiddleware(gate)], checkpointer=InMemorySaver()
+    )
+    thread = {"configurable": {"thread_id": "t1"}}
+    first = ask(agent, ANSWERED, **thread)
+    second = ask(agent, REJECTED, **thread)
+    third = ask(agent, ANSWERED, **thread)
+    assert [r["ragbound_decision"]["action"] for r in (first, second, third)] == [
+        "answer",
+        "reject",
+        "answer",
+    ]
+    assert [m.text for m in third["messages"] if m.type == "ai"] == [
+        SCRIPTED,
+        DEFAULT_REFUSAL,
+        SCRIPTED,
+    ]
+
+
+def test_async_agent_is_gated_too(gate: Gate) -> None:
+    agent = create_agent(
+        scripted_model(), tools=[], middleware=[GateMiddleware(gate, refusal="No.")]
+    )
+    result = asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": REJECTED}]}))
+    assert result["messages"][-1].text == "No."
+    assert result["ragbound_decision"]["triggers"][0]["topic"] == "harm"
