@@ -120,7 +120,7 @@ def test_ctrl_c_while_waiting_exits_130_and_changes_nothing(corpus_dir: Path, tm
         wait_until_waiting(process)
         process.send_signal(signal.SIGINT)
         code, _, err = finish(process)
-    assert code == 130 and err.strip() == "interrupted"
+    assert (code, err.strip()) == (130, "interrupted")
     assert (kb_dir / "manifest.json").read_bytes() == before
     assert len(KnowledgeBase.load(kb_dir)) == 5
 
