@@ -230,7 +230,9 @@ def _add_ops_routes(app: FastAPI, service: Service) -> None:
         """The process is up (the model may still be loading: see /readyz)."""
         return {"status": "ok"}
 
-    @app.get("/readyz", response_model=Readiness, responses={503: {"model": Readiness}}, tags=["ops"])
+    @app.get(
+        "/readyz", response_model=Readiness, responses={503: {"model": Readiness}}, tags=["ops"]
+    )
     async def readyz() -> JSONResponse:
         """200 once the model is loaded and the calibration present; 503 before or on failure."""
         gate = service.gate

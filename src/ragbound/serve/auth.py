@@ -37,9 +37,7 @@ class Tokens:
                 continue
             role, sep, token = line.partition(":")
             if not sep or role not in ROLES:
-                raise InputError(
-                    f"{where(source, number)}: expected 'read:TOKEN' or 'admin:TOKEN'"
-                )
+                raise InputError(f"{where(source, number)}: expected 'read:TOKEN' or 'admin:TOKEN'")
             if len(token.strip()) < MIN_TOKEN_CHARS:
                 raise InputError(
                     f"{where(source, number)}: the token must have at least "

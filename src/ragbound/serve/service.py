@@ -126,7 +126,9 @@ class Service:
         change = apply(TripwireStore.open(kb))
         rule = gate.tripwires.rule if gate.tripwires is not None else load_rule(Path(kb.path))
         guard = TripwireGuard(kb, rule)
-        self.gate = Gate(gate.guard, guard if len(guard.tripwires) else None, context_k=gate.context_k)
+        self.gate = Gate(
+            gate.guard, guard if len(guard.tripwires) else None, context_k=gate.context_k
+        )
         return change
 
 
