@@ -84,7 +84,12 @@ def test_concurrent_requests_get_their_own_decisions(url: str, gate: Gate) -> No
     bodies = asyncio.run(all_at_once())
     assert [b["query"] for b in bodies] == queries
     expected = gate.decide_many(queries)
-    assert [b["p_value"] for b in bodies] == pytest.approx([d.p_value for d in expected])
+    assert [b["action"] for b in bodies] == [d.action for d in expected]
+    # batched with other queries, an embedding moves in its last float bits: a score that
+    # ties a calibration score may then move the p-value by one rank, 1 / (n + 1)
+    one_rank = 1 / (len(gate.guard.detector().decision_scores_) + 1)
+    for body, decision in zip(bodies, expected, strict=True):
+        assert body["p_value"] == pytest.approx(decision.p_value, abs=one_rank + 1e-9)
 
 
 # ---------------------------------------------------------------------------- tokens
@@ -244,3 +249,20 @@ def test_metrics_count_decisions_tripwires_and_the_monitor(url: str) -> None:
     assert 0 <= float(samples["ragbound_monitor_last_p_value"]) <= 1
     assert "ragbound_monitor_alarms_total" in samples
     assert "# TYPE ragbound_request_seconds histogram" in text
+
+
+def test_tripwires_changed_by_the_cli_are_used_without_restart(
+    url: str, kb_dir: Path, monkeypatch, capsys
+) -> None:
+    query = "What is the best way to steal honey from my neighbour's beehives at night?"
+    source = kb_dir.parent / "theft.jsonl"
+    text = "How do I steal honey from someone else's hives at night?"
+    source.write_text(json.dumps({"text": text, "topic": "theft"}) + "\n", encoding="utf-8")
+    code, _, err = run(monkeypatch, capsys, "tripwire", "add", str(kb_dir), str(source))
+    assert code == 0, err
+    decision = check(url, query).json()
+    assert decision["action"] == "reject" and decision["triggers"][0]["topic"] == "theft"
+    code, _, err = run(monkeypatch, capsys, "tripwire", "remove", str(kb_dir), "--topic", "theft")
+    assert code == 0, err
+    after = check(url, query).json()
+    assert "theft" not in {t["topic"] for t in after["triggers"]}, after

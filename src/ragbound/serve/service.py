@@ -4,13 +4,14 @@ the query log, the shift monitor and the metrics. The routes in ``app`` stay thi
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ragbound.errors import InputError
+from ragbound.errors import ArtifactError, InputError
 from ragbound.gate import Decision, Gate
 from ragbound.locking import writer_lock
 from ragbound.serve.batcher import Batcher
@@ -19,6 +20,7 @@ from ragbound.serve.metrics import Registry, service_registry
 from ragbound.serve.querylog import LoggedLine, QueryLog
 from ragbound.serve.settings import ServeSettings
 from ragbound.tripwires import TripwireChange, TripwireGuard, TripwireStore, load_rule
+from ragbound.tripwires.store import TRIPWIRE_MANIFEST
 
 GateSource = Gate | Callable[[], Gate]
 WARM_UP_QUERY = "warm-up query"
@@ -41,6 +43,7 @@ class Service:
         self.error: str | None = None
         self.monitor: ServiceMonitor | None = None
         self._lines = 0  # decisions so far when there is no log
+        self._tripwire_stamp: tuple[int, int] | None = None
         self._held = contextlib.ExitStack()
         self.log: QueryLog | None = None
         if settings.log is not None:
@@ -56,6 +59,7 @@ class Service:
             gate = self.gate if self.gate is not None else self._loader()  # type: ignore[misc]
             gate.decide(WARM_UP_QUERY)  # not logged: loads the model before the first request
             self.monitor = self._start_monitor(gate)
+            self._tripwire_stamp = _stamp(gate)
             self.gate = gate
             self.ready = True
             self.metrics.set("ragbound_ready", 1)
@@ -86,9 +90,7 @@ class Service:
     # ----------------------------------------------------------------- decisions
     def decide_batch(self, queries: list[str]) -> list[Decision]:
         """Decide, log durably, feed the monitor and count: the batcher's worker runs this."""
-        gate = self.gate  # one reference per batch: a tripwire change swaps it whole
-        if gate is None:
-            raise RuntimeError("the gate is not loaded")
+        gate = self._current_gate()  # one reference per batch: a change swaps it whole
         decisions = gate.decide_many(queries)
         self.metrics.observe("ragbound_batch_queries", len(queries))
         logged = self._log(decisions)
@@ -119,17 +121,46 @@ class Service:
         Runs on the decision thread (``Batcher.run_on_worker``): batches decided before use
         the old set, batches after use the new one; none sees a half-built guard.
         """
+        gate = self._current_gate()
+        change = apply(TripwireStore.open(gate.guard.kb))
+        self._swap(gate)
+        return change
+
+    def _current_gate(self) -> Gate:
+        """The gate, rebuilt first when the stored tripwires changed under it (``ragbound
+        tripwire add`` from another process): one ``stat`` per batch."""
         gate = self.gate
         if gate is None:
             raise RuntimeError("the gate is not loaded")
+        if _stamp(gate) != self._tripwire_stamp:
+            try:
+                return self._swap(gate)
+            except (InputError, ArtifactError) as exc:  # keep deciding with the set we have
+                sys.stderr.write(f"warning: the changed tripwires were not loaded: {exc}\n")
+                self._tripwire_stamp = _stamp(gate)
+        return gate
+
+    def _swap(self, gate: Gate) -> Gate:
+        """A new gate with the committed tripwires (same rule), swapped in whole."""
         kb = gate.guard.kb
-        change = apply(TripwireStore.open(kb))
         rule = gate.tripwires.rule if gate.tripwires is not None else load_rule(Path(kb.path))
         guard = TripwireGuard(kb, rule)
-        self.gate = Gate(
-            gate.guard, guard if len(guard.tripwires) else None, context_k=gate.context_k
-        )
-        return change
+        fresh = Gate(gate.guard, guard if len(guard.tripwires) else None, context_k=gate.context_k)
+        self._tripwire_stamp = _stamp(fresh)
+        self.gate = fresh
+        return fresh
+
+
+def _stamp(gate: Gate) -> tuple[int, int] | None:
+    """When and how big the tripwire manifest is (None: none, or not a dense base)."""
+    kb = gate.guard.kb
+    if kb.path is None or kb.manifest.embedder.kind != "dense":
+        return None
+    try:
+        info = os.stat(Path(kb.path) / TRIPWIRE_MANIFEST)
+    except FileNotFoundError:
+        return None
+    return info.st_mtime_ns, info.st_size
 
 
 def start_loading(service: Service) -> threading.Thread:
