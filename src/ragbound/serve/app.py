@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ragbound import __version__
+from ragbound._version import __version__
 from ragbound.corpus import validate_query
 from ragbound.errors import ArtifactError, InputError
 from ragbound.gate import Decision

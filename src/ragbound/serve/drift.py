@@ -19,13 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ragbound.detect.guard import Guard
-from ragbound.detect.monitor import (
-    MonitorState,
-    ShiftMonitor,
-    WindowSpec,
-    _remove_temporary,
-    save_state,
-)
+from ragbound.detect.monitor import MonitorState, ShiftMonitor, WindowSpec, save_state
 from ragbound.errors import ArtifactError, InputError
 from ragbound.results import WindowResult
 from ragbound.serve.metrics import Registry
@@ -61,8 +55,6 @@ class ServiceMonitor:
     def _resume(self) -> MonitorState:
         if self.log is None:
             return self.monitor.new_state(Path("memory"))
-        if self.state_path is not None:  # what a save cut short by a crash left
-            _remove_temporary(self.state_path)
         try:
             state = self.monitor._load_or_new(self.log.path, self.state_path)
         except (InputError, ArtifactError) as exc:  # another calibration or damaged: start over
