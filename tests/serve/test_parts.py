@@ -181,3 +181,26 @@ def test_the_log_keeps_a_hash_or_no_query(tmp_path: Path, mode: str) -> None:
     else:
         assert "query" not in line
     assert line["score"] == -0.7 and line["action"] == "answer" and line["p_value"] == 0.5
+
+
+def test_a_failed_write_leaves_no_partial_line(tmp_path: Path, monkeypatch) -> None:
+    import errno
+
+    from ragbound.serve import querylog
+
+    path = tmp_path / "log.jsonl"
+    log = QueryLog(path)
+    log.append([_decision("one")])
+    before = path.read_bytes()
+
+    def disk_full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(querylog.os, "fsync", disk_full)
+    with pytest.raises(OSError):
+        log.append([_decision("two"), _decision("three")])
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert log.append([_decision("four")])[0].line == 2
+    log.close()
+    assert [json.loads(x)["query"] for x in path.read_text().splitlines()] == ["one", "four"]

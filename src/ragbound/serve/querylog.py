@@ -65,8 +65,13 @@ class QueryLog:
                 rows.append(self._row(decision, now))
                 logged.append(LoggedLine(self.lines, now, decision.score))
             data = "".join(rows).encode()
-            _write_all(self._fd, data)
-            os.fsync(self._fd)
+            try:
+                _write_all(self._fd, data)
+                os.fsync(self._fd)
+            except OSError:  # e.g. a full disk: cut what got written, never leave half a line
+                os.ftruncate(self._fd, self.size)
+                self.lines -= len(rows)
+                raise
             self.size += len(data)
             self._last_time = now
             return logged
