@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from pathlib import Path
 
 import httpx
@@ -26,10 +27,11 @@ def test_not_ready_without_a_calibration_but_healthy(minilm_kb_dir: Path) -> Non
     app = create_app(lambda: Gate.load(minilm_kb_dir))  # built, never calibrated
     with ThreadServer(app) as url:
         assert httpx.get(f"{url}/healthz").status_code == 200
-        for _ in range(200):
+        for _ in range(600):  # the loader fails on a thread; wait for it (30 s at most)
             ready = httpx.get(f"{url}/readyz")
             if ready.json()["error"] != "the model is loading":
                 break
+            time.sleep(0.05)
         assert ready.status_code == 503
         assert "no calibration" in ready.json()["error"]
         check = httpx.post(f"{url}/v1/check", json={"query": "What do bees make?"})
