@@ -54,8 +54,10 @@ def serve(
     (admin token). GET /healthz, /readyz, /metrics (Prometheus) and /openapi.json.
 
     Without --token-file the service needs no token and binds only a loopback address. With
-    it, /v1/check needs a read or admin token and /v1/tripwires an admin token
-    (Authorization: Bearer TOKEN). Concurrent requests are decided in one embedding batch.
+    it (tokens of 16 characters or more), /v1/check and /metrics need a read or admin token
+    and /v1/tripwires an admin token (Authorization: Bearer TOKEN). Tripwires changed with
+    ragbound tripwire add/remove are picked up too. Concurrent requests are decided in one
+    embedding batch.
     With --log, each decision is a JSON line (time, query, action, p_value, score, ...)
     written and fsync-ed before the answer; the shift monitor runs on the decisions' scores
     and its state is kept beside the log (LOG.monitor.json), so a restart resumes it.
