@@ -143,6 +143,17 @@ ROWS: list[tuple[str, str]] = [
     ("shift {kb} --queries {queries_jsonl} --field nosuch", "(field 'nosuch'): missing"),
     ("shift {kb} --queries {log} --restart=1", "'--restart'"),
     ("shift {uncalibrated} --queries {queries}", "no calibration yet"),
+    # ------------------------------------------------------------------------- serve
+    ("serve", "Missing argument"),
+    ("serve {missing}", "does not exist"),
+    ("serve {uncalibrated}", "no calibration yet"),
+    ("serve {kb} --host 0.0.0.0", "refusing to listen on 0.0.0.0 without --token-file"),
+    ("serve {kb} --port 99999", "'--port'"),
+    ("serve {kb} --token-file {missing}", "no such file"),
+    ("serve {kb} --token-file {bad_utf8}", "not UTF-8"),
+    ("serve {kb} --token-file {file}", ":1: expected 'read:TOKEN' or 'admin:TOKEN'"),
+    ("serve {kb} --log {dir}", "is a folder"),
+    ("serve {kb} --log-queries some", "'--log-queries': must be one of full, hash, none"),
     # ------------------------------------------------------------------------ report
     ("report", "Missing argument"),
     ("report {missing}", "no such run folder"),

@@ -1,0 +1,260 @@
+"""The FastAPI app: thin routes over :class:`Service` (decisions come from ``decide_many``).
+
+Routes: ``POST /v1/check``, ``POST /v1/check/batch``, ``GET/POST/DELETE /v1/tripwires``,
+``GET /healthz``, ``/readyz``, ``/metrics`` and FastAPI's ``/openapi.json``. Every error is
+JSON ``{"error": ..., "limit": ..., "max": ...}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import AsyncIterator
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from ragbound._version import __version__
+from ragbound.corpus import validate_query
+from ragbound.errors import ArtifactError, InputError
+from ragbound.gate import Decision
+from ragbound.serve.auth import Role, allows
+from ragbound.serve.limits import ApiError, RequestLimits
+from ragbound.serve.models import (
+    AddTripwires,
+    BatchRequest,
+    BatchResponse,
+    ChangeResponse,
+    CheckRequest,
+    ErrorBody,
+    Readiness,
+    RemoveTripwires,
+    TripwireList,
+)
+from ragbound.serve.service import GateSource, Service, start_loading
+from ragbound.serve.settings import ServeSettings
+from ragbound.tripwires import Tripwire, tripwire_id
+
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+ERRORS = {code: {"model": ErrorBody} for code in (401, 403, 413, 422, 503)}
+
+
+def create_app(gate: GateSource, settings: ServeSettings | None = None) -> FastAPI:
+    """The service's app for ``gate`` (a :class:`Gate` or a function loading one)."""
+    settings = settings or ServeSettings()
+    service = Service(gate, settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await service.batcher.start()
+        start_loading(service)
+        try:
+            yield
+        finally:
+            await service.batcher.stop()
+            service.close()
+
+    app = FastAPI(
+        title="ragbound",
+        version=__version__,
+        summary="Calibrated out-of-knowledge and tripwire decisions for RAG queries.",
+        lifespan=lifespan,
+        responses=ERRORS,  # type: ignore[arg-type]
+    )
+    app.state.service = service
+    app.add_middleware(RequestLimits, service=service)
+    _add_error_handlers(app)
+    _add_check_routes(app, service)
+    _add_tripwire_routes(app, service)
+    _add_ops_routes(app, service)
+    return app
+
+
+# ------------------------------------------------------------------------- auth
+_bearer = HTTPBearer(auto_error=False, description="read:TOKEN or admin:TOKEN from --token-file")
+
+
+def _require(service: Service, needed: Role):
+    """A dependency admitting a token of role ``needed`` (any request when there are none)."""
+
+    def check(credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:
+        tokens = service.settings.tokens
+        if tokens is None:
+            return
+        if credentials is None:
+            raise ApiError(401, "missing bearer token (Authorization: Bearer TOKEN)")
+        role = tokens.role_of(credentials.credentials)
+        if role is None:
+            raise ApiError(401, "unknown bearer token")
+        if not allows(role, needed):
+            raise ApiError(403, f"this needs an {needed} token")
+
+    return check
+
+
+# ----------------------------------------------------------------------- errors
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return exc.response()
+
+    @app.exception_handler(InputError)
+    async def input_error(_: Request, exc: InputError) -> JSONResponse:
+        return ApiError(422, str(exc)).response()
+
+    @app.exception_handler(ArtifactError)
+    async def artifact_error(_: Request, exc: ArtifactError) -> JSONResponse:
+        return ApiError(503, str(exc)).response()
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors()
+        )
+        body = {"error": f"invalid request: {problems}", "detail": jsonable_encoder(exc.errors())}
+        return JSONResponse(body, status_code=422)
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        sys.stderr.write(f"error: unexpected {type(exc).__name__}: {exc}\n")
+        return ApiError(500, f"internal error ({type(exc).__name__})").response()
+
+
+# ----------------------------------------------------------------------- checks
+def _add_check_routes(app: FastAPI, service: Service) -> None:
+    reader = [Depends(_require(service, "read"))]
+
+    @app.post("/v1/check", response_model=Decision, dependencies=reader, tags=["decide"])
+    async def check(body: CheckRequest) -> Decision:
+        """Decide one query: ``answer`` (with its context), ``abstain`` or ``reject``."""
+        return (await _decide(service, [body.query]))[0]
+
+    @app.post("/v1/check/batch", response_model=BatchResponse, dependencies=reader, tags=["decide"])
+    async def check_batch(body: BatchRequest) -> BatchResponse:
+        """Decide up to ``max_batch`` queries together, in order."""
+        limit = service.settings.limits.max_batch
+        if len(body.queries) > limit:
+            raise ApiError(413, f"{len(body.queries)} queries; at most {limit}", "max_batch", limit)
+        if not body.queries:
+            raise ApiError(422, "no queries to decide")
+        return BatchResponse(results=await _decide(service, body.queries))
+
+
+async def _decide(service: Service, queries: list[str]) -> list[Decision]:
+    limits = service.settings.limits
+    texts = []
+    for i, query in enumerate(queries):
+        location = "query" if len(queries) == 1 else f"query {i + 1}"
+        if len(query) > limits.max_query_chars:
+            raise ApiError(
+                422,
+                f"{location} has {len(query)} characters; at most {limits.max_query_chars}",
+                "max_query_chars",
+                limits.max_query_chars,
+            )
+        texts.append(validate_query(query, max_chars=limits.max_query_chars, location=location))
+    _check_ready(service)
+    try:
+        return await asyncio.wait_for(service.batcher.submit(texts), limits.request_timeout_s)
+    except TimeoutError:
+        raise ApiError(
+            503,
+            f"no decision within {limits.request_timeout_s:g} s; retry later",
+            "request_timeout_s",
+            limits.request_timeout_s,
+        ) from None
+
+
+def _check_ready(service: Service) -> None:
+    if not service.ready:
+        raise ApiError(503, f"not ready: {service.error or 'the model is loading'}")
+
+
+# -------------------------------------------------------------------- tripwires
+def _add_tripwire_routes(app: FastAPI, service: Service) -> None:
+    admin = [Depends(_require(service, "admin"))]
+
+    @app.get("/v1/tripwires", response_model=TripwireList, dependencies=admin, tags=["tripwires"])
+    async def list_tripwires() -> TripwireList:
+        """The tripwires decisions use now."""
+        _check_ready(service)
+        guard = service.gate.tripwires if service.gate is not None else None
+        store = guard.tripwires if guard is not None else None
+        return TripwireList(
+            set_hash=store.manifest.set_hash if store is not None else None,
+            n=len(store) if store is not None else 0,
+            topics=store.topics() if store is not None else {},
+            tripwires=store.tripwires if store is not None else [],
+        )
+
+    @app.post(
+        "/v1/tripwires", response_model=ChangeResponse, dependencies=admin, tags=["tripwires"]
+    )
+    async def add_tripwires(body: AddTripwires) -> ChangeResponse:
+        """Embed and add tripwires; the next decision uses them (no restart)."""
+        _check_ready(service)
+        new = [
+            Tripwire(
+                id=t.id or tripwire_id(t.topic.strip(), t.text.strip()),
+                **t.model_dump(exclude={"id"}),
+            )
+            for t in body.tripwires
+        ]
+        source = body.source or "api"
+        return await _change(service, lambda store: store.add(new, source=source))
+
+    @app.delete(
+        "/v1/tripwires", response_model=ChangeResponse, dependencies=admin, tags=["tripwires"]
+    )
+    async def remove_tripwires(body: RemoveTripwires) -> ChangeResponse:
+        """Remove tripwires by id and by topic; the next decision goes without them."""
+        _check_ready(service)
+        return await _change(service, lambda store: store.remove(ids=body.ids, topics=body.topics))
+
+
+async def _change(service: Service, apply) -> ChangeResponse:
+    change = await service.batcher.run_on_worker(lambda: service.change_tripwires(apply))
+    gate = service.gate
+    tripwire_set = gate.tripwires.tripwires.manifest.set_hash if gate and gate.tripwires else None
+    return ChangeResponse(change=change, tripwire_set=tripwire_set)  # type: ignore[arg-type]
+
+
+# -------------------------------------------------------------------------- ops
+def _add_ops_routes(app: FastAPI, service: Service) -> None:
+    @app.get("/healthz", tags=["ops"])
+    async def healthz() -> dict[str, str]:
+        """The process is up (the model may still be loading: see /readyz)."""
+        return {"status": "ok"}
+
+    @app.get(
+        "/readyz", response_model=Readiness, responses={503: {"model": Readiness}}, tags=["ops"]
+    )
+    async def readyz() -> JSONResponse:
+        """200 once the model is loaded and the calibration present; 503 before or on failure."""
+        gate = service.gate
+        if not service.ready or gate is None:
+            body = Readiness(ready=False, error=service.error or "the model is loading")
+            return JSONResponse(body.model_dump(), status_code=503)
+        kb = gate.guard.kb
+        body = Readiness(
+            ready=True,
+            embedder=kb.manifest.embedder_spec,
+            kb_fingerprint=kb.fingerprint,
+            calibration_id=gate.guard.calibration.manifest.id,
+            tripwire_set=gate.tripwires.tripwires.manifest.set_hash if gate.tripwires else None,
+        )
+        return JSONResponse(body.model_dump())
+
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        dependencies=[Depends(_require(service, "read"))],
+        tags=["ops"],
+    )
+    async def metrics() -> PlainTextResponse:
+        """Prometheus text: latency, decisions, p-values, tripwire hits, the shift monitor."""
+        return PlainTextResponse(service.metrics.render(), media_type=PROMETHEUS_TEXT)

@@ -1,0 +1,129 @@
+"""Coalesce concurrent requests into one embedding batch, decided on one worker thread.
+
+Requests queue up on the event loop. The loop takes every pending request at once; when the
+previous batch held more than one request (the service is under concurrent load) it also
+waits up to ``max_wait_ms`` for more, so that a lone client never pays the wait. A batch holds
+at most ``max_queries`` queries (a request is never split). ``process`` runs on a single
+worker thread: decide, log, monitor, in log order. A batch that fails is retried request by
+request, so one bad request cannot fail the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from ragbound.gate import Decision
+from ragbound.serve.settings import Batching
+
+
+@dataclass
+class _Pending:
+    queries: list[str]
+    future: asyncio.Future[list[Decision]] = field(repr=False)
+
+
+class Batcher:
+    """``await submit(queries)`` -> their decisions; ``process(queries)`` decides a batch."""
+
+    def __init__(self, process: Callable[[list[str]], list[Decision]], batching: Batching):
+        self.process = process
+        self.batching = batching
+        self._queue: deque[_Pending] = deque()
+        self._arrived: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragbound-decide")
+        self._last_requests = 1
+
+    async def start(self) -> None:
+        self._arrived = asyncio.Event()
+        self._task = asyncio.create_task(self._run(), name="ragbound-batcher")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._worker.shutdown(wait=True)
+
+    async def submit(self, queries: list[str]) -> list[Decision]:
+        """Queue ``queries`` (already validated) and wait for their decisions."""
+        if self._arrived is None:
+            raise RuntimeError("the batcher is not started")
+        pending = _Pending(queries, asyncio.get_running_loop().create_future())
+        self._queue.append(pending)
+        self._arrived.set()
+        return await pending.future
+
+    async def run_on_worker(self, work: Callable[[], object]) -> object:
+        """Run ``work`` on the decision thread, between batches (tripwire changes use it)."""
+        return await asyncio.get_running_loop().run_in_executor(self._worker, work)
+
+    async def _run(self) -> None:
+        while True:
+            batch = await self._collect()
+            self._last_requests = len(batch)
+            await self._decide(batch)
+
+    async def _wait_for_arrival(self, timeout: float | None) -> bool:
+        assert self._arrived is not None
+        self._arrived.clear()
+        if self._queue:
+            return True
+        try:
+            await asyncio.wait_for(self._arrived.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _collect(self) -> list[_Pending]:
+        while not self._queue:
+            await self._wait_for_arrival(None)
+        batch = [self._queue.popleft()]
+        size = len(batch[0].queries)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.batching.max_wait_ms / 1000
+        while size < self.batching.max_queries:
+            if not self._queue:
+                remaining = deadline - loop.time()
+                if self._last_requests <= 1 or remaining <= 0:
+                    break
+                if not await self._wait_for_arrival(remaining):
+                    break
+                continue
+            if size + len(self._queue[0].queries) > self.batching.max_queries:
+                break  # never split a request
+            batch.append(self._queue.popleft())
+            size += len(batch[-1].queries)
+        return batch
+
+    async def _decide(self, batch: list[_Pending]) -> None:
+        live = [p for p in batch if not p.future.done()]  # timed-out requests are dropped
+        if not live:
+            return
+        loop = asyncio.get_running_loop()
+        queries = [q for p in live for q in p.queries]
+        try:
+            decisions = await loop.run_in_executor(self._worker, self.process, queries)
+        except Exception as exc:
+            if len(live) == 1:
+                _fail(live[0], exc)
+                return
+            for pending in live:  # isolate the request that failed
+                await self._decide([pending])
+            return
+        start = 0
+        for pending in live:
+            end = start + len(pending.queries)
+            if not pending.future.done():
+                pending.future.set_result(decisions[start:end])
+            start = end
+
+
+def _fail(pending: _Pending, exc: Exception) -> None:
+    if not pending.future.done():
+        pending.future.set_exception(exc)

@@ -1,0 +1,116 @@
+"""JSON errors that name the limit, and the ASGI middleware for body size and latency.
+
+The body limit is enforced before the app reads the body: a ``Content-Length`` above it is
+refused at once; a body sent without one (chunked) is read up to the limit and refused as
+soon as it passes it. Every request's latency is observed per route (unknown paths share
+the label ``other``, so a scan cannot grow the metrics without bound).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from fastapi.responses import JSONResponse
+
+if TYPE_CHECKING:
+    from ragbound.serve.service import Service
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+
+
+class ApiError(Exception):
+    """An HTTP error answered as ``{"error", "limit", "max"}``."""
+
+    def __init__(self, status: int, message: str, limit: str | None = None, value=None):
+        super().__init__(message)
+        self.status, self.message, self.limit, self.value = status, message, limit, value
+
+    def response(self) -> JSONResponse:
+        body: dict[str, object] = {"error": self.message}
+        if self.limit is not None:
+            body |= {"limit": self.limit, "max": self.value}
+        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
+        return JSONResponse(body, status_code=self.status, headers=headers)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class RequestLimits:
+    """ASGI middleware: the body-size limit (413) and the latency and status metrics."""
+
+    def __init__(self, app, service: Service):
+        self.app = app
+        self.service = service
+
+    async def __call__(self, scope: Scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = {"code": 500}
+
+        async def send_counting(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        try:
+            receive = await self._limited(scope, receive)
+            await self.app(scope, receive, send_counting)
+        except _TooLarge:
+            await self._too_large(scope, receive, send_counting)
+        finally:
+            self._observe(scope, status["code"], time.perf_counter() - started)
+
+    async def _limited(self, scope: Scope, receive):
+        """``receive`` with the whole body checked against the limit (buffered when chunked)."""
+        limit = self.service.settings.limits.max_body_bytes
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None:
+            try:
+                declared = int(length)
+            except ValueError:
+                declared = limit + 1
+            if declared > limit:
+                raise _TooLarge
+            return receive
+        if scope.get("method") in ("GET", "HEAD"):
+            return receive
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > limit:
+                raise _TooLarge
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return replay
+
+    async def _too_large(self, scope: Scope, receive, send) -> None:
+        limit = self.service.settings.limits.max_body_bytes
+        message = f"request body larger than {limit} bytes"
+        response = ApiError(413, message, "max_body_bytes", limit).response()
+        await response(scope, receive, send)
+
+    def _observe(self, scope: Scope, status: int, seconds: float) -> None:
+        route = scope.get("route")
+        path = getattr(route, "path", None) or "other"
+        metrics = self.service.metrics
+        metrics.observe("ragbound_request_seconds", seconds, route=path)
+        metrics.inc("ragbound_requests_total", route=path, code=str(status))

@@ -1,0 +1,138 @@
+"""Prometheus metrics in the text exposition format (0.0.4), written here: no dependency.
+
+Counters, gauges and histograms with labels; every update and the rendering take one lock,
+so request handlers on the event loop and the decision thread may update them together.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+P_VALUE_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+Labels = tuple[tuple[str, str], ...]
+
+
+class Registry:
+    """Named metrics and their samples; ``render()`` gives the ``/metrics`` text."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._help: dict[str, tuple[str, str]] = {}  # name -> (type, help)
+        self._values: dict[str, dict[Labels, float]] = {}
+        self._buckets: dict[str, tuple[float, ...]] = {}
+        self._hist: dict[str, dict[Labels, list[float]]] = {}  # counts per bucket, sum, count
+
+    def counter(self, name: str, help_text: str) -> None:
+        self._declare(name, "counter", help_text)
+
+    def gauge(self, name: str, help_text: str) -> None:
+        self._declare(name, "gauge", help_text)
+
+    def histogram(self, name: str, help_text: str, buckets: Sequence[float]) -> None:
+        self._declare(name, "histogram", help_text)
+        self._buckets[name] = tuple(sorted(buckets))
+        self._hist[name] = {}
+
+    def _declare(self, name: str, kind: str, help_text: str) -> None:
+        self._help[name] = (kind, help_text)
+        self._values.setdefault(name, {})
+
+    def inc(self, name: str, amount: float = 1.0, **labels: str) -> None:
+        key = _key(labels)
+        with self._lock:
+            values = self._values[name]
+            values[key] = values.get(key, 0.0) + amount
+
+    def set(self, name: str, value: float, **labels: str) -> None:
+        with self._lock:
+            self._values[name][_key(labels)] = value
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        buckets = self._buckets[name]
+        key = _key(labels)
+        with self._lock:
+            row = self._hist[name].setdefault(key, [0.0] * (len(buckets) + 2))
+            for i, bound in enumerate(buckets):
+                if value <= bound:
+                    row[i] += 1
+            row[-2] += value
+            row[-1] += 1
+
+    def render(self) -> str:
+        """The exposition text: HELP and TYPE, then the samples (histograms cumulative)."""
+        out: list[str] = []
+        with self._lock:
+            for name, (kind, help_text) in self._help.items():
+                out.append(f"# HELP {name} {help_text}")
+                out.append(f"# TYPE {name} {kind}")
+                if kind == "histogram":
+                    out += self._render_histogram(name)
+                else:
+                    out += [
+                        f"{name}{_labels(key)} {_number(value)}"
+                        for key, value in sorted(self._values[name].items())
+                    ]
+        return "\n".join(out) + "\n"
+
+    def _render_histogram(self, name: str) -> list[str]:
+        lines = []
+        buckets = self._buckets[name]
+        for key, row in sorted(self._hist[name].items()):
+            for bound, count in zip(buckets, row, strict=False):
+                lines.append(f"{name}_bucket{_labels(key, le=_number(bound))} {_number(count)}")
+            lines.append(f"{name}_bucket{_labels(key, le='+Inf')} {_number(row[-1])}")
+            lines.append(f"{name}_sum{_labels(key)} {_number(row[-2])}")
+            lines.append(f"{name}_count{_labels(key)} {_number(row[-1])}")
+        return lines
+
+
+def _key(labels: dict[str, str]) -> Labels:
+    return tuple(sorted((name, str(value)) for name, value in labels.items()))
+
+
+def _labels(key: Labels, **extra: str) -> str:
+    pairs = [*key, *extra.items()]
+    if not pairs:
+        return ""
+    return "{" + ",".join(f'{name}="{_escape(value)}"' for name, value in pairs) + "}"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def service_registry() -> Registry:
+    """The service's metrics, declared so that ``/metrics`` lists them before any request."""
+    registry = Registry()
+    registry.histogram(
+        "ragbound_request_seconds", "Request latency by route, seconds.", LATENCY_BUCKETS
+    )
+    registry.counter("ragbound_requests_total", "Requests by route and status code.")
+    registry.counter("ragbound_decisions_total", "Decisions by action.")
+    registry.histogram("ragbound_p_value", "P-values of the decided queries.", P_VALUE_BUCKETS)
+    registry.counter("ragbound_tripwire_hits_total", "Tripwires that fired, by topic.")
+    registry.histogram("ragbound_batch_queries", "Queries per embedding batch.", BATCH_BUCKETS)
+    registry.gauge("ragbound_monitor_last_p_value", "The shift monitor's last window p-value.")
+    registry.counter("ragbound_monitor_windows_total", "Shift-monitor windows tested.")
+    registry.counter("ragbound_monitor_alarms_total", "Shift-monitor windows that alarmed.")
+    registry.gauge("ragbound_ready", "1 when the model is loaded and calibrated, else 0.")
+    for action in ("answer", "abstain", "reject"):
+        registry.inc("ragbound_decisions_total", 0, action=action)
+    for name in ("ragbound_monitor_windows_total", "ragbound_monitor_alarms_total"):
+        registry.inc(name, 0)
+    registry.set("ragbound_monitor_last_p_value", math.nan)
+    registry.set("ragbound_ready", 0)
+    return registry

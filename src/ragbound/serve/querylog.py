@@ -1,0 +1,169 @@
+"""The query log: one JSON line per decision, on disk before the request is answered.
+
+Each line holds ``time`` (ISO 8601 UTC, microseconds, never earlier than the line before),
+``query`` (the text, ``sha256:<hex>`` or absent, per the ``log_queries`` mode), ``action``,
+``p_value``, ``score`` (the test statistic, higher = more out of knowledge), ``statistic``,
+``triggers`` (the topics that fired) and ``calibration_id``. With the query text, the file is
+a log ``ragbound shift --queries FILE`` reads.
+
+Durability: a batch of lines is written with one ``write``, flushed and ``fsync``-ed before
+any of its requests is answered (a group commit). A process killed mid-write can leave a
+last line without its newline; opening the log cuts that torn tail (its request was never
+answered), so every line in the file is whole.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragbound.errors import InputError
+from ragbound.gate import Decision
+from ragbound.serve.settings import LogQueries
+
+_TAIL_SCAN = 1 << 16
+
+
+@dataclass(frozen=True)
+class LoggedLine:
+    """Where a decision landed: its 1-based line number, epoch time and score."""
+
+    line: int
+    time: float
+    score: float
+
+
+class QueryLog:
+    """Appends decisions to a JSONL file durably; one writer thread at a time (a lock)."""
+
+    def __init__(self, path: Path, mode: LogQueries = "full"):
+        self.path = Path(path)
+        self.mode = mode
+        self._lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o640)
+        except OSError as exc:
+            raise InputError(f"{self.path}: cannot open the query log ({exc.strerror})") from None
+        self.size = _cut_torn_tail(self._fd)
+        self.lines, self._last_time = _count_lines(self.path)
+        _fsync_dir(self.path.parent)
+
+    def append(self, decisions: Sequence[Decision]) -> list[LoggedLine]:
+        """Write one line per decision, flush and fsync; return where each landed."""
+        with self._lock:
+            now = max(dt.datetime.now(dt.UTC).timestamp(), self._last_time)
+            rows, logged = [], []
+            for decision in decisions:
+                self.lines += 1
+                rows.append(self._row(decision, now))
+                logged.append(LoggedLine(self.lines, now, decision.score))
+            data = "".join(rows).encode()
+            try:
+                _write_all(self._fd, data)
+                os.fsync(self._fd)
+            except OSError:  # e.g. a full disk: cut what got written, never leave half a line
+                os.ftruncate(self._fd, self.size)
+                self.lines -= len(rows)
+                raise
+            self.size += len(data)
+            self._last_time = now
+            return logged
+
+    def _row(self, decision: Decision, now: float) -> str:
+        row: dict[str, object] = {
+            "time": dt.datetime.fromtimestamp(now, dt.UTC).isoformat(timespec="microseconds")
+        }
+        if self.mode == "full":
+            row["query"] = decision.query
+        elif self.mode == "hash":
+            row["query"] = "sha256:" + hashlib.sha256(decision.query.encode()).hexdigest()
+        row |= {
+            "action": decision.action,
+            "p_value": decision.p_value,
+            "score": decision.score,
+            "statistic": decision.statistic,
+            "triggers": sorted({t.topic for t in decision.triggers}) if decision.forbidden else [],
+            "calibration_id": decision.calibration_id,
+        }
+        return json.dumps(row, ensure_ascii=False) + "\n"
+
+    def close(self) -> None:
+        with self._lock:
+            os.close(self._fd)
+
+
+def read_scores(path: Path, offset: int, first_line: int) -> list[tuple[LoggedLine, int]]:
+    """(line, byte offset after it) for each whole line of the log from ``offset`` on: what
+    the monitor needs to catch up after a restart, without embedding anything again."""
+    found = []
+    number = first_line - 1
+    with path.open("rb") as handle:
+        handle.seek(offset)
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                break
+            number += 1
+            offset += len(raw)
+            item = json.loads(raw)
+            stamp = dt.datetime.fromisoformat(item["time"]).timestamp()
+            found.append((LoggedLine(number, stamp, float(item["score"])), offset))
+    return found
+
+
+def _cut_torn_tail(fd: int) -> int:
+    """Truncate the file after its last newline; the new size."""
+    size = os.fstat(fd).st_size
+    end = size
+    while end > 0:
+        start = max(0, end - _TAIL_SCAN)
+        chunk = os.pread(fd, end - start, start)
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            keep = start + newline + 1
+            break
+        end = start
+    else:
+        keep = 0
+    if keep != size:
+        os.ftruncate(fd, keep)
+        os.fsync(fd)
+    return keep
+
+
+def _count_lines(path: Path) -> tuple[int, float]:
+    """Lines in the log and the time of the last one (0 when empty)."""
+    count, last = 0, 0.0
+    with path.open("rb") as handle:
+        for raw in handle:
+            count += 1
+            if raw.strip():
+                last_raw = raw
+    if count:
+        try:
+            last = dt.datetime.fromisoformat(json.loads(last_raw)["time"]).timestamp()
+        except (ValueError, KeyError, TypeError, UnboundLocalError):
+            last = 0.0
+    return count, last
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a newly created log's directory entry durable too."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,170 @@
+"""The state behind the routes: the gate (swapped whole on a tripwire change), the batcher,
+the query log, the shift monitor and the metrics. The routes in ``app`` stay thin."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ragbound.errors import ArtifactError, InputError
+from ragbound.gate import Decision, Gate
+from ragbound.locking import writer_lock
+from ragbound.serve.batcher import Batcher
+from ragbound.serve.drift import ServiceMonitor
+from ragbound.serve.metrics import Registry, service_registry
+from ragbound.serve.querylog import LoggedLine, QueryLog
+from ragbound.serve.settings import ServeSettings
+from ragbound.tripwires import TripwireChange, TripwireGuard, TripwireStore, load_rule
+from ragbound.tripwires.store import TRIPWIRE_MANIFEST
+
+GateSource = Gate | Callable[[], Gate]
+WARM_UP_QUERY = "warm-up query"
+
+
+class Service:
+    """One knowledge base's gate behind HTTP.
+
+    ``gate``: a loaded :class:`Gate`, or a function that loads one (called on a thread at
+    start, so ``/healthz`` answers while the model loads). The query log is opened, and its
+    single-writer lock taken, here: two services never append to one log.
+    """
+
+    def __init__(self, gate: GateSource, settings: ServeSettings):
+        self.settings = settings
+        self.metrics: Registry = service_registry()
+        self.gate: Gate | None = gate if isinstance(gate, Gate) else None
+        self._loader = None if isinstance(gate, Gate) else gate
+        self.ready = False
+        self.error: str | None = None
+        self.monitor: ServiceMonitor | None = None
+        self._lines = 0  # decisions so far when there is no log
+        self._tripwire_stamp: tuple[int, int] | None = None
+        self._held = contextlib.ExitStack()
+        self.log: QueryLog | None = None
+        if settings.log is not None:
+            self._held.enter_context(writer_lock(settings.log, what="query log", timeout=0))
+            self.log = QueryLog(settings.log, settings.log_queries)
+        self.batcher = Batcher(self.decide_batch, settings.batching)
+
+    # ----------------------------------------------------------------- lifecycle
+    def load(self) -> None:
+        """Load the gate if needed, load the model by deciding one query, start the monitor;
+        any failure is kept in ``error`` for ``/readyz``."""
+        try:
+            gate = self.gate if self.gate is not None else self._loader()  # type: ignore[misc]
+            gate.decide(WARM_UP_QUERY)  # not logged: loads the model before the first request
+            self.monitor = self._start_monitor(gate)
+            self._tripwire_stamp = _stamp(gate)
+            self.gate = gate
+            self.ready = True
+            self.metrics.set("ragbound_ready", 1)
+        except Exception as exc:  # reported by /readyz; the process stays up for /healthz
+            self.error = f"{type(exc).__name__}: {exc}"
+            sys.stderr.write(f"error: the service is not ready: {exc}\n")
+
+    def _start_monitor(self, gate: Gate) -> ServiceMonitor | None:
+        try:
+            return ServiceMonitor(
+                gate.guard,
+                self.settings.monitor_window,
+                self.metrics,
+                self.log,
+                self.settings.state_path(),
+            )
+        except InputError as exc:  # e.g. a calibration too small for a shift test
+            sys.stderr.write(f"warning: no shift monitor: {exc}\n")
+            return None
+
+    def close(self) -> None:
+        if self.monitor is not None:
+            self.monitor.close()
+        if self.log is not None:
+            self.log.close()
+        self._held.close()
+
+    # ----------------------------------------------------------------- decisions
+    def decide_batch(self, queries: list[str]) -> list[Decision]:
+        """Decide, log durably, feed the monitor and count: the batcher's worker runs this."""
+        gate = self._current_gate()  # one reference per batch: a change swaps it whole
+        decisions = gate.decide_many(queries)
+        self.metrics.observe("ragbound_batch_queries", len(queries))
+        logged = self._log(decisions)
+        if self.monitor is not None:
+            self.monitor.feed(logged, self.log.size if self.log is not None else None)
+        self._count(decisions)
+        return decisions
+
+    def _log(self, decisions: Sequence[Decision]) -> list[LoggedLine]:
+        if self.log is not None:
+            return self.log.append(decisions)
+        now = time.time()
+        first, self._lines = self._lines + 1, self._lines + len(decisions)
+        return [LoggedLine(first + i, now, d.score) for i, d in enumerate(decisions)]
+
+    def _count(self, decisions: Sequence[Decision]) -> None:
+        for decision in decisions:
+            self.metrics.inc("ragbound_decisions_total", action=decision.action)
+            self.metrics.observe("ragbound_p_value", decision.p_value)
+            if decision.forbidden:
+                for topic in sorted({t.topic for t in decision.triggers}):
+                    self.metrics.inc("ragbound_tripwire_hits_total", topic=topic)
+
+    # ----------------------------------------------------------------- tripwires
+    def change_tripwires(self, apply: Callable[[TripwireStore], TripwireChange]) -> TripwireChange:
+        """Apply a change to the stored set, then build a new gate around it and swap it in.
+
+        Runs on the decision thread (``Batcher.run_on_worker``): batches decided before use
+        the old set, batches after use the new one; none sees a half-built guard.
+        """
+        gate = self._current_gate()
+        change = apply(TripwireStore.open(gate.guard.kb))
+        self._swap(gate)
+        return change
+
+    def _current_gate(self) -> Gate:
+        """The gate, rebuilt first when the stored tripwires changed under it (``ragbound
+        tripwire add`` from another process): one ``stat`` per batch."""
+        gate = self.gate
+        if gate is None:
+            raise RuntimeError("the gate is not loaded")
+        if _stamp(gate) != self._tripwire_stamp:
+            try:
+                return self._swap(gate)
+            except (InputError, ArtifactError) as exc:  # keep deciding with the set we have
+                sys.stderr.write(f"warning: the changed tripwires were not loaded: {exc}\n")
+                self._tripwire_stamp = _stamp(gate)
+        return gate
+
+    def _swap(self, gate: Gate) -> Gate:
+        """A new gate with the committed tripwires (same rule), swapped in whole."""
+        kb = gate.guard.kb
+        rule = gate.tripwires.rule if gate.tripwires is not None else load_rule(Path(kb.path))
+        guard = TripwireGuard(kb, rule)
+        fresh = Gate(gate.guard, guard if len(guard.tripwires) else None, context_k=gate.context_k)
+        self._tripwire_stamp = _stamp(fresh)
+        self.gate = fresh
+        return fresh
+
+
+def _stamp(gate: Gate) -> tuple[int, int] | None:
+    """When and how big the tripwire manifest is (None: none, or not a dense base)."""
+    kb = gate.guard.kb
+    if kb.path is None or kb.manifest.embedder.kind != "dense":
+        return None
+    try:
+        info = os.stat(Path(kb.path) / TRIPWIRE_MANIFEST)
+    except FileNotFoundError:
+        return None
+    return info.st_mtime_ns, info.st_size
+
+
+def start_loading(service: Service) -> threading.Thread:
+    """Load on a daemon thread; the event loop keeps answering ``/healthz`` meanwhile."""
+    thread = threading.Thread(target=service.load, name="ragbound-load", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,86 @@
+"""What one service runs with: where it listens, who may call it, its limits and its log."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from ragbound.errors import InputError
+from ragbound.serve.auth import Tokens
+
+LogQueries = Literal["full", "hash", "none"]
+LOG_QUERY_MODES: tuple[LogQueries, ...] = ("full", "hash", "none")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Request limits; a request beyond one is refused with the limit's name.
+
+    ``max_body_bytes``: request body (413); ``max_query_chars``: one query (422);
+    ``max_batch``: queries in one ``/v1/check/batch`` request (413); ``request_timeout_s``:
+    a decision not ready by then is answered 503.
+    """
+
+    max_body_bytes: int = 1 << 20
+    max_query_chars: int = 2_000
+    max_batch: int = 64
+    request_timeout_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class Batching:
+    """Concurrent requests are decided together: the batcher waits at most ``max_wait_ms``
+    after the first pending query for others, and decides at most ``max_queries`` at once."""
+
+    max_wait_ms: float = 3.0
+    max_queries: int = 64
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """Everything ``create_app`` needs besides the gate.
+
+    ``tokens`` None: no authentication (only allowed on a loopback host). ``log``: the query
+    log (JSONL, one line per decision, durable before the answer). ``monitor_window``: queries
+    per shift-monitor window; ``monitor_state``: where the monitor's state is kept (default
+    beside the log).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    tokens: Tokens | None = None
+    log: Path | None = None
+    log_queries: LogQueries = "full"
+    limits: Limits = field(default_factory=Limits)
+    batching: Batching = field(default_factory=Batching)
+    monitor_window: int = 50
+    monitor_state: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.log_queries not in LOG_QUERY_MODES:
+            raise InputError(
+                f"log_queries must be one of {list(LOG_QUERY_MODES)}, got {self.log_queries!r}"
+            )
+        if self.tokens is None and not is_loopback(self.host):
+            raise InputError(
+                f"refusing to listen on {self.host} without --token-file: without tokens the "
+                "service only binds a loopback address (127.0.0.1, ::1, localhost)"
+            )
+
+    def state_path(self) -> Path | None:
+        """The monitor's state file: given, else ``<log>.monitor.json`` (None without a log)."""
+        if self.monitor_state is not None:
+            return self.monitor_state
+        return None if self.log is None else self.log.with_name(self.log.name + ".monitor.json")
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses; a name or ``0.0.0.0`` is not."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,135 @@
+"""Real ragbound services on loopback for the tests: in a thread, or a child process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+from ragbound.detect import Guard
+from ragbound.knowledge import KnowledgeBase
+from ragbound.tripwires import TripwireRule, save_rule
+from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE
+
+READ = "read-token-0123456789abcdef"
+ADMIN = "admin-token-0123456789abcdef"
+RULE = TripwireRule(k=3, proportion=None, rank=1)
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def served_kb(minilm_kb_dir: Path, target: Path) -> Path:
+    """The bees-and-trains knowledge base, calibrated on 28 queries (enough for the monitor),
+    with a saved tripwire rule (rank 1 in the top 3) and no tripwires yet."""
+    shutil.copytree(minilm_kb_dir, target)
+    kb = KnowledgeBase.load(target)
+    Guard.calibrate(kb, IN_KNOWLEDGE + MORE_IN_KNOWLEDGE, k=4, alpha=0.1).save()
+    save_rule(target, RULE)
+    return target
+
+
+def token_file(folder: Path) -> Path:
+    path = folder / "tokens.txt"
+    path.write_text(f"# tokens\nread:{READ}\nadmin:{ADMIN}\n", encoding="utf-8")
+    return path
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def wait_ready(url: str, timeout: float = 90.0, process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} not ready after {timeout} s")
+
+
+class ThreadServer:
+    """uvicorn.Server for ``app`` in a thread of the test process, on a free loopback port."""
+
+    def __init__(self, app) -> None:
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        while not self.server.started:
+            if not self.thread.is_alive():
+                raise RuntimeError("the server did not start")
+            time.sleep(0.02)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self.url
+
+    def __exit__(self, *_: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class ChildServer:
+    """``ragbound serve`` in a child process (killed with SIGKILL by ``kill()``)."""
+
+    def __init__(self, *args: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "ragbound.cli", "serve", *args, "--port", str(self.port)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    def ready(self) -> ChildServer:
+        try:
+            wait_ready(self.url, process=self.process)
+        except Exception:
+            self.kill()
+            raise RuntimeError(self.stderr()) from None
+        return self
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        return self.process.wait(timeout=30)
+
+    def stderr(self) -> str:
+        assert self.process.stderr is not None
+        return self.process.stderr.read().decode(errors="replace")
+
+
+def log_lines(path: Path) -> list[dict]:
+    """Every line of a query log, each whole (json.loads fails on a torn one)."""
+    raw = path.read_bytes()
+    assert not raw or raw.endswith(b"\n"), "the log ends mid-line"
+    return [json.loads(line) for line in raw.splitlines()]

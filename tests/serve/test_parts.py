@@ -1,0 +1,208 @@
+"""The service's parts: readiness, binding rules, tokens, metrics text, the batcher, the log."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ragbound.errors import InputError
+from ragbound.gate import Gate
+from ragbound.serve import Batching, ServeSettings, Tokens, create_app
+from ragbound.serve import auth as auth_module
+from ragbound.serve.batcher import Batcher
+from ragbound.serve.metrics import Registry
+from ragbound.serve.querylog import QueryLog, read_scores
+from ragbound.serve.settings import is_loopback
+from tests.serve.server import ThreadServer
+
+
+# ------------------------------------------------------------------------ readiness
+def test_not_ready_without_a_calibration_but_healthy(minilm_kb_dir: Path) -> None:
+    app = create_app(lambda: Gate.load(minilm_kb_dir))  # built, never calibrated
+    with ThreadServer(app) as url:
+        assert httpx.get(f"{url}/healthz").status_code == 200
+        for _ in range(600):  # the loader fails on a thread; wait for it (30 s at most)
+            ready = httpx.get(f"{url}/readyz")
+            if ready.json()["error"] != "the model is loading":
+                break
+            time.sleep(0.05)
+        assert ready.status_code == 503
+        assert "no calibration" in ready.json()["error"]
+        check = httpx.post(f"{url}/v1/check", json={"query": "What do bees make?"})
+        assert check.status_code == 503 and "not ready" in check.json()["error"]
+
+
+# -------------------------------------------------------------------------- binding
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("127.0.0.9", True), ("::1", True), ("[::1]", True),
+     ("localhost", True), ("0.0.0.0", False), ("::", False), ("10.0.0.1", False),
+     ("example.com", False)],
+)  # fmt: skip
+def test_loopback_hosts(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+def test_no_tokens_refuses_a_public_address() -> None:
+    with pytest.raises(InputError, match=r"refusing to listen on 0\.0\.0\.0 without --token-file"):
+        ServeSettings(host="0.0.0.0")
+    tokens = Tokens.from_lines(["read:" + "r" * 20])
+    assert ServeSettings(host="0.0.0.0", tokens=tokens).tokens is tokens
+
+
+# --------------------------------------------------------------------------- tokens
+def test_tokens_have_roles() -> None:
+    tokens = Tokens.from_lines(["# comment", "", "read:" + "r" * 20, "admin:" + "a" * 20])
+    assert tokens.role_of("r" * 20) == "read"
+    assert tokens.role_of("a" * 20) == "admin"
+    assert tokens.role_of("r" * 19) is None
+    assert tokens.role_of("") is None
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [("root:" + "x" * 20, "expected 'read:TOKEN'"), ("read" + "x" * 20, "expected 'read:TOKEN'"),
+     ("read:short", "the token must have at least 16 characters")],
+)  # fmt: skip
+def test_a_bad_token_line_is_named(tmp_path: Path, line: str, problem: str) -> None:
+    path = tmp_path / "tokens.txt"
+    path.write_text("admin:" + "a" * 20 + "\n" + line + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=f"tokens.txt:2: {problem}"):
+        Tokens.load(path)
+
+
+def test_every_token_is_compared_in_constant_time(monkeypatch) -> None:
+    tokens = Tokens.from_lines(["read:" + "r" * 20, "admin:" + "a" * 20, "read:" + "s" * 20])
+    compared: list[tuple[bytes, bytes]] = []
+    real = auth_module.hmac.compare_digest
+
+    def counting(a: bytes, b: bytes) -> bool:
+        compared.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(auth_module.hmac, "compare_digest", counting)
+    for presented in ("r" * 20, "nope"):
+        compared.clear()
+        tokens.role_of(presented)
+        assert len(compared) == 3  # no early exit on a match or a mismatch
+        assert all(len(a) == len(b) == 32 for a, b in compared)  # digests: no length leak
+    assert compared[0][0] == hashlib.sha256(b"nope").digest()
+
+
+# -------------------------------------------------------------------------- metrics
+def test_metrics_text_by_hand() -> None:
+    registry = Registry()
+    registry.counter("hits_total", "Hits.")
+    registry.histogram("size", "Sizes.", [1, 5])
+    registry.inc("hits_total", topic='we"ird')
+    registry.inc("hits_total", 2, topic='we"ird')
+    for value in (0.5, 3, 9):
+        registry.observe("size", value)
+    assert registry.render() == (
+        "# HELP hits_total Hits.\n# TYPE hits_total counter\n"
+        'hits_total{topic="we\\"ird"} 3\n'
+        "# HELP size Sizes.\n# TYPE size histogram\n"
+        'size_bucket{le="1"} 1\nsize_bucket{le="5"} 2\nsize_bucket{le="+Inf"} 3\n'
+        "size_sum 12.5\nsize_count 3\n"
+    )
+
+
+# -------------------------------------------------------------------------- batcher
+def test_concurrent_requests_share_batches_and_a_failure_stays_its_own() -> None:
+    sizes: list[int] = []
+
+    def process(queries: list[str]) -> list:
+        if "bad" in queries:
+            raise InputError("bad query")
+        sizes.append(len(queries))
+        return [q.upper() for q in queries]
+
+    async def scenario() -> list:
+        batcher = Batcher(process, Batching(max_wait_ms=50, max_queries=8))
+        await batcher.start()
+        try:
+            requests = [[f"q{i}"] for i in range(12)] + [["bad"], ["x", "y"]]
+            return await asyncio.gather(
+                *(batcher.submit(r) for r in requests), return_exceptions=True
+            )
+        finally:
+            await batcher.stop()
+
+    results = asyncio.run(scenario())
+    assert results[:12] == [[f"Q{i}"] for i in range(12)]
+    assert isinstance(results[12], InputError)
+    assert results[13] == ["X", "Y"]
+    assert max(sizes) > 1 and max(sizes) <= 8  # coalesced, bounded
+    assert sum(sizes) == 14
+
+
+# ---------------------------------------------------------------------------- log
+def _decision(gate_query: str):
+    from ragbound.gate import Decision
+
+    return Decision(
+        query=gate_query, action="answer", reason="r", p_value=0.5, out_of_knowledge=False,
+        statistic="mss", score=-0.7, critical_value=None, alpha=0.05, k=4, forbidden=False,
+        rule=None, triggers=[], context=[], kb_fingerprint="f", calibration_id="c",
+        tripwire_set=None,
+    )  # fmt: skip
+
+
+def test_a_torn_last_line_is_cut_and_numbering_continues(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    log = QueryLog(path)
+    log.append([_decision("one"), _decision("two")])
+    log.close()
+    with path.open("ab") as handle:
+        handle.write(b'{"time": "2026-')  # a write cut short by a crash
+    log = QueryLog(path)
+    assert log.lines == 2
+    landed = log.append([_decision("three")])
+    log.close()
+    assert landed[0].line == 3
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["query"] for line in lines] == ["one", "two", "three"]
+    assert [item.line for item, _ in read_scores(path, 0, 1)] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("mode", ["hash", "none"])
+def test_the_log_keeps_a_hash_or_no_query(tmp_path: Path, mode: str) -> None:
+    log = QueryLog(tmp_path / "log.jsonl", mode)  # type: ignore[arg-type]
+    log.append([_decision("secret question")])
+    log.close()
+    line = json.loads((tmp_path / "log.jsonl").read_text())
+    assert "secret" not in json.dumps(line)
+    if mode == "hash":
+        assert line["query"] == "sha256:" + hashlib.sha256(b"secret question").hexdigest()
+    else:
+        assert "query" not in line
+    assert line["score"] == -0.7 and line["action"] == "answer" and line["p_value"] == 0.5
+
+
+def test_a_failed_write_leaves_no_partial_line(tmp_path: Path, monkeypatch) -> None:
+    import errno
+
+    from ragbound.serve import querylog
+
+    path = tmp_path / "log.jsonl"
+    log = QueryLog(path)
+    log.append([_decision("one")])
+    before = path.read_bytes()
+
+    def disk_full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(querylog.os, "fsync", disk_full)
+    with pytest.raises(OSError):
+        log.append([_decision("two"), _decision("three")])
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert log.append([_decision("four")])[0].line == 2
+    log.close()
+    assert [json.loads(x)["query"] for x in path.read_text().splitlines()] == ["one", "four"]
