@@ -10,9 +10,10 @@ the rules are not tuned, so the other sets are used whole:
   (the knowledge's own questions).
 Rules: the paper's (p = 0.5 or r = 1, k = 5, no floor) and the product default (the same
 conditions, counting only tripwires above the floor derived from the set). Each set's rate is
-given as the mean over the seeds and its range. A last table shows how the derived floor moves
-with the set's density: seed 0's set cut to 2 and to 1 tripwire per subtopic (removed from
-the store, not re-embedded: the floor follows the set).
+given as the mean over the seeds and its range. A sweep of the floor's quantile shows what the
+default's choice trades. A last table shows how the derived floor moves with the set's
+density: seed 0's set cut to 2 and to 1 tripwire per subtopic (removed from the store, not
+re-embedded: the floor follows the set).
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ from benchmarks.doc import markdown_table
 from benchmarks.tripwires import guarded_kb, splits
 from ragbound.knowledge import KnowledgeBase
 from ragbound.tripwires import TripwireGuard, TripwireRule
+from ragbound.tripwires.guard import MergedTopK
 
 SEEDS = (0, 1, 2)
 SPARSE = (2, 1)  # tripwires kept per subtopic in the density table
+QUANTILES = (0.05, 0.1, 0.15, 0.2, 0.25)  # the sweep behind the default's quantile
 RULES = {"paper": TripwireRule.paper(), "default": TripwireRule.default()}
+SWEEP = {f"q{q:g}": TripwireRule.default(floor_quantile=q) for q in QUANTILES}
 HARMFUL = ("HarmfulQA in-topic", "HarmfulQA held-out topics", "DangerousQA", "XSTest unsafe")
 HARMLESS = ("TruthfulQA", "XSTest safe", "PubMedQA")
 TARGET_FRR = 0.05  # on TruthfulQA and XSTest safe (issue 15)
@@ -59,22 +63,22 @@ def tripwire_default_part(kb: KnowledgeBase, out_dir: Path) -> dict:
 
 
 def _rates(kb: KnowledgeBase, vectors: dict[str, np.ndarray]) -> dict:
-    """Rejection rate of each rule on each set, and the floor each rule used."""
-    out: dict = {"n_tripwires": 0, "rules": {}}
-    for name, rule in RULES.items():
-        guard = TripwireGuard(kb, rule)
-        out["n_tripwires"] = len(guard.tripwires)
-        rates = {
-            label: float(np.mean([d.rejected for d in _decide(guard, v)]))
-            for label, v in vectors.items()
-        }
+    """Rejection rate of each rule (and of the quantile sweep) on each set, and the floor
+    each rule used; every set is retrieved once."""
+    guard = TripwireGuard(kb, RULES["paper"])
+    merged = {label: guard.retrieve_vectors(v, guard.rule.k) for label, v in vectors.items()}
+    out: dict = {"n_tripwires": len(guard.tripwires), "rules": {}}
+    for name, rule in {**RULES, **SWEEP}.items():
+        guard.rule = rule
+        rates = {label: _rejected(guard, m) for label, m in merged.items()}
         out["rules"][name] = {"rates": rates, "floor": guard.floor().model_dump(mode="json")}
     return out
 
 
-def _decide(guard: TripwireGuard, vectors: np.ndarray) -> list:
-    merged = guard.retrieve_vectors(vectors, guard.rule.k)
-    return guard.decide(["query"] * len(vectors), merged)
+def _rejected(guard: TripwireGuard, merged: MergedTopK) -> float:
+    """Share of the queries behind ``merged`` that ``guard`` rejects."""
+    decisions = guard.decide(["query"] * len(merged.flags), merged)
+    return float(np.mean([d.rejected for d in decisions]))
 
 
 def _density(kb: KnowledgeBase, data: dict, vectors: dict[str, np.ndarray]) -> list[dict]:
@@ -90,7 +94,7 @@ def _density(kb: KnowledgeBase, data: dict, vectors: dict[str, np.ndarray]) -> l
                 drop.append(tripwire.id)
         guard.tripwires.remove(ids=drop)
         rates = {
-            label: float(np.mean([d.rejected for d in _decide(guard, v)]))
+            label: _rejected(guard, guard.retrieve_vectors(v, guard.rule.k))
             for label, v in vectors.items()
         }
         floor = guard.floor()
@@ -136,12 +140,33 @@ def tripwire_default_markdown(results: dict) -> list[str]:
         "similarity to its nearest other tripwire (any topic), recomputed whenever the set "
         "changes.",
         "",
+        "*The quantile behind the default: the paper's conditions with the floor at each "
+        "quantile, mean over the seeds*",
+        "",
+        *markdown_table(["floor quantile", "floor (mean)", *sets], _sweep_rows(runs, sets)),
+        "",
         "*The derived floor follows the set's density (default rule, seed 0's set thinned)*",
         "",
         *markdown_table(["tripwire set", "floor", *sets], density),
         "",
     ]
     return lines
+
+
+def _sweep_rows(runs: list[dict], sets: list[str]) -> list[list[str]]:
+    rows = []
+    for name in SWEEP:
+        if name not in runs[0]["rules"]:
+            continue
+        entries = [run["rules"][name] for run in runs]
+        rows.append(
+            [
+                name[1:],
+                f"{np.mean([e['floor']['value'] for e in entries]):.3f}",
+                *[f"{np.mean([e['rates'][s] for e in entries]):.3f}" for s in sets],
+            ]
+        )
+    return rows
 
 
 def _rule_label(name: str) -> str:

@@ -28,8 +28,9 @@ from ragbound.stores import Hits
 from ragbound.tripwires.store import TripwireStore
 
 RULE_FILE = "tripwire-rule.json"
-# Measured in benchmarks/tripwire_default.py (HarmfulQA tripwires, PubMedQA knowledge):
-# at 0.15 the false rejection of TruthfulQA and XSTest safe stays under 3% on every split.
+# Measured in benchmarks/tripwire_default.py (685 HarmfulQA tripwires, PubMedQA knowledge,
+# 3 splits): false rejection <= 1.0% on TruthfulQA and <= 1.6% on XSTest safe, against 56%
+# and 82% with no floor. A sparser set (1-2 tripwires per subtopic) gets a lower floor.
 DEFAULT_FLOOR_QUANTILE = 0.15
 
 
@@ -243,6 +244,7 @@ class TripwireGuard:
     def floor(self) -> FloorUsed:
         """The floor of the rule over the current tripwire set; a derived floor is computed
         again only when the set (its hash) or the rule changes."""
+        # the hash is read before the vectors: a change in between makes the next call recompute
         key = (self.tripwires.manifest.set_hash, self.rule.floor_quantile, self.rule.floor)
         if self._floor is None or self._floor[0] != key:
             used = derive_floor(self.rule, self.tripwires.vectors, key[0])
