@@ -92,11 +92,12 @@ class TripwireRule(BaseModel):
         return [text for value, text in named if value is not None]
 
     def describe(self) -> str:
-        """E.g. ``proportion>=0.5 any rank<=1 (k=5)``."""
+        """E.g. ``proportion>=0.5 any rank<=1 (k=5)``; ``set floor q0.15``: the floor derived
+        from the tripwire set at quantile 0.15."""
         floor = f", floor {self.floor:g}" if self.floor is not None else ""
         if self.floor_quantile is not None:
             fallback = f", else {self.floor:g}" if self.floor is not None else ""
-            floor = f", floor: q{self.floor_quantile:g} of the set's nearest-other{fallback}"
+            floor = f", set floor q{self.floor_quantile:g}{fallback}"
         return f" {self.combine} ".join(self.conditions()) + f" (k={self.k}{floor})"
 
 
