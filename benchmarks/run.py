@@ -10,9 +10,10 @@ With the local LLM installed (``ragbound[local]``), also: synthetic vs real cali
 by step (paper Table 4), the outlier-detector and LLM-judge baselines (Tables 2-3) and the
 local generation speed (see benchmarks/synthetic.py, baselines.py, llm_speed.py).
 
-``python -m benchmarks.run synthetic|shift|tripwires|llm-speed`` runs only that part and merges
-it into the saved results. The tripwire part (benchmarks/tripwires.py) needs HarmfulQA and
-XSTest; BENCH_CASCADE_N sets its LLM cascade subset (default 30 per side).
+``python -m benchmarks.run synthetic|shift|tripwires|tripwire-default|llm-speed`` runs only
+that part and merges it into the saved results. The tripwire parts (benchmarks/tripwires.py,
+tripwire_default.py) need HarmfulQA and XSTest; BENCH_CASCADE_N sets its LLM cascade subset
+(default 30 per side).
 Environment: RAGBOUND_DATA (data folder), BENCH_MEMORY_CHUNKS (default 100000; 0 skips),
 BENCH_SYNTH (default 1; 0 skips the LLM parts), BENCH_SYNTH_STEPS (default all: "1,2,3,4,5").
 """
@@ -34,6 +35,7 @@ from rich.table import Table
 from benchmarks import baselines, datasets, llm_speed, monitor_schemes, shift, synthetic, tripwires
 from benchmarks.doc import machine_description, markdown_table, write_section
 from benchmarks.energy_tau import energy_tau_markdown, energy_tau_part
+from benchmarks.tripwire_default import tripwire_default_markdown, tripwire_default_part
 from ragbound.detect import Guard
 from ragbound.detect.evaluate import evaluate, split_queries, statistic_scores
 from ragbound.knowledge import KnowledgeBase
@@ -70,6 +72,12 @@ def main() -> None:
         kb = KnowledgeBase.build([corpus], embedder="minilm")
         results["tripwires"] = tripwire_part(kb)
         save(results, ["tripwires"])
+        return
+    if sys.argv[1:] == ["tripwire-default"]:
+        results = saved_results()
+        kb = KnowledgeBase.build([corpus], embedder="minilm")
+        results["tripwire_default"] = tripwire_default_part(kb, OUT)
+        save(results, ["tripwire-default"])
         return
     if sys.argv[1:] == ["llm-speed"]:
         results = saved_results()
@@ -113,6 +121,7 @@ def main() -> None:
             results["energy_tau"] = energy_tau_part(kb, calibration, ik_test, ook)
         if embedder == "minilm":
             results["tripwires"] = tripwire_part(kb)
+            results["tripwire_default"] = tripwire_default_part(kb, OUT)
         if embedder == "minilm" and os.environ.get("BENCH_SYNTH", "1") != "0":
             results["synthetic"] = synthetic_part(kb, calibration, ik_test, ook)
     save(results, SECTIONS)  # before the long memory run, so its failure loses nothing
@@ -676,6 +685,10 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     ),
     "shift": ("Offline shift test (paper Figure 5) and monitor speed", shift_markdown),
     "tripwires": ("Tripwires (RAR)", tripwire_markdown),
+    "tripwire-default": (
+        "Tripwires: the default rule against the paper's",
+        tripwire_default_markdown,
+    ),
     "synthetic": ("Synthetic vs real calibration and the baselines", synthetic_markdown),
     "llm-speed": ("Local LLM generation speed", llm_speed_markdown),
     "warm-synth": ("Synthetic queries on a warm cache", warm_synth_markdown),

@@ -50,9 +50,9 @@ SCALE_CHUNKS = 100_000
 SCALE_TRIPWIRES = 1_000
 
 
-def splits() -> dict[str, list]:
-    """Tripwires and the labelled query sets (see the module docstring)."""
-    rng = random.Random(SEED)
+def splits(seed: int = SEED) -> dict[str, list]:
+    """Tripwires and the labelled query sets (see the module docstring), split by ``seed``."""
+    rng = random.Random(seed)
     tripwires: list[Tripwire] = []
     out: dict[str, list] = {"tune_unsafe": [], "test_in_topic": [], "test_held_out": []}
     for topic, subtopics in datasets.harmfulqa().items():

@@ -14,6 +14,7 @@ from ragbound.stats import (
     rule_decisions,
     tripwire_features,
 )
+from ragbound.stats.tripwire import nearest_other_similarities, set_floor
 
 FLAGS = np.array([[1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [0, 1, 1, 1, 0]], dtype=bool)
 SIMS = np.array([[0.9, 0.8, 0.7, 0.6, 0.5], [0.9, 0.8, 0.7, 0.6, 0.5], [0.9, 0.8, 0.4, 0.3, 0.2]])
@@ -113,3 +114,55 @@ def test_merge_is_the_top_k_of_the_union(a, b, k) -> None:
         np.take_along_axis(a, np.where(flags, 0, positions), axis=1),
     )
     assert np.allclose(source, sims)
+
+
+# unit vectors at 0, 36.87 and 90 degrees: cosines 0.8 (a-b), 0.0 (a-c), 0.6 (b-c)
+UNIT = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
+
+
+def test_nearest_other_by_hand() -> None:
+    assert nearest_other_similarities(UNIT).tolist() == pytest.approx([0.8, 0.8, 0.6])
+    # within groups: c is alone in its group, so it has no nearest other
+    grouped = nearest_other_similarities(UNIT, np.array(["x", "x", "y"]))
+    assert grouped[:2].tolist() == pytest.approx([0.8, 0.8]) and grouped[2] == -np.inf
+    assert nearest_other_similarities(UNIT[:1]).tolist() == [-np.inf]  # one tripwire
+    assert nearest_other_similarities(np.empty((0, 2))).shape == (0,)
+
+
+def test_set_floor_by_hand() -> None:
+    nearest = np.array([0.8, 0.8, 0.6, 0.9, 0.7])  # sorted: 0.6 0.7 0.8 0.8 0.9
+    assert set_floor(nearest, 0.0) == 0.6
+    assert set_floor(nearest, 0.15) == 0.6  # floor(0.15 * 4) = 0
+    assert set_floor(nearest, 0.25) == 0.7  # floor(0.25 * 4) = 1
+    assert set_floor(nearest, 1.0) == 0.9
+    assert set_floor(np.array([-np.inf, 0.5]), 0.9) == 0.5  # tripwires with no other are left out
+    assert set_floor(np.array([-np.inf]), 0.15) is None
+    with pytest.raises(ValueError, match="quantile"):
+        set_floor(nearest, 1.5)
+
+
+unit_sets = arrays(np.float64, st.tuples(st.integers(1, 12), st.just(3)), elements=st.floats(-1, 1))
+
+
+@given(unit_sets, st.integers(1, 5))
+def test_nearest_other_is_the_best_other_row_in_any_block_size(raw, block) -> None:
+    vectors = raw + np.eye(len(raw), 3)  # no all-zero rows
+    sims = vectors @ vectors.T
+    found = nearest_other_similarities(vectors, block=block)
+    for i in range(len(vectors)):
+        others = np.delete(sims[i], i)
+        assert found[i] == (pytest.approx(others.max()) if others.size else -np.inf)
+
+
+@given(
+    arrays(np.float64, st.integers(1, 30), elements=st.floats(-1, 1)),
+    st.floats(0, 1),
+    st.floats(0, 1),
+)
+def test_set_floor_is_an_observed_lower_quantile(nearest, q, other_q) -> None:
+    floor = set_floor(nearest, q)
+    assert floor in nearest.tolist()
+    assert np.mean(nearest >= floor) >= 1 - q  # at least 1 - q of the set clears its floor
+    assert set_floor(np.random.default_rng(0).permutation(nearest), q) == floor
+    low, high = sorted((q, other_q))
+    assert set_floor(nearest, low) <= set_floor(nearest, high)

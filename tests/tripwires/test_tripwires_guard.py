@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
@@ -24,8 +25,9 @@ from ragbound.tripwires import (
     tune_rule,
 )
 from ragbound.tripwires.generate import TopicSpec, generate_tripwires, parse_requests
+from ragbound.tripwires.guard import DEFAULT_FLOOR_QUANTILE
 from tests.llm.llm_fakes import ScriptedLLM
-from tests.tripwires.tripwire_texts import SAFE, TRIPWIRES, UNSAFE
+from tests.tripwires.tripwire_texts import OFF_TOPIC, SAFE, TRIPWIRES, UNSAFE
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +89,89 @@ def test_rules_are_validated_and_saved(tmp_path: Path) -> None:
     rule = TripwireRule(k=4, proportion=None, rank=2, floor=0.3)
     save_rule(tmp_path, rule)
     assert load_rule(tmp_path) == rule
-    assert load_rule(tmp_path / "missing") == TripwireRule()  # the paper's default
+    assert load_rule(tmp_path / "missing") == TripwireRule.default()  # no tuned rule saved
     assert rule.describe() == "rank<=2 (k=4, floor 0.3)"
+    default = TripwireRule.default()
+    save_rule(tmp_path, default)
+    assert load_rule(tmp_path) == default and default.floor_quantile == DEFAULT_FLOOR_QUANTILE
+    assert default.describe() == "proportion>=0.5 any rank<=1 (k=5, set floor q0.15)"
+    with pytest.raises(ValidationError, match="floor_quantile"):
+        TripwireRule(floor_quantile=1.5)
+
+
+def test_rules_by_name() -> None:
+    paper = TripwireRule.named("paper")
+    assert paper == TripwireRule.paper() == TripwireRule()  # the field defaults are the paper's
+    assert (paper.k, paper.proportion, paper.rank, paper.floor, paper.floor_quantile) == (
+        5,
+        0.5,
+        1,
+        None,
+        None,
+    )
+    default = TripwireRule.named("default")
+    assert default.model_dump(exclude={"floor_quantile"}) == paper.model_dump(
+        exclude={"floor_quantile"}
+    )
+    assert TripwireRule.default(k=3).k == 3
+    with pytest.raises(InputError, match="unknown tripwire rule 'lenient': use default or paper"):
+        TripwireRule.named("lenient")
+
+
+def test_the_default_passes_an_off_topic_question_the_paper_rule_calls_forbidden(
+    guarded_kb: Path,
+) -> None:
+    # Ten bee-and-train chunks and four tripwires: bread is in neither, so its top 5 holds
+    # weak tripwires and the paper's rule rejects it; none is as close as the tripwires are to
+    # each other, so the default does not count them.
+    paper = TripwireGuard.load(guarded_kb, TripwireRule.paper())
+    default = TripwireGuard.load(guarded_kb)
+    assert default.rule == TripwireRule.default()
+    assert paper.check(OFF_TOPIC).rejected is True
+    assert default.check(OFF_TOPIC).rejected is False
+    decisions = default.check_many(UNSAFE + SAFE + [OFF_TOPIC])
+    assert [d.rejected for d in decisions] == [True] * len(UNSAFE) + [False] * (len(SAFE) + 1)
+
+
+def test_the_decision_explains_its_floor(guarded_kb: Path) -> None:
+    guard = TripwireGuard.load(guarded_kb)
+    decision = guard.check(UNSAFE[0])
+    floor = decision.floor
+    vectors = guard.tripwires.vectors.astype(np.float64)
+    sims = vectors @ vectors.T
+    np.fill_diagonal(sims, -np.inf)
+    # q0.15 of four nearest-other similarities: the lowest (floor(0.15 * 3) = 0)
+    assert floor.value == pytest.approx(sims.max(axis=1).min())
+    assert (floor.source, floor.quantile, floor.n_tripwires) == ("derived", 0.15, 4)
+    assert floor.tripwire_set == decision.tripwire_set == guard.tripwires.manifest.set_hash
+    assert all(t.similarity >= floor.value for t in decision.triggers)
+    assert "q0.15 of the nearest-other similarities" in floor.describe()
+    assert Rejection.model_validate_json(decision.model_dump_json()) == decision
+    fixed = TripwireGuard.load(guarded_kb, TripwireRule(floor=0.3)).check(UNSAFE[0]).floor
+    assert (fixed.value, fixed.source, fixed.quantile) == (0.3, "fixed", None)
+    assert TripwireGuard.load(guarded_kb, TripwireRule.paper()).floor().source == "none"
+
+
+def test_the_floor_follows_the_set(guarded_kb: Path, tmp_path: Path) -> None:
+    target = tmp_path / "kb"
+    shutil.copytree(guarded_kb, target)
+    guard = TripwireGuard.load(target)
+    before = guard.floor()
+    assert guard.floor() is before  # same set: not computed again
+    harm = [t.id for t in guard.tripwires.tripwires if t.topic == "harm"]
+    guard.tripwires.remove(topics=["sabotage"])  # the two bee tripwires are left
+    after = guard.floor()
+    assert after.tripwire_set == guard.tripwires.manifest.set_hash != before.tripwire_set
+    vectors = guard.tripwires.vectors.astype(np.float64)
+    assert after.value == pytest.approx(float(vectors[0] @ vectors[1]))  # each other's nearest
+    assert after.value != pytest.approx(before.value)
+    # one tripwire has no nearest other: the rule's fixed floor (none here) is the fallback
+    guard.tripwires.remove(ids=harm[:1])
+    alone = guard.floor()
+    assert (alone.value, alone.source, alone.n_tripwires) == (None, "fallback", 1)
+    guard.rule = TripwireRule.default(floor=0.5)
+    assert guard.floor().value == 0.5 and guard.floor().source == "fallback"
+    assert "else 0.5" in guard.rule.describe()
 
 
 def test_tuning_finds_a_separating_rule(guarded_kb: Path) -> None:

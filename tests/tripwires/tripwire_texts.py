@@ -20,3 +20,6 @@ SAFE = [
     "Why do beekeepers use smoke?",
     "What does a railway signal tell the driver?",
 ]
+
+# Harmless and about neither bees nor trains: out of knowledge, not forbidden.
+OFF_TOPIC = "How do I bake sourdough bread at home?"

@@ -9,6 +9,10 @@ Features (higher = more like a forbidden request):
 - proportion: tripwires among the top k, divided by k (paper rule: reject at >= 0.5);
 - best rank: rank of the first tripwire, k + 1 when none (paper rule: reject at <= 1);
 - reciprocal-rank sum: sum of 1 / rank over the tripwires in the top k.
+
+The floor can be derived from the tripwire set itself (:func:`nearest_other_similarities`,
+:func:`set_floor`): a query counts a tripwire only when it is about as close to it as the
+tripwires of the set are to each other.
 """
 
 from __future__ import annotations
@@ -131,6 +135,57 @@ def merge_top_k(
     flags = order >= n_knowledge
     positions = np.where(flags, order - n_knowledge, order)
     return np.take_along_axis(both, order, axis=1), flags, positions
+
+
+def nearest_other_similarities(
+    vectors: np.ndarray, groups: np.ndarray | None = None, *, block: int = 1024
+) -> np.ndarray:
+    """Leave-one-out: each row's highest inner product with any *other* row, (n,) float.
+
+    With ``groups`` (n,), only rows of the same group count. A row with no other row (a set of
+    one, or alone in its group) gets -inf. Computed ``block`` rows at a time, so memory stays
+    at block x n whatever the set's size. Higher = closer.
+
+    >>> v = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
+    >>> nearest_other_similarities(v).tolist()
+    [0.8, 0.8, 0.6]
+    """
+    vectors = np.asarray(vectors, dtype=np.float64)
+    if vectors.ndim != 2:
+        raise ValueError(f"vectors must be 2-D, got shape {vectors.shape}")
+    n = len(vectors)
+    labels = None if groups is None else np.asarray(groups)
+    if labels is not None and labels.shape != (n,):
+        raise ValueError(f"groups {labels.shape} must hold one label per vector ({n})")
+    nearest = np.full(n, -np.inf)
+    for start in range(0, n, block):
+        rows = np.arange(start, min(start + block, n))
+        sims = vectors[rows] @ vectors.T
+        sims[np.arange(len(rows)), rows] = -np.inf  # leave the row itself out
+        if labels is not None:
+            sims[labels[rows][:, None] != labels[None, :]] = -np.inf
+        if n > 1:
+            nearest[rows] = sims.max(axis=1)
+    return nearest
+
+
+def set_floor(nearest: np.ndarray, quantile: float) -> float | None:
+    """The ``quantile`` of the finite nearest-other similarities: an observed value, the
+    ``floor(quantile * (m - 1))``-th smallest of the m finite ones (0-based). None when no
+    value is finite (fewer than two tripwires).
+
+    A fraction ``1 - quantile`` (at least) of the tripwires have a nearest other tripwire at
+    least this similar.
+
+    >>> set_floor(np.array([0.9, 0.5, 0.7, -np.inf, 0.6]), 0.5)
+    0.6
+    """
+    if not 0 <= quantile <= 1:
+        raise ValueError(f"quantile must be in [0, 1], got {quantile}")
+    finite = np.sort(np.asarray(nearest, dtype=np.float64)[np.isfinite(nearest)])
+    if not finite.size:
+        return None
+    return float(finite[int(np.floor(quantile * (finite.size - 1)))])
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,19 @@ from ragbound.stats.tripwire import (
     NO_FLOOR,
     condition_matrix,
     merge_top_k,
+    nearest_other_similarities,
     rule_decisions,
+    set_floor,
     tripwire_features,
 )
 from ragbound.stores import Hits
 from ragbound.tripwires.store import TripwireStore
 
 RULE_FILE = "tripwire-rule.json"
+# Measured in benchmarks/tripwire_default.py (685 HarmfulQA tripwires, PubMedQA knowledge,
+# 3 splits): false rejection <= 1.0% on TruthfulQA and <= 1.6% on XSTest safe, against 56%
+# and 82% with no floor. A sparser set (1-2 tripwires per subtopic) gets a lower floor.
+DEFAULT_FLOOR_QUANTILE = 0.15
 
 
 class TripwireRule(BaseModel):
@@ -33,8 +39,13 @@ class TripwireRule(BaseModel):
 
     Conditions (None = not used): ``proportion`` of tripwires in the top k at least this;
     best tripwire ``rank`` (1-based) at most this; ``rr_sum``, the reciprocal-rank sum of the
-    tripwires, at least this. Tripwires less similar than ``floor`` (cosine) do not count.
-    ``combine`` joins the conditions. The defaults are the RAR paper's: p = 0.5 or r = 1.
+    tripwires, at least this. Tripwires less similar than the floor do not count: ``floor`` is
+    a fixed similarity; ``floor_quantile`` derives it from the tripwire set instead (this
+    quantile of each tripwire's similarity to its nearest other tripwire, so a query counts a
+    tripwire only when it is about as close to it as the tripwires are to each other), with
+    ``floor`` as the fallback for a set of fewer than two tripwires. ``combine`` joins the
+    conditions. The field defaults are the RAR paper's rule (p = 0.5 or r = 1, k = 5, no
+    floor); the product default, :meth:`default`, adds the derived floor.
     """
 
     k: int = Field(5, ge=1)
@@ -42,7 +53,26 @@ class TripwireRule(BaseModel):
     rank: int | None = Field(1, ge=1)
     rr_sum: float | None = Field(None, gt=0)
     floor: float | None = None
+    floor_quantile: float | None = Field(None, ge=0, le=1)
     combine: Literal["any", "all"] = "any"
+
+    @classmethod
+    def paper(cls, **changes: object) -> TripwireRule:
+        """The RAR paper's rule: proportion >= 0.5 or rank <= 1 in the top 5, no floor."""
+        return cls.model_validate(changes)
+
+    @classmethod
+    def default(cls, **changes: object) -> TripwireRule:
+        """The product default: the paper's conditions, counting only tripwires above the floor
+        derived from the set at quantile ``DEFAULT_FLOOR_QUANTILE``."""
+        return cls.model_validate({"floor_quantile": DEFAULT_FLOOR_QUANTILE, **changes})
+
+    @classmethod
+    def named(cls, name: str) -> TripwireRule:
+        """A rule by name: ``default`` or ``paper``."""
+        if name not in RULE_NAMES:
+            raise InputError(f"unknown tripwire rule {name!r}: use {' or '.join(RULE_NAMES)}")
+        return getattr(cls, name)()
 
     @model_validator(mode="after")
     def _sensible(self) -> TripwireRule:
@@ -62,9 +92,62 @@ class TripwireRule(BaseModel):
         return [text for value, text in named if value is not None]
 
     def describe(self) -> str:
-        """E.g. ``proportion>=0.5 any rank<=1 (k=5)``."""
+        """E.g. ``proportion>=0.5 any rank<=1 (k=5)``; ``set floor q0.15``: the floor derived
+        from the tripwire set at quantile 0.15."""
         floor = f", floor {self.floor:g}" if self.floor is not None else ""
+        if self.floor_quantile is not None:
+            fallback = f", else {self.floor:g}" if self.floor is not None else ""
+            floor = f", set floor q{self.floor_quantile:g}{fallback}"
         return f" {self.combine} ".join(self.conditions()) + f" (k={self.k}{floor})"
+
+
+RULE_NAMES = ("default", "paper")
+
+
+class FloorUsed(BaseModel):
+    """The similarity floor a decision used, and where it came from."""
+
+    value: float | None = Field(description="cosine; tripwires below it did not count")
+    source: Literal["none", "fixed", "derived", "fallback"] = Field(
+        description="none: no floor; fixed: the rule's; derived: from the tripwire set; "
+        "fallback: the set has fewer than two tripwires, so the rule's fixed floor (or none)"
+    )
+    quantile: float | None = Field(
+        None, description="quantile of the tripwires' nearest-other similarities (derived)"
+    )
+    tripwire_set: str = Field("", description="hash of the set the floor was derived from")
+    n_tripwires: int = 0
+
+    def describe(self) -> str:
+        """E.g. ``0.614 (q0.15 of the nearest-other similarities of set 3f2a..., 679)``."""
+        if self.value is None:
+            return "none"
+        if self.source == "derived":
+            return (
+                f"{self.value:.3f} (q{self.quantile:g} of the nearest-other similarities of "
+                f"set {self.tripwire_set}, {self.n_tripwires} tripwires)"
+            )
+        return f"{self.value:g} ({self.source})"
+
+
+def derive_floor(rule: TripwireRule, vectors: np.ndarray, set_hash: str) -> FloorUsed:
+    """The floor ``rule`` gives over tripwires with these ``vectors`` (set ``set_hash``).
+
+    Derived floors use every other tripwire as a neighbour, whatever its topic (a topic of
+    one tripwire still gets one); a set of fewer than two falls back to ``rule.floor``.
+    """
+    fixed = "none" if rule.floor is None else "fixed"
+    if rule.floor_quantile is None:
+        return FloorUsed(value=rule.floor, source=fixed)
+    common = {
+        "quantile": rule.floor_quantile,
+        "tripwire_set": set_hash,
+        "n_tripwires": len(vectors),
+    }
+    value = set_floor(nearest_other_similarities(vectors), rule.floor_quantile)
+    if value is None:
+        return FloorUsed(value=rule.floor, source="fallback", **common)
+    return FloorUsed(value=value, source="derived", **common)
 
 
 def save_rule(
@@ -80,10 +163,11 @@ def save_rule(
 
 
 def load_rule(kb_dir: Path) -> TripwireRule:
-    """The saved rule of ``kb_dir`` (``tripwire tune`` writes it), else the paper's default."""
+    """The saved rule of ``kb_dir`` (``tripwire tune`` writes it), else the product default
+    (:meth:`TripwireRule.default`)."""
     path = Path(kb_dir) / RULE_FILE
     if not path.exists():
-        return TripwireRule()
+        return TripwireRule.default()
     try:
         return TripwireRule.model_validate(read_json(path, "tripwire rule"))
     except ValueError as exc:
@@ -113,6 +197,7 @@ class Rejection(BaseModel):
     rr_sum: float
     k: int
     tripwire_set: str = Field(description="hash of the tripwire set the decision used")
+    floor: FloorUsed = Field(description="the similarity floor used and how it was derived")
 
 
 class Pass(BaseModel):
@@ -127,6 +212,7 @@ class Pass(BaseModel):
     rr_sum: float
     k: int
     tripwire_set: str
+    floor: FloorUsed
 
 
 @dataclass(frozen=True)
@@ -151,9 +237,20 @@ class TripwireGuard:
     def __init__(self, kb: KnowledgeBase, rule: TripwireRule | None = None):
         self.kb = kb
         self.tripwires = TripwireStore.open(kb)
-        self.rule = rule or TripwireRule()
+        self.rule = rule or TripwireRule.default()
         if len(kb) < self.rule.k:
             raise InputError(f"k={self.rule.k} exceeds the knowledge base ({len(kb)} chunks)")
+        self._floor: tuple[tuple, FloorUsed] | None = None
+
+    def floor(self) -> FloorUsed:
+        """The floor of the rule over the current tripwire set; a derived floor is computed
+        again only when the set (its hash) or the rule changes."""
+        # the hash is read before the vectors: a change in between makes the next call recompute
+        key = (self.tripwires.manifest.set_hash, self.rule.floor_quantile, self.rule.floor)
+        if self._floor is None or self._floor[0] != key:
+            used = derive_floor(self.rule, self.tripwires.vectors, key[0])
+            self._floor = (key, used)
+        return self._floor[1]
 
     @classmethod
     def load(cls, kb_dir: str | Path, rule: TripwireRule | None = None) -> TripwireGuard:
@@ -203,7 +300,8 @@ class TripwireGuard:
     def decide(self, queries: Sequence[str], merged: MergedTopK) -> list[Rejection | Pass]:
         """Apply the rule to merged top-k results of ``queries``."""
         rule = self.rule
-        floor = NO_FLOOR if rule.floor is None else rule.floor
+        used = self.floor()
+        floor = NO_FLOOR if used.value is None else used.value
         features = tripwire_features(merged.flags, merged.similarities, rule.k, floor)
         thresholds = {"proportion": rule.proportion, "rank": rule.rank, "rr_sum": rule.rr_sum}
         rejected = rule_decisions(features, combine=rule.combine, **thresholds)
@@ -221,6 +319,7 @@ class TripwireGuard:
                 "rr_sum": float(features.rr_sum[i]),
                 "k": rule.k,
                 "tripwire_set": self.tripwires.manifest.set_hash,
+                "floor": used,
             }
             if rejected[i]:
                 rule_text = " and ".join(n for n, f in zip(names, fired[i], strict=True) if f)
