@@ -53,11 +53,11 @@ def test_each_action_with_its_evidence(gate: Gate) -> None:
 def test_an_answer_carries_its_context_in_full(gate: Gate) -> None:
     decision = gate.decide(MORE_IN_KNOWLEDGE[12])
     kb = gate.guard.kb
-    assert [c.rank for c in decision.context] == [1, 2]
-    first = decision.context[0]
+    assert [c.rank for c in decision.neighbours] == [1, 2]
+    first = decision.neighbours[0]
     chunk = next(c for c in kb.chunks if c.id == first.chunk_id)
     assert first.text == chunk.text  # the full chunk, not a preview
-    assert decision.context[0].similarity >= decision.context[1].similarity
+    assert decision.neighbours[0].similarity >= decision.neighbours[1].similarity
 
 
 def test_decisions_agree_with_the_guard_and_the_tripwire_guard(gate: Gate) -> None:
@@ -95,9 +95,10 @@ def test_the_decision_names_the_artifacts_it_used_and_serialises(gate: Gate) -> 
     assert decision.tripwire_set == gate.tripwires.tripwires.manifest.set_hash
     again = Decision.model_validate_json(decision.model_dump_json())
     assert again == decision
-    assert {"action", "p_value", "triggers", "context"} <= set(
-        json.loads(decision.model_dump_json())
-    )
+    fields = json.loads(decision.model_dump_json())
+    assert {"action", "p_value", "reject", "triggers", "neighbours"} <= set(fields)
+    assert fields["reject"] == decision.out_of_knowledge
+    assert decision.tripwire_floor is not None and "floor" in decision.reason
 
 
 def test_without_tripwires_nothing_is_rejected(minilm_kb_dir: Path, tmp_path: Path) -> None:

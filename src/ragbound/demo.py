@@ -161,7 +161,7 @@ def tripwires(demo: Demo) -> None:
     change = TripwireStore.open(demo.kb).add(read_tripwires(file), source=file.name)
     console.print(f"added {len(change.ids)} tripwires in {len(change.topics)} topics:")
     console.print(f"  {escape(fit(', '.join(change.topics), WIDTH - 2))}")
-    guard = TripwireGuard(demo.kb)  # the RAR paper's default rule
+    guard = TripwireGuard(demo.kb)  # the default rule: the paper's, above the set's own floor
     console.print(f"rule: reject when {escape(guard.rule.describe())}\n")
     for decision in guard.check_many([FORBIDDEN, ORDINARY]):
         print_decision(console, decision, guard.rule.k)

@@ -5,7 +5,7 @@ that one vector, and returns a :class:`Decision`:
 
 - ``reject``: a tripwire rule fired: the request is forbidden; ``triggers`` name the tripwires;
 - ``abstain``: the query is out of the knowledge base's knowledge (p-value <= alpha);
-- ``answer``: neither; ``context`` holds the retrieved chunks (full text), so the application
+- ``answer``: neither; ``neighbours`` holds the retrieved chunks (full text), so the application
   uses them as its RAG context and never retrieves twice.
 
 Every decision carries the evidence (p-value, statistic, critical value, tripwire features)
@@ -15,7 +15,7 @@ hash), and serialises to the same JSON in Python, the CLI and the HTTP service.
 Example:
     >>> gate = Gate.load("kb/")  # doctest: +SKIP
     >>> decision = gate.decide("How does BM25 score a chunk?")  # doctest: +SKIP
-    >>> decision.action, [c.source for c in decision.context]  # doctest: +SKIP
+    >>> decision.action, [c.source for c in decision.neighbours]  # doctest: +SKIP
     ('answer', ['docs/06-bm25.md', ...])
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field, field_serializer
+from pydantic import BaseModel, Field, computed_field, field_serializer
 
 from ragbound.corpus import validate_query
 from ragbound.detect.guard import Guard
@@ -35,6 +35,7 @@ from ragbound.errors import InputError
 from ragbound.results import Neighbour
 from ragbound.stores import Hits
 from ragbound.tripwires.guard import (
+    FloorUsed,
     Pass,
     Rejection,
     Trigger,
@@ -73,12 +74,21 @@ class Decision(BaseModel):
     triggers: list[Trigger] = Field(description="tripwires in the merged top k, above the floor")
     tripwire_proportion: float | None = None
     tripwire_best_rank: int | None = None
-    context: list[Neighbour] = Field(
+    tripwire_floor: FloorUsed | None = Field(
+        None, description="the similarity floor the tripwire rule used, and how it was derived"
+    )
+    neighbours: list[Neighbour] = Field(
         description="the retrieved chunks, nearest first, full text: the RAG context on answer"
     )
     kb_fingerprint: str
     calibration_id: str
     tripwire_set: str | None = Field(description="hash of the tripwire set used (None: none)")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def reject(self) -> bool:
+        """The test's decision, as in a Verdict: p_value <= alpha (same as out_of_knowledge)."""
+        return self.out_of_knowledge
 
     @field_serializer("critical_value")
     def _finite_or_none(self, value: float | None) -> float | None:
@@ -188,7 +198,8 @@ class Gate:
             triggers=verdict.triggers if verdict is not None else [],
             tripwire_proportion=verdict.proportion if verdict is not None else None,
             tripwire_best_rank=verdict.best_rank if verdict is not None else None,
-            context=self._context(hits, i),
+            tripwire_floor=verdict.floor if verdict is not None else None,
+            neighbours=self._context(hits, i),
             kb_fingerprint=self.guard.kb.fingerprint,
             calibration_id=self.guard.calibration.manifest.id,
             tripwire_set=self.tripwires.tripwires.manifest.set_hash if self.tripwires else None,
@@ -215,7 +226,10 @@ def _reason(action: Action, p_value: float, alpha: float, verdict: Rejection | P
     if action == "reject":
         assert isinstance(verdict, Rejection)
         topics = sorted({t.topic for t in verdict.triggers})
-        return f"forbidden: tripwire rule {verdict.rule} fired ({', '.join(topics)})"
+        return (
+            f"forbidden: tripwire rule {verdict.rule} fired ({', '.join(topics)}); "
+            f"floor {verdict.floor.describe()}"
+        )
     if action == "abstain":
         return f"out of knowledge: p = {p_value:.3g} <= alpha = {alpha:g}"
     return f"in knowledge: p = {p_value:.3g} > alpha = {alpha:g}"

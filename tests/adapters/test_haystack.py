@@ -84,7 +84,7 @@ def test_a_blocked_query_stops_the_generation_branch(
 
 def test_alone_it_returns_the_gates_context_as_documents(gate: Gate) -> None:
     out = GateComponent(gate=gate).run(ANSWERED)
-    context = out["decision"].context
+    context = out["decision"].neighbours
     assert [d.content for d in out["documents"]] == [c.text for c in context]
     assert [d.score for d in out["documents"]] == [c.similarity for c in context]
     assert out["query"] == ANSWERED

@@ -67,7 +67,7 @@ def test_alone_it_returns_the_gates_context_on_answer(gate: Gate) -> None:
     docs = retriever.invoke(ANSWERED)
     decision = retriever.last_decision
     assert decision is not None and decision.action == "answer"
-    assert [d.page_content for d in docs] == [c.text for c in decision.context]
+    assert [d.page_content for d in docs] == [c.text for c in decision.neighbours]
     assert [d.metadata["rank"] for d in docs] == [1, 2, 3]
     assert all(d.metadata["ragbound"]["action"] == "answer" for d in docs)
     assert docs[0].metadata["ragbound"]["p_value"] == pytest.approx(decision.p_value)

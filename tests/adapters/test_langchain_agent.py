@@ -94,7 +94,7 @@ def test_the_context_template_puts_the_gates_chunks_in_the_system_prompt(gate: G
     result = ask(agent, ANSWERED, callbacks=[recorder])
     system = recorder.prompts[0][0]
     assert system.type == "system" and system.text.startswith("Be brief.\n\nAnswer from")
-    for chunk in result["ragbound_decision"]["context"]:
+    for chunk in result["ragbound_decision"]["neighbours"]:
         assert chunk["text"] in system.text
 
 

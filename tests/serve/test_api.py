@@ -55,7 +55,7 @@ def test_check_answers_with_the_decision_and_its_context(url: str, gate: Gate) -
     expected = gate.decide(MORE_IN_KNOWLEDGE[12])
     assert body["action"] == expected.action == "answer"
     assert body["p_value"] == pytest.approx(expected.p_value)
-    assert [c["chunk_id"] for c in body["context"]] == [c.chunk_id for c in expected.context]
+    assert [c["chunk_id"] for c in body["neighbours"]] == [c.chunk_id for c in expected.neighbours]
     assert body["calibration_id"] == expected.calibration_id
 
 

@@ -51,4 +51,4 @@ def blocked(decision: Decision, on_block: OnBlock) -> bool:
 
 def decision_metadata(decision: Decision) -> dict[str, Any]:
     """The decision as JSON-ready metadata, without its context (the documents carry that)."""
-    return decision.model_dump(mode="json", exclude={"context"})
+    return decision.model_dump(mode="json", exclude={"neighbours"})

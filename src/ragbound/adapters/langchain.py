@@ -127,7 +127,7 @@ def context_documents(decision: Decision) -> list[Document]:
                 METADATA_KEY: summary,
             },
         )
-        for chunk in decision.context
+        for chunk in decision.neighbours
     ]
 
 

@@ -118,7 +118,7 @@ class GateMiddleware(AgentMiddleware[GateState]):
         decision = request.state.get(DECISION_KEY)
         if self.context_template is None or not decision or decision["action"] != "answer":
             return request
-        context = "\n\n".join(chunk["text"] for chunk in decision["context"])
+        context = "\n\n".join(chunk["text"] for chunk in decision["neighbours"])
         addition = self.context_template.format(context=context)
         prompt = request.system_prompt
         text = addition if not prompt else f"{prompt}\n\n{addition}"

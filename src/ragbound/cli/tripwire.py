@@ -312,10 +312,13 @@ def check(
     """Reject queries whose retrieval surfaces tripwires, naming the tripwires that fired.
 
     Each query is retrieved from the knowledge and the tripwires together; the rule saved by
-    tripwire tune decides (default: the paper's proportion 0.5 or rank 1, k = 5). --json
-    prints one object per query with query, rejected, rule (the conditions that fired),
-    triggers (id, topic, text, rank, similarity, severity), proportion, best_rank, rr_sum, k
-    and tripwire_set (the hash of the set used).
+    tripwire tune decides. Without one, the default: the paper's conditions (proportion 0.5
+    or rank 1, k = 5), counting only tripwires at least as similar to the query as the 0.15
+    quantile of the tripwires' similarities to their nearest other tripwire, so ordinary
+    off-topic questions are not called forbidden. --json prints one object per query with
+    query, rejected, rule (the conditions that fired), triggers (id, topic, text, rank,
+    similarity, severity), proportion, best_rank, rr_sum, k, floor (its value and how it was
+    derived) and tripwire_set (the hash of the set used).
 
     --llm adds a cascade: the LLM judges each query the tripwires passed (prompt
     moderation-judge, reject or allow) and --json adds its verdict as llm. A reply that
