@@ -8,6 +8,7 @@ processes, and a crash must be a real ``SIGKILL`` (armed at a named step with
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,15 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _default_sigint() -> None:
+    """In the child: SIGINT back to its default, so Python turns Ctrl-C into KeyboardInterrupt.
+
+    A shell starts background jobs with SIGINT ignored, and Python keeps an inherited "ignore";
+    a test run in the background would then send SIGINT to a child that never sees it.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def command(*args: str | Path) -> list[str]:
     return [sys.executable, "-m", "ragbound.cli", *(str(a) for a in args)]
 
@@ -36,7 +46,12 @@ def ragbound(
     if crash_at is not None:
         extra["RAGBOUND_CRASH_AT"] = crash_at
     return subprocess.run(
-        command(*args), capture_output=True, text=True, env=child_env(**extra), timeout=timeout
+        command(*args),
+        capture_output=True,
+        text=True,
+        env=child_env(**extra),
+        timeout=timeout,
+        preexec_fn=_default_sigint,
     )
 
 
@@ -48,6 +63,7 @@ def start(*args: str | Path, **env: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         env=child_env(**env),
+        preexec_fn=_default_sigint,
     )
 
 

@@ -149,7 +149,7 @@ def _decision(gate_query: str):
     return Decision(
         query=gate_query, action="answer", reason="r", p_value=0.5, out_of_knowledge=False,
         statistic="mss", score=-0.7, critical_value=None, alpha=0.05, k=4, forbidden=False,
-        rule=None, triggers=[], context=[], kb_fingerprint="f", calibration_id="c",
+        rule=None, triggers=[], neighbours=[], kb_fingerprint="f", calibration_id="c",
         tripwire_set=None,
     )  # fmt: skip
 
