@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import re
 import shutil
@@ -12,7 +13,12 @@ import pytest
 
 from ragbound.gate import Gate
 from ragbound.serve import ServeSettings, Tokens, create_app
-from ragbound.serve.dashboard import P_VALUE_BINS
+from ragbound.serve.dashboard import (
+    P_VALUE_BINS,
+    RECENT_DECISIONS,
+    RECENT_REJECTIONS,
+    DashboardState,
+)
 from tests.serve.server import ADMIN, READ, ThreadServer, auth, served_kb, wait_ready
 from tests.texts import MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 from tests.tripwires.tripwire_texts import TRIPWIRES, UNSAFE
@@ -23,8 +29,12 @@ SCRIPTED = f"<script>alert('x')</script> {UNSAFE[1]}"
 
 
 @pytest.fixture(scope="module")
-def url(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    kb_dir = served_kb(minilm_kb_dir, tmp_path_factory.mktemp("dashboard") / "kb")
+def kb_dir(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return served_kb(minilm_kb_dir, tmp_path_factory.mktemp("dashboard") / "kb")
+
+
+@pytest.fixture(scope="module")
+def url(kb_dir: Path):
     tokens = Tokens.from_lines([f"read:{READ}", f"admin:{ADMIN}"])
     settings = ServeSettings(
         tokens=tokens, log=kb_dir.parent / "queries.log.jsonl", monitor_window=WINDOW
@@ -92,6 +102,21 @@ def test_stats_show_the_monitor_windows(url: str) -> None:
         assert window["n"] == WINDOW and 0 <= window["p_value"] <= 1
         assert window["alarm"] == (window["p_value"] <= window["alpha"])
     assert monitor["alarms"] == sum(w["alarm"] for w in windows)
+
+
+def test_the_state_is_bounded_and_keeps_what_the_log_keeps(url: str, kb_dir: Path) -> None:
+    rejected = Gate.load(kb_dir).decide(SCRIPTED)  # the tripwires the server added
+    assert rejected.action == "reject"
+    hashed, hidden = DashboardState("hash"), DashboardState("none")
+    for state in (hashed, hidden):
+        state.record([rejected] * (RECENT_DECISIONS + 30))
+    snapshot = hashed.snapshot(None, WINDOW)
+    assert snapshot["counts"]["reject"] == snapshot["total"] == RECENT_DECISIONS + 30
+    assert snapshot["p_values"]["n"] == RECENT_DECISIONS
+    assert len(snapshot["rejections"]) == RECENT_REJECTIONS and snapshot["monitor"] is None
+    digest = hashlib.sha256(SCRIPTED.encode()).hexdigest()
+    assert snapshot["rejections"][0]["query"] == f"sha256:{digest}"
+    assert hidden.snapshot(None, WINDOW)["rejections"][0]["query"] is None
 
 
 @pytest.mark.parametrize("path", ["/dashboard", "/v1/stats"])
