@@ -89,6 +89,8 @@ def test_stats_count_the_decisions_and_keep_the_rejections(url: str) -> None:
         (t["id"], t["topic"]) for t in rejected["triggers"]
     ]
     assert all(0 < t["similarity"] <= 1 for t in newest["triggers"])
+    schema = httpx.get(f"{url}/openapi.json").json()
+    assert set(after) == set(schema["components"]["schemas"]["Stats"]["properties"])
 
 
 def test_stats_show_the_monitor_windows(url: str) -> None:
@@ -110,13 +112,13 @@ def test_the_state_is_bounded_and_keeps_what_the_log_keeps(url: str, kb_dir: Pat
     hashed, hidden = DashboardState("hash"), DashboardState("none")
     for state in (hashed, hidden):
         state.record([rejected] * (RECENT_DECISIONS + 30))
-    snapshot = hashed.snapshot(None, WINDOW)
+    snapshot = hashed.snapshot(True, None, WINDOW).model_dump()
     assert snapshot["counts"]["reject"] == snapshot["total"] == RECENT_DECISIONS + 30
     assert snapshot["p_values"]["n"] == RECENT_DECISIONS
     assert len(snapshot["rejections"]) == RECENT_REJECTIONS and snapshot["monitor"] is None
     digest = hashlib.sha256(SCRIPTED.encode()).hexdigest()
     assert snapshot["rejections"][0]["query"] == f"sha256:{digest}"
-    assert hidden.snapshot(None, WINDOW)["rejections"][0]["query"] is None
+    assert hidden.snapshot(True, None, WINDOW).rejections[0].query is None
 
 
 @pytest.mark.parametrize("path", ["/dashboard", "/v1/stats"])

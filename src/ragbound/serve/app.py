@@ -25,7 +25,7 @@ from ragbound.corpus import validate_query
 from ragbound.errors import ArtifactError, InputError
 from ragbound.gate import Decision
 from ragbound.serve.auth import Role, allows
-from ragbound.serve.dashboard import content_security_policy, new_nonce, page
+from ragbound.serve.dashboard import Stats, content_security_policy, new_nonce, page
 from ragbound.serve.limits import ApiError, RequestLimits
 from ragbound.serve.models import (
     AddTripwires,
@@ -296,12 +296,12 @@ def _add_ops_routes(app: FastAPI, service: Service) -> None:
 def _add_dashboard_routes(app: FastAPI, service: Service) -> None:
     reader = [Depends(_require_browser(service, "read"))]
 
-    @app.get("/v1/stats", dependencies=reader, tags=["ops"])
+    @app.get("/v1/stats", response_model=Stats, dependencies=reader, tags=["ops"])
     async def stats() -> JSONResponse:
         """The dashboard's data: decision counts, the p-value histogram of recent decisions
         (against the uniform calibration reference), recent rejections with their tripwires,
         the shift monitor's windows."""
-        return JSONResponse(service.stats(), headers={"Cache-Control": "no-store"})
+        return JSONResponse(service.stats().model_dump(), headers={"Cache-Control": "no-store"})
 
     @app.get("/dashboard", response_class=HTMLResponse, dependencies=reader, tags=["ops"])
     async def dashboard() -> HTMLResponse:

@@ -15,7 +15,9 @@ import time
 from collections import Counter, deque
 from collections.abc import Sequence
 from importlib import resources
-from typing import Any
+from typing import Literal
+
+from pydantic import BaseModel, Field
 
 from ragbound.gate import Decision
 from ragbound.results import WindowResult
@@ -27,6 +29,63 @@ RECENT_REJECTIONS = 50
 P_VALUE_BINS = 20
 ACTIONS = ("answer", "abstain", "reject")
 NONCE_MARK = "__NONCE__"
+
+
+class TriggerShown(BaseModel):
+    id: str
+    topic: str
+    similarity: float = Field(description="cosine similarity, higher = closer")
+    rank: int = Field(description="1-based rank in the merged top k")
+
+
+class RejectionShown(BaseModel):
+    time: float = Field(description="Unix time, seconds")
+    query: str | None = Field(description="as the query log keeps it: full, sha256:HEX or null")
+    p_value: float
+    rule: str | None
+    triggers: list[TriggerShown]
+
+
+class PValueHistogram(BaseModel):
+    """The p-values of the last decisions in equal bins over [0, 1] (the last bin closed)."""
+
+    n: int
+    edges: list[float]
+    counts: list[int]
+    reference: Literal["uniform"] = Field(
+        "uniform", description="the calibration's p-value distribution, uniform by construction"
+    )
+    expected_per_bin: float = Field(description="n / bins: the uniform reference line")
+
+
+class WindowShown(BaseModel):
+    window: int
+    end: str = Field(description="ISO 8601 UTC time of the window's last query")
+    n: int
+    statistic: float = Field(description="KS distance to the calibration queries")
+    p_value: float
+    alpha: float = Field(description="the window's level after the false-alarm correction")
+    alarm: bool
+
+
+class Timeline(BaseModel):
+    window_size: int
+    windows: list[WindowShown] = Field(description="oldest first")
+    alarms: int
+
+
+class Stats(BaseModel):
+    """The body of ``GET /v1/stats``."""
+
+    ready: bool
+    time: float = Field(description="Unix time of this answer, seconds")
+    started: float
+    alpha: float | None = Field(description="the decisions' alpha (null before the first)")
+    counts: dict[str, int] = Field(description="decisions by action since the start")
+    total: int
+    p_values: PValueHistogram
+    rejections: list[RejectionShown] = Field(description="newest first")
+    monitor: Timeline | None = Field(description="null: no shift monitor")
 
 
 class DashboardState:
@@ -42,7 +101,7 @@ class DashboardState:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._p_values: deque[float] = deque(maxlen=RECENT_DECISIONS)
-        self._rejections: deque[dict[str, Any]] = deque(maxlen=RECENT_REJECTIONS)
+        self._rejections: deque[RejectionShown] = deque(maxlen=RECENT_REJECTIONS)
         self._alpha: float | None = None
 
     def record(self, decisions: Sequence[Decision]) -> None:
@@ -56,70 +115,52 @@ class DashboardState:
                 if decision.action == "reject":
                     self._rejections.append(self._rejection(decision, now))
 
-    def _rejection(self, decision: Decision, now: float) -> dict[str, Any]:
-        return {
-            "time": now,
-            "query": shown_query(decision.query, self.log_queries),
-            "p_value": decision.p_value,
-            "rule": decision.rule,
-            "triggers": [
-                {"id": t.id, "topic": t.topic, "similarity": t.similarity, "rank": t.rank}
-                for t in decision.triggers
-            ],
-        }
+    def _rejection(self, decision: Decision, now: float) -> RejectionShown:
+        return RejectionShown(
+            time=now,
+            query=shown_query(decision.query, self.log_queries),
+            p_value=decision.p_value,
+            rule=decision.rule,
+            triggers=[TriggerShown(**t.model_dump()) for t in decision.triggers],
+        )
 
-    def snapshot(self, windows: Sequence[WindowResult] | None, window_size: int) -> dict:
-        """The ``/v1/stats`` body; ``windows``: the monitor's recent windows (None: no monitor)."""
+    def snapshot(
+        self, ready: bool, windows: Sequence[WindowResult] | None, window_size: int
+    ) -> Stats:
+        """``windows``: the shift monitor's recent windows (None: there is no monitor)."""
         with self._lock:
             counts = {action: self._counts[action] for action in ACTIONS}
             p_values = list(self._p_values)
             rejections = list(reversed(self._rejections))
             alpha = self._alpha
-        return {
-            "time": time.time(),
-            "started": self.started,
-            "alpha": alpha,
-            "counts": counts,
-            "total": sum(counts.values()),
-            "p_values": _histogram(p_values),
-            "rejections": rejections,
-            "monitor": None if windows is None else _timeline(windows, window_size),
-        }
+        return Stats(
+            ready=ready,
+            time=time.time(),
+            started=self.started,
+            alpha=alpha,
+            counts=counts,
+            total=sum(counts.values()),
+            p_values=_histogram(p_values),
+            rejections=rejections,
+            monitor=None if windows is None else _timeline(windows, window_size),
+        )
 
 
-def _histogram(p_values: list[float]) -> dict[str, Any]:
-    """Equal-width bins over [0, 1] (the last one closed); the calibration reference is
-    uniform: a conformal p-value of an in-knowledge query is uniform by construction."""
+def _histogram(p_values: list[float]) -> PValueHistogram:
     counts = [0] * P_VALUE_BINS
     for p in p_values:
         counts[min(int(p * P_VALUE_BINS), P_VALUE_BINS - 1)] += 1
-    return {
-        "n": len(p_values),
-        "edges": [i / P_VALUE_BINS for i in range(P_VALUE_BINS + 1)],
-        "counts": counts,
-        "reference": "uniform",
-        "expected_per_bin": len(p_values) / P_VALUE_BINS,
-    }
+    return PValueHistogram(
+        n=len(p_values),
+        edges=[i / P_VALUE_BINS for i in range(P_VALUE_BINS + 1)],
+        counts=counts,
+        expected_per_bin=len(p_values) / P_VALUE_BINS,
+    )
 
 
-def _timeline(windows: Sequence[WindowResult], window_size: int) -> dict[str, Any]:
-    rows = [
-        {
-            "window": w.window,
-            "end": w.end,
-            "n": w.n,
-            "statistic": w.statistic,
-            "p_value": w.p_value,
-            "alpha": w.alpha,
-            "alarm": w.alarm,
-        }
-        for w in windows
-    ]
-    return {
-        "window_size": window_size,
-        "windows": rows,
-        "alarms": sum(row["alarm"] for row in rows),
-    }
+def _timeline(windows: Sequence[WindowResult], window_size: int) -> Timeline:
+    shown = [WindowShown(**w.model_dump()) for w in windows]
+    return Timeline(window_size=window_size, windows=shown, alarms=sum(w.alarm for w in shown))
 
 
 def new_nonce() -> str:

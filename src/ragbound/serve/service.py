@@ -15,7 +15,7 @@ from ragbound.errors import ArtifactError, InputError
 from ragbound.gate import Decision, Gate
 from ragbound.locking import writer_lock
 from ragbound.serve.batcher import Batcher
-from ragbound.serve.dashboard import DashboardState
+from ragbound.serve.dashboard import DashboardState, Stats
 from ragbound.serve.drift import ServiceMonitor
 from ragbound.serve.metrics import Registry, service_registry
 from ragbound.serve.querylog import LoggedLine, QueryLog
@@ -102,14 +102,11 @@ class Service:
         self.dashboard.record(decisions)
         return decisions
 
-    def stats(self) -> dict:
-        """The dashboard's JSON (``GET /v1/stats``)."""
+    def stats(self) -> Stats:
+        """The dashboard's data (``GET /v1/stats``)."""
         monitor = self.monitor
         windows = list(monitor.recent) if monitor is not None else None
-        return {
-            "ready": self.ready,
-            **self.dashboard.snapshot(windows, self.settings.monitor_window),
-        }
+        return self.dashboard.snapshot(self.ready, windows, self.settings.monitor_window)
 
     def _log(self, decisions: Sequence[Decision]) -> list[LoggedLine]:
         if self.log is not None:
