@@ -1,13 +1,15 @@
 """The FastAPI app: thin routes over :class:`Service` (decisions come from ``decide_many``).
 
 Routes: ``POST /v1/check``, ``POST /v1/check/batch``, ``GET/POST/DELETE /v1/tripwires``,
-``GET /healthz``, ``/readyz``, ``/metrics`` and FastAPI's ``/openapi.json``. Every error is
-JSON ``{"error": ..., "limit": ..., "max": ...}``.
+``GET /healthz``, ``/readyz``, ``/metrics``, ``/dashboard``, ``/v1/stats`` and FastAPI's
+``/openapi.json``. Every error is JSON ``{"error": ..., "limit": ..., "max": ...}``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import sys
 from collections.abc import AsyncIterator
@@ -15,7 +17,7 @@ from collections.abc import AsyncIterator
 from fastapi import Depends, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ragbound._version import __version__
@@ -23,6 +25,7 @@ from ragbound.corpus import validate_query
 from ragbound.errors import ArtifactError, InputError
 from ragbound.gate import Decision
 from ragbound.serve.auth import Role, allows
+from ragbound.serve.dashboard import Stats, content_security_policy, new_nonce, page
 from ragbound.serve.limits import ApiError, RequestLimits
 from ragbound.serve.models import (
     AddTripwires,
@@ -40,6 +43,7 @@ from ragbound.serve.settings import ServeSettings
 from ragbound.tripwires import Tripwire, tripwire_id
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+BASIC_CHALLENGE = 'Basic realm="ragbound", charset="UTF-8"'
 ERRORS = {code: {"model": ErrorBody} for code in (401, 403, 413, 422, 503)}
 
 
@@ -71,6 +75,7 @@ def create_app(gate: GateSource, settings: ServeSettings | None = None) -> FastA
     _add_check_routes(app, service)
     _add_tripwire_routes(app, service)
     _add_ops_routes(app, service)
+    _add_dashboard_routes(app, service)
     return app
 
 
@@ -82,18 +87,45 @@ def _require(service: Service, needed: Role):
     """A dependency admitting a token of role ``needed`` (any request when there are none)."""
 
     def check(credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:
-        tokens = service.settings.tokens
-        if tokens is None:
-            return
-        if credentials is None:
-            raise ApiError(401, "missing bearer token (Authorization: Bearer TOKEN)")
-        role = tokens.role_of(credentials.credentials)
-        if role is None:
-            raise ApiError(401, "unknown bearer token")
-        if not allows(role, needed):
-            raise ApiError(403, f"this needs an {needed} token")
+        _admit(service, credentials.credentials if credentials else None, needed)
 
     return check
+
+
+def _require_browser(service: Service, needed: Role):
+    """As :func:`_require`, also taking the token as the password of HTTP Basic auth, so a
+    browser asks for it once and sends it again with the page's own requests."""
+
+    def check(request: Request) -> None:
+        scheme, _, value = request.headers.get("authorization", "").partition(" ")
+        presented = value.strip() if scheme.lower() == "bearer" else None
+        if scheme.lower() == "basic":
+            presented = _basic_password(value.strip())
+        _admit(service, presented, needed, challenge=BASIC_CHALLENGE)
+
+    return check
+
+
+def _basic_password(encoded: str) -> str | None:
+    try:
+        return base64.b64decode(encoded, validate=True).decode().partition(":")[2] or None
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def _admit(service: Service, presented: str | None, needed: Role, challenge="Bearer") -> None:
+    tokens = service.settings.tokens
+    if tokens is None:
+        return
+    if presented is None:
+        raise ApiError(
+            401, "missing bearer token (Authorization: Bearer TOKEN)", challenge=challenge
+        )
+    role = tokens.role_of(presented)
+    if role is None:
+        raise ApiError(401, "unknown bearer token", challenge=challenge)
+    if not allows(role, needed):
+        raise ApiError(403, f"this needs an {needed} token")
 
 
 # ----------------------------------------------------------------------- errors
@@ -258,3 +290,27 @@ def _add_ops_routes(app: FastAPI, service: Service) -> None:
     async def metrics() -> PlainTextResponse:
         """Prometheus text: latency, decisions, p-values, tripwire hits, the shift monitor."""
         return PlainTextResponse(service.metrics.render(), media_type=PROMETHEUS_TEXT)
+
+
+# -------------------------------------------------------------------- dashboard
+def _add_dashboard_routes(app: FastAPI, service: Service) -> None:
+    reader = [Depends(_require_browser(service, "read"))]
+
+    @app.get("/v1/stats", response_model=Stats, dependencies=reader, tags=["ops"])
+    async def stats() -> JSONResponse:
+        """The dashboard's data: decision counts, the p-value histogram of recent decisions
+        (against the uniform calibration reference), recent rejections with their tripwires,
+        the shift monitor's windows."""
+        return JSONResponse(service.stats().model_dump(), headers={"Cache-Control": "no-store"})
+
+    @app.get("/dashboard", response_class=HTMLResponse, dependencies=reader, tags=["ops"])
+    async def dashboard() -> HTMLResponse:
+        """One self-contained page polling ``/v1/stats`` every 2 s (strict CSP, no assets)."""
+        nonce = new_nonce()
+        headers = {
+            "Content-Security-Policy": content_security_policy(nonce),
+            "Cache-Control": "no-store",
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+        }
+        return HTMLResponse(page(nonce), headers=headers)

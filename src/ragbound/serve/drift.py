@@ -26,6 +26,7 @@ from ragbound.serve.metrics import Registry
 from ragbound.serve.querylog import LoggedLine, QueryLog, read_scores
 
 SAVE_EVERY_S = 2.0
+RECENT_WINDOWS = 500  # kept for the dashboard's timeline
 
 
 class ServiceMonitor:
@@ -91,7 +92,7 @@ class ServiceMonitor:
             self.metrics.set("ragbound_monitor_last_p_value", result.p_value)
             self.metrics.inc("ragbound_monitor_windows_total")
             self.metrics.inc("ragbound_monitor_alarms_total", float(result.alarm))
-        self.recent = (self.recent + results)[-100:]
+        self.recent = (self.recent + results)[-RECENT_WINDOWS:]
         if results and self.state_path:
             self._save(state)
 

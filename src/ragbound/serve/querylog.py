@@ -80,10 +80,9 @@ class QueryLog:
         row: dict[str, object] = {
             "time": dt.datetime.fromtimestamp(now, dt.UTC).isoformat(timespec="microseconds")
         }
-        if self.mode == "full":
-            row["query"] = decision.query
-        elif self.mode == "hash":
-            row["query"] = "sha256:" + hashlib.sha256(decision.query.encode()).hexdigest()
+        shown = shown_query(decision.query, self.mode)
+        if shown is not None:
+            row["query"] = shown
         row |= {
             "action": decision.action,
             "p_value": decision.p_value,
@@ -97,6 +96,15 @@ class QueryLog:
     def close(self) -> None:
         with self._lock:
             os.close(self._fd)
+
+
+def shown_query(query: str, mode: LogQueries) -> str | None:
+    """What is kept of a query: itself (``full``), its SHA-256 (``hash``) or nothing."""
+    if mode == "full":
+        return query
+    if mode == "hash":
+        return "sha256:" + hashlib.sha256(query.encode()).hexdigest()
+    return None
 
 
 def read_scores(path: Path, offset: int, first_line: int) -> list[tuple[LoggedLine, int]]:

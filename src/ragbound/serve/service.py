@@ -15,6 +15,7 @@ from ragbound.errors import ArtifactError, InputError
 from ragbound.gate import Decision, Gate
 from ragbound.locking import writer_lock
 from ragbound.serve.batcher import Batcher
+from ragbound.serve.dashboard import DashboardState, Stats
 from ragbound.serve.drift import ServiceMonitor
 from ragbound.serve.metrics import Registry, service_registry
 from ragbound.serve.querylog import LoggedLine, QueryLog
@@ -37,6 +38,7 @@ class Service:
     def __init__(self, gate: GateSource, settings: ServeSettings):
         self.settings = settings
         self.metrics: Registry = service_registry()
+        self.dashboard = DashboardState(settings.log_queries)
         self.gate: Gate | None = gate if isinstance(gate, Gate) else None
         self._loader = None if isinstance(gate, Gate) else gate
         self.ready = False
@@ -97,7 +99,14 @@ class Service:
         if self.monitor is not None:
             self.monitor.feed(logged, self.log.size if self.log is not None else None)
         self._count(decisions)
+        self.dashboard.record(decisions)
         return decisions
+
+    def stats(self) -> Stats:
+        """The dashboard's data (``GET /v1/stats``)."""
+        monitor = self.monitor
+        windows = list(monitor.recent) if monitor is not None else None
+        return self.dashboard.snapshot(self.ready, windows, self.settings.monitor_window)
 
     def _log(self, decisions: Sequence[Decision]) -> list[LoggedLine]:
         if self.log is not None:

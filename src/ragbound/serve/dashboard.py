@@ -1,0 +1,187 @@
+"""The live dashboard: bounded state fed by the decision thread, its JSON, and the page.
+
+``GET /v1/stats`` answers :meth:`DashboardState.snapshot` (decision counts since the start,
+the p-value histogram of the last ``RECENT_DECISIONS`` decisions, the recent rejections with
+their tripwires, the shift monitor's windows). ``GET /dashboard`` answers one self-contained
+HTML page (``dashboard.html``: inline CSS and JS, no external asset) that polls it, sent with
+a content-security policy allowing only its own inline code, by a nonce fresh per response.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Sequence
+from importlib import resources
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ragbound.gate import Decision
+from ragbound.results import WindowResult
+from ragbound.serve.querylog import shown_query
+from ragbound.serve.settings import LogQueries
+
+RECENT_DECISIONS = 200
+RECENT_REJECTIONS = 50
+P_VALUE_BINS = 20
+ACTIONS = ("answer", "abstain", "reject")
+NONCE_MARK = "__NONCE__"
+
+
+class TriggerShown(BaseModel):
+    id: str
+    topic: str
+    similarity: float = Field(description="cosine similarity, higher = closer")
+    rank: int = Field(description="1-based rank in the merged top k")
+
+
+class RejectionShown(BaseModel):
+    time: float = Field(description="Unix time, seconds")
+    query: str | None = Field(description="as the query log keeps it: full, sha256:HEX or null")
+    p_value: float
+    rule: str | None
+    triggers: list[TriggerShown]
+
+
+class PValueHistogram(BaseModel):
+    """The p-values of the last decisions in equal bins over [0, 1] (the last bin closed)."""
+
+    n: int
+    edges: list[float]
+    counts: list[int]
+    reference: Literal["uniform"] = Field(
+        "uniform", description="the calibration's p-value distribution, uniform by construction"
+    )
+    expected_per_bin: float = Field(description="n / bins: the uniform reference line")
+
+
+class WindowShown(BaseModel):
+    window: int
+    end: str = Field(description="ISO 8601 UTC time of the window's last query")
+    n: int
+    statistic: float = Field(description="KS distance to the calibration queries")
+    p_value: float
+    alpha: float = Field(description="the window's level after the false-alarm correction")
+    alarm: bool
+
+
+class Timeline(BaseModel):
+    window_size: int
+    windows: list[WindowShown] = Field(description="oldest first")
+    alarms: int
+
+
+class Stats(BaseModel):
+    """The body of ``GET /v1/stats``."""
+
+    ready: bool
+    time: float = Field(description="Unix time of this answer, seconds")
+    started: float
+    alpha: float | None = Field(description="the decisions' alpha (null before the first)")
+    counts: dict[str, int] = Field(description="decisions by action since the start")
+    total: int
+    p_values: PValueHistogram
+    rejections: list[RejectionShown] = Field(description="newest first")
+    monitor: Timeline | None = Field(description="null: no shift monitor")
+
+
+class DashboardState:
+    """What the dashboard shows, bounded: counts, the last decisions, the last rejections.
+
+    ``log_queries``: what is shown of a query, as in the query log (``full``, ``hash``,
+    ``none``). Updated by the decision thread, read by the event loop: one lock.
+    """
+
+    def __init__(self, log_queries: LogQueries = "full"):
+        self.log_queries = log_queries
+        self.started = time.time()
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+        self._p_values: deque[float] = deque(maxlen=RECENT_DECISIONS)
+        self._rejections: deque[RejectionShown] = deque(maxlen=RECENT_REJECTIONS)
+        self._alpha: float | None = None
+
+    def record(self, decisions: Sequence[Decision]) -> None:
+        """Count a batch's decisions and keep the latest ones."""
+        now = time.time()
+        with self._lock:
+            for decision in decisions:
+                self._counts[decision.action] += 1
+                self._p_values.append(decision.p_value)
+                self._alpha = decision.alpha
+                if decision.action == "reject":
+                    self._rejections.append(self._rejection(decision, now))
+
+    def _rejection(self, decision: Decision, now: float) -> RejectionShown:
+        return RejectionShown(
+            time=now,
+            query=shown_query(decision.query, self.log_queries),
+            p_value=decision.p_value,
+            rule=decision.rule,
+            triggers=[TriggerShown(**t.model_dump()) for t in decision.triggers],
+        )
+
+    def snapshot(
+        self, ready: bool, windows: Sequence[WindowResult] | None, window_size: int
+    ) -> Stats:
+        """``windows``: the shift monitor's recent windows (None: there is no monitor)."""
+        with self._lock:
+            counts = {action: self._counts[action] for action in ACTIONS}
+            p_values = list(self._p_values)
+            rejections = list(reversed(self._rejections))
+            alpha = self._alpha
+        return Stats(
+            ready=ready,
+            time=time.time(),
+            started=self.started,
+            alpha=alpha,
+            counts=counts,
+            total=sum(counts.values()),
+            p_values=_histogram(p_values),
+            rejections=rejections,
+            monitor=None if windows is None else _timeline(windows, window_size),
+        )
+
+
+def _histogram(p_values: list[float]) -> PValueHistogram:
+    counts = [0] * P_VALUE_BINS
+    for p in p_values:
+        counts[min(int(p * P_VALUE_BINS), P_VALUE_BINS - 1)] += 1
+    return PValueHistogram(
+        n=len(p_values),
+        edges=[i / P_VALUE_BINS for i in range(P_VALUE_BINS + 1)],
+        counts=counts,
+        expected_per_bin=len(p_values) / P_VALUE_BINS,
+    )
+
+
+def _timeline(windows: Sequence[WindowResult], window_size: int) -> Timeline:
+    shown = [WindowShown(**w.model_dump()) for w in windows]
+    return Timeline(window_size=window_size, windows=shown, alarms=sum(w.alarm for w in shown))
+
+
+def new_nonce() -> str:
+    return secrets.token_urlsafe(18)
+
+
+def content_security_policy(nonce: str) -> str:
+    """Only the page's own inline script and style run; it may fetch only from this origin."""
+    return (
+        "default-src 'none'; "
+        f"script-src 'nonce-{nonce}'; "
+        f"style-src 'nonce-{nonce}'; "
+        "connect-src 'self'; "
+        "img-src data:; "
+        "base-uri 'none'; "
+        "form-action 'none'; "
+        "frame-ancestors 'none'"
+    )
+
+
+def page(nonce: str) -> str:
+    """The dashboard's HTML with ``nonce`` on its one ``<style>`` and one ``<script>``."""
+    template = resources.files("ragbound.serve").joinpath("dashboard.html").read_text("utf-8")
+    return template.replace(NONCE_MARK, nonce)

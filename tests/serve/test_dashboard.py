@@ -1,0 +1,206 @@
+"""The dashboard and its JSON over real HTTP (uvicorn in a thread, a real MiniLM gate)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ragbound.gate import Gate
+from ragbound.serve import ServeSettings, Tokens, create_app
+from ragbound.serve.dashboard import (
+    P_VALUE_BINS,
+    RECENT_DECISIONS,
+    RECENT_REJECTIONS,
+    DashboardState,
+)
+from tests.serve.server import ADMIN, READ, ThreadServer, auth, served_kb, wait_ready
+from tests.texts import MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
+from tests.tripwires.tripwire_texts import TRIPWIRES, UNSAFE
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+WINDOW = 5
+SCRIPTED = f"<script>alert('x')</script> {UNSAFE[1]}"
+
+
+@pytest.fixture(scope="module")
+def kb_dir(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return served_kb(minilm_kb_dir, tmp_path_factory.mktemp("dashboard") / "kb")
+
+
+@pytest.fixture(scope="module")
+def url(kb_dir: Path):
+    tokens = Tokens.from_lines([f"read:{READ}", f"admin:{ADMIN}"])
+    settings = ServeSettings(
+        tokens=tokens, log=kb_dir.parent / "queries.log.jsonl", monitor_window=WINDOW
+    )
+    with ThreadServer(create_app(Gate.load(kb_dir), settings)) as url:
+        wait_ready(url)
+        added = httpx.post(
+            f"{url}/v1/tripwires", json={"tripwires": TRIPWIRES}, headers=auth(ADMIN)
+        )
+        assert added.status_code == 200, added.text
+        yield url
+
+
+def stats(url: str) -> dict:
+    response = httpx.get(f"{url}/v1/stats", headers=auth(READ))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def check_all(url: str, queries: list[str]) -> list[dict]:
+    response = httpx.post(
+        f"{url}/v1/check/batch", json={"queries": queries}, headers=auth(READ), timeout=60
+    )
+    assert response.status_code == 200, response.text
+    return response.json()["results"]
+
+
+def test_stats_count_the_decisions_and_keep_the_rejections(url: str) -> None:
+    before = stats(url)
+    assert before["ready"] and set(before["counts"]) == {"answer", "abstain", "reject"}
+    results = check_all(url, [*MORE_IN_KNOWLEDGE[:4], OUT_OF_KNOWLEDGE[0], SCRIPTED])
+    after = stats(url)
+    for action in ("answer", "abstain", "reject"):
+        made = sum(r["action"] == action for r in results)
+        assert after["counts"][action] == before["counts"][action] + made
+    assert after["total"] == before["total"] + len(results)
+    assert after["alpha"] == pytest.approx(results[0]["alpha"])
+
+    histogram = after["p_values"]
+    assert histogram["reference"] == "uniform"
+    assert len(histogram["counts"]) == P_VALUE_BINS and len(histogram["edges"]) == P_VALUE_BINS + 1
+    assert sum(histogram["counts"]) == histogram["n"] == after["total"]  # fewer than 200 so far
+    assert histogram["expected_per_bin"] == pytest.approx(histogram["n"] / P_VALUE_BINS)
+    lowest = min(r["p_value"] for r in results)
+    assert histogram["counts"][min(int(lowest * P_VALUE_BINS), P_VALUE_BINS - 1)] >= 1
+
+    rejected = results[-1]
+    assert rejected["action"] == "reject"
+    newest = after["rejections"][0]
+    assert newest["query"] == SCRIPTED and newest["p_value"] == pytest.approx(rejected["p_value"])
+    assert [(t["id"], t["topic"]) for t in newest["triggers"]] == [
+        (t["id"], t["topic"]) for t in rejected["triggers"]
+    ]
+    assert all(0 < t["similarity"] <= 1 for t in newest["triggers"])
+    schema = httpx.get(f"{url}/openapi.json").json()
+    assert set(after) == set(schema["components"]["schemas"]["Stats"]["properties"])
+
+
+def test_stats_show_the_monitor_windows(url: str) -> None:
+    check_all(url, [*MORE_IN_KNOWLEDGE[4:8], *OUT_OF_KNOWLEDGE[:WINDOW]])
+    monitor = stats(url)["monitor"]
+    assert monitor["window_size"] == WINDOW
+    windows = monitor["windows"]
+    assert len(windows) >= 1
+    assert [w["window"] for w in windows] == sorted(w["window"] for w in windows)
+    for window in windows:
+        assert window["n"] == WINDOW and 0 <= window["p_value"] <= 1
+        assert window["alarm"] == (window["p_value"] <= window["alpha"])
+    assert monitor["alarms"] == sum(w["alarm"] for w in windows)
+
+
+def test_the_state_is_bounded_and_keeps_what_the_log_keeps(url: str, kb_dir: Path) -> None:
+    rejected = Gate.load(kb_dir).decide(SCRIPTED)  # the tripwires the server added
+    assert rejected.action == "reject"
+    hashed, hidden = DashboardState("hash"), DashboardState("none")
+    for state in (hashed, hidden):
+        state.record([rejected] * (RECENT_DECISIONS + 30))
+    snapshot = hashed.snapshot(True, None, WINDOW).model_dump()
+    assert snapshot["counts"]["reject"] == snapshot["total"] == RECENT_DECISIONS + 30
+    assert snapshot["p_values"]["n"] == RECENT_DECISIONS
+    assert len(snapshot["rejections"]) == RECENT_REJECTIONS and snapshot["monitor"] is None
+    digest = hashlib.sha256(SCRIPTED.encode()).hexdigest()
+    assert snapshot["rejections"][0]["query"] == f"sha256:{digest}"
+    assert hidden.snapshot(True, None, WINDOW).rejections[0].query is None
+
+
+@pytest.mark.parametrize("path", ["/dashboard", "/v1/stats"])
+def test_the_dashboard_needs_a_read_token(url: str, path: str) -> None:
+    missing = httpx.get(f"{url}{path}")
+    assert missing.status_code == 401 and missing.json()["error"]
+    assert missing.headers["WWW-Authenticate"].startswith("Basic")
+    assert httpx.get(f"{url}{path}", headers=auth("not-a-known-token-at-all")).status_code == 401
+    assert httpx.get(f"{url}{path}", auth=("anyone", "wrong-token-0123456789")).status_code == 401
+    assert httpx.get(f"{url}{path}", headers=auth(READ)).status_code == 200
+    assert httpx.get(f"{url}{path}", auth=("anyone", READ)).status_code == 200
+
+
+def test_the_page_has_a_strict_policy_and_no_external_asset(url: str) -> None:
+    response = httpx.get(f"{url}/dashboard", headers=auth(READ))
+    assert response.headers["content-type"].startswith("text/html")
+    policy = dict(
+        part.strip().split(" ", 1)
+        for part in response.headers["Content-Security-Policy"].split(";")
+    )
+    nonce = re.fullmatch(r"'nonce-([A-Za-z0-9_-]{16,})'", policy["script-src"]).group(1)
+    assert policy["default-src"] == "'none'"
+    assert policy["style-src"] == f"'nonce-{nonce}'"
+    assert policy["connect-src"] == "'self'" and policy["img-src"] == "data:"
+    assert "unsafe" not in response.headers["Content-Security-Policy"]
+    page = response.text
+    assert page.count("<script") == page.count(f'<script nonce="{nonce}">') == 1
+    assert page.count("<style") == page.count(f'<style nonce="{nonce}">') == 1
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert " style=" not in page and "innerHTML" not in page
+    again = httpx.get(f"{url}/dashboard", headers=auth(READ))
+    assert nonce not in again.headers["Content-Security-Policy"]  # fresh per response
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None or importlib.util.find_spec("playwright") is None,
+    reason="needs Debian's chromium (apt install chromium) and the playwright package",
+)
+def test_the_page_updates_in_headless_chromium(url: str) -> None:
+    from playwright.sync_api import sync_playwright
+
+    check_all(url, [SCRIPTED])
+    errors: list[str] = []
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        context = browser.new_context(http_credentials={"username": "dash", "password": READ})
+        page = context.new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{url}/dashboard")
+        total = stats(url)["total"]
+        page.wait_for_function(  # the first poll; a blocked script never gets here
+            "n => document.getElementById('count-total').textContent === String(n)",
+            arg=total,
+            timeout=10_000,
+        )
+        first_query = page.inner_text("#rejections td.query")
+        scripts = page.eval_on_selector_all("script", "nodes => nodes.length")
+        bars = page.eval_on_selector_all("#hist rect", "nodes => nodes.length")
+        answered = int(page.inner_text("#count-answer"))
+
+        made = check_all(url, MORE_IN_KNOWLEDGE[8:11])
+        gained = sum(r["action"] == "answer" for r in made)
+        page.wait_for_function(  # the next poll, about 2 s later
+            "n => document.getElementById('count-total').textContent === String(n)",
+            arg=total + len(made),
+            timeout=15_000,
+        )
+        answered_after = int(page.inner_text("#count-answer"))
+        timeline = page.eval_on_selector_all("#timeline circle", "nodes => nodes.length")
+        browser.close()
+    assert errors == []  # no script error, no CSP violation (both are console errors)
+    assert first_query == SCRIPTED and scripts == 1  # shown as text, not run as markup
+    assert bars == P_VALUE_BINS and timeline >= 1
+    assert answered_after == answered + gained and gained >= 1
