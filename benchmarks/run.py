@@ -32,7 +32,16 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import baselines, datasets, llm_speed, monitor_schemes, shift, synthetic, tripwires
+from benchmarks import (
+    baselines,
+    datasets,
+    llm_speed,
+    monitor_schemes,
+    pvalue_validity,
+    shift,
+    synthetic,
+    tripwires,
+)
 from benchmarks.doc import machine_description, markdown_table, write_section
 from benchmarks.energy_tau import energy_tau_markdown, energy_tau_part
 from benchmarks.tripwire_default import tripwire_default_markdown, tripwire_default_part
@@ -47,6 +56,9 @@ console = Console(width=200)  # wide tables stay readable when piped to a file
 def main() -> None:
     if sys.argv[1:] == ["monitor-schemes"]:  # a simulation: needs no data set
         monitor_schemes.main()
+        return
+    if sys.argv[1:] == ["pvalue-validity"]:  # a simulation: needs no data set
+        pvalue_validity.main()
         return
     reason = datasets.missing_reason()
     if reason:
@@ -126,6 +138,7 @@ def main() -> None:
             results["synthetic"] = synthetic_part(kb, calibration, ik_test, ook)
     save(results, SECTIONS)  # before the long memory run, so its failure loses nothing
     monitor_schemes.main()
+    pvalue_validity.main()
     memory_chunks = int(os.environ.get("BENCH_MEMORY_CHUNKS", "100000"))
     if memory_chunks:
         results["memory"] = peak_memory(memory_chunks)

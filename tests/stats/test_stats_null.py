@@ -10,6 +10,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.pvalue_validity import ALPHAS, null_rows
 from ragbound.stats import (
     EmpiricalNull,
     NeighbourNull,
@@ -166,8 +167,8 @@ def test_conformal_p_values_are_super_uniform_under_the_null(
 
 # Fisher and Simes are only approximately valid: the query's per-neighbour p-values use all n
 # calibration rows, the null's use leave-one-out rows (n - 1), so the two are not exchangeable.
-# Measured with the simulation of the test below, 4,000 calibration sets x 40 test rows per
-# cell, n in {20, 50, 100, 200, 500}, k in {2, 4, 8, 32}, rows i.i.d. uniform or with a
+# Measured by `python -m benchmarks.run pvalue-validity` (the table in docs/benchmarks.md),
+# 4,000 calibration sets x 40 test rows per cell, n in {20, 50, 100, 200, 500}, k in {2, 4, 8, 32}, rows i.i.d. uniform or with a
 # per-row level; excess = max over alpha in {0.01, 0.05, 0.1, 0.2} of P(p <= alpha) - alpha:
 #   Simes:  +0.041 (n = 20, k = 4, alpha = 0.1), +0.023 (n = 50), +0.014 (n = 100),
 #           +0.008 (n = 200), +0.004 (n = 500); all with nearly independent neighbours (i.i.d.
@@ -176,15 +177,6 @@ def test_conformal_p_values_are_super_uniform_under_the_null(
 #   Fisher: never above alpha by more than noise (largest +0.0003, 0.3 standard errors).
 # The bounds sit a little above the measurements: Simes min(0.05, 2.5 / n), Fisher 0.005.
 META_EXCESS_BOUND = {"simes": lambda n: min(0.05, 2.5 / n), "fisher": lambda n: 0.005}
-NULL_ALPHAS = np.array([0.01, 0.05, 0.1, 0.2])
-
-
-def _null_rows(rng: np.random.Generator, n: int, k: int, kind: str) -> np.ndarray:
-    if kind == "iid":
-        sims = rng.uniform(0.0, 1.0, size=(n, k))
-    else:  # a level per row shared by its neighbours, as real retrievals have
-        sims = rng.normal(0.5, 0.05, size=(n, k)) + rng.normal(0.0, 0.05, size=(n, 1))
-    return -np.sort(-sims, axis=1)
 
 
 @settings(max_examples=10, deadline=None, derandomize=True)
@@ -202,16 +194,16 @@ def test_meta_p_values_are_super_uniform_up_to_the_measured_excess(
     # P(p <= alpha | calibration) estimates the marginal rejection rate.
     rng = np.random.default_rng(seed)
     sets, tests = 300, 30
-    rejected = np.zeros(NULL_ALPHAS.size)
+    rejected = np.zeros(ALPHAS.size)
     for _ in range(sets):
-        rows = _null_rows(rng, n + tests, k, kind)
+        rows = null_rows(rng, n + tests, k, kind)
         calibration, queries = rows[:n], rows[n:]
         null = EmpiricalNull(meta_null_scores(statistic, calibration))
         p = null.p_values(meta_scores(statistic, calibration, queries))
-        rejected += (p[:, None] <= NULL_ALPHAS).sum(axis=0)
-    excess = rejected / (sets * tests) - NULL_ALPHAS
+        rejected += (p[:, None] <= ALPHAS).sum(axis=0)
+    excess = rejected / (sets * tests) - ALPHAS
     # conditional rates vary between calibration sets by about alpha (1 - alpha) / (n + 2)
-    spread = NULL_ALPHAS * (1 - NULL_ALPHAS)
+    spread = ALPHAS * (1 - ALPHAS)
     se = np.sqrt(spread / (n + 2) / sets + spread / (sets * tests))
     assert (excess <= META_EXCESS_BOUND[statistic](n) + 4 * se).all(), excess
 
