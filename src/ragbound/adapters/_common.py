@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from ragbound.errors import InputError, RagboundError
 from ragbound.gate import Decision
+from ragbound.results import Neighbour
 
 OnBlock = Literal["empty", "raise"]
 """What an adapter does on ``reject`` / ``abstain``: return nothing, or raise QueryBlocked."""
@@ -52,3 +53,15 @@ def blocked(decision: Decision, on_block: OnBlock) -> bool:
 def decision_metadata(decision: Decision) -> dict[str, Any]:
     """The decision as JSON-ready metadata, without its context (the documents carry that)."""
     return decision.model_dump(mode="json", exclude={"neighbours"})
+
+
+def chunk_metadata(chunk: Neighbour, summary: dict[str, Any]) -> dict[str, Any]:
+    """Where one of the Gate's context chunks came from, and the decision, as metadata."""
+    return {
+        "chunk_id": chunk.chunk_id,
+        "doc_id": chunk.doc_id,
+        "source": chunk.source,
+        "rank": chunk.rank,
+        "similarity": chunk.similarity,
+        METADATA_KEY: summary,
+    }

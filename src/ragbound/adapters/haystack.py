@@ -32,7 +32,12 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from ragbound.adapters._common import METADATA_KEY, decision_metadata, missing_extra
+from ragbound.adapters._common import (
+    METADATA_KEY,
+    chunk_metadata,
+    decision_metadata,
+    missing_extra,
+)
 from ragbound.errors import InputError
 from ragbound.gate import DEFAULT_CONTEXT_K, Decision, Gate
 
@@ -128,13 +133,7 @@ def context_documents(decision: Decision) -> list[Document]:
             id=chunk.chunk_id,
             content=chunk.text,
             score=chunk.similarity,
-            meta={
-                "chunk_id": chunk.chunk_id,
-                "doc_id": chunk.doc_id,
-                "source": chunk.source,
-                "rank": chunk.rank,
-                METADATA_KEY: summary,
-            },
+            meta=chunk_metadata(chunk, summary),
         )
         for chunk in decision.neighbours
     ]

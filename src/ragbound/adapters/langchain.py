@@ -32,6 +32,7 @@ from ragbound.adapters._common import (
     QueryBlocked,
     blocked,
     check_on_block,
+    chunk_metadata,
     decision_metadata,
     missing_extra,
 )
@@ -118,14 +119,7 @@ def context_documents(decision: Decision) -> list[Document]:
         Document(
             id=chunk.chunk_id,
             page_content=chunk.text,
-            metadata={
-                "chunk_id": chunk.chunk_id,
-                "doc_id": chunk.doc_id,
-                "source": chunk.source,
-                "rank": chunk.rank,
-                "similarity": chunk.similarity,
-                METADATA_KEY: summary,
-            },
+            metadata=chunk_metadata(chunk, summary),
         )
         for chunk in decision.neighbours
     ]
