@@ -103,6 +103,8 @@ class ChildServer:
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            # a background shell starts jobs with SIGINT ignored; stop() relies on it
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
 
     def ready(self) -> ChildServer:

@@ -23,6 +23,21 @@ def kb_dir(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     return served_kb(minilm_kb_dir, tmp_path_factory.mktemp("crash") / "kb")
 
 
+@pytest.fixture
+def start_server(kb_dir: Path):
+    """Start ``ragbound serve`` children; any still running when the test ends is killed."""
+    started: list[ChildServer] = []
+
+    def start(*args: str) -> ChildServer:
+        server = ChildServer(str(kb_dir), *args)
+        started.append(server)
+        return server.ready()
+
+    yield start
+    for server in started:
+        server.kill()
+
+
 def _load(url: str, answered: list[str], stop: threading.Event, client_id: int) -> None:
     """Send unique queries one after another until told to stop or the server is gone."""
     with httpx.Client(base_url=url, timeout=60) as client:
@@ -39,10 +54,10 @@ def _load(url: str, answered: list[str], stop: threading.Event, client_id: int) 
 
 
 def test_kill_9_loses_no_answered_request_and_the_monitor_resumes(
-    kb_dir: Path, tmp_path: Path
+    start_server, tmp_path: Path
 ) -> None:
     log = tmp_path / "queries.log.jsonl"
-    server = ChildServer(str(kb_dir), "--log", str(log)).ready()
+    server = start_server("--log", str(log))
     answered: list[str] = []
     stop = threading.Event()
     clients = [
@@ -59,7 +74,7 @@ def test_kill_9_loses_no_answered_request_and_the_monitor_resumes(
         client.join(timeout=60)
     assert len(answered) >= 3 * CLIENTS
 
-    restarted = ChildServer(str(kb_dir), "--log", str(log)).ready()  # cuts a torn tail
+    restarted = start_server("--log", str(log))  # cuts a torn tail
     lines = log_lines(log)  # every line whole
     logged = [line["query"] for line in lines]
     assert set(answered) <= set(logged)
