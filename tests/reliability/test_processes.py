@@ -15,6 +15,17 @@ def test_two_children_run_at_once():
     assert [finish(first)[0], finish(second)[0]] == [0, 0]
 
 
-def test_an_unarmed_step_does_not_kill_and_killed_is_sigkill():
+def test_an_unarmed_step_does_not_kill_and_an_armed_one_is_sigkill(tmp_path):
     assert ragbound("--help", crash_at="no:such-step").returncode == 0
-    assert KILLED == -9
+    kb = tmp_path / "kb"
+    (tmp_path / "doc.txt").write_text("Bees make honey from nectar.\n", encoding="utf-8")
+    killed = ragbound(
+        "index",
+        tmp_path / "doc.txt",
+        "--out",
+        kb,
+        "--embedder",
+        "bm25",
+        crash_at="kb.index:chunks-written",
+    )
+    assert killed.returncode == KILLED
