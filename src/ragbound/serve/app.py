@@ -339,11 +339,6 @@ def _add_gateway_routes(app: FastAPI, service: Service, upstream: Upstream) -> N
     reader = [Depends(_require(service, "read"))]
     replies = {"reject": upstream.settings.refusal, "abstain": upstream.settings.abstention}
 
-    @app.exception_handler(UpstreamError)
-    async def upstream_error(_: Request, exc: UpstreamError) -> JSONResponse:
-        body = exc.body if isinstance(exc.body, dict) else {"error": str(exc)}
-        return JSONResponse(body, status_code=exc.status)
-
     @app.post(
         "/v1/chat/completions",
         dependencies=reader,
@@ -369,9 +364,13 @@ def _add_gateway_routes(app: FastAPI, service: Service, upstream: Upstream) -> N
             if template is None
             else with_context(body, decision, template)
         )
-        if body.stream:
-            return _sse(await upstream.stream(forwarded, decision), headers)
-        return JSONResponse(await upstream.complete(forwarded, decision), headers=headers)
+        try:
+            if body.stream:
+                return _sse(await upstream.stream(forwarded, decision), headers)
+            return JSONResponse(await upstream.complete(forwarded, decision), headers=headers)
+        except UpstreamError as exc:  # its own error body when it sent one, with the decision
+            error = exc.body if isinstance(exc.body, dict) else {"error": str(exc)}
+            return JSONResponse(error, status_code=exc.status, headers=headers)
 
 
 def _sse(events, headers: dict[str, str]) -> StreamingResponse:
