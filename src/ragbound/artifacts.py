@@ -24,8 +24,9 @@ def utc_now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def _atomic_replace(path: Path, write: Any) -> None:
-    """Write through ``write(fileobj)`` to a temporary name beside ``path``, then rename."""
+def write_atomically(path: Path, write: Any) -> None:
+    """Write through ``write(fileobj)`` (a binary file) to a temporary name beside ``path``,
+    fsync, then rename: readers see the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -42,13 +43,13 @@ def _atomic_replace(path: Path, write: Any) -> None:
 def write_json(path: Path, obj: Any) -> None:
     """Atomically write ``obj`` as pretty JSON."""
     data = (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
-    _atomic_replace(path, lambda handle: handle.write(data))
+    write_atomically(path, lambda handle: handle.write(data))
 
 
 def write_text(path: Path, text: str) -> None:
     """Atomically write ``text`` as UTF-8."""
     data = text.encode("utf-8")
-    _atomic_replace(path, lambda handle: handle.write(data))
+    write_atomically(path, lambda handle: handle.write(data))
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
@@ -58,12 +59,12 @@ def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
         for row in rows:
             handle.write(json.dumps(row, ensure_ascii=False).encode() + b"\n")
 
-    _atomic_replace(path, write)
+    write_atomically(path, write)
 
 
 def write_npy(path: Path, array: np.ndarray) -> None:
     """Atomically write a ``.npy`` file (no pickle)."""
-    _atomic_replace(path, lambda handle: np.save(handle, array, allow_pickle=False))
+    write_atomically(path, lambda handle: np.save(handle, array, allow_pickle=False))
 
 
 def read_json(path: Path, what: str) -> Any:

@@ -136,6 +136,14 @@ ROWS: list[tuple[str, str]] = [
     ("shift {kb} --queries {log} --window 6 --step 1.5", "whole number of queries"),
     ("shift {kb} --queries {log} --window 6 --step 9", "whole number of queries"),
     ("shift {kb} --queries {log} --window 6 --time-field nosuch", "(field 'nosuch'): missing"),
+    ("shift {kb} --queries {log} --engine spark", "'--engine': must be one of local, ray"),
+    ("shift {kb} --queries {log} --address auto", "--address needs --engine ray"),
+    ("shift {kb} --queries {log} --workers 0", "'--workers'"),
+    ("shift {kb} --queries {queries} --test mmd --engine ray", "use --engine local"),
+    (
+        "shift {kb} --queries {log} --engine ray --address 127.0.0.1:9",
+        "--address 127.0.0.1:9: no Ray cluster answers there",
+    ),
     ("shift {kb} --queries {log} --window 6 --query-field nosuch", "(field 'nosuch'): missing"),
     ("shift {kb} --queries {log} --window 6 --state {dir}", "monitor state is corrupt"),
     ("shift {kb} --queries {queries} --run {file}", "is a file"),
@@ -143,6 +151,24 @@ ROWS: list[tuple[str, str]] = [
     ("shift {kb} --queries {queries_jsonl} --field nosuch", "(field 'nosuch'): missing"),
     ("shift {kb} --queries {log} --restart=1", "'--restart'"),
     ("shift {uncalibrated} --queries {queries}", "no calibration yet"),
+    # ------------------------------------------------------------------------- score
+    ("score {kb}", "Missing argument"),
+    ("score {kb} {log}", "Missing option '--out'"),
+    ("score {missing} {log} --out {new}.jsonl", "does not exist"),
+    ("score {kb} {missing} --out {new}.jsonl", "no such file"),
+    ("score {kb} {log} --out {new}", "write scores to a .jsonl or .parquet file"),
+    ("score {kb} {log} --out {dir}", "is a folder"),
+    ("score {kb} {log} --out {new}.jsonl --engine spark", "'--engine': must be one of local, ray"),
+    ("score {kb} {log} --out {new}.jsonl --address auto", "--address needs --engine ray"),
+    (
+        "score {kb} {log} --out {new}.jsonl --engine ray --address 127.0.0.1:9",
+        "--address 127.0.0.1:9: no Ray cluster answers there",
+    ),
+    ("score {kb} {log} --out {new}.jsonl --engine ray --address ' '", "'--address'"),
+    ("score {kb} {log} --out {new}.jsonl --workers 0", "'--workers'"),
+    ("score {kb} {log} --out {new}.jsonl --statistic nosuch", "'--statistic'"),
+    ("score {kb} {log} --out {new}.jsonl --alpha 2", "'--alpha'"),
+    ("score {kb} {log} --out {new}.jsonl --field nosuch", "(field 'nosuch')"),
     # ------------------------------------------------------------------------- serve
     ("serve", "Missing argument"),
     ("serve {missing}", "does not exist"),
@@ -318,6 +344,7 @@ ANY_VALUE = {
     ("bench qa", "--name"),  # the name of the set: any text
     ("bench import", "--name"),
     ("tripwire add", "--id-field"),  # optional: records without it get a content hash
+    ("score", "--time-field"),  # copied when present: rows without it get time null
 }
 
 

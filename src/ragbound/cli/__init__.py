@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from ragbound.cli import bench, detect, index, report, serve, shift, synth, tripwire
+from ragbound.cli import bench, detect, index, report, score, serve, shift, synth, tripwire
 from ragbound.cli.common import HELP_MARKUP
 from ragbound.cli.failures import INTERRUPTED, USAGE, describe, one_line
 
@@ -27,7 +27,7 @@ def build_app() -> typer.Typer:
         pretty_exceptions_enable=False,  # a bug shows a plain traceback, without locals
         help="Know what your RAG system does not know: calibrated out-of-knowledge tests.",
     )
-    for group in (index, detect, shift, report, synth, serve):
+    for group in (index, detect, shift, score, report, synth, serve):
         group.register(root)
     root.add_typer(tripwire.build(), name="tripwire")
     root.add_typer(bench.build(), name="bench")

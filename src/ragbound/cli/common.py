@@ -28,6 +28,42 @@ LLM_HELP = "local, local:/path/model.gguf or openai:MODEL."
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (one object per line).")]
 KbArg = Annotated[Path, typer.Argument(help="Knowledge-base directory.")]
+StatisticOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="mss, knn, avgknn, entropy, energy, fisher or simes (default: calibration's).",
+        callback=validate.statistic,
+    ),
+]
+CalibratedAlphaOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Significance level (default: calibration's).", callback=validate.probability
+    ),
+]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        help="Where queries are embedded and searched: local (this process) or ray "
+        "(ray.data actors; pip install 'ragbound[ray]').",
+        callback=validate.choice("local", "ray"),
+    ),
+]
+AddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="With --engine ray: the cluster to join (auto: the one `ray start` began on this "
+        "machine; HOST:PORT). Default: a Ray instance of --workers CPUs on this machine.",
+        callback=validate.non_empty,
+    ),
+]
+WorkersOpt = Annotated[
+    int,
+    typer.Option(
+        help="With --engine ray: actors searching at once (one CPU each).",
+        callback=validate.positive_int,
+    ),
+]
 FieldOpt = Annotated[
     str | None,
     typer.Option(

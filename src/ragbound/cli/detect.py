@@ -12,6 +12,7 @@ import typer
 
 from ragbound.cli import validate
 from ragbound.cli.common import (
+    CalibratedAlphaOpt,
     FieldOpt,
     ForceOpt,
     JsonOpt,
@@ -20,6 +21,7 @@ from ragbound.cli.common import (
     QueriesFileOpt,
     RunOpt,
     SeedOpt,
+    StatisticOpt,
     console,
     emit_json,
     gather_queries,
@@ -138,19 +140,8 @@ def check(
     query: QueriesArg = None,
     queries: QueriesFileOpt = None,
     field: FieldOpt = None,
-    statistic: Annotated[
-        str | None,
-        typer.Option(
-            help="mss, knn, avgknn, entropy, energy, fisher or simes (default: calibration's).",
-            callback=validate.statistic,
-        ),
-    ] = None,
-    alpha: Annotated[
-        float | None,
-        typer.Option(
-            help="Significance level (default: calibration's).", callback=validate.probability
-        ),
-    ] = None,
+    statistic: StatisticOpt = None,
+    alpha: CalibratedAlphaOpt = None,
     evidence: Annotated[
         int,
         typer.Option(help="Nearest chunks to show per query.", callback=validate.non_negative_int),

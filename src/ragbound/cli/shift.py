@@ -10,10 +10,14 @@ import typer
 
 from ragbound.cli import validate
 from ragbound.cli.common import (
+    AddressOpt,
+    EngineOpt,
     FieldOpt,
     JsonOpt,
     PlotOpt,
     RunOpt,
+    StatisticOpt,
+    WorkersOpt,
     console,
     emit_json,
     notice,
@@ -25,6 +29,8 @@ from ragbound.errors import InputError
 
 TESTS = ("ks", "mmd")
 CORRECTIONS = ("spending", "period", "arl", "none")
+# On Ray, log lines are read and searched this many at a time, so every actor has batches.
+RAY_SCORE_BATCH = 4096
 
 
 def shift(
@@ -91,10 +97,7 @@ def shift(
             callback=validate.choice(*TESTS),
         ),
     ] = "ks",
-    statistic: Annotated[
-        str | None,
-        typer.Option(help="Test statistic (default: calibration's).", callback=validate.statistic),
-    ] = None,
+    statistic: StatisticOpt = None,
     time_field: Annotated[str, typer.Option(help="Timestamp field of the log.")] = "time",
     query_field: Annotated[str, typer.Option(help="Query field of the log.")] = "query",
     state: Annotated[
@@ -107,6 +110,9 @@ def shift(
         bool, typer.Option(help="Forget the saved state and read the log anew.")
     ] = False,
     field: FieldOpt = None,
+    engine: EngineOpt = "local",
+    address: AddressOpt = None,
+    workers: WorkersOpt = 2,
     json_out: JsonOpt = False,
 ) -> None:
     """Test whether queries have drifted from the calibration queries (paper eq. 3).
@@ -136,13 +142,28 @@ def shift(
     one made with other settings are errors. One monitor at a time reads a state file: a
     second one waits for it (up to $RAGBOUND_LOCK_TIMEOUT seconds, 60 by default), then is
     refused.
+
+    --engine ray embeds and searches the queries on Ray (see ragbound score); the tests and
+    the saved state are the same as with the local engine.
     """
     from ragbound.detect import Guard
     from ragbound.detect.monitor import WindowSpec, is_log
+    from ragbound.engines import make_search
+
+    if engine == "local" and address is not None:
+        raise InputError("--address needs --engine ray")
+    if engine == "ray" and test == "mmd":
+        raise InputError("--test mmd runs in this process; use --engine local")
+
+    def ray_search(guard):
+        if engine == "local":
+            return None
+        return make_search(guard, "ray", address=address, workers=workers)
 
     if window is None and not is_log(queries, time_field):
         guard = Guard.load(kb_dir)
-        _shift_batch(guard, queries, field, test, statistic, alpha, run, json_out)
+        search = ray_search(guard)
+        _shift_batch(guard, queries, field, test, statistic, alpha, run, json_out, search)
         return
     if test != "ks":
         raise InputError("a query log is monitored with the KS test; use --test ks")
@@ -154,6 +175,7 @@ def shift(
     guard = Guard.load(kb_dir)
     _shift_log(
         guard,
+        ray_search(guard),
         queries,
         spec,
         step,
@@ -171,7 +193,7 @@ def shift(
 
 
 def _shift_batch(
-    guard, queries: Path, field, test: str, statistic, alpha: float, run, json_out: bool
+    guard, queries: Path, field, test: str, statistic, alpha: float, run, json_out: bool, search
 ) -> None:
     from ragbound.corpus import load_queries
     from ragbound.detect.shift import shift_test
@@ -184,6 +206,7 @@ def _shift_batch(
         statistic=statistic,
         alpha=alpha,
         progress=progress(json_out),
+        search=search,
     )
     if run:
         from ragbound.report import record_shift
@@ -203,6 +226,7 @@ def _shift_batch(
 
 def _shift_log(
     guard,
+    search,
     log: Path,
     spec,
     step,
@@ -218,7 +242,7 @@ def _shift_log(
     json_out: bool,
 ) -> None:
     from ragbound.artifacts import sha256_text
-    from ragbound.detect.monitor import ShiftMonitor
+    from ragbound.detect.monitor import SCORE_BATCH, ShiftMonitor
     from ragbound.report import RunData, record_windows
 
     if state is None:
@@ -234,6 +258,8 @@ def _shift_log(
         statistic=statistic,
         time_field=time_field,
         query_field=query_field,
+        search=search,
+        score_batch=RAY_SCORE_BATCH if search is not None else SCORE_BATCH,
     )
     out = None if json_out else console()
     tested = alarms = 0

@@ -16,7 +16,12 @@ from ragbound.corpus.loader import (
     load_documents_with_report,
 )
 from ragbound.corpus.models import Chunk, Document
-from ragbound.corpus.queries import MAX_QUERY_CHARS, load_queries, validate_query
+from ragbound.corpus.queries import (
+    MAX_QUERY_CHARS,
+    load_queries,
+    load_query_records,
+    validate_query,
+)
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -31,6 +36,7 @@ __all__ = [
     "load_documents",
     "load_documents_with_report",
     "load_queries",
+    "load_query_records",
     "split_sentences",
     "validate_query",
 ]

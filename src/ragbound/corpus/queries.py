@@ -68,10 +68,18 @@ def load_queries(
     an empty or oversize query, and ``FILE: ...`` for a missing path, a file that is not UTF-8
     or not valid JSON/CSV, and a file with no queries.
     """
-    queries = [_query(record, field, max_chars) for record in read_records(path)]
-    if not queries:
+    return [query for _, query in load_query_records(path, field=field, max_chars=max_chars)]
+
+
+def load_query_records(
+    path: str | Path, *, field: str | None = None, max_chars: int = MAX_QUERY_CHARS
+) -> list[tuple[Record, str]]:
+    """As :func:`load_queries`, each query with its record (line, other fields such as a log's
+    timestamp)."""
+    found = [(record, _query(record, field, max_chars)) for record in read_records(path)]
+    if not found:
         raise InputError(f"{path}: no queries found")
-    return queries
+    return found
 
 
 def _query(record: Record, field: str | None, max_chars: int) -> str:

@@ -35,7 +35,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
@@ -50,6 +50,9 @@ from ragbound.locking import writer_lock
 from ragbound.progress import progress_bar
 from ragbound.results import WindowResult
 from ragbound.stats import ks_two_sample
+
+if TYPE_CHECKING:
+    from ragbound.engines import Search
 from ragbound.stats.spending import (
     SCHEMES,
     arl_level,
@@ -229,7 +232,8 @@ class ShiftMonitor:
 
     ``correction`` sets each window's level (see the module docstring): ``period`` needs
     ``period`` (``"1d"``), ``arl`` needs ``arl`` (windows per false alarm, and ignores
-    ``alpha``).
+    ``alpha``). ``search`` gives the top-k similarities of each batch of ``score_batch`` log
+    lines (default: the guard's own, in this process; see :mod:`ragbound.engines` for Ray).
 
     Example:
         >>> monitor = ShiftMonitor(Guard.load("kb/"), WindowSpec(size=50))  # doctest: +SKIP
@@ -250,6 +254,8 @@ class ShiftMonitor:
         statistic: str | None = None,
         time_field: str = "time",
         query_field: str = "query",
+        search: Search | None = None,
+        score_batch: int = SCORE_BATCH,
     ) -> None:
         if correction not in CORRECTIONS:
             raise InputError(
@@ -274,6 +280,8 @@ class ShiftMonitor:
         self.reference = reference_scores(guard, statistic)
         self.time_field = time_field
         self.query_field = query_field
+        self.search = search
+        self.score_batch = score_batch
 
     def settings(self) -> dict[str, str | float | int | None]:
         """What a state file must match to be resumed by this monitor."""
@@ -409,7 +417,7 @@ class ShiftMonitor:
         state = self._load_or_new(log, state_path)
         remaining = max(0, log.stat().st_size - state.offset)
         with progress_bar(remaining, "monitoring (bytes)", progress) as advance:
-            for batch in _batches(self._records(log, state), SCORE_BATCH):
+            for batch in _batches(self._records(log, state), self.score_batch):
                 records = [record for record, _ in batch]
                 scores = self._score([record.query for record in records])
                 lines = np.array([record.line for record in records])
@@ -442,8 +450,9 @@ class ShiftMonitor:
             yield record, offset
 
     def _score(self, queries: list[str]) -> np.ndarray:
-        hits = self.guard.kb.search(queries, self.guard.k)
-        return self.detector.score(hits.similarities)
+        if self.search is not None:
+            return self.detector.score(self.search(queries))
+        return self.detector.score(self.guard.kb.search(queries, self.guard.k).similarities)
 
     def _load_or_new(self, log: Path, state_path: Path | None) -> MonitorState:
         if state_path is None or not state_path.exists():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from ragbound.detect.guard import Guard, search_in_batches
 from ragbound.errors import InputError
 from ragbound.results import ShiftReport
 from ragbound.stats import ks_two_sample, mmd_permutation_test
+
+if TYPE_CHECKING:
+    from ragbound.engines import Search
 
 ShiftTest = Literal["ks", "mmd"]
 SHIFT_TESTS: tuple[str, ...] = ("ks", "mmd")
@@ -51,8 +54,12 @@ def shift_test(
     n_permutations: int = 1000,
     seed: int = 0,
     progress: bool = False,
+    search: Search | None = None,
 ) -> ShiftReport:
     """Test whether ``queries`` come from the calibration queries' distribution.
+
+    ``search`` gives the KS test's top-k similarities (default: the guard's own, in this
+    process; see :mod:`ragbound.engines` for Ray).
 
     Example:
         >>> report = shift_test(guard, todays_queries)  # doctest: +SKIP
@@ -64,9 +71,11 @@ def shift_test(
         return _mmd(guard, queries, alpha, n_permutations, seed, progress)
     reference = reference_scores(guard, statistic)
     detector = guard.detector(statistic)
-    scores = detector.score(
-        search_in_batches(guard.kb, queries, guard.k, progress=progress).similarities
-    )
+    if search is None:
+        similarities = search_in_batches(guard.kb, queries, guard.k, progress=progress).similarities
+    else:
+        similarities = search(queries)
+    scores = detector.score(similarities)
     result = ks_two_sample(reference, scores, alpha=alpha)
     return ShiftReport(
         test="ks",

@@ -1,0 +1,104 @@
+"""``ragbound score``: a p-value for every query of a log, in this process or on Ray."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ragbound.cli import validate
+from ragbound.cli.common import (
+    AddressOpt,
+    CalibratedAlphaOpt,
+    EngineOpt,
+    FieldOpt,
+    JsonOpt,
+    StatisticOpt,
+    WorkersOpt,
+    emit_json,
+    progress,
+)
+from ragbound.cli.detect import CalibratedKbArg
+from ragbound.errors import InputError
+
+
+def score(
+    kb_dir: CalibratedKbArg,
+    log: Annotated[
+        Path,
+        typer.Argument(
+            help="A query log (JSONL with query and time) or any query file.",
+            callback=validate.existing_file,
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="Scores to write: .jsonl or .parquet.", callback=validate.output_file
+        ),
+    ],
+    engine: EngineOpt = "local",
+    address: AddressOpt = None,
+    workers: WorkersOpt = 2,
+    statistic: StatisticOpt = None,
+    alpha: CalibratedAlphaOpt = None,
+    field: FieldOpt = None,
+    time_field: Annotated[
+        str, typer.Option(help="Timestamp field copied to the output, when present.")
+    ] = "time",
+    json_out: JsonOpt = False,
+) -> None:
+    """Write the out-of-knowledge p-value of every query in LOG.
+
+    One row per query, in file order: line, time (as logged, or null), query, score (the
+    statistic, higher = more out of knowledge), p_value and out_of_knowledge (p_value <=
+    alpha). Parquet files keep the statistic and alpha in their metadata.
+
+    --engine ray embeds and searches on ray.data with --workers actors, each loading the
+    knowledge base once (the KB folder must be readable at the same path on every node);
+    without --address it starts Ray on this machine. Both engines search the same batches
+    and give the same scores. --json prints a summary: n, out_of_knowledge, statistic,
+    alpha, engine, out.
+    """
+    from ragbound.detect import Guard
+    from ragbound.detect.logscore import check_score_output, score_file, write_scores
+    from ragbound.engines import make_search
+
+    check_score_output(out)
+    if engine == "local" and address is not None:
+        raise InputError("--address needs --engine ray")
+    guard = Guard.load(kb_dir)
+    search = make_search(
+        guard,
+        engine,  # type: ignore[arg-type]
+        address=address,
+        workers=workers,
+        progress=progress(json_out),
+    )
+    table = score_file(
+        guard, log, search, field=field, time_field=time_field, statistic=statistic, alpha=alpha
+    )
+    write_scores(table, out)
+    flagged = int(table.out_of_knowledge.sum())
+    summary = {
+        "n": len(table.query),
+        "out_of_knowledge": flagged,
+        "statistic": table.statistic,
+        "alpha": table.alpha,
+        "engine": engine,
+        "out": str(out),
+    }
+    if json_out:
+        emit_json(summary)
+        return
+    sys.stderr.write(
+        f"scored {summary['n']} queries ({engine}): {flagged} out of knowledge at "
+        f"alpha = {table.alpha:g} ({table.statistic}); wrote {out}\n"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``score`` to ``app``."""
+    app.command("score")(score)

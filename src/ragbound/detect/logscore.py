@@ -1,0 +1,116 @@
+"""P-values for every query of a log or query file, written as JSONL or Parquet.
+
+The search (embedding and top-k, the expensive part) is a :data:`~ragbound.engines.Search`,
+so it runs in this process or on Ray; the statistic and the conformal p-value are computed here
+from the similarities, the same way on either engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragbound.artifacts import write_atomically, write_jsonl
+from ragbound.corpus import load_query_records
+from ragbound.detect.guard import Guard
+from ragbound.engines import Search
+from ragbound.errors import InputError
+
+SCORE_FORMATS = (".jsonl", ".parquet")
+
+
+@dataclass(frozen=True)
+class ScoreTable:
+    """One row per query, in file order: ``line`` (1-based, in the input), ``time`` (the log's
+    timestamp as written, or None), ``query``, ``score`` (the statistic, higher = more out of
+    knowledge), ``p_value`` (small = out of knowledge) and ``out_of_knowledge`` (p <= alpha)."""
+
+    line: np.ndarray
+    time: list[Any]
+    query: list[str]
+    score: np.ndarray
+    p_value: np.ndarray
+    out_of_knowledge: np.ndarray
+    statistic: str
+    alpha: float
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "line": int(self.line[i]),
+                "time": self.time[i],
+                "query": self.query[i],
+                "score": float(self.score[i]),
+                "p_value": float(self.p_value[i]),
+                "out_of_knowledge": bool(self.out_of_knowledge[i]),
+            }
+            for i in range(len(self.query))
+        ]
+
+
+def score_file(
+    guard: Guard,
+    path: str | Path,
+    search: Search,
+    *,
+    field: str | None = None,
+    time_field: str = "time",
+    statistic: str | None = None,
+    alpha: float | None = None,
+) -> ScoreTable:
+    """Score every query of ``path`` (a query log or any query file) with the guard's
+    calibration; ``search`` gives the top-k similarities (see :mod:`ragbound.engines`)."""
+    records = load_query_records(path, field=field)
+    queries = [query for _, query in records]
+    detector = guard.detector(statistic, alpha)
+    similarities = search(queries)
+    scores, p_values = detector.score_p_value(similarities)
+    return ScoreTable(
+        line=np.array([record.line for record, _ in records]),
+        time=[record.fields.get(time_field) for record, _ in records],
+        query=queries,
+        score=scores,
+        p_value=p_values,
+        out_of_knowledge=p_values <= detector.alpha,
+        statistic=detector.statistic,
+        alpha=detector.alpha,
+    )
+
+
+def check_score_output(path: Path) -> None:
+    """InputError unless ``path`` ends in .jsonl or .parquet (and Parquet can be written)."""
+    if path.suffix not in SCORE_FORMATS:
+        raise InputError(f"{path}: write scores to a .jsonl or .parquet file")
+    if path.suffix == ".parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise InputError(
+                f"{path}: Parquet needs pyarrow: pip install pyarrow (or 'ragbound[ray]')"
+            ) from None
+
+
+def write_scores(table: ScoreTable, path: Path) -> None:
+    """Write ``table`` as JSONL (one object per line) or Parquet, by ``path``'s extension,
+    whole or not at all. Parquet keeps the statistic and alpha in the file's metadata."""
+    check_score_output(path)
+    if path.suffix == ".jsonl":
+        write_jsonl(path, table.rows())
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = {
+        "line": pa.array(table.line, pa.int64()),
+        "time": pa.array([None if t is None else str(t) for t in table.time], pa.string()),
+        "query": pa.array(table.query, pa.string()),
+        "score": pa.array(table.score, pa.float64()),
+        "p_value": pa.array(table.p_value, pa.float64()),
+        "out_of_knowledge": pa.array(table.out_of_knowledge, pa.bool_()),
+    }
+    metadata = {"ragbound.statistic": table.statistic, "ragbound.alpha": str(table.alpha)}
+    arrow = pa.table(columns).replace_schema_metadata(metadata)
+    write_atomically(path, lambda handle: pq.write_table(arrow, handle))

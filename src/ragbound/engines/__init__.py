@@ -1,0 +1,60 @@
+"""Where the expensive part of scoring many queries runs: this process or a Ray cluster.
+
+Scoring a query log is embedding plus top-k search for every query; the statistics and
+p-values after it are cheap. A :data:`Search` does the expensive part, so ``ragbound score``
+and ``ragbound shift`` run the same code on either engine and only the search moves:
+
+- ``local``: this process, in batches (the reference);
+- ``ray``: ``ray.data`` with a pool of actors that each load the knowledge base and its
+  embedder once (``pip install 'ragbound[ray]'``). Same batches, same results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+from ragbound.errors import InputError
+
+if TYPE_CHECKING:
+    from ragbound.detect.guard import Guard
+
+Engine = Literal["local", "ray"]
+ENGINES: tuple[Engine, ...] = ("local", "ray")
+SEARCH_BATCH = 256
+"""Queries embedded together; the unit of work on both engines."""
+
+Search = Callable[[Sequence[str]], np.ndarray]
+"""Top-k similarities of each query (rows in query order, higher = closer), shape (n, k)."""
+
+__all__ = ["ENGINES", "SEARCH_BATCH", "Engine", "Search", "make_search"]
+
+
+def make_search(
+    guard: Guard,
+    engine: Engine = "local",
+    *,
+    address: str | None = None,
+    workers: int = 2,
+    progress: bool = False,
+) -> Search:
+    """The guard's top-k search on ``engine`` (``address`` and ``workers``: Ray only)."""
+    from ragbound.detect.guard import search_in_batches
+
+    if engine == "local":
+        if address is not None:
+            raise InputError("--address needs --engine ray")
+        return lambda queries: (
+            search_in_batches(
+                guard.kb, queries, guard.k, batch=SEARCH_BATCH, progress=progress
+            ).similarities
+        )
+    if engine == "ray":
+        from ragbound.engines.ray_engine import RaySearch
+
+        return RaySearch(
+            guard.kb.path, guard.k, address=address, workers=workers, progress=progress
+        )
+    raise InputError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
