@@ -20,6 +20,7 @@ BENCH_SYNTH (default 1; 0 skips the LLM parts), BENCH_SYNTH_STEPS (default all: 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -38,6 +39,7 @@ from benchmarks import (
     llm_speed,
     monitor_schemes,
     pvalue_validity,
+    ray_scoring,
     shift,
     synthetic,
     tripwires,
@@ -78,6 +80,11 @@ def main() -> None:
         kb = KnowledgeBase.build([corpus], embedder="minilm")
         results["energy_tau"] = energy_tau_part(kb, calibration, ik_test, ook)
         save(results, ["energy-tau"])
+        return
+    if sys.argv[1:] == ["ray"]:
+        results = saved_results()
+        results["ray"] = ray_scoring.ray_part(OUT)
+        save(results, ["ray"])
         return
     if sys.argv[1:] == ["tripwires"]:
         results = saved_results()
@@ -136,6 +143,8 @@ def main() -> None:
             results["tripwire_default"] = tripwire_default_part(kb, OUT)
         if embedder == "minilm" and os.environ.get("BENCH_SYNTH", "1") != "0":
             results["synthetic"] = synthetic_part(kb, calibration, ik_test, ook)
+    if importlib.util.find_spec("ray") is not None:
+        results["ray"] = ray_scoring.ray_part(OUT)
     save(results, SECTIONS)  # before the long memory run, so its failure loses nothing
     monitor_schemes.main()
     pvalue_validity.main()
@@ -697,6 +706,7 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
         energy_tau_markdown,
     ),
     "shift": ("Offline shift test (paper Figure 5) and monitor speed", shift_markdown),
+    "ray": ("Ray scoring: workers against one process", ray_scoring.ray_markdown),
     "tripwires": ("Tripwires (RAR)", tripwire_markdown),
     "tripwire-default": (
         "Tripwires: the default rule against the paper's",

@@ -29,8 +29,9 @@ from ragbound.errors import InputError
 
 TESTS = ("ks", "mmd")
 CORRECTIONS = ("spending", "period", "arl", "none")
-# On Ray, log lines are read and searched this many at a time, so every actor has batches.
-RAY_SCORE_BATCH = 4096
+# On Ray, log lines are read and searched this many at a time: every call starts its actors
+# (each loads the model), so batches are large enough to make that a small share.
+RAY_SCORE_BATCH = 32_768
 
 
 def shift(
