@@ -6,20 +6,24 @@ import asyncio
 import hashlib
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 
-from ragbound.errors import InputError
+from ragbound.detect import Guard
+from ragbound.detect.monitor import load_state
+from ragbound.errors import ArtifactError, InputError
 from ragbound.gate import Gate
 from ragbound.serve import Batching, ServeSettings, Tokens, create_app
 from ragbound.serve import auth as auth_module
 from ragbound.serve.batcher import Batcher
-from ragbound.serve.metrics import Registry
+from ragbound.serve.drift import ServiceMonitor
+from ragbound.serve.metrics import Registry, service_registry
 from ragbound.serve.querylog import QueryLog, read_scores
 from ragbound.serve.settings import is_loopback
-from tests.serve.server import ThreadServer
+from tests.serve.server import ThreadServer, served_kb
 
 
 # ------------------------------------------------------------------------ readiness
@@ -206,3 +210,30 @@ def test_a_failed_write_leaves_no_partial_line(tmp_path: Path, monkeypatch) -> N
     assert log.append([_decision("four")])[0].line == 2
     log.close()
     assert [json.loads(x)["query"] for x in path.read_text().splitlines()] == ["one", "four"]
+
+
+# ------------------------------------------------------------------------ monitor
+def test_the_service_monitor_resumes_holds_its_state_and_deletes_a_crashed_save(
+    minilm_kb_dir: Path, tmp_path: Path
+) -> None:
+    guard = Guard.load(served_kb(minilm_kb_dir, tmp_path / "kb"))
+    log = QueryLog(tmp_path / "log.jsonl")
+    state_path = tmp_path / "log.jsonl.monitor.json"
+    first = ServiceMonitor(guard, 2, service_registry(), log, state_path)
+    first.feed(log.append([_decision(f"q{i}") for i in range(3)]), log.size)
+    first.close()
+    stale = tmp_path / ".log.jsonl.monitor.json.3kq_z1.tmp"  # a save killed before its rename
+    stale.write_text("{", encoding="utf-8")
+    second = ServiceMonitor(guard, 2, service_registry(), log, state_path)
+    try:
+        assert not stale.exists()
+        assert (second.state.windows, second.state.line) == (1, 3)
+        with ThreadPoolExecutor(1) as other:  # another thread: the lock is not re-entered
+            refused = other.submit(ServiceMonitor, guard, 2, service_registry(), log, state_path)
+            with pytest.raises(ArtifactError, match="monitor state"):
+                refused.result()
+    finally:
+        second.close()
+    assert load_state(state_path).line == 3
+    ServiceMonitor(guard, 2, service_registry(), log, state_path).close()  # free again
+    log.close()
