@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -144,6 +145,65 @@ def test_concurrent_requests_share_batches_and_a_failure_stays_its_own() -> None
     assert results[13] == ["X", "Y"]
     assert max(sizes) > 1 and max(sizes) <= 8  # coalesced, bounded
     assert sum(sizes) == 14
+
+
+def test_a_request_past_its_deadline_when_its_batch_forms_is_not_decided() -> None:
+    decided: list[list[str]] = []
+
+    def process(queries: list[str]) -> list:
+        decided.append(queries)
+        return [q.upper() for q in queries]
+
+    async def scenario() -> list:
+        batcher = Batcher(process, Batching(max_wait_ms=0, max_queries=8))
+        await batcher.start()
+        try:
+            late = asyncio.create_task(batcher.submit(["late"], timeout=0.01))
+            await asyncio.sleep(0)  # queued, the batcher woken, the timeout's timer started
+            # the loop is held past the deadline: the batcher runs before the timer's callback
+            # has answered the request, so only its deadline can keep it out of the batch
+            time.sleep(0.05)
+            outcome = await asyncio.gather(late, return_exceptions=True)
+            return [*outcome, await batcher.submit(["next"], timeout=60)]
+        finally:
+            await batcher.stop()
+
+    late, after = asyncio.run(scenario())
+    assert isinstance(late, TimeoutError)  # answered 503 by the service
+    assert after == ["NEXT"]
+    assert decided == [["next"]]  # never decided, so never logged
+
+
+def test_a_slow_decision_times_out_and_the_batcher_goes_on() -> None:
+    """What remains: a request whose batch is already being decided when it times out is
+    decided (and the service logs it), though its caller got TimeoutError."""
+    decided: list[list[str]] = []
+    release = threading.Event()
+
+    def process(queries: list[str]) -> list:
+        decided.append(queries)
+        release.wait(30)  # the decision thread is busy until the test lets it go
+        return [q.upper() for q in queries]
+
+    async def scenario() -> list:
+        batcher = Batcher(process, Batching(max_wait_ms=0, max_queries=8))
+        await batcher.start()
+        try:
+            slow = await asyncio.gather(
+                batcher.submit(["slow"], timeout=0.01), return_exceptions=True
+            )
+            waiting = asyncio.create_task(batcher.submit(["queued"], timeout=0.01))
+            queued = await asyncio.gather(waiting, return_exceptions=True)
+            release.set()
+            return [*slow, *queued, await batcher.submit(["next"], timeout=60)]
+        finally:
+            release.set()
+            await batcher.stop()
+
+    slow, queued, after = asyncio.run(scenario())
+    assert isinstance(slow, TimeoutError) and isinstance(queued, TimeoutError)
+    assert after == ["NEXT"]
+    assert decided == [["slow"], ["next"]]
 
 
 # ---------------------------------------------------------------------------- log

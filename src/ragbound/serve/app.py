@@ -7,7 +7,6 @@ Routes: ``POST /v1/check``, ``POST /v1/check/batch``, ``GET/POST/DELETE /v1/trip
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import contextlib
@@ -206,7 +205,7 @@ async def _decide(service: Service, queries: list[str]) -> list[Decision]:
         texts.append(validate_query(query, max_chars=limits.max_query_chars, location=location))
     _check_ready(service)
     try:
-        return await asyncio.wait_for(service.batcher.submit(texts), limits.request_timeout_s)
+        return await service.batcher.submit(texts, timeout=limits.request_timeout_s)
     except TimeoutError:
         raise ApiError(
             503,
