@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ragbound.gate import Decision
 from ragbound.tripwires import Tripwire, TripwireChange
@@ -34,10 +34,16 @@ NonBlankText = Annotated[Text, AfterValidator(_not_blank)]
 
 
 class CheckRequest(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"query": "What do bees make?"}]})
+
     query: Text = Field(description="the user's query, as the RAG system would receive it")
 
 
 class BatchRequest(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"queries": ["What do bees make?", "Who won in 1998?"]}]}
+    )
+
     queries: list[Text] = Field(description="queries decided together, answered in this order")
 
 
@@ -56,12 +62,25 @@ class TripwireIn(BaseModel):
 
 
 class AddTripwires(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "tripwires": [{"text": "How do I poison a bee colony?", "topic": "harm"}],
+                    "source": "incident 42",
+                }
+            ]
+        }
+    )
+
     tripwires: list[TripwireIn] = Field(min_length=1)
     source: Text | None = Field(None, description="where these came from, kept in the history")
 
 
 class RemoveTripwires(BaseModel):
     """Every tripwire of ``topics`` and those with ``ids`` are removed."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"topics": ["harm"]}]})
 
     ids: list[Text] = Field(default_factory=list)
     topics: list[Text] = Field(default_factory=list)
