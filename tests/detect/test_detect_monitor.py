@@ -378,6 +378,30 @@ def test_a_damaged_or_mismatched_state_is_refused(guard: Guard, tmp_path: Path) 
         list(monitor.follow(log, state_path))
 
 
+def test_resume_continues_the_saved_state_and_deletes_what_a_crashed_save_left(
+    guard: Guard, tmp_path: Path
+) -> None:
+    log, state_path = tmp_path / "queries.jsonl", tmp_path / "state.json"
+    write_log(log, HELD_OUT_IK[:5])
+    monitor = ShiftMonitor(guard, WindowSpec(size=4), correction="none")
+    assert monitor.resume(log, state_path) == monitor.new_state(log)  # nothing saved yet
+    assert [w.window for w in monitor.follow(log, state_path)] == [0]
+    # what a save killed between writing its temporary file and the rename leaves behind
+    stale = tmp_path / ".state.json.k2x9_q.tmp"
+    stale.write_text('{"checksum": "', encoding="utf-8")
+    unrelated = tmp_path / ".other.json.k2x9_q.tmp"
+    unrelated.write_text("{}", encoding="utf-8")
+    state = monitor.resume(log, state_path)
+    assert not stale.exists() and unrelated.exists()
+    assert state == load_state(state_path)
+    assert (state.windows, state.line, len(state.buffer)) == (1, 5, 1)
+    # the resumed state goes on where it stopped: three more scores close window 1
+    scores = np.array([0.1, 0.2, 0.3])
+    results = monitor.feed_scores(state, np.arange(6, 9), np.arange(3.0), scores)
+    assert [(w.window, w.first_line, w.last_line) for w in results] == [(1, 5, 8)]
+    assert monitor.resume(log) == monitor.new_state(log)  # no state path: a new state
+
+
 def test_out_of_order_timestamps_are_an_error_naming_the_line(guard: Guard, tmp_path: Path):
     log = tmp_path / "queries.jsonl"
     write_log(log, HELD_OUT_IK[:3])

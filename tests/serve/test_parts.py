@@ -5,21 +5,26 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 
-from ragbound.errors import InputError
+from ragbound.detect import Guard
+from ragbound.detect.monitor import load_state
+from ragbound.errors import ArtifactError, InputError
 from ragbound.gate import Gate
 from ragbound.serve import Batching, ServeSettings, Tokens, create_app
 from ragbound.serve import auth as auth_module
 from ragbound.serve.batcher import Batcher
-from ragbound.serve.metrics import Registry
+from ragbound.serve.drift import ServiceMonitor
+from ragbound.serve.metrics import Registry, service_registry
 from ragbound.serve.querylog import QueryLog, read_scores
 from ragbound.serve.settings import is_loopback
-from tests.serve.server import ThreadServer
+from tests.serve.server import ThreadServer, served_kb
 
 
 # ------------------------------------------------------------------------ readiness
@@ -142,6 +147,65 @@ def test_concurrent_requests_share_batches_and_a_failure_stays_its_own() -> None
     assert sum(sizes) == 14
 
 
+def test_a_request_past_its_deadline_when_its_batch_forms_is_not_decided() -> None:
+    decided: list[list[str]] = []
+
+    def process(queries: list[str]) -> list:
+        decided.append(queries)
+        return [q.upper() for q in queries]
+
+    async def scenario() -> list:
+        batcher = Batcher(process, Batching(max_wait_ms=0, max_queries=8))
+        await batcher.start()
+        try:
+            late = asyncio.create_task(batcher.submit(["late"], timeout=0.01))
+            await asyncio.sleep(0)  # queued, the batcher woken, the timeout's timer started
+            # the loop is held past the deadline: the batcher runs before the timer's callback
+            # has answered the request, so only its deadline can keep it out of the batch
+            time.sleep(0.05)
+            outcome = await asyncio.gather(late, return_exceptions=True)
+            return [*outcome, await batcher.submit(["next"], timeout=60)]
+        finally:
+            await batcher.stop()
+
+    late, after = asyncio.run(scenario())
+    assert isinstance(late, TimeoutError)  # answered 503 by the service
+    assert after == ["NEXT"]
+    assert decided == [["next"]]  # never decided, so never logged
+
+
+def test_a_slow_decision_times_out_and_the_batcher_goes_on() -> None:
+    """What remains: a request whose batch is already being decided when it times out is
+    decided (and the service logs it), though its caller got TimeoutError."""
+    decided: list[list[str]] = []
+    release = threading.Event()
+
+    def process(queries: list[str]) -> list:
+        decided.append(queries)
+        release.wait(30)  # the decision thread is busy until the test lets it go
+        return [q.upper() for q in queries]
+
+    async def scenario() -> list:
+        batcher = Batcher(process, Batching(max_wait_ms=0, max_queries=8))
+        await batcher.start()
+        try:
+            slow = await asyncio.gather(
+                batcher.submit(["slow"], timeout=0.01), return_exceptions=True
+            )
+            waiting = asyncio.create_task(batcher.submit(["queued"], timeout=0.01))
+            queued = await asyncio.gather(waiting, return_exceptions=True)
+            release.set()
+            return [*slow, *queued, await batcher.submit(["next"], timeout=60)]
+        finally:
+            release.set()
+            await batcher.stop()
+
+    slow, queued, after = asyncio.run(scenario())
+    assert isinstance(slow, TimeoutError) and isinstance(queued, TimeoutError)
+    assert after == ["NEXT"]
+    assert decided == [["slow"], ["next"]]
+
+
 # ---------------------------------------------------------------------------- log
 def _decision(gate_query: str):
     from ragbound.gate import Decision
@@ -206,3 +270,30 @@ def test_a_failed_write_leaves_no_partial_line(tmp_path: Path, monkeypatch) -> N
     assert log.append([_decision("four")])[0].line == 2
     log.close()
     assert [json.loads(x)["query"] for x in path.read_text().splitlines()] == ["one", "four"]
+
+
+# ------------------------------------------------------------------------ monitor
+def test_the_service_monitor_resumes_holds_its_state_and_deletes_a_crashed_save(
+    minilm_kb_dir: Path, tmp_path: Path
+) -> None:
+    guard = Guard.load(served_kb(minilm_kb_dir, tmp_path / "kb"))
+    log = QueryLog(tmp_path / "log.jsonl")
+    state_path = tmp_path / "log.jsonl.monitor.json"
+    first = ServiceMonitor(guard, 2, service_registry(), log, state_path)
+    first.feed(log.append([_decision(f"q{i}") for i in range(3)]), log.size)
+    first.close()
+    stale = tmp_path / ".log.jsonl.monitor.json.3kq_z1.tmp"  # a save killed before its rename
+    stale.write_text("{", encoding="utf-8")
+    second = ServiceMonitor(guard, 2, service_registry(), log, state_path)
+    try:
+        assert not stale.exists()
+        assert (second.state.windows, second.state.line) == (1, 3)
+        with ThreadPoolExecutor(1) as other:  # another thread: the lock is not re-entered
+            refused = other.submit(ServiceMonitor, guard, 2, service_registry(), log, state_path)
+            with pytest.raises(ArtifactError, match="monitor state"):
+                refused.result()
+    finally:
+        second.close()
+    assert load_state(state_path).line == 3
+    ServiceMonitor(guard, 2, service_registry(), log, state_path).close()  # free again
+    log.close()

@@ -408,13 +408,12 @@ class ShiftMonitor:
             return
         state_path = Path(state_path)
         with writer_lock(state_path, what="monitor state", on_wait=on_wait):
-            _remove_temporary(state_path)
             if restart:
                 state_path.unlink(missing_ok=True)
             yield from self._follow(log, state_path, progress)
 
     def _follow(self, log: Path, state_path: Path | None, progress: bool) -> Iterator[WindowResult]:
-        state = self._load_or_new(log, state_path)
+        state = self.resume(log, state_path)
         remaining = max(0, log.stat().st_size - state.offset)
         with progress_bar(remaining, "monitoring (bytes)", progress) as advance:
             for batch in _batches(self._records(log, state), self.score_batch):
@@ -454,8 +453,26 @@ class ShiftMonitor:
             return self.detector.score(self.search(queries))
         return self.detector.score(self.guard.kb.search(queries, self.guard.k).similarities)
 
-    def _load_or_new(self, log: Path, state_path: Path | None) -> MonitorState:
-        if state_path is None or not state_path.exists():
+    def resume(self, log: str | Path, state_path: str | Path | None = None) -> MonitorState:
+        """The state to continue monitoring ``log`` from, for :meth:`feed_scores`.
+
+        The state saved at ``state_path`` (by :func:`save_state`) when there is one, checked
+        against this monitor: InputError when it belongs to another log, knowledge base,
+        calibration or settings, or the log is shorter than the offset it reached (replaced);
+        ArtifactError when the file is damaged. Otherwise (no ``state_path``, nothing saved
+        there yet) a new state at the start of the log.
+
+        Temporary files that a save interrupted by a crash left beside ``state_path`` are
+        deleted first, so call it holding the state's writer lock
+        (``ragbound.locking.writer_lock(state_path, what="monitor state")``), as
+        :meth:`follow` and the service do, and keep it while saving the state.
+        """
+        log = Path(log)
+        if state_path is None:
+            return self.new_state(log)
+        state_path = Path(state_path)
+        _remove_temporary(state_path)
+        if not state_path.exists():
             return self.new_state(log)
         state = load_state(state_path)
         expected = self.new_state(log)
@@ -542,7 +559,12 @@ def _payload(state: MonitorState) -> str:
 
 
 def save_state(path: Path, state: MonitorState) -> None:
-    """Write the state atomically with a checksum of its content."""
+    """Write the state atomically with a checksum of its content.
+
+    The text goes to a temporary file beside ``path``, then replaces it: a crash mid-save
+    leaves the previous state whole, and at most that temporary file, which the next
+    :meth:`ShiftMonitor.resume` deletes.
+    """
     payload = _payload(state)
     crash_point("monitor.save:before-write")
     write_json(path, {"checksum": sha256_text(payload), "state": json.loads(payload)})

@@ -7,7 +7,6 @@ Routes: ``POST /v1/check``, ``POST /v1/check/batch``, ``GET/POST/DELETE /v1/trip
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import contextlib
@@ -19,6 +18,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException
 
 from ragbound._version import __version__
 from ragbound.corpus import validate_query
@@ -36,7 +36,7 @@ from ragbound.serve.gateway import (
     own_stream,
     with_context,
 )
-from ragbound.serve.limits import ApiError, RequestLimits
+from ragbound.serve.limits import ApiError, AsciiJSONResponse, RequestLimits
 from ragbound.serve.models import (
     AddTripwires,
     BatchRequest,
@@ -54,7 +54,14 @@ from ragbound.tripwires import Tripwire, tripwire_id
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 BASIC_CHALLENGE = 'Basic realm="ragbound", charset="UTF-8"'
-ERRORS = {code: {"model": ErrorBody} for code in (401, 403, 413, 422, 503)}
+ERROR_CODES = (401, 403, 413, 422, 503)
+ERRORS = {code: {"model": ErrorBody} for code in ERROR_CODES}
+# a route answering text or HTML still answers its errors in JSON (a model would be documented
+# under the route's own media type)
+JSON_ERRORS = {
+    code: {"content": {"application/json": {"schema": ErrorBody.model_json_schema()}}}
+    for code in ERROR_CODES
+}
 
 
 def create_app(gate: GateSource, settings: ServeSettings | None = None) -> FastAPI:
@@ -157,13 +164,20 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def artifact_error(_: Request, exc: ArtifactError) -> JSONResponse:
         return ApiError(503, str(exc)).response()
 
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        # FastAPI's own 400 is a body it cannot parse (not UTF-8): invalid, like bad JSON
+        status = 422 if exc.status_code == 400 else exc.status_code
+        body = {"error": str(exc.detail)}
+        return AsciiJSONResponse(body, status_code=status, headers=exc.headers)
+
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors()
         )
         body = {"error": f"invalid request: {problems}", "detail": jsonable_encoder(exc.errors())}
-        return JSONResponse(body, status_code=422)
+        return AsciiJSONResponse(body, status_code=422)
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
@@ -206,7 +220,7 @@ async def _decide(service: Service, queries: list[str]) -> list[Decision]:
         texts.append(validate_query(query, max_chars=limits.max_query_chars, location=location))
     _check_ready(service)
     try:
-        return await asyncio.wait_for(service.batcher.submit(texts), limits.request_timeout_s)
+        return await service.batcher.submit(texts, timeout=limits.request_timeout_s)
     except TimeoutError:
         raise ApiError(
             503,
@@ -299,6 +313,7 @@ def _add_ops_routes(app: FastAPI, service: Service) -> None:
     @app.get(
         "/metrics",
         response_class=PlainTextResponse,
+        responses=JSON_ERRORS,  # type: ignore[arg-type]
         dependencies=[Depends(_require(service, "read"))],
         tags=["ops"],
     )
@@ -318,7 +333,13 @@ def _add_dashboard_routes(app: FastAPI, service: Service) -> None:
         the shift monitor's windows."""
         return JSONResponse(service.stats().model_dump(), headers={"Cache-Control": "no-store"})
 
-    @app.get("/dashboard", response_class=HTMLResponse, dependencies=reader, tags=["ops"])
+    @app.get(
+        "/dashboard",
+        response_class=HTMLResponse,
+        responses=JSON_ERRORS,  # type: ignore[arg-type]
+        dependencies=reader,
+        tags=["ops"],
+    )
     async def dashboard() -> HTMLResponse:
         """One self-contained page polling ``/v1/stats`` every 2 s (strict CSP, no assets)."""
         nonce = new_nonce()

@@ -6,6 +6,12 @@ waits up to ``max_wait_ms`` for more, so that a lone client never pays the wait.
 at most ``max_queries`` queries (a request is never split). ``process`` runs on a single
 worker thread: decide, log, monitor, in log order. A batch that fails is retried request by
 request, so one bad request cannot fail the others.
+
+A request submitted with a ``timeout`` fails with TimeoutError once it passes (the service
+answers 503). One whose deadline has passed when its batch is formed is left out of the batch:
+it is not decided, so not logged, and the log holds only decisions that were answered. What
+remains: a request that times out while its batch is being decided (on the worker thread,
+which cannot be interrupted) is decided and logged, though its caller was answered 503.
 """
 
 from __future__ import annotations
@@ -25,6 +31,14 @@ from ragbound.serve.settings import Batching
 class _Pending:
     queries: list[str]
     future: asyncio.Future[list[Decision]] = field(repr=False)
+    deadline: float | None = None  # event-loop time; None: no timeout
+
+    def wanted(self, now: float) -> bool:
+        """Still to be decided: not answered yet (a timeout cancels it) and not past its
+        deadline, which fails it (the loop may not have run the timeout's callback yet)."""
+        if self.deadline is not None and now >= self.deadline:
+            _fail(self, TimeoutError())
+        return not self.future.done()
 
 
 class Batcher:
@@ -50,14 +64,19 @@ class Batcher:
                 await self._task
         self._worker.shutdown(wait=True)
 
-    async def submit(self, queries: list[str]) -> list[Decision]:
-        """Queue ``queries`` (already validated) and wait for their decisions."""
+    async def submit(self, queries: list[str], timeout: float | None = None) -> list[Decision]:
+        """Queue ``queries`` (already validated) and wait for their decisions; TimeoutError
+        after ``timeout`` seconds (None: no limit), and then they are decided only when their
+        batch was already being decided."""
         if self._arrived is None:
             raise RuntimeError("the batcher is not started")
-        pending = _Pending(queries, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        pending = _Pending(queries, loop.create_future(), deadline)
         self._queue.append(pending)
         self._arrived.set()
-        return await pending.future
+        # the timer starts after the deadline is taken: it never fires before the deadline
+        return await asyncio.wait_for(pending.future, timeout)
 
     async def run_on_worker(self, work: Callable[[], object]) -> object:
         """Run ``work`` on the decision thread, between batches (tripwire changes use it)."""
@@ -102,10 +121,11 @@ class Batcher:
         return batch
 
     async def _decide(self, batch: list[_Pending]) -> None:
-        live = [p for p in batch if not p.future.done()]  # timed-out requests are dropped
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        live = [p for p in batch if p.wanted(now)]  # timed-out requests are not decided
         if not live:
             return
-        loop = asyncio.get_running_loop()
         queries = [q for p in live for q in p.queries]
         try:
             decisions = await loop.run_in_executor(self._worker, self.process, queries)

@@ -5,11 +5,13 @@ The service does not re-read its log to monitor it: each batch's scores go strai
 whatever the log keeps of the query (full, hash, none). Its state (log offset, window counter,
 the open window's scores) is saved beside the log when a window completes, every few seconds
 and at shutdown; after a crash the lines logged since the last save are replayed from their
-``score`` field, so no window is lost or counted twice.
+``score`` field, so no window is lost or counted twice. The state file's writer lock is held
+while the service runs (one monitor per state, as for ``ragbound shift --state``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -21,6 +23,7 @@ import numpy as np
 from ragbound.detect.guard import Guard
 from ragbound.detect.monitor import MonitorState, ShiftMonitor, WindowSpec, save_state
 from ragbound.errors import ArtifactError, InputError
+from ragbound.locking import writer_lock
 from ragbound.results import WindowResult
 from ragbound.serve.metrics import Registry
 from ragbound.serve.querylog import LoggedLine, QueryLog, read_scores
@@ -33,7 +36,9 @@ class ServiceMonitor:
     """Windows of ``window`` decisions, KS-tested against the calibration queries.
 
     ``log``: the service's query log (None: the state lives in memory only). ``state_path``:
-    where the state is saved (with a log). Results go to ``metrics`` and ``recent``.
+    where the state is saved (with a log); its writer lock is taken here and released by
+    :meth:`close` (ArtifactError when another process holds it). Results go to ``metrics``
+    and ``recent``.
     """
 
     def __init__(
@@ -51,13 +56,21 @@ class ServiceMonitor:
         self.recent: list[WindowResult] = []
         self._lock = threading.Lock()
         self._saved_at = time.monotonic()
-        self.state = self._resume()
+        self._held = contextlib.ExitStack()
+        if self.state_path is not None:
+            lock = writer_lock(self.state_path, what="monitor state", timeout=0)
+            self._held.enter_context(lock)
+        try:
+            self.state = self._resume()
+        except BaseException:
+            self._held.close()
+            raise
 
     def _resume(self) -> MonitorState:
         if self.log is None:
             return self.monitor.new_state(Path("memory"))
         try:
-            state = self.monitor._load_or_new(self.log.path, self.state_path)
+            state = self.monitor.resume(self.log.path, self.state_path)
         except (InputError, ArtifactError) as exc:  # another calibration or damaged: start over
             sys.stderr.write(f"warning: {exc}; the shift monitor starts a new state\n")
             state = self.monitor.new_state(self.log.path)
@@ -102,5 +115,6 @@ class ServiceMonitor:
             self._saved_at = time.monotonic()
 
     def close(self) -> None:
-        with self._lock:
+        """Save the state and release its lock."""
+        with self._lock, self._held:
             self._save(self.state)

@@ -8,6 +8,7 @@ the label ``other``, so a scan cannot grow the metrics without bound).
 
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,14 @@ if TYPE_CHECKING:
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
+
+
+class AsciiJSONResponse(JSONResponse):
+    """JSON with every non-ASCII character escaped: an error that echoes a request's text
+    still renders when that text holds a lone surrogate (UTF-8 cannot encode one)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 class ApiError(Exception):
@@ -40,7 +49,7 @@ class ApiError(Exception):
         if self.limit is not None:
             body |= {"limit": self.limit, "max": self.value}
         headers = {"WWW-Authenticate": self.challenge} if self.status == 401 else None
-        return JSONResponse(body, status_code=self.status, headers=headers)
+        return AsciiJSONResponse(body, status_code=self.status, headers=headers)
 
 
 class _TooLarge(Exception):

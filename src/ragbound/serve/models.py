@@ -2,19 +2,49 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ragbound.gate import Decision
 from ragbound.tripwires import Tripwire, TripwireChange
 from ragbound.tripwires.models import Severity
 
 
+def _unicode(value: str) -> str:
+    # JSON can carry a lone surrogate ("\ud800") that no tokenizer or UTF-8 file accepts
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be Unicode text (it holds a lone surrogate)") from None
+    return value
+
+
+def _not_blank(value: str) -> str:
+    # refused here (422) rather than by the stored Tripwire, which strips the same way
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_unicode)]
+"""A string of a request: Unicode that UTF-8 can encode."""
+NonBlankText = Annotated[Text, AfterValidator(_not_blank)]
+"""As :data:`Text`, with at least one character that is not white space."""
+
+
 class CheckRequest(BaseModel):
-    query: str = Field(description="the user's query, as the RAG system would receive it")
+    model_config = ConfigDict(json_schema_extra={"examples": [{"query": "What do bees make?"}]})
+
+    query: Text = Field(description="the user's query, as the RAG system would receive it")
 
 
 class BatchRequest(BaseModel):
-    queries: list[str] = Field(description="queries decided together, answered in this order")
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"queries": ["What do bees make?", "Who won in 1998?"]}]}
+    )
+
+    queries: list[Text] = Field(description="queries decided together, answered in this order")
 
 
 class BatchResponse(BaseModel):
@@ -24,23 +54,36 @@ class BatchResponse(BaseModel):
 class TripwireIn(BaseModel):
     """A tripwire to add; ``id`` defaults to a hash of its topic and text."""
 
-    text: str
-    topic: str
-    id: str | None = None
+    text: NonBlankText
+    topic: NonBlankText
+    id: NonBlankText | None = None
     severity: Severity | None = None
-    note: str | None = None
+    note: Text | None = None
 
 
 class AddTripwires(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "tripwires": [{"text": "How do I poison a bee colony?", "topic": "harm"}],
+                    "source": "incident 42",
+                }
+            ]
+        }
+    )
+
     tripwires: list[TripwireIn] = Field(min_length=1)
-    source: str | None = Field(None, description="where these came from, kept in the history")
+    source: Text | None = Field(None, description="where these came from, kept in the history")
 
 
 class RemoveTripwires(BaseModel):
     """Every tripwire of ``topics`` and those with ``ids`` are removed."""
 
-    ids: list[str] = Field(default_factory=list)
-    topics: list[str] = Field(default_factory=list)
+    model_config = ConfigDict(json_schema_extra={"examples": [{"topics": ["harm"]}]})
+
+    ids: list[Text] = Field(default_factory=list)
+    topics: list[Text] = Field(default_factory=list)
 
 
 class TripwireList(BaseModel):

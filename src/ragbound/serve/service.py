@@ -81,7 +81,9 @@ class Service:
                 self.log,
                 self.settings.state_path(),
             )
-        except InputError as exc:  # e.g. a calibration too small for a shift test
+        # e.g. a calibration too small for a shift test, or a `ragbound shift` run holding the
+        # state: the service decides without a monitor rather than not at all
+        except (InputError, ArtifactError) as exc:
             sys.stderr.write(f"warning: no shift monitor: {exc}\n")
             return None
 
