@@ -1,5 +1,6 @@
 """schemathesis over the real service's ``/openapi.json`` (uvicorn on loopback, a real MiniLM
-gate on a throw-away copy of the knowledge base): for every operation, generated requests,
+gate on a throw-away copy of the knowledge base, the gateway in front of the scripted upstream
+test double): for every operation, generated requests,
 valid and invalid, with no token, a read token, an admin token or an unknown one, must get
 no 5xx, a status code the schema documents, the documented content type, headers and body.
 """
@@ -16,7 +17,8 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
 from ragbound.gate import Gate
-from ragbound.serve import Limits, ServeSettings, Tokens, create_app
+from ragbound.serve import GatewaySettings, Limits, ServeSettings, Tokens, create_app
+from tests.serve.scripted_upstream import ScriptedUpstream
 from tests.serve.server import ADMIN, READ, ThreadServer, auth, served_kb, wait_ready
 from tests.tripwires.tripwire_texts import TRIPWIRES
 
@@ -42,7 +44,8 @@ def _cases() -> list:
     """Every (method, path) the app documents, with valid inputs, and with invalid ones when
     it takes any (an operation without parameters or body has no invalid input to send);
     the gate is never loaded here."""
-    paths = create_app(lambda: Gate.load(Path("unused"))).openapi()["paths"]
+    with_gateway = ServeSettings(gateway=GatewaySettings(upstream="http://127.0.0.1:9/v1"))
+    paths = create_app(lambda: Gate.load(Path("unused")), with_gateway).openapi()["paths"]
     cases = []
     for path, methods in paths.items():
         for method, spec in methods.items():
@@ -55,11 +58,24 @@ def _cases() -> list:
 
 
 @pytest.fixture(scope="module")
-def url(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+def upstream_url():
+    """The gateway's upstream: the scripted chat server (a TEST DOUBLE, fixed replies)."""
+    with ThreadServer(ScriptedUpstream().app) as url:
+        yield f"{url}/v1"
+
+
+@pytest.fixture(scope="module")
+def url(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory, upstream_url: str):
     kb_dir = served_kb(minilm_kb_dir, tmp_path_factory.mktemp("fuzz") / "kb")
     tokens = Tokens.from_lines([f"read:{READ}", f"admin:{ADMIN}"])
     log = kb_dir.parent / "queries.log.jsonl"
-    service = ServeSettings(tokens=tokens, log=log, limits=LIMITS, monitor_window=5)
+    service = ServeSettings(
+        tokens=tokens,
+        log=log,
+        limits=LIMITS,
+        monitor_window=5,
+        gateway=GatewaySettings(upstream=upstream_url),
+    )
     with ThreadServer(create_app(Gate.load(kb_dir), service)) as url:
         wait_ready(url)
         added = httpx.post(
@@ -112,8 +128,9 @@ def test_responses_conform_to_the_schema(schema, url: str, method: str, path: st
         ("POST", "/v1/check/batch", '{"queries": ["\\udfff"]}'),
         ("POST", "/v1/tripwires", '{"tripwires": [{"text": "poison \\ud800", "topic": "harm"}]}'),
         ("DELETE", "/v1/tripwires", '{"ids": ["\\udc00"]}'),
+        ("POST", "/v1/chat/completions", '{"messages": [{"role": "user", "content": "\\ud800"}]}'),
     ],
-    ids=["check", "batch", "add", "remove"],
+    ids=["check", "batch", "add", "remove", "chat"],
 )
 def test_a_lone_surrogate_is_422_not_a_crash(url: str, method: str, path: str, body: str) -> None:
     """Valid JSON, not Unicode text: the generated cases above never hold one (found by hand

@@ -364,7 +364,18 @@ def _add_gateway_routes(app: FastAPI, service: Service, upstream: Upstream) -> N
         "/v1/chat/completions",
         dependencies=reader,
         tags=["gateway"],
-        responses={502: {"model": ErrorBody}, 504: {"model": ErrorBody}},
+        responses={
+            200: {
+                "description": "an OpenAI chat.completion, or with stream: true server-sent "
+                "chat.completion.chunk events ending in [DONE]",
+                "content": {
+                    "application/json": {"schema": {"type": "object"}},
+                    "text/event-stream": {"schema": {"type": "string"}},
+                },
+            },
+            502: {"model": ErrorBody, "description": "the upstream server is unreachable"},
+            504: {"model": ErrorBody, "description": "the upstream server timed out"},
+        },
     )
     async def chat_completions(body: ChatRequest):
         """OpenAI-compatible chat completions, decided on the last user message: ``reject`` and
@@ -381,7 +392,7 @@ def _add_gateway_routes(app: FastAPI, service: Service, upstream: Upstream) -> N
             return JSONResponse(own_completion(body, decision, text), headers=headers)
         template = upstream.settings.context_template
         forwarded = (
-            body.model_dump(exclude_none=True)
+            body.model_dump(exclude_unset=True)
             if template is None
             else with_context(body, decision, template)
         )

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragbound.errors import InputError
 from ragbound.gate import DEFAULT_ABSTENTION, DEFAULT_CONTEXT_TEMPLATE, DEFAULT_REFUSAL, Decision
+from ragbound.serve.models import Text
 
 DECISION_FIELD = "ragbound"
 SSE_DONE = b"data: [DONE]\n\n"
@@ -74,19 +75,32 @@ def check_context_template(template: str) -> str:
     return template
 
 
+class ContentPart(BaseModel):
+    """One part of a message's content; only ``text`` parts are decided, all are forwarded."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Text
+    text: Text | None = None
+
+
 class ChatMessage(BaseModel):
     """One OpenAI chat message; fields other than ``role`` and ``content`` pass through."""
 
     model_config = ConfigDict(extra="allow")
-    role: str
-    content: str | list[dict[str, Any]] | None = None
+    role: Text
+    content: Text | list[ContentPart] | None = None
 
 
 class ChatRequest(BaseModel):
     """An OpenAI chat-completions request; every other field is forwarded as sent."""
 
-    model_config = ConfigDict(extra="allow")
-    model: str | None = Field(None, description="passed to the upstream server as given")
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [{"model": "local", "messages": [{"role": "user", "content": "Why?"}]}]
+        },
+    )
+    model: Text | None = Field(None, description="passed to the upstream server as given")
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
 
@@ -98,7 +112,7 @@ def last_user_text(request: ChatRequest) -> str:
             continue
         if isinstance(message.content, str):
             return message.content
-        parts = [p.get("text", "") for p in message.content or [] if p.get("type") == "text"]
+        parts = [p.text or "" for p in message.content or [] if p.type == "text"]
         if any(part.strip() for part in parts):
             return "\n".join(parts)
         raise InputError("the last user message has no text to decide")
@@ -108,7 +122,7 @@ def last_user_text(request: ChatRequest) -> str:
 def with_context(request: ChatRequest, decision: Decision, template: str) -> dict[str, Any]:
     """The request body to forward: the decision's chunks added to the system prompt (the
     first message when it is a system message, else a new first message)."""
-    body = request.model_dump(exclude_none=True)
+    body = request.model_dump(exclude_unset=True)
     context = template.format(context=decision.context_text())
     messages = body["messages"]
     first = messages[0] if messages else None
