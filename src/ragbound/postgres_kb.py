@@ -20,7 +20,7 @@ PostgresStore`); the chunk texts are read once when the knowledge base is loaded
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +78,9 @@ def owned_location(url: str, out: Path) -> PostgresTable:
 
 def check_owned_target(location: PostgresTable, *, overwrite: bool = False) -> None:
     """Before embedding: the database answers, and the table is free (or, with
-    ``overwrite``, one ragbound made). Raises InputError otherwise."""
-    connection = connect(location.dsn)
+    ``overwrite``, one ragbound made). Raises InputError otherwise. Creates the ``vector``
+    extension if the database lacks it (so missing rights show before embedding)."""
+    connection = connect(location.dsn, create_extension=True)
     try:
         with database_errors(location.describe()):
             _check_table_free(connection, location, overwrite)
@@ -547,7 +548,7 @@ def _check_embedder(connection: Any, location: PostgresTable, dense: Any, sample
     their key) and refuse unless their stored vectors point the same way (median cosine)."""
     query = _attached_rows(location, ", {v}", "md5({key}::text) LIMIT %s")
     rows = connection.execute(query, (sample,)).fetchall()
-    stored = np.array([np.asarray(row[2], dtype=np.float32) for row in rows])
+    stored = np.array([_as_array(row[2]) for row in rows])
     fresh = dense.encode([row[1] for row in rows])
     cosines = _row_cosines(stored, fresh)
     median = float(np.median(cosines))
@@ -558,6 +559,12 @@ def _check_embedder(connection: Any, location: PostgresTable, dense: Any, sample
             f"{median:.3f} with the stored vectors (at least {SAME_EMBEDDER_COSINE} expected); "
             "pass the embedder that filled the table with --embedder"
         )
+
+
+def _as_array(vector: Any) -> np.ndarray:
+    """pgvector's ``Vector`` (or an array, by version) as float32."""
+    values = vector.to_numpy() if hasattr(vector, "to_numpy") else vector
+    return np.asarray(values, dtype=np.float32)
 
 
 def _row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
