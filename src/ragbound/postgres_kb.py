@@ -53,8 +53,12 @@ from ragbound.stores.postgres import (
     database_errors,
     default_table,
     filter_sql,
+    hnsw_index_sql,
     parse_filter,
+    regclass_name,
     require_columns,
+    require_hnsw_index,
+    search_method,
     split_store_url,
     stored_dimension,
     table_columns,
@@ -70,10 +74,20 @@ _OWNED_COLUMNS = ("chunk_id", "doc_id", "source", "position", "n_words", "text",
 
 def owned_location(url: str, out: Path) -> PostgresTable:
     """Where ``index --store URL --out OUT`` puts its rows: the URL's ``table`` parameter,
-    or ``ragbound_<folder name>``."""
-    dsn, table = split_store_url(url)
-    name = check_identifier(table or default_table(Path(out).absolute().name), "table")
-    return PostgresTable(dsn=dsn, table=name, owned=True)
+    or ``ragbound_<folder name>``; ``search=hnsw`` (and ``ef_search``) builds an HNSW index
+    and searches with it."""
+    dsn, parameters = split_store_url(url)
+    table = parameters.get("table") or default_table(Path(out).absolute().name)
+    search, ef_search = search_method(
+        parameters.get("search", "exact"), parameters.get("ef_search")
+    )
+    return PostgresTable(
+        dsn=dsn,
+        table=check_identifier(table, "table"),
+        owned=True,
+        search=search,
+        ef_search=ef_search,
+    )
 
 
 def check_owned_target(location: PostgresTable, *, overwrite: bool = False) -> None:
@@ -92,7 +106,7 @@ def _check_table_free(connection: Any, location: PostgresTable, overwrite: bool)
     if not table_columns(connection, location.table):
         return
     comment = connection.execute(
-        "SELECT obj_description(to_regclass(%s), 'pg_class')", (_quoted(location.table),)
+        "SELECT obj_description(to_regclass(%s), 'pg_class')", (regclass_name(location.table),)
     ).fetchone()[0]
     if not (comment or "").startswith(OWNED_MARK):
         raise InputError(
@@ -104,10 +118,6 @@ def _check_table_free(connection: Any, location: PostgresTable, overwrite: bool)
             f"{location.describe()} already holds a ragbound knowledge base: pass --overwrite "
             "to replace it, or choose another table (?table=NAME)"
         )
-
-
-def _quoted(table: str) -> str:
-    return ".".join(f'"{part}"' for part in table.split("."))
 
 
 class PostgresKnowledgeBase(KnowledgeBase):
@@ -139,17 +149,25 @@ class PostgresKnowledgeBase(KnowledgeBase):
         where: Sequence[str] = (),
         embedder: str = "minilm",
         sample: int = DEFAULT_SAMPLE,
+        search: str = "exact",
+        ef_search: int | None = None,
     ) -> PostgresKnowledgeBase:
         """Use another application's table as it is: checks its columns, the vectors'
         dimension and (on ``sample`` re-embedded texts) that ``embedder`` made them.
 
         ``where`` holds ``COLUMN=VALUE`` filters (ANDed, compared as text), e.g.
         ``collection_id=<uuid>`` for LangChain's table. ``id_column`` defaults to the
-        table's single-column primary key. Unsaved: ``save(folder)`` writes the manifest.
+        table's single-column primary key. ``search="hnsw"`` searches with the HNSW index the
+        table must already have (approximate, ``ef_search`` candidates per query).
+        Unsaved: ``save(folder)`` writes the manifest.
         """
-        dsn, in_url = split_store_url(url)
-        if in_url is not None and in_url != table:
-            raise InputError(f"the URL names table {in_url!r}, --table {table!r}")
+        dsn, parameters = split_store_url(url)
+        if parameters:
+            raise InputError(
+                "give attach's table and search as options (--table, --search, --ef-search), "
+                f"not in the URL ({', '.join(parameters)})"
+            )
+        method, ef = search_method(search, ef_search)
         spec = canonical_spec(embedder)
         if is_lexical(spec):
             raise InputError("attach needs the dense embedder that made the stored vectors")
@@ -162,6 +180,8 @@ class PostgresKnowledgeBase(KnowledgeBase):
             vector_column=check_identifier(vector_column, "column"),
             key_column=check_identifier(id_column, "column") if id_column else ROW_COLUMN,
             where=dict(parse_filter(item) for item in where),
+            search=method,
+            ef_search=ef,
         )
         connection = connect(dsn)
         try:
@@ -173,6 +193,8 @@ class PostgresKnowledgeBase(KnowledgeBase):
                     location,
                     dense.info.name,
                 )
+                if method == "hnsw":
+                    require_hnsw_index(connection, location, dense.info.similarity)
                 chunks = _read_attached(connection, location)
                 _check_embedder(connection, location, dense, sample)
         finally:
@@ -315,6 +337,8 @@ class PostgresKnowledgeBase(KnowledgeBase):
                     _check_table_free(connection, location, overwrite)
                     _create_owned_table(connection, location, self.manifest)
                     _copy_rows(connection, location, self.chunks, self._new_vectors(), 0)
+                    if location.search == "hnsw":  # built once over every row, then kept
+                        connection.execute(hnsw_index_sql(location, self.similarity))
             finally:
                 connection.close()
         self._commit_manifest(target, self.manifest.segments)
@@ -480,7 +504,7 @@ def _primary_key(connection: Any, location: PostgresTable) -> str:
     rows = connection.execute(
         "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
         "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass(%s) AND i.indisprimary",
-        (_quoted(location.table),),
+        (regclass_name(location.table),),
     ).fetchall()
     if len(rows) != 1:
         raise InputError(

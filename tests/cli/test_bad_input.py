@@ -48,6 +48,10 @@ ROWS: list[tuple[str, str]] = [
     ("index {records} --out {new} --store postgresql://u:pw@h/db", "holds a password"),
     ("index {records} --out {new} --store 'postgresql://u@h/db?table=a b'", "not a plain SQL name"),
     ("index {records} --out {new} --store postgresql://u@127.0.0.1:1/db", "cannot reach"),
+    (
+        "index {records} --out {new} --store postgresql://u@h/db?search=hnsw&ef_search=0",
+        "ef_search must",
+    ),
     # --------------------------------------------------------------------------- add
     ("add {kb}", "Missing argument"),
     ("add {missing} {records}", "does not exist"),
@@ -115,6 +119,22 @@ ROWS: list[tuple[str, str]] = [
     (
         "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db",
         "cannot reach the PostgreSQL database",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --search ivfflat",
+        "'--search'",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --ef-search 0",
+        "'--ef-search'",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --ef-search 20",
+        "ef_search applies to search=hnsw only",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db?table=t",
+        "not in the URL",
     ),
     # --------------------------------------------------------------------- calibrate
     ("calibrate {kb}", "Missing option '--queries'"),

@@ -279,3 +279,46 @@ def test_attach_bad_inputs(monkeypatch, capsys, pg_dsn, embedded_topics, tmp_pat
     code, _, err = _attach(monkeypatch, capsys, pg_dsn, table, out)
     assert code == 2 and "wrong password" in err
     assert not out.exists()
+
+
+def test_owned_hnsw_builds_the_index_and_the_calibration_records_it(
+    monkeypatch, capsys, pg_dsn, corpus_dir, tmp_path
+):
+    kb, table = tmp_path / "kb", f"hnsw_{secrets.token_hex(3)}"
+    url = f"{pg_dsn}&table={table}&search=hnsw&ef_search=64"
+    code, _, err = run(
+        monkeypatch, capsys, "index", str(corpus_dir), "--out", str(kb), "--store", url
+    )
+    assert code == 0, err
+    indexes = _rows(pg_dsn, "SELECT indexdef FROM pg_indexes WHERE tablename = %s", table)
+    assert any("USING hnsw" in row[0] and "vector_cosine_ops" in row[0] for row in indexes)
+    calibration = _queries_file(tmp_path)
+    code, _, err = run(
+        monkeypatch, capsys, "calibrate", str(kb), "--queries", str(calibration), "--k", "2"
+    )
+    assert code == 0, err
+    recorded = json.loads((kb / "calibration" / "manifest.json").read_text())["search"]
+    assert recorded["backend"] == "pgvector" and recorded["exact"] is False
+    assert recorded["parameters"]["ef_search"] == 64
+    rows = _check(monkeypatch, capsys, kb, IN_KNOWLEDGE[0], OUT_OF_KNOWLEDGE[0])
+    assert rows[0]["p_value"] > rows[1]["p_value"]
+
+
+def test_attach_with_hnsw_needs_the_tables_index(
+    monkeypatch, capsys, pg_dsn, embedded_topics, tmp_path
+):
+    table, _ = _langchain_tables(pg_dsn, TOPICS, embedded_topics)
+    out = tmp_path / "kb"
+    code, _, err = _attach(monkeypatch, capsys, pg_dsn, table, out, "--search", "hnsw")
+    assert code == 2 and "has no HNSW index on 'embedding'" in err
+    # LangChain creates its column without a dimension: an index needs one
+    _rows(pg_dsn, f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector(384)")
+    _rows(pg_dsn, f"CREATE INDEX ON {table} USING hnsw (embedding vector_cosine_ops)")
+    code, out_text, err = _attach(
+        monkeypatch, capsys, pg_dsn, table, out, "--search", "hnsw", "--ef-search", "50", "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out_text)["store"]["search"] == "hnsw"
+    loaded = KnowledgeBase.load(out)
+    assert not loaded.describe().exact and loaded.describe().parameters["ef_search"] == 50
+    assert loaded.search([IN_KNOWLEDGE[0]], 3).indices.shape == (1, 3)

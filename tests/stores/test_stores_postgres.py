@@ -16,6 +16,7 @@ from ragbound.stores.postgres import (
     PostgresStore,
     PostgresTable,
     connect,
+    require_hnsw_index,
     split_store_url,
 )
 
@@ -72,17 +73,63 @@ def test_top_k_agrees_with_the_local_exact_store(pg_dsn, similarity, normalise):
     store.close()
 
 
+def _with_hnsw(dsn: str, table: str, options: str = "") -> None:
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute(
+            f"CREATE INDEX ON {table} USING hnsw (embedding vector_cosine_ops) {options}"
+        )
+
+
 def test_an_index_on_the_column_does_not_make_the_search_approximate(pg_dsn):
     vectors, queries = _data(normalise=True)
     store = _store(pg_dsn, vectors, "cosine")
-    with psycopg.connect(pg_dsn, autocommit=True) as connection:
-        connection.execute(
-            f"CREATE INDEX ON {store.location.table} USING hnsw (embedding vector_cosine_ops) "
-            "WITH (m = 2, ef_construction = 4)"
-        )
+    _with_hnsw(pg_dsn, store.location.table, "WITH (m = 2, ef_construction = 4)")
     got = store.search(queries, 20)
     want = ExactStore(vectors, similarity="cosine").search(queries, 20)
     np.testing.assert_array_equal(got.indices, want.indices)
+    assert "Seq Scan" in store.explain(queries[:1], 20)
+    assert "Index Scan" not in store.explain(queries[:1], 20)
+
+
+def test_hnsw_search_uses_the_index_and_says_it_is_approximate(pg_dsn):
+    vectors, queries = _data(normalise=True)
+    location = PostgresTable(dsn=pg_dsn, table=_fill_table(pg_dsn, vectors), owned=True)
+    _with_hnsw(pg_dsn, location.table)
+    hnsw = PostgresStore(
+        location.model_copy(update={"search": "hnsw", "ef_search": 100}),
+        size=N_ROWS,
+        dimension=DIM,
+        similarity="cosine",
+    )
+    assert "Index Scan using" in hnsw.explain(queries[:1], 10)
+    info = hnsw.describe()
+    assert not info.exact and info.parameters["ef_search"] == 100
+    assert info.parameters["method"] == "hnsw"
+    got = hnsw.search(queries, 10)
+    want = ExactStore(vectors, similarity="cosine").search(queries, 10)
+    # every returned similarity is the exact one of its row, sorted descending
+    exact_of_rows = np.take_along_axis(queries @ vectors.T, got.indices, axis=1)
+    np.testing.assert_allclose(got.similarities, exact_of_rows, atol=1e-5)
+    assert (np.diff(got.similarities, axis=1) <= 1e-6).all()
+    recall = np.mean(
+        [len(set(a) & set(b)) / 10 for a, b in zip(got.indices, want.indices, strict=True)]
+    )
+    assert recall >= 0.9
+
+
+def test_hnsw_needs_an_index_for_the_operator(pg_dsn):
+    vectors, _ = _data(normalise=True)
+    location = PostgresTable(dsn=pg_dsn, table=_fill_table(pg_dsn, vectors), owned=True)
+    connection = connect(pg_dsn)
+    try:
+        with pytest.raises(InputError, match="no HNSW index on 'embedding' with vector_cosine_ops"):
+            require_hnsw_index(connection, location, "cosine")
+        _with_hnsw(pg_dsn, location.table)
+        require_hnsw_index(connection, location, "cosine")
+        with pytest.raises(InputError, match="vector_ip_ops"):
+            require_hnsw_index(connection, location, "dot")
+    finally:
+        connection.close()
 
 
 def test_leave_one_out_and_rows_past_the_committed_count(pg_dsn):
@@ -126,7 +173,14 @@ def test_wrong_or_missing_password_is_a_clear_error(postgres, monkeypatch):
 def test_a_password_in_the_url_is_refused_and_table_is_split_off():
     with pytest.raises(InputError, match="holds a password"):
         split_store_url("postgresql://user:secret@db.example/kb")
-    dsn, table = split_store_url("postgresql://user@/kb?host=/tmp/x&table=chunks")
-    assert (dsn, table) == ("postgresql://user@/kb?host=%2Ftmp%2Fx", "chunks")
+    dsn, ours = split_store_url("postgresql://user@/kb?host=/tmp/x&table=chunks&search=hnsw")
+    assert (dsn, ours) == (
+        "postgresql://user@/kb?host=%2Ftmp%2Fx",
+        {"table": "chunks", "search": "hnsw"},
+    )
+    with pytest.raises(InputError, match="ef_search applies to search=hnsw only"):
+        split_store_url("postgresql://user@/kb?ef_search=10")
+    with pytest.raises(InputError, match="search must be one of exact, hnsw"):
+        split_store_url("postgresql://user@/kb?search=ivfflat")
     with pytest.raises(InputError, match="not a postgresql:// URL"):
         split_store_url("mysql://user@db/kb")

@@ -55,8 +55,9 @@ def index(
     store: Annotated[
         str | None,
         typer.Option(
-            help="postgresql://USER@HOST/DATABASE[?table=NAME]: keep chunks and vectors in a "
-            "PostgreSQL + pgvector table ragbound creates (default table ragbound_<out folder>).",
+            help="postgresql://USER@HOST/DATABASE[?table=NAME&search=hnsw&ef_search=N]: keep "
+            "chunks and vectors in a PostgreSQL + pgvector table ragbound creates (default "
+            "table ragbound_<out folder>, exact search).",
             callback=validate.postgres_url,
         ),
     ] = None,
@@ -85,6 +86,8 @@ def index(
     postgres extra) and searches there, exactly; --out then holds the manifest, which records
     the URL (never a password: give it in PGPASSWORD or ~/.pgpass), the table, the embedder
     and a content hash, and later the calibration and tripwires. add appends to the table.
+    search=hnsw in the URL builds pgvector's HNSW index and searches with it (approximate,
+    ef_search candidates per query, default 40); calibrations record the method.
     With --store, --out must be a new or empty folder, and --overwrite replaces only a table
     that ragbound created.
     """
@@ -199,6 +202,21 @@ def attach(
             help="Stored texts to re-embed to check the embedder.", callback=validate.positive_int
         ),
     ] = 32,
+    search: Annotated[
+        str,
+        typer.Option(
+            help="exact (a sequential scan) or hnsw (the table's HNSW index: approximate).",
+            callback=validate.choice("exact", "hnsw"),
+        ),
+    ] = "exact",
+    ef_search: Annotated[
+        int | None,
+        typer.Option(
+            help="With --search hnsw: candidates per query (pgvector's hnsw.ef_search, "
+            "default 40).",
+            callback=validate.ef_search,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Use a PostgreSQL + pgvector table another application filled, without copying it.
@@ -215,6 +233,11 @@ def attach(
     --where collection_id=UUID (the uuid of the collection's row in langchain_pg_collection).
     LlamaIndex's PGVectorStore keeps a table data_NAME: --text-column text --vector-column
     embedding (--id-column id is its primary key; node_id is LlamaIndex's own id).
+
+    Search is exact unless --search hnsw: then the table's HNSW index answers (it must have
+    one for the embedder's operator, e.g. vector_cosine_ops), approximately; the method and
+    --ef-search are recorded with every calibration, so calibrate with the search you check
+    with.
 
     When the application changes its table, the next command sees the new rows: the
     knowledge base's fingerprint changes, so calibrate again (check refuses the old
@@ -234,6 +257,8 @@ def attach(
         where=where or [],
         embedder=embedder,
         sample=sample,
+        search=search,
+        ef_search=ef_search,
     )
     kb.save(out, on_wait=notice)
     _report_kb(kb, "attached", json_out)

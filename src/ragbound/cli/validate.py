@@ -249,3 +249,14 @@ table_name = _each(_sql_name("table"))
 column_name = _each(_sql_name("column"))
 # COLUMN=VALUE, an equality filter without SQL
 column_filter = _each(_column_filter)
+
+
+def _ef_search(value: int) -> None:
+    from ragbound.stores.postgres import MAX_EF_SEARCH
+
+    if not 1 <= value <= MAX_EF_SEARCH:
+        raise typer.BadParameter(f"must be in 1..{MAX_EF_SEARCH}, got {value}")
+
+
+# pgvector's hnsw.ef_search: candidates kept per query
+ef_search = _each(_ef_search)

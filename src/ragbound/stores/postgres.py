@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import numpy as np
@@ -37,6 +37,14 @@ OWNED_MARK = "ragbound knowledge base"
 CONNECT_TIMEOUT = 10  # seconds before an unreachable database is an error
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 _OPERATORS: dict[str, str] = {"cosine": "<=>", "dot": "<#>"}
+# the HNSW operator class that orders by each operator
+_OPCLASSES: dict[str, str] = {"cosine": "vector_cosine_ops", "dot": "vector_ip_ops"}
+SearchMethod = Literal["exact", "hnsw"]
+SEARCH_METHODS: tuple[SearchMethod, ...] = ("exact", "hnsw")
+MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
+DEFAULT_EF_SEARCH = 40  # pgvector's default
+# parameters of a store URL that are ragbound's, not libpq's
+URL_PARAMETERS = ("table", "search", "ef_search")
 INSTALL_HINT = "install the postgres extra: pip install 'ragbound[postgres]'"
 
 
@@ -45,7 +53,9 @@ class PostgresTable(BaseModel):
 
     ``owned``: ragbound created the table and numbers its rows by ``row_number``; otherwise
     it is another application's table, read through ``key_column`` and filtered by
-    ``where`` (column = value pairs, compared as text).
+    ``where`` (column = value pairs, compared as text). ``search`` is ``exact`` (a
+    sequential scan, index scans off) or ``hnsw`` (pgvector's HNSW index, approximate,
+    with ``ef_search`` candidates per query).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -57,6 +67,8 @@ class PostgresTable(BaseModel):
     vector_column: str = OWNED_VECTOR_COLUMN
     key_column: str = ROW_COLUMN
     where: dict[str, str] = {}
+    search: SearchMethod = "exact"
+    ef_search: int | None = None
 
     def describe(self) -> str:
         """``table`` at ``dsn`` for messages."""
@@ -92,8 +104,9 @@ def parse_filter(text: str) -> tuple[str, str]:
     return check_identifier(column.strip(), "column"), value
 
 
-def split_store_url(url: str) -> tuple[str, str | None]:
-    """(DSN without ``table``, the ``table`` parameter or None) of a ``postgresql://`` URL.
+def split_store_url(url: str) -> tuple[str, dict[str, str]]:
+    """(DSN, ragbound's parameters) of a ``postgresql://`` URL: ``table``, ``search``
+    (exact or hnsw) and ``ef_search`` are taken out, libpq's own parameters stay.
 
     A password written in the URL is refused: the DSN is recorded in the manifest, so the
     password must come from ``PGPASSWORD`` or ``~/.pgpass``.
@@ -107,9 +120,29 @@ def split_store_url(url: str) -> tuple[str, str | None]:
             "remove it and set PGPASSWORD or a ~/.pgpass entry instead"
         )
     query = parse_qsl(parts.query, keep_blank_values=True)
-    table = next((value for key, value in query if key == "table"), None)
-    rest = urlencode([(key, value) for key, value in query if key != "table"])
-    return urlunsplit(parts._replace(query=rest)), table
+    ours = {key: value for key, value in query if key in URL_PARAMETERS}
+    if "table" in ours:
+        check_identifier(ours["table"], "table")
+    search_method(ours.get("search", "exact"), ours.get("ef_search"))
+    rest = urlencode([(key, value) for key, value in query if key not in URL_PARAMETERS])
+    return urlunsplit(parts._replace(query=rest)), ours
+
+
+def search_method(search: str, ef_search: str | int | None) -> tuple[SearchMethod, int | None]:
+    """A checked (method, ef_search): ``ef_search`` only with hnsw, in 1..1000 (default 40)."""
+    if search not in SEARCH_METHODS:
+        raise InputError(f"search must be one of {', '.join(SEARCH_METHODS)}, got {search!r}")
+    if search == "exact":
+        if ef_search is not None:
+            raise InputError("ef_search applies to search=hnsw only")
+        return "exact", None
+    try:
+        value = DEFAULT_EF_SEARCH if ef_search is None else int(ef_search)
+    except ValueError:
+        raise InputError(f"ef_search must be an integer, got {ef_search!r}") from None
+    if not 1 <= value <= MAX_EF_SEARCH:
+        raise InputError(f"ef_search must be in 1..{MAX_EF_SEARCH}, got {value}")
+    return "hnsw", value
 
 
 def default_table(folder_name: str) -> str:
@@ -218,12 +251,13 @@ def table_columns(connection: Any, table: str) -> dict[str, str]:
         "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
         "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped "
         "ORDER BY a.attnum",
-        (_regclass_name(table),),
+        (regclass_name(table),),
     ).fetchall()
     return dict(rows)
 
 
-def _regclass_name(table: str) -> str:
+def regclass_name(table: str) -> str:
+    """``table`` quoted for ``to_regclass`` (each part in double quotes)."""
     return ".".join(f'"{part}"' for part in table.split("."))
 
 
@@ -267,6 +301,67 @@ def stored_dimension(connection: Any, location: PostgresTable, declared: str) ->
     return low
 
 
+def session_settings(location: PostgresTable) -> list[str]:
+    """SET statements that make a connection search the way ``location`` says."""
+    if location.search == "exact":
+        # never let an HNSW or IVFFlat index on the column answer
+        return ["SET enable_indexscan = off", "SET enable_bitmapscan = off"]
+    ef_search = int(location.ef_search or DEFAULT_EF_SEARCH)
+    return [
+        f"SET hnsw.ef_search = {ef_search}",
+        # filtered rows are skipped and the scan goes on until k rows pass
+        "SET hnsw.iterative_scan = strict_order",
+        # the HNSW index answers even where the planner would scan a small table or sort
+        # the rows another index (the row numbers) finds
+        "SET enable_seqscan = off",
+        "SET enable_bitmapscan = off",
+        "SET enable_sort = off",
+    ]
+
+
+def _tie_order(location: PostgresTable) -> Any:
+    """How an exact search breaks ties: by the lower row. An index scan orders by distance
+    alone (a second sort key would keep the planner from using the index)."""
+    from psycopg import sql
+
+    if location.search == "hnsw":
+        return sql.SQL("distance")
+    key = sql.Identifier(location.key_column)
+    return key if location.owned else sql.SQL("{}::text").format(key)
+
+
+def hnsw_index_sql(location: PostgresTable, similarity: Similarity) -> Any:
+    """``CREATE INDEX ... USING hnsw`` on the vector column, for the similarity's operator."""
+    from psycopg import sql
+
+    return sql.SQL("CREATE INDEX ON {} USING hnsw ({} {})").format(
+        table_sql(location.table),
+        sql.Identifier(location.vector_column),
+        sql.SQL(_OPCLASSES[similarity]),
+    )
+
+
+def require_hnsw_index(connection: Any, location: PostgresTable, similarity: Similarity) -> None:
+    """InputError unless the vector column has an HNSW index for the similarity's operator."""
+    definitions = connection.execute(
+        "SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = to_regclass(%s)",
+        (regclass_name(location.table),),
+    ).fetchall()
+    opclass = _OPCLASSES[similarity]
+    for (definition,) in definitions:
+        if (
+            "USING hnsw" in definition
+            and opclass in definition
+            and (location.vector_column in definition)
+        ):
+            return
+    raise InputError(
+        f"{location.describe()} has no HNSW index on {location.vector_column!r} with {opclass} "
+        f"(for {similarity} similarity): create one (CREATE INDEX ON {location.table} USING "
+        f"hnsw ({location.vector_column} {opclass})), or search exactly"
+    )
+
+
 def check_dimension(found: int | None, expected: int, location: PostgresTable, name: str) -> None:
     if found is not None and found != expected:
         raise InputError(
@@ -277,13 +372,15 @@ def check_dimension(found: int | None, expected: int, location: PostgresTable, n
 
 # ------------------------------------------------------------------------------- search
 class PostgresStore:
-    """Exact nearest-neighbour search in a pgvector column: a vector
+    """Nearest-neighbour search in a pgvector column: a vector
     :class:`~ragbound.stores.Retriever` whose rows are a table's rows in a fixed order.
 
     Rows are addressed by ``location.key_column``: for an owned table the key is the row
     number itself (``keys`` None, rows 0..size-1); for another application's table ``keys``
-    lists each row's key (as text), in row order. Index scans are switched off on the
-    connection, so an index on the column never makes the search approximate.
+    lists each row's key (as text), in row order. ``location.search`` "exact" switches
+    index scans off, so an index on the column never makes the search approximate; "hnsw"
+    makes the search use the column's HNSW index (with iterative scans, so filters still
+    leave k rows): approximate, and ``describe()`` says so, with ``ef_search``.
     """
 
     query_kind: QueryKind = "vector"
@@ -320,11 +417,19 @@ class PostgresStore:
         return self._similarity
 
     def describe(self) -> SearchInfo:
+        """Exact (a sequential scan) or HNSW with its ``ef_search``; recorded by calibrations."""
+        parameters: dict[str, str | int | float | bool] = {
+            "operator": _OPERATORS[self._similarity],
+            "method": "sequential scan" if self.location.search == "exact" else "hnsw",
+        }
+        if self.location.search == "hnsw":
+            parameters["ef_search"] = self.location.ef_search or DEFAULT_EF_SEARCH
+            parameters["iterative_scan"] = "strict_order"
         return SearchInfo(
             backend="pgvector",
-            exact=True,
+            exact=self.location.search == "exact",
             similarity=self._similarity,
-            parameters={"operator": _OPERATORS[self._similarity], "method": "sequential scan"},
+            parameters=parameters,
         )
 
     def close(self) -> None:
@@ -348,9 +453,8 @@ class PostgresStore:
     def _open(self) -> Any:
         if self._connection is None or self._connection.closed:
             self._connection = connect(self.location.dsn)
-            # exact search: never let an HNSW or IVFFlat index on the column answer
-            self._connection.execute("SET enable_indexscan = off")
-            self._connection.execute("SET enable_bitmapscan = off")
+            for setting in session_settings(self.location):
+                self._connection.execute(setting)
         return self._connection
 
     def _query(self) -> Any:
@@ -377,9 +481,19 @@ class PostgresStore:
             op=sql.SQL(_OPERATORS[self._similarity]),
             t=table_sql(location.table),
             w=where,
-            order=key if location.owned else sql.SQL("{}::text").format(key),
+            order=_tie_order(location),
             order2=sql.SQL("hit.key::bigint") if location.owned else sql.SQL("hit.key"),
         )
+
+    def explain(self, queries: np.ndarray, k: int) -> str:
+        """PostgreSQL's plan for a search (which scan answers it), one line per step."""
+        from psycopg import sql
+
+        statement = sql.SQL("EXPLAIN {}").format(self._query())
+        vectors = list(np.ascontiguousarray(queries, dtype=np.float32))
+        with database_errors(self.location.describe()):
+            rows = self._open().execute(statement, (vectors, k)).fetchall()
+        return "\n".join(row[0] for row in rows)
 
     def _hits(self, found: list[tuple[int, str, float]], n_queries: int, k: int) -> Hits:
         if len(found) != n_queries * k:
