@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ragbound.artifacts import read_manifest, sha256_text, utc_now, write_json
-from ragbound.corpus import Chunk, ChunkingParams
+from ragbound.corpus import Chunk, ChunkingParams, Document
 from ragbound.embedders import canonical_spec, is_lexical, load_dense_embedder
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import (
@@ -100,6 +100,16 @@ def check_owned_target(location: PostgresTable, *, overwrite: bool = False) -> N
             _check_table_free(connection, location, overwrite)
     finally:
         connection.close()
+
+
+def check_new_folder(out: Path) -> None:
+    """A PostgreSQL knowledge base's folder must be new or empty (InputError otherwise)."""
+    if (Path(out) / MANIFEST).exists():
+        raise InputError(
+            f"{out} already holds a knowledge base: a PostgreSQL knowledge base is saved into "
+            "a new or empty folder"
+        )
+    check_index_target(Path(out))
 
 
 def _check_table_free(connection: Any, location: PostgresTable, overwrite: bool) -> None:
@@ -283,14 +293,23 @@ class PostgresKnowledgeBase(KnowledgeBase):
             "search it instead"
         )
 
-    def add_documents(self, documents, **kwargs: Any) -> int:  # type: ignore[no-untyped-def]
+    def add_documents(
+        self,
+        documents: Sequence[Document],
+        *,
+        sources: Sequence[str] = (),
+        batch_size: int = 64,
+        progress: bool = False,
+    ) -> int:
         """Owned tables only: see :meth:`KnowledgeBase.add_documents`."""
         if not self.location.owned:
             raise InputError(
                 f"{self.location.describe()} belongs to another application: add documents "
                 "there; ragbound reads its new rows on the next load (then calibrate again)"
             )
-        return super().add_documents(documents, **kwargs)
+        return super().add_documents(
+            documents, sources=sources, batch_size=batch_size, progress=progress
+        )
 
     # ------------------------------------------------------------------ persistence
     def save(
@@ -318,12 +337,7 @@ class PostgresKnowledgeBase(KnowledgeBase):
                 committed = read_manifest(manifest_file, KBManifest, KB_FORMAT, "manifest")
                 self._append(target, committed)
             else:
-                if manifest_file.exists():
-                    raise InputError(
-                        f"{target} already holds a knowledge base: a PostgreSQL knowledge base "
-                        "is saved into a new or empty folder"
-                    )
-                check_index_target(target)
+                check_new_folder(target)
                 self._create(target, overwrite)
         self.path = target
         return target
@@ -355,9 +369,7 @@ class PostgresKnowledgeBase(KnowledgeBase):
         try:
             with database_errors(location.describe()), connection.transaction():
                 # rows of an add that never committed its manifest
-                connection.execute(
-                    _sql("DELETE FROM {} WHERE {} >= %s", location.table, ROW_COLUMN), (start,)
-                )
+                connection.execute(_delete_from(location, start))
                 _copy_rows(connection, location, self.chunks[start:], self._new_vectors(), start)
         finally:
             connection.close()
@@ -393,11 +405,13 @@ def _location_of(manifest: KBManifest) -> PostgresTable:
     return location
 
 
-def _sql(template: str, table: str, *columns: str) -> Any:
-    """``template`` with the table and then each column quoted into its ``{}`` slots."""
+def _delete_from(location: PostgresTable, start: int) -> Any:
+    """DELETE the owned table's rows numbered ``start`` and up."""
     from psycopg import sql
 
-    return sql.SQL(template).format(table_sql(table), *map(sql.Identifier, columns))
+    return sql.SQL("DELETE FROM {} WHERE {} >= {}").format(
+        table_sql(location.table), sql.Identifier(ROW_COLUMN), sql.Literal(start)
+    )
 
 
 # ------------------------------------------------------------------------- owned tables

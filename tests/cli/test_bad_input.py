@@ -48,6 +48,7 @@ ROWS: list[tuple[str, str]] = [
     ("index {records} --out {new} --store postgresql://u:pw@h/db", "holds a password"),
     ("index {records} --out {new} --store 'postgresql://u@h/db?table=a b'", "not a plain SQL name"),
     ("index {records} --out {new} --store postgresql://u@127.0.0.1:1/db", "cannot reach"),
+    ("index {records} --out {kb} --store postgresql://u@127.0.0.1:1/db", "new or empty folder"),
     (
         "index {records} --out {new} --store postgresql://u@h/db?search=hnsw&ef_search=0",
         "ef_search must",
@@ -135,6 +136,10 @@ ROWS: list[tuple[str, str]] = [
     (
         "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db?table=t",
         "not in the URL",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {kb} postgresql://u@127.0.0.1:1/db",
+        "new or empty folder",
     ),
     # --------------------------------------------------------------------- calibrate
     ("calibrate {kb}", "Missing option '--queries'"),

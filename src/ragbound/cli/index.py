@@ -98,9 +98,14 @@ def index(
         check_index_target(out, overwrite=overwrite, delete_other_files=delete_other_files)
         builder = KnowledgeBase
     else:
-        from ragbound.postgres_kb import PostgresKnowledgeBase, check_owned_target, owned_location
+        from ragbound.postgres_kb import (
+            PostgresKnowledgeBase,
+            check_new_folder,
+            check_owned_target,
+            owned_location,
+        )
 
-        check_index_target(out)
+        check_new_folder(out)
         location = owned_location(store, out)
         check_owned_target(location, overwrite=overwrite)
         builder = PostgresKnowledgeBase
@@ -244,10 +249,9 @@ def attach(
     calibration unless --force). add refuses: add documents through the application.
     --json prints the same fields as index.
     """
-    from ragbound.knowledge import check_index_target
-    from ragbound.postgres_kb import PostgresKnowledgeBase
+    from ragbound.postgres_kb import PostgresKnowledgeBase, check_new_folder
 
-    check_index_target(out)
+    check_new_folder(out)
     kb = PostgresKnowledgeBase.attach(
         url,
         table=table,
