@@ -293,23 +293,14 @@ class PostgresKnowledgeBase(KnowledgeBase):
             "search it instead"
         )
 
-    def add_documents(
-        self,
-        documents: Sequence[Document],
-        *,
-        sources: Sequence[str] = (),
-        batch_size: int = 64,
-        progress: bool = False,
-    ) -> int:
-        """Owned tables only: see :meth:`KnowledgeBase.add_documents`."""
+    def add_documents(self, documents: Sequence[Document], **options: Any) -> int:
+        """Owned tables only: see :meth:`KnowledgeBase.add_documents` (same options)."""
         if not self.location.owned:
             raise InputError(
                 f"{self.location.describe()} belongs to another application: add documents "
                 "there; ragbound reads its new rows on the next load (then calibrate again)"
             )
-        return super().add_documents(
-            documents, sources=sources, batch_size=batch_size, progress=progress
-        )
+        return super().add_documents(documents, **options)
 
     # ------------------------------------------------------------------ persistence
     def save(
