@@ -65,6 +65,7 @@ from ragbound.stores import (
     SearchInfo,
     bm25_info,
 )
+from ragbound.stores.postgres import PostgresTable
 
 KB_FORMAT = "ragbound.kb/1"
 MANIFEST = "manifest.json"
@@ -119,6 +120,8 @@ class KBManifest(BaseModel):
     n_documents: int
     corpus_hash: str
     segments: list[Segment]
+    # where the rows live when not in segment files: a PostgreSQL table (see postgres_kb)
+    store: PostgresTable | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -495,6 +498,10 @@ class KnowledgeBase:
     @classmethod
     def _load_committed(cls, root: Path) -> KnowledgeBase:
         manifest = read_manifest(root / MANIFEST, KBManifest, KB_FORMAT, "knowledge-base manifest")
+        if manifest.store is not None:  # rows in PostgreSQL, not in segment files
+            from ragbound.postgres_kb import PostgresKnowledgeBase
+
+            return PostgresKnowledgeBase.open(root, manifest)
         chunks: list[Chunk] = []
         for segment in manifest.segments:
             chunk_file = root / SEGMENTS / f"{segment.name}{CHUNKS_SUFFIX}"

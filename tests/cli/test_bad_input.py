@@ -44,12 +44,103 @@ ROWS: list[tuple[str, str]] = [
     ("index {records} --out {new} --embedder bm25 --text-field nosuch", "(field 'nosuch')"),
     ("index {records} --out {new} --embedder bm25 --id-field nosuch", "(field 'nosuch')"),
     ("index {records} --out {kb}", "already holds a knowledge base"),
+    ("index {records} --out {new} --store mysql://u@h/db", "not a postgresql:// URL"),
+    ("index {records} --out {new} --store postgresql://u:pw@h/db", "holds a password"),
+    ("index {records} --out {new} --store 'postgresql://u@h/db?table=a b'", "not a plain SQL name"),
+    ("index {records} --out {new} --store postgresql://u@127.0.0.1:1/db", "cannot reach"),
+    ("index {records} --out {kb} --store postgresql://u@127.0.0.1:1/db", "new or empty folder"),
+    (
+        "index {records} --out {new} --store postgresql://u@h/db?search=hnsw&ef_search=0",
+        "ef_search must",
+    ),
     # --------------------------------------------------------------------------- add
     ("add {kb}", "Missing argument"),
     ("add {missing} {records}", "does not exist"),
     ("add {kb} {missing}", "no such file or folder"),
     ("add {kb} {bad_utf8}", "not UTF-8"),
     ("add {kb} {records} --bogus", "No such option: --bogus"),
+    # ------------------------------------------------------------------------ attach
+    ("attach", "Missing argument"),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} mysql://u@h/db",
+        "not a postgresql:// URL",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u:pw@h/db",
+        "holds a password",
+    ),
+    (
+        "attach --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db",
+        "Missing option '--table'",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --table 'a b'",
+        "'--table'",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --table a.b.c",
+        "not a plain SQL name",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --text-column 1x",
+        "'--text-column'",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --vector-column 'v;drop'",
+        "'--vector-column'",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --id-column a.b",
+        "'--id-column'",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --where noequals",
+        "must be COLUMN=VALUE",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --where '=v'",
+        "'--where'",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --sample 0",
+        "'--sample'",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --embedder nosuch",
+        "unknown embedder",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --embedder bm25",
+        "dense embedder",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {file} postgresql://u@127.0.0.1:1/db",
+        "is a file",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db",
+        "cannot reach the PostgreSQL database",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --search ivfflat",
+        "'--search'",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --ef-search 0",
+        "'--ef-search'",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --ef-search 20",
+        "ef_search applies to search=hnsw only",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db?table=t",
+        "not in the URL",
+    ),
+    (
+        "attach --table t --text-column c --vector-column v --out {kb} postgresql://u@127.0.0.1:1/db",
+        "new or empty folder",
+    ),
     # --------------------------------------------------------------------- calibrate
     ("calibrate {kb}", "Missing option '--queries'"),
     ("calibrate {missing} --queries {queries}", "does not exist"),

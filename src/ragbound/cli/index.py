@@ -1,4 +1,5 @@
-"""``ragbound index`` and ``ragbound add``: build and grow a knowledge base."""
+"""``ragbound index``, ``ragbound add`` and ``ragbound attach``: build, grow or borrow a
+knowledge base."""
 
 from __future__ import annotations
 
@@ -51,6 +52,15 @@ def index(
             help="With --overwrite: also delete files in --out that ragbound did not write."
         ),
     ] = False,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="postgresql://USER@HOST/DATABASE[?table=NAME&search=hnsw&ef_search=N]: keep "
+            "chunks and vectors in a PostgreSQL + pgvector table ragbound creates (default "
+            "table ragbound_<out folder>, exact search).",
+            callback=validate.postgres_url,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Load, chunk and embed a corpus into a new knowledge-base directory.
@@ -71,12 +81,35 @@ def index(
     made for the old chunks) and says so. Files in --out that ragbound did not write are an
     error that names them, unless --delete-other-files. A folder left by a crashed index is
     cleaned and reused. Another writer of --out is waited for ($RAGBOUND_LOCK_TIMEOUT s).
+
+    --store keeps the chunks and their vectors in a PostgreSQL table with pgvector (the
+    postgres extra) and searches there, exactly; --out then holds the manifest, which records
+    the URL (never a password: give it in PGPASSWORD or ~/.pgpass), the table, the embedder
+    and a content hash, and later the calibration and tripwires. add appends to the table.
+    search=hnsw in the URL builds pgvector's HNSW index and searches with it (approximate,
+    ef_search candidates per query, default 40); calibrations record the method.
+    With --store, --out must be a new or empty folder, and --overwrite replaces only a table
+    that ragbound created.
     """
     from ragbound.knowledge import KnowledgeBase, check_index_target
 
     # refuse before embedding; checked again under the lock when saving
-    check_index_target(out, overwrite=overwrite, delete_other_files=delete_other_files)
-    kb = KnowledgeBase.build(
+    if store is None:
+        check_index_target(out, overwrite=overwrite, delete_other_files=delete_other_files)
+        builder = KnowledgeBase
+    else:
+        from ragbound.postgres_kb import (
+            PostgresKnowledgeBase,
+            check_new_folder,
+            check_owned_target,
+            owned_location,
+        )
+
+        check_new_folder(out)
+        location = owned_location(store, out)
+        check_owned_target(location, overwrite=overwrite)
+        builder = PostgresKnowledgeBase
+    kb = builder.build(
         corpus,
         embedder=embedder,
         chunk_words=chunk_words,
@@ -85,6 +118,8 @@ def index(
         id_field=id_field,
         progress=progress(json_out),
     )
+    if store is not None:
+        kb.place(location)
     kb.save(
         out,
         overwrite=overwrite,
@@ -120,6 +155,119 @@ def add(
     _report_kb(kb, f"added {added} chunks to", json_out)
 
 
+def attach(
+    url: Annotated[
+        str,
+        typer.Argument(
+            help="postgresql://USER@HOST/DATABASE (password from PGPASSWORD or ~/.pgpass).",
+            callback=validate.postgres_url,
+        ),
+    ],
+    table: Annotated[
+        str,
+        typer.Option(
+            help="Table (NAME or SCHEMA.NAME) holding the rows.", callback=validate.table_name
+        ),
+    ],
+    text_column: Annotated[
+        str, typer.Option(help="Column of the chunk texts.", callback=validate.column_name)
+    ],
+    vector_column: Annotated[
+        str,
+        typer.Option(help="pgvector column of their embeddings.", callback=validate.column_name),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Knowledge-base directory to create.", callback=validate.folder),
+    ],
+    id_column: Annotated[
+        str | None,
+        typer.Option(
+            help="Column identifying a row (default: the table's primary key).",
+            callback=validate.column_name,
+        ),
+    ] = None,
+    where: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="COLUMN=VALUE: use only rows whose column equals the value (as text); "
+            "repeat to combine.",
+            callback=validate.column_filter,
+        ),
+    ] = None,
+    embedder: Annotated[
+        str,
+        typer.Option(
+            help="The embedder that made the stored vectors: minilm, mpnet or a model folder."
+        ),
+    ] = "minilm",
+    sample: Annotated[
+        int,
+        typer.Option(
+            help="Stored texts to re-embed to check the embedder.", callback=validate.positive_int
+        ),
+    ] = 32,
+    search: Annotated[
+        str,
+        typer.Option(
+            help="exact (a sequential scan) or hnsw (the table's HNSW index: approximate).",
+            callback=validate.choice("exact", "hnsw"),
+        ),
+    ] = "exact",
+    ef_search: Annotated[
+        int | None,
+        typer.Option(
+            help="With --search hnsw: candidates per query (pgvector's hnsw.ef_search, "
+            "default 40).",
+            callback=validate.ef_search,
+        ),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Use a PostgreSQL + pgvector table another application filled, without copying it.
+
+    The rows stay where they are, nothing is re-embedded: --out gets a manifest that records
+    the URL (never a password), the table, its columns and filters, the embedder and a
+    content hash, and searches run in the database, exactly. Before trusting the table,
+    attach re-embeds --sample of its stored texts and refuses when they do not point the
+    same way as the stored vectors (another embedder made them), or when the vectors have
+    another dimension. Rows without text or vector are left out.
+
+    Two common layouts: LangChain's langchain-postgres (PGVector) keeps every collection in
+    langchain_pg_embedding: --text-column document --vector-column embedding, --id-column id,
+    --where collection_id=UUID (the uuid of the collection's row in langchain_pg_collection).
+    LlamaIndex's PGVectorStore keeps a table data_NAME: --text-column text --vector-column
+    embedding (--id-column id is its primary key; node_id is LlamaIndex's own id).
+
+    Search is exact unless --search hnsw: then the table's HNSW index answers (it must have
+    one for the embedder's operator, e.g. vector_cosine_ops), approximately; the method and
+    --ef-search are recorded with every calibration, so calibrate with the search you check
+    with.
+
+    When the application changes its table, the next command sees the new rows: the
+    knowledge base's fingerprint changes, so calibrate again (check refuses the old
+    calibration unless --force). add refuses: add documents through the application.
+    --json prints the same fields as index.
+    """
+    from ragbound.postgres_kb import PostgresKnowledgeBase, check_new_folder
+
+    check_new_folder(out)
+    kb = PostgresKnowledgeBase.attach(
+        url,
+        table=table,
+        text_column=text_column,
+        vector_column=vector_column,
+        id_column=id_column,
+        where=where or [],
+        embedder=embedder,
+        sample=sample,
+        search=search,
+        ef_search=ef_search,
+    )
+    kb.save(out, on_wait=notice)
+    _report_kb(kb, "attached", json_out)
+
+
 def _warn_if_calibration_stale(kb: KnowledgeBase) -> None:
     """Say so when the knowledge base's calibration was made against another fingerprint."""
     from ragbound.artifacts import read_json
@@ -142,25 +290,30 @@ def _warn_if_calibration_stale(kb: KnowledgeBase) -> None:
 
 
 def _report_kb(kb, verb: str, json_out: bool) -> None:
+    """What index, add and attach print; ``store`` (table, DSN, columns) for PostgreSQL."""
     m = kb.manifest
     if json_out:
-        emit_json(
-            {
-                "path": str(kb.path),
-                "n_documents": m.n_documents,
-                "n_chunks": m.n_chunks,
-                "embedder": m.embedder.name,
-                "fingerprint": kb.fingerprint,
-            }
-        )
+        fields = {
+            "path": str(kb.path),
+            "n_documents": m.n_documents,
+            "n_chunks": m.n_chunks,
+            "embedder": m.embedder.name,
+            "fingerprint": kb.fingerprint,
+        }
+        if m.store is not None:
+            fields["store"] = m.store.model_dump(mode="json")
+        emit_json(fields)
         return
+    where = "" if m.store is None else f", rows in {m.store.describe()}"
     console().print(
         f"{verb} [bold]{kb.path}[/]: {m.n_documents} documents, {m.n_chunks} chunks, "
         f"embedder {m.embedder.name} ({m.embedder.similarity}), fingerprint {kb.fingerprint}"
+        f"{where}"
     )
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``index`` and ``add`` to ``app``."""
+    """Add ``index``, ``add`` and ``attach`` to ``app``."""
     app.command("index")(index)
     app.command("add")(add)
+    app.command("attach")(attach)

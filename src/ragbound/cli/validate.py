@@ -217,3 +217,53 @@ def check_step(step: float | None, window_size: float, unit: str) -> None:
             f"--step {step:g} is too small for a window of {window_size:g} {unit}: "
             f"use at least {least:g} (1/{round(1 / MIN_STEP_SHARE)} of the window)"
         )
+
+
+def _postgres_url(value: str) -> None:
+    from ragbound.stores.postgres import split_store_url
+
+    try:
+        split_store_url(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def _sql_name(what: str) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        from ragbound.stores.postgres import check_identifier
+
+        try:
+            check_identifier(value, what)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+    return check
+
+
+def _column_filter(value: str) -> None:
+    from ragbound.stores.postgres import parse_filter
+
+    try:
+        parse_filter(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+# a postgresql:// URL without a password (it is recorded in the manifest)
+postgres_url = _each(_postgres_url)
+# a plain SQL table name (NAME or SCHEMA.NAME) or column name, quoted by ragbound
+table_name = _each(_sql_name("table"))
+column_name = _each(_sql_name("column"))
+# COLUMN=VALUE, an equality filter without SQL
+column_filter = _each(_column_filter)
+
+
+def _ef_search(value: int) -> None:
+    from ragbound.stores.postgres import MAX_EF_SEARCH
+
+    if not 1 <= value <= MAX_EF_SEARCH:
+        raise typer.BadParameter(f"must be in 1..{MAX_EF_SEARCH}, got {value}")
+
+
+# pgvector's hnsw.ef_search: candidates kept per query
+ef_search = _each(_ef_search)
