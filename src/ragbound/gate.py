@@ -47,6 +47,11 @@ from ragbound.tripwires.guard import (
 Action = Literal["answer", "abstain", "reject"]
 ACTIONS: tuple[Action, ...] = ("answer", "abstain", "reject")
 DEFAULT_CONTEXT_K = 5
+# What an application says instead of answering, and how it hands the chunks to its LLM: one
+# wording for the gateway and the adapters.
+DEFAULT_REFUSAL = "I can't help with that request."
+DEFAULT_ABSTENTION = "I don't know: the question is outside what my documents cover."
+DEFAULT_CONTEXT_TEMPLATE = "Answer from these passages of the knowledge base:\n\n{context}"
 
 
 class Decision(BaseModel):
@@ -89,6 +94,11 @@ class Decision(BaseModel):
     def reject(self) -> bool:
         """The test's decision, as in a Verdict: p_value <= alpha (same as out_of_knowledge)."""
         return self.out_of_knowledge
+
+    def context_text(self) -> str:
+        """The retrieved chunks as one text for an LLM prompt, nearest first, blank lines
+        between (empty when there are none)."""
+        return "\n\n".join(chunk.text for chunk in self.neighbours)
 
     @field_serializer("critical_value")
     def _finite_or_none(self, value: float | None) -> float | None:

@@ -3,18 +3,15 @@ own server (``python -m llama_cpp.server``) on the bundled model."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import ChatMessage, GenerationParams, LLMError, make_llm
+from tests.llm.llama_server import ALIAS, KEY, llama_server
 from tests.markers import needs_local_server
 
 pytestmark = [
@@ -22,50 +19,11 @@ pytestmark = [
     needs_local_server,
 ]
 
-ALIAS = "qwen-local"
-KEY = "test-key-not-secret"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Start the server, wait until it lists the model, yield its base URL, stop it."""
-    from ragbound.llm.local import join_default_model
-
-    port = free_port()
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(join_default_model())]
-    cmd += ["--model_alias", ALIAS, "--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["--n_ctx", "4096", "--api_key", KEY]
-    with log.open("w") as out:
-        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        wait_until_ready(base_url, process, log)
+    with llama_server(tmp_path_factory.mktemp("server")) as base_url:
         yield base_url
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def wait_until_ready(base_url: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"the llama.cpp server exited:\n{log.read_text()[-2000:]}")
-        try:
-            reply = httpx.get(f"{base_url}/models", headers={"Authorization": f"Bearer {KEY}"})
-            if reply.status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    pytest.fail(f"the llama.cpp server did not start in 180 s:\n{log.read_text()[-2000:]}")
 
 
 def test_the_openai_backend_talks_to_a_real_server(server: str) -> None:

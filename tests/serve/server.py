@@ -18,8 +18,9 @@ import uvicorn
 
 from ragbound.detect import Guard
 from ragbound.knowledge import KnowledgeBase
-from ragbound.tripwires import TripwireRule, save_rule
+from ragbound.tripwires import Tripwire, TripwireRule, TripwireStore, save_rule, tripwire_id
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE
+from tests.tripwires.tripwire_texts import TRIPWIRES
 
 READ = "read-token-0123456789abcdef"
 ADMIN = "admin-token-0123456789abcdef"
@@ -34,6 +35,14 @@ def served_kb(minilm_kb_dir: Path, target: Path) -> Path:
     kb = KnowledgeBase.load(target)
     Guard.calibrate(kb, IN_KNOWLEDGE + MORE_IN_KNOWLEDGE, k=4, alpha=0.1).save()
     save_rule(target, RULE)
+    return target
+
+
+def guarded_kb(minilm_kb_dir: Path, target: Path) -> Path:
+    """The served knowledge base with the bees-and-trains tripwires."""
+    served_kb(minilm_kb_dir, target)
+    tripwires = [Tripwire(id=tripwire_id(t["topic"], t["text"]), **t) for t in TRIPWIRES]
+    TripwireStore.open(KnowledgeBase.load(target)).add(tripwires)
     return target
 
 

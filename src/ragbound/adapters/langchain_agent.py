@@ -27,7 +27,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NotRequired
 
 from ragbound.adapters._common import METADATA_KEY, decision_metadata, missing_extra
-from ragbound.gate import Decision, Gate
+from ragbound.gate import (
+    DEFAULT_ABSTENTION,
+    DEFAULT_CONTEXT_TEMPLATE,
+    DEFAULT_REFUSAL,
+    Decision,
+    Gate,
+)
 
 try:
     from langchain.agents.middleware import (
@@ -43,11 +49,14 @@ try:
 except ImportError as error:
     raise missing_extra("langchain (v1, with agents.middleware)", "langchain", error) from error
 
-__all__ = ["DEFAULT_ABSTENTION", "DEFAULT_REFUSAL", "GateMiddleware", "GateState"]
+__all__ = [
+    "DEFAULT_ABSTENTION",
+    "DEFAULT_CONTEXT_TEMPLATE",
+    "DEFAULT_REFUSAL",
+    "GateMiddleware",
+    "GateState",
+]
 
-DEFAULT_REFUSAL = "I can't help with that request."
-DEFAULT_ABSTENTION = "I don't know: the question is outside what my documents cover."
-DEFAULT_CONTEXT_TEMPLATE = "Answer from these passages of the knowledge base:\n\n{context}"
 DECISION_KEY = "ragbound_decision"
 
 

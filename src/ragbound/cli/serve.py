@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ragbound.cli import validate
 from ragbound.cli.detect import CalibratedKbArg
 from ragbound.errors import InputError
+from ragbound.gate import DEFAULT_ABSTENTION, DEFAULT_CONTEXT_TEMPLATE, DEFAULT_REFUSAL
+from ragbound.records import read_text
+
+if TYPE_CHECKING:
+    from ragbound.serve.gateway import GatewaySettings
 
 LOG_QUERY_MODES = ("full", "hash", "none")
 
@@ -45,6 +50,63 @@ def serve(
             callback=validate.choice(*LOG_QUERY_MODES),
         ),
     ] = "full",
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            help="CPU threads torch may use to embed queries (default: torch's own, one per "
+            "core). On a machine shared with other work, 1 avoids oversubscription.",
+            callback=validate.positive_int,
+        ),
+    ] = None,
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            help="Also serve POST /v1/chat/completions as a gateway to this OpenAI-compatible "
+            "base URL (e.g. http://127.0.0.1:8080/v1).",
+            callback=validate.http_url,
+            rich_help_panel="Gateway",
+        ),
+    ] = None,
+    upstream_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="A file whose first line is the upstream's API key (sent as a bearer token).",
+            callback=validate.existing_file,
+            rich_help_panel="Gateway",
+        ),
+    ] = None,
+    context_template: Annotated[
+        Path | None,
+        typer.Option(
+            help="A text file with a {context} field: added to the system prompt on answer "
+            "(default: 'Answer from these passages of the knowledge base:' and the chunks).",
+            callback=validate.existing_file,
+            rich_help_panel="Gateway",
+        ),
+    ] = None,
+    pass_through: Annotated[
+        bool,
+        typer.Option(
+            help="Forward answered chats unchanged, without the retrieved chunks.",
+            rich_help_panel="Gateway",
+        ),
+    ] = False,
+    refusal: Annotated[
+        str,
+        typer.Option(
+            help="The gateway's reply to a reject (forbidden).",
+            callback=validate.non_empty,
+            rich_help_panel="Gateway",
+        ),
+    ] = DEFAULT_REFUSAL,
+    abstention: Annotated[
+        str,
+        typer.Option(
+            help="The gateway's reply to an abstain (out of knowledge).",
+            callback=validate.non_empty,
+            rich_help_panel="Gateway",
+        ),
+    ] = DEFAULT_ABSTENTION,
 ) -> None:
     """Serve the knowledge base's decisions over HTTP (FastAPI on uvicorn).
 
@@ -77,20 +139,63 @@ def serve(
     from ragbound.gate import Gate
 
     tokens = Tokens.load(token_file) if token_file is not None else None
+    replies = {"refusal": refusal, "abstention": abstention}
+    gateway = _gateway(upstream, upstream_key_file, context_template, pass_through, replies)
     settings = ServeSettings(
         host=host,
         port=port,
         tokens=tokens,
         log=log,
         log_queries=log_queries,  # type: ignore[arg-type]
+        gateway=gateway,
+        threads=threads,
     )
     app = create_app(Gate.load(kb_dir), settings)
     sys.stderr.write(
         f"ragbound serve: {kb_dir} on http://{host}:{port}"
         f"{'' if tokens else ' (no tokens: loopback only)'}"
-        f"{f', log {log} ({log_queries})' if log else ''}\n"
+        f"{f', log {log} ({log_queries})' if log else ''}"
+        f"{f', gateway to {upstream}' if upstream else ''}\n"
     )
     uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
+
+
+def _gateway(
+    upstream: str | None,
+    key_file: Path | None,
+    template_file: Path | None,
+    pass_through: bool,
+    replies: dict[str, str],
+) -> GatewaySettings | None:
+    """The gateway's settings from the options (None without --upstream)."""
+    from ragbound.serve.gateway import GatewaySettings, check_context_template
+
+    if upstream is None:
+        if key_file or template_file or pass_through:
+            raise InputError(
+                "--upstream-key-file, --context-template and --pass-through need --upstream"
+            )
+        return None
+    if pass_through and template_file is not None:
+        raise InputError("--pass-through forwards chats unchanged: drop --context-template")
+    template = read_text(template_file) if template_file is not None else DEFAULT_CONTEXT_TEMPLATE
+    try:
+        check_context_template(template)
+    except InputError as exc:
+        raise InputError(f"{template_file}: {exc}") from None
+    return GatewaySettings(
+        upstream=upstream,
+        api_key=_first_line(key_file) if key_file is not None else None,
+        context_template=None if pass_through else template,
+        **replies,
+    )
+
+
+def _first_line(path: Path) -> str:
+    lines = read_text(path).strip().splitlines()
+    if not lines or not lines[0].strip():
+        raise InputError(f"{path}: empty; expected the upstream's API key on the first line")
+    return lines[0].strip()
 
 
 def register(app: typer.Typer) -> None:

@@ -92,6 +92,11 @@ def _folder(value: Path) -> None:
         raise typer.BadParameter(f"{value} is a file; give a folder (it is created if missing)")
 
 
+def _http_url(value: str) -> None:
+    if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
+        raise typer.BadParameter(f"must be an http:// or https:// URL; got {value!r}")
+
+
 def _non_empty(value: str) -> None:
     if not value.strip():
         raise typer.BadParameter("must not be empty")
@@ -119,6 +124,8 @@ folder = _each(_folder)
 """Folders to write into (runs, plots, knowledge bases): not an existing file."""
 non_empty = _each(_non_empty)
 """Names: not empty or blank."""
+http_url = _each(_http_url)
+"""Server addresses: http:// or https:// and a host."""
 
 
 def at_least(least: int) -> Callable[[int | None], int | None]:

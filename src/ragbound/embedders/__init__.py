@@ -8,7 +8,7 @@ from ragbound.embedders.registry import (
     is_lexical,
     load_dense_embedder,
 )
-from ragbound.embedders.sentence import SentenceTransformerEmbedder
+from ragbound.embedders.sentence import SentenceTransformerEmbedder, set_cpu_threads
 
 __all__ = [
     "DEFAULT_EMBEDDER",
@@ -19,4 +19,5 @@ __all__ = [
     "canonical_spec",
     "is_lexical",
     "load_dense_embedder",
+    "set_cpu_threads",
 ]

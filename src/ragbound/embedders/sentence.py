@@ -23,6 +23,14 @@ _WEIGHT_SUFFIXES = (".safetensors", ".bin")
 _CONFIG_FILES = ("modules.json", "config.json", "sentence_bert_config.json")
 
 
+def set_cpu_threads(threads: int) -> None:
+    """Let torch use ``threads`` CPU threads for embedding (process-wide). On a shared machine
+    fewer threads than cores avoid oversubscription, which slows each query many times over."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 def release_freed_memory() -> None:
     """Return freed heap pages to the OS (glibc only; a no-op elsewhere).
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ragbound.serve.app import create_app
 from ragbound.serve.auth import Tokens
+from ragbound.serve.gateway import GatewaySettings
 from ragbound.serve.settings import Batching, Limits, ServeSettings
 
-__all__ = ["Batching", "Limits", "ServeSettings", "Tokens", "create_app"]
+__all__ = ["Batching", "GatewaySettings", "Limits", "ServeSettings", "Tokens", "create_app"]

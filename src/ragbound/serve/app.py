@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from fastapi import Depends, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ragbound._version import __version__
@@ -26,6 +26,16 @@ from ragbound.errors import ArtifactError, InputError
 from ragbound.gate import Decision
 from ragbound.serve.auth import Role, allows
 from ragbound.serve.dashboard import Stats, content_security_policy, new_nonce, page
+from ragbound.serve.gateway import (
+    ChatRequest,
+    Upstream,
+    UpstreamError,
+    decision_headers,
+    last_user_text,
+    own_completion,
+    own_stream,
+    with_context,
+)
 from ragbound.serve.limits import ApiError, RequestLimits
 from ragbound.serve.models import (
     AddTripwires,
@@ -51,6 +61,7 @@ def create_app(gate: GateSource, settings: ServeSettings | None = None) -> FastA
     """The service's app for ``gate`` (a :class:`Gate` or a function loading one)."""
     settings = settings or ServeSettings()
     service = Service(gate, settings)
+    upstream = Upstream(settings.gateway) if settings.gateway is not None else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -61,6 +72,8 @@ def create_app(gate: GateSource, settings: ServeSettings | None = None) -> FastA
         finally:
             await service.batcher.stop()
             service.close()
+            if upstream is not None:
+                await upstream.close()
 
     app = FastAPI(
         title="ragbound",
@@ -76,6 +89,8 @@ def create_app(gate: GateSource, settings: ServeSettings | None = None) -> FastA
     _add_tripwire_routes(app, service)
     _add_ops_routes(app, service)
     _add_dashboard_routes(app, service)
+    if upstream is not None:
+        _add_gateway_routes(app, service, upstream)
     return app
 
 
@@ -314,3 +329,51 @@ def _add_dashboard_routes(app: FastAPI, service: Service) -> None:
             "Referrer-Policy": "no-referrer",
         }
         return HTMLResponse(page(nonce), headers=headers)
+
+
+# ---------------------------------------------------------------------- gateway
+SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+
+
+def _add_gateway_routes(app: FastAPI, service: Service, upstream: Upstream) -> None:
+    reader = [Depends(_require(service, "read"))]
+    replies = {"reject": upstream.settings.refusal, "abstain": upstream.settings.abstention}
+
+    @app.post(
+        "/v1/chat/completions",
+        dependencies=reader,
+        tags=["gateway"],
+        responses={502: {"model": ErrorBody}, 504: {"model": ErrorBody}},
+    )
+    async def chat_completions(body: ChatRequest):
+        """OpenAI-compatible chat completions, decided on the last user message: ``reject`` and
+        ``abstain`` are answered here (refusal or "I don't know"), ``answer`` goes upstream with
+        the retrieved chunks as context. The decision is in the ``ragbound`` field (the first
+        chunk of a stream) and the ``X-Ragbound-*`` headers."""
+        decision = (await _decide(service, [last_user_text(body)]))[0]
+        headers = decision_headers(decision)
+        if decision.action != "answer":
+            text = replies[decision.action]
+            if body.stream:
+                stream = own_stream(body, decision, text)
+                return _sse(stream, headers)
+            return JSONResponse(own_completion(body, decision, text), headers=headers)
+        template = upstream.settings.context_template
+        forwarded = (
+            body.model_dump(exclude_none=True)
+            if template is None
+            else with_context(body, decision, template)
+        )
+        try:
+            if body.stream:
+                return _sse(await upstream.stream(forwarded, decision), headers)
+            return JSONResponse(await upstream.complete(forwarded, decision), headers=headers)
+        except UpstreamError as exc:  # its own error body when it sent one, with the decision
+            error = exc.body if isinstance(exc.body, dict) else {"error": str(exc)}
+            return JSONResponse(error, status_code=exc.status, headers=headers)
+
+
+def _sse(events, headers: dict[str, str]) -> StreamingResponse:
+    return StreamingResponse(
+        events, media_type="text/event-stream", headers={**headers, **SSE_HEADERS}
+    )

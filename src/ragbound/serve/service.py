@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ragbound.embedders import set_cpu_threads
 from ragbound.errors import ArtifactError, InputError
 from ragbound.gate import Decision, Gate
 from ragbound.locking import writer_lock
@@ -58,6 +59,8 @@ class Service:
         """Load the gate if needed, load the model by deciding one query, start the monitor;
         any failure is kept in ``error`` for ``/readyz``."""
         try:
+            if self.settings.threads is not None:
+                set_cpu_threads(self.settings.threads)
             gate = self.gate if self.gate is not None else self._loader()  # type: ignore[misc]
             gate.decide(WARM_UP_QUERY)  # not logged: loads the model before the first request
             self.monitor = self._start_monitor(gate)

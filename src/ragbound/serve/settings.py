@@ -9,6 +9,7 @@ from typing import Literal
 
 from ragbound.errors import InputError
 from ragbound.serve.auth import Tokens
+from ragbound.serve.gateway import GatewaySettings
 
 LogQueries = Literal["full", "hash", "none"]
 LOG_QUERY_MODES: tuple[LogQueries, ...] = ("full", "hash", "none")
@@ -45,7 +46,9 @@ class ServeSettings:
     ``tokens`` None: no authentication (only allowed on a loopback host). ``log``: the query
     log (JSONL, one line per decision, durable before the answer). ``monitor_window``: queries
     per shift-monitor window; ``monitor_state``: where the monitor's state is kept (default
-    beside the log).
+    beside the log). ``gateway``: also serve ``POST /v1/chat/completions`` in front of an
+    OpenAI-compatible server (None: no gateway). ``threads``: torch's CPU threads for the
+    embedder (None: torch's default).
     """
 
     host: str = "127.0.0.1"
@@ -57,6 +60,8 @@ class ServeSettings:
     batching: Batching = field(default_factory=Batching)
     monitor_window: int = 50
     monitor_state: Path | None = None
+    gateway: GatewaySettings | None = None
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.log_queries not in LOG_QUERY_MODES:

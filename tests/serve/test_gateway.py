@@ -1,0 +1,236 @@
+"""The drop-in gateway over real HTTP, called with the official ``openai`` client.
+
+The gateway (uvicorn in a thread, a real MiniLM gate with tripwires) sits in front of the
+scripted upstream of ``scripted_upstream`` (a TEST DOUBLE replying a fixed text, so these
+tests see exactly what was forwarded). ``test_gateway_llama`` runs the same against
+llama-cpp-python's real server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from ragbound.errors import InputError
+from ragbound.gate import DEFAULT_ABSTENTION, DEFAULT_REFUSAL, Gate
+from ragbound.serve import GatewaySettings, ServeSettings, Tokens, create_app
+from ragbound.serve.gateway import ChatRequest, check_context_template, last_user_text
+from tests.serve.scripted_upstream import REPLY, ScriptedUpstream
+from tests.serve.server import READ, ThreadServer, free_port, guarded_kb, wait_ready
+from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
+from tests.tripwires.tripwire_texts import UNSAFE
+
+UPSTREAM_KEY = "upstream-key-not-the-callers"
+
+
+@pytest.fixture(scope="module")
+def gate(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Gate:
+    return Gate.load(guarded_kb(minilm_kb_dir, tmp_path_factory.mktemp("gateway") / "kb"))
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    double = ScriptedUpstream()
+    with ThreadServer(double.app) as url:
+        double.url = url
+        yield double
+
+
+def gateway_app(gate: Gate, upstream_url: str, **gateway: object):
+    settings = GatewaySettings(upstream=f"{upstream_url}/v1", api_key=UPSTREAM_KEY, **gateway)
+    tokens = Tokens.from_lines([f"read:{READ}"])
+    return create_app(gate, ServeSettings(tokens=tokens, gateway=settings))
+
+
+@pytest.fixture(scope="module")
+def url(gate: Gate, upstream: ScriptedUpstream):
+    with ThreadServer(gateway_app(gate, upstream.url)) as url:
+        wait_ready(url)
+        yield url
+
+
+@pytest.fixture
+def client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=READ, max_retries=0, timeout=60)
+
+
+@pytest.fixture(autouse=True)
+def upstream_answers(upstream: ScriptedUpstream):
+    upstream.status = 200
+    yield
+
+
+def ask(query: str, system: str | None = None) -> list[dict[str, str]]:
+    messages = [{"role": "system", "content": system}] if system else []
+    return [*messages, {"role": "user", "content": query}]
+
+
+# --------------------------------------------------------------------------- answer
+def test_answer_goes_upstream_with_the_chunks_as_context(client, upstream, gate) -> None:
+    query = IN_KNOWLEDGE[0]
+    before = len(upstream.received)
+    raw = client.chat.completions.with_raw_response.create(
+        model="local-model", messages=ask(query, system="Be brief."), temperature=0.2
+    )
+    completion = raw.parse()
+    assert completion.choices[0].message.content == REPLY
+    assert raw.headers["x-ragbound-action"] == "answer"
+    decision = completion.model_extra["ragbound"]
+    assert decision["action"] == "answer" and decision["query"] == query
+    assert float(raw.headers["x-ragbound-p-value"]) == pytest.approx(decision["p_value"], 1e-5)
+
+    assert len(upstream.received) == before + 1
+    forwarded = upstream.received[-1]
+    system, user = forwarded["messages"]
+    assert system["role"] == "system" and system["content"].startswith("Be brief.\n\n")
+    for chunk in gate.decide(query).neighbours:
+        assert chunk.text in system["content"]
+    assert user == {"role": "user", "content": query}
+    assert forwarded["model"] == "local-model" and forwarded["temperature"] == 0.2
+    # the caller's ragbound token never reaches the upstream; the upstream's own key does
+    assert upstream.headers[-1]["authorization"] == f"Bearer {UPSTREAM_KEY}"
+
+
+def test_a_streamed_answer_is_relayed_with_the_decision_first(client, upstream) -> None:
+    stream = client.chat.completions.create(
+        model="local-model", messages=ask(IN_KNOWLEDGE[5]), stream=True
+    )
+    chunks = list(stream)
+    assert chunks[0].model_extra["ragbound"]["action"] == "answer"
+    assert all("ragbound" not in (c.model_extra or {}) for c in chunks[1:])
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == REPLY
+    assert upstream.received[-1]["stream"] is True
+    assert upstream.received[-1]["messages"][0]["role"] == "system"  # a new first message
+
+
+# --------------------------------------------------------------- answered by ragbound
+@pytest.mark.parametrize(
+    ("query", "action", "reply"),
+    [(OUT_OF_KNOWLEDGE[0], "abstain", DEFAULT_ABSTENTION), (UNSAFE[1], "reject", DEFAULT_REFUSAL)],
+)
+@pytest.mark.parametrize("stream", [False, True])
+def test_abstain_and_reject_never_reach_the_upstream(
+    client, upstream, query: str, action: str, reply: str, stream: bool
+) -> None:
+    before = len(upstream.received)
+    raw = client.chat.completions.with_raw_response.create(
+        model="local-model", messages=ask(query), stream=stream
+    )
+    assert raw.headers["x-ragbound-action"] == action
+    if stream:
+        chunks = list(raw.parse())
+        decision = chunks[0].model_extra["ragbound"]
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert chunks[-1].choices[0].finish_reason == "stop"
+    else:
+        completion = raw.parse()
+        decision = completion.model_extra["ragbound"]
+        text = completion.choices[0].message.content
+        assert completion.model == "local-model" and completion.choices[0].finish_reason == "stop"
+    assert text == reply
+    assert decision["action"] == action
+    assert len(upstream.received) == before
+    if action == "reject":
+        assert decision["triggers"] and raw.headers["x-ragbound-triggers"]
+
+
+def test_the_last_user_message_is_the_one_decided(client, upstream) -> None:
+    messages = [
+        {"role": "user", "content": OUT_OF_KNOWLEDGE[1]},
+        {"role": "assistant", "content": "I don't know."},
+        {"role": "user", "content": [{"type": "text", "text": IN_KNOWLEDGE[2]}]},
+    ]
+    completion = client.chat.completions.create(model="m", messages=messages)
+    assert completion.model_extra["ragbound"]["query"] == IN_KNOWLEDGE[2]
+    assert upstream.received[-1]["messages"][1:] == messages
+
+
+# ------------------------------------------------------------------ modes and errors
+def test_pass_through_forwards_the_chat_unchanged(gate, upstream) -> None:
+    with ThreadServer(gateway_app(gate, upstream.url, context_template=None)) as url:
+        wait_ready(url)
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key=READ, max_retries=0)
+        messages = ask(IN_KNOWLEDGE[3], system="Be brief.")
+        completion = client.chat.completions.create(model="m", messages=messages)
+    assert completion.choices[0].message.content == REPLY
+    assert upstream.received[-1]["messages"] == messages
+
+
+def test_the_upstream_s_own_errors_reach_the_caller(client, upstream) -> None:
+    upstream.status = 400
+    with pytest.raises(openai.BadRequestError, match="scripted failure") as failure:
+        client.chat.completions.create(model="m", messages=ask(IN_KNOWLEDGE[4]))
+    assert failure.value.response.headers["x-ragbound-action"] == "answer"
+
+
+def test_an_unreachable_upstream_is_a_502(gate) -> None:
+    with ThreadServer(gateway_app(gate, f"http://127.0.0.1:{free_port()}")) as url:
+        wait_ready(url)
+        reply = httpx.post(
+            f"{url}/v1/chat/completions",
+            json={"messages": ask(IN_KNOWLEDGE[0])},
+            headers={"Authorization": f"Bearer {READ}"},
+            timeout=60,
+        )
+    assert reply.status_code == 502
+    assert "unreachable" in reply.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "fragment"),
+    [
+        ({"messages": [{"role": "system", "content": "hi"}]}, 422, "no user message"),
+        ({"messages": []}, 422, "messages"),
+        ({"model": "m"}, 422, "messages"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 422, "no text"),
+    ],
+)
+def test_bad_chats_are_422_with_a_reason(url: str, body: dict, status: int, fragment: str) -> None:
+    reply = httpx.post(
+        f"{url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {READ}"}
+    )
+    assert reply.status_code == status
+    assert fragment in reply.json()["error"]
+
+
+def test_the_gateway_needs_a_read_token(url: str) -> None:
+    reply = httpx.post(f"{url}/v1/chat/completions", json={"messages": ask(IN_KNOWLEDGE[0])})
+    assert reply.status_code == 401
+
+
+def test_without_an_upstream_there_is_no_gateway_route(gate) -> None:
+    paths = {getattr(route, "path", None) for route in create_app(gate).routes}
+    assert "/v1/check" in paths and "/v1/chat/completions" not in paths
+
+
+# ------------------------------------------------------------------------ the parts
+@pytest.mark.parametrize(
+    ("template", "fragment"),
+    [("no field", "no {context} field"), ("{context} {other}", "only the field {context}")],
+)
+def test_a_bad_context_template_is_refused(template: str, fragment: str) -> None:
+    with pytest.raises(InputError, match=fragment.replace("{", r"\{").replace("}", r"\}")):
+        check_context_template(template)
+    assert check_context_template("{{json}} {context}") == "{{json}} {context}"
+
+
+def test_last_user_text_joins_text_parts() -> None:
+    request = ChatRequest.model_validate(
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "How do"},
+                        {"type": "image_url", "image_url": {"url": "x"}},
+                        {"type": "text", "text": "bees dance?"},
+                    ],
+                }
+            ]
+        }
+    )
+    assert last_user_text(request) == "How do\nbees dance?"
