@@ -8,7 +8,8 @@ half of PubMedQA (mostly ``answer``), TruthfulQA (mostly ``abstain``) and Harmfu
 test quarter (mostly ``reject``).
 
 For each torch thread setting (1, and torch's default on this machine) a fresh
-``ragbound serve KB --log FILE`` child runs on loopback, and is warmed up. Then:
+``ragbound serve KB --log FILE [--threads N]`` child runs on loopback (OMP/MKL_NUM_THREADS
+removed from its environment), and is warmed up by 256 requests from 64 clients. Then:
 
 - one client: each query is decided in-process (``Gate.decide``, this process set to the same
   thread count) and sent to the server, alternately, so both see the same machine load;
@@ -18,9 +19,10 @@ For each torch thread setting (1, and torch's default on this machine) a fresh
 
 The primary setting (``--threads``, default 1) runs every level, then the memory run: the
 server's RSS (VmRSS) before and after ``--requests`` more ``/v1/check`` requests from 64
-clients. The other setting runs 1 and 16 clients, so the service's default thread count can be
-chosen with numbers. Torch's default uses every core, which on a loaded 2-core machine turns
-a 25 ms query into hundreds of milliseconds: that is what the comparison shows.
+clients (and after each tenth of them, to tell a leak from allocator warm-up). The other
+setting runs 1 and 16 clients, so the service's default thread count can be chosen with
+numbers: torch's default uses every core, which on a loaded 2-core machine can turn a 25 ms
+query into hundreds of milliseconds.
 
 Options (each also an environment variable): ``--requests`` / BENCH_SERVE_REQUESTS (memory
 run, default 100000; 0 skips it), ``--per-level`` / BENCH_SERVE_PER_LEVEL (requests per
@@ -60,6 +62,7 @@ TITLE = "HTTP service: latency, throughput and memory (`make bench-serve`)"
 LEVELS = (1, 4, 16, 64)
 COMPARE_LEVELS = (1, 16)  # the levels the other thread setting runs
 MEMORY_CLIENTS = 64
+MEMORY_SEGMENTS = 10  # RSS is read after each tenth of the memory run
 CALIBRATION_K = 32
 SEED = 0
 PER_SET = 250  # TruthfulQA and HarmfulQA queries in the mix, beside 500 PubMedQA
@@ -175,7 +178,9 @@ def serve_markdown(part: dict) -> list[str]:
             f"Memory run: {memory['requests']:,} `/v1/check` requests from {memory['clients']} "
             f"clients in {memory['seconds']:.0f} s ({memory['errors']} errors); server RSS "
             f"{memory['rss_before_mb']:.0f} MB after warm-up and the levels, "
-            f"{memory['rss_after_mb']:.0f} MB after.",
+            f"{memory['rss_after_mb']:.0f} MB after (after each tenth: "
+            f"{', '.join(f'{mb:.0f}' for mb in memory['rss_mb'][1:])} MB; growth over the "
+            f"second half {memory['second_half_growth_pct']:.1f}%).",
         ]
     return lines
 
@@ -363,7 +368,7 @@ def free_port() -> int:
 
 class ServerChild:
     """``ragbound serve KB --log LOG`` in a child process on loopback, with ``setting``'s
-    thread count (``--threads`` when the CLI has it, else OMP/MKL_NUM_THREADS)."""
+    thread count (``--threads N``; nothing for torch's default)."""
 
     def __init__(self, kb_dir: Path, setting: ThreadSetting, work: Path, extra: Sequence[str] = ()):
         work.mkdir(parents=True, exist_ok=True)
@@ -374,13 +379,13 @@ class ServerChild:
         self.url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "-m", "ragbound.cli", "serve", str(kb_dir)]
         command += ["--port", str(self.port), "--log", str(self.log), *extra]
-        if cli_has_threads_option():
+        if not setting.torch_default:
             command += ["--threads", str(setting.threads)]
         self.stderr_path = work / f"server-threads{setting.threads}.stderr"
         self._stderr = self.stderr_path.open("wb")
         self.process = subprocess.Popen(
             command,
-            env=server_env(setting),
+            env=server_env(),
             stdout=subprocess.DEVNULL,
             stderr=self._stderr,
             # a background shell starts jobs with SIGINT ignored; stop() relies on it
@@ -431,22 +436,11 @@ class ServerChild:
         raise RuntimeError(f"no VmRSS for process {self.process.pid}")
 
 
-def cli_has_threads_option() -> bool:
-    """True once ``ragbound serve`` takes ``--threads``."""
-    import inspect
-
-    from ragbound.cli.serve import serve
-
-    return "threads" in inspect.signature(serve).parameters
-
-
-def server_env(setting: ThreadSetting) -> dict[str, str]:
-    """The child's environment: this checkout's src first, the thread variables set (or,
-    for torch's default, removed)."""
+def server_env() -> dict[str, str]:
+    """The child's environment: this checkout's src first, and no OMP/MKL thread variables
+    (``--threads`` sets the count; without it torch picks its own default)."""
     env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH")) if p)
-    if not setting.torch_default:
-        env |= {name: str(setting.threads) for name in THREAD_VARS}
     return env
 
 
@@ -561,9 +555,9 @@ def measure_setting(
     gate, kb_dir: Path, setting: ThreadSetting, pool: list[str], options: Options, primary: bool
 ) -> dict:
     """One thread setting: its server, the levels, and (primary) the memory run."""
-    import torch
+    from ragbound.embedders import set_cpu_threads
 
-    torch.set_num_threads(setting.threads)  # the in-process gate matches the server
+    set_cpu_threads(setting.threads)  # the in-process gate matches the server
     levels = LEVELS if primary else COMPARE_LEVELS
     print(f"threads {setting.label}: starting ragbound serve...", flush=True)
     with ServerChild(kb_dir, setting, WORK) as server:
@@ -589,21 +583,37 @@ def measure_setting(
 
 
 def memory_run(server: ServerChild, pool: list[str], requests: int) -> dict:
-    """Server RSS before and after ``requests`` /v1/check requests from 64 clients."""
+    """Server RSS before ``requests`` /v1/check requests from 64 clients and after each
+    tenth of them (a leak keeps growing; allocator warm-up levels off)."""
     print(f"  memory run: {requests:,} requests from {MEMORY_CLIENTS} clients...", flush=True)
-    before = server.rss_mb()
-    load = run_clients(server.url, pool, MEMORY_CLIENTS, requests)
-    after = server.rss_mb()
+    rss = [server.rss_mb()]
+    loads = []
+    for segment in split_count(requests, MEMORY_SEGMENTS):
+        offset = (len(loads) * 211) % len(pool)
+        loads.append(
+            run_clients(server.url, pool[offset:] + pool[:offset], MEMORY_CLIENTS, segment)
+        )
+        rss.append(server.rss_mb())
+    seconds = sum(load["seconds"] for load in loads)
+    answered = sum(load["requests"] - load["errors"] for load in loads)
     return {
-        "requests": load["requests"],
+        "requests": sum(load["requests"] for load in loads),
         "clients": MEMORY_CLIENTS,
-        "seconds": load["seconds"],
-        "errors": load["errors"],
-        "throughput_per_s": load["throughput_per_s"],
-        "rss_before_mb": before,
-        "rss_after_mb": after,
-        "growth_pct": growth_pct(before, after),
+        "seconds": seconds,
+        "errors": sum(load["errors"] for load in loads),
+        "throughput_per_s": answered / seconds if seconds > 0 else None,
+        "rss_mb": rss,
+        "rss_before_mb": rss[0],
+        "rss_after_mb": rss[-1],
+        "growth_pct": growth_pct(rss[0], rss[-1]),
+        "second_half_growth_pct": growth_pct(rss[len(rss) // 2], rss[-1]),
     }
+
+
+def split_count(total: int, parts: int) -> list[int]:
+    """``total`` split into at most ``parts`` near-equal positive counts, in order."""
+    parts = max(1, min(parts, total))
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
 def _brief(level: dict) -> str:

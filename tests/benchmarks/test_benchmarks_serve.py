@@ -17,6 +17,7 @@ from benchmarks.serve import (
     percentile,
     ratio,
     serve_markdown,
+    split_count,
     target_rows,
     verdict,
 )
@@ -104,9 +105,11 @@ def test_the_markdown_names_every_setting_level_and_the_memory_run() -> None:
         "clients": 64,
         "seconds": 20.0,
         "errors": 0,
+        "rss_mb": [400.0, 402.0, 404.0],
         "rss_before_mb": 400.0,
         "rss_after_mb": 404.0,
         "growth_pct": 1.0,
+        "second_half_growth_pct": 0.5,
     }
     part = {
         "kb": "a test KB",
@@ -118,7 +121,18 @@ def test_the_markdown_names_every_setting_level_and_the_memory_run() -> None:
     assert "| 2 (torch default) | 16 | 2 | 50.0 | 50.0 | 100.0 | 1 |" in text
     assert "| 1 | in-process decide | 1 | 8.0 | 8.0 |  |  |" in text
     assert "2,000 `/v1/check` requests from 64 clients" in text
+    assert "after each tenth: 402, 404 MB; growth over the second half 0.5%" in text
     assert "answer 50%, abstain 25%, reject 25%" in text
+
+
+@pytest.mark.parametrize(
+    ("total", "parts", "expected"),
+    [(10, 3, [4, 3, 3]), (2000, 10, [200] * 10), (3, 10, [1, 1, 1]), (5, 1, [5])],
+)
+def test_the_memory_run_is_split_into_near_equal_segments(
+    total: int, parts: int, expected: list[int]
+) -> None:
+    assert split_count(total, parts) == expected
 
 
 def test_interleave_keeps_every_query_in_a_seeded_order() -> None:
