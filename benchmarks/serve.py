@@ -170,6 +170,14 @@ def serve_markdown(part: dict) -> list[str]:
         ),
         "",
         *markdown_table(target_header(settings), target_rows(settings)),
+        "",
+        "Median of the per-query ratios HTTP / in-process decide (one client, same query, "
+        "back to back; steadier than the ratio of the p50s on a busy machine): "
+        + "; ".join(
+            f"threads {s['label']}: {_ratio(s['levels']['1'].get('paired_ratio_p50'))}"
+            for s in settings
+        )
+        + ".",
     ]
     memory = next((s["memory"] for s in settings if s.get("memory")), None)
     if memory:
@@ -228,6 +236,10 @@ def _ms(value: float | None) -> str:
 
 def _rate(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 # ----------------------------------------------------------------- options

@@ -99,7 +99,10 @@ def test_the_targets_table_has_a_column_pair_per_setting_and_skips_unmeasured_ro
 
 
 def test_the_markdown_names_every_setting_level_and_the_memory_run() -> None:
-    levels = {"1": level_summary([10.0], 0.01, 0), "16": level_summary([50.0], 0.01, 1)}
+    levels = {
+        "1": level_summary([10.0], 0.01, 0) | {"paired_ratio_p50": 1.234},
+        "16": level_summary([50.0], 0.01, 1),
+    }
     memory = {
         "requests": 2000,
         "clients": 64,
@@ -123,6 +126,7 @@ def test_the_markdown_names_every_setting_level_and_the_memory_run() -> None:
     assert "2,000 `/v1/check` requests from 64 clients" in text
     assert "after each tenth: 402, 404 MB; growth over the second half 0.5%" in text
     assert "answer 50%, abstain 25%, reject 25%" in text
+    assert "threads 1: 1.23; threads 2 (torch default): 1.23." in text
 
 
 @pytest.mark.parametrize(
