@@ -638,6 +638,7 @@ def _brief(level: dict) -> str:
 def serve_part(argv: Sequence[str] = ()) -> dict:
     """Run the benchmark; its results (also written to bench_out/serve.json)."""
     options = parse_options(argv)
+    began = time.monotonic()
     reason = datasets.tripwire_missing_reason()
     if reason:
         raise SystemExit(f"the serve benchmark needs the tripwire sets: {reason}")
@@ -660,6 +661,7 @@ def serve_part(argv: Sequence[str] = ()) -> dict:
     }
     for i, setting in enumerate(thread_settings(options.threads)):
         part["settings"].append(measure_setting(gate, KB_DIR, setting, pool, options, i == 0))
+    part["elapsed_s"] = time.monotonic() - began
     OUT.mkdir(exist_ok=True)
     (OUT / "serve.json").write_text(json.dumps(part, indent=2))
     return part
@@ -671,3 +673,4 @@ def main(argv: Sequence[str] = ()) -> None:
     print("\n".join(lines))
     written = write_section("serve", TITLE, "\n".join(lines))
     print(f"raw numbers: {OUT / 'serve.json'}; tables written to {written}")
+    print(f"the benchmark took {part['elapsed_s'] / 60:.1f} min")
