@@ -48,11 +48,15 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from benchmarks import datasets
 from benchmarks.doc import machine_description, markdown_table, write_section
+
+if TYPE_CHECKING:
+    from ragbound.gate import Gate
 
 OUT = datasets.REPO / "bench_out"
 KB_DIR = OUT / "kb-serve"
@@ -338,7 +342,7 @@ def _tripwire_splits() -> dict:
     return splits(SEED)
 
 
-def served_gate(folder: Path = KB_DIR):
+def served_gate(folder: Path = KB_DIR) -> Gate:
     """The calibrated, tripwired PubMedQA knowledge base in ``folder`` (built when absent or
     built by another recipe), opened as a Gate."""
     from benchmarks.tripwires import guarded_kb
@@ -400,7 +404,7 @@ class ServerChild:
             env=server_env(),
             stdout=subprocess.DEVNULL,
             stderr=self._stderr,
-            # a background shell starts jobs with SIGINT ignored; stop() relies on it
+            # a background shell starts jobs with SIGINT ignored; __exit__ relies on it
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
 
@@ -502,7 +506,7 @@ def run_clients(url: str, queries: Sequence[str], clients: int, requests: int) -
     return summary | {"clients": clients, "seconds": seconds, "error_kinds": dict(kinds)}
 
 
-def paired_single(gate, url: str, queries: Sequence[str], requests: int) -> tuple[dict, dict]:
+def paired_single(gate: Gate, url: str, queries: Sequence[str], requests: int) -> tuple[dict, dict]:
     """One client: each query decided in-process, then over HTTP. The (decide, HTTP)
     summaries; each one's throughput is per second spent on it."""
     import httpx
@@ -534,27 +538,31 @@ def paired_single(gate, url: str, queries: Sequence[str], requests: int) -> tupl
     return decide, http
 
 
-def measure_gateway(server: ServerChild, queries: Sequence[str], decide_p50_ms: float):
-    """Gateway overhead on ``answer`` (issue 15 target: <= 1.2 x decide p50); None until the
-    gateway (``ragbound serve --upstream URL``, ``POST /v1/chat/completions``) is benchmarked.
+def measure_gateway(
+    gate: Gate, kb_dir: Path, setting: ThreadSetting, pool: list[str], requests: int
+) -> dict | None:
+    """Gateway overhead on ``answer`` (issue 15 target: <= 1.2 x in-process decide p50),
+    for the primary thread setting; None: not benchmarked yet.
 
-    To add it: start a minimal OpenAI-compatible upstream on loopback that answers at once,
-    start ``ServerChild(..., extra=["--upstream", upstream_url])``, send the queries that
-    decide ``answer`` (``answer_queries``) as the last user message, and time each call
-    through the gateway and the same request sent straight to the upstream, alternately.
-    Return ``{"overhead_p50_ms": p50(gateway) - p50(upstream), "gateway_p50_ms": ...,
-    "upstream_p50_ms": ..., "requests": n, "errors": n}``: ``measures`` turns it into the
+    To add it: start a minimal OpenAI-compatible upstream on loopback that answers at once
+    (a child process, so it does not share this process's GIL with the clients), then
+    ``with ServerChild(kb_dir, setting, WORK, extra=["--upstream", upstream_url])``; send
+    ``requests`` chat completions whose last user message is one of
+    ``answer_queries(gate, pool)``, and time each one through the gateway and the same body
+    sent straight to the upstream, alternately (one client). Return ``{"overhead_p50_ms":
+    p50(gateway) - p50(upstream), "gateway_p50_ms": ..., "upstream_p50_ms": ..., "requests":
+    n, "errors": n}``; ``measures`` divides the overhead by the setting's decide p50 for the
     ``gateway_over_decide_p50`` row of the targets table.
     """
     return None
 
 
-def answer_queries(gate, queries: Sequence[str]) -> list[str]:
+def answer_queries(gate: Gate, queries: Sequence[str]) -> list[str]:
     """The queries the gate decides ``answer`` (what the gateway forwards upstream)."""
     return [d.query for d in gate.decide_many(list(queries)) if d.action == "answer"]
 
 
-def decision_shares(gate, queries: Sequence[str]) -> dict[str, float]:
+def decision_shares(gate: Gate, queries: Sequence[str]) -> dict[str, float]:
     """Share of each action over ``queries`` (decided in-process, in batches)."""
     counts: Counter[str] = Counter()
     for start in range(0, len(queries), 64):
@@ -564,7 +572,12 @@ def decision_shares(gate, queries: Sequence[str]) -> dict[str, float]:
 
 # ----------------------------------------------------------------- the run
 def measure_setting(
-    gate, kb_dir: Path, setting: ThreadSetting, pool: list[str], options: Options, primary: bool
+    gate: Gate,
+    kb_dir: Path,
+    setting: ThreadSetting,
+    pool: list[str],
+    options: Options,
+    primary: bool,
 ) -> dict:
     """One thread setting: its server, the levels, and (primary) the memory run."""
     from ragbound.embedders import set_cpu_threads
@@ -590,7 +603,8 @@ def measure_setting(
             print(f"  {clients} clients: {_brief(level)}", flush=True)
         if primary and options.requests:
             result["memory"] = memory_run(server, pool, options.requests)
-        result["gateway"] = measure_gateway(server, pool, result["decide"]["p50_ms"])
+    if primary:
+        result["gateway"] = measure_gateway(gate, kb_dir, setting, pool, options.per_level)
     return result
 
 
