@@ -9,7 +9,7 @@ TORCH := torch==2.13.0
 # for plain AVX2, which every x86-64 machine here has.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: install demo test lint bench bench-abstention clean
+.PHONY: install demo test lint bench bench-abstention bench-serve clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ bench: $(STAMP)
 # leave-one-out abstention benchmark on PolicyBench with the bundled local model (a subset)
 bench-abstention: $(STAMP)
 	$(BIN)/python -m benchmarks.abstention
+
+# `ragbound serve` on loopback against in-process decisions: 1-64 clients, torch threads 1 vs
+# default, RSS over 100,000 requests (BENCH_SERVE_REQUESTS=2000 BENCH_SERVE_PER_LEVEL=100: quick)
+bench-serve: $(STAMP)
+	$(BIN)/python -m benchmarks.run serve
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache

@@ -11,9 +11,11 @@ by step (paper Table 4), the outlier-detector and LLM-judge baselines (Tables 2-
 local generation speed (see benchmarks/synthetic.py, baselines.py, llm_speed.py).
 
 ``python -m benchmarks.run synthetic|shift|tripwires|tripwire-default|llm-speed`` runs only
-that part and merges it into the saved results. The tripwire parts (benchmarks/tripwires.py,
-tripwire_default.py) need HarmfulQA and XSTest; BENCH_CASCADE_N sets its LLM cascade subset
-(default 30 per side).
+that part and merges it into the saved results. ``python -m benchmarks.run serve [--requests N]
+[--per-level N] [--threads N|default]`` is ``make bench-serve`` (benchmarks/serve.py: the HTTP
+service against in-process decisions; raw numbers in bench_out/serve.json). The tripwire parts
+(benchmarks/tripwires.py, tripwire_default.py) need HarmfulQA and XSTest; BENCH_CASCADE_N sets
+its LLM cascade subset (default 30 per side).
 Environment: RAGBOUND_DATA (data folder), BENCH_MEMORY_CHUNKS (default 100000; 0 skips),
 BENCH_SYNTH (default 1; 0 skips the LLM parts), BENCH_SYNTH_STEPS (default all: "1,2,3,4,5").
 """
@@ -40,6 +42,7 @@ from benchmarks import (
     monitor_schemes,
     pvalue_validity,
     ray_scoring,
+    serve,
     shift,
     synthetic,
     tripwires,
@@ -65,6 +68,9 @@ def main() -> None:
     reason = datasets.missing_reason()
     if reason:
         console.print(f"[yellow]skipping the benchmark: {reason}[/]")
+        return
+    if sys.argv[1:2] == ["serve"]:  # `make bench-serve`; takes its own options
+        serve.main(sys.argv[2:])
         return
     corpus = datasets.write_pubmedqa_corpus(OUT / "pubmedqa_corpus.jsonl")
     calibration, ik_test = split_queries(datasets.pubmedqa_questions(), 0.5, seed=0)
