@@ -194,6 +194,17 @@ def serve_markdown(part: dict) -> list[str]:
             f"{', '.join(f'{mb:.0f}' for mb in memory['rss_mb'][1:])} MB; growth over the "
             f"second half {memory['second_half_growth_pct']:.1f}%).",
         ]
+    gateway = next((s["gateway"] for s in settings if s.get("gateway")), None)
+    if gateway:
+        lines += [
+            "",
+            f"Gateway: {gateway['requests']:,} chat completions the gate answers, one client, "
+            "alternately through `serve --upstream` and straight to an upstream that replies at "
+            f"once: p50 {_ms(gateway['gateway_p50_ms'])} ms through the gateway "
+            f"(p99 {_ms(gateway['gateway_p99_ms'])}), {_ms(gateway['upstream_p50_ms'])} ms "
+            f"direct, so {_ms(gateway['overhead_p50_ms'])} ms of overhead "
+            f"({gateway['errors']} errors).",
+        ]
     return lines
 
 
@@ -540,21 +551,99 @@ def paired_single(gate: Gate, url: str, queries: Sequence[str], requests: int) -
 
 def measure_gateway(
     gate: Gate, kb_dir: Path, setting: ThreadSetting, pool: list[str], requests: int
-) -> dict | None:
-    """Gateway overhead on ``answer`` (issue 15 target: <= 1.2 x in-process decide p50),
-    for the primary thread setting; None: not benchmarked yet.
+) -> dict:
+    """Gateway overhead on ``answer`` (issue 15 target: <= 1.2 x in-process decide p50).
 
-    To add it: start a minimal OpenAI-compatible upstream on loopback that answers at once
-    (a child process, so it does not share this process's GIL with the clients), then
-    ``with ServerChild(kb_dir, setting, WORK, extra=["--upstream", upstream_url])``; send
-    ``requests`` chat completions whose last user message is one of
-    ``answer_queries(gate, pool)``, and time each one through the gateway and the same body
-    sent straight to the upstream, alternately (one client). Return ``{"overhead_p50_ms":
-    p50(gateway) - p50(upstream), "gateway_p50_ms": ..., "upstream_p50_ms": ..., "requests":
-    n, "errors": n}``; ``measures`` divides the overhead by the setting's decide p50 for the
-    ``gateway_over_decide_p50`` row of the targets table.
+    An instant upstream (``benchmarks.instant_upstream``, a fixed reply) runs in a child
+    process; the service runs with ``--upstream`` pointing at it. One client sends chat
+    completions whose last user message the gate answers, alternately through the gateway and
+    straight to the upstream; the overhead is the difference of the two p50s (ms).
     """
-    return None
+    queries = answer_queries(gate, pool)[: max(1, requests)]
+    with InstantUpstream() as upstream:
+        extra = ["--upstream", upstream.base_url]
+        with ServerChild(kb_dir, setting, WORK / "gateway", extra=extra) as server:
+            gateway_ms, direct_ms, errors = _paired_chats(
+                server.url + "/v1", upstream.base_url, queries, requests
+            )
+    gateway = percentile(gateway_ms, 50)
+    direct = percentile(direct_ms, 50)
+    return {
+        "requests": requests,
+        "errors": sum(errors.values()),
+        "error_kinds": dict(errors),
+        "gateway_p50_ms": gateway,
+        "gateway_p99_ms": percentile(gateway_ms, 99),
+        "upstream_p50_ms": direct,
+        "overhead_p50_ms": None if gateway is None or direct is None else gateway - direct,
+    }
+
+
+def _paired_chats(
+    gateway_url: str, upstream_url: str, queries: Sequence[str], requests: int
+) -> tuple[list[float], list[float], Counter[str]]:
+    import httpx
+
+    gateway_ms: list[float] = []
+    direct_ms: list[float] = []
+    errors: Counter[str] = Counter()
+    with httpx.Client(timeout=TIMEOUT_S) as client:
+        client.get(upstream_url.removesuffix("/v1") + "/docs")  # open the connections
+        for n in range(requests):
+            body = {
+                "model": "bench",
+                "messages": [{"role": "user", "content": queries[n % len(queries)]}],
+            }
+            for url, times in ((gateway_url, gateway_ms), (upstream_url, direct_ms)):
+                began = time.perf_counter()
+                try:
+                    response = client.post(f"{url}/chat/completions", json=body)
+                except httpx.HTTPError as exc:
+                    errors[type(exc).__name__] += 1
+                    continue
+                if response.status_code == 200:
+                    times.append((time.perf_counter() - began) * 1e3)
+                else:
+                    errors[str(response.status_code)] += 1
+    return gateway_ms, direct_ms, errors
+
+
+class InstantUpstream:
+    """``benchmarks.instant_upstream:app`` (a fixed reply, at once) under uvicorn in a child
+    process on loopback; ``base_url`` ends in ``/v1``."""
+
+    def __init__(self) -> None:
+        port = free_port()
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        command = [sys.executable, "-m", "uvicorn", "benchmarks.instant_upstream:app"]
+        command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+        self.process = subprocess.Popen(
+            command,
+            cwd=datasets.REPO,
+            env=server_env(),
+            stdout=subprocess.DEVNULL,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+
+    def __enter__(self) -> InstantUpstream:
+        import httpx
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the instant upstream exited with {self.process.returncode}")
+            try:
+                httpx.get(self.base_url.removesuffix("/v1") + "/docs", timeout=2)
+                return self
+            except httpx.TransportError:
+                time.sleep(0.1)
+        self.__exit__()
+        raise TimeoutError("the instant upstream did not start in 60 s")
+
+    def __exit__(self, *_: object) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            self.process.wait(timeout=30)
 
 
 def answer_queries(gate: Gate, queries: Sequence[str]) -> list[str]:

@@ -18,7 +18,7 @@ from schemathesis import GenerationMode
 
 from ragbound.gate import Gate
 from ragbound.serve import GatewaySettings, Limits, ServeSettings, Tokens, create_app
-from tests.serve.scripted_upstream import ScriptedUpstream
+from benchmarks.instant_upstream import ScriptedUpstream
 from tests.serve.server import ADMIN, READ, ThreadServer, auth, served_kb, wait_ready
 from tests.tripwires.tripwire_texts import TRIPWIRES
 

@@ -51,13 +51,14 @@ def serve(
         ),
     ] = "full",
     threads: Annotated[
-        int | None,
+        int,
         typer.Option(
-            help="CPU threads torch may use to embed queries (default: torch's own, one per "
-            "core). On a machine shared with other work, 1 avoids oversubscription.",
+            help="CPU threads torch may use to embed queries. 1 by default: on a loaded "
+            "2-core machine torch's own default (a thread per core) made each query about 10x "
+            "slower (make bench-serve); raise it on a machine the service has to itself.",
             callback=validate.positive_int,
         ),
-    ] = None,
+    ] = 1,
     upstream: Annotated[
         str | None,
         typer.Option(

@@ -1,8 +1,10 @@
-"""TEST DOUBLE: a scripted OpenAI-compatible chat server that replies with a fixed text.
+"""TEST DOUBLE: a scripted OpenAI-compatible chat server that replies at once with a fixed text.
 
-It stands in for the LLM server behind the gateway in the fast tests (no user would run it);
-the slow tests use llama-cpp-python's real server instead. It records every request body it
-receives, so the tests can see what the gateway forwarded, and can be told to fail.
+No user would run it. It stands in for the LLM server behind the gateway where the LLM is not
+what is measured: in the fast tests (which read the request bodies it records, and tell it to
+fail) and in ``make bench-serve``, which times the gateway's own overhead against it
+(``app`` below; ``python -m uvicorn benchmarks.instant_upstream:app``). The slow tests put
+llama-cpp-python's real server behind the gateway instead.
 """
 
 from __future__ import annotations
@@ -74,3 +76,7 @@ async def _events(body: dict[str, Any]):
     last = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
     yield f"data: {json.dumps(last)}\n\n".encode()
     yield b"data: [DONE]\n\n"
+
+
+app = ScriptedUpstream().app
+"""The ASGI app for a child process (the benchmark's upstream)."""
