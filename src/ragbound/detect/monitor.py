@@ -443,7 +443,7 @@ class ShiftMonitor:
 
     def _score(self, queries: list[str]) -> np.ndarray:
         hits = self.guard.kb.search(queries, self.guard.k)
-        return self.detector.score(hits.similarities)
+        return self.detector.score(self.guard.test_rows(queries, hits))
 
     def _load_or_new(self, log: Path, state_path: Path | None) -> MonitorState:
         if state_path is None or not state_path.exists():

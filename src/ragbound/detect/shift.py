@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 
 from ragbound.detect.config import DEFAULTS, Alpha, NonNegativeInt, PositiveInt, check_option
-from ragbound.detect.guard import Guard, search_in_batches
+from ragbound.detect.guard import Guard
 from ragbound.errors import InputError
 from ragbound.results import ShiftReport
 from ragbound.stats import ks_two_sample, mmd_permutation_test
@@ -64,9 +64,7 @@ def shift_test(
         return _mmd(guard, queries, alpha, n_permutations, seed, progress)
     reference = reference_scores(guard, statistic)
     detector = guard.detector(statistic)
-    scores = detector.score(
-        search_in_batches(guard.kb, queries, guard.k, progress=progress).similarities
-    )
+    scores = detector.score(guard.search_rows(queries, progress=progress))
     result = ks_two_sample(reference, scores, alpha=alpha)
     return ShiftReport(
         test="ks",
