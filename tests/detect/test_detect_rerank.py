@@ -189,3 +189,22 @@ def test_a_trained_cross_encoder_scores_relevant_pairs_as_less_out_of_knowledge(
     outside = guard.check_many(OUT_OF_KNOWLEDGE)
     assert max(v.score for v in inside) < min(v.score for v in outside)
     assert np.mean([v.p_value for v in outside]) < np.mean([v.p_value for v in inside])
+
+
+def test_cli_calibrate_with_a_reranker_records_it_and_check_uses_it(
+    monkeypatch, capsys, minilm_kb_dir: Path, cross_encoder: Path, tmp_path: Path
+):
+    from tests.cli.runner import run
+
+    shutil.copytree(minilm_kb_dir, tmp_path / "kb")
+    queries = tmp_path / "queries.txt"
+    queries.write_text("\n".join(IN_KNOWLEDGE) + "\n", encoding="utf-8")
+    args = ["calibrate", str(tmp_path / "kb"), "--queries", str(queries), "--k", "3"]
+    code, out, err = run(monkeypatch, capsys, *args, "--reranker", str(cross_encoder), "--json")
+    assert code == 0, err
+    assert json.loads(out)["reranker"] == str(cross_encoder.resolve())
+    code, out, err = run(monkeypatch, capsys, "check", str(tmp_path / "kb"), "bees", "--json")
+    assert code == 0, err
+    verdict = json.loads(out)
+    expected = Guard.load(tmp_path / "kb").check("bees")
+    assert verdict["score"] == pytest.approx(expected.score, abs=1e-5)
