@@ -320,7 +320,7 @@ def markdown(result: dict) -> str:
     latency = result["latency_ms_p50"]
     embed = latency["embed"]
     lat_rows = [[name, f"{ms:.1f}", f"{ms / embed:.1f}x"] for name, ms in latency.items()]
-    reranker = result["reranker"] or "none"
+    reranker = Path(result["reranker"]).name if result["reranker"] else "none"
     return "\n".join(
         [
             f"COVID-QA article halves ({result['articles']} articles, {result['questions']} "

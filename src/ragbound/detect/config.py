@@ -72,8 +72,8 @@ class DetectorConfig(BaseModel):
         None,
         description=(
             "Local cross-encoder folder: its relevance logits of the k retrieved chunks, "
-            "sorted descending, replace their similarities in every statistic (slower, "
-            "stronger on questions next to the corpus). None: the similarities."
+            "sorted descending, replace their similarities in every statistic (k "
+            "cross-encoder passes per query). None: the similarities."
         ),
     )
 
