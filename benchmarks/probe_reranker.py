@@ -26,12 +26,12 @@ import numpy as np
 from benchmarks.datasets import data_root
 from ragbound.embedders.packaged import cache_dir, minilm_path
 
-HARD_NEGATIVES = 2
+HARD_NEGATIVES = 1
 QUESTIONS = 600  # of PubMedQA's 1000: about 10 minutes on one busy core
-MAX_LENGTH = 160
+MAX_LENGTH = 128
 BATCH = 16
 EPOCHS = 1
-LEARNING_RATE = 4e-5
+LEARNING_RATE = 1e-4
 
 
 def default_folder() -> Path:
