@@ -163,7 +163,7 @@ class Gate:
             hits = kb.store.search(vectors, depth)
         else:
             vectors, hits = None, kb.store.search(texts, depth)
-        scores, p_values = self.detector.score_p_value(hits.similarities[:, : self.guard.k])
+        scores, p_values = self.detector.score_p_value(self.guard.test_rows(texts, hits))
         verdicts = self._tripwire_verdicts(texts, vectors, hits)
         return [
             self._decision(i, text, float(scores[i]), float(p_values[i]), hits, verdicts)

@@ -162,6 +162,10 @@ ROWS: list[tuple[str, str]] = [
     ("calibrate {kb} --queries {queries} --alpha 0", "'--alpha': must be between 0 and 1"),
     ("calibrate {kb} --queries {queries} --alpha nan", "'--alpha': must be a finite number"),
     ("calibrate {kb} --queries {queries} --alpha abc", "'--alpha'"),
+    ("calibrate {kb} --queries {queries} --reranker {missing}", "no such folder"),
+    ("calibrate {kb} --queries {queries} --reranker {file}", "no such folder"),
+    ("calibrate {kb} --queries {queries} --reranker {dir}", "has no config.json"),
+    ("calibrate {kb} --queries {queries} --reranker {dense}", "has no config.json"),
     # ------------------------------------------------------------------------- check
     ("check", "Missing argument"),
     ("check {kb}", "give queries as arguments or with --queries FILE"),

@@ -14,11 +14,11 @@ import httpx
 import openai
 import pytest
 
+from benchmarks.instant_upstream import REPLY, ScriptedUpstream
 from ragbound.errors import InputError
 from ragbound.gate import DEFAULT_ABSTENTION, DEFAULT_REFUSAL, Gate
 from ragbound.serve import GatewaySettings, ServeSettings, Tokens, create_app
 from ragbound.serve.gateway import ChatRequest, check_context_template, last_user_text
-from benchmarks.instant_upstream import REPLY, ScriptedUpstream
 from tests.serve.server import READ, ThreadServer, free_port, guarded_kb, wait_ready
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 from tests.tripwires.tripwire_texts import UNSAFE

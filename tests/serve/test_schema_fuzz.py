@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
+from benchmarks.instant_upstream import ScriptedUpstream
 from ragbound.gate import Gate
 from ragbound.serve import GatewaySettings, Limits, ServeSettings, Tokens, create_app
-from benchmarks.instant_upstream import ScriptedUpstream
 from tests.serve.server import ADMIN, READ, ThreadServer, auth, served_kb, wait_ready
 from tests.tripwires.tripwire_texts import TRIPWIRES
 

@@ -79,6 +79,10 @@ def calibrate(
         str,
         typer.Option(help=_help("p_value_method"), callback=validate.choice(*P_VALUE_METHODS)),
     ] = DEFAULTS.p_value_method,
+    reranker: Annotated[
+        Path | None,
+        typer.Option(help=_help("reranker"), callback=validate.reranker),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Build the empirical null from in-knowledge queries; save it in KB_DIR/calibration/.
@@ -92,7 +96,10 @@ def calibrate(
     60 by default), and refused if the knowledge base changed while it was being calibrated.
 
     --statistic and --alpha only set the defaults that check uses; every statistic can be
-    chosen later. --json prints path, n_queries, k, tau, statistic, alpha, critical_value and
+    chosen later. --reranker FOLDER (a local cross-encoder) makes check, evaluate, shift and
+    the service score the k chunks' relevance logits instead of their similarities: about
+    k cross-encoder passes per query, measured in docs/benchmarks.md. --json prints path,
+    n_queries, k, tau, statistic, alpha, p_value_method, reranker, critical_value and
     kb_fingerprint.
     """
     from ragbound.corpus import load_queries
@@ -111,6 +118,7 @@ def calibrate(
             statistic=statistic,
             alpha=alpha,
             p_value_method=p_value_method,
+            reranker=None if reranker is None else str(reranker),
             queries_source=str(queries),
             progress=progress(json_out),
         )

@@ -168,6 +168,20 @@ def window(value: str | None) -> str | None:
     return value
 
 
+def reranker(value: Path | None) -> Path | None:
+    """A local cross-encoder folder: config.json of a one-logit *ForSequenceClassification."""
+    if value is None:
+        return None
+    from ragbound.detect.rerank import check_reranker_folder
+    from ragbound.errors import InputError
+
+    try:
+        check_reranker_folder(value)
+    except InputError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return value
+
+
 def temperature(value: str | None) -> str | None:
     """The energy temperature: ``auto`` or a finite number > 0."""
     if value is None or value == "auto":

@@ -9,7 +9,7 @@ import numpy as np
 from ragbound.detect.config import (
     DEFAULT_STATISTIC,
     DEFAULTS,
-    DETECTOR_PARAMS,
+    TEST_PARAMS,
     DetectorConfig,
     detector_config,
 )
@@ -92,7 +92,7 @@ class BoundaryDetector:
     @classmethod
     def from_config(cls, config: DetectorConfig) -> BoundaryDetector:
         """An unfitted detector with the parameters of ``config``."""
-        return cls(**config.model_dump())
+        return cls(**config.model_dump(include=set(TEST_PARAMS)))
 
     @property
     def config(self) -> DetectorConfig:
@@ -101,15 +101,15 @@ class BoundaryDetector:
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The constructor parameters (``deep`` is accepted for scikit-learn; no sub-estimators)."""
-        return {name: getattr(self, name) for name in DETECTOR_PARAMS}
+        return {name: getattr(self, name) for name in TEST_PARAMS}
 
     def set_params(self, **params: Any) -> BoundaryDetector:
         """Set parameters by name and return self; values are validated by the next ``fit``."""
-        unknown = set(params) - set(DETECTOR_PARAMS)
+        unknown = set(params) - set(TEST_PARAMS)
         if unknown:
             raise InputError(
                 f"unknown parameter(s) {', '.join(sorted(unknown))}; valid: "
-                f"{', '.join(DETECTOR_PARAMS)}"
+                f"{', '.join(TEST_PARAMS)}"
             )
         for name, value in params.items():
             setattr(self, name, value)

@@ -6,6 +6,10 @@ Layout (inside the knowledge-base directory)::
     calibration/<id>.queries.jsonl     the calibration queries, in order
     calibration/<id>.similarities.npy  float64 (n_queries, k), rows sorted descending
 
+With a reranker (``DetectorConfig.reranker``) the rows are the cross-encoder's relevance
+logits of the k retrieved chunks, sorted descending (:mod:`ragbound.detect.rerank`), and the
+manifest records the model's revision so that a changed model is refused.
+
 The similarity matrix is the whole null: any statistic can be computed from it later
 without re-embedding, so ``check --statistic NAME`` needs no recalibration.
 
@@ -72,6 +76,8 @@ class CalibrationManifest(BaseModel):
     # SHA-256 of the data files, checked on load; None in calibrations made before
     similarities_sha256: str | None = None
     queries_sha256: str | None = None
+    # fingerprint of the reranker's files (model_revision); None without a reranker
+    reranker_revision: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -101,6 +107,7 @@ class Calibration:
         config: DetectorConfig,
         queries_source: str = "",
         search: SearchInfo | None = None,
+        reranker_revision: str | None = None,
     ) -> Calibration:
         sims = np.ascontiguousarray(similarities, dtype=np.float64)
         created = utc_now()
@@ -113,6 +120,7 @@ class Calibration:
             n_queries=len(queries),
             queries_source=queries_source,
             search=search,
+            reranker_revision=reranker_revision,
         )
         return cls(manifest, list(queries), sims)
 

@@ -7,6 +7,7 @@ them from here.
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
@@ -67,12 +68,29 @@ class DetectorConfig(BaseModel):
             "paper: eq. 2, #{null > t} / (n + 1), can be 0 and slightly anti-conservative."
         ),
     )
+    reranker: str | None = Field(
+        None,
+        description=(
+            "Local cross-encoder folder: its relevance logits of the k retrieved chunks, "
+            "sorted descending, replace their similarities in every statistic (k "
+            "cross-encoder passes per query). None: the similarities."
+        ),
+    )
 
     @field_validator("statistic")
     @classmethod
     def _known_statistic(cls, value: str) -> str:
         if value not in STATISTICS:
             raise ValueError(f"unknown statistic {value!r}: choose one of {', '.join(STATISTICS)}")
+        return value
+
+    @field_validator("reranker", mode="before")
+    @classmethod
+    def _named_reranker(cls, value: Any) -> Any:
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)  # a Path is stored as its text
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("reranker must be a model folder, not an empty string")
         return value
 
     @field_validator("k", mode="before")
@@ -117,6 +135,9 @@ def resolve_tau(tau: float | str, embedder_name: str) -> float | str:
 
 
 DETECTOR_PARAMS: tuple[str, ...] = tuple(DetectorConfig.model_fields)
+# What the array-level BoundaryDetector takes: the reranker decides how its rows are made,
+# which is the Guard's business, not the test's.
+TEST_PARAMS: tuple[str, ...] = tuple(name for name in DETECTOR_PARAMS if name != "reranker")
 
 
 def detector_config(**params: Any) -> DetectorConfig:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragbound.detect.guard import Guard, search_in_batches
+from ragbound.detect.guard import Guard
 from ragbound.errors import InputError
 from ragbound.results import EvaluationReport, StatisticMetrics
 from ragbound.stats import STATISTICS, balanced_runs
@@ -85,10 +85,8 @@ def statistic_scores(
     progress: bool = False,
 ) -> dict[str, ScoredSets]:
     """Every statistic on both query sets; each query is retrieved once."""
-    sims_in = search_in_batches(guard.kb, in_knowledge, guard.k, progress=progress).similarities
-    sims_out = search_in_batches(
-        guard.kb, out_of_knowledge, guard.k, progress=progress
-    ).similarities
+    sims_in = guard.search_rows(in_knowledge, progress=progress)
+    sims_out = guard.search_rows(out_of_knowledge, progress=progress)
     sets = {}
     for name in statistics:
         detector = guard.detector(name, EVALUATION_ALPHA)

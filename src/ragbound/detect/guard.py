@@ -14,7 +14,8 @@ from ragbound.corpus import validate_query
 from ragbound.detect.boundary import BoundaryDetector
 from ragbound.detect.calibration import Calibration
 from ragbound.detect.config import DEFAULTS, DetectorConfig, resolve_tau
-from ragbound.errors import InputError
+from ragbound.detect.rerank import CrossEncoderReranker, relevance_rows
+from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.results import Neighbour, Verdict
 from ragbound.stores import Hits
@@ -38,6 +39,7 @@ class Guard:
         self.kb = kb
         self.calibration = calibration
         self._detectors: dict[tuple[str, float], BoundaryDetector] = {}
+        self._reranker: CrossEncoderReranker | None = None
 
     # ------------------------------------------------------------- lifecycle
     @classmethod
@@ -54,8 +56,10 @@ class Guard:
         """Retrieve top-k for in-knowledge queries and keep them as the empirical null.
 
         ``config`` holds the detector's parameters (default: :class:`DetectorConfig`'s);
-        keyword ``params`` (statistic, k, tau, alpha, p_value_method) override single fields.
-        ``tau="auto"`` takes the embedder's training temperature (:func:`resolve_tau`).
+        keyword ``params`` (statistic, k, tau, alpha, p_value_method, reranker) override
+        single fields. ``tau="auto"`` takes the embedder's training temperature
+        (:func:`resolve_tau`). With a reranker the null keeps its relevance logits of the k
+        chunks (:meth:`test_rows`); the folder is recorded resolved, with its revision.
         """
         if "tau" in params:
             params["tau"] = resolve_tau(params["tau"], kb.manifest.embedder.name)
@@ -64,16 +68,24 @@ class Guard:
             raise InputError(
                 f"calibration needs at least 2 in-knowledge queries, got {len(queries)}"
             )
+        reranker = None if config.reranker is None else CrossEncoderReranker(config.reranker)
+        if reranker is not None:
+            config = config.updated(reranker=str(reranker.folder))
         hits = search_in_batches(kb, queries, config.k, progress=progress)
+        rows = hits.similarities
+        if reranker is not None:
+            rows = rerank_hits(kb, reranker, queries, hits, config.k, progress=progress)
         calibration = Calibration.create(
             queries,
-            hits.similarities,
+            rows,
             kb_fingerprint=kb.fingerprint,
             config=config,
             queries_source=queries_source,
             search=kb.describe(),
+            reranker_revision=None if reranker is None else reranker.revision,
         )
         guard = cls(kb, calibration)
+        guard._reranker = reranker
         _warn_if_powerless(len(queries), config.alpha)
         return guard
 
@@ -100,6 +112,40 @@ class Guard:
     @property
     def k(self) -> int:
         return self.config.k
+
+    @property
+    def reranker(self) -> CrossEncoderReranker | None:
+        """The calibration's cross-encoder, loaded once (None: the rows are similarities).
+
+        Refused (IncompatibleArtifactError) when the model's files changed since calibration.
+        """
+        folder = self.config.reranker
+        if folder is None or self._reranker is not None:
+            return self._reranker
+        reranker = CrossEncoderReranker(folder)
+        recorded = self.calibration.manifest.reranker_revision
+        if recorded is not None and reranker.revision != recorded:
+            raise IncompatibleArtifactError(
+                f"the reranker {folder} changed since this calibration was made (revision "
+                f"{recorded}, now {reranker.revision}): calibrate again"
+            )
+        self._reranker = reranker
+        return reranker
+
+    def test_rows(
+        self, queries: Sequence[str], hits: Hits, *, progress: bool = False
+    ) -> np.ndarray:
+        """The rows the test scores for these queries' hits: the top-k similarities, or with a
+        reranker the k chunks' relevance logits sorted descending (higher = closer, both)."""
+        reranker = self.reranker
+        if reranker is None:
+            return hits.similarities[:, : self.k]
+        return rerank_hits(self.kb, reranker, queries, hits, self.k, progress=progress)
+
+    def search_rows(self, queries: Sequence[str], *, progress: bool = False) -> np.ndarray:
+        """Retrieve the queries and return the rows the test scores (:meth:`test_rows`)."""
+        hits = search_in_batches(self.kb, queries, self.k, progress=progress)
+        return self.test_rows(queries, hits, progress=progress)
 
     def detector(
         self, statistic: str | None = None, alpha: float | None = None
@@ -136,7 +182,7 @@ class Guard:
         """Test a batch of queries (embedded in batches; one Verdict per query, in order)."""
         detector = self.detector(statistic, alpha)
         hits = search_in_batches(self.kb, queries, self.k, progress=progress)
-        scores, p_values = detector.score_p_value(hits.similarities)
+        scores, p_values = detector.score_p_value(self.test_rows(queries, hits, progress=progress))
         return [
             Verdict(
                 query=query,
@@ -200,3 +246,29 @@ def search_in_batches(
             idx.append(part.indices)
             advance(len(part.indices))
     return Hits(similarities=np.concatenate(sims), indices=np.concatenate(idx))
+
+
+def rerank_hits(
+    kb: KnowledgeBase,
+    reranker: CrossEncoderReranker,
+    queries: Sequence[str],
+    hits: Hits,
+    k: int,
+    *,
+    batch: int = 32,
+    progress: bool = False,
+) -> np.ndarray:
+    """The reranker's relevance logits of each query's top-k chunks, rows sorted descending."""
+    from ragbound.progress import progress_bar
+
+    rows = []
+    with progress_bar(len(queries), "reranking", progress) as advance:
+        for start in range(0, len(queries), batch):
+            part = list(queries[start : start + batch])
+            passages = [
+                [kb.chunk_at(int(j)).text for j in row[:k]]
+                for row in hits.indices[start : start + batch]
+            ]
+            rows.append(relevance_rows(reranker, part, passages))
+            advance(len(part))
+    return np.concatenate(rows)

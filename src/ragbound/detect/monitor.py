@@ -451,7 +451,8 @@ class ShiftMonitor:
     def _score(self, queries: list[str]) -> np.ndarray:
         if self.search is not None:
             return self.detector.score(self.search(queries))
-        return self.detector.score(self.guard.kb.search(queries, self.guard.k).similarities)
+        hits = self.guard.kb.search(queries, self.guard.k)
+        return self.detector.score(self.guard.test_rows(queries, hits))
 
     def resume(self, log: str | Path, state_path: str | Path | None = None) -> MonitorState:
         """The state to continue monitoring ``log`` from, for :meth:`feed_scores`.

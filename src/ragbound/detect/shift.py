@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from ragbound.detect.config import DEFAULTS, Alpha, NonNegativeInt, PositiveInt, check_option
-from ragbound.detect.guard import Guard, search_in_batches
+from ragbound.detect.guard import Guard
 from ragbound.errors import InputError
 from ragbound.results import ShiftReport
 from ragbound.stats import ks_two_sample, mmd_permutation_test
@@ -71,11 +71,8 @@ def shift_test(
         return _mmd(guard, queries, alpha, n_permutations, seed, progress)
     reference = reference_scores(guard, statistic)
     detector = guard.detector(statistic)
-    if search is None:
-        similarities = search_in_batches(guard.kb, queries, guard.k, progress=progress).similarities
-    else:
-        similarities = search(queries)
-    scores = detector.score(similarities)
+    rows = guard.search_rows(queries, progress=progress) if search is None else search(queries)
+    scores = detector.score(rows)
     result = ks_two_sample(reference, scores, alpha=alpha)
     return ShiftReport(
         test="ks",

@@ -27,7 +27,8 @@ SEARCH_BATCH = 256
 """Queries embedded together; the unit of work on both engines."""
 
 Search = Callable[[Sequence[str]], np.ndarray]
-"""Top-k similarities of each query (rows in query order, higher = closer), shape (n, k)."""
+"""The rows the test scores for each query, in query order, shape (n, k): the top-k
+similarities (higher = closer), or a reranking calibration's relevance logits (local only)."""
 
 __all__ = ["ENGINES", "SEARCH_BATCH", "Engine", "Search", "make_search"]
 
@@ -40,16 +41,17 @@ def make_search(
     workers: int = 2,
     progress: bool = False,
 ) -> Search:
-    """The guard's top-k search on ``engine`` (``address`` and ``workers``: Ray only)."""
-    from ragbound.detect.guard import search_in_batches
-
+    """The guard's search on ``engine`` (``address`` and ``workers``: Ray only). Both search
+    in batches of :data:`SEARCH_BATCH` queries (the local engine through the guard, with its
+    reranker when the calibration has one)."""
     if engine == "local":
         if address is not None:
             raise InputError("--address needs --engine ray")
-        return lambda queries: (
-            search_in_batches(
-                guard.kb, queries, guard.k, batch=SEARCH_BATCH, progress=progress
-            ).similarities
+        return lambda queries: guard.search_rows(queries, progress=progress)
+    if engine == "ray" and guard.reranker is not None:
+        raise InputError(
+            "this calibration reranks with a cross-encoder, which runs in this process: use "
+            "--engine local"
         )
     if engine == "ray":
         from ragbound.engines.ray_engine import RaySearch
