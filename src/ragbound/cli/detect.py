@@ -77,6 +77,16 @@ def calibrate(
         str,
         typer.Option(help=_help("p_value_method"), callback=validate.choice(*P_VALUE_METHODS)),
     ] = DEFAULTS.p_value_method,
+    granularity: Annotated[
+        str | None,
+        typer.Option(
+            help=(
+                "Units that score chunks, among those indexed (e.g. sentence or "
+                "chunk,sentence); default: the knowledge base's --granularity. check uses it."
+            ),
+            callback=validate.granularity,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Build the empirical null from in-knowledge queries; save it in KB_DIR/calibration/.
@@ -90,8 +100,9 @@ def calibrate(
     60 by default), and refused if the knowledge base changed while it was being calibrated.
 
     --statistic and --alpha only set the defaults that check uses; every statistic can be
-    chosen later. --json prints path, n_queries, k, tau, statistic, alpha, critical_value and
-    kb_fingerprint.
+    chosen later. --granularity is recorded: check, evaluate and shift search with it. --json
+    prints path, n_queries, k, tau, statistic, alpha, p_value_method, granularity,
+    critical_value and kb_fingerprint.
     """
     from ragbound.corpus import load_queries
     from ragbound.detect import Guard
@@ -109,6 +120,7 @@ def calibrate(
             statistic=statistic,
             alpha=alpha,
             p_value_method=p_value_method,
+            granularity=granularity,
             queries_source=str(queries),
             progress=progress(json_out),
         )
@@ -120,6 +132,7 @@ def calibrate(
         "path": str(folder),
         "n_queries": len(texts),
         **guard.config.model_dump(),  # tau as resolved, when it was 'auto'
+        "granularity": ",".join(guard.kb.granularity),
         "critical_value": detector.critical_value_,
         "kb_fingerprint": kb.fingerprint,
     }
@@ -127,7 +140,9 @@ def calibrate(
         emit_json(info)
         return
     console().print(
-        f"calibrated on {len(texts)} queries (k={k}, tau={guard.config.tau:g}); "
+        f"calibrated on {len(texts)} queries (k={k}, tau={guard.config.tau:g}"
+        + ("" if guard.kb.granularity == ("chunk",) else f", {info['granularity']} units")
+        + "); "
         f"{detector.statistic} critical value at "
         f"alpha={alpha}: {detector.critical_value_:.4f}; saved to {folder}"
     )

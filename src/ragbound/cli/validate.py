@@ -161,6 +161,20 @@ def window(value: str | None) -> str | None:
     return value
 
 
+def granularity(value: str | None) -> str | None:
+    """Search units: chunk, sentence, window, or a comma-separated list of them."""
+    if value is None:
+        return None
+    from ragbound.corpus.units import parse_granularity
+    from ragbound.errors import InputError
+
+    try:
+        parse_granularity(value)
+    except InputError as exc:
+        raise typer.BadParameter(str(exc).removeprefix("granularity: ")) from None
+    return value
+
+
 def temperature(value: str | None) -> str | None:
     """The energy temperature: ``auto`` or a finite number > 0."""
     if value is None or value == "auto":

@@ -33,9 +33,21 @@ class Guard:
         (True, 0.0033)
     """
 
-    def __init__(self, kb: KnowledgeBase, calibration: Calibration, *, force: bool = False):
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        calibration: Calibration,
+        *,
+        force: bool = False,
+        granularity: str | Sequence[str] | None = None,
+    ):
+        """Pair a knowledge base with its calibration (refused if they do not match).
+
+        The guard searches at the calibration's granularity (``self.kb`` is the knowledge
+        base at that granularity); another ``granularity`` is refused unless ``force``.
+        """
         calibration.check_compatible(kb.fingerprint, force=force)
-        self.kb = kb
+        self.kb = kb.at_granularity(calibration.granularity_for(granularity, force=force))
         self.calibration = calibration
         self._detectors: dict[tuple[str, float], BoundaryDetector] = {}
 
@@ -48,6 +60,7 @@ class Guard:
         config: DetectorConfig | None = None,
         *,
         queries_source: str = "",
+        granularity: str | Sequence[str] | None = None,
         progress: bool = False,
         **params: Any,
     ) -> Guard:
@@ -56,7 +69,11 @@ class Guard:
         ``config`` holds the detector's parameters (default: :class:`DetectorConfig`'s);
         keyword ``params`` (statistic, k, tau, alpha, p_value_method) override single fields.
         ``tau="auto"`` takes the embedder's training temperature (:func:`resolve_tau`).
+        ``granularity`` (``"sentence"``, ``"chunk,window"``, ...): the indexed units chunks
+        are scored by (default: the knowledge base's own, as indexed); it is recorded.
         """
+        if granularity is not None:
+            kb = kb.at_granularity(granularity)
         if "tau" in params:
             params["tau"] = resolve_tau(params["tau"], kb.manifest.embedder.name)
         config = (config or DEFAULTS).updated(**params)
@@ -72,6 +89,7 @@ class Guard:
             config=config,
             queries_source=queries_source,
             search=kb.describe(),
+            granularity=kb.granularity,
         )
         guard = cls(kb, calibration)
         _warn_if_powerless(len(queries), config.alpha)
@@ -86,10 +104,16 @@ class Guard:
         return self.calibration.save(self.kb.path, on_wait=on_wait)
 
     @classmethod
-    def load(cls, kb_dir: str | Path, *, force: bool = False) -> Guard:
+    def load(
+        cls,
+        kb_dir: str | Path,
+        *,
+        force: bool = False,
+        granularity: str | Sequence[str] | None = None,
+    ) -> Guard:
         """Open a saved knowledge base and its calibration (refused if they do not match)."""
         kb = KnowledgeBase.load(kb_dir)
-        return cls(kb, Calibration.load(Path(kb_dir)), force=force)
+        return cls(kb, Calibration.load(Path(kb_dir)), force=force, granularity=granularity)
 
     # ------------------------------------------------------------- detectors
     @property
