@@ -563,8 +563,13 @@ class KnowledgeBase:
         self._base_names = [s.name for s in theirs.segments]
 
     @classmethod
-    def load(cls, path: str | Path) -> KnowledgeBase:
+    def load(
+        cls, path: str | Path, *, embedder: SentenceTransformerEmbedder | None = None
+    ) -> KnowledgeBase:
         """Open a saved knowledge base, checking its files against its manifest.
+
+        ``embedder``: an embedder already loaded to use instead of loading the manifest's
+        (to share one model between knowledge bases); it must be the one that built it.
 
         Takes no lock: it reads the last committed manifest. Each file's SHA-256 is checked
         when the manifest records it (manifests written before checksums were recorded are
@@ -577,10 +582,14 @@ class KnowledgeBase:
         for attempt in range(_LOAD_ATTEMPTS):
             stamp = _manifest_stamp(root)
             try:
-                return cls._load_committed(root)
+                kb = cls._load_committed(root)
             except ArtifactError:
                 if attempt + 1 == _LOAD_ATTEMPTS or _manifest_stamp(root) == stamp:
                     raise  # damage, not a commit that happened while reading
+                continue
+            if embedder is not None:
+                kb._check_embedder(embedder)
+            return kb
         raise AssertionError("unreachable")
 
     @classmethod
@@ -616,15 +625,19 @@ class KnowledgeBase:
         if self.manifest.embedder.kind != "dense":
             raise InputError("a BM25 knowledge base has no dense embedder")
         if self._embedder is None:
-            embedder = load_dense_embedder(self.manifest.embedder_spec)
-            if embedder.info.identity() != self.manifest.embedder.identity():
-                raise IncompatibleArtifactError(
-                    f"the embedder {self.manifest.embedder_spec!r} on this machine "
-                    f"({embedder.info.revision}) is not the one that built this knowledge "
-                    f"base ({self.manifest.embedder.revision}); rebuild it with ragbound index"
-                )
-            self._embedder = embedder
+            self._check_embedder(load_dense_embedder(self.manifest.embedder_spec))
+            assert self._embedder is not None
         return self._embedder
+
+    def _check_embedder(self, embedder: SentenceTransformerEmbedder) -> None:
+        """Use ``embedder`` if it is the one that built this knowledge base, else refuse."""
+        if embedder.info.identity() != self.manifest.embedder.identity():
+            raise IncompatibleArtifactError(
+                f"the embedder {self.manifest.embedder_spec!r} on this machine "
+                f"({embedder.info.revision}) is not the one that built this knowledge "
+                f"base ({self.manifest.embedder.revision}); rebuild it with ragbound index"
+            )
+        self._embedder = embedder
 
     @property
     def store(self) -> Retriever:
