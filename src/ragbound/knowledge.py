@@ -713,8 +713,10 @@ class KnowledgeBase:
 
     def index_size(self) -> tuple[int, int]:
         """Rows the search scores at this granularity and their vectors' bytes (0 for BM25)."""
-        owners, vectors, _ = self._search_rows()
-        return len(owners), 0 if vectors is None else int(vectors.nbytes)
+        fine = sum(u.granularity in self._granularity for u in self._units.units)
+        rows = fine + (len(self.chunks) if "chunk" in self._granularity else 0)
+        dense = self.manifest.embedder.kind == "dense"
+        return rows, rows * self.dimension * np.dtype(np.float32).itemsize if dense else 0
 
     def restricted_to(self, doc_ids: Collection[str]) -> KnowledgeBase:
         """An unsaved knowledge base of only these documents' chunks and units, not embedded
@@ -724,13 +726,9 @@ class KnowledgeBase:
             raise InputError("none of the given document ids is in the knowledge base")
         new_row = {old: new for new, old in enumerate(rows)}
         keep = [i for i, u in enumerate(self._units.units) if u.chunk in new_row]
+        kept = (self._units.units[i] for i in keep)
         units = FineUnits(
-            [
-                self._units.units[i].model_copy(
-                    update={"chunk": new_row[self._units.units[i].chunk]}
-                )
-                for i in keep
-            ],
+            [u.model_copy(update={"chunk": new_row[u.chunk]}) for u in kept],
             None if self._units.vectors is None else self._units.vectors[keep],
         )
         chunks = [self.chunks[i] for i in rows]
