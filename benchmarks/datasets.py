@@ -88,3 +88,34 @@ def xstest(label: str) -> list[str]:
     path = data_root() / "xstest" / "xstest_prompts.csv"
     with path.open(encoding="utf-8", newline="") as handle:
         return [row["prompt"] for row in csv.DictReader(handle) if row["label"] == label]
+
+
+def covidqa_missing_reason() -> str | None:
+    """Why COVID-QA cannot be used here, or None when it is present."""
+    path = data_root() / "covidqa" / "covid_qa.json"
+    return None if path.is_file() else f"COVID-QA not found: {path}"
+
+
+def _covidqa_paragraphs() -> list[dict]:
+    path = data_root() / "covidqa" / "covid_qa.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return [paragraph for item in data["data"] for paragraph in item["paragraphs"]]
+
+
+def covidqa_articles() -> dict[str, str]:
+    """The 98 COVID-QA articles: document id -> whole article text."""
+    return {str(p["document_id"]): p["context"] for p in _covidqa_paragraphs()}
+
+
+def covidqa_questions() -> list[tuple[str, str]]:
+    """The 1,380 COVID-QA questions as (document id of the article that answers it, question)."""
+    return [
+        (str(p["document_id"]), qa["question"].strip())
+        for p in _covidqa_paragraphs()
+        for qa in p["qas"]
+    ]
+
+
+def pubmedqa_questions_by_pmid() -> dict[str, str]:
+    """PQA-L: PMID -> its question (the abstract of that PMID answers it)."""
+    return {pmid: record["QUESTION"] for pmid, record in _pubmedqa().items()}

@@ -10,12 +10,13 @@ With the local LLM installed (``ragbound[local]``), also: synthetic vs real cali
 by step (paper Table 4), the outlier-detector and LLM-judge baselines (Tables 2-3) and the
 local generation speed (see benchmarks/synthetic.py, baselines.py, llm_speed.py).
 
-``python -m benchmarks.run synthetic|shift|tripwires|tripwire-default|llm-speed`` runs only
-that part and merges it into the saved results. ``python -m benchmarks.run serve [--requests N]
-[--per-level N] [--threads N|default]`` is ``make bench-serve`` (benchmarks/serve.py: the HTTP
-service against in-process decisions; raw numbers in bench_out/serve.json). The tripwire parts
-(benchmarks/tripwires.py, tripwire_default.py) need HarmfulQA and XSTest; BENCH_CASCADE_N sets
-its LLM cascade subset (default 30 per side).
+``python -m benchmarks.run synthetic|shift|near|ray|tripwires|tripwire-default|llm-speed`` runs
+only that part and merges it into the saved results. ``python -m benchmarks.run serve
+[--requests N] [--per-level N] [--threads N|default]`` is ``make bench-serve``
+(benchmarks/serve.py: the HTTP service against in-process decisions; raw numbers in
+bench_out/serve.json). The tripwire parts (benchmarks/tripwires.py, tripwire_default.py) need
+HarmfulQA and XSTest; BENCH_CASCADE_N sets its LLM cascade subset (default 30 per side).
+The near part (benchmarks/near.py) needs COVID-QA too; BENCH_NEAR_SEEDS sets its splits (5).
 Environment: RAGBOUND_DATA (data folder), BENCH_MEMORY_CHUNKS (default 100000; 0 skips),
 BENCH_SYNTH (default 1; 0 skips the LLM parts), BENCH_SYNTH_STEPS (default all: "1,2,3,4,5").
 """
@@ -31,7 +32,6 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -40,6 +40,7 @@ from benchmarks import (
     datasets,
     llm_speed,
     monitor_schemes,
+    near,
     pvalue_validity,
     ray_scoring,
     serve,
@@ -49,6 +50,7 @@ from benchmarks import (
 )
 from benchmarks.doc import machine_description, markdown_table, write_section
 from benchmarks.energy_tau import energy_tau_markdown, energy_tau_part
+from benchmarks.timing import latency, timed
 from benchmarks.tripwire_default import tripwire_default_markdown, tripwire_default_part
 from ragbound.detect import Guard
 from ragbound.detect.evaluate import evaluate, split_queries, statistic_scores
@@ -75,6 +77,11 @@ def main() -> None:
     corpus = datasets.write_pubmedqa_corpus(OUT / "pubmedqa_corpus.jsonl")
     calibration, ik_test = split_queries(datasets.pubmedqa_questions(), 0.5, seed=0)
     ook = {"MMLU-Med": datasets.mmlu_med_questions(), "TruthfulQA": datasets.truthfulqa_questions()}
+    if sys.argv[1:] == ["near"]:
+        results = saved_results()
+        results["near"] = near_part()
+        save(results, ["near"])
+        return
     if sys.argv[1:] == ["shift"]:
         results = saved_results()
         kb = KnowledgeBase.build([corpus], embedder="minilm")
@@ -151,6 +158,7 @@ def main() -> None:
             results["synthetic"] = synthetic_part(kb, calibration, ik_test, ook)
     if importlib.util.find_spec("ray") is not None:
         results["ray"] = ray_scoring.ray_part(OUT)
+    results["near"] = near_part()
     save(results, SECTIONS)  # before the long memory run, so its failure loses nothing
     monitor_schemes.main()
     pvalue_validity.main()
@@ -252,6 +260,19 @@ def synthetic_part(
     part["speed"] = llm_speed.generation_speed(kb)
     part["warm_synth_s"] = llm_speed.warm_synth_seconds(kb.path or OUT / "kb-minilm")
     console.print(part["speed"], f"warm synth of 300: {part['warm_synth_s']:.2f} s")
+    return part
+
+
+def near_part() -> dict:
+    """Near out-of-knowledge: COVID-QA halves, PubMedQA half, far sets (benchmarks/near.py)."""
+    part = near.near_part(OUT)
+    if "skipped" in part:
+        console.print(f"[yellow]skipping the near out-of-knowledge benchmark: {part['skipped']}[/]")
+        return part
+    header, rows = near.quality_table(part)
+    console.print(_rich_table("near out-of-knowledge (mean ± sd over seeds)", header, rows))
+    header, rows = near.cost_table(part)
+    console.print(_rich_table("what each granularity costs", header, rows))
     return part
 
 
@@ -361,38 +382,11 @@ def save(results: dict, parts: Iterable[str] = ()) -> None:
             write_section(name, title, "\n".join(lines))
 
 
-def timed(fn):
-    start = time.perf_counter()
-    value = fn()
-    return value, time.perf_counter() - start
-
-
 def raw_encode_rate(kb: KnowledgeBase) -> float:
     """Chunks/s of the bare model.encode on the same chunk texts (the throughput ceiling)."""
     texts = [chunk.text for chunk in kb.chunks]
     _, seconds = timed(lambda: kb.embedder.encode(texts, batch_size=64))
     return len(texts) / seconds
-
-
-def latency(guard: Guard, queries: list[str]) -> dict:
-    """Per-query check vs embed-only wall time, interleaved so both see the same load."""
-    embedder = guard.kb.embedder
-    guard.check(queries[0])  # warm-up: model load, detector fit
-    check_ms, embed_ms = [], []
-    for query in queries:
-        _, t_embed = timed(lambda q=query: embedder.encode_one(q))
-        _, t_check = timed(lambda q=query: guard.check(q))
-        embed_ms.append(t_embed * 1e3)
-        check_ms.append(t_check * 1e3)
-    pct = lambda xs, q: float(np.percentile(xs, q))  # noqa: E731
-    return {
-        "n": len(queries),
-        "check_p50_ms": pct(check_ms, 50),
-        "check_p99_ms": pct(check_ms, 99),
-        "embed_p50_ms": pct(embed_ms, 50),
-        "embed_p99_ms": pct(embed_ms, 99),
-        "ratio_p50": pct(check_ms, 50) / pct(embed_ms, 50),
-    }
 
 
 def peak_memory(n_chunks: int) -> dict:
@@ -713,6 +707,7 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     ),
     "shift": ("Offline shift test (paper Figure 5) and monitor speed", shift_markdown),
     "ray": ("Ray scoring: workers against one process", ray_scoring.ray_markdown),
+    "near": ("Near out-of-knowledge: COVID-QA halves, PubMedQA half, far sets", near.near_markdown),
     "tripwires": ("Tripwires (RAR)", tripwire_markdown),
     "tripwire-default": (
         "Tripwires: the default rule against the paper's",

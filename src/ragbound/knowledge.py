@@ -6,6 +6,10 @@ Layout of a knowledge-base directory::
                                              below; replacing it is the commit of every write
     segments/000001-3f9a1c2b.chunks.jsonl    one chunk per line (id, text, doc_id, source, ...)
     segments/000001-3f9a1c2b.vectors.npy     float32 (n_chunks_in_segment, dim); absent for BM25
+    segments/000001-3f9a1c2b.units.jsonl     fine units (sentences, windows), only when indexed:
+                                             one per line, {chunk (row in the segment), granularity,
+                                             text}
+    segments/000001-3f9a1c2b.units.npy       float32 (n_units_in_segment, dim); absent for BM25
 
 Writers take the knowledge base's lock (:func:`ragbound.locking.writer_lock`, shared with
 the calibration and the tripwires stored in the same folder) and write new segment files
@@ -14,13 +18,17 @@ under names no committed manifest uses (``<seq>-<random>``); one atomic replace 
 whole, and the files it left (referenced by no manifest) are removed by the next write.
 Readers take no lock and read the last committed manifest. Segments are append-only: adding
 documents embeds and writes only the new chunks.
+
+Granularity (:mod:`ragbound.corpus.units`): besides its chunks, a knowledge base may index
+finer units cut from them. A search then scores each chunk by its best unit among the
+granularity searched (:class:`~ragbound.stores.PooledStore`) and still returns chunk rows.
 """
 
 from __future__ import annotations
 
 import secrets
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -49,6 +57,14 @@ from ragbound.corpus import (
     load_documents,
     validate_query,
 )
+from ragbound.corpus.units import (
+    Granularity,
+    Unit,
+    UnitParams,
+    granularity_label,
+    parse_granularity,
+    split_units,
+)
 from ragbound.embedders import EmbedderInfo, canonical_spec, is_lexical, load_dense_embedder
 from ragbound.embedders.base import Similarity
 from ragbound.embedders.sentence import SentenceTransformerEmbedder, release_freed_memory
@@ -60,6 +76,7 @@ from ragbound.stores import (
     BM25Store,
     ExactStore,
     Hits,
+    PooledStore,
     QueryKind,
     Retriever,
     SearchInfo,
@@ -72,6 +89,8 @@ MANIFEST = "manifest.json"
 SEGMENTS = "segments"
 CHUNKS_SUFFIX = ".chunks.jsonl"
 VECTORS_SUFFIX = ".vectors.npy"
+UNITS_SUFFIX = ".units.jsonl"
+UNIT_VECTORS_SUFFIX = ".units.npy"
 # what the lock is called in messages; the calibration and the tripwires take the same lock
 LOCK_WHAT = "knowledge base"
 _LOAD_ATTEMPTS = 3  # a reader reads again when a writer replaced the knowledge base meanwhile
@@ -93,15 +112,52 @@ class Segment(BaseModel):
     # checksums were recorded (their files are then checked by counts and shapes only)
     chunks_sha256: str | None = None
     vectors_sha256: str | None = None
+    # fine units (sentences, windows) of the segment's chunks; 0 when only chunks are indexed
+    n_units: int = 0
+    units_sha256: str | None = None
+    unit_vectors_sha256: str | None = None
+
+
+@dataclass
+class FineUnits:
+    """Fine units and their (dense) vectors, rows aligned; ``unit.chunk`` is a chunk row."""
+
+    units: list[Unit]
+    vectors: np.ndarray | None
+
+    @classmethod
+    def empty(cls, dimension: int | None) -> FineUnits:
+        vectors = None if dimension is None else np.empty((0, dimension), np.float32)
+        return cls([], vectors)
+
+    def shifted(self, offset: int) -> FineUnits:
+        """The same units with chunk rows moved by ``offset``."""
+        units = [u.model_copy(update={"chunk": u.chunk + offset}) for u in self.units]
+        return FineUnits(units, self.vectors)
+
+    def concat(self, other: FineUnits) -> FineUnits:
+        vectors = None
+        if self.vectors is not None and other.vectors is not None:
+            vectors = np.concatenate([self.vectors, other.vectors])
+        return FineUnits(self.units + other.units, vectors)
+
+    def of_chunks(self, start: int, stop: int) -> FineUnits:
+        """The units of chunk rows [start, stop), rows renumbered from 0 (units are in
+        chunk order)."""
+        chunk_rows = [u.chunk for u in self.units]
+        lo, hi = np.searchsorted(chunk_rows, [start, stop])
+        vectors = None if self.vectors is None else self.vectors[lo:hi]
+        return FineUnits(self.units[lo:hi], vectors).shifted(-start)
 
 
 @dataclass
 class _NewSegment:
-    """A segment to be written: its chunks and (dense) vectors."""
+    """A segment to be written: its chunks, (dense) vectors and fine units (rows local)."""
 
     segment: Segment
     chunks: list[Chunk]
     vectors: np.ndarray | None
+    units: FineUnits
 
 
 class KBManifest(BaseModel):
@@ -116,6 +172,8 @@ class KBManifest(BaseModel):
     chunking: ChunkingParams
     text_field: str = "text"
     id_field: str | None = None
+    # fine units indexed beside the chunks; the default (chunks only) in older manifests
+    units: UnitParams = UnitParams()
     n_chunks: int
     n_documents: int
     corpus_hash: str
@@ -125,13 +183,16 @@ class KBManifest(BaseModel):
 
     @property
     def fingerprint(self) -> str:
-        """Identity of the knowledge: embedder, chunking and every chunk id (16 hex chars).
+        """Identity of the knowledge: embedder, chunking, units and every chunk id (16 hex).
 
         Calibrations record it and refuse to run against a knowledge base whose
         fingerprint differs: their null distribution was measured on other similarities.
+        The units enter only when fine units are indexed, so a chunks-only knowledge base
+        keeps the fingerprint it had before granularity existed.
         """
+        units = [self.units.model_dump_json()] if self.units.fine else []
         return sha256_text(
-            self.embedder.identity(), self.chunking.model_dump_json(), self.corpus_hash
+            self.embedder.identity(), self.chunking.model_dump_json(), self.corpus_hash, *units
         )[:16]
 
 
@@ -165,11 +226,16 @@ class KnowledgeBase:
         *,
         path: Path | None = None,
         embedder: SentenceTransformerEmbedder | None = None,
+        units: FineUnits | None = None,
     ):
         self.manifest = manifest
         self.chunks = chunks
         self.path = path
         self._embedder = embedder
+        dense = manifest.embedder.kind == "dense"
+        self._units = units or FineUnits.empty(manifest.embedder.dimension if dense else None)
+        # the units a search scores chunks by (see at_granularity)
+        self._granularity: tuple[Granularity, ...] = manifest.units.granularity
         # segments added since the last load or save, and the committed segments they follow
         self._unsaved: list[_NewSegment] = []
         self._base_names: list[str] = []
@@ -189,15 +255,21 @@ class KnowledgeBase:
         overlap: int = 40,
         text_field: str = "text",
         id_field: str | None = None,
+        units: UnitParams | None = None,
         batch_size: int = 64,
         progress: bool = False,
     ) -> KnowledgeBase:
-        """Load, chunk and embed a corpus (files or folders) into an unsaved knowledge base."""
+        """Load, chunk and embed a corpus (files or folders) into an unsaved knowledge base.
+
+        ``units`` adds fine units (sentences, windows) beside the chunks; see
+        :func:`ragbound.corpus.units.unit_params`.
+        """
         documents = load_documents(paths, text_field=text_field, id_field=id_field)
         return cls.from_documents(
             documents,
             embedder=embedder,
             chunking=ChunkingParams(chunk_words=chunk_words, overlap=overlap),
+            units=units,
             text_field=text_field,
             id_field=id_field,
             sources=[str(p) for p in paths],
@@ -212,13 +284,14 @@ class KnowledgeBase:
         *,
         embedder: str = "minilm",
         chunking: ChunkingParams | None = None,
+        units: UnitParams | None = None,
         text_field: str = "text",
         id_field: str | None = None,
         sources: Sequence[str] = (),
         batch_size: int = 64,
         progress: bool = False,
     ) -> KnowledgeBase:
-        """Chunk and embed documents already in memory."""
+        """Chunk and embed documents already in memory (and their fine ``units``, if any)."""
         chunking = chunking or ChunkingParams()
         chunks = _chunk(documents, chunking)
         spec = canonical_spec(embedder)
@@ -231,6 +304,7 @@ class KnowledgeBase:
             embedder_spec=spec,
             embedder=info,
             chunking=chunking,
+            units=units or UnitParams(),
             text_field=text_field,
             id_field=id_field,
             n_chunks=len(chunks),
@@ -290,9 +364,15 @@ class KnowledgeBase:
         batch_size: int,
         progress: bool,
     ) -> None:
-        vectors = None
+        units = split_units(chunks, self.manifest.units)
+        vectors, unit_vectors = None, None
         if self.manifest.embedder.kind == "dense":
-            vectors = _embed_chunks(self.embedder, chunks, batch_size, progress)
+            vectors = _embed_texts(self.embedder, [c.text for c in chunks], batch_size, progress)
+            if units:
+                texts = [u.text for u in units]
+                unit_vectors = _embed_texts(self.embedder, texts, batch_size, progress, "units")
+            else:
+                unit_vectors = np.empty((0, self.manifest.embedder.dimension), np.float32)
         segment = Segment(
             # provisional: save() gives every new segment a name no committed manifest uses
             name=f"unsaved-{len(self.manifest.segments) + 1}",
@@ -300,13 +380,16 @@ class KnowledgeBase:
             n_documents=len(documents),
             sources=list(sources),
             created_at=utc_now(),
+            n_units=len(units),
         )
-        self._unsaved.append(_NewSegment(segment, chunks, vectors))
+        fine = FineUnits(units, unit_vectors)
+        self._unsaved.append(_NewSegment(segment, chunks, vectors, fine))
         self._set_contents(
             self.manifest.model_copy(update={"updated_at": segment.created_at}),
             [*self.manifest.segments, segment],
             self.chunks + chunks,
             vectors if self._vectors is None else _concat(self._vectors, vectors),
+            self._units.concat(fine.shifted(len(self.chunks))),
         )
 
     def _set_contents(
@@ -315,8 +398,9 @@ class KnowledgeBase:
         segments: list[Segment],
         chunks: list[Chunk],
         vectors: np.ndarray | None,
+        units: FineUnits,
     ) -> None:
-        """Hold these segments, chunks and vectors, with the manifest's totals to match."""
+        """Hold these segments, chunks, vectors and units, with the manifest's totals to match."""
         self.manifest = manifest.model_copy(
             update={
                 "segments": segments,
@@ -327,6 +411,7 @@ class KnowledgeBase:
         )
         self.chunks = chunks
         self._vectors = vectors
+        self._units = units
         self._store = None  # rebuilt over every chunk on the next search
 
     # ------------------------------------------------------------- persistence
@@ -408,7 +493,8 @@ class KnowledgeBase:
         for seq, segment in enumerate(self.manifest.segments, start=1):
             start, stop = offsets[segment.name]
             vectors = None if self._vectors is None else self._vectors[start:stop]
-            new = _NewSegment(segment, self.chunks[start:stop], vectors)
+            units = self._units.of_chunks(start, stop)
+            new = _NewSegment(segment, self.chunks[start:stop], vectors, units)
             written.append(self._write_segment(seg_dir, new, seq, taken, step))
         self._commit(target, written, step)
         if replacing:
@@ -434,6 +520,8 @@ class KnowledgeBase:
             vector_file = seg_dir / f"{name}{VECTORS_SUFFIX}"
             write_npy(vector_file, np.ascontiguousarray(new.vectors, np.float32))
             update["vectors_sha256"] = file_sha256(vector_file)
+        if new.units.units:
+            update |= _write_units(seg_dir, name, new.units)
         return new.segment.model_copy(update=update)
 
     def _commit(self, target: Path, segments: list[Segment], step: str) -> None:
@@ -463,20 +551,28 @@ class KnowledgeBase:
                 f"{len(clashes)} document id(s) were added to {current.path} by another writer "
                 f"meanwhile: {shown}; nothing was saved"
             )
-        vectors = current._vectors
+        vectors, units, rows = current._vectors, current._units, len(current.chunks)
         for new in self._unsaved:
             vectors = new.vectors if vectors is None else _concat(vectors, new.vectors)
+            units = units.concat(new.units.shifted(rows))
+            rows += len(new.chunks)
         self._set_contents(
             theirs.model_copy(update={"updated_at": mine.updated_at}),
             [*theirs.segments, *(new.segment for new in self._unsaved)],
             current.chunks + new_chunks,
             vectors,
+            units,
         )
         self._base_names = [s.name for s in theirs.segments]
 
     @classmethod
-    def load(cls, path: str | Path) -> KnowledgeBase:
+    def load(
+        cls, path: str | Path, *, embedder: SentenceTransformerEmbedder | None = None
+    ) -> KnowledgeBase:
         """Open a saved knowledge base, checking its files against its manifest.
+
+        ``embedder``: an embedder already loaded to use instead of loading the manifest's
+        (to share one model between knowledge bases); it must be the one that built it.
 
         Takes no lock: it reads the last committed manifest. Each file's SHA-256 is checked
         when the manifest records it (manifests written before checksums were recorded are
@@ -489,10 +585,14 @@ class KnowledgeBase:
         for attempt in range(_LOAD_ATTEMPTS):
             stamp = _manifest_stamp(root)
             try:
-                return cls._load_committed(root)
+                kb = cls._load_committed(root)
             except ArtifactError:
                 if attempt + 1 == _LOAD_ATTEMPTS or _manifest_stamp(root) == stamp:
                     raise  # damage, not a commit that happened while reading
+                continue
+            if embedder is not None:
+                kb._check_embedder(embedder)
+            return kb
         raise AssertionError("unreachable")
 
     @classmethod
@@ -503,6 +603,8 @@ class KnowledgeBase:
 
             return PostgresKnowledgeBase.open(root, manifest)
         chunks: list[Chunk] = []
+        dense = manifest.embedder.kind == "dense"
+        units = FineUnits.empty(manifest.embedder.dimension if dense else None)
         for segment in manifest.segments:
             chunk_file = root / SEGMENTS / f"{segment.name}{CHUNKS_SUFFIX}"
             check_sha256(chunk_file, segment.chunks_sha256, "chunk file")
@@ -512,11 +614,14 @@ class KnowledgeBase:
                     f"chunk file {chunk_file} holds {len(seg_chunks)} chunks, "
                     f"the manifest says {segment.n_chunks}"
                 )
+            if segment.n_units:
+                seg_units = _read_units(root, segment, manifest.embedder.dimension if dense else 0)
+                units = units.concat(seg_units.shifted(len(chunks)))
             chunks.extend(seg_chunks)
         if corpus_hash(chunks) != manifest.corpus_hash:
             raise ArtifactError(f"{root}: chunk files do not match the manifest's corpus hash")
-        vectors = _read_all_vectors(root, manifest) if manifest.embedder.kind == "dense" else None
-        kb = cls(manifest, chunks, vectors, path=root)
+        vectors = _read_all_vectors(root, manifest) if dense else None
+        kb = cls(manifest, chunks, vectors, path=root, units=units)
         kb._base_names = [s.name for s in manifest.segments]
         return kb
 
@@ -527,29 +632,127 @@ class KnowledgeBase:
         if self.manifest.embedder.kind != "dense":
             raise InputError("a BM25 knowledge base has no dense embedder")
         if self._embedder is None:
-            embedder = load_dense_embedder(self.manifest.embedder_spec)
-            if embedder.info.identity() != self.manifest.embedder.identity():
-                raise IncompatibleArtifactError(
-                    f"the embedder {self.manifest.embedder_spec!r} on this machine "
-                    f"({embedder.info.revision}) is not the one that built this knowledge "
-                    f"base ({self.manifest.embedder.revision}); rebuild it with ragbound index"
-                )
-            self._embedder = embedder
+            self._check_embedder(load_dense_embedder(self.manifest.embedder_spec))
+            assert self._embedder is not None
         return self._embedder
+
+    def _check_embedder(self, embedder: SentenceTransformerEmbedder) -> None:
+        """Use ``embedder`` if it is the one that built this knowledge base, else refuse."""
+        if embedder.info.identity() != self.manifest.embedder.identity():
+            raise IncompatibleArtifactError(
+                f"the embedder {self.manifest.embedder_spec!r} on this machine "
+                f"({embedder.info.revision}) is not the one that built this knowledge "
+                f"base ({self.manifest.embedder.revision}); rebuild it with ragbound index"
+            )
+        self._embedder = embedder
 
     @property
     def store(self) -> Retriever:
         """The chunks' search index, a :class:`~ragbound.stores.Retriever` whose rows are
         ``chunks``: exact inner product over the vectors (queries are vectors) or BM25 over
-        the texts (queries are texts), built on first use."""
+        the texts (queries are texts), built on first use. When the granularity searched
+        holds fine units, a :class:`~ragbound.stores.PooledStore` over them scores each
+        chunk by its best unit."""
         if self._store is None:
-            if self._vectors is None:
-                self._store = BM25Store([chunk.text for chunk in self.chunks])
+            if self._granularity == ("chunk",):
+                self._store = self._inner_store(self._vectors, [c.text for c in self.chunks])
             else:
-                self._store = ExactStore(
-                    self._vectors, similarity=self.manifest.embedder.similarity
+                owners, vectors, texts = self._search_rows()
+                self._store = PooledStore(
+                    self._inner_store(vectors, texts),
+                    owners,
+                    len(self.chunks),
+                    granularity=granularity_label(self._granularity),
                 )
         return self._store
+
+    def _inner_store(self, vectors: np.ndarray | None, texts: list[str]) -> Retriever:
+        if vectors is None:
+            return BM25Store(texts)
+        return ExactStore(vectors, similarity=self.manifest.embedder.similarity)
+
+    def _search_rows(self) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
+        """Owner chunk rows, vectors (dense) and texts of every unit of the granularity."""
+        keep = [i for i, u in enumerate(self._units.units) if u.granularity in self._granularity]
+        owners = [self._units.units[i].chunk for i in keep]
+        texts = [self._units.units[i].text for i in keep]
+        parts = [] if self._units.vectors is None else [self._units.vectors[keep]]
+        if "chunk" in self._granularity:
+            owners = list(range(len(self.chunks))) + owners
+            texts = [c.text for c in self.chunks] + texts
+            parts = [] if self._vectors is None else [self._vectors, *parts]
+        vectors = np.concatenate(parts) if parts else None
+        return np.asarray(owners, dtype=np.int64), vectors, texts
+
+    @property
+    def granularity(self) -> tuple[Granularity, ...]:
+        """The units a search scores chunks by (``("chunk",)`` unless fine units are used)."""
+        return self._granularity
+
+    def at_granularity(self, granularity: str | Sequence[str]) -> KnowledgeBase:
+        """This knowledge base searched at another granularity (a view sharing its data).
+
+        ``granularity`` is a unit or a comma-separated list (``"chunk,sentence"``) among the
+        units it indexed; returns ``self`` when unchanged. The view is for searching: add
+        documents to, and save, the knowledge base itself. IncompatibleArtifactError when a
+        unit was not indexed.
+        """
+        wanted = parse_granularity(granularity)
+        if wanted == self._granularity:
+            return self
+        missing = [g for g in wanted if g not in self.manifest.units.indexed]
+        if missing:
+            raise IncompatibleArtifactError(
+                f"the knowledge base {self.path or ''} does not index {', '.join(missing)} "
+                f"units (it indexes {granularity_label(self.manifest.units.indexed)}): index "
+                f"it again with ragbound index --granularity {granularity_label(wanted)}"
+            )
+        view = KnowledgeBase(
+            self.manifest,
+            self.chunks,
+            self._vectors,
+            path=self.path,
+            embedder=self._embedder,
+            units=self._units,
+        )
+        view._granularity = wanted
+        return view
+
+    def index_size(self) -> tuple[int, int]:
+        """Rows the search scores at this granularity and their vectors' bytes (0 for BM25)."""
+        fine = sum(u.granularity in self._granularity for u in self._units.units)
+        rows = fine + (len(self.chunks) if "chunk" in self._granularity else 0)
+        dense = self.manifest.embedder.kind == "dense"
+        return rows, rows * self.dimension * np.dtype(np.float32).itemsize if dense else 0
+
+    def restricted_to(self, doc_ids: Collection[str]) -> KnowledgeBase:
+        """An unsaved knowledge base of only these documents' chunks and units, not embedded
+        again (for leave-documents-out splits). Its fingerprint is that of its chunks."""
+        rows = [i for i, chunk in enumerate(self.chunks) if chunk.doc_id in doc_ids]
+        if not rows:
+            raise InputError("none of the given document ids is in the knowledge base")
+        new_row = {old: new for new, old in enumerate(rows)}
+        keep = [i for i, u in enumerate(self._units.units) if u.chunk in new_row]
+        kept = (self._units.units[i] for i in keep)
+        units = FineUnits(
+            [u.model_copy(update={"chunk": new_row[u.chunk]}) for u in kept],
+            None if self._units.vectors is None else self._units.vectors[keep],
+        )
+        chunks = [self.chunks[i] for i in rows]
+        segment = Segment(
+            name="unsaved-1",
+            n_chunks=len(chunks),
+            n_documents=len({c.doc_id for c in chunks}),
+            sources=[],
+            created_at=utc_now(),
+            n_units=len(units.units),
+        )
+        vectors = None if self._vectors is None else self._vectors[rows]
+        kb = KnowledgeBase(self.manifest, [], None, embedder=self._embedder)
+        kb._unsaved = [_NewSegment(segment, chunks, vectors, units)]
+        kb._set_contents(self.manifest, [segment], chunks, vectors, units)
+        kb._granularity = self._granularity
+        return kb
 
     def describe(self) -> SearchInfo:
         """How ``search`` finds neighbours (exact or approximate, with which parameters)."""
@@ -606,18 +809,22 @@ def _chunk(documents: Sequence[Document], chunking: ChunkingParams) -> list[Chun
     return chunks
 
 
-def _embed_chunks(
-    embedder: SentenceTransformerEmbedder, chunks: list[Chunk], batch_size: int, progress: bool
+def _embed_texts(
+    embedder: SentenceTransformerEmbedder,
+    all_texts: list[str],
+    batch_size: int,
+    progress: bool,
+    what: str = "chunks",
 ) -> np.ndarray:
-    """Embed chunk texts into one preallocated float32 matrix, longest texts batched together."""
+    """Embed texts into one preallocated float32 matrix, longest texts batched together."""
     dim = embedder.info.dimension
-    vectors = np.empty((len(chunks), dim), dtype=np.float32)
-    order = np.argsort([-len(chunk.text) for chunk in chunks], kind="stable")
-    with progress_bar(len(chunks), "embedding chunks", progress) as advance:
+    vectors = np.empty((len(all_texts), dim), dtype=np.float32)
+    order = np.argsort([-len(text) for text in all_texts], kind="stable")
+    with progress_bar(len(all_texts), f"embedding {what}", progress) as advance:
         for start in range(0, len(order), _OUTER_BATCH):
             rows = order[start : start + _OUTER_BATCH]
-            texts = [chunks[i].text for i in rows]
-            size = _batch_for(chunks[rows[0]].n_words, batch_size)
+            texts = [all_texts[i] for i in rows]
+            size = _batch_for(len(texts[0].split()), batch_size)
             vectors[rows] = embedder.encode(texts, batch_size=size)
             release_freed_memory()
             advance(len(rows))
@@ -648,11 +855,12 @@ def _concat(old: np.ndarray, new: np.ndarray | None) -> np.ndarray:
     return np.concatenate([old, new])
 
 
-def _build_settings(manifest: KBManifest) -> tuple[str, str, str, str | None]:
+def _build_settings(manifest: KBManifest) -> tuple[str, str, str, str, str | None]:
     """What new chunks must share with a knowledge base to be appended to it."""
     return (
         manifest.embedder.identity(),
         manifest.chunking.model_dump_json(),
+        manifest.units.model_dump_json(),
         manifest.text_field,
         manifest.id_field,
     )
@@ -753,7 +961,8 @@ def _remove_unreferenced(seg_dir: Path, segments: list[Segment]) -> None:
     """Delete segment files no manifest references (crashed writes, a replaced knowledge base)."""
     if not seg_dir.is_dir():
         return
-    keep = {f"{s.name}{suffix}" for s in segments for suffix in (CHUNKS_SUFFIX, VECTORS_SUFFIX)}
+    suffixes = (CHUNKS_SUFFIX, VECTORS_SUFFIX, UNITS_SUFFIX, UNIT_VECTORS_SUFFIX)
+    keep = {f"{s.name}{suffix}" for s in segments for suffix in suffixes}
     for path in seg_dir.iterdir():
         if path.name not in keep and path.is_file():
             path.unlink(missing_ok=True)
@@ -840,3 +1049,43 @@ def _read_vectors(root: Path, segment: Segment, dimension: int) -> np.ndarray:
     if not np.isfinite(vectors).all():
         raise ArtifactError(f"{path}: holds NaN or infinite values")
     return vectors
+
+
+def _write_units(seg_dir: Path, name: str, units: FineUnits) -> dict[str, Any]:
+    """Write a segment's fine units (and vectors); return the segment fields to update."""
+    unit_file = seg_dir / f"{name}{UNITS_SUFFIX}"
+    write_jsonl(unit_file, (u.model_dump(mode="json") for u in units.units))
+    update: dict[str, Any] = {"units_sha256": file_sha256(unit_file)}
+    if units.vectors is not None:
+        vector_file = seg_dir / f"{name}{UNIT_VECTORS_SUFFIX}"
+        write_npy(vector_file, np.ascontiguousarray(units.vectors, np.float32))
+        update["unit_vectors_sha256"] = file_sha256(vector_file)
+    return update
+
+
+def _read_units(root: Path, segment: Segment, dimension: int) -> FineUnits:
+    """One segment's fine units (chunk rows local to it) and, if dense, their vectors."""
+    path = root / SEGMENTS / f"{segment.name}{UNITS_SUFFIX}"
+    check_sha256(path, segment.units_sha256, "unit file")
+    units = []
+    for number, row in enumerate(iter_jsonl(path, "unit file"), start=1):
+        try:
+            unit = Unit.model_validate(row)
+        except ValidationError as exc:
+            raise ArtifactError(f"unit file {path}:{number} is invalid: {exc}") from exc
+        if not 0 <= unit.chunk < segment.n_chunks:
+            raise ArtifactError(f"unit file {path}:{number}: chunk {unit.chunk} is not in it")
+        units.append(unit)
+    if len(units) != segment.n_units:
+        raise ArtifactError(f"{path} holds {len(units)} units, the manifest says {segment.n_units}")
+    if not dimension:
+        return FineUnits(units, None)
+    vector_path = root / SEGMENTS / f"{segment.name}{UNIT_VECTORS_SUFFIX}"
+    check_sha256(vector_path, segment.unit_vectors_sha256, "unit vector file")
+    vectors = read_npy(vector_path, "unit vector file", mmap=True)
+    if vectors.dtype != np.float32 or vectors.shape != (segment.n_units, dimension):
+        raise ArtifactError(
+            f"{vector_path}: expected float32 {(segment.n_units, dimension)}, "
+            f"found {vectors.dtype} {vectors.shape}"
+        )
+    return FineUnits(units, np.array(vectors))

@@ -30,3 +30,33 @@ def test_add_command_and_index_refuses_to_overwrite(monkeypatch, capsys, corpus_
     code, out, err = run(monkeypatch, capsys, "add", str(kb), str(extra), "--json")
     assert code == 0, err
     assert json.loads(out)["n_chunks"] == 6
+
+
+def test_granularity_is_indexed_calibrated_and_checked(monkeypatch, capsys, tmp_path):
+    corpus = tmp_path / "mill.txt"
+    corpus.write_text(
+        "The mill grinds wheat into flour. Its wheel turns in the river. "
+        "Millers once paid a tithe to the lord. The river froze in the winter of 1709. "
+        "Then the mill stood still for two months."
+    )
+    kb = tmp_path / "kb"
+    args = ["index", str(corpus), "--out", str(kb), "--embedder", "bm25", "--chunk-words", "12"]
+    code, out, err = run(
+        monkeypatch, capsys, *args, "--overlap", "0", "--granularity", "sentence", "--json"
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["granularity"] == "sentence" and report["n_units"] == 5
+    queries = tmp_path / "queries.txt"
+    queries.write_text("\n".join(["mill wheat", "river wheel", "tithe lord", "winter 1709"] * 6))
+    base = ["calibrate", str(kb), "--queries", str(queries), "--k", "2", "--json"]
+    code, out, err = run(monkeypatch, capsys, *base)
+    assert code == 0, err
+    assert json.loads(out)["granularity"] == "sentence"
+    code, out, err = run(monkeypatch, capsys, *base, "--granularity", "chunk")
+    assert code == 0, err
+    assert json.loads(out)["granularity"] == "chunk"
+    code, out, err = run(monkeypatch, capsys, "check", str(kb), "tithe paid to the lord", "--json")
+    assert code == 0, err
+    neighbours = json.loads(out)["neighbours"]
+    assert "Millers once paid a tithe to the lord." in neighbours[0]["text"]

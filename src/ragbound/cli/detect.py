@@ -82,6 +82,15 @@ def calibrate(
     reranker: Annotated[
         Path | None,
         typer.Option(help=_help("reranker"), callback=validate.reranker),
+    granularity: Annotated[
+        str | None,
+        typer.Option(
+            help=(
+                "Units that score chunks, among those indexed (e.g. sentence or "
+                "chunk,sentence); default: the knowledge base's --granularity. check uses it."
+            ),
+            callback=validate.granularity,
+        ),
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -96,11 +105,12 @@ def calibrate(
     60 by default), and refused if the knowledge base changed while it was being calibrated.
 
     --statistic and --alpha only set the defaults that check uses; every statistic can be
-    chosen later. --reranker FOLDER (a local cross-encoder) makes check, evaluate, shift and
-    the service score the k chunks' relevance logits instead of their similarities: about
-    k cross-encoder passes per query, measured in docs/benchmarks.md. --json prints path,
-    n_queries, k, tau, statistic, alpha, p_value_method, reranker, critical_value and
-    kb_fingerprint.
+    chosen later. --granularity is recorded: check, evaluate and shift search with it.
+    --reranker FOLDER (a local cross-encoder) makes check, evaluate, shift and the service
+    score the k chunks' relevance logits instead of their similarities: about k
+    cross-encoder passes per query, measured in docs/benchmarks.md. --json prints path,
+    n_queries, k, tau, statistic, alpha, p_value_method, granularity, reranker,
+    critical_value and kb_fingerprint.
     """
     from ragbound.corpus import load_queries
     from ragbound.detect import Guard
@@ -119,6 +129,7 @@ def calibrate(
             alpha=alpha,
             p_value_method=p_value_method,
             reranker=None if reranker is None else str(reranker),
+            granularity=granularity,
             queries_source=str(queries),
             progress=progress(json_out),
         )
@@ -130,6 +141,7 @@ def calibrate(
         "path": str(folder),
         "n_queries": len(texts),
         **guard.config.model_dump(),  # tau as resolved, when it was 'auto'
+        "granularity": ",".join(guard.kb.granularity),
         "critical_value": detector.critical_value_,
         "kb_fingerprint": kb.fingerprint,
     }
@@ -137,7 +149,9 @@ def calibrate(
         emit_json(info)
         return
     console().print(
-        f"calibrated on {len(texts)} queries (k={k}, tau={guard.config.tau:g}); "
+        f"calibrated on {len(texts)} queries (k={k}, tau={guard.config.tau:g}"
+        + ("" if guard.kb.granularity == ("chunk",) else f", {info['granularity']} units")
+        + "); "
         f"{detector.statistic} critical value at "
         f"alpha={alpha}: {detector.critical_value_:.4f}; saved to {folder}"
     )

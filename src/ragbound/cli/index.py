@@ -36,6 +36,24 @@ def index(
             callback=validate.non_negative_int,
         ),
     ] = 40,
+    granularity: Annotated[
+        str,
+        typer.Option(
+            help=(
+                "Units that score chunks, comma-separated: chunk, sentence, window (e.g. "
+                "chunk,sentence). Chunks are always kept as the evidence; sentence and window "
+                "units are indexed too, and a chunk scores as its best unit."
+            ),
+            callback=validate.granularity,
+        ),
+    ] = "chunk",
+    window_sentences: Annotated[
+        int,
+        typer.Option(
+            help="Sentences per window unit (--granularity window).",
+            callback=validate.at_least(2),
+        ),
+    ] = 3,
     text_field: Annotated[str, typer.Option(help="Text field of JSONL/CSV/JSON records.")] = "text",
     id_field: Annotated[
         str | None, typer.Option(help="Id field of records (default: file and line).")
@@ -71,8 +89,16 @@ def index(
     line), and its other fields are kept as metadata. Empty documents are skipped.
 
     The text is split into sentences (blingfire) and packed into chunks of whole sentences; only
-    a sentence longer than --chunk-words is cut. Then each chunk is embedded. --json prints
-    path, n_documents, n_chunks, embedder and fingerprint. A duplicate document id, a corpus
+    a sentence longer than --chunk-words is cut. Then each chunk is embedded.
+
+    --granularity sentence or window also indexes finer units cut from each chunk: its
+    sentences, or every run of --window-sentences consecutive sentences. A search then scores
+    each chunk by its most similar unit (a question about one sentence is not diluted by the
+    rest of its chunk) and still returns chunks as evidence. It costs one vector per unit
+    (about 10 per 200-word chunk for sentences) and a search over them. calibrate
+    --granularity picks among the units indexed; check uses the calibration's. --json prints
+    path, n_documents, n_chunks, embedder, granularity, n_units and
+    fingerprint. A duplicate document id, a corpus
     with no documents, or a knowledge base already in --out (without --overwrite) is an error.
 
     --overwrite replaces the knowledge base in place: the new files are written beside the
@@ -91,6 +117,7 @@ def index(
     With --store, --out must be a new or empty folder, and --overwrite replaces only a table
     that ragbound created.
     """
+    from ragbound.corpus.units import unit_params
     from ragbound.knowledge import KnowledgeBase, check_index_target
 
     # refuse before embedding; checked again under the lock when saving
@@ -116,6 +143,7 @@ def index(
         overlap=overlap,
         text_field=text_field,
         id_field=id_field,
+        units=unit_params(granularity, window_sentences),
         progress=progress(json_out),
     )
     if store is not None:
@@ -298,6 +326,8 @@ def _report_kb(kb, verb: str, json_out: bool) -> None:
             "n_documents": m.n_documents,
             "n_chunks": m.n_chunks,
             "embedder": m.embedder.name,
+            "granularity": ",".join(m.units.granularity),
+            "n_units": sum(s.n_units for s in m.segments),
             "fingerprint": kb.fingerprint,
         }
         if m.store is not None:

@@ -179,6 +179,19 @@ def reranker(value: Path | None) -> Path | None:
         check_reranker_folder(value)
     except InputError as exc:
         raise typer.BadParameter(str(exc)) from None
+
+
+def granularity(value: str | None) -> str | None:
+    """Search units: chunk, sentence, window, or a comma-separated list of them."""
+    if value is None:
+        return None
+    from ragbound.corpus.units import parse_granularity
+    from ragbound.errors import InputError
+
+    try:
+        parse_granularity(value)
+    except InputError as exc:
+        raise typer.BadParameter(str(exc).removeprefix("granularity: ")) from None
     return value
 
 

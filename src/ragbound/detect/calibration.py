@@ -45,6 +45,7 @@ from ragbound.artifacts import (
     write_jsonl,
     write_npy,
 )
+from ragbound.corpus.units import Granularity, granularity_label, parse_granularity
 from ragbound.detect.config import DETECTOR_PARAMS, DetectorConfig
 from ragbound.errors import ArtifactError, IncompatibleArtifactError
 from ragbound.faults import crash_point
@@ -73,6 +74,8 @@ class CalibrationManifest(BaseModel):
     # how the calibration queries were searched (exact or approximate, with which parameters);
     # None in calibrations made before it was recorded
     search: SearchInfo | None = None
+    # the units its queries were scored against (chunks only in calibrations made before)
+    granularity: tuple[Granularity, ...] = ("chunk",)
     # SHA-256 of the data files, checked on load; None in calibrations made before
     similarities_sha256: str | None = None
     queries_sha256: str | None = None
@@ -108,6 +111,7 @@ class Calibration:
         queries_source: str = "",
         search: SearchInfo | None = None,
         reranker_revision: str | None = None,
+        granularity: Sequence[str] = ("chunk",),
     ) -> Calibration:
         sims = np.ascontiguousarray(similarities, dtype=np.float64)
         created = utc_now()
@@ -121,6 +125,7 @@ class Calibration:
             queries_source=queries_source,
             search=search,
             reranker_revision=reranker_revision,
+            granularity=parse_granularity(granularity),
         )
         return cls(manifest, list(queries), sims)
 
@@ -132,6 +137,27 @@ class Calibration:
             f"this calibration was made against knowledge base {self.manifest.kb_fingerprint}, "
             f"not {kb_fingerprint} (its chunks or embedder changed): calibrate again with "
             "ragbound calibrate, or force it (--force) if you know the null still holds"
+        )
+
+    def granularity_for(
+        self, requested: str | Sequence[str] | None, *, force: bool = False
+    ) -> tuple[Granularity, ...]:
+        """The units to search: this calibration's, or ``requested`` if it is the same.
+
+        Another granularity is refused (IncompatibleArtifactError) unless ``force``: the null
+        was measured on best-unit similarities of the calibration's units, and other units
+        give other similarities (sentences match closer than whole chunks).
+        """
+        made = self.manifest.granularity
+        if requested is None:
+            return made
+        wanted = parse_granularity(requested)
+        if wanted == made or force:
+            return wanted
+        raise IncompatibleArtifactError(
+            f"this calibration was made searching {granularity_label(made)} units, not "
+            f"{granularity_label(wanted)}: calibrate again with --granularity "
+            f"{granularity_label(wanted)}, or force it (--force) if you know the null still holds"
         )
 
     def save(self, kb_dir: Path, *, on_wait: Callable[[str], None] | None = None) -> Path:

@@ -34,9 +34,21 @@ class Guard:
         (True, 0.0033)
     """
 
-    def __init__(self, kb: KnowledgeBase, calibration: Calibration, *, force: bool = False):
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        calibration: Calibration,
+        *,
+        force: bool = False,
+        granularity: str | Sequence[str] | None = None,
+    ):
+        """Pair a knowledge base with its calibration (refused if they do not match).
+
+        The guard searches at the calibration's granularity (``self.kb`` is the knowledge
+        base at that granularity); another ``granularity`` is refused unless ``force``.
+        """
         calibration.check_compatible(kb.fingerprint, force=force)
-        self.kb = kb
+        self.kb = kb.at_granularity(calibration.granularity_for(granularity, force=force))
         self.calibration = calibration
         self._detectors: dict[tuple[str, float], BoundaryDetector] = {}
         self._reranker: CrossEncoderReranker | None = None
@@ -50,6 +62,7 @@ class Guard:
         config: DetectorConfig | None = None,
         *,
         queries_source: str = "",
+        granularity: str | Sequence[str] | None = None,
         progress: bool = False,
         **params: Any,
     ) -> Guard:
@@ -60,7 +73,11 @@ class Guard:
         single fields. ``tau="auto"`` takes the embedder's training temperature
         (:func:`resolve_tau`). With a reranker the null keeps its relevance logits of the k
         chunks (:meth:`test_rows`); the folder is recorded resolved, with its revision.
+        ``granularity`` (``"sentence"``, ``"chunk,window"``, ...): the indexed units chunks
+        are scored by (default: the knowledge base's own, as indexed); it is recorded.
         """
+        if granularity is not None:
+            kb = kb.at_granularity(granularity)
         if "tau" in params:
             params["tau"] = resolve_tau(params["tau"], kb.manifest.embedder.name)
         config = (config or DEFAULTS).updated(**params)
@@ -83,6 +100,7 @@ class Guard:
             queries_source=queries_source,
             search=kb.describe(),
             reranker_revision=None if reranker is None else reranker.revision,
+            granularity=kb.granularity,
         )
         guard = cls(kb, calibration)
         guard._reranker = reranker
@@ -98,10 +116,16 @@ class Guard:
         return self.calibration.save(self.kb.path, on_wait=on_wait)
 
     @classmethod
-    def load(cls, kb_dir: str | Path, *, force: bool = False) -> Guard:
+    def load(
+        cls,
+        kb_dir: str | Path,
+        *,
+        force: bool = False,
+        granularity: str | Sequence[str] | None = None,
+    ) -> Guard:
         """Open a saved knowledge base and its calibration (refused if they do not match)."""
         kb = KnowledgeBase.load(kb_dir)
-        return cls(kb, Calibration.load(Path(kb_dir)), force=force)
+        return cls(kb, Calibration.load(Path(kb_dir)), force=force, granularity=granularity)
 
     # ------------------------------------------------------------- detectors
     @property

@@ -57,6 +57,11 @@ def make_search(
         from ragbound.engines.ray_engine import RaySearch
 
         return RaySearch(
-            guard.kb.path, guard.k, address=address, workers=workers, progress=progress
+            guard.kb.path,
+            guard.k,
+            address=address,
+            workers=workers,
+            granularity=",".join(guard.kb.granularity),
+            progress=progress,
         )
     raise InputError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")

@@ -74,12 +74,12 @@ def _check_answers(address: str) -> None:
 class SearchActor:
     """One actor: the knowledge base loaded once, then batches of queries searched."""
 
-    def __init__(self, kb_dir: str, k: int, threads: int):
+    def __init__(self, kb_dir: str, k: int, threads: int, granularity: str = "chunk"):
         from ragbound.embedders import set_cpu_threads
         from ragbound.knowledge import KnowledgeBase
 
         set_cpu_threads(threads)
-        self.kb = KnowledgeBase.load(kb_dir)
+        self.kb = KnowledgeBase.load(kb_dir).at_granularity(granularity)
         self.k = k
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -94,7 +94,8 @@ class SearchActor:
 class RaySearch:
     """A :data:`~ragbound.engines.Search` on Ray: ``workers`` actors of one CPU each.
 
-    ``threads``: torch threads per actor (1: each actor is one core's worth of work).
+    ``threads``: torch threads per actor (1: each actor is one core's worth of work);
+    ``granularity``: the units the knowledge base is searched by (the calibration's).
     """
 
     def __init__(
@@ -105,9 +106,11 @@ class RaySearch:
         address: str | None = None,
         workers: int = 2,
         threads: int = 1,
+        granularity: str = "chunk",
         progress: bool = False,
     ):
         connect(address, workers)
+        self.granularity = granularity
         self.kb_dir = str(Path(kb_dir).resolve())
         self.k = k
         self.workers = workers
@@ -127,7 +130,7 @@ class RaySearch:
             return np.empty((0, self.k), dtype=np.float32)
         searched = ray.data.from_items(batches).map_batches(
             SearchActor,
-            fn_constructor_args=(self.kb_dir, self.k, self.threads),
+            fn_constructor_args=(self.kb_dir, self.k, self.threads, self.granularity),
             batch_size=1,  # one item is one whole batch of queries
             concurrency=min(self.workers, len(batches)),
             num_cpus=1,

@@ -15,11 +15,13 @@ from ragbound.stores.base import (
 )
 from ragbound.stores.exact import ExactStore
 from ragbound.stores.lexical import BM25Store, bm25_info
+from ragbound.stores.pooled import PooledStore
 
 __all__ = [
     "BM25Store",
     "ExactStore",
     "Hits",
+    "PooledStore",
     "QueryKind",
     "Retriever",
     "SearchInfo",
