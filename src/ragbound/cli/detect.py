@@ -82,6 +82,7 @@ def calibrate(
     reranker: Annotated[
         Path | None,
         typer.Option(help=_help("reranker"), callback=validate.reranker),
+    ] = None,
     granularity: Annotated[
         str | None,
         typer.Option(
