@@ -179,6 +179,7 @@ def reranker(value: Path | None) -> Path | None:
         check_reranker_folder(value)
     except InputError as exc:
         raise typer.BadParameter(str(exc)) from None
+    return value
 
 
 def granularity(value: str | None) -> str | None:
