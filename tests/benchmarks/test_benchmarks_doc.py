@@ -80,6 +80,6 @@ def test_markdown_tables_have_a_separator_row() -> None:
 
 def test_the_committed_document_has_every_section_of_make_bench() -> None:
     text = BENCH_DOC.read_text()
-    for name in [*SECTIONS, "abstention"]:
+    for name in [*SECTIONS, "abstention", "serve"]:
         assert text.count(f"<!-- bench:{name} -->") == 1, name
         assert text.count(f"<!-- /bench:{name} -->") == 1, name
