@@ -209,27 +209,11 @@ class Gate:
             tripwire_proportion=verdict.proportion if verdict is not None else None,
             tripwire_best_rank=verdict.best_rank if verdict is not None else None,
             tripwire_floor=verdict.floor if verdict is not None else None,
-            neighbours=self._context(hits, i),
+            neighbours=self.guard.neighbours(hits, i, self.context_k, full_text=True),
             kb_fingerprint=self.guard.kb.fingerprint,
             calibration_id=self.guard.calibration.manifest.id,
             tripwire_set=self.tripwires.tripwires.manifest.set_hash if self.tripwires else None,
         )
-
-    def _context(self, hits: Hits, row: int) -> list[Neighbour]:
-        context = []
-        for rank in range(self.context_k):
-            chunk = self.guard.kb.chunk_at(hits.indices[row, rank])
-            context.append(
-                Neighbour(
-                    rank=rank + 1,
-                    chunk_id=chunk.id,
-                    doc_id=chunk.doc_id,
-                    source=chunk.source,
-                    similarity=float(hits.similarities[row, rank]),
-                    text=chunk.text,
-                )
-            )
-        return context
 
 
 def _reason(action: Action, p_value: float, alpha: float, verdict: Rejection | Pass | None) -> str:

@@ -53,9 +53,9 @@ def serve(
     threads: Annotated[
         int,
         typer.Option(
-            help="CPU threads torch may use to embed queries. 1 by default: on a loaded "
-            "2-core machine torch's own default (a thread per core) made each query about 10x "
-            "slower (make bench-serve); raise it on a machine the service has to itself.",
+            help="CPU threads torch may use to embed queries. 1 by default: a thread per core "
+            "oversubscribes a machine shared with other work; raise it on a machine the "
+            "service has to itself.",
             callback=validate.positive_int,
         ),
     ] = 1,

@@ -218,12 +218,16 @@ class Guard:
                 critical_value=detector.critical_value_,
                 k=detector.k,
                 n_calibration=detector.n_calibration_,
-                neighbours=self._neighbours(hits, i, evidence),
+                neighbours=self.neighbours(hits, i, evidence),
             )
             for i, query in enumerate(queries)
         ]
 
-    def _neighbours(self, hits: Hits, row: int, count: int) -> list[Neighbour]:
+    def neighbours(
+        self, hits: Hits, row: int, count: int, *, full_text: bool = False
+    ) -> list[Neighbour]:
+        """The first ``count`` chunks of ``hits`` row ``row``, nearest first, as evidence
+        (text cut to ``PREVIEW_CHARS``) or, with ``full_text``, as an LLM's context."""
         out = []
         for rank in range(min(count, hits.indices.shape[1])):
             chunk = self.kb.chunk_at(hits.indices[row, rank])
@@ -234,7 +238,7 @@ class Guard:
                     doc_id=chunk.doc_id,
                     source=chunk.source,
                     similarity=float(hits.similarities[row, rank]),
-                    text=chunk.text[:PREVIEW_CHARS],
+                    text=chunk.text if full_text else chunk.text[:PREVIEW_CHARS],
                 )
             )
         return out
