@@ -35,6 +35,7 @@ class Guard:
 
     def __init__(self, kb: KnowledgeBase, calibration: Calibration, *, force: bool = False):
         calibration.check_compatible(kb.fingerprint, force=force)
+        calibration.check_search(kb.describe(), force=force)
         self.kb = kb
         self.calibration = calibration
         self._detectors: dict[tuple[str, float], BoundaryDetector] = {}
