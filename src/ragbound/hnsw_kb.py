@@ -89,6 +89,16 @@ def _read_graph(root: Path, index: HnswIndex) -> np.ndarray:
     return graph
 
 
+def has_graph(target: Path, index: HnswIndex, n_rows: int) -> bool:
+    """True when ``target`` already holds the graph ``index`` names, over ``n_rows`` rows
+    (only the search parameters changed: nothing to write)."""
+    return (
+        index.graph is not None
+        and index.n_rows == n_rows
+        and (target / GRAPH_DIR / index.graph).is_file()
+    )
+
+
 def save_graph(target: Path, store: HnswStore, index: HnswIndex) -> HnswIndex:
     """Write ``store``'s graph under a fresh name in ``target/hnsw``; the record naming it."""
     folder = target / GRAPH_DIR

@@ -57,6 +57,7 @@ from ragbound.faults import crash_point
 from ragbound.hnsw_kb import (
     GRAPH_DIR,
     HnswIndex,
+    has_graph,
     open_store,
     remove_unreferenced_graphs,
     save_graph,
@@ -383,6 +384,8 @@ class KnowledgeBase:
         if [s.name for s in committed.segments] != self._base_names:
             self._rebase(KnowledgeBase.load(target))  # another writer committed meanwhile
         if not self._unsaved:
+            if committed.hnsw != self.manifest.hnsw:  # only the search changed (use_hnsw)
+                self._commit(target, committed.segments, "add")
             return
         seg_dir = target / SEGMENTS
         _remove_unreferenced(seg_dir, committed.segments)  # what crashed writes left
@@ -450,7 +453,7 @@ class KnowledgeBase:
     def _commit(self, target: Path, segments: list[Segment], step: str) -> None:
         """Replace the manifest (the commit), then remove files it does not reference."""
         manifest = self.manifest.model_copy(update={"segments": segments})
-        if manifest.hnsw is not None:  # the graph over every chunk, committed with them
+        if manifest.hnsw is not None and not has_graph(target, manifest.hnsw, manifest.n_chunks):
             graph = save_graph(target, self._hnsw_store(), manifest.hnsw)
             manifest = manifest.model_copy(update={"hnsw": graph})
         crash_point(f"kb.{step}:segment-written")
