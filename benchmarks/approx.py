@@ -1,8 +1,10 @@
 """Approximate search with valid calibration: exact against HNSW (local faiss, pgvector).
 
-The PubMedQA knowledge base (MiniLM), calibrated on half the PubMedQA questions (k = 32, the
-default statistic), tested on the other half (in knowledge) and on MMLU-Med and TruthfulQA
-(out of knowledge). Each row is one search and the search its calibration was made with:
+The PubMedQA knowledge base (MiniLM), calibrated on half the PubMedQA questions (k = 32),
+tested on the other half (in knowledge) and on MMLU-Med and TruthfulQA (out of knowledge),
+with the default statistic (mss, the top similarity) and avgknn (the mean of the top k,
+which also feels misses further down the list). Each row is one search and the search its
+calibration was made with:
 
 - exact, calibrated with exact (the reference);
 - HNSW calibrated with exact (forced: what ``check --force`` would do), HNSW calibrated with
@@ -52,6 +54,9 @@ GRAPHS = {
     "weak": HnswParams(m=4, ef_construction=16, ef_search=10),
 }
 PG_EF_SEARCH = (40, 10)
+# mss (the default) reads the top similarity only; avgknn averages all k, so it also feels
+# the neighbours further down that an approximate search misses
+STATISTICS = ("mss", "avgknn")
 
 
 @dataclass
@@ -89,24 +94,26 @@ def _guard(kb: KnowledgeBase, queries: Queries, calibrated_with: KnowledgeBase) 
 
 
 def measure(guard: Guard, queries: Queries, exact_rows: dict[str, np.ndarray]) -> dict:
-    """Recall@k against ``exact_rows``, FPR at alpha on held-out IK, AUROC per OoK set."""
-    detector = guard.detector(alpha=ALPHA)
-    statistic = guard.config.statistic
+    """Recall@k against ``exact_rows``; per statistic, FPR at alpha on held-out IK and AUROC
+    per OoK set (``fpr_<statistic>``, ``auroc_<statistic>_<set>``)."""
     found = {name: _sims(guard.kb, vectors) for name, vectors in queries.vectors.items()}
     recall = np.mean(
         [_recall(found[name][1], exact_rows[name]) for name in ("ik_test", *queries.ook)]
     )
+    row = {"recall": float(recall)}
     sims_in = found["ik_test"][0]
-    _, p_in = detector.score_p_value(sims_in)
-    row = {"recall": float(recall), "fpr": float(np.mean(np.asarray(p_in) <= ALPHA))}
-    for name, texts in queries.ook.items():
-        scored = ScoredSets(
-            detector.score(sims_in), detector.score(found[name][0]), detector.critical_value_
-        )
-        report = evaluate(
-            guard, queries.ik_test, texts, statistics=[statistic], scored={statistic: scored}
-        )
-        row[f"auroc_{name}"] = report.statistics[statistic].auroc
+    for statistic in STATISTICS:
+        detector = guard.detector(statistic, ALPHA)
+        _, p_in = detector.score_p_value(sims_in)
+        row[f"fpr_{statistic}"] = float(np.mean(np.asarray(p_in) <= ALPHA))
+        for name, texts in queries.ook.items():
+            scored = ScoredSets(
+                detector.score(sims_in), detector.score(found[name][0]), detector.critical_value_
+            )
+            report = evaluate(
+                guard, queries.ik_test, texts, statistics=[statistic], scored={statistic: scored}
+            )
+            row[f"auroc_{statistic}_{name}"] = report.statistics[statistic].auroc
     row.update(latency(guard, queries.ik_test[:50] + queries.ook["TruthfulQA"][:50]))
     return row
 
@@ -248,7 +255,8 @@ def approx_part(corpus: Path, calibration, ik_test, ook, *, postgres: bool = Tru
         "n_chunks": len(kb),
         "k": K,
         "alpha": ALPHA,
-        "statistic": DetectorConfig(k=K).statistic,
+        "statistics": list(STATISTICS),
+        "ook": list(ook),
         "n_calibration": len(calibration),
         "n_ik_test": len(ik_test),
         "omp_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
@@ -258,41 +266,49 @@ def approx_part(corpus: Path, calibration, ik_test, ook, *, postgres: bool = Tru
 
 def approx_markdown(results: dict) -> list[str]:
     part = results.get("approx")
-    if not part:
+    if not part or "statistics" not in part:
         return []
-    ook = [key.removeprefix("auroc_") for key in part["rows"][0] if key.startswith("auroc_")]
+    lines = [
+        f"PubMedQA knowledge base, MiniLM, {part['n_chunks']} chunks; calibrated on "
+        f"{part['n_calibration']} PubMedQA questions, k = {part['k']}; FPR at alpha = "
+        f"{part['alpha']} on the {part['n_ik_test']} held-out PubMedQA questions; AUROC 10 runs "
+        "x 300 per side (in brackets: minus the local exact row's); recall@k against the exact "
+        "search of the same store; check p50 next to embedding the query alone (x embed), "
+        f"interleaved; OMP_NUM_THREADS={part['omp_threads']}. A local graph searches with "
+        "max(ef_search, k x rescore) candidates, so the weak graph's beam is 32 (k), 128 with "
+        "re-scoring. Targets: HNSW calibrated with the same search, FPR within 0.01 of alpha; "
+        "with re-scoring, AUROC within 0.005 of exact; pgvector exact, AUROC and FPR within "
+        "0.002 of local exact.",
+    ]
+    for statistic in part["statistics"]:
+        lines += ["", f"**{statistic}**", "", *_statistic_table(part, statistic)]
+    return lines
+
+
+def _statistic_table(part: dict, statistic: str) -> list[str]:
     exact = part["rows"][0]
     header = [
         "search",
         "calibrated with",
         f"recall@{part['k']}",
-        f"FPR at alpha {part['alpha']}",
-        *(f"AUROC {name} (vs exact)" for name in ook),
+        "FPR",
+        *(f"AUROC {name}" for name in part["ook"]),
         "check p50 ms (x embed)",
     ]
     table = []
     for row in part["rows"]:
-        aurocs = [
-            f"{row[f'auroc_{n}']:.4f} ({row[f'auroc_{n}'] - exact[f'auroc_{n}']:+.4f})" for n in ook
-        ]
+        aurocs = []
+        for name in part["ook"]:
+            key = f"auroc_{statistic}_{name}"
+            aurocs.append(f"{row[key]:.4f} ({row[key] - exact[key]:+.4f})")
         table.append(
             [
                 row["search"],
                 row["calibrated_with"],
                 f"{row['recall']:.4f}",
-                f"{row['fpr']:.4f}",
+                f"{row[f'fpr_{statistic}']:.3f}",
                 *aurocs,
                 f"{row['check_p50_ms']:.1f} ({row['check_p50_ms'] / row['embed_p50_ms']:.2f})",
             ]
         )
-    return [
-        f"PubMedQA knowledge base, MiniLM, {part['n_chunks']} chunks; calibrated on "
-        f"{part['n_calibration']} PubMedQA questions, k = {part['k']}, statistic "
-        f"{part['statistic']}; FPR on the {part['n_ik_test']} held-out PubMedQA questions; "
-        "AUROC 10 runs x 300 per side; recall against the exact search of the same store; "
-        f"OMP_NUM_THREADS={part['omp_threads']}. Targets: HNSW calibrated with the same search "
-        "FPR within 0.01 of alpha; with re-scoring AUROC within 0.005 of exact; pgvector exact "
-        "AUROC and FPR within 0.002 of local exact.",
-        "",
-        *markdown_table(header, table),
-    ]
+    return markdown_table(header, table)
