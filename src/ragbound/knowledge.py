@@ -592,8 +592,9 @@ class KnowledgeBase:
         """Search through an HNSW graph with ``params`` (None: exact search again).
 
         Recorded in the manifest on the next ``save``. Changing only ``ef_search`` or
-        ``rescore`` keeps the graph; calibrations record the search, so calibrate again with
-        the search you check with. Dense local knowledge bases only (InputError otherwise).
+        ``rescore`` keeps the graph (``m``, ``ef_construction`` and ``precision`` make
+        another); calibrations record the search, so calibrate again with the search you
+        check with. Dense local knowledge bases only (InputError otherwise).
         """
         if self.manifest.store is not None or self.manifest.embedder.kind != "dense":
             raise InputError(

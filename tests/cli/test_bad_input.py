@@ -59,6 +59,11 @@ ROWS: list[tuple[str, str]] = [
     ("index {records} --out {new} --search hnsw --m 1", "'--m': must be in 2..256"),
     ("index {records} --out {new} --search hnsw --rescore 65", "'--rescore': must be in 0..64"),
     ("index {records} --out {new} --rescore 2", "--rescore apply to --search hnsw only"),
+    (
+        "index {records} --out {new} --search hnsw --graph-precision float64",
+        "'--graph-precision': must be one of float32, float16",
+    ),
+    ("index {records} --out {new} --graph-precision float16", "apply to --search hnsw only"),
     ("index {records} --out {new} --embedder bm25 --search hnsw", "local dense knowledge base"),
     (
         "index {records} --out {new} --search hnsw --store postgresql://u@h/db",

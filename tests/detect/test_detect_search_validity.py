@@ -57,12 +57,15 @@ def hnsw_kb(corpus_dir: Path, tmp_path: Path, monkeypatch, capsys) -> Path:
     queries.write_text("\n".join(IN_KNOWLEDGE + MORE_IN_KNOWLEDGE) + "\n", encoding="utf-8")
     code, report, err = run(
         monkeypatch, capsys, "index", str(corpus_dir), "--out", str(out),
-        "--search", "hnsw", "--ef-search", "8", "--m", "8", "--json",
+        "--search", "hnsw", "--ef-search", "8", "--m", "8", "--graph-precision", "float16",
+        "--json",
     )  # fmt: skip
     assert code == 0, err
     search = json.loads(report)["search"]
     assert search["backend"] == "faiss-hnsw" and search["exact"] is False
-    assert search["parameters"] == {"m": 8, "ef_construction": 128, "ef_search": 8, "rescore": 0}
+    assert search["parameters"] == {
+        "m": 8, "ef_construction": 128, "ef_search": 8, "rescore": 0, "precision": "float16"
+    }  # fmt: skip
     code, _, err = run(
         monkeypatch, capsys, "calibrate", str(out), "--queries", str(queries), "--k", "2"
     )
@@ -81,7 +84,7 @@ def _search_with(kb_dir: Path, params: HnswParams | None) -> None:
 def test_every_command_refuses_another_search_unless_forced(hnsw_kb, tmp_path, monkeypatch, capsys):
     code, _, err = run(monkeypatch, capsys, "check", str(hnsw_kb), OUT_OF_KNOWLEDGE[0], "--json")
     assert code == 0, err
-    _search_with(hnsw_kb, HnswParams(ef_search=16, m=8))
+    _search_with(hnsw_kb, HnswParams(ef_search=16, m=8, precision="float16"))
     log = tmp_path / "log.jsonl"
     log.write_text(
         "".join(json.dumps({"query": q}) + "\n" for q in IN_KNOWLEDGE + OUT_OF_KNOWLEDGE)
@@ -113,7 +116,7 @@ def test_exact_and_hnsw_calibrations_do_not_mix(hnsw_kb):
         Guard.load(hnsw_kb)
     kb = KnowledgeBase.load(hnsw_kb)
     Guard.calibrate(kb, IN_KNOWLEDGE, k=2).save()  # an exact calibration ...
-    _search_with(hnsw_kb, HnswParams(ef_search=8, m=8))
+    _search_with(hnsw_kb, HnswParams(ef_search=8, m=8, precision="float16"))
     with pytest.raises(IncompatibleArtifactError, match="made with exact"):
         Guard.load(hnsw_kb)  # ... does not hold for HNSW
     assert Guard.load(hnsw_kb, force=True).check(IN_KNOWLEDGE[0]).p_value > 0

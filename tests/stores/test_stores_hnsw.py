@@ -69,6 +69,22 @@ def test_a_narrow_beam_misses_neighbours_and_rescoring_wins_them_back(corpus):
     assert wide.describe().parameters["rescore"] == 8 and not wide.describe().exact
 
 
+def test_a_float16_graph_is_close_and_rescoring_makes_it_exact(corpus):
+    vectors, queries = corpus
+    half = HnswStore(vectors, similarity="cosine", params=HnswParams(precision="float16"))
+    full = HnswStore(vectors, similarity="cosine")
+    assert half.graph().nbytes < 0.8 * full.graph().nbytes
+    hits = half.search(queries, 10)
+    real = np.einsum("nd,nkd->nk", queries, vectors[hits.indices])
+    assert 0 < np.abs(hits.similarities - real).max() < 1e-3
+    rescored = half.with_search(HnswParams(precision="float16", rescore=2)).search(queries, 10)
+    real = np.einsum("nd,nkd->nk", queries, vectors[rescored.indices])
+    np.testing.assert_allclose(rescored.similarities, real, atol=1e-6)
+    assert half.describe().parameters["precision"] == "float16"
+    with pytest.raises(InputError, match="another graph"):
+        half.with_search(HnswParams())
+
+
 def test_rescore_keeps_the_exact_top_k_of_the_candidates_ties_by_lower_row():
     vectors = np.array([[1, 0], [0, 1], [1, 0], [0.6, 0.8], [-1, 0]], dtype=np.float32)
     queries = np.array([[1, 0], [0, 1]], dtype=np.float32)
@@ -122,6 +138,7 @@ def test_the_same_vectors_give_the_same_graph_and_a_saved_graph_the_same_results
         ({"rescore": -1}, "rescore must be in 0..64"),
         ({"ef_construction": 2.5}, "ef_construction must be an integer"),
         ({"m": True}, "m must be an integer"),
+        ({"precision": "float64"}, "precision must be one of float32, float16"),
     ],
 )
 def test_bad_parameters_are_input_errors(options, message):
@@ -155,7 +172,9 @@ def test_the_graph_is_saved_checked_grown_and_dropped(tmp_path):
     out = kb.save(tmp_path / "kb")
     manifest = json.loads((out / "manifest.json").read_text())
     graph = manifest["hnsw"]
-    assert graph["params"] == {"m": 8, "ef_construction": 128, "ef_search": 8, "rescore": 2}
+    assert graph["params"] == {
+        "m": 8, "ef_construction": 128, "ef_search": 8, "rescore": 2, "precision": "float32"
+    }  # fmt: skip
     assert graph["n_rows"] == len(kb) and (out / GRAPH_DIR / graph["graph"]).is_file()
 
     loaded = KnowledgeBase.load(out)

@@ -93,6 +93,14 @@ def index(
             callback=validate.rescore,
         ),
     ] = None,
+    graph_precision: Annotated[
+        str | None,
+        typer.Option(
+            help="With --search hnsw: float32 (default) or float16 copies of the vectors in "
+            "the graph (half the memory; similarities within about 1e-4 unless --rescore).",
+            callback=validate.choice("float32", "float16"),
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Load, chunk and embed a corpus into a new knowledge-base directory.
@@ -135,7 +143,7 @@ def index(
     """
     from ragbound.knowledge import KnowledgeBase, check_index_target
 
-    hnsw = _hnsw_choice(search, ef_search, m, rescore, store)
+    hnsw = _hnsw_choice(search, ef_search, m, rescore, graph_precision, store)
     # refuse before embedding; checked again under the lock when saving
     if store is None:
         check_index_target(out, overwrite=overwrite, delete_other_files=delete_other_files)
@@ -176,16 +184,19 @@ def index(
 
 
 def _hnsw_choice(
-    search: str, ef_search: int | None, m: int | None, rescore: int | None, store: str | None
+    search: str,
+    ef_search: int | None,
+    m: int | None,
+    rescore: int | None,
+    precision: str | None,
+    store: str | None,
 ) -> HnswParams | None:
     """The local HNSW parameters asked for (None: exact), checked before embedding."""
     from ragbound.errors import InputError
 
-    given = [
-        name
-        for name, value in (("--ef-search", ef_search), ("--m", m), ("--rescore", rescore))
-        if value is not None
-    ]
+    options = {"--ef-search": ef_search, "--m": m, "--rescore": rescore}
+    options["--graph-precision"] = precision
+    given = [name for name, value in options.items() if value is not None]
     if search == "exact":
         if given:
             raise InputError(f"{', '.join(given)} apply to --search hnsw only")
@@ -202,6 +213,7 @@ def _hnsw_choice(
         m=DEFAULT_M if m is None else m,
         ef_search=DEFAULT_EF_SEARCH if ef_search is None else ef_search,
         rescore=rescore or 0,
+        precision=precision or "float32",
     )
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -44,13 +44,20 @@ DEFAULT_EF_SEARCH = 64
 MAX_M = 256
 MAX_EF = 1000  # the bound pgvector puts on hnsw.ef_search, kept for one --ef-search range
 MAX_RESCORE = 64
+GraphPrecision = Literal["float32", "float16"]
+GRAPH_PRECISIONS: tuple[GraphPrecision, ...] = ("float32", "float16")
 INSTALL_HINT = "install the hnsw extra: pip install 'ragbound[hnsw]'"
 
 
 class HnswParams(BaseModel):
     """How the graph is built (``m`` links per node, ``ef_construction`` candidates while
-    inserting) and searched (``ef_search`` candidates per query, at least k; ``rescore`` c >= 1
-    fetches k x c candidates and re-scores them exactly, 0 = off). Recorded in the manifest."""
+    inserting, ``precision`` of the vectors the graph keeps) and searched (``ef_search``
+    candidates per query, at least k; ``rescore`` c >= 1 fetches k x c candidates and
+    re-scores them exactly, 0 = off). Recorded in the manifest.
+
+    A float16 graph keeps its own copy of the vectors in half the memory; the similarities
+    it returns are then off by about 1e-4, unless re-scored from the float32 vectors.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -58,10 +65,12 @@ class HnswParams(BaseModel):
     ef_construction: int = Field(DEFAULT_EF_CONSTRUCTION, ge=1, le=MAX_EF)
     ef_search: int = Field(DEFAULT_EF_SEARCH, ge=1, le=MAX_EF)
     rescore: int = Field(0, ge=0, le=MAX_RESCORE)
+    precision: GraphPrecision = "float32"
 
     def same_graph(self, other: HnswParams) -> bool:
         """True when a graph built with ``other`` is the one these parameters build."""
-        return (self.m, self.ef_construction) == (other.m, other.ef_construction)
+        mine = (self.m, self.ef_construction, self.precision)
+        return mine == (other.m, other.ef_construction, other.precision)
 
 
 def hnsw_params(
@@ -69,8 +78,13 @@ def hnsw_params(
     ef_construction: int = DEFAULT_EF_CONSTRUCTION,
     ef_search: int = DEFAULT_EF_SEARCH,
     rescore: int = 0,
+    precision: str = "float32",
 ) -> HnswParams:
     """Checked :class:`HnswParams`; a value out of range is an InputError naming it."""
+    if precision not in GRAPH_PRECISIONS:
+        raise InputError(
+            f"precision must be one of {', '.join(GRAPH_PRECISIONS)}, got {precision!r}"
+        )
     limits = {
         "m": (m, 2, MAX_M),
         "ef_construction": (ef_construction, 1, MAX_EF),
@@ -82,7 +96,13 @@ def hnsw_params(
             raise InputError(f"{name} must be an integer in {low}..{high}, got {value!r}")
         if not low <= value <= high:
             raise InputError(f"{name} must be in {low}..{high}, got {value}")
-    return HnswParams(m=m, ef_construction=ef_construction, ef_search=ef_search, rescore=rescore)
+    return HnswParams(
+        m=m,
+        ef_construction=ef_construction,
+        ef_search=ef_search,
+        rescore=rescore,
+        precision=precision,  # type: ignore[arg-type]
+    )
 
 
 def hnsw_info(params: HnswParams, similarity: Similarity) -> SearchInfo:
@@ -147,9 +167,16 @@ class HnswStore:
     # ----------------------------------------------------------------- the graph
     def _build(self) -> Any:
         faiss = _faiss()
-        index = faiss.IndexHNSWFlat(self.dimension, self.params.m, faiss.METRIC_INNER_PRODUCT)
+        inner_product = faiss.METRIC_INNER_PRODUCT
+        if self.params.precision == "float16":
+            index = faiss.IndexHNSWSQ(
+                self.dimension, faiss.ScalarQuantizer.QT_fp16, self.params.m, inner_product
+            )
+        else:
+            index = faiss.IndexHNSWFlat(self.dimension, self.params.m, inner_product)
         index.hnsw.efConstruction = self.params.ef_construction
         with _one_thread(faiss):
+            index.train(self._exact.vectors)  # float16 needs no statistics: a no-op pass
             index.add(self._exact.vectors)
         return index
 
@@ -180,10 +207,13 @@ class HnswStore:
         return grown
 
     def with_search(self, params: HnswParams) -> HnswStore:
-        """The same graph searched with other ``ef_search`` / ``rescore`` (same m and
-        ef_construction, else InputError: that is another graph)."""
+        """The same graph searched with other ``ef_search`` / ``rescore`` (same m,
+        ef_construction and precision, else InputError: that is another graph)."""
         if not self.params.same_graph(params):
-            raise InputError("m and ef_construction shape the graph: build a new store for them")
+            raise InputError(
+                "m, ef_construction and precision shape the graph: another graph is needed "
+                "for them (build a new store)"
+            )
         other = HnswStore.__new__(HnswStore)
         other._exact, other._index, other.params = self._exact, self._index, params
         return other
