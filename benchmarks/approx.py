@@ -11,8 +11,9 @@ calibration was made with:
   the same HNSW, and HNSW with exact re-scoring (``rescore`` 4: 4 x k candidates, calibrated
   with the same search), for two graphs: the default (M 16, ef_construction 128, ef_search
   64) and a weak one (M 4, ef_construction 16, ef_search 10), which shows the drift a
-  few-thousand-chunk corpus otherwise hides. The graph searches with max(ef_search, k x c)
-  candidates, so at k = 32 the weak row's beam is 32;
+  few-thousand-chunk corpus otherwise hides; and each graph with float16 vectors (half its
+  memory), alone and re-scored. The graph searches with max(ef_search, k x c) candidates,
+  so at k = 32 the weak row's beam is 32;
 - pgvector exact and pgvector HNSW (ef_search 40, its default, and 10; M 16,
   ef_construction 64, pgvector's defaults), each calibrated with itself, on a throw-away
   server (benchmarks/pgserver.py) holding the same chunks and vectors, read by ``attach``.
@@ -44,7 +45,7 @@ from ragbound.detect import DetectorConfig, Guard
 from ragbound.detect.calibration import Calibration
 from ragbound.detect.evaluate import ScoredSets, evaluate
 from ragbound.knowledge import KnowledgeBase
-from ragbound.stores.hnsw import HnswParams
+from ragbound.stores.hnsw import HnswParams, HnswStore
 
 K = 32
 ALPHA = 0.05
@@ -139,12 +140,16 @@ def latency(guard: Guard, texts: list[str]) -> dict:
 
 
 def local_rows(kb: KnowledgeBase, queries: Queries) -> tuple[list[dict], dict]:
-    """The exact row and, per graph, the three HNSW rows; also the exact rows found."""
+    """The exact row and, per graph, the HNSW rows (see the module docstring); also the
+    exact rows found."""
     exact_rows = {name: _sims(kb, v)[1] for name, v in queries.vectors.items()}
     rows = [_row("exact", "exact", measure(_guard(kb, queries, kb), queries, exact_rows))]
     for graph_name, params in GRAPHS.items():
         approx = _searching(kb, params)
-        label = f"HNSW {graph_name} (M {params.m}, ef_search {params.ef_search})"
+        label = (
+            f"HNSW {graph_name} (M {params.m}, ef_search {params.ef_search}, graph "
+            f"{_graph_mb(approx):.1f} MB)"
+        )
         mixed = _guard(approx, queries, kb)
         rows.append(_row(label, "exact (forced)", measure(mixed, queries, exact_rows)))
         same = _guard(approx, queries, approx)
@@ -154,7 +159,23 @@ def local_rows(kb: KnowledgeBase, queries: Queries) -> tuple[list[dict], dict]:
         rows.append(
             _row(f"{label} + rescore {RESCORE}", "same", measure(guard, queries, exact_rows))
         )
+        half = _searching(kb, params.model_copy(update={"precision": "float16"}))
+        half_label = f"{label.split(' (')[0]} float16 (graph {_graph_mb(half):.1f} MB)"
+        rows.append(
+            _row(half_label, "same", measure(_guard(half, queries, half), queries, exact_rows))
+        )
+        half.use_hnsw(params.model_copy(update={"precision": "float16", "rescore": RESCORE}))
+        guard = _guard(half, queries, half)
+        rows.append(
+            _row(f"{half_label} + rescore {RESCORE}", "same", measure(guard, queries, exact_rows))
+        )
     return rows, exact_rows
+
+
+def _graph_mb(kb: KnowledgeBase) -> float:
+    store = kb.store
+    assert isinstance(store, HnswStore)
+    return store.graph().nbytes / 1e6
 
 
 def _searching(kb: KnowledgeBase, params: HnswParams) -> KnowledgeBase:
