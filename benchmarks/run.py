@@ -36,6 +36,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks import (
+    approx,
     baselines,
     datasets,
     llm_speed,
@@ -93,6 +94,11 @@ def main() -> None:
         kb = KnowledgeBase.build([corpus], embedder="minilm")
         results["energy_tau"] = energy_tau_part(kb, calibration, ik_test, ook)
         save(results, ["energy-tau"])
+        return
+    if sys.argv[1:] == ["approx"]:
+        results = saved_results()
+        results["approx"] = approx.approx_part(corpus, calibration, ik_test, ook)
+        save(results, ["approx"])
         return
     if sys.argv[1:] == ["ray"]:
         results = saved_results()
@@ -708,6 +714,7 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "shift": ("Offline shift test (paper Figure 5) and monitor speed", shift_markdown),
     "ray": ("Ray scoring: workers against one process", ray_scoring.ray_markdown),
     "near": ("Near out-of-knowledge: COVID-QA halves, PubMedQA half, far sets", near.near_markdown),
+    "approx": ("Approximate search (HNSW) with valid calibration", approx.approx_markdown),
     "tripwires": ("Tripwires (RAR)", tripwire_markdown),
     "tripwire-default": (
         "Tripwires: the default rule against the paper's",

@@ -70,6 +70,14 @@ from ragbound.embedders.base import Similarity
 from ragbound.embedders.sentence import SentenceTransformerEmbedder, release_freed_memory
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
 from ragbound.faults import crash_point
+from ragbound.hnsw_kb import (
+    GRAPH_DIR,
+    HnswIndex,
+    has_graph,
+    open_store,
+    remove_unreferenced_graphs,
+    save_graph,
+)
 from ragbound.locking import writer_lock
 from ragbound.progress import progress_bar
 from ragbound.stores import (
@@ -82,6 +90,7 @@ from ragbound.stores import (
     SearchInfo,
     bm25_info,
 )
+from ragbound.stores.hnsw import HnswParams, HnswStore, hnsw_info
 from ragbound.stores.postgres import PostgresTable
 
 KB_FORMAT = "ragbound.kb/1"
@@ -180,6 +189,8 @@ class KBManifest(BaseModel):
     segments: list[Segment]
     # where the rows live when not in segment files: a PostgreSQL table (see postgres_kb)
     store: PostgresTable | None = None
+    # local approximate search: an HNSW graph in hnsw/ (see hnsw_kb); None = exact search
+    hnsw: HnswIndex | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -243,6 +254,7 @@ class KnowledgeBase:
         # over them, built on first search and rebuilt after an add.
         self._vectors = None if vectors is None else np.ascontiguousarray(vectors, np.float32)
         self._store: Retriever | None = None
+        self._last_graph: HnswStore | None = None  # grown, not rebuilt, after an add
 
     # ----------------------------------------------------------------- building
     @classmethod
@@ -457,6 +469,8 @@ class KnowledgeBase:
         if [s.name for s in committed.segments] != self._base_names:
             self._rebase(KnowledgeBase.load(target))  # another writer committed meanwhile
         if not self._unsaved:
+            if committed.hnsw != self.manifest.hnsw:  # only the search changed (use_hnsw)
+                self._commit(target, committed.segments, "add")
             return
         seg_dir = target / SEGMENTS
         _remove_unreferenced(seg_dir, committed.segments)  # what crashed writes left
@@ -527,10 +541,14 @@ class KnowledgeBase:
     def _commit(self, target: Path, segments: list[Segment], step: str) -> None:
         """Replace the manifest (the commit), then remove files it does not reference."""
         manifest = self.manifest.model_copy(update={"segments": segments})
+        if manifest.hnsw is not None and not has_graph(target, manifest.hnsw, manifest.n_chunks):
+            graph = save_graph(target, self._hnsw_store(), manifest.hnsw)
+            manifest = manifest.model_copy(update={"hnsw": graph})
         crash_point(f"kb.{step}:segment-written")
         write_json(target / MANIFEST, manifest.model_dump(mode="json"))
         crash_point(f"kb.{step}:committed")
         _remove_unreferenced(target / SEGMENTS, segments)
+        remove_unreferenced_graphs(target, manifest.hnsw)
         self.manifest = manifest
         self._base_names = [s.name for s in segments]
         self._unsaved = []
@@ -654,7 +672,9 @@ class KnowledgeBase:
         holds fine units, a :class:`~ragbound.stores.PooledStore` over them scores each
         chunk by its best unit."""
         if self._store is None:
-            if self._granularity == ("chunk",):
+            if self._granularity == ("chunk",) and self._searches_hnsw():
+                self._store = self._hnsw_store()
+            elif self._granularity == ("chunk",):
                 self._store = self._inner_store(self._vectors, [c.text for c in self.chunks])
             else:
                 owners, vectors, texts = self._search_rows()
@@ -754,9 +774,53 @@ class KnowledgeBase:
         kb._granularity = self._granularity
         return kb
 
+    def _hnsw_store(self) -> HnswStore:
+        """The graph over every chunk: the one in memory, else the committed one grown by
+        the rows it lacks, else a new one."""
+        if isinstance(self._store, HnswStore) and len(self._store) == len(self.chunks):
+            return self._store
+        if self.manifest.hnsw is None or self._vectors is None:
+            raise InputError("this knowledge base does not search with HNSW")
+        store = open_store(
+            self.path,
+            self.manifest.hnsw,
+            self._vectors,
+            self.manifest.embedder.similarity,
+            previous=self._last_graph,
+        )
+        self._store = self._last_graph = store
+        return store
+
+    def use_hnsw(self, params: HnswParams | None) -> None:
+        """Search through an HNSW graph with ``params`` (None: exact search again).
+
+        Recorded in the manifest on the next ``save``. Changing only ``ef_search`` or
+        ``rescore`` keeps the graph (``m``, ``ef_construction`` and ``precision`` make
+        another); calibrations record the search, so calibrate again with the search you
+        check with. Dense local knowledge bases only (InputError otherwise).
+        """
+        if self.manifest.store is not None or self.manifest.embedder.kind != "dense":
+            raise InputError(
+                "an HNSW graph indexes a local dense knowledge base; a PostgreSQL one searches "
+                "with pgvector's HNSW (search=hnsw in the --store URL)"
+            )
+        current = self.manifest.hnsw
+        index = None if params is None else (current or HnswIndex()).searched_with(params)
+        if isinstance(self._store, HnswStore):
+            self._last_graph = self._store  # reused when the graph is the same
+        self.manifest = self.manifest.model_copy(update={"hnsw": index})
+        self._store = None
+
     def describe(self) -> SearchInfo:
         """How ``search`` finds neighbours (exact or approximate, with which parameters)."""
+        if self._granularity == ("chunk",) and self._searches_hnsw():
+            return hnsw_info(self.manifest.hnsw.params, self.similarity)  # no graph needed
         return self.store.describe()
+
+    def _searches_hnsw(self) -> bool:
+        """Chunks are searched through a local HNSW graph; finer units are always searched
+        exactly (the graph indexes chunk vectors only)."""
+        return self.manifest.hnsw is not None and self._vectors is not None
 
     @property
     def vectors(self) -> np.ndarray:
@@ -917,7 +981,9 @@ def _written_by_ragbound() -> frozenset[str]:
     from ragbound.detect.calibration import CALIBRATION_DIR
     from ragbound.tripwires.store import TRIPWIRE_DIR, TRIPWIRE_MANIFEST
 
-    return frozenset({MANIFEST, SEGMENTS, CALIBRATION_DIR, TRIPWIRE_MANIFEST, TRIPWIRE_DIR})
+    return frozenset(
+        {MANIFEST, SEGMENTS, GRAPH_DIR, CALIBRATION_DIR, TRIPWIRE_MANIFEST, TRIPWIRE_DIR}
+    )
 
 
 def check_index_target(

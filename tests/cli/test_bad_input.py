@@ -57,6 +57,22 @@ ROWS: list[tuple[str, str]] = [
     ("index {records} --out {new} --embedder bm25 --granularity ,", "no unit given"),
     ("index {records} --out {new} --embedder bm25 --window-sentences 1", "must be at least 2"),
     ("index {records} --out {new} --embedder bm25 --window-sentences x", "'--window-sentences'"),
+    ("index {records} --out {new} --search fuzzy", "'--search': must be one of exact, hnsw"),
+    ("index {records} --out {new} --search hnsw --ef-search 0", "'--ef-search'"),
+    ("index {records} --out {new} --search hnsw --ef-search x", "'--ef-search'"),
+    ("index {records} --out {new} --search hnsw --m 1", "'--m': must be in 2..256"),
+    ("index {records} --out {new} --search hnsw --rescore 65", "'--rescore': must be in 0..64"),
+    ("index {records} --out {new} --rescore 2", "--rescore apply to --search hnsw only"),
+    (
+        "index {records} --out {new} --search hnsw --graph-precision float64",
+        "'--graph-precision': must be one of float32, float16",
+    ),
+    ("index {records} --out {new} --graph-precision float16", "apply to --search hnsw only"),
+    ("index {records} --out {new} --embedder bm25 --search hnsw", "local dense knowledge base"),
+    (
+        "index {records} --out {new} --search hnsw --store postgresql://u@h/db",
+        "add search=hnsw&ef_search=N to the --store URL",
+    ),
     # --------------------------------------------------------------------------- add
     ("add {kb}", "Missing argument"),
     ("add {missing} {records}", "does not exist"),
@@ -251,6 +267,7 @@ ROWS: list[tuple[str, str]] = [
     ("shift {kb} --queries {log} --plot {file}", "is a file"),
     ("shift {kb} --queries {queries_jsonl} --field nosuch", "(field 'nosuch'): missing"),
     ("shift {kb} --queries {log} --restart=1", "'--restart'"),
+    ("shift {kb} --queries {queries} --force=yes", "'--force'"),
     ("shift {uncalibrated} --queries {queries}", "no calibration yet"),
     # ------------------------------------------------------------------------- score
     ("score {kb}", "Missing argument"),
@@ -270,6 +287,7 @@ ROWS: list[tuple[str, str]] = [
     ("score {kb} {log} --out {new}.jsonl --statistic nosuch", "'--statistic'"),
     ("score {kb} {log} --out {new}.jsonl --alpha 2", "'--alpha'"),
     ("score {kb} {log} --out {new}.jsonl --field nosuch", "(field 'nosuch')"),
+    ("score {kb} {log} --out {new}.jsonl --force=yes", "'--force'"),
     # ------------------------------------------------------------------------- serve
     ("serve", "Missing argument"),
     ("serve {missing}", "does not exist"),

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.stores.pgserver import PASSWORD, Server, binaries, missing_user, running_server
+from benchmarks.pgserver import PASSWORD, Server, binaries, missing_user, running_server
 
 
 @pytest.fixture(scope="session")

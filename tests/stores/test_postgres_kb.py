@@ -12,10 +12,10 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
+from benchmarks.pgserver import PASSWORD
 from ragbound.knowledge import KnowledgeBase
 from ragbound.postgres_kb import PostgresKnowledgeBase
 from tests.cli.runner import run
-from tests.stores.pgserver import PASSWORD
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE, TOPICS
 from tests.tripwires.tripwire_texts import TRIPWIRES, UNSAFE
 

@@ -96,7 +96,12 @@ PlotOpt = Annotated[
     typer.Option("--plot", help="Write PNG plots to this folder.", callback=validate.folder),
 ]
 ForceOpt = Annotated[
-    bool, typer.Option("--force", help="Use a calibration made against another knowledge base.")
+    bool,
+    typer.Option(
+        "--force",
+        help="Use a calibration made against another knowledge base, or with another search "
+        "(exact vs HNSW, another ef_search).",
+    ),
 ]
 LlmOpt = Annotated[str, typer.Option("--llm", help=LLM_HELP)]
 ConcurrencyOpt = Annotated[

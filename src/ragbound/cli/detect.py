@@ -182,7 +182,8 @@ def check(
     --json prints one object per query with query, statistic, score, p_value, reject, alpha,
     critical_value (null when no score can reach alpha with this calibration), k,
     n_calibration and neighbours (rank, chunk_id, doc_id, source, similarity, text). A
-    calibration made before the knowledge base changed is refused unless --force.
+    calibration made before the knowledge base changed, or with another search (exact vs
+    HNSW, another ef_search), is refused unless --force.
     """
     from ragbound.detect import Guard
 

@@ -13,6 +13,7 @@ from ragbound.cli.common import JsonOpt, console, emit_json, notice, progress
 
 if TYPE_CHECKING:
     from ragbound.knowledge import KnowledgeBase
+    from ragbound.stores.hnsw import HnswParams
 
 
 def index(
@@ -79,6 +80,45 @@ def index(
             callback=validate.postgres_url,
         ),
     ] = None,
+    search: Annotated[
+        str,
+        typer.Option(
+            help="exact (every chunk, default) or hnsw (a local HNSW graph, approximate: the "
+            "hnsw extra).",
+            callback=validate.choice("exact", "hnsw"),
+        ),
+    ] = "exact",
+    ef_search: Annotated[
+        int | None,
+        typer.Option(
+            help="With --search hnsw: candidates per query (default 64; at least k are kept).",
+            callback=validate.ef_search,
+        ),
+    ] = None,
+    m: Annotated[
+        int | None,
+        typer.Option(
+            "--m",
+            help="With --search hnsw: links per node of the graph (default 16).",
+            callback=validate.hnsw_m,
+        ),
+    ] = None,
+    rescore: Annotated[
+        int | None,
+        typer.Option(
+            help="With --search hnsw: take k x C approximate candidates and re-score them "
+            "exactly from the stored vectors (0 = off, the default).",
+            callback=validate.rescore,
+        ),
+    ] = None,
+    graph_precision: Annotated[
+        str | None,
+        typer.Option(
+            help="With --search hnsw: float32 (default) or float16 copies of the vectors in "
+            "the graph (half the memory; similarities within about 1e-4 unless --rescore).",
+            callback=validate.choice("float32", "float16"),
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Load, chunk and embed a corpus into a new knowledge-base directory.
@@ -97,9 +137,9 @@ def index(
     rest of its chunk) and still returns chunks as evidence. It costs one vector per unit
     (about 10 per 200-word chunk for sentences) and a search over them. calibrate
     --granularity picks among the units indexed; check uses the calibration's. --json prints
-    path, n_documents, n_chunks, embedder, granularity, n_units and
-    fingerprint. A duplicate document id, a corpus
-    with no documents, or a knowledge base already in --out (without --overwrite) is an error.
+    path, n_documents, n_chunks, embedder, granularity, n_units, fingerprint and search. A
+    duplicate document id, a corpus with no documents, or a knowledge base already in --out
+    (without --overwrite) is an error.
 
     --overwrite replaces the knowledge base in place: the new files are written beside the
     old ones and one manifest replace commits them, so a crash leaves the old knowledge base
@@ -116,10 +156,21 @@ def index(
     ef_search candidates per query, default 40); calibrations record the method.
     With --store, --out must be a new or empty folder, and --overwrite replaces only a table
     that ragbound created.
+
+    --search hnsw (a local knowledge base) builds an HNSW graph (faiss, one thread, so the
+    same corpus gives the same graph) and saves it beside the vectors, in hnsw/; it answers
+    every search, approximately: it can miss true neighbours, whose top similarities are
+    then lower. The manifest records --m, --ef-search and --rescore, and so does every
+    calibration: check, evaluate, shift, score and the gate refuse a calibration made with
+    another search (unless --force), so calibrate after choosing the search. --rescore C
+    fetches k x C candidates (the beam is widened to match) and returns the exact top k
+    among them, re-scored from the stored vectors: recall rises, the similarities are exact.
+    The graph indexes chunk vectors only: finer units (--granularity) are searched exactly.
     """
     from ragbound.corpus.units import unit_params
     from ragbound.knowledge import KnowledgeBase, check_index_target
 
+    hnsw = _hnsw_choice(search, ef_search, m, rescore, graph_precision, store)
     # refuse before embedding; checked again under the lock when saving
     if store is None:
         check_index_target(out, overwrite=overwrite, delete_other_files=delete_other_files)
@@ -148,6 +199,8 @@ def index(
     )
     if store is not None:
         kb.place(location)
+    if hnsw is not None:
+        kb.use_hnsw(hnsw)
     kb.save(
         out,
         overwrite=overwrite,
@@ -156,6 +209,40 @@ def index(
         notify=notice,
     )
     _report_kb(kb, "indexed", json_out)
+
+
+def _hnsw_choice(
+    search: str,
+    ef_search: int | None,
+    m: int | None,
+    rescore: int | None,
+    precision: str | None,
+    store: str | None,
+) -> HnswParams | None:
+    """The local HNSW parameters asked for (None: exact), checked before embedding."""
+    from ragbound.errors import InputError
+
+    options = {"--ef-search": ef_search, "--m": m, "--rescore": rescore}
+    options["--graph-precision"] = precision
+    given = [name for name, value in options.items() if value is not None]
+    if search == "exact":
+        if given:
+            raise InputError(f"{', '.join(given)} apply to --search hnsw only")
+        return None
+    if store is not None:
+        raise InputError(
+            "--search hnsw builds a local graph; a PostgreSQL knowledge base uses pgvector's "
+            "HNSW index: add search=hnsw&ef_search=N to the --store URL"
+        )
+    from ragbound.stores.hnsw import DEFAULT_EF_SEARCH, DEFAULT_M, hnsw_params, require_faiss
+
+    require_faiss()
+    return hnsw_params(
+        m=DEFAULT_M if m is None else m,
+        ef_search=DEFAULT_EF_SEARCH if ef_search is None else ef_search,
+        rescore=rescore or 0,
+        precision=precision or "float32",
+    )
 
 
 def add(
@@ -332,9 +419,12 @@ def _report_kb(kb, verb: str, json_out: bool) -> None:
         }
         if m.store is not None:
             fields["store"] = m.store.model_dump(mode="json")
+        fields["search"] = kb.describe().model_dump(mode="json")
         emit_json(fields)
         return
     where = "" if m.store is None else f", rows in {m.store.describe()}"
+    if m.hnsw is not None:
+        where += f", search {kb.describe().summary()}"
     console().print(
         f"{verb} [bold]{kb.path}[/]: {m.n_documents} documents, {m.n_chunks} chunks, "
         f"embedder {m.embedder.name} ({m.embedder.similarity}), fingerprint {kb.fingerprint}"

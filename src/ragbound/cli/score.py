@@ -14,6 +14,7 @@ from ragbound.cli.common import (
     CalibratedAlphaOpt,
     EngineOpt,
     FieldOpt,
+    ForceOpt,
     JsonOpt,
     StatisticOpt,
     WorkersOpt,
@@ -48,6 +49,7 @@ def score(
     time_field: Annotated[
         str, typer.Option(help="Timestamp field copied to the output, when present.")
     ] = "time",
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Write the out-of-knowledge p-value of every query in LOG.
@@ -60,7 +62,8 @@ def score(
     knowledge base once (the KB folder must be readable at the same path on every node);
     without --address it starts Ray on this machine. Both engines search the same batches
     and give the same scores. --json prints a summary: n, out_of_knowledge, statistic,
-    alpha, engine, out.
+    alpha, engine, out. A calibration made against another knowledge base, or with another
+    search (exact vs HNSW, another ef_search), is refused unless --force.
     """
     from ragbound.detect import Guard
     from ragbound.detect.logscore import check_score_output, score_file, write_scores
@@ -69,7 +72,7 @@ def score(
     check_score_output(out)
     if engine == "local" and address is not None:
         raise InputError("--address needs --engine ray")
-    guard = Guard.load(kb_dir)
+    guard = Guard.load(kb_dir, force=force)
     search = make_search(
         guard,
         engine,  # type: ignore[arg-type]

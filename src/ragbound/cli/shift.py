@@ -13,6 +13,7 @@ from ragbound.cli.common import (
     AddressOpt,
     EngineOpt,
     FieldOpt,
+    ForceOpt,
     JsonOpt,
     PlotOpt,
     RunOpt,
@@ -114,6 +115,7 @@ def shift(
     engine: EngineOpt = "local",
     address: AddressOpt = None,
     workers: WorkersOpt = 2,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Test whether queries have drifted from the calibration queries (paper eq. 3).
@@ -146,6 +148,9 @@ def shift(
 
     --engine ray embeds and searches the queries on Ray (see ragbound score); the tests and
     the saved state are the same as with the local engine.
+
+    A calibration made against another knowledge base, or with another search (exact vs
+    HNSW, another ef_search), is refused unless --force.
     """
     from ragbound.detect import Guard
     from ragbound.detect.monitor import WindowSpec, is_log
@@ -162,7 +167,7 @@ def shift(
         return make_search(guard, "ray", address=address, workers=workers)
 
     if window is None and not is_log(queries, time_field):
-        guard = Guard.load(kb_dir)
+        guard = Guard.load(kb_dir, force=force)
         search = ray_search(guard)
         _shift_batch(guard, queries, field, test, statistic, alpha, run, json_out, search)
         return
@@ -173,7 +178,7 @@ def shift(
         validate.check_step(step, spec.size, "queries")
     else:
         validate.check_step(step, float(spec.seconds or 0), "s")
-    guard = Guard.load(kb_dir)
+    guard = Guard.load(kb_dir, force=force)
     _shift_log(
         guard,
         ray_search(guard),

@@ -295,3 +295,29 @@ def _ef_search(value: int) -> None:
 
 # pgvector's hnsw.ef_search: candidates kept per query
 ef_search = _each(_ef_search)
+
+
+def _in_range(low: int, high: int) -> Callable[[int], None]:
+    def check(value: int) -> None:
+        if not low <= value <= high:
+            raise typer.BadParameter(f"must be in {low}..{high}, got {value}")
+
+    return check
+
+
+def _hnsw_limit(name: str) -> Callable[[int], None]:
+    """A local HNSW parameter's range, from ragbound.stores.hnsw (imported when checked)."""
+
+    def check(value: int) -> None:
+        from ragbound.stores import hnsw
+
+        low, high = {"m": (2, hnsw.MAX_M), "rescore": (0, hnsw.MAX_RESCORE)}[name]
+        _in_range(low, high)(value)
+
+    return check
+
+
+# a local HNSW graph's links per node
+hnsw_m = _each(_hnsw_limit("m"))
+# exact re-scoring factor: k x c candidates (0 = off)
+rescore = _each(_hnsw_limit("rescore"))

@@ -160,6 +160,32 @@ class Calibration:
             f"{granularity_label(wanted)}, or force it (--force) if you know the null still holds"
         )
 
+    def check_search(self, current: SearchInfo, *, force: bool = False) -> None:
+        """Refuse to test with a search other than the one the calibration used.
+
+        An approximate index misses neighbours, so its top similarities are lower than exact
+        ones: a null measured with one search gives wrong p-values for another (exact vs
+        HNSW, or another ef_search). Exact searches are interchangeable. Calibrations made
+        before the search was recorded were made with an exact search.
+        """
+        recorded = self.manifest.search
+        if force:
+            return
+        if recorded is None:
+            if current.exact:
+                return
+            made_with = "an exact search (recorded before searches were)"
+        elif recorded.same_results(current):
+            return
+        else:
+            made_with = recorded.summary()
+        raise IncompatibleArtifactError(
+            f"this calibration was made with {made_with}, but the knowledge base now searches "
+            f"with {current.summary()}: its p-values would not hold (an approximate search "
+            "returns lower top similarities). Calibrate again with the search you check with "
+            "(ragbound calibrate KB --queries FILE), or pass --force (force=True) to use it anyway"
+        )
+
     def save(self, kb_dir: Path, *, on_wait: Callable[[str], None] | None = None) -> Path:
         """Commit this calibration in ``kb_dir``, holding the knowledge base's writer lock.
 

@@ -49,6 +49,7 @@ class Guard:
         """
         calibration.check_compatible(kb.fingerprint, force=force)
         self.kb = kb.at_granularity(calibration.granularity_for(granularity, force=force))
+        calibration.check_search(self.kb.describe(), force=force)
         self.calibration = calibration
         self._detectors: dict[tuple[str, float], BoundaryDetector] = {}
         self._reranker: CrossEncoderReranker | None = None

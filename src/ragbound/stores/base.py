@@ -51,6 +51,20 @@ class SearchInfo(BaseModel):
     similarity: Similarity
     parameters: dict[str, str | int | float | bool] = {}
 
+    def same_results(self, other: SearchInfo) -> bool:
+        """True when both searches return the same similarities: two exact searches (any
+        backend: they agree to float rounding), or the same approximate backend with the same
+        similarity and parameters."""
+        if self.exact and other.exact:
+            return self.similarity == other.similarity
+        return self == other
+
+    def summary(self) -> str:
+        """One line for messages, e.g. ``faiss-hnsw (approximate, ef_search=10, m=16)``."""
+        kind = "exact" if self.exact else "approximate"
+        details = ", ".join(f"{name}={value}" for name, value in sorted(self.parameters.items()))
+        return f"{self.backend} ({kind}, {self.similarity}{', ' if details else ''}{details})"
+
 
 @runtime_checkable
 class Retriever(Protocol[Queries_contra]):
