@@ -79,6 +79,15 @@ def calibrate(
         str,
         typer.Option(help=_help("p_value_method"), callback=validate.choice(*P_VALUE_METHODS)),
     ] = DEFAULTS.p_value_method,
+    real_queries: Annotated[
+        Path | None,
+        typer.Option(
+            "--real-queries",
+            help="Real user questions to compare the --queries with (e.g. `ragbound synth` "
+            "output): a KS test on their scores, a warning when they differ.",
+            callback=validate.existing_file,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Build the empirical null from in-knowledge queries; save it in KB_DIR/calibration/.
@@ -94,6 +103,12 @@ def calibrate(
     --statistic and --alpha only set the defaults that check uses; every statistic can be
     chosen later. --json prints path, n_queries, k, tau, statistic, alpha, critical_value and
     kb_fingerprint.
+
+    --real-queries FILE (a few dozen real user questions, read with the default query
+    fields) checks that the --queries score like them: a KS test at level 0.05 on the
+    statistic's scores, saved in the calibration manifest (synthetic_check, also in --json)
+    with both medians and the share of real questions that reach the critical value; a
+    warning on stderr when they differ. Without it, synthetic --queries get a reminder.
     """
     from ragbound.corpus import load_queries
     from ragbound.detect import Guard
@@ -116,6 +131,9 @@ def calibrate(
         )
     for warning in caught:
         sys.stderr.write(f"warning: {warning.message}\n")
+    from ragbound.cli.synth import check_against_real
+
+    synthetic_check = check_against_real(guard, queries, field, real_queries, progress(json_out))
     folder = guard.save(on_wait=notice)
     detector = guard.detector()
     info = {
@@ -125,6 +143,8 @@ def calibrate(
         "critical_value": detector.critical_value_,
         "kb_fingerprint": kb.fingerprint,
     }
+    if synthetic_check is not None:
+        info["synthetic_check"] = synthetic_check.model_dump(mode="json")
     if json_out:
         emit_json(info)
         return

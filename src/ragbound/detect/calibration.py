@@ -45,6 +45,7 @@ from ragbound.detect.config import DETECTOR_PARAMS, DetectorConfig
 from ragbound.errors import ArtifactError, IncompatibleArtifactError
 from ragbound.faults import crash_point
 from ragbound.locking import writer_lock
+from ragbound.results import SyntheticCheck
 from ragbound.stores import SearchInfo
 
 CALIBRATION_FORMAT = "ragbound.calibration/1"
@@ -72,6 +73,8 @@ class CalibrationManifest(BaseModel):
     # SHA-256 of the data files, checked on load; None in calibrations made before
     similarities_sha256: str | None = None
     queries_sha256: str | None = None
+    # calibrate --real-queries: the calibration queries compared with real user questions
+    synthetic_check: SyntheticCheck | None = None
 
     @model_validator(mode="before")
     @classmethod
