@@ -116,6 +116,7 @@ def calibrate(
 
     kb = KnowledgeBase.load(kb_dir)
     texts = load_queries(queries, field=field)
+    real_texts = load_queries(real_queries) if real_queries else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         guard = Guard.calibrate(
@@ -133,7 +134,9 @@ def calibrate(
         sys.stderr.write(f"warning: {warning.message}\n")
     from ragbound.cli.synth import check_against_real
 
-    synthetic_check = check_against_real(guard, queries, field, real_queries, progress(json_out))
+    synthetic_check = check_against_real(
+        guard, (queries, field), (real_queries, real_texts), progress(json_out)
+    )
     folder = guard.save(on_wait=notice)
     detector = guard.detector()
     info = {

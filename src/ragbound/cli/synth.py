@@ -110,6 +110,7 @@ def synth(
     RAGBOUND_LLM_API_KEY or OPENAI_API_KEY.
     """
     from ragbound.knowledge import KnowledgeBase
+    from ragbound.llm import load_prompt
     from ragbound.synth.queries import (
         context_structure,
         default_prompt,
@@ -121,14 +122,17 @@ def synth(
     kb = KnowledgeBase.load(kb_dir)
     structure = context_structure(kb, cast(Literal["document", "chunk"], context), group_by)
     shown = load_examples(examples)
-    notice(structure.describe())
+    prompt_id = prompt or default_prompt(examples)
+    load_prompt(prompt_id)  # refused here, before the notice, when unknown
+    model = cached_llm(llm)
+    notice(f"{structure.describe()}; prompt {prompt_id}")
     queries, report = generate_queries(
         kb,
-        cached_llm(llm),
+        model,
         n=n,
         seed=seed,
         examples=shown,
-        prompt_id=prompt or default_prompt(examples),
+        prompt_id=prompt_id,
         structure=structure,
         max_requests=max_requests,
         concurrency=concurrency,
@@ -146,15 +150,13 @@ def synth(
 
 def check_against_real(
     guard: Guard,
-    queries: Path,
-    field: str | None,
-    real_queries: Path | None,
+    calibration: tuple[Path, str | None],
+    real: tuple[Path | None, list[str] | None],
     show_progress: bool,
 ) -> SyntheticCheck | None:
-    """For ``calibrate``: compare the calibration ``queries`` with ``real_queries`` (kept in
-    the guard's manifest; a warning on stderr when they differ), or remind users of synthetic
-    queries that the check exists."""
-    from ragbound.corpus import load_queries
+    """For ``calibrate``: compare the calibration queries (file, field) with the real ones
+    (file, loaded texts), keeping the result in the guard's manifest (a warning on stderr when
+    they differ), or remind users of synthetic queries that the check exists."""
     from ragbound.synth.check import (
         check_warning,
         compare_with_real,
@@ -162,8 +164,9 @@ def check_against_real(
         synthetic_provenance,
     )
 
-    provenance = synthetic_provenance(queries, field)
-    if real_queries is None:
+    provenance = synthetic_provenance(*calibration)
+    real_queries, real_texts = real
+    if real_queries is None or real_texts is None:
         if provenance is not None:
             notice(
                 "note: these calibration queries come from `ragbound synth`; add "
@@ -173,7 +176,7 @@ def check_against_real(
         return None
     check = compare_with_real(
         guard,
-        load_queries(real_queries),
+        real_texts,
         real_source=str(real_queries),
         provenance=provenance,
         progress=show_progress,
