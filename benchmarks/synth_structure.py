@@ -41,7 +41,9 @@ from ragbound.detect import Guard
 from ragbound.detect.config import DEFAULTS
 from ragbound.detect.evaluate import split_queries
 from ragbound.detect.guard import search_in_batches
+from ragbound.detect.shift import MIN_REFERENCE
 from ragbound.knowledge import KnowledgeBase
+from ragbound.llm import LLM
 from ragbound.stats import EmpiricalNull, ks_two_sample
 from ragbound.synth.check import CHECK_LEVEL, compare_with_real
 from ragbound.synth.queries import USERS_PROMPT, context_structure, generate_queries
@@ -88,9 +90,20 @@ def structure_part(kb: KnowledgeBase, pmids: list[str]) -> dict:
     }
 
 
-def check_part(kb: KnowledgeBase, real: list[str], ik_test: list[str], near: list[str]) -> dict:
-    """FPR, power and the check's warning rate for calibrations mixed with near-OoK questions."""
-    k = DEFAULTS.k
+def check_part(
+    kb: KnowledgeBase,
+    real: list[str],
+    ik_test: list[str],
+    near: list[str],
+    *,
+    n_calibration: int = N_CALIBRATION_MIX,
+    sizes: tuple[int, ...] = CHECK_SIZES,
+    draws: int = CHECK_DRAWS,
+    k: int = DEFAULTS.k,
+) -> dict:
+    """FPR, power and the check's warning rate for calibrations mixed with near-OoK questions:
+    each draw takes ``n_calibration`` of ``real`` (a share replaced by ``near``) and checks it
+    against ``sizes`` other real questions."""
     guard = Guard.calibrate(kb, real, k=k)
     detector = guard.detector(None, ALPHA)
     score = {
@@ -101,21 +114,21 @@ def check_part(kb: KnowledgeBase, real: list[str], ik_test: list[str], near: lis
     rng = np.random.default_rng(0)
     rows = []
     for share in MIX_SHARES:
-        n_near = round(share * N_CALIBRATION_MIX)
-        fprs, powers, warnings = [], [], {size: 0 for size in CHECK_SIZES}
-        for _ in range(CHECK_DRAWS):
+        n_near = round(share * n_calibration)
+        fprs, powers, warnings = [], [], {size: 0 for size in sizes}
+        for _ in range(draws):
             order = rng.permutation(len(score["real"]))
             cal = np.concatenate(
                 [
-                    score["real"][order[: N_CALIBRATION_MIX - n_near]],
+                    score["real"][order[: n_calibration - n_near]],
                     rng.choice(score["near"], n_near, replace=False),
                 ]
             )
             critical = EmpiricalNull(cal).critical_value(ALPHA)
             fprs.append(np.mean(score["test"] >= critical))
             powers.append(np.mean(score["near"] >= critical))
-            unused = order[N_CALIBRATION_MIX - n_near :]
-            for size in CHECK_SIZES:
+            unused = order[n_calibration:]  # real questions no draw calibrates on
+            for size in sizes:
                 sample = score["real"][rng.choice(unused, size, replace=False)]
                 warnings[size] += ks_two_sample(cal, sample, alpha=CHECK_LEVEL).reject
         rows.append(
@@ -124,19 +137,28 @@ def check_part(kb: KnowledgeBase, real: list[str], ik_test: list[str], near: lis
                 "fpr": float(np.mean(fprs)),
                 "fpr_sd": float(np.std(fprs)),
                 "power": float(np.mean(powers)),
-                **{f"warn_{size}": warnings[size] / CHECK_DRAWS for size in CHECK_SIZES},
+                **{f"warn_{size}": warnings[size] / draws for size in sizes},
             }
         )
-    return {"statistic": detector.statistic, "draws": CHECK_DRAWS, "rows": rows}
+    return {
+        "statistic": detector.statistic,
+        "draws": draws,
+        "n_calibration": n_calibration,
+        "sizes": list(sizes),
+        "rows": rows,
+    }
 
 
 def llm_part(
-    kb: KnowledgeBase, real: list[str], ik_test: list[str], near: list[str], n: int
+    kb: KnowledgeBase,
+    llm: LLM,
+    real: list[str],
+    ik_test: list[str],
+    near: list[str],
+    n: int,
+    k: int = DEFAULTS.k,
 ) -> dict:
     """Calibrate on real and on each synthetic condition; FPR, power and the check."""
-    from ragbound.llm import CachedLLM, ResponseCache, make_llm
-
-    llm = CachedLLM(make_llm("local"), ResponseCache())
     examples = [{"question": q} for q in real[:N_EXAMPLES]]
     conditions = {
         "(a) each record alone (synth before)": {
@@ -160,26 +182,31 @@ def llm_part(
         }
     rows = {}
     for label, entry in sets.items():
-        rows[label] = _calibration_row(kb, entry["queries"], ik_test, near, real[:N_EXAMPLES])
+        rows[label] = _calibration_row(kb, entry["queries"], ik_test, near, real[:N_EXAMPLES], k)
         rows[label] |= {"seconds": entry["seconds"], "report": entry["report"]}
         rows[label]["examples"] = entry["queries"][:5]
     return {"n": n, "rows": rows}
 
 
 def _calibration_row(
-    kb: KnowledgeBase, queries: list[str], ik_test: list[str], near: list[str], real: list[str]
+    kb: KnowledgeBase,
+    queries: list[str],
+    ik_test: list[str],
+    near: list[str],
+    real: list[str],
+    k: int,
 ) -> dict:
-    guard = Guard.calibrate(kb, queries, alpha=ALPHA)
+    guard = Guard.calibrate(kb, queries, alpha=ALPHA, k=k)
     detector = guard.detector()
     critical = float(detector.critical_value_)
     scores_test = detector.score(search_in_batches(kb, ik_test, guard.k).similarities)
     scores_near = detector.score(search_in_batches(kb, near, guard.k).similarities)
-    check = compare_with_real(guard, real)
+    enough = len(queries) >= MIN_REFERENCE  # the KS check needs this many
     return {
         "n": len(queries),
         "fpr": float(np.mean(scores_test >= critical)),
         "power": float(np.mean(scores_near >= critical)),
-        "check": check.model_dump(mode="json"),
+        "check": compare_with_real(guard, real).model_dump(mode="json") if enough else None,
     }
 
 
@@ -200,19 +227,19 @@ def markdown(results: dict) -> str:
     check = results.get("check")
     if check:
         header = ["near-OoK share in calibration", "held-out FPR (sd)", "MMLU-Med power"]
-        header += [f"check warns, {size} real questions" for size in CHECK_SIZES]
+        header += [f"check warns, {size} real questions" for size in check["sizes"]]
         rows = [
             [
                 f"{row['near_share']:.0%}",
                 f"{row['fpr']:.3f} ({row['fpr_sd']:.3f})",
                 f"{row['power']:.3f}",
-                *[f"{row[f'warn_{size}']:.3f}" for size in CHECK_SIZES],
+                *[f"{row[f'warn_{size}']:.3f}" for size in check["sizes"]],
             ]
             for row in check["rows"]
         ]
         lines += [
             f"`calibrate --real-queries` check (KS at level {CHECK_LEVEL}, {check['statistic']}"
-            f" scores), {N_CALIBRATION_MIX} calibration queries of which a share are MMLU-Med "
+            f" scores), {check['n_calibration']} calibration queries of which a share are MMLU-Med "
             f"questions (scores that run high, as detail-asking synthetic questions do), "
             f"{check['draws']} seeded draws. The 0% row is the check's false-warning rate.",
             "",
@@ -232,8 +259,8 @@ def markdown(results: dict) -> str:
                     str(row["n"]),
                     f"{row['fpr']:.3f}",
                     f"{row['power']:.3f}",
-                    f"{c['ks_statistic']:.3f} ({c['p_value']:.2g})",
-                    f"{c['median_calibration']:.4f} / {c['median_real']:.4f}",
+                    f"{c['ks_statistic']:.3f} ({c['p_value']:.2g})" if c else "n < 20",
+                    f"{c['median_calibration']:.4f} / {c['median_real']:.4f}" if c else "",
                     f"{row['seconds']:.0f}",
                 ]
             )
@@ -268,8 +295,11 @@ def main(parts: list[str] | None = None) -> dict:
     if "check" in parts:
         results["check"] = check_part(kb, real, ik_test, near)
     if "llm" in parts:
+        from ragbound.llm import CachedLLM, ResponseCache, make_llm
+
         n = int(os.environ.get("BENCH_SYNTH_STRUCTURE_N", "100"))
-        results["llm"] = llm_part(kb, real, ik_test, near, n)
+        llm = CachedLLM(make_llm("local"), ResponseCache())
+        results["llm"] = llm_part(kb, llm, real, ik_test, near, n)
     write_json(results_path, results)
     shown = {part: results[part] for part in ("structure", "check", "llm") if part in results}
     write_section(

@@ -93,7 +93,7 @@ def test_users_questions_are_shown_a_seeded_sample_per_call(tmp_path: Path):
         )
         assert {q.prompt_id for q in queries} == {USERS_PROMPT}
         systems = [call[0][0].content for call in llm.calls]
-        assert all("real users" in system for system in systems)
+        assert all("Questions real users asked" in system for system in systems)
         return [{u["question"] for u in users if u["question"] in s} for s in systems]
 
     first = shown(0)
