@@ -206,6 +206,8 @@ def _calibration_row(
         "n": len(queries),
         "fpr": float(np.mean(scores_test >= critical)),
         "power": float(np.mean(scores_near >= critical)),
+        "median_score": float(np.median(detector.decision_scores_)),
+        "median_held_out": float(np.median(scores_test)),
         "check": compare_with_real(guard, real).model_dump(mode="json") if enough else None,
     }
 
@@ -248,8 +250,8 @@ def markdown(results: dict) -> str:
         ]
     llm = results.get("llm")
     if llm:
-        header = ["calibration", "n", "held-out FPR", "MMLU-Med power", "check KS D (p)"]
-        header += ["median score synth / real", "generation s"]
+        header = ["calibration", "n", "held-out FPR", "MMLU-Med power", "median score"]
+        header += ["check KS D (p)", "generation s"]
         rows = []
         for label, row in llm["rows"].items():
             c = row["check"]
@@ -259,14 +261,16 @@ def markdown(results: dict) -> str:
                     str(row["n"]),
                     f"{row['fpr']:.3f}",
                     f"{row['power']:.3f}",
+                    f"{row['median_score']:.4f}",
                     f"{c['ks_statistic']:.3f} ({c['p_value']:.2g})" if c else "n < 20",
-                    f"{c['median_calibration']:.4f} / {c['median_real']:.4f}" if c else "",
                     f"{row['seconds']:.0f}",
                 ]
             )
         lines += [
             f"Synthetic calibration with the local LLM, {llm['n']} questions per condition "
-            f"(check against the {N_EXAMPLES} real questions used as few-shot examples).",
+            f"(check against the {N_EXAMPLES} real questions used as few-shot examples). "
+            f"Median score: the calibration queries' median {DEFAULTS.statistic}; held-out "
+            f"real questions: {next(iter(llm['rows'].values()))['median_held_out']:.4f}.",
             "",
             *markdown_table(header, rows),
         ]
