@@ -125,7 +125,8 @@ def synth(
     prompt_id = prompt or default_prompt(examples)
     load_prompt(prompt_id)  # refused here, before the notice, when unknown
     model = cached_llm(llm)
-    notice(f"{structure.describe()}; prompt {prompt_id}")
+    hint = " (--group-by FIELD names the document)" if structure.kind == "adjacent" else ""
+    notice(f"{structure.describe()}{hint}; prompt {prompt_id}")
     queries, report = generate_queries(
         kb,
         model,
