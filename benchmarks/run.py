@@ -68,6 +68,11 @@ def main() -> None:
     if sys.argv[1:] == ["pvalue-validity"]:  # a simulation: needs no data set
         pvalue_validity.main()
         return
+    if sys.argv[1:] == ["synth-structure"]:  # synthetic calibration without a document field
+        from benchmarks import synth_structure
+
+        synth_structure.main(["structure", "check", "llm"])
+        return
     reason = datasets.missing_reason()
     if reason:
         console.print(f"[yellow]skipping the benchmark: {reason}[/]")

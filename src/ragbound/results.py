@@ -105,6 +105,35 @@ class ShiftReport(BaseModel):
     kb_fingerprint: str
 
 
+class SyntheticCheck(BaseModel):
+    """How far the calibration queries sit from real user questions: a KS test on the
+    detector's scores (higher = more out-of-knowledge) of both sets, saved with a calibration
+    made with ``calibrate --real-queries``.
+
+    ``differ`` = p_value <= level. ``real_fpr`` is the share of the real questions whose score
+    reaches the calibrated critical value at ``alpha``: about alpha when the calibration
+    queries look like real ones; far below (real questions sit closer to the corpus) it
+    costs power, far above it raises false alarms.
+    """
+
+    synthetic: bool = Field(description="the calibration queries came from ragbound synth")
+    real_source: str
+    n_calibration: int
+    n_real: int
+    score_statistic: str
+    ks_statistic: float
+    p_value: float
+    level: float
+    differ: bool
+    median_calibration: float
+    median_real: float
+    alpha: float
+    critical_value: float
+    real_fpr: float
+    prompt_ids: list[str] = Field(default_factory=list)
+    contexts: list[str] = Field(default_factory=list)
+
+
 class WindowResult(BaseModel):
     """One tested window. ``start``/``end`` are ISO 8601 UTC times of its first and last
     query; ``alarm`` = p_value <= alpha, where alpha is this window's level after the

@@ -188,6 +188,9 @@ ROWS: list[tuple[str, str]] = [
     ("calibrate {kb} --queries {queries} --reranker {file}", "no such folder"),
     ("calibrate {kb} --queries {queries} --reranker {dir}", "has no config.json"),
     ("calibrate {kb} --queries {queries} --reranker {dense}", "has no config.json"),
+    ("calibrate {kb} --queries {queries} --real-queries {missing}", "no such file"),
+    ("calibrate {kb} --queries {queries} --real-queries {dir}", "not a file"),
+    ("calibrate {kb} --queries {queries} --k 3 --real-queries {bad_utf8}", "not UTF-8"),
     # ------------------------------------------------------------------------- check
     ("check", "Missing argument"),
     ("check {kb}", "give queries as arguments or with --queries FILE"),
@@ -330,6 +333,8 @@ ROWS: list[tuple[str, str]] = [
     ("synth {kb} --out {new} --seed -3", "'--seed'"),
     ("synth {kb} --out {new} --examples nope.json", "examples file not found"),
     ("synth {kb} --out {new} --prompt nosuch", "unknown prompt 'nosuch'"),
+    ("synth {kb} --out {new} --prompt ' '", "'--prompt': must not be empty"),
+    ("synth {kb} --out {new} --examples ' '", "'--examples': must not be empty"),
     ("synth {kb} --out {new} --context page", "'--context': must be one of document, chunk"),
     ("synth {kb} --out {new} --group-by nosuch", "no chunk has the metadata field 'nosuch'"),
     ("synth {kb} --out {new} --max-requests 0", "'--max-requests'"),

@@ -141,7 +141,9 @@ def test_chunks_too_short_to_ask_about_are_not_sampled():
     kb = KnowledgeBase.from_documents(docs, embedder="bm25")
     assert sum(c.n_words < MIN_CHUNK_WORDS for c in kb.chunks) == 1
     llm = ScriptedLLM(["x", "y", '{"question": "What do worker bees make from nectar?"}'])
-    queries, report = generate_queries(kb, llm, n=1, seed=0, concurrency=1, max_requests=10)
+    queries, report = generate_queries(
+        kb, llm, n=1, seed=0, concurrency=1, max_requests=10, context="chunk"
+    )
     prompts = [call[1].content for call in llm.calls]
     assert len(queries) == 1 and report.requested == 3  # every long chunk, never the short one
     assert not any("None." in p for p in prompts)

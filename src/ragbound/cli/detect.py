@@ -93,6 +93,15 @@ def calibrate(
             callback=validate.granularity,
         ),
     ] = None,
+    real_queries: Annotated[
+        Path | None,
+        typer.Option(
+            "--real-queries",
+            help="Real user questions to compare the --queries with (e.g. `ragbound synth` "
+            "output): a KS test on their scores, a warning when they differ.",
+            callback=validate.existing_file,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Build the empirical null from in-knowledge queries; save it in KB_DIR/calibration/.
@@ -111,7 +120,13 @@ def calibrate(
     score the k chunks' relevance logits instead of their similarities: about k
     cross-encoder passes per query, measured in docs/benchmarks.md. --json prints path,
     n_queries, k, tau, statistic, alpha, p_value_method, granularity, reranker,
-    critical_value and kb_fingerprint.
+    critical_value, kb_fingerprint and synthetic_check (with --real-queries).
+
+    --real-queries FILE (a few dozen real user questions, read with the default query
+    fields) checks that the --queries score like them: a KS test at level 0.05 on the
+    statistic's scores, saved in the calibration manifest (synthetic_check, also in --json)
+    with both medians and the share of real questions that reach the critical value; a
+    warning on stderr when they differ. Without it, synthetic --queries get a reminder.
     """
     from ragbound.corpus import load_queries
     from ragbound.detect import Guard
@@ -119,6 +134,7 @@ def calibrate(
 
     kb = KnowledgeBase.load(kb_dir)
     texts = load_queries(queries, field=field)
+    real_texts = load_queries(real_queries) if real_queries else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         guard = Guard.calibrate(
@@ -136,6 +152,11 @@ def calibrate(
         )
     for warning in caught:
         sys.stderr.write(f"warning: {warning.message}\n")
+    from ragbound.cli.synth import check_against_real
+
+    synthetic_check = check_against_real(
+        guard, (queries, field), (real_queries, real_texts), progress(json_out)
+    )
     folder = guard.save(on_wait=notice)
     detector = guard.detector()
     info = {
@@ -146,6 +167,8 @@ def calibrate(
         "critical_value": detector.critical_value_,
         "kb_fingerprint": kb.fingerprint,
     }
+    if synthetic_check is not None:
+        info["synthetic_check"] = synthetic_check.model_dump(mode="json")
     if json_out:
         emit_json(info)
         return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Literal, cast
 
 import typer
 
@@ -16,8 +16,13 @@ from ragbound.cli.common import (
     cached_llm,
     console,
     emit_json,
+    notice,
     progress,
 )
+
+if TYPE_CHECKING:
+    from ragbound.detect import Guard
+    from ragbound.results import SyntheticCheck
 
 CONTEXTS = ("document", "chunk")
 
@@ -38,15 +43,25 @@ def synth(
     seed: SeedOpt = 0,
     examples: Annotated[
         str,
-        typer.Option(help="In-context examples: pubmed, textbooks, or a JSON/JSONL file."),
+        typer.Option(
+            help="In-context examples: pubmed, textbooks, or a file of real user questions "
+            "(any query/records file).",
+            callback=validate.non_empty,
+        ),
     ] = "pubmed",
     prompt: Annotated[
-        str, typer.Option(help="Prompt id (synth-query, or synth-query-paper: paper 1's).")
-    ] = "synth-query",
+        str | None,
+        typer.Option(
+            help="Prompt id (synth-query; synth-query-users, the default when --examples is a "
+            "file of your users' questions; synth-query-paper: paper 1's).",
+            callback=validate.non_empty,
+        ),
+    ] = None,
     context: Annotated[
         str,
         typer.Option(
-            help="document: the chunk with its neighbours; chunk: it alone.",
+            help="document: the chunk with its neighbours from its document (found on its "
+            "own unless --group-by); chunk: it alone.",
             callback=validate.choice(*CONTEXTS),
         ),
     ] = "document",
@@ -71,11 +86,23 @@ def synth(
     document is stored as several records), and writes one self-contained question in the
     style of the --examples.
 
+    Without --group-by, documents are found on their own: the document ids when documents
+    hold several chunks, else a metadata field whose equal values come in consecutive runs
+    (a paper id), else the shared prefix of consecutive ids (12345-p3), else the source
+    files; when none works, the window takes the adjacent chunks. A notice on stderr (and the
+    context field of every line) says which was used.
+
+    --examples FILE with real questions from your users (20 are enough) switches to the
+    few-shot prompt synth-query-users, which copies their length and level of detail: the
+    closer the synthetic questions are to real ones, the closer the calibration holds. Up to
+    8 examples are shown per call, a different seeded sample each time.
+
     Replies that do not parse, are too short, point at their source ("the study"), copy an
     example or repeat another question are dropped, and more chunks are drawn until --n are
     kept or --max-requests calls are spent. Each output line has query, chunk_id, doc_id,
-    prompt_id, prompt_version, model, created_at and cached. --json prints wanted, requested, kept,
-    dropped (count per reason) and errors.
+    prompt_id, prompt_version, context, model, created_at and cached. --json prints wanted,
+    requested, kept, context, dropped (count per reason) and errors. `calibrate
+    --real-queries` checks the result against real questions.
 
     Replies are cached on disk (~/.cache/ragbound/llm, or $RAGBOUND_CACHE/llm), so a rerun
     is free and an interrupted run resumes. --llm local needs `pip install
@@ -83,18 +110,31 @@ def synth(
     RAGBOUND_LLM_API_KEY or OPENAI_API_KEY.
     """
     from ragbound.knowledge import KnowledgeBase
-    from ragbound.synth.queries import generate_queries, load_examples, save_queries
+    from ragbound.llm import load_prompt
+    from ragbound.synth.queries import (
+        context_structure,
+        default_prompt,
+        generate_queries,
+        load_examples,
+        save_queries,
+    )
 
     kb = KnowledgeBase.load(kb_dir)
+    structure = context_structure(kb, cast(Literal["document", "chunk"], context), group_by)
+    shown = load_examples(examples)
+    prompt_id = prompt or default_prompt(examples)
+    load_prompt(prompt_id)  # refused here, before the notice, when unknown
+    model = cached_llm(llm)
+    hint = " (--group-by FIELD names the document)" if structure.kind == "adjacent" else ""
+    notice(f"{structure.describe()}{hint}; prompt {prompt_id}")
     queries, report = generate_queries(
         kb,
-        cached_llm(llm),
+        model,
         n=n,
         seed=seed,
-        examples=load_examples(examples),
-        prompt_id=prompt,
-        context=cast(Literal["document", "chunk"], context),
-        group_by=group_by,
+        examples=shown,
+        prompt_id=prompt_id,
+        structure=structure,
         max_requests=max_requests,
         concurrency=concurrency,
         progress=progress(json_out),
@@ -107,6 +147,51 @@ def synth(
     console().print(
         f"wrote {report.kept} queries ({report.requested} LLM calls) to {out} (dropped: {dropped})"
     )
+
+
+def check_against_real(
+    guard: Guard,
+    calibration: tuple[Path, str | None],
+    real: tuple[Path | None, list[str] | None],
+    show_progress: bool,
+) -> SyntheticCheck | None:
+    """For ``calibrate``: compare the calibration queries (file, field) with the real ones
+    (file, loaded texts), keeping the result in the guard's manifest (a warning on stderr when
+    they differ), or remind users of synthetic queries that the check exists."""
+    from ragbound.synth.check import (
+        check_warning,
+        compare_with_real,
+        record_check,
+        synthetic_provenance,
+    )
+
+    provenance = synthetic_provenance(*calibration)
+    real_queries, real_texts = real
+    if real_queries is None or real_texts is None:
+        if provenance is not None:
+            notice(
+                "note: these calibration queries come from `ragbound synth`; add "
+                "--real-queries FILE (a few dozen real user questions) to check that they "
+                "score like real ones"
+            )
+        return None
+    check = compare_with_real(
+        guard,
+        real_texts,
+        real_source=str(real_queries),
+        provenance=provenance,
+        progress=show_progress,
+    )
+    record_check(guard, check)
+    warning = check_warning(check)
+    notice(
+        f"warning: {warning}"
+        if warning
+        else f"real-question check: no difference at level {check.level:g} "
+        f"(KS D={check.ks_statistic:.3f}, p={check.p_value:.2g}; "
+        f"{check.real_fpr:.1%} of real questions reach the critical value)"
+    )
+    return check
 
 
 def register(app: typer.Typer) -> None:

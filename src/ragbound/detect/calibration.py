@@ -50,6 +50,7 @@ from ragbound.detect.config import DETECTOR_PARAMS, DetectorConfig
 from ragbound.errors import ArtifactError, IncompatibleArtifactError
 from ragbound.faults import crash_point
 from ragbound.locking import writer_lock
+from ragbound.results import SyntheticCheck
 from ragbound.stores import SearchInfo
 
 CALIBRATION_FORMAT = "ragbound.calibration/1"
@@ -81,6 +82,8 @@ class CalibrationManifest(BaseModel):
     queries_sha256: str | None = None
     # fingerprint of the reranker's files (model_revision); None without a reranker
     reranker_revision: str | None = None
+    # calibrate --real-queries: the calibration queries compared with real user questions
+    synthetic_check: SyntheticCheck | None = None
 
     @model_validator(mode="before")
     @classmethod

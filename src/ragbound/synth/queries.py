@@ -37,13 +37,19 @@ from ragbound.llm import (
     run_batch,
 )
 from ragbound.records import Record, read_records
+from ragbound.synth.structure import DocumentStructure, field_structure, infer_structure
 
 MIN_WORDS = 4
+DEFAULT_PROMPT = "synth-query"
+# Few-shot from the users' own questions (``synth --examples FILE``).
+USERS_PROMPT = "synth-query-users"
 # Chunks shorter than this (a stray "None." paragraph, a heading) are not sampled: there is
 # nothing to ask about, and a small model invents a question instead.
 MIN_CHUNK_WORDS = 20
 # The context shown is cut to this many words so it fits small local models' windows.
 CONTEXT_WORDS = 400
+# Examples shown per request; a longer list is sampled per request (see shown_examples).
+MAX_SHOWN_EXAMPLES = 8
 # Two questions whose word sets overlap this much (Jaccard) ask the same thing.
 NEAR_DUPLICATE_JACCARD = 0.8
 # Requests are capped at this multiple of n, so a model that fails every filter stops.
@@ -82,6 +88,9 @@ class SyntheticQuery(BaseModel):
     doc_id: str
     prompt_id: str
     prompt_version: int
+    context: str = Field(
+        default="", description="how the context's document was found (DocumentStructure.label)"
+    )
     model: str
     created_at: str
     cached: bool = False
@@ -93,6 +102,7 @@ class SynthReport(BaseModel):
     wanted: int = Field(description="questions asked for (n)")
     requested: int = Field(description="LLM calls made, one per sampled chunk")
     kept: int
+    context: str = Field(default="", description="how documents were found for the context")
     dropped: dict[str, int] = Field(default_factory=dict)
     errors: list[str] = Field(default_factory=list, description="first few failures, raw")
 
@@ -181,11 +191,12 @@ def generate_queries(
     n: int = 300,
     seed: int = 0,
     examples: Sequence[dict[str, Any]] | None = None,
-    prompt_id: str = "synth-query",
+    prompt_id: str = DEFAULT_PROMPT,
     params: GenerationParams | None = None,
     filters: QueryFilters | None = None,
     context: Literal["document", "chunk"] = "document",
     group_by: str | None = None,
+    structure: DocumentStructure | None = None,
     max_requests: int | None = None,
     concurrency: int = 4,
     progress: bool = False,
@@ -194,12 +205,16 @@ def generate_queries(
 
     ``examples`` are in-context examples (dicts with at least ``question``); the default is
     the paper's PubMed set (Table 13). Use examples in your users' own style: the generated
-    questions copy it. ``context="document"`` (default) shows the model the sampled chunk
-    with its neighbours from the same document, up to ``CONTEXT_WORDS`` words, so questions
-    are about what the document says as a whole, as users ask them; ``"chunk"`` shows the
-    chunk alone, as the paper did. ``group_by`` names a chunk metadata field whose equal
-    values make one document (e.g. a paper id when each record is a paragraph); the default
-    is the document id. Chunks are drawn in a seeded order; when filters drop questions, more
+    questions copy it; with real user questions, use ``prompt_id=USERS_PROMPT`` (few-shot
+    from them; see :func:`default_prompt`). ``context="document"`` (default) shows the model
+    the sampled chunk with its neighbours from the same document, up to ``CONTEXT_WORDS``
+    words, so questions are about what the document says as a whole, as users ask them;
+    ``"chunk"`` shows the chunk alone, as the paper did. ``group_by`` names a chunk metadata
+    field whose equal values make one document (e.g. a paper id when each record is a
+    paragraph); without it the documents are found on their own
+    (:func:`ragbound.synth.structure.infer_structure`). ``structure`` gives the documents
+    directly (it overrides ``context`` and ``group_by``); the one used is in the report's and
+    every query's ``context``. Chunks are drawn in a seeded order; when filters drop questions, more
     chunks are drawn, up to ``max_requests`` calls (default ``REQUEST_BUDGET * n``) or every
     chunk. Fewer than ``n`` queries come back only when that budget runs out (the report says
     why).
@@ -211,7 +226,8 @@ def generate_queries(
     prompt = load_prompt(prompt_id)
     examples = list(examples) if examples else builtin_examples("pubmed")
     params = params or GenerationParams(temperature=0.7, max_tokens=160, seed=seed)
-    windows = ContextWindows(kb, group_by if context == "document" else _CHUNK_ALONE)
+    structure = structure or context_structure(kb, context, group_by)
+    windows = ContextWindows.from_structure(kb, structure)
     order = _sample_order(kb, seed)
     budget = min(len(order), max_requests or math.ceil(REQUEST_BUDGET * n))
     selection = _Selection(
@@ -230,15 +246,35 @@ def generate_queries(
                 break
             question = selection.consider(result)
             if question is not None and result.response is not None:
-                queries.append(_provenance(question, kb, int(row), prompt, result))
+                queries.append(_provenance(question, kb, int(row), prompt, result, structure))
     report = SynthReport(
         wanted=n,
+        context=structure.label,
         requested=drawn,
         kept=len(queries),
         dropped=dict(selection.dropped),
         errors=selection.errors[:5],
     )
     return queries, report
+
+
+def context_structure(
+    kb: KnowledgeBase, context: Literal["document", "chunk"], group_by: str | None = None
+) -> DocumentStructure:
+    """The documents whose chunks make a sampled chunk's context: each chunk alone
+    (``context="chunk"``), the ``group_by`` metadata field, or found on its own
+    (:func:`ragbound.synth.structure.infer_structure`)."""
+    if context == "chunk":
+        return DocumentStructure("chunk", tuple(range(len(kb))))
+    if group_by is None:
+        return infer_structure(kb.chunks)
+    return _grouped_by_field(kb, group_by)
+
+
+def _grouped_by_field(kb: KnowledgeBase, group_by: str) -> DocumentStructure:
+    if not any(group_by in chunk.metadata for chunk in kb.chunks):
+        raise InputError(f"no chunk has the metadata field {group_by!r} to group by")
+    return field_structure(kb.chunks, group_by)
 
 
 def _sample_order(kb: KnowledgeBase, seed: int) -> np.ndarray:
@@ -255,39 +291,48 @@ def _round_size(missing: int, kept: int, drawn: int, budget: int) -> int:
     return max(1, min(budget - drawn, math.ceil(missing / max(keep_rate, 0.25))))
 
 
-_CHUNK_ALONE = "\x00chunk"  # a grouping under which every chunk is its own document
-
-
 class ContextWindows:
     """The text shown for a sampled chunk: the chunk and its neighbours in the same document.
 
     Documents are the chunks sharing ``group_by`` metadata (``None``: the same document id),
-    in knowledge-base order. The window grows from the sampled chunk, one neighbour at a
-    time on alternate sides, while it stays within ``CONTEXT_WORDS`` words.
+    or the groups of a :class:`DocumentStructure` (:meth:`from_structure`), in knowledge-base
+    order. The window grows from the sampled chunk, one neighbour at a time on alternate
+    sides, while it stays within ``CONTEXT_WORDS`` words.
     """
 
     def __init__(self, kb: KnowledgeBase, group_by: str | None) -> None:
-        if group_by not in (None, _CHUNK_ALONE) and not any(
-            group_by in chunk.metadata for chunk in kb.chunks
-        ):
-            raise InputError(f"no chunk has the metadata field {group_by!r} to group by")
+        if group_by is None:
+            structure = DocumentStructure("document", tuple(c.doc_id for c in kb.chunks))
+        else:
+            structure = _grouped_by_field(kb, group_by)
+        self._index(kb, structure)
+
+    @classmethod
+    def from_structure(cls, kb: KnowledgeBase, structure: DocumentStructure) -> ContextWindows:
+        """Windows over the documents of ``structure`` (one key per chunk row)."""
+        windows = cls.__new__(cls)
+        windows._index(kb, structure)
+        return windows
+
+    def _index(self, kb: KnowledgeBase, structure: DocumentStructure) -> None:
+        if len(structure.keys) != len(kb):
+            raise InputError(
+                f"the document structure has {len(structure.keys)} keys for {len(kb)} chunks"
+            )
         self.kb = kb
+        self.structure = structure
         self.members: dict[object, list[int]] = {}
-        self.group_of: list[object] = []
-        for row, chunk in enumerate(kb.chunks):
-            if group_by == _CHUNK_ALONE:
-                key: object = row
-            elif group_by is None:
-                key = chunk.doc_id
-            else:
-                key = chunk.metadata.get(group_by, ("ungrouped", row))
-            self.members.setdefault(key, []).append(row)
-            self.group_of.append(key)
+        self.group_of: list[object] = list(structure.keys)
+        self.position: list[int] = []  # each row's index among its document's members
+        for row, key in enumerate(structure.keys):
+            members = self.members.setdefault(key, [])
+            self.position.append(len(members))
+            members.append(row)
 
     def text(self, row: int) -> str:
         """The window around ``row``, chunks in order, cut to ``CONTEXT_WORDS`` words."""
         members = self.members[self.group_of[int(row)]]
-        at = members.index(int(row))
+        at = self.position[int(row)]
         low, high = at, at + 1
         words = self.kb.chunk_at(row).n_words
         grew = True
@@ -314,17 +359,30 @@ def synth_requests(
 ) -> list[Request]:
     """One request per sampled chunk: the prompt with the examples and the chunk's context
     text; the seed is ``params.seed + row``, so each chunk's call is reproducible whatever
-    else is in the batch."""
-    shown = _example_values(prompt, examples)
-    return [
-        Request(
-            messages=prompt.render(**shown, context=text),
-            params=params.model_copy(update={"seed": (params.seed or 0) + int(row)}),
-            prompt_id=prompt.id,
-            prompt_version=prompt.version,
+    else is in the batch. With more than ``MAX_SHOWN_EXAMPLES`` examples, each request shows
+    its own sample of them (seeded the same way), so every example's style is used."""
+    requests = []
+    for text, row in zip(texts, rows, strict=True):
+        seed = (params.seed or 0) + int(row)
+        shown = _example_values(prompt, shown_examples(examples, seed))
+        requests.append(
+            Request(
+                messages=prompt.render(**shown, context=text),
+                params=params.model_copy(update={"seed": seed}),
+                prompt_id=prompt.id,
+                prompt_version=prompt.version,
+            )
         )
-        for text, row in zip(texts, rows, strict=True)
-    ]
+    return requests
+
+
+def shown_examples(examples: Sequence[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
+    """All the examples when they are few, else a seeded sample of ``MAX_SHOWN_EXAMPLES``
+    (in file order), so a long file of user questions fits a small model's context."""
+    if len(examples) <= MAX_SHOWN_EXAMPLES:
+        return list(examples)
+    picked = np.random.default_rng(seed).choice(len(examples), MAX_SHOWN_EXAMPLES, replace=False)
+    return [examples[i] for i in sorted(picked)]
 
 
 def _cut(text: str, words: int) -> str:
@@ -350,7 +408,12 @@ def _example_values(prompt: Prompt, examples: Sequence[dict[str, Any]]) -> dict[
 
 
 def _provenance(
-    question: str, kb: KnowledgeBase, row: int, prompt: Prompt, result: Result
+    question: str,
+    kb: KnowledgeBase,
+    row: int,
+    prompt: Prompt,
+    result: Result,
+    structure: DocumentStructure,
 ) -> SyntheticQuery:
     chunk = kb.chunk_at(row)
     assert result.response is not None
@@ -360,10 +423,17 @@ def _provenance(
         doc_id=chunk.doc_id,
         prompt_id=prompt.id,
         prompt_version=prompt.version,
+        context=structure.label,
         model=result.response.model,
         created_at=result.response.created_at,
         cached=result.response.cached,
     )
+
+
+def default_prompt(examples_source: str) -> str:
+    """``USERS_PROMPT`` when the examples are a file (the users' own questions), else
+    ``DEFAULT_PROMPT`` (built-in example sets)."""
+    return USERS_PROMPT if Path(examples_source).exists() else DEFAULT_PROMPT
 
 
 def load_examples(source: str) -> list[dict[str, Any]]:

@@ -1,0 +1,114 @@
+"""Do the calibration queries look like real user questions, to the detector?
+
+The calibrated critical value is a quantile of the calibration queries' scores, and the
+p-values are valid when real in-knowledge questions score like them. Synthetic questions
+that ask about details sit farther from the corpus than real users' questions: their scores
+run higher, the critical value loosens, and real out-of-knowledge questions slip through.
+
+So the check is the project's KS shift test on the detector's own scores, with the
+calibration queries as the reference and real questions as the batch. KS on the scores
+rather than MMD on the embeddings: the scores are all the calibration uses, so a difference
+there is exactly what moves the false-positive rate, while embeddings differ between any
+two question sets about different topics without any effect on the p-values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ragbound.corpus import load_query_records
+from ragbound.detect import Guard
+from ragbound.detect.shift import shift_test
+from ragbound.results import SyntheticCheck
+
+# The level the KS test is run at (stated in every warning).
+CHECK_LEVEL = 0.05
+# Fields every line of `ragbound synth` output carries (SyntheticQuery).
+PROVENANCE_FIELDS = ("chunk_id", "prompt_id", "prompt_version", "model")
+
+
+def synthetic_provenance(path: Path, field: str | None = None) -> dict[str, list[str]] | None:
+    """The prompt ids and contexts of a query file written by ``ragbound synth``, or None when
+    its records do not all carry synth's provenance fields (real questions)."""
+    prompts: set[str] = set()
+    contexts: set[str] = set()
+    for record, _ in load_query_records(path, field=field):
+        data = record.data
+        if not isinstance(data, dict) or not all(name in data for name in PROVENANCE_FIELDS):
+            return None
+        prompts.add(f"{data['prompt_id']}@{data['prompt_version']}")
+        contexts.add(str(data.get("context") or "unrecorded"))
+    return {"prompt_ids": sorted(prompts), "contexts": sorted(contexts)}
+
+
+def compare_with_real(
+    guard: Guard,
+    real_queries: Sequence[str],
+    *,
+    real_source: str = "",
+    provenance: dict[str, list[str]] | None = None,
+    level: float = CHECK_LEVEL,
+    progress: bool = False,
+) -> SyntheticCheck:
+    """KS test of the calibration queries' scores against ``real_queries``' scores (the
+    guard's default statistic), with the medians and the real questions' false-positive rate
+    at the calibrated critical value."""
+    detector = guard.detector()
+    rows = guard.search_rows(real_queries, progress=progress)  # the reranker's, if any
+    real_scores = detector.score(rows)
+    shift = shift_test(
+        guard,
+        real_queries,
+        test="ks",
+        alpha=level,
+        search=lambda _: rows,
+    )
+    critical = float(detector.critical_value_)
+    return SyntheticCheck(
+        synthetic=provenance is not None,
+        real_source=real_source,
+        n_calibration=shift.n_reference,
+        n_real=shift.n_test,
+        score_statistic=detector.statistic,
+        ks_statistic=shift.statistic,
+        p_value=shift.p_value,
+        level=level,
+        differ=shift.reject,
+        median_calibration=float(np.median(detector.decision_scores_)),
+        median_real=float(np.median(real_scores)),
+        alpha=guard.config.alpha,
+        critical_value=critical,
+        real_fpr=float(np.mean(real_scores >= critical)),
+        **(provenance or {}),
+    )
+
+
+def check_warning(check: SyntheticCheck) -> str | None:
+    """A warning for users when the two sets differ at ``check.level``, else None."""
+    if not check.differ:
+        return None
+    which = "synthetic calibration queries" if check.synthetic else "calibration queries"
+    closer = check.median_real < check.median_calibration
+    effect = (
+        "real questions sit closer to the corpus, so fewer are flagged than alpha allows "
+        "and out-of-knowledge questions slip through"
+        if closer
+        else "real questions sit farther from the corpus, so more are flagged than alpha allows"
+    )
+    return (
+        f"the {which} differ from the real questions in {check.real_source or 'the real file'} "
+        f"(KS D={check.ks_statistic:.3f}, p={check.p_value:.2g} at level {check.level:g}; "
+        f"median {check.score_statistic} {check.median_calibration:.4f} vs real "
+        f"{check.median_real:.4f}; {check.real_fpr:.1%} of the real questions reach the "
+        f"critical value at alpha={check.alpha:g}): {effect}. Calibrate on real questions, "
+        "or regenerate with `ragbound synth --examples REAL_FILE`."
+    )
+
+
+def record_check(guard: Guard, check: SyntheticCheck) -> None:
+    """Keep ``check`` in the guard's calibration manifest (saved with it)."""
+    calibration = guard.calibration
+    calibration.manifest = calibration.manifest.model_copy(update={"synthetic_check": check})

@@ -1,0 +1,52 @@
+"""``ragbound calibrate --real-queries``: synthetic calibration queries checked against real ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ragbound.knowledge import KnowledgeBase
+from tests.cli.runner import run
+from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, MORE_OUT_OF_KNOWLEDGE, OUT_OF_KNOWLEDGE
+
+
+def synth_file(path: Path, queries: list[str]) -> Path:
+    """Queries as `ragbound synth` writes them, with their provenance."""
+    provenance = {
+        "chunk_id": "c",
+        "doc_id": "d",
+        "prompt_id": "synth-query",
+        "prompt_version": 2,
+        "context": "document",
+        "model": "scripted",
+        "created_at": "2026-01-01T00:00:00Z",
+    }
+    path.write_text("".join(json.dumps({"query": q} | provenance) + "\n" for q in queries))
+    return path
+
+
+def test_synthetic_queries_far_from_the_real_ones_are_warned_about_and_recorded(
+    monkeypatch, capsys, corpus_dir: Path, tmp_path: Path
+):
+    kb_dir = tmp_path / "kb"
+    KnowledgeBase.build([corpus_dir], embedder="bm25").save(kb_dir)
+    synthetic = synth_file(tmp_path / "synthetic.jsonl", IN_KNOWLEDGE + MORE_IN_KNOWLEDGE)
+    real = tmp_path / "real.txt"
+    real.write_text("\n".join(OUT_OF_KNOWLEDGE + MORE_OUT_OF_KNOWLEDGE) + "\n")
+
+    base = ["calibrate", str(kb_dir), "--queries", str(synthetic), "--k", "3"]
+    code, out, err = run(monkeypatch, capsys, *base, "--real-queries", str(real), "--json")
+    assert code == 0, err
+    check = json.loads(out)["synthetic_check"]
+    assert check["synthetic"] and check["differ"] and check["prompt_ids"] == ["synth-query@2"]
+    assert check["median_real"] > check["median_calibration"]
+    assert "warning: the synthetic calibration queries differ" in err and "real.txt" in err
+    manifest = json.loads((kb_dir / "calibration" / "manifest.json").read_text())
+    assert manifest["synthetic_check"] == check
+
+    code, out, err = run(monkeypatch, capsys, *base, "--json")
+    assert code == 0, err
+    assert "synthetic_check" not in json.loads(out)
+    assert "--real-queries" in err  # the reminder
+    manifest = json.loads((kb_dir / "calibration" / "manifest.json").read_text())
+    assert manifest["synthetic_check"] is None

@@ -1,0 +1,86 @@
+"""Comparing calibration queries with real questions (calibrate --real-queries)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragbound.detect import Guard
+from ragbound.knowledge import KnowledgeBase
+from ragbound.synth.check import (
+    check_warning,
+    compare_with_real,
+    record_check,
+    synthetic_provenance,
+)
+from tests.texts import (
+    IN_KNOWLEDGE,
+    MORE_IN_KNOWLEDGE,
+    MORE_OUT_OF_KNOWLEDGE,
+    OUT_OF_KNOWLEDGE,
+)
+
+CALIBRATION = IN_KNOWLEDGE + MORE_IN_KNOWLEDGE
+
+
+@pytest.fixture(scope="module")
+def guard(corpus_dir: Path) -> Guard:
+    kb = KnowledgeBase.build([corpus_dir], embedder="bm25")
+    return Guard.calibrate(kb, CALIBRATION, k=3)
+
+
+def test_real_questions_far_from_the_calibration_queries_are_flagged(guard: Guard):
+    real = OUT_OF_KNOWLEDGE + MORE_OUT_OF_KNOWLEDGE
+    check = compare_with_real(guard, real, real_source="real.txt")
+    scores = guard.detector().score(guard.calibration.similarities)
+    assert check.differ and check.p_value <= check.level == 0.05
+    assert (check.n_calibration, check.n_real) == (len(CALIBRATION), len(real))
+    assert check.median_real > check.median_calibration
+    assert check.real_fpr > guard.config.alpha
+    assert check.median_calibration == pytest.approx(float(np.median(scores)))
+    warning = check_warning(check)
+    assert warning is not None and "real.txt" in warning and "more are flagged" in warning
+    assert f"D={check.ks_statistic:.3f}" in warning
+
+
+def test_real_questions_like_the_calibration_queries_pass(guard: Guard):
+    check = compare_with_real(guard, MORE_IN_KNOWLEDGE[::2])
+    assert not check.differ and check_warning(check) is None
+    assert not check.synthetic
+
+
+def test_the_check_is_saved_in_the_calibration_manifest(guard: Guard, tmp_path: Path):
+    check = compare_with_real(guard, OUT_OF_KNOWLEDGE, provenance={"prompt_ids": ["p@1"]})
+    record_check(guard, check)
+    assert guard.calibration.manifest.synthetic_check == check
+    assert guard.calibration.manifest.model_dump(mode="json")["synthetic_check"]["prompt_ids"] == [
+        "p@1"
+    ]
+
+
+def test_synth_output_is_recognised_by_its_provenance(tmp_path: Path):
+    line = {
+        "query": "Do bees sleep?",
+        "chunk_id": "c1",
+        "doc_id": "d1",
+        "prompt_id": "synth-query-users",
+        "prompt_version": 1,
+        "context": "id-prefix:id",
+        "model": "local:qwen",
+        "created_at": "2026-01-01T00:00:00Z",
+    }
+    synthetic = tmp_path / "synthetic.jsonl"
+    synthetic.write_text(json.dumps(line) + "\n" + json.dumps(line | {"query": "Why?"}) + "\n")
+    assert synthetic_provenance(synthetic) == {
+        "prompt_ids": ["synth-query-users@1"],
+        "contexts": ["id-prefix:id"],
+    }
+    real = tmp_path / "real.jsonl"
+    real.write_text(json.dumps({"query": "Do bees sleep?", "user": "u1"}) + "\n")
+    assert synthetic_provenance(real) is None
+    plain = tmp_path / "real.txt"
+    plain.write_text("Do bees sleep?\n")
+    assert synthetic_provenance(plain) is None
