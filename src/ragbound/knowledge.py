@@ -5,7 +5,11 @@ Layout of a knowledge-base directory::
     manifest.json                            what made it, and the SHA-256 of every file
                                              below; replacing it is the commit of every write
     segments/000001-3f9a1c2b.chunks.jsonl    one chunk per line (id, text, doc_id, source, ...)
-    segments/000001-3f9a1c2b.vectors.npy     float32 (n_chunks_in_segment, dim); absent for BM25
+    segments/000001-3f9a1c2b.vectors.npy     float32 or float16 (manifest ``vector_dtype``)
+                                             (n_chunks_in_segment, dim); absent for BM25
+    staging/<key>/block-000001.npy           a build's finished blocks of vectors, kept until
+                                             the build commits so a rerun after a crash
+                                             continues from them (see ``build(staging=)``)
 
 Writers take the knowledge base's lock (:func:`ragbound.locking.writer_lock`, shared with
 the calibration and the tripwires stored in the same folder) and write new segment files
@@ -14,10 +18,16 @@ under names no committed manifest uses (``<seq>-<random>``); one atomic replace 
 whole, and the files it left (referenced by no manifest) are removed by the next write.
 Readers take no lock and read the last committed manifest. Segments are append-only: adding
 documents embeds and writes only the new chunks.
+
+Loading memory-maps the vector files (read-only) instead of reading them into memory, and
+checks each file's SHA-256 and that it holds finite numbers in bounded-size blocks; search
+walks the mapped rows in blocks (:class:`~ragbound.stores.ExactStore`), so the process holds
+no copy of the vectors.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 from collections.abc import Callable, Sequence
@@ -68,6 +78,8 @@ from ragbound.stores import (
 from ragbound.stores.postgres import PostgresTable
 
 KB_FORMAT = "ragbound.kb/1"
+VectorDType = Literal["float32", "float16"]
+VECTOR_DTYPES: tuple[str, ...] = ("float32", "float16")
 MANIFEST = "manifest.json"
 SEGMENTS = "segments"
 CHUNKS_SUFFIX = ".chunks.jsonl"
@@ -77,6 +89,11 @@ LOCK_WHAT = "knowledge base"
 _LOAD_ATTEMPTS = 3  # a reader reads again when a writer replaced the knowledge base meanwhile
 # Chunks are embedded in outer batches so the progress bar moves and memory stays flat.
 _OUTER_BATCH = 512
+STAGING = "staging"  # a build's finished blocks of vectors, under the knowledge-base folder
+# Chunks per staged block: what a crash can cost to embed again (minutes at MiniLM speed).
+STAGE_BLOCK = 8192
+STAGE_BLOCK_ENV = "RAGBOUND_STAGE_BLOCK"
+_CHECK_ROWS = 65_536  # rows per block when checking a vector file for NaN / infinity
 _MAX_TOKENS = 256  # MiniLM's max_seq_length; longer models are capped the same for the budget
 _TOKEN_BUDGET = 2048  # tokens per forward pass
 
@@ -122,6 +139,9 @@ class KBManifest(BaseModel):
     segments: list[Segment]
     # where the rows live when not in segment files: a PostgreSQL table (see postgres_kb)
     store: PostgresTable | None = None
+    # how segment vector files store numbers; float16 halves the files and the memory they
+    # map, at a similarity error of about 1e-3 (see docs/benchmarks.md, "A million chunks")
+    vector_dtype: VectorDType = "float32"
 
     @property
     def fingerprint(self) -> str:
@@ -161,7 +181,7 @@ class KnowledgeBase:
         self,
         manifest: KBManifest,
         chunks: list[Chunk],
-        vectors: np.ndarray | None,
+        vectors: np.ndarray | Sequence[np.ndarray] | None,
         *,
         path: Path | None = None,
         embedder: SentenceTransformerEmbedder | None = None,
@@ -173,9 +193,14 @@ class KnowledgeBase:
         # segments added since the last load or save, and the committed segments they follow
         self._unsaved: list[_NewSegment] = []
         self._base_names: list[str] = []
-        # The knowledge base owns its vectors (it writes them to disk); the store is an index
+        # The knowledge base owns its vectors (it writes them to disk), one matrix per part
+        # (per segment once loaded: memory maps of the segment files); the store is an index
         # over them, built on first search and rebuilt after an add.
-        self._vectors = None if vectors is None else np.ascontiguousarray(vectors, np.float32)
+        self._parts: list[np.ndarray] | None = None
+        if vectors is not None:
+            dtype = np.dtype(manifest.vector_dtype)
+            given = [vectors] if isinstance(vectors, np.ndarray) else list(vectors)
+            self._parts = [np.ascontiguousarray(part, dtype) for part in given]
         self._store: Retriever | None = None
 
     # ----------------------------------------------------------------- building
@@ -191,8 +216,19 @@ class KnowledgeBase:
         id_field: str | None = None,
         batch_size: int = 64,
         progress: bool = False,
+        vector_dtype: VectorDType = "float32",
+        staging: str | Path | None = None,
     ) -> KnowledgeBase:
-        """Load, chunk and embed a corpus (files or folders) into an unsaved knowledge base."""
+        """Load, chunk and embed a corpus (files or folders) into an unsaved knowledge base.
+
+        ``vector_dtype`` is how the vectors are stored (``float32``, or ``float16``: half the
+        disk and memory, similarities within about 1e-3; search computes in float32).
+        ``staging`` is a folder (``staging_dir(target)`` for the folder it will be saved in)
+        where each finished block of ``STAGE_BLOCK`` embedded chunks is written: after a
+        crash, the same build with the same folder embeds only the blocks not yet there, and
+        gives the same knowledge base as an uninterrupted build. Saving into the knowledge
+        base folder removes its staging folder. Without ``staging``, vectors stay in memory.
+        """
         documents = load_documents(paths, text_field=text_field, id_field=id_field)
         return cls.from_documents(
             documents,
@@ -203,6 +239,8 @@ class KnowledgeBase:
             sources=[str(p) for p in paths],
             batch_size=batch_size,
             progress=progress,
+            vector_dtype=vector_dtype,
+            staging=staging,
         )
 
     @classmethod
@@ -217,8 +255,14 @@ class KnowledgeBase:
         sources: Sequence[str] = (),
         batch_size: int = 64,
         progress: bool = False,
+        vector_dtype: VectorDType = "float32",
+        staging: str | Path | None = None,
     ) -> KnowledgeBase:
-        """Chunk and embed documents already in memory."""
+        """Chunk and embed documents already in memory; see ``build``."""
+        if vector_dtype not in VECTOR_DTYPES:
+            raise InputError(
+                f"vector_dtype must be one of {', '.join(VECTOR_DTYPES)}, got {vector_dtype!r}"
+            )
         chunking = chunking or ChunkingParams()
         chunks = _chunk(documents, chunking)
         spec = canonical_spec(embedder)
@@ -237,9 +281,11 @@ class KnowledgeBase:
             n_documents=len(documents),
             corpus_hash=corpus_hash(chunks),
             segments=[],
+            vector_dtype=vector_dtype,
         )
         kb = cls(manifest, [], None, embedder=dense)
-        kb._append_segment(documents, chunks, sources, batch_size, progress)
+        stage = None if staging is None else Path(staging)
+        kb._append_segment(documents, chunks, sources, batch_size, progress, stage)
         return kb
 
     def add(
@@ -289,10 +335,18 @@ class KnowledgeBase:
         sources: Sequence[str],
         batch_size: int,
         progress: bool,
+        staging: Path | None = None,
     ) -> None:
         vectors = None
         if self.manifest.embedder.kind == "dense":
-            vectors = _embed_chunks(self.embedder, chunks, batch_size, progress)
+            dtype = self.manifest.vector_dtype
+            if staging is None:
+                vectors = _stored_as(
+                    _embed_chunks(self.embedder, chunks, batch_size, progress), dtype
+                )
+            else:
+                stage = StagedBuild.open(staging, self.manifest, chunks, batch_size)
+                vectors = stage.embed(self.embedder, chunks, batch_size, progress, dtype)
         segment = Segment(
             # provisional: save() gives every new segment a name no committed manifest uses
             name=f"unsaved-{len(self.manifest.segments) + 1}",
@@ -306,7 +360,7 @@ class KnowledgeBase:
             self.manifest.model_copy(update={"updated_at": segment.created_at}),
             [*self.manifest.segments, segment],
             self.chunks + chunks,
-            vectors if self._vectors is None else _concat(self._vectors, vectors),
+            _with_part(self._parts, vectors),
         )
 
     def _set_contents(
@@ -314,7 +368,7 @@ class KnowledgeBase:
         manifest: KBManifest,
         segments: list[Segment],
         chunks: list[Chunk],
-        vectors: np.ndarray | None,
+        parts: list[np.ndarray] | None,
     ) -> None:
         """Hold these segments, chunks and vectors, with the manifest's totals to match."""
         self.manifest = manifest.model_copy(
@@ -326,7 +380,7 @@ class KnowledgeBase:
             }
         )
         self.chunks = chunks
-        self._vectors = vectors
+        self._parts = parts
         self._store = None  # rebuilt over every chunk on the next search
 
     # ------------------------------------------------------------- persistence
@@ -404,11 +458,11 @@ class KnowledgeBase:
         _remove_unreferenced(seg_dir, old)  # what crashed writes left
         taken = {s.name for s in old}
         offsets = _segment_offsets(self.manifest.segments)
+        vectors = self._segment_vectors()
         written = []
         for seq, segment in enumerate(self.manifest.segments, start=1):
             start, stop = offsets[segment.name]
-            vectors = None if self._vectors is None else self._vectors[start:stop]
-            new = _NewSegment(segment, self.chunks[start:stop], vectors)
+            new = _NewSegment(segment, self.chunks[start:stop], vectors[seq - 1])
             written.append(self._write_segment(seg_dir, new, seq, taken, step))
         self._commit(target, written, step)
         if replacing:
@@ -432,7 +486,7 @@ class KnowledgeBase:
                     f"segment {new.segment.name} of a dense knowledge base has no vectors"
                 )
             vector_file = seg_dir / f"{name}{VECTORS_SUFFIX}"
-            write_npy(vector_file, np.ascontiguousarray(new.vectors, np.float32))
+            write_npy(vector_file, np.ascontiguousarray(new.vectors, self.manifest.vector_dtype))
             update["vectors_sha256"] = file_sha256(vector_file)
         return new.segment.model_copy(update=update)
 
@@ -443,6 +497,7 @@ class KnowledgeBase:
         write_json(target / MANIFEST, manifest.model_dump(mode="json"))
         crash_point(f"kb.{step}:committed")
         _remove_unreferenced(target / SEGMENTS, segments)
+        shutil.rmtree(staging_dir(target), ignore_errors=True)  # the committed build's blocks
         self.manifest = manifest
         self._base_names = [s.name for s in segments]
         self._unsaved = []
@@ -463,14 +518,14 @@ class KnowledgeBase:
                 f"{len(clashes)} document id(s) were added to {current.path} by another writer "
                 f"meanwhile: {shown}; nothing was saved"
             )
-        vectors = current._vectors
+        parts = current._parts
         for new in self._unsaved:
-            vectors = new.vectors if vectors is None else _concat(vectors, new.vectors)
+            parts = _with_part(parts, new.vectors)
         self._set_contents(
             theirs.model_copy(update={"updated_at": mine.updated_at}),
             [*theirs.segments, *(new.segment for new in self._unsaved)],
             current.chunks + new_chunks,
-            vectors,
+            parts,
         )
         self._base_names = [s.name for s in theirs.segments]
 
@@ -543,12 +598,10 @@ class KnowledgeBase:
         ``chunks``: exact inner product over the vectors (queries are vectors) or BM25 over
         the texts (queries are texts), built on first use."""
         if self._store is None:
-            if self._vectors is None:
+            if self._parts is None:
                 self._store = BM25Store([chunk.text for chunk in self.chunks])
             else:
-                self._store = ExactStore(
-                    self._vectors, similarity=self.manifest.embedder.similarity
-                )
+                self._store = ExactStore(self._parts, similarity=self.manifest.embedder.similarity)
         return self._store
 
     def describe(self) -> SearchInfo:
@@ -557,11 +610,23 @@ class KnowledgeBase:
 
     @property
     def vectors(self) -> np.ndarray:
-        """Dense only: all chunk vectors held in this process, (n_chunks, dim) float32, rows
-        aligned with ``chunks``. Raises InputError for a BM25 knowledge base."""
-        if self._vectors is None:
+        """Dense only: all chunk vectors, (n_chunks, dim) in the manifest's ``vector_dtype``,
+        rows aligned with ``chunks``. A loaded one-segment knowledge base gives its read-only
+        memory map; with several segments this concatenates them in memory (search does not
+        need it). Raises InputError for a BM25 knowledge base."""
+        if self._parts is None:
             raise InputError("a BM25 knowledge base has no vectors")
-        return self._vectors
+        return self._parts[0] if len(self._parts) == 1 else np.concatenate(self._parts)
+
+    def _segment_vectors(self) -> list[np.ndarray | None]:
+        """Each segment's vectors (None for BM25): the parts themselves when they line up."""
+        segments = self.manifest.segments
+        if self._parts is None:
+            return [None] * len(segments)
+        if [len(part) for part in self._parts] == [s.n_chunks for s in segments]:
+            return list(self._parts)
+        whole = self.vectors
+        return [whole[start:stop] for start, stop in _segment_offsets(segments).values()]
 
     @property
     def fingerprint(self) -> str:
@@ -612,7 +677,7 @@ def _embed_chunks(
     """Embed chunk texts into one preallocated float32 matrix, longest texts batched together."""
     dim = embedder.info.dimension
     vectors = np.empty((len(chunks), dim), dtype=np.float32)
-    order = np.argsort([-len(chunk.text) for chunk in chunks], kind="stable")
+    order = _longest_first(chunks)
     with progress_bar(len(chunks), "embedding chunks", progress) as advance:
         for start in range(0, len(order), _OUTER_BATCH):
             rows = order[start : start + _OUTER_BATCH]
@@ -642,10 +707,32 @@ def _segment_offsets(segments: list[Segment]) -> dict[str, tuple[int, int]]:
     return offsets
 
 
-def _concat(old: np.ndarray, new: np.ndarray | None) -> np.ndarray:
+def _with_part(parts: list[np.ndarray] | None, new: np.ndarray | None) -> list[np.ndarray] | None:
+    """The vector parts with a new segment's appended (None stays None for BM25)."""
     if new is None:
-        raise ArtifactError("a dense knowledge base got a segment without vectors")
-    return np.concatenate([old, new])
+        if parts is not None:
+            raise ArtifactError("a dense knowledge base got a segment without vectors")
+        return None
+    return [new] if parts is None else [*parts, new]
+
+
+def _stored_as(vectors: np.ndarray, dtype: VectorDType) -> np.ndarray:
+    """Vectors in the storage type; refuses values float16 cannot hold (InputError)."""
+    stored = np.ascontiguousarray(vectors, dtype)
+    if stored.dtype != vectors.dtype and not _all_finite(stored):
+        raise InputError(
+            f"the embeddings exceed what {dtype} can hold (|x| > 65504): index with "
+            "vector_dtype float32 (--vector-dtype float32)"
+        )
+    return stored
+
+
+def _all_finite(vectors: np.ndarray) -> bool:
+    """No NaN or infinity, checked ``_CHECK_ROWS`` rows at a time (bounded memory)."""
+    return all(
+        np.isfinite(vectors[start : start + _CHECK_ROWS]).all()
+        for start in range(0, len(vectors), _CHECK_ROWS)
+    )
 
 
 def _build_settings(manifest: KBManifest) -> tuple[str, str, str, str | None]:
@@ -709,7 +796,9 @@ def _written_by_ragbound() -> frozenset[str]:
     from ragbound.detect.calibration import CALIBRATION_DIR
     from ragbound.tripwires.store import TRIPWIRE_DIR, TRIPWIRE_MANIFEST
 
-    return frozenset({MANIFEST, SEGMENTS, CALIBRATION_DIR, TRIPWIRE_MANIFEST, TRIPWIRE_DIR})
+    return frozenset(
+        {MANIFEST, SEGMENTS, STAGING, CALIBRATION_DIR, TRIPWIRE_MANIFEST, TRIPWIRE_DIR}
+    )
 
 
 def check_index_target(
@@ -793,10 +882,7 @@ def _remove_old_knowledge(target: Path, notify: Callable[[str], None]) -> None:
 def _remove_other_files(target: Path, others: list[Path], notify: Callable[[str], None]) -> None:
     """Delete the files ragbound did not write (only ever with delete_other_files)."""
     for path in others:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
+        _remove_path(path)
     if others:
         names = ", ".join(p.name for p in others)
         notify(f"warning: deleted {len(others)} other file(s) in {target}: {names}")
@@ -812,31 +898,144 @@ def _read_chunks(path: Path) -> list[Chunk]:
     return chunks
 
 
-def _read_all_vectors(root: Path, manifest: KBManifest) -> np.ndarray:
-    """All segments' vectors in one matrix, filled segment by segment (no 2x peak)."""
-    dim = manifest.embedder.dimension
+def _read_all_vectors(root: Path, manifest: KBManifest) -> list[np.ndarray]:
+    """Each segment's vectors as a read-only memory map, checked (nothing read into memory)."""
     if sum(s.n_chunks for s in manifest.segments) != manifest.n_chunks:
         raise ArtifactError(f"{root / MANIFEST}: segment sizes do not add up to n_chunks")
-    if len(manifest.segments) == 1:
-        return np.array(_read_vectors(root, manifest.segments[0], dim))
-    vectors = np.empty((manifest.n_chunks, dim), dtype=np.float32)
-    for segment, (start, stop) in zip(
-        manifest.segments, _segment_offsets(manifest.segments).values(), strict=True
-    ):
-        vectors[start:stop] = _read_vectors(root, segment, dim)
-    return vectors
+    return [_read_vectors(root, segment, manifest) for segment in manifest.segments]
 
 
-def _read_vectors(root: Path, segment: Segment, dimension: int) -> np.ndarray:
-    """One segment's vectors, memory-mapped and checked (shape, dtype, finite)."""
+def _read_vectors(root: Path, segment: Segment, manifest: KBManifest) -> np.ndarray:
+    """One segment's vectors, memory-mapped and checked: SHA-256 (read in 1 MiB blocks),
+    shape, dtype, and finite values (checked ``_CHECK_ROWS`` rows at a time)."""
     path = root / SEGMENTS / f"{segment.name}{VECTORS_SUFFIX}"
     check_sha256(path, segment.vectors_sha256, "vector file")
     vectors = read_npy(path, "vector file", mmap=True)
-    expected = (segment.n_chunks, dimension)
-    if vectors.dtype != np.float32 or vectors.shape != expected:
+    expected = (segment.n_chunks, manifest.embedder.dimension)
+    dtype = manifest.vector_dtype
+    if vectors.dtype != np.dtype(dtype) or vectors.shape != expected:
         raise ArtifactError(
-            f"{path}: expected float32 {expected}, found {vectors.dtype} {vectors.shape}"
+            f"{path}: expected {dtype} {expected}, found {vectors.dtype} {vectors.shape}"
         )
-    if not np.isfinite(vectors).all():
+    if not _all_finite(vectors):
         raise ArtifactError(f"{path}: holds NaN or infinite values")
     return vectors
+
+
+def staging_dir(target: str | Path) -> Path:
+    """Where ``build(staging=...)`` keeps the finished blocks of a build of ``target``."""
+    return Path(target) / STAGING
+
+
+class StagedBuild:
+    """A build's embedded vectors, block by block on disk, so a crash loses one block at most.
+
+    Chunks are embedded in the order ``_embed_chunks`` uses (longest first), ``STAGE_BLOCK``
+    at a time; each finished block is written atomically as ``block-NNNNNN.npy`` (float32,
+    rows in that order) under a folder named by a key over the embedder, chunking, chunk ids
+    and batch size, so only a rerun of the same build reuses it. The blocks are then put in
+    chunk order into one memory-mapped ``vectors.npy`` of the storage type.
+    """
+
+    def __init__(self, folder: Path, n_rows: int, dimension: int, block_rows: int):
+        self.folder = folder
+        self.n_rows, self.dimension, self.block_rows = n_rows, dimension, block_rows
+
+    @classmethod
+    def open(
+        cls, staging: Path, manifest: KBManifest, chunks: Sequence[Chunk], batch_size: int
+    ) -> StagedBuild:
+        """The staging folder of this build (another build's folders there are removed)."""
+        block_rows = _stage_block()
+        key = sha256_text(
+            manifest.embedder.identity(),
+            manifest.chunking.model_dump_json(),
+            corpus_hash(chunks),
+            str(batch_size),
+            str(block_rows),
+        )[:16]
+        if staging.is_dir():
+            for other in staging.iterdir():
+                if other.name != key:
+                    _remove_path(other)
+        folder = staging / key
+        folder.mkdir(parents=True, exist_ok=True)
+        return cls(folder, len(chunks), manifest.embedder.dimension, block_rows)
+
+    def block_path(self, number: int) -> Path:
+        return self.folder / f"block-{number:06d}.npy"
+
+    def finished(self, number: int, rows: int) -> bool:
+        """Whether block ``number`` is on disk whole (float32, ``rows`` rows, finite)."""
+        path = self.block_path(number)
+        if not path.is_file():
+            return False
+        try:
+            block = read_npy(path, "staged block")
+        except ArtifactError:
+            return False
+        return (
+            block.dtype == np.float32
+            and block.shape == (rows, self.dimension)
+            and bool(np.isfinite(block).all())
+        )
+
+    def embed(
+        self,
+        embedder: SentenceTransformerEmbedder,
+        chunks: Sequence[Chunk],
+        batch_size: int,
+        progress: bool,
+        dtype: VectorDType,
+    ) -> np.ndarray:
+        """Embed the blocks not yet staged, then return all vectors in chunk order (mapped)."""
+        order = _longest_first(chunks)
+        blocks = range(0, len(order), self.block_rows)
+        with progress_bar(len(order), "embedding chunks", progress) as advance:
+            for number, start in enumerate(blocks, start=1):
+                rows = order[start : start + self.block_rows]
+                if not self.finished(number, len(rows)):
+                    block = _embed_chunks(embedder, [chunks[i] for i in rows], batch_size, False)
+                    write_npy(self.block_path(number), block)
+                    crash_point(f"kb.embed:block-{number}-staged")
+                advance(len(rows))
+        return self.assemble(order, dtype)
+
+    def assemble(self, order: np.ndarray, dtype: VectorDType) -> np.ndarray:
+        """All staged blocks in chunk order as one read-only memory map of ``dtype``."""
+        path = self.folder / f"vectors-{dtype}.npy"
+        out = np.lib.format.open_memmap(
+            path, mode="w+", dtype=np.dtype(dtype), shape=(self.n_rows, self.dimension)
+        )
+        for number, start in enumerate(range(0, len(order), self.block_rows), start=1):
+            rows = order[start : start + self.block_rows]
+            block = read_npy(self.block_path(number), "staged block", mmap=True)
+            out[rows] = _stored_as(block, dtype)
+        out.flush()
+        del out
+        return read_npy(path, "staged vectors", mmap=True)
+
+
+def _stage_block() -> int:
+    """Chunks per staged block: ``$RAGBOUND_STAGE_BLOCK`` (tests use tiny blocks) or
+    ``STAGE_BLOCK``."""
+    raw = os.environ.get(STAGE_BLOCK_ENV, "")
+    try:
+        value = int(raw) if raw else STAGE_BLOCK
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InputError(f"${STAGE_BLOCK_ENV} must be a positive integer, got {raw!r}")
+    return value
+
+
+def _longest_first(chunks: Sequence[Chunk]) -> np.ndarray:
+    """Chunk rows, longest text first (stable): similar lengths share a batch."""
+    return np.argsort([-len(chunk.text) for chunk in chunks], kind="stable")
+
+
+def _remove_path(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)

@@ -82,6 +82,11 @@ def index(
     error that names them, unless --delete-other-files. A folder left by a crashed index is
     cleaned and reused. Another writer of --out is waited for ($RAGBOUND_LOCK_TIMEOUT s).
 
+    Embedded chunks are written to --out/staging/ block by block (8192 chunks) as they finish:
+    if indexing is interrupted (a crash, kill -9, Ctrl-C), the same command again embeds only
+    the blocks not yet there and gives the same knowledge base as an uninterrupted run. The
+    staging folder is removed when the knowledge base is committed.
+
     --store keeps the chunks and their vectors in a PostgreSQL table with pgvector (the
     postgres extra) and searches there, exactly; --out then holds the manifest, which records
     the URL (never a password: give it in PGPASSWORD or ~/.pgpass), the table, the embedder
@@ -91,12 +96,14 @@ def index(
     With --store, --out must be a new or empty folder, and --overwrite replaces only a table
     that ragbound created.
     """
-    from ragbound.knowledge import KnowledgeBase, check_index_target
+    from ragbound.knowledge import KnowledgeBase, check_index_target, staging_dir
 
     # refuse before embedding; checked again under the lock when saving
+    staging = None
     if store is None:
         check_index_target(out, overwrite=overwrite, delete_other_files=delete_other_files)
         builder = KnowledgeBase
+        staging = staging_dir(out)  # a rerun after a crash continues from the staged blocks
     else:
         from ragbound.postgres_kb import (
             PostgresKnowledgeBase,
@@ -117,6 +124,7 @@ def index(
         text_field=text_field,
         id_field=id_field,
         progress=progress(json_out),
+        staging=staging,
     )
     if store is not None:
         kb.place(location)
