@@ -136,3 +136,18 @@ def test_a_bad_stage_block_setting_is_an_input_error(
     monkeypatch.setenv("RAGBOUND_STAGE_BLOCK", "zero")
     with pytest.raises(InputError, match=r"\$RAGBOUND_STAGE_BLOCK must be a positive integer"):
         KnowledgeBase.build([corpus_dir], embedder="minilm", staging=tmp_path / "stage")
+
+
+def test_index_vector_dtype_float16_from_the_command_line(
+    corpus_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+):
+    from tests.cli.runner import run
+
+    code, _, err = run(
+        monkeypatch, capsys, "index", str(corpus_dir), "--out", str(tmp_path / "kb"),
+        "--vector-dtype", "float16",
+    )  # fmt: skip
+    assert code == 0, err
+    kb = KnowledgeBase.load(tmp_path / "kb")
+    assert kb.manifest.vector_dtype == "float16" and kb.vectors.dtype == np.float16
+    assert not (tmp_path / "kb" / STAGING).exists()

@@ -61,6 +61,14 @@ def index(
             callback=validate.postgres_url,
         ),
     ] = None,
+    vector_dtype: Annotated[
+        str,
+        typer.Option(
+            help="How the vectors are stored: float32, or float16 (half the disk and memory; "
+            "AUROC unchanged on PubMedQA, exact search slower).",
+            callback=validate.choice("float32", "float16"),
+        ),
+    ] = "float32",
     json_out: JsonOpt = False,
 ) -> None:
     """Load, chunk and embed a corpus into a new knowledge-base directory.
@@ -87,6 +95,9 @@ def index(
     the blocks not yet there and gives the same knowledge base as an uninterrupted run. The
     staging folder is removed when the knowledge base is committed.
 
+    --vector-dtype float16 stores the vectors at half the size (the manifest records it);
+    searches compute in float32. Loading memory-maps the vector files and checks them.
+
     --store keeps the chunks and their vectors in a PostgreSQL table with pgvector (the
     postgres extra) and searches there, exactly; --out then holds the manifest, which records
     the URL (never a password: give it in PGPASSWORD or ~/.pgpass), the table, the embedder
@@ -96,8 +107,11 @@ def index(
     With --store, --out must be a new or empty folder, and --overwrite replaces only a table
     that ragbound created.
     """
+    from ragbound.errors import InputError
     from ragbound.knowledge import KnowledgeBase, check_index_target, staging_dir
 
+    if store is not None and vector_dtype != "float32":
+        raise InputError("--vector-dtype float16 is for local knowledge bases, not --store")
     # refuse before embedding; checked again under the lock when saving
     staging = None
     if store is None:
@@ -124,6 +138,7 @@ def index(
         text_field=text_field,
         id_field=id_field,
         progress=progress(json_out),
+        vector_dtype=vector_dtype,
         staging=staging,
     )
     if store is not None:
