@@ -17,6 +17,9 @@ _BLOCK_QUERIES = 256
 # and one block of rows converted to the search precision are all a search allocates,
 # whatever the number of chunks.
 BLOCK_ROWS = 65_536
+# A batch of queries gets fewer rows per block: at most this many scores (16 MB of float32,
+# plus top_k_rows's int64 partition of them) are held at once, whatever the batch size.
+_SCORES_PER_BLOCK = 1 << 22
 # Storage types searched without a full-size conversion: rows are widened block by block.
 _NARROW = (np.dtype(np.float16),)
 
@@ -32,9 +35,10 @@ class ExactStore:
     knowledge-base segment, whose rows follow each other). Parts are never copied when they
     already have the search ``precision`` (float32 unless float64 is asked for) and are
     C-contiguous, so a memory-mapped file stays on disk; float16 parts are kept as they are
-    and widened ``block_rows`` rows at a time. Search walks the rows in blocks of
-    ``block_rows`` and keeps a running top-k, so its memory does not grow with the number
-    of rows; results equal one search over all rows (ties broken by the lower row).
+    and widened a block at a time. Search walks the rows in blocks of at most ``block_rows``
+    (fewer for a large batch of queries, so a block's scores stay near 16 MB) and keeps a
+    running top-k, so its memory does not grow with the number of rows; results equal one
+    search over all rows (ties broken by the lower row).
 
     Example:
         >>> store = ExactStore(np.eye(3, dtype=np.float32))
@@ -113,7 +117,7 @@ class ExactStore:
         """
         best = np.empty((len(queries), 0), dtype=self._dtype)
         rows = np.empty((len(queries), 0), dtype=np.int64)
-        for offset, block in self._row_blocks():
+        for offset, block in self._row_blocks(len(queries)):
             top, columns = top_k_rows(queries @ block.T, min(k, len(block)))
             merged = np.concatenate([best, top], axis=1)
             merged_rows = np.concatenate([rows, columns + offset], axis=1)
@@ -121,12 +125,13 @@ class ExactStore:
             rows = np.take_along_axis(merged_rows, keep, axis=1)
         return best, rows
 
-    def _row_blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+    def _row_blocks(self, n_queries: int) -> Iterator[tuple[int, np.ndarray]]:
         """(first row, rows in the search precision) for every block of every part."""
+        size = max(1, min(self._block_rows, _SCORES_PER_BLOCK // max(1, n_queries)))
         offset = 0
         for part in self._parts:
-            for start in range(0, len(part), self._block_rows):
-                block = part[start : start + self._block_rows]
+            for start in range(0, len(part), size):
+                block = part[start : start + size]
                 yield offset + start, block.astype(self._dtype, copy=False)
             offset += len(part)
 
