@@ -312,7 +312,15 @@ def million_rows(part: dict) -> tuple[list[str], list[list[str]]]:
             lambda s: f"{s['exact']['peak_mb']:.0f}",
         ),
         row(
-            "  at the end: anonymous / file-backed (mapped vectors), MB",
+            "  after load: anonymous (chunks, runtime) / file-backed (mapped vectors), MB",
+            "",
+            lambda s: (
+                f"{s['exact']['after_load']['anon_mb']:.0f} / "
+                f"{s['exact']['after_load']['file_mb']:.0f}"
+            ),
+        ),
+        row(
+            "  at the end: anonymous (+ model) / file-backed, MB",
             "",
             lambda s: f"{s['exact']['anon_mb']:.0f} / {s['exact']['file_mb']:.0f}",
         ),

@@ -14,7 +14,9 @@ local generation speed (see benchmarks/synthetic.py, baselines.py, llm_speed.py)
 that part and merges it into the saved results. The tripwire parts (benchmarks/tripwires.py,
 tripwire_default.py) need HarmfulQA and XSTest; BENCH_CASCADE_N sets its LLM cascade subset
 (default 30 per side).
+``million`` (benchmarks/million.py): float16 vs float32 AUROC and the 1,000,000-chunk row.
 Environment: RAGBOUND_DATA (data folder), BENCH_MEMORY_CHUNKS (default 100000; 0 skips),
+BENCH_MILLION_CHUNKS (default 1000000; 0 keeps only the float16 quality table),
 BENCH_SYNTH (default 1; 0 skips the LLM parts), BENCH_SYNTH_STEPS (default all: "1,2,3,4,5").
 """
 
