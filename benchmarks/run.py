@@ -10,14 +10,17 @@ With the local LLM installed (``ragbound[local]``), also: synthetic vs real cali
 by step (paper Table 4), the outlier-detector and LLM-judge baselines (Tables 2-3) and the
 local generation speed (see benchmarks/synthetic.py, baselines.py, llm_speed.py).
 
-``python -m benchmarks.run synthetic|shift|near|ray|tripwires|tripwire-default|llm-speed`` runs
-only that part and merges it into the saved results. ``python -m benchmarks.run serve
-[--requests N] [--per-level N] [--threads N|default]`` is ``make bench-serve``
+``python -m benchmarks.run synthetic|shift|near|approx|million|ray|tripwires|tripwire-default|
+llm-speed`` runs only that part and merges it into the saved results. ``python -m benchmarks.run
+serve [--requests N] [--per-level N] [--threads N|default]`` is ``make bench-serve``
 (benchmarks/serve.py: the HTTP service against in-process decisions; raw numbers in
 bench_out/serve.json). The tripwire parts (benchmarks/tripwires.py, tripwire_default.py) need
 HarmfulQA and XSTest; BENCH_CASCADE_N sets its LLM cascade subset (default 30 per side).
 The near part (benchmarks/near.py) needs COVID-QA too; BENCH_NEAR_SEEDS sets its splits (5).
+``approx`` (benchmarks/approx.py): exact, HNSW and pgvector searches with their calibrations.
+``million`` (benchmarks/million.py): float16 vs float32 AUROC and the 1,000,000-chunk row.
 Environment: RAGBOUND_DATA (data folder), BENCH_MEMORY_CHUNKS (default 100000; 0 skips),
+BENCH_MILLION_CHUNKS (default 1000000; 0 keeps only the float16 quality table),
 BENCH_SYNTH (default 1; 0 skips the LLM parts), BENCH_SYNTH_STEPS (default all: "1,2,3,4,5").
 """
 
@@ -40,6 +43,7 @@ from benchmarks import (
     baselines,
     datasets,
     llm_speed,
+    million,
     monitor_schemes,
     near,
     pvalue_validity,
@@ -104,6 +108,11 @@ def main() -> None:
         results = saved_results()
         results["approx"] = approx.approx_part(corpus, calibration, ik_test, ook)
         save(results, ["approx"])
+        return
+    if sys.argv[1:] == ["million"]:
+        results = saved_results()
+        results["million"] = million.million_part(OUT, corpus, calibration, ik_test, ook)
+        save(results, ["million"])
         return
     if sys.argv[1:] == ["ray"]:
         results = saved_results()
@@ -177,6 +186,8 @@ def main() -> None:
     if memory_chunks:
         results["memory"] = peak_memory(memory_chunks)
         save(results, ["speed"])
+    results["million"] = million.million_part(OUT, corpus, calibration, ik_test, ook)
+    save(results, ["million"])
     print_speed(results)
     console.print(f"results saved to {OUT / 'results.json'}")
 
@@ -720,6 +731,7 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "ray": ("Ray scoring: workers against one process", ray_scoring.ray_markdown),
     "near": ("Near out-of-knowledge: COVID-QA halves, PubMedQA half, far sets", near.near_markdown),
     "approx": ("Approximate search (HNSW) with valid calibration", approx.approx_markdown),
+    "million": ("A million chunks on one machine", million.million_markdown),
     "tripwires": ("Tripwires (RAR)", tripwire_markdown),
     "tripwire-default": (
         "Tripwires: the default rule against the paper's",

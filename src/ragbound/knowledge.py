@@ -5,11 +5,15 @@ Layout of a knowledge-base directory::
     manifest.json                            what made it, and the SHA-256 of every file
                                              below; replacing it is the commit of every write
     segments/000001-3f9a1c2b.chunks.jsonl    one chunk per line (id, text, doc_id, source, ...)
-    segments/000001-3f9a1c2b.vectors.npy     float32 (n_chunks_in_segment, dim); absent for BM25
+    segments/000001-3f9a1c2b.vectors.npy     float32 or float16 (manifest ``vector_dtype``)
+                                             (n_chunks_in_segment, dim); absent for BM25
     segments/000001-3f9a1c2b.units.jsonl     fine units (sentences, windows), only when indexed:
                                              one per line, {chunk (row in the segment), granularity,
                                              text}
     segments/000001-3f9a1c2b.units.npy       float32 (n_units_in_segment, dim); absent for BM25
+    staging/<key>/block-000001.npy           a build's finished blocks of vectors, kept until
+                                             the build commits so a rerun after a crash
+                                             continues from them (see ``build(staging=)``)
 
 Writers take the knowledge base's lock (:func:`ragbound.locking.writer_lock`, shared with
 the calibration and the tripwires stored in the same folder) and write new segment files
@@ -22,10 +26,16 @@ documents embeds and writes only the new chunks.
 Granularity (:mod:`ragbound.corpus.units`): besides its chunks, a knowledge base may index
 finer units cut from them. A search then scores each chunk by its best unit among the
 granularity searched (:class:`~ragbound.stores.PooledStore`) and still returns chunk rows.
+
+Loading memory-maps the vector files (read-only) instead of reading them into memory, and
+checks each file's SHA-256 and that it holds finite numbers in bounded-size blocks; search
+walks the mapped rows in blocks (:class:`~ragbound.stores.ExactStore`), so the process holds
+no copy of the vectors.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 from collections.abc import Callable, Collection, Sequence
@@ -94,6 +104,8 @@ from ragbound.stores.hnsw import HnswParams, HnswStore, hnsw_info
 from ragbound.stores.postgres import PostgresTable
 
 KB_FORMAT = "ragbound.kb/1"
+VectorDType = Literal["float32", "float16"]
+VECTOR_DTYPES: tuple[str, ...] = ("float32", "float16")
 MANIFEST = "manifest.json"
 SEGMENTS = "segments"
 CHUNKS_SUFFIX = ".chunks.jsonl"
@@ -105,6 +117,11 @@ LOCK_WHAT = "knowledge base"
 _LOAD_ATTEMPTS = 3  # a reader reads again when a writer replaced the knowledge base meanwhile
 # Chunks are embedded in outer batches so the progress bar moves and memory stays flat.
 _OUTER_BATCH = 512
+STAGING = "staging"  # a build's finished blocks of vectors, under the knowledge-base folder
+# Chunks per staged block: what a crash can cost to embed again (minutes at MiniLM speed).
+STAGE_BLOCK = 8192
+STAGE_BLOCK_ENV = "RAGBOUND_STAGE_BLOCK"
+_CHECK_ROWS = 65_536  # rows per block when checking a vector file for NaN / infinity
 _MAX_TOKENS = 256  # MiniLM's max_seq_length; longer models are capped the same for the budget
 _TOKEN_BUDGET = 2048  # tokens per forward pass
 
@@ -191,6 +208,9 @@ class KBManifest(BaseModel):
     store: PostgresTable | None = None
     # local approximate search: an HNSW graph in hnsw/ (see hnsw_kb); None = exact search
     hnsw: HnswIndex | None = None
+    # how segment vector files store numbers; float16 halves the files and the memory they
+    # map, at a similarity error of about 1e-3 (see docs/benchmarks.md, "A million chunks")
+    vector_dtype: VectorDType = "float32"
 
     @property
     def fingerprint(self) -> str:
@@ -233,7 +253,7 @@ class KnowledgeBase:
         self,
         manifest: KBManifest,
         chunks: list[Chunk],
-        vectors: np.ndarray | None,
+        vectors: np.ndarray | Sequence[np.ndarray] | None,
         *,
         path: Path | None = None,
         embedder: SentenceTransformerEmbedder | None = None,
@@ -250,9 +270,14 @@ class KnowledgeBase:
         # segments added since the last load or save, and the committed segments they follow
         self._unsaved: list[_NewSegment] = []
         self._base_names: list[str] = []
-        # The knowledge base owns its vectors (it writes them to disk); the store is an index
+        # The knowledge base owns its vectors (it writes them to disk), one matrix per part
+        # (per segment once loaded: memory maps of the segment files); the store is an index
         # over them, built on first search and rebuilt after an add.
-        self._vectors = None if vectors is None else np.ascontiguousarray(vectors, np.float32)
+        self._parts: list[np.ndarray] | None = None
+        if vectors is not None:
+            dtype = np.dtype(manifest.vector_dtype)
+            given = [vectors] if isinstance(vectors, np.ndarray) else list(vectors)
+            self._parts = [np.ascontiguousarray(part, dtype) for part in given]
         self._store: Retriever | None = None
         self._last_graph: HnswStore | None = None  # grown, not rebuilt, after an add
 
@@ -270,11 +295,20 @@ class KnowledgeBase:
         units: UnitParams | None = None,
         batch_size: int = 64,
         progress: bool = False,
+        vector_dtype: VectorDType = "float32",
+        staging: str | Path | None = None,
     ) -> KnowledgeBase:
         """Load, chunk and embed a corpus (files or folders) into an unsaved knowledge base.
 
         ``units`` adds fine units (sentences, windows) beside the chunks; see
         :func:`ragbound.corpus.units.unit_params`.
+        ``vector_dtype`` is how the vectors are stored (``float32``, or ``float16``: half the
+        disk and memory, similarities within about 1e-3; search computes in float32).
+        ``staging`` is a folder (``staging_dir(target)`` for the folder it will be saved in)
+        where each finished block of ``STAGE_BLOCK`` embedded chunks is written: after a
+        crash, the same build with the same folder embeds only the blocks not yet there, and
+        gives the same knowledge base as an uninterrupted build. Saving into the knowledge
+        base folder removes its staging folder. Without ``staging``, vectors stay in memory.
         """
         documents = load_documents(paths, text_field=text_field, id_field=id_field)
         return cls.from_documents(
@@ -287,6 +321,8 @@ class KnowledgeBase:
             sources=[str(p) for p in paths],
             batch_size=batch_size,
             progress=progress,
+            vector_dtype=vector_dtype,
+            staging=staging,
         )
 
     @classmethod
@@ -302,8 +338,15 @@ class KnowledgeBase:
         sources: Sequence[str] = (),
         batch_size: int = 64,
         progress: bool = False,
+        vector_dtype: VectorDType = "float32",
+        staging: str | Path | None = None,
     ) -> KnowledgeBase:
-        """Chunk and embed documents already in memory (and their fine ``units``, if any)."""
+        """Chunk and embed documents already in memory (and their fine ``units``, if any);
+        see ``build``."""
+        if vector_dtype not in VECTOR_DTYPES:
+            raise InputError(
+                f"vector_dtype must be one of {', '.join(VECTOR_DTYPES)}, got {vector_dtype!r}"
+            )
         chunking = chunking or ChunkingParams()
         chunks = _chunk(documents, chunking)
         spec = canonical_spec(embedder)
@@ -323,9 +366,11 @@ class KnowledgeBase:
             n_documents=len(documents),
             corpus_hash=corpus_hash(chunks),
             segments=[],
+            vector_dtype=vector_dtype,
         )
         kb = cls(manifest, [], None, embedder=dense)
-        kb._append_segment(documents, chunks, sources, batch_size, progress)
+        stage = None if staging is None else Path(staging)
+        kb._append_segment(documents, chunks, sources, batch_size, progress, stage)
         return kb
 
     def add(
@@ -375,11 +420,20 @@ class KnowledgeBase:
         sources: Sequence[str],
         batch_size: int,
         progress: bool,
+        staging: Path | None = None,
     ) -> None:
         units = split_units(chunks, self.manifest.units)
         vectors, unit_vectors = None, None
         if self.manifest.embedder.kind == "dense":
-            vectors = _embed_texts(self.embedder, [c.text for c in chunks], batch_size, progress)
+            dtype = self.manifest.vector_dtype
+            texts = [c.text for c in chunks]
+            if staging is None:
+                vectors = _stored_as(
+                    _embed_texts(self.embedder, texts, batch_size, progress), dtype
+                )
+            else:
+                stage = StagedBuild.open(staging, self.manifest, chunks, batch_size)
+                vectors = stage.embed(self.embedder, texts, batch_size, progress, dtype)
             if units:
                 texts = [u.text for u in units]
                 unit_vectors = _embed_texts(self.embedder, texts, batch_size, progress, "units")
@@ -400,7 +454,7 @@ class KnowledgeBase:
             self.manifest.model_copy(update={"updated_at": segment.created_at}),
             [*self.manifest.segments, segment],
             self.chunks + chunks,
-            vectors if self._vectors is None else _concat(self._vectors, vectors),
+            _with_part(self._parts, vectors),
             self._units.concat(fine.shifted(len(self.chunks))),
         )
 
@@ -409,7 +463,7 @@ class KnowledgeBase:
         manifest: KBManifest,
         segments: list[Segment],
         chunks: list[Chunk],
-        vectors: np.ndarray | None,
+        parts: list[np.ndarray] | None,
         units: FineUnits,
     ) -> None:
         """Hold these segments, chunks, vectors and units, with the manifest's totals to match."""
@@ -422,7 +476,7 @@ class KnowledgeBase:
             }
         )
         self.chunks = chunks
-        self._vectors = vectors
+        self._parts = parts
         self._units = units
         self._store = None  # rebuilt over every chunk on the next search
 
@@ -503,12 +557,12 @@ class KnowledgeBase:
         _remove_unreferenced(seg_dir, old)  # what crashed writes left
         taken = {s.name for s in old}
         offsets = _segment_offsets(self.manifest.segments)
+        vectors = self._segment_vectors()
         written = []
         for seq, segment in enumerate(self.manifest.segments, start=1):
             start, stop = offsets[segment.name]
-            vectors = None if self._vectors is None else self._vectors[start:stop]
             units = self._units.of_chunks(start, stop)
-            new = _NewSegment(segment, self.chunks[start:stop], vectors, units)
+            new = _NewSegment(segment, self.chunks[start:stop], vectors[seq - 1], units)
             written.append(self._write_segment(seg_dir, new, seq, taken, step))
         self._commit(target, written, step)
         if replacing:
@@ -532,7 +586,7 @@ class KnowledgeBase:
                     f"segment {new.segment.name} of a dense knowledge base has no vectors"
                 )
             vector_file = seg_dir / f"{name}{VECTORS_SUFFIX}"
-            write_npy(vector_file, np.ascontiguousarray(new.vectors, np.float32))
+            write_npy(vector_file, np.ascontiguousarray(new.vectors, self.manifest.vector_dtype))
             update["vectors_sha256"] = file_sha256(vector_file)
         if new.units.units:
             update |= _write_units(seg_dir, name, new.units)
@@ -549,6 +603,7 @@ class KnowledgeBase:
         crash_point(f"kb.{step}:committed")
         _remove_unreferenced(target / SEGMENTS, segments)
         remove_unreferenced_graphs(target, manifest.hnsw)
+        shutil.rmtree(staging_dir(target), ignore_errors=True)  # the committed build's blocks
         self.manifest = manifest
         self._base_names = [s.name for s in segments]
         self._unsaved = []
@@ -569,16 +624,16 @@ class KnowledgeBase:
                 f"{len(clashes)} document id(s) were added to {current.path} by another writer "
                 f"meanwhile: {shown}; nothing was saved"
             )
-        vectors, units, rows = current._vectors, current._units, len(current.chunks)
+        parts, units, rows = current._parts, current._units, len(current.chunks)
         for new in self._unsaved:
-            vectors = new.vectors if vectors is None else _concat(vectors, new.vectors)
+            parts = _with_part(parts, new.vectors)
             units = units.concat(new.units.shifted(rows))
             rows += len(new.chunks)
         self._set_contents(
             theirs.model_copy(update={"updated_at": mine.updated_at}),
             [*theirs.segments, *(new.segment for new in self._unsaved)],
             current.chunks + new_chunks,
-            vectors,
+            parts,
             units,
         )
         self._base_names = [s.name for s in theirs.segments]
@@ -675,34 +730,34 @@ class KnowledgeBase:
             if self._granularity == ("chunk",) and self._searches_hnsw():
                 self._store = self._hnsw_store()
             elif self._granularity == ("chunk",):
-                self._store = self._inner_store(self._vectors, [c.text for c in self.chunks])
+                self._store = self._inner_store(self._parts, [c.text for c in self.chunks])
             else:
-                owners, vectors, texts = self._search_rows()
+                owners, parts, texts = self._search_rows()
                 self._store = PooledStore(
-                    self._inner_store(vectors, texts),
+                    self._inner_store(parts, texts),
                     owners,
                     len(self.chunks),
                     granularity=granularity_label(self._granularity),
                 )
         return self._store
 
-    def _inner_store(self, vectors: np.ndarray | None, texts: list[str]) -> Retriever:
-        if vectors is None:
+    def _inner_store(self, parts: list[np.ndarray] | None, texts: list[str]) -> Retriever:
+        if parts is None:
             return BM25Store(texts)
-        return ExactStore(vectors, similarity=self.manifest.embedder.similarity)
+        return ExactStore(parts, similarity=self.manifest.embedder.similarity)
 
-    def _search_rows(self) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
-        """Owner chunk rows, vectors (dense) and texts of every unit of the granularity."""
+    def _search_rows(self) -> tuple[np.ndarray, list[np.ndarray] | None, list[str]]:
+        """Owner chunk rows, vector parts (dense; the chunks' own parts are not copied) and
+        texts of every unit of the granularity."""
         keep = [i for i, u in enumerate(self._units.units) if u.granularity in self._granularity]
         owners = [self._units.units[i].chunk for i in keep]
         texts = [self._units.units[i].text for i in keep]
-        parts = [] if self._units.vectors is None else [self._units.vectors[keep]]
+        parts = None if self._units.vectors is None else [self._units.vectors[keep]]
         if "chunk" in self._granularity:
             owners = list(range(len(self.chunks))) + owners
             texts = [c.text for c in self.chunks] + texts
-            parts = [] if self._vectors is None else [self._vectors, *parts]
-        vectors = np.concatenate(parts) if parts else None
-        return np.asarray(owners, dtype=np.int64), vectors, texts
+            parts = None if self._parts is None else [*self._parts, *(parts or [])]
+        return np.asarray(owners, dtype=np.int64), parts, texts
 
     @property
     def granularity(self) -> tuple[Granularity, ...]:
@@ -730,7 +785,7 @@ class KnowledgeBase:
         view = KnowledgeBase(
             self.manifest,
             self.chunks,
-            self._vectors,
+            self._parts,
             path=self.path,
             embedder=self._embedder,
             units=self._units,
@@ -742,8 +797,11 @@ class KnowledgeBase:
         """Rows the search scores at this granularity and their vectors' bytes (0 for BM25)."""
         fine = sum(u.granularity in self._granularity for u in self._units.units)
         rows = fine + (len(self.chunks) if "chunk" in self._granularity else 0)
-        dense = self.manifest.embedder.kind == "dense"
-        return rows, rows * self.dimension * np.dtype(np.float32).itemsize if dense else 0
+        if self.manifest.embedder.kind != "dense":
+            return rows, 0
+        chunk_rows = len(self.chunks) if "chunk" in self._granularity else 0
+        chunk_bytes = np.dtype(self.manifest.vector_dtype).itemsize  # units are float32
+        return rows, self.dimension * (chunk_rows * chunk_bytes + fine * 4)
 
     def restricted_to(self, doc_ids: Collection[str]) -> KnowledgeBase:
         """An unsaved knowledge base of only these documents' chunks and units, not embedded
@@ -767,7 +825,7 @@ class KnowledgeBase:
             created_at=utc_now(),
             n_units=len(units.units),
         )
-        vectors = None if self._vectors is None else self._vectors[rows]
+        vectors = None if self._parts is None else self.vectors[rows]
         kb = KnowledgeBase(self.manifest, [], None, embedder=self._embedder)
         kb._unsaved = [_NewSegment(segment, chunks, vectors, units)]
         kb._set_contents(self.manifest, [segment], chunks, vectors, units)
@@ -779,12 +837,12 @@ class KnowledgeBase:
         the rows it lacks, else a new one."""
         if isinstance(self._store, HnswStore) and len(self._store) == len(self.chunks):
             return self._store
-        if self.manifest.hnsw is None or self._vectors is None:
+        if not self._searches_hnsw():
             raise InputError("this knowledge base does not search with HNSW")
         store = open_store(
             self.path,
             self.manifest.hnsw,
-            self._vectors,
+            self.vectors,
             self.manifest.embedder.similarity,
             previous=self._last_graph,
         )
@@ -820,15 +878,27 @@ class KnowledgeBase:
     def _searches_hnsw(self) -> bool:
         """Chunks are searched through a local HNSW graph; finer units are always searched
         exactly (the graph indexes chunk vectors only)."""
-        return self.manifest.hnsw is not None and self._vectors is not None
+        return self.manifest.hnsw is not None and self._parts is not None
 
     @property
     def vectors(self) -> np.ndarray:
-        """Dense only: all chunk vectors held in this process, (n_chunks, dim) float32, rows
-        aligned with ``chunks``. Raises InputError for a BM25 knowledge base."""
-        if self._vectors is None:
+        """Dense only: all chunk vectors, (n_chunks, dim) in the manifest's ``vector_dtype``,
+        rows aligned with ``chunks``. A loaded one-segment knowledge base gives its read-only
+        memory map; with several segments this concatenates them in memory (search does not
+        need it). Raises InputError for a BM25 knowledge base."""
+        if self._parts is None:
             raise InputError("a BM25 knowledge base has no vectors")
-        return self._vectors
+        return self._parts[0] if len(self._parts) == 1 else np.concatenate(self._parts)
+
+    def _segment_vectors(self) -> list[np.ndarray | None]:
+        """Each segment's vectors (None for BM25): the parts themselves when they line up."""
+        segments = self.manifest.segments
+        if self._parts is None:
+            return [None] * len(segments)
+        if [len(part) for part in self._parts] == [s.n_chunks for s in segments]:
+            return list(self._parts)
+        whole = self.vectors
+        return [whole[start:stop] for start, stop in _segment_offsets(segments).values()]
 
     @property
     def fingerprint(self) -> str:
@@ -883,7 +953,7 @@ def _embed_texts(
     """Embed texts into one preallocated float32 matrix, longest texts batched together."""
     dim = embedder.info.dimension
     vectors = np.empty((len(all_texts), dim), dtype=np.float32)
-    order = np.argsort([-len(text) for text in all_texts], kind="stable")
+    order = _longest_first(all_texts)
     with progress_bar(len(all_texts), f"embedding {what}", progress) as advance:
         for start in range(0, len(order), _OUTER_BATCH):
             rows = order[start : start + _OUTER_BATCH]
@@ -913,10 +983,32 @@ def _segment_offsets(segments: list[Segment]) -> dict[str, tuple[int, int]]:
     return offsets
 
 
-def _concat(old: np.ndarray, new: np.ndarray | None) -> np.ndarray:
+def _with_part(parts: list[np.ndarray] | None, new: np.ndarray | None) -> list[np.ndarray] | None:
+    """The vector parts with a new segment's appended (None stays None for BM25)."""
     if new is None:
-        raise ArtifactError("a dense knowledge base got a segment without vectors")
-    return np.concatenate([old, new])
+        if parts is not None:
+            raise ArtifactError("a dense knowledge base got a segment without vectors")
+        return None
+    return [new] if parts is None else [*parts, new]
+
+
+def _stored_as(vectors: np.ndarray, dtype: VectorDType) -> np.ndarray:
+    """Vectors in the storage type; refuses values float16 cannot hold (InputError)."""
+    stored = np.ascontiguousarray(vectors, dtype)
+    if stored.dtype != vectors.dtype and not _all_finite(stored):
+        raise InputError(
+            f"the embeddings exceed what {dtype} can hold (|x| > 65504): index with "
+            "vector_dtype float32 (--vector-dtype float32)"
+        )
+    return stored
+
+
+def _all_finite(vectors: np.ndarray) -> bool:
+    """No NaN or infinity, checked ``_CHECK_ROWS`` rows at a time (bounded memory)."""
+    return all(
+        np.isfinite(vectors[start : start + _CHECK_ROWS]).all()
+        for start in range(0, len(vectors), _CHECK_ROWS)
+    )
 
 
 def _build_settings(manifest: KBManifest) -> tuple[str, str, str, str, str | None]:
@@ -982,7 +1074,7 @@ def _written_by_ragbound() -> frozenset[str]:
     from ragbound.tripwires.store import TRIPWIRE_DIR, TRIPWIRE_MANIFEST
 
     return frozenset(
-        {MANIFEST, SEGMENTS, GRAPH_DIR, CALIBRATION_DIR, TRIPWIRE_MANIFEST, TRIPWIRE_DIR}
+        {MANIFEST, SEGMENTS, STAGING, GRAPH_DIR, CALIBRATION_DIR, TRIPWIRE_MANIFEST, TRIPWIRE_DIR}
     )
 
 
@@ -1068,10 +1160,7 @@ def _remove_old_knowledge(target: Path, notify: Callable[[str], None]) -> None:
 def _remove_other_files(target: Path, others: list[Path], notify: Callable[[str], None]) -> None:
     """Delete the files ragbound did not write (only ever with delete_other_files)."""
     for path in others:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
+        _remove_path(path)
     if others:
         names = ", ".join(p.name for p in others)
         notify(f"warning: deleted {len(others)} other file(s) in {target}: {names}")
@@ -1087,32 +1176,26 @@ def _read_chunks(path: Path) -> list[Chunk]:
     return chunks
 
 
-def _read_all_vectors(root: Path, manifest: KBManifest) -> np.ndarray:
-    """All segments' vectors in one matrix, filled segment by segment (no 2x peak)."""
-    dim = manifest.embedder.dimension
+def _read_all_vectors(root: Path, manifest: KBManifest) -> list[np.ndarray]:
+    """Each segment's vectors as a read-only memory map, checked (nothing read into memory)."""
     if sum(s.n_chunks for s in manifest.segments) != manifest.n_chunks:
         raise ArtifactError(f"{root / MANIFEST}: segment sizes do not add up to n_chunks")
-    if len(manifest.segments) == 1:
-        return np.array(_read_vectors(root, manifest.segments[0], dim))
-    vectors = np.empty((manifest.n_chunks, dim), dtype=np.float32)
-    for segment, (start, stop) in zip(
-        manifest.segments, _segment_offsets(manifest.segments).values(), strict=True
-    ):
-        vectors[start:stop] = _read_vectors(root, segment, dim)
-    return vectors
+    return [_read_vectors(root, segment, manifest) for segment in manifest.segments]
 
 
-def _read_vectors(root: Path, segment: Segment, dimension: int) -> np.ndarray:
-    """One segment's vectors, memory-mapped and checked (shape, dtype, finite)."""
+def _read_vectors(root: Path, segment: Segment, manifest: KBManifest) -> np.ndarray:
+    """One segment's vectors, memory-mapped and checked: SHA-256 (read in 1 MiB blocks),
+    shape, dtype, and finite values (checked ``_CHECK_ROWS`` rows at a time)."""
     path = root / SEGMENTS / f"{segment.name}{VECTORS_SUFFIX}"
     check_sha256(path, segment.vectors_sha256, "vector file")
     vectors = read_npy(path, "vector file", mmap=True)
-    expected = (segment.n_chunks, dimension)
-    if vectors.dtype != np.float32 or vectors.shape != expected:
+    expected = (segment.n_chunks, manifest.embedder.dimension)
+    dtype = manifest.vector_dtype
+    if vectors.dtype != np.dtype(dtype) or vectors.shape != expected:
         raise ArtifactError(
-            f"{path}: expected float32 {expected}, found {vectors.dtype} {vectors.shape}"
+            f"{path}: expected {dtype} {expected}, found {vectors.dtype} {vectors.shape}"
         )
-    if not np.isfinite(vectors).all():
+    if not _all_finite(vectors):
         raise ArtifactError(f"{path}: holds NaN or infinite values")
     return vectors
 
@@ -1155,3 +1238,122 @@ def _read_units(root: Path, segment: Segment, dimension: int) -> FineUnits:
             f"found {vectors.dtype} {vectors.shape}"
         )
     return FineUnits(units, np.array(vectors))
+
+
+def staging_dir(target: str | Path) -> Path:
+    """Where ``build(staging=...)`` keeps the finished blocks of a build of ``target``."""
+    return Path(target) / STAGING
+
+
+class StagedBuild:
+    """A build's embedded vectors, block by block on disk, so a crash loses one block at most.
+
+    Chunks are embedded in the order ``_embed_texts`` uses (longest first), ``STAGE_BLOCK``
+    at a time; each finished block is written atomically as ``block-NNNNNN.npy`` (float32,
+    rows in that order) under a folder named by a key over the embedder, chunking, chunk ids
+    and batch size, so only a rerun of the same build reuses it. The blocks are then put in
+    chunk order into one memory-mapped ``vectors.npy`` of the storage type.
+    """
+
+    def __init__(self, folder: Path, n_rows: int, dimension: int, block_rows: int):
+        self.folder = folder
+        self.n_rows, self.dimension, self.block_rows = n_rows, dimension, block_rows
+
+    @classmethod
+    def open(
+        cls, staging: Path, manifest: KBManifest, chunks: Sequence[Chunk], batch_size: int
+    ) -> StagedBuild:
+        """The staging folder of this build (another build's folders there are removed)."""
+        block_rows = _stage_block()
+        key = sha256_text(
+            manifest.embedder.identity(),
+            manifest.chunking.model_dump_json(),
+            corpus_hash(chunks),
+            str(batch_size),
+            str(block_rows),
+        )[:16]
+        if staging.is_dir():
+            for other in staging.iterdir():
+                if other.name != key:
+                    _remove_path(other)
+        folder = staging / key
+        folder.mkdir(parents=True, exist_ok=True)
+        return cls(folder, len(chunks), manifest.embedder.dimension, block_rows)
+
+    def block_path(self, number: int) -> Path:
+        return self.folder / f"block-{number:06d}.npy"
+
+    def finished(self, number: int, rows: int) -> bool:
+        """Whether block ``number`` is on disk whole (float32, ``rows`` rows, finite)."""
+        path = self.block_path(number)
+        if not path.is_file():
+            return False
+        try:
+            block = read_npy(path, "staged block")
+        except ArtifactError:
+            return False
+        return (
+            block.dtype == np.float32
+            and block.shape == (rows, self.dimension)
+            and bool(np.isfinite(block).all())
+        )
+
+    def embed(
+        self,
+        embedder: SentenceTransformerEmbedder,
+        texts: Sequence[str],
+        batch_size: int,
+        progress: bool,
+        dtype: VectorDType,
+    ) -> np.ndarray:
+        """Embed the blocks not yet staged, then return all vectors in chunk order (mapped)."""
+        order = _longest_first(texts)
+        blocks = range(0, len(order), self.block_rows)
+        with progress_bar(len(order), "embedding chunks", progress) as advance:
+            for number, start in enumerate(blocks, start=1):
+                rows = order[start : start + self.block_rows]
+                if not self.finished(number, len(rows)):
+                    block = _embed_texts(embedder, [texts[i] for i in rows], batch_size, False)
+                    write_npy(self.block_path(number), block)
+                    crash_point(f"kb.embed:block-{number}-staged")
+                advance(len(rows))
+        return self.assemble(order, dtype)
+
+    def assemble(self, order: np.ndarray, dtype: VectorDType) -> np.ndarray:
+        """All staged blocks in chunk order as one read-only memory map of ``dtype``."""
+        path = self.folder / f"vectors-{dtype}.npy"
+        out = np.lib.format.open_memmap(
+            path, mode="w+", dtype=np.dtype(dtype), shape=(self.n_rows, self.dimension)
+        )
+        for number, start in enumerate(range(0, len(order), self.block_rows), start=1):
+            rows = order[start : start + self.block_rows]
+            block = read_npy(self.block_path(number), "staged block", mmap=True)
+            out[rows] = _stored_as(block, dtype)
+        out.flush()
+        del out
+        return read_npy(path, "staged vectors", mmap=True)
+
+
+def _stage_block() -> int:
+    """Chunks per staged block: ``$RAGBOUND_STAGE_BLOCK`` (tests use tiny blocks) or
+    ``STAGE_BLOCK``."""
+    raw = os.environ.get(STAGE_BLOCK_ENV, "")
+    try:
+        value = int(raw) if raw else STAGE_BLOCK
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InputError(f"${STAGE_BLOCK_ENV} must be a positive integer, got {raw!r}")
+    return value
+
+
+def _longest_first(texts: Sequence[str]) -> np.ndarray:
+    """Rows of ``texts``, longest first (stable): similar lengths share a batch."""
+    return np.argsort([-len(text) for text in texts], kind="stable")
+
+
+def _remove_path(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)

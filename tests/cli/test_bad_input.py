@@ -44,6 +44,11 @@ ROWS: list[tuple[str, str]] = [
     ("index {records} --out {new} --embedder bm25 --text-field nosuch", "(field 'nosuch')"),
     ("index {records} --out {new} --embedder bm25 --id-field nosuch", "(field 'nosuch')"),
     ("index {records} --out {kb}", "already holds a knowledge base"),
+    ("index {records} --out {new} --vector-dtype int8", "must be one of float32, float16"),
+    (
+        "index {records} --out {new} --vector-dtype float16 --store postgresql://u@h/db",
+        "not --store",
+    ),
     ("index {records} --out {new} --store mysql://u@h/db", "not a postgresql:// URL"),
     ("index {records} --out {new} --store postgresql://u:pw@h/db", "holds a password"),
     ("index {records} --out {new} --store 'postgresql://u@h/db?table=a b'", "not a plain SQL name"),

@@ -93,3 +93,74 @@ def test_bm25_scores_equal_those_bm25s_retrieves():
     tokens = bm25s.tokenize(queries, stopwords="en", show_progress=False)
     _, scores = store.retriever.retrieve(tokens, k=4, show_progress=False, n_threads=1)
     np.testing.assert_array_equal(hits.similarities, scores)
+
+
+# ------------------------------------------------------------- search in row blocks
+small_ints = st.integers(-2, 2)  # few values: many ties, and every inner product exact
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    vectors=arrays(np.int8, st.tuples(st.integers(1, 40), st.integers(1, 4)), elements=small_ints),
+    data=st.data(),
+)
+def test_block_search_equals_one_full_search_with_ties_across_blocks(
+    vectors: np.ndarray, data
+) -> None:
+    n, dim = vectors.shape
+    queries = data.draw(arrays(np.int8, (data.draw(st.integers(1, 5)), dim), elements=small_ints))
+    k = data.draw(st.integers(1, n))
+    block_rows = data.draw(st.integers(1, n))
+    cuts = (
+        sorted(data.draw(st.lists(st.integers(1, n - 1), max_size=3, unique=True))) if n > 1 else []
+    )
+    rows, q = vectors.astype(np.float32), queries.astype(np.float32)
+    parts = np.split(rows, cuts)
+    blocked = ExactStore(parts, block_rows=block_rows).search(q, k)
+    whole = ExactStore(rows, block_rows=n).search(q, k)
+    expected = np.argsort(-(q @ rows.T), axis=1, kind="stable")[:, :k]
+    np.testing.assert_array_equal(whole.indices, expected)
+    np.testing.assert_array_equal(blocked.indices, expected)
+    np.testing.assert_array_equal(blocked.similarities, whole.similarities)
+
+
+def test_block_search_on_real_valued_vectors_matches_the_full_product():
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(1000, 24)).astype(np.float32)
+    queries = rng.normal(size=(300, 24)).astype(np.float32)
+    hits = ExactStore([vectors[:333], vectors[333:]], block_rows=100).search(queries, k=9)
+    full = queries @ vectors.T
+    np.testing.assert_array_equal(hits.indices, np.argsort(-full, axis=1, kind="stable")[:, :9])
+    np.testing.assert_allclose(hits.similarities, np.sort(full, axis=1)[:, ::-1][:, :9], rtol=1e-6)
+
+
+def test_a_memory_mapped_matrix_is_searched_in_place(tmp_path):
+    rng = np.random.default_rng(8)
+    vectors = rng.normal(size=(200, 8)).astype(np.float32)
+    np.save(tmp_path / "v.npy", vectors)
+    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
+    store = ExactStore(mapped, block_rows=64)
+    assert np.shares_memory(store.vectors, mapped)  # not read into memory
+    queries = rng.normal(size=(5, 8)).astype(np.float32)
+    expected = ExactStore(vectors).search(queries, k=4)
+    np.testing.assert_array_equal(store.search(queries, k=4).indices, expected.indices)
+
+
+def test_float16_rows_stay_narrow_and_are_searched_in_float32():
+    rng = np.random.default_rng(9)
+    vectors = rng.normal(size=(300, 8)).astype(np.float16)
+    queries = rng.normal(size=(4, 8)).astype(np.float32)
+    store = ExactStore(vectors, similarity="cosine", block_rows=50)
+    assert store.vectors.dtype == np.float16 and np.shares_memory(store.vectors, vectors)
+    hits = store.search(queries, k=6)
+    full = queries @ vectors.astype(np.float32).T
+    assert hits.similarities.dtype == np.float32
+    np.testing.assert_array_equal(hits.indices, np.argsort(-full, axis=1, kind="stable")[:, :6])
+    assert store.describe().parameters == {"precision": "float32", "storage": "float16"}
+
+
+def test_vector_parts_must_share_a_dimension_and_blocks_be_positive():
+    with pytest.raises(InputError, match="share one dimension"):
+        ExactStore([np.ones((2, 3), np.float32), np.ones((2, 4), np.float32)])
+    with pytest.raises(InputError, match="block_rows must be a positive integer"):
+        ExactStore(np.ones((2, 3), np.float32), block_rows=0)

@@ -119,6 +119,14 @@ def index(
             callback=validate.choice("float32", "float16"),
         ),
     ] = None,
+    vector_dtype: Annotated[
+        str,
+        typer.Option(
+            help="How the vectors are stored: float32, or float16 (half the disk and memory; "
+            "AUROC unchanged on PubMedQA, exact search slower).",
+            callback=validate.choice("float32", "float16"),
+        ),
+    ] = "float32",
     json_out: JsonOpt = False,
 ) -> None:
     """Load, chunk and embed a corpus into a new knowledge-base directory.
@@ -148,6 +156,14 @@ def index(
     error that names them, unless --delete-other-files. A folder left by a crashed index is
     cleaned and reused. Another writer of --out is waited for ($RAGBOUND_LOCK_TIMEOUT s).
 
+    Embedded chunks are written to --out/staging/ block by block (8192 chunks) as they finish:
+    if indexing is interrupted (a crash, kill -9, Ctrl-C), the same command again embeds only
+    the blocks not yet there and gives the same knowledge base as an uninterrupted run. The
+    staging folder is removed when the knowledge base is committed.
+
+    --vector-dtype float16 stores the vectors at half the size (the manifest records it);
+    searches compute in float32. Loading memory-maps the vector files and checks them.
+
     --store keeps the chunks and their vectors in a PostgreSQL table with pgvector (the
     postgres extra) and searches there, exactly; --out then holds the manifest, which records
     the URL (never a password: give it in PGPASSWORD or ~/.pgpass), the table, the embedder
@@ -168,13 +184,18 @@ def index(
     The graph indexes chunk vectors only: finer units (--granularity) are searched exactly.
     """
     from ragbound.corpus.units import unit_params
-    from ragbound.knowledge import KnowledgeBase, check_index_target
+    from ragbound.errors import InputError
+    from ragbound.knowledge import KnowledgeBase, check_index_target, staging_dir
 
     hnsw = _hnsw_choice(search, ef_search, m, rescore, graph_precision, store)
+    if store is not None and vector_dtype != "float32":
+        raise InputError("--vector-dtype float16 is for local knowledge bases, not --store")
     # refuse before embedding; checked again under the lock when saving
+    staging = None
     if store is None:
         check_index_target(out, overwrite=overwrite, delete_other_files=delete_other_files)
         builder = KnowledgeBase
+        staging = staging_dir(out)  # a rerun after a crash continues from the staged blocks
     else:
         from ragbound.postgres_kb import (
             PostgresKnowledgeBase,
@@ -196,6 +217,8 @@ def index(
         id_field=id_field,
         units=unit_params(granularity, window_sentences),
         progress=progress(json_out),
+        vector_dtype=vector_dtype,
+        staging=staging,
     )
     if store is not None:
         kb.place(location)
