@@ -35,6 +35,7 @@ no copy of the vectors.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import shutil
@@ -61,7 +62,9 @@ from ragbound.artifacts import (
 )
 from ragbound.corpus import (
     Chunk,
+    ChunkFile,
     ChunkingParams,
+    ChunkSequence,
     Document,
     chunk_documents,
     load_documents,
@@ -181,7 +184,7 @@ class _NewSegment:
     """A segment to be written: its chunks, (dense) vectors and fine units (rows local)."""
 
     segment: Segment
-    chunks: list[Chunk]
+    chunks: Sequence[Chunk]
     vectors: np.ndarray | None
     units: FineUnits
 
@@ -232,6 +235,12 @@ def corpus_hash(chunks: Sequence[Chunk]) -> str:
     return sha256_text(*(chunk.id for chunk in chunks))
 
 
+def _hash_id(digest: Any, chunk: Chunk) -> None:
+    """Add one chunk id to a running :func:`corpus_hash` (what ``sha256_text`` does per part)."""
+    digest.update(chunk.id.encode())
+    digest.update(b"\0")
+
+
 class KnowledgeBase:
     """A searchable corpus. ``search`` returns top-k similarities, higher = closer.
 
@@ -252,7 +261,7 @@ class KnowledgeBase:
     def __init__(
         self,
         manifest: KBManifest,
-        chunks: list[Chunk],
+        chunks: Sequence[Chunk],
         vectors: np.ndarray | Sequence[np.ndarray] | None,
         *,
         path: Path | None = None,
@@ -462,7 +471,7 @@ class KnowledgeBase:
         self,
         manifest: KBManifest,
         segments: list[Segment],
-        chunks: list[Chunk],
+        chunks: Sequence[Chunk],
         parts: list[np.ndarray] | None,
         units: FineUnits,
     ) -> None:
@@ -675,13 +684,15 @@ class KnowledgeBase:
             from ragbound.postgres_kb import PostgresKnowledgeBase
 
             return PostgresKnowledgeBase.open(root, manifest)
-        chunks: list[Chunk] = []
+        files: list[ChunkFile] = []
+        rows = 0
+        ids = hashlib.sha256()  # the corpus hash, over every segment's ids in order
         dense = manifest.embedder.kind == "dense"
         units = FineUnits.empty(manifest.embedder.dimension if dense else None)
         for segment in manifest.segments:
             chunk_file = root / SEGMENTS / f"{segment.name}{CHUNKS_SUFFIX}"
             check_sha256(chunk_file, segment.chunks_sha256, "chunk file")
-            seg_chunks = _read_chunks(chunk_file)
+            seg_chunks = ChunkFile.open(chunk_file, lambda chunk: _hash_id(ids, chunk))
             if len(seg_chunks) != segment.n_chunks:
                 raise ArtifactError(
                     f"chunk file {chunk_file} holds {len(seg_chunks)} chunks, "
@@ -689,10 +700,13 @@ class KnowledgeBase:
                 )
             if segment.n_units:
                 seg_units = _read_units(root, segment, manifest.embedder.dimension if dense else 0)
-                units = units.concat(seg_units.shifted(len(chunks)))
-            chunks.extend(seg_chunks)
-        if corpus_hash(chunks) != manifest.corpus_hash:
+                units = units.concat(seg_units.shifted(rows))
+            files.append(seg_chunks)
+            rows += len(seg_chunks)
+        if ids.hexdigest() != manifest.corpus_hash:
             raise ArtifactError(f"{root}: chunk files do not match the manifest's corpus hash")
+        # the chunks stay in their files, read by offset when asked (see corpus.sequence)
+        chunks = ChunkSequence(files)
         vectors = _read_all_vectors(root, manifest) if dense else None
         kb = cls(manifest, chunks, vectors, path=root, units=units)
         kb._base_names = [s.name for s in manifest.segments]
@@ -730,7 +744,7 @@ class KnowledgeBase:
             if self._granularity == ("chunk",) and self._searches_hnsw():
                 self._store = self._hnsw_store()
             elif self._granularity == ("chunk",):
-                self._store = self._inner_store(self._parts, [c.text for c in self.chunks])
+                self._store = self._inner_store(self._parts, self.chunks)
             else:
                 owners, parts, texts = self._search_rows()
                 self._store = PooledStore(
@@ -741,21 +755,26 @@ class KnowledgeBase:
                 )
         return self._store
 
-    def _inner_store(self, parts: list[np.ndarray] | None, texts: list[str]) -> Retriever:
+    def _inner_store(
+        self, parts: list[np.ndarray] | None, rows: Sequence[Chunk | str]
+    ) -> Retriever:
+        """Exact search over ``parts``, or BM25 over the texts of ``rows`` (chunks or texts;
+        read only for BM25, so a dense knowledge base never holds every chunk text)."""
         if parts is None:
-            return BM25Store(texts)
+            return BM25Store([row if isinstance(row, str) else row.text for row in rows])
         return ExactStore(parts, similarity=self.manifest.embedder.similarity)
 
     def _search_rows(self) -> tuple[np.ndarray, list[np.ndarray] | None, list[str]]:
         """Owner chunk rows, vector parts (dense; the chunks' own parts are not copied) and
-        texts of every unit of the granularity."""
+        texts (BM25 only: empty when dense) of every unit of the granularity."""
         keep = [i for i, u in enumerate(self._units.units) if u.granularity in self._granularity]
         owners = [self._units.units[i].chunk for i in keep]
-        texts = [self._units.units[i].text for i in keep]
+        lexical = self._parts is None
+        texts = [self._units.units[i].text for i in keep] if lexical else []
         parts = None if self._units.vectors is None else [self._units.vectors[keep]]
         if "chunk" in self._granularity:
             owners = list(range(len(self.chunks))) + owners
-            texts = [c.text for c in self.chunks] + texts
+            texts = [c.text for c in self.chunks] + texts if lexical else []
             parts = None if self._parts is None else [*self._parts, *(parts or [])]
         return np.asarray(owners, dtype=np.int64), parts, texts
 
@@ -1164,16 +1183,6 @@ def _remove_other_files(target: Path, others: list[Path], notify: Callable[[str]
     if others:
         names = ", ".join(p.name for p in others)
         notify(f"warning: deleted {len(others)} other file(s) in {target}: {names}")
-
-
-def _read_chunks(path: Path) -> list[Chunk]:
-    chunks = []
-    for number, row in enumerate(iter_jsonl(path, "chunk file"), start=1):
-        try:
-            chunks.append(Chunk.model_validate(row))
-        except ValidationError as exc:
-            raise ArtifactError(f"chunk file {path}:{number} is invalid: {exc}") from exc
-    return chunks
 
 
 def _read_all_vectors(root: Path, manifest: KBManifest) -> list[np.ndarray]:
