@@ -21,9 +21,8 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from ragbound.artifacts import check_sha256, file_sha256, read_npy, write_npy
+from ragbound.artifacts import check_sha256, file_sha256, write_npy
 from ragbound.embedders.base import Similarity
-from ragbound.errors import ArtifactError
 from ragbound.stores.hnsw import HnswParams, HnswStore
 
 GRAPH_DIR = "hnsw"
@@ -80,13 +79,11 @@ def _covers_prefix(store: HnswStore | None, params: HnswParams, vectors: np.ndar
     return bool(np.array_equal(store.vectors, vectors[: len(store)]))
 
 
-def _read_graph(root: Path, index: HnswIndex) -> np.ndarray:
+def _read_graph(root: Path, index: HnswIndex) -> Path:
+    """The committed graph file, its SHA-256 checked (the store streams it from disk)."""
     path = root / GRAPH_DIR / str(index.graph)
     check_sha256(path, index.graph_sha256, "HNSW graph")
-    graph = read_npy(path, "HNSW graph")
-    if graph.dtype != np.uint8 or graph.ndim != 1:
-        raise ArtifactError(f"{path}: expected a uint8 vector, found {graph.dtype} {graph.shape}")
-    return graph
+    return path
 
 
 def has_graph(target: Path, index: HnswIndex, n_rows: int) -> bool:

@@ -45,7 +45,7 @@ class _OpenFile:
         return os.pread(self.fd, stop - start, start)
 
     def __del__(self) -> None:
-        fd, self.fd = self.fd, -1
+        fd, self.fd = getattr(self, "fd", -1), -1  # -1: the open itself failed
         if fd >= 0:
             os.close(fd)
 
