@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from ragbound.artifacts import check_sha256, file_sha256, write_npy
+from ragbound.artifacts import check_sha256, file_sha256, write_atomically
 from ragbound.embedders.base import Similarity
 from ragbound.stores.hnsw import HnswParams, HnswStore
 
@@ -102,7 +102,7 @@ def save_graph(target: Path, store: HnswStore, index: HnswIndex) -> HnswIndex:
     name = f"{secrets.token_hex(8)}{GRAPH_SUFFIX}"
     while (folder / name).exists():
         name = f"{secrets.token_hex(8)}{GRAPH_SUFFIX}"
-    write_npy(folder / name, store.graph())
+    write_atomically(folder / name, store.write_graph)
     return index.model_copy(
         update={"graph": name, "n_rows": len(store), "graph_sha256": file_sha256(folder / name)}
     )

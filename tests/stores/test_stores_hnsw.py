@@ -147,7 +147,10 @@ def test_a_float16_graph_built_in_blocks_and_streamed_from_its_file(
     exact = ExactStore(vectors, similarity="cosine").search(queries, 10)
     found = blocks.search(queries, 10)
     assert _recall(found.indices, exact.indices) >= 0.95
-    write_npy(tmp_path / "g.graph.npy", blocks.graph())
+    write_npy(tmp_path / "saved.npy", blocks.graph())
+    with (tmp_path / "g.graph.npy").open("wb") as handle:
+        blocks.write_graph(handle)  # streamed: the file numpy.save writes, byte for byte
+    assert (tmp_path / "g.graph.npy").read_bytes() == (tmp_path / "saved.npy").read_bytes()
     streamed = HnswStore(narrow, similarity="cosine", params=params, graph=tmp_path / "g.graph.npy")
     np.testing.assert_array_equal(streamed.search(queries, 10).indices, found.indices)
     np.save(tmp_path / "bad.npy", np.zeros(3, np.float32))

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -232,6 +232,17 @@ class HnswStore:
     def graph(self) -> np.ndarray:
         """The graph serialised (uint8), to save with :func:`ragbound.artifacts.write_npy`."""
         return _faiss().serialize_index(self._index)
+
+    def write_graph(self, handle: BinaryIO) -> None:
+        """Write the graph to ``handle`` as a ``.npy`` file of :meth:`graph`'s bytes, the same
+        file ``numpy.save`` writes, streamed: no serialised copy beside the graph in memory
+        (a million-row graph is about a gigabyte)."""
+        faiss = _faiss()
+        sizes: list[int] = []
+        faiss.write_index(self._index, faiss.PyCallbackIOWriter(lambda b: sizes.append(len(b))))
+        header = {"descr": "|u1", "fortran_order": False, "shape": (sum(sizes),)}
+        np.lib.format.write_array_header_1_0(handle, header)
+        faiss.write_index(self._index, faiss.PyCallbackIOWriter(handle.write))
 
     @property
     def vectors(self) -> np.ndarray:
