@@ -33,17 +33,19 @@ def test_exact_then_hnsw_checks_on_a_small_synthesised_knowledge_base(
 ):
     pytest.importorskip("faiss", reason="faiss-cpu is not installed (the hnsw extra)")
     base = KnowledgeBase.load(minilm_kb_dir)
-    kb_dir, rows = tmp_path / "big", tmp_path / "exact-rows.npy"
+    kb_dir, rows = tmp_path / "big", tmp_path / "exact.npz"
     build = synthesise(base, 80, "float16", kb_dir)
     calibration, checks = IN_KNOWLEDGE + MORE_IN_KNOWLEDGE, IN_KNOWLEDGE[:2] + OUT_OF_KNOWLEDGE[:2]
     exact = measure_checks(kb_dir, calibration, checks, rows)
-    assert exact["search"]["exact"] and np.load(rows).shape == (len(calibration), K)
+    assert exact["search"]["exact"] and np.load(rows)["rows"].shape == (len(calibration), K)
     graph = build_graph(kb_dir)
     assert graph["graph_mb"] > 0 and graph["params"]["precision"] == "float16"
     hnsw = measure_checks(kb_dir, calibration, checks, rows, rescore=0)
     rescored = measure_checks(kb_dir, calibration, checks, rows, rescore=4)
     assert not hnsw["search"]["exact"] and hnsw["search"]["parameters"]["rescore"] == 0
     assert 0.5 < hnsw["recall"] <= rescored["recall"] <= 1.0
+    assert 0 <= hnsw["recall_1"] <= 1 and abs(rescored["sim_gap_mean"]) < 1e-3
+    assert hnsw["top1_gap_max"] >= rescored["top1_gap_max"] - 1e-4
     scale = {"float32": {"build": build, "exact": exact}}
     scale["float16"] = {**scale["float32"], "graph": graph, "hnsw": hnsw, "hnsw_rescore": rescored}
     header, table = million_rows({"scale": scale})
