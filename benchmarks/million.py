@@ -25,12 +25,14 @@ Part ``million`` of ``python -m benchmarks.run``. Two measurements:
    vectors) to the knowledge base and saves it (build time, file size, peak RSS); a fourth
    loads it, calibrates and checks with the graph as above, and measures recall@32 against
    the exact rows of the 500 calibration queries (saved by the exact child); a fifth does the
-   same with exact re-scoring of ``$BENCH_MILLION_RESCORE`` x k candidates (default 4; 0 off).
+   same with exact re-scoring of ``$BENCH_MILLION_RESCORE`` x k candidates (default 4; 0 off)
+   and a sixth with ef_search ``$BENCH_MILLION_EF_WIDE`` (default 256; 0 off).
 
 Run: ``python -m benchmarks.run million`` (``OMP_NUM_THREADS=1`` for the published numbers).
 Environment: ``BENCH_MILLION_CHUNKS`` (default 1000000), ``BENCH_MILLION_DTYPES`` (default
 "float32,float16"), ``BENCH_MILLION_QUERIES`` (checks timed, default 100),
-``BENCH_MILLION_HNSW`` (default "float16"), ``BENCH_MILLION_RESCORE`` (default 4).
+``BENCH_MILLION_HNSW`` (default "float16"), ``BENCH_MILLION_RESCORE`` (default 4),
+``BENCH_MILLION_EF_WIDE`` (default 256).
 """
 
 from __future__ import annotations
@@ -200,13 +202,18 @@ def resident_mb() -> dict[str, float]:
 
 # ----------------------------------------------------------------------- query (child)
 def measure_checks(
-    kb_dir: Path, calibration: list[str], queries: list[str], exact_rows: Path, rescore: int = -1
+    kb_dir: Path,
+    calibration: list[str],
+    queries: list[str],
+    exact_rows: Path,
+    rescore: int = -1,
+    ef_search: int = GRAPH.ef_search,
 ) -> dict:
     """Load, calibrate and time checks against the big knowledge base.
 
     ``rescore`` -1: exact search, whose top-``K`` rows for the calibration queries are saved
-    to ``exact_rows``; otherwise the knowledge base's HNSW graph re-scoring ``rescore`` x k
-    candidates (0: none), with recall@``K`` against the rows saved there.
+    to ``exact_rows``; otherwise the knowledge base's HNSW graph searched with ``ef_search``,
+    re-scoring ``rescore`` x k candidates (0: none), compared with the rows saved there.
     """
     from benchmarks.timing import latency
     from ragbound.detect import Guard
@@ -216,7 +223,8 @@ def measure_checks(
     start = time.perf_counter()
     kb = KnowledgeBase.load(kb_dir)
     if rescore >= 0:
-        kb.use_hnsw(GRAPH.model_copy(update={"rescore": rescore}))  # the saved graph
+        search = {"rescore": rescore, "ef_search": ef_search}
+        kb.use_hnsw(GRAPH.model_copy(update=search))  # the saved graph, searched so
     load_s = time.perf_counter() - start
     after_load = resident_mb()
     start = time.perf_counter()
@@ -336,6 +344,7 @@ def million_part(
     n_queries = int(os.environ.get("BENCH_MILLION_QUERIES", "100"))
     graphs = [d for d in os.environ.get("BENCH_MILLION_HNSW", "float16").split(",") if d]
     rescore = int(os.environ.get("BENCH_MILLION_RESCORE", "4"))
+    wide = int(os.environ.get("BENCH_MILLION_EF_WIDE", "256"))
     part: dict = {"quality": storage_quality(base, calibration, ik_test, ook), "scale": {}}
     queries_file = out / "million-queries.json"
     checks = ik_test[: n_queries // 2] + ook["TruthfulQA"][: n_queries - n_queries // 2]
@@ -350,10 +359,12 @@ def million_part(
             continue
         scale = part["scale"][dtype]
         scale["graph"] = _child("graph", str(kb_dir))
-        scale["hnsw"] = _child("query", str(kb_dir), str(queries_file), str(exact_rows), "0")
+        query = ("query", str(kb_dir), str(queries_file), str(exact_rows))
+        scale["hnsw"] = _child(*query, "0")
         if rescore:
-            args = ("query", str(kb_dir), str(queries_file), str(exact_rows), str(rescore))
-            scale["hnsw_rescore"] = _child(*args)
+            scale["hnsw_rescore"] = _child(*query, str(rescore))
+        if wide:
+            scale["hnsw_wide"] = _child(*query, "0", str(wide))
     return part
 
 
@@ -443,10 +454,12 @@ def hnsw_rows(scale: dict, row: Callable[[str, str, Callable], list[str]]) -> li
         row("  graph file, MB", "", of("graph", lambda g: f"{g['graph_mb']:.0f}")),
         row("  peak RSS building the graph, MB", "", of("graph", lambda g: f"{g['peak_mb']:.0f}")),
     ]
-    searches = [("hnsw", f"ef_search {p['ef_search']}")]
-    if any("hnsw_rescore" in s for s in with_graph):
-        rescore = with_graph[0]["hnsw_rescore"]["search"]["parameters"]["rescore"]
-        searches.append(("hnsw_rescore", f"ef_search {p['ef_search']}, rescore {rescore}"))
+    searches = []
+    for key in ("hnsw", "hnsw_rescore", "hnsw_wide"):
+        if key in with_graph[0]:
+            search = with_graph[0][key]["search"]["parameters"]
+            rescore = f", rescore {search['rescore']}" if search["rescore"] else ""
+            searches.append((key, f"ef_search {search['ef_search']}{rescore}"))
     for key, name in searches:
         rows += [
             row(
@@ -521,8 +534,8 @@ def million_markdown(results: dict) -> list[str]:
             "corpus: the PubMedQA corpus's real MiniLM vectors, extended with synthesised ones "
             f"(a real vector plus Gaussian noise, sigma {NOISE} per coordinate, renormalised), "
             "each with the text of its source chunk. Each column is two child processes "
-            "(write; load + calibrate + check), and for the HNSW rows three more (graph; "
-            "load + calibrate + check without, then with re-scoring), "
+            "(write; load + calibrate + check), and for the HNSW rows one more per block (graph; "
+            "load + calibrate + check with each search), "
             f"{os.environ.get('OMP_NUM_THREADS', 'all')} thread(s). Checks: one query at a "
             "time, interleaved with embedding the query alone.",
             "",
@@ -545,8 +558,8 @@ def _synthetic_recall_note(part: dict) -> list[str]:
         "tight cluster and recall@32 is low even when the graph finds that cluster; recall@1 "
         "and the similarity gap show how often, and how far, it misses the nearest one (a hard "
         "case for a graph: many tight clusters of near-duplicates). A calibration records its "
-        "search, so p-values stay valid when checks use the same graph; re-scoring (the last "
-        "rows) narrows the gap, a larger ef_search is the other lever (not measured here).",
+        "search, so p-values stay valid when checks use the same graph; re-scoring and a "
+        "larger ef_search (the last rows) are what narrow the gap.",
         "",
     ]
 
@@ -559,8 +572,9 @@ def _main() -> None:
     elif command == "query":
         data = json.loads(Path(args[1]).read_text())
         rescore = int(args[3]) if len(args) > 3 else -1
+        ef_search = int(args[4]) if len(args) > 4 else GRAPH.ef_search
         result = measure_checks(
-            Path(args[0]), data["calibration"], data["queries"], Path(args[2]), rescore
+            Path(args[0]), data["calibration"], data["queries"], Path(args[2]), rescore, ef_search
         )
     elif command == "graph":
         result = build_graph(Path(args[0]))

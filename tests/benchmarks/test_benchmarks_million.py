@@ -42,15 +42,19 @@ def test_exact_then_hnsw_checks_on_a_small_synthesised_knowledge_base(
     assert graph["graph_mb"] > 0 and graph["params"]["precision"] == "float16"
     hnsw = measure_checks(kb_dir, calibration, checks, rows, rescore=0)
     rescored = measure_checks(kb_dir, calibration, checks, rows, rescore=4)
+    wide = measure_checks(kb_dir, calibration, checks, rows, rescore=0, ef_search=80)
+    assert wide["search"]["parameters"]["ef_search"] == 80 and wide["recall"] == 1.0  # 80 rows
     assert not hnsw["search"]["exact"] and hnsw["search"]["parameters"]["rescore"] == 0
     assert 0.5 < hnsw["recall"] <= rescored["recall"] <= 1.0
     assert 0 <= hnsw["recall_1"] <= 1 and abs(rescored["sim_gap_mean"]) < 1e-3
     assert hnsw["top1_gap_max"] >= rescored["top1_gap_max"] - 1e-4
     scale = {"float32": {"build": build, "exact": exact}}
-    scale["float16"] = {**scale["float32"], "graph": graph, "hnsw": hnsw, "hnsw_rescore": rescored}
+    searches = {"hnsw": hnsw, "hnsw_rescore": rescored, "hnsw_wide": wide}
+    scale["float16"] = {**scale["float32"], "graph": graph, **searches}
     header, table = million_rows({"scale": scale})
     labels = [r[0] for r in table]
     assert header == ["measure", "float32", "float16", "target"]
     assert any(label.startswith("HNSW ef_search 64, rescore 4: recall@32") for label in labels)
+    assert any(label.startswith("HNSW ef_search 80: recall@32") for label in labels)
     graph_row = next(r for r in table if r[0].startswith("  graph file"))
     assert graph_row[1] == "-" and graph_row[2] != "-"
