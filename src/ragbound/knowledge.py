@@ -30,7 +30,10 @@ granularity searched (:class:`~ragbound.stores.PooledStore`) and still returns c
 Loading memory-maps the vector files (read-only) instead of reading them into memory, and
 checks each file's SHA-256 and that it holds finite numbers in bounded-size blocks; search
 walks the mapped rows in blocks (:class:`~ragbound.stores.ExactStore`), so the process holds
-no copy of the vectors.
+no copy of the vectors. The chunks stay in their files too: ``chunks`` of a loaded knowledge
+base is a :class:`~ragbound.corpus.ChunkSequence` that checks every row once, keeps 16 bytes
+of offsets per chunk and builds a ``Chunk`` only when one is read (a million chunks: 16 MB
+instead of about 2 GB of objects).
 """
 
 from __future__ import annotations
@@ -257,6 +260,9 @@ class KnowledgeBase:
     """
 
     query_kind: ClassVar[QueryKind] = "text"
+    # the chunks, rows aligned with the vectors: a list when built in memory, a read-only
+    # ChunkSequence over the segment files once loaded (both index, slice, iterate and +)
+    chunks: Sequence[Chunk]
 
     def __init__(
         self,
