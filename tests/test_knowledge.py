@@ -1,3 +1,4 @@
+import gc
 import hashlib
 import json
 import threading
@@ -7,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragbound.corpus import Chunk, ChunkSequence
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import LOCK_WHAT, KnowledgeBase
 from ragbound.locking import writer_lock
@@ -29,6 +31,27 @@ def test_build_save_load_round_trip(minilm_kb_dir: Path):
     manifest = json.loads((minilm_kb_dir / "manifest.json").read_text())
     assert manifest["format"] == "ragbound.kb/1"
     assert manifest["chunking"] == {"chunk_words": 200, "overlap": 40, "splitter": "blingfire"}
+
+
+def live_chunks() -> int:
+    gc.collect()
+    return sum(type(o) is Chunk for o in gc.get_objects())
+
+
+def test_a_loaded_knowledge_base_keeps_its_chunks_on_disk_and_round_trips(
+    minilm_kb_dir: Path, corpus_dir: Path, tmp_path: Path
+):
+    before = live_chunks()
+    kb = KnowledgeBase.load(minilm_kb_dir)
+    assert live_chunks() == before  # no Chunk object until one is asked for
+    assert isinstance(kb.chunks, ChunkSequence) and kb.chunks.nbytes == 16 * len(kb)
+    kb.search(["Which dance do bees use?"], k=3)
+    assert live_chunks() == before  # a dense search reads no chunk text
+    built = KnowledgeBase.build([corpus_dir], embedder="minilm")
+    assert kb.chunks == built.chunks and kb.chunk_at(-1) == built.chunks[-1]
+    kb.save(tmp_path / "copy")
+    again = KnowledgeBase.load(tmp_path / "copy")
+    assert list(again.chunks) == list(kb.chunks) and again.fingerprint == kb.fingerprint
 
 
 def test_search_finds_the_matching_document(minilm_kb_dir: Path):

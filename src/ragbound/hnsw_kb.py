@@ -21,9 +21,8 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from ragbound.artifacts import check_sha256, file_sha256, read_npy, write_npy
+from ragbound.artifacts import check_sha256, file_sha256, write_atomically
 from ragbound.embedders.base import Similarity
-from ragbound.errors import ArtifactError
 from ragbound.stores.hnsw import HnswParams, HnswStore
 
 GRAPH_DIR = "hnsw"
@@ -80,13 +79,11 @@ def _covers_prefix(store: HnswStore | None, params: HnswParams, vectors: np.ndar
     return bool(np.array_equal(store.vectors, vectors[: len(store)]))
 
 
-def _read_graph(root: Path, index: HnswIndex) -> np.ndarray:
+def _read_graph(root: Path, index: HnswIndex) -> Path:
+    """The committed graph file, its SHA-256 checked (the store streams it from disk)."""
     path = root / GRAPH_DIR / str(index.graph)
     check_sha256(path, index.graph_sha256, "HNSW graph")
-    graph = read_npy(path, "HNSW graph")
-    if graph.dtype != np.uint8 or graph.ndim != 1:
-        raise ArtifactError(f"{path}: expected a uint8 vector, found {graph.dtype} {graph.shape}")
-    return graph
+    return path
 
 
 def has_graph(target: Path, index: HnswIndex, n_rows: int) -> bool:
@@ -105,7 +102,7 @@ def save_graph(target: Path, store: HnswStore, index: HnswIndex) -> HnswIndex:
     name = f"{secrets.token_hex(8)}{GRAPH_SUFFIX}"
     while (folder / name).exists():
         name = f"{secrets.token_hex(8)}{GRAPH_SUFFIX}"
-    write_npy(folder / name, store.graph())
+    write_atomically(folder / name, store.write_graph)
     return index.model_copy(
         update={"graph": name, "n_rows": len(store), "graph_sha256": file_sha256(folder / name)}
     )

@@ -30,11 +30,15 @@ granularity searched (:class:`~ragbound.stores.PooledStore`) and still returns c
 Loading memory-maps the vector files (read-only) instead of reading them into memory, and
 checks each file's SHA-256 and that it holds finite numbers in bounded-size blocks; search
 walks the mapped rows in blocks (:class:`~ragbound.stores.ExactStore`), so the process holds
-no copy of the vectors.
+no copy of the vectors. The chunks stay in their files too: ``chunks`` of a loaded knowledge
+base is a :class:`~ragbound.corpus.ChunkSequence` that checks every row once, keeps 16 bytes
+of offsets per chunk and builds a ``Chunk`` only when one is read (a million chunks: 16 MB
+instead of about 2 GB of objects).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import shutil
@@ -61,7 +65,9 @@ from ragbound.artifacts import (
 )
 from ragbound.corpus import (
     Chunk,
+    ChunkFile,
     ChunkingParams,
+    ChunkSequence,
     Document,
     chunk_documents,
     load_documents,
@@ -181,7 +187,7 @@ class _NewSegment:
     """A segment to be written: its chunks, (dense) vectors and fine units (rows local)."""
 
     segment: Segment
-    chunks: list[Chunk]
+    chunks: Sequence[Chunk]
     vectors: np.ndarray | None
     units: FineUnits
 
@@ -232,6 +238,12 @@ def corpus_hash(chunks: Sequence[Chunk]) -> str:
     return sha256_text(*(chunk.id for chunk in chunks))
 
 
+def _hash_id(digest: Any, chunk: Chunk) -> None:
+    """Add one chunk id to a running :func:`corpus_hash` (what ``sha256_text`` does per part)."""
+    digest.update(chunk.id.encode())
+    digest.update(b"\0")
+
+
 class KnowledgeBase:
     """A searchable corpus. ``search`` returns top-k similarities, higher = closer.
 
@@ -248,11 +260,14 @@ class KnowledgeBase:
     """
 
     query_kind: ClassVar[QueryKind] = "text"
+    # the chunks, rows aligned with the vectors: a list when built in memory, a read-only
+    # ChunkSequence over the segment files once loaded (both index, slice, iterate and +)
+    chunks: Sequence[Chunk]
 
     def __init__(
         self,
         manifest: KBManifest,
-        chunks: list[Chunk],
+        chunks: Sequence[Chunk],
         vectors: np.ndarray | Sequence[np.ndarray] | None,
         *,
         path: Path | None = None,
@@ -462,7 +477,7 @@ class KnowledgeBase:
         self,
         manifest: KBManifest,
         segments: list[Segment],
-        chunks: list[Chunk],
+        chunks: Sequence[Chunk],
         parts: list[np.ndarray] | None,
         units: FineUnits,
     ) -> None:
@@ -675,13 +690,15 @@ class KnowledgeBase:
             from ragbound.postgres_kb import PostgresKnowledgeBase
 
             return PostgresKnowledgeBase.open(root, manifest)
-        chunks: list[Chunk] = []
+        files: list[ChunkFile] = []
+        rows = 0
+        ids = hashlib.sha256()  # the corpus hash, over every segment's ids in order
         dense = manifest.embedder.kind == "dense"
         units = FineUnits.empty(manifest.embedder.dimension if dense else None)
         for segment in manifest.segments:
             chunk_file = root / SEGMENTS / f"{segment.name}{CHUNKS_SUFFIX}"
             check_sha256(chunk_file, segment.chunks_sha256, "chunk file")
-            seg_chunks = _read_chunks(chunk_file)
+            seg_chunks = ChunkFile.open(chunk_file, lambda chunk: _hash_id(ids, chunk))
             if len(seg_chunks) != segment.n_chunks:
                 raise ArtifactError(
                     f"chunk file {chunk_file} holds {len(seg_chunks)} chunks, "
@@ -689,10 +706,13 @@ class KnowledgeBase:
                 )
             if segment.n_units:
                 seg_units = _read_units(root, segment, manifest.embedder.dimension if dense else 0)
-                units = units.concat(seg_units.shifted(len(chunks)))
-            chunks.extend(seg_chunks)
-        if corpus_hash(chunks) != manifest.corpus_hash:
+                units = units.concat(seg_units.shifted(rows))
+            files.append(seg_chunks)
+            rows += len(seg_chunks)
+        if ids.hexdigest() != manifest.corpus_hash:
             raise ArtifactError(f"{root}: chunk files do not match the manifest's corpus hash")
+        # the chunks stay in their files, read by offset when asked (see corpus.sequence)
+        chunks = ChunkSequence(files)
         vectors = _read_all_vectors(root, manifest) if dense else None
         kb = cls(manifest, chunks, vectors, path=root, units=units)
         kb._base_names = [s.name for s in manifest.segments]
@@ -730,7 +750,7 @@ class KnowledgeBase:
             if self._granularity == ("chunk",) and self._searches_hnsw():
                 self._store = self._hnsw_store()
             elif self._granularity == ("chunk",):
-                self._store = self._inner_store(self._parts, [c.text for c in self.chunks])
+                self._store = self._inner_store(self._parts, self.chunks)
             else:
                 owners, parts, texts = self._search_rows()
                 self._store = PooledStore(
@@ -741,21 +761,26 @@ class KnowledgeBase:
                 )
         return self._store
 
-    def _inner_store(self, parts: list[np.ndarray] | None, texts: list[str]) -> Retriever:
+    def _inner_store(
+        self, parts: list[np.ndarray] | None, rows: Sequence[Chunk | str]
+    ) -> Retriever:
+        """Exact search over ``parts``, or BM25 over the texts of ``rows`` (chunks or texts;
+        read only for BM25, so a dense knowledge base never holds every chunk text)."""
         if parts is None:
-            return BM25Store(texts)
+            return BM25Store([row if isinstance(row, str) else row.text for row in rows])
         return ExactStore(parts, similarity=self.manifest.embedder.similarity)
 
     def _search_rows(self) -> tuple[np.ndarray, list[np.ndarray] | None, list[str]]:
         """Owner chunk rows, vector parts (dense; the chunks' own parts are not copied) and
-        texts of every unit of the granularity."""
+        texts (BM25 only: empty when dense) of every unit of the granularity."""
         keep = [i for i, u in enumerate(self._units.units) if u.granularity in self._granularity]
         owners = [self._units.units[i].chunk for i in keep]
-        texts = [self._units.units[i].text for i in keep]
+        lexical = self._parts is None
+        texts = [self._units.units[i].text for i in keep] if lexical else []
         parts = None if self._units.vectors is None else [self._units.vectors[keep]]
         if "chunk" in self._granularity:
             owners = list(range(len(self.chunks))) + owners
-            texts = [c.text for c in self.chunks] + texts
+            texts = [c.text for c in self.chunks] + texts if lexical else []
             parts = None if self._parts is None else [*self._parts, *(parts or [])]
         return np.asarray(owners, dtype=np.int64), parts, texts
 
@@ -1166,16 +1191,6 @@ def _remove_other_files(target: Path, others: list[Path], notify: Callable[[str]
         notify(f"warning: deleted {len(others)} other file(s) in {target}: {names}")
 
 
-def _read_chunks(path: Path) -> list[Chunk]:
-    chunks = []
-    for number, row in enumerate(iter_jsonl(path, "chunk file"), start=1):
-        try:
-            chunks.append(Chunk.model_validate(row))
-        except ValidationError as exc:
-            raise ArtifactError(f"chunk file {path}:{number} is invalid: {exc}") from exc
-    return chunks
-
-
 def _read_all_vectors(root: Path, manifest: KBManifest) -> list[np.ndarray]:
     """Each segment's vectors as a read-only memory map, checked (nothing read into memory)."""
     if sum(s.n_chunks for s in manifest.segments) != manifest.n_chunks:
@@ -1195,9 +1210,24 @@ def _read_vectors(root: Path, segment: Segment, manifest: KBManifest) -> np.ndar
         raise ArtifactError(
             f"{path}: expected {dtype} {expected}, found {vectors.dtype} {vectors.shape}"
         )
-    if not _all_finite(vectors):
+    if not _file_all_finite(path, vectors):
         raise ArtifactError(f"{path}: holds NaN or infinite values")
     return vectors
+
+
+def _file_all_finite(path: Path, mapped: np.memmap) -> bool:
+    """``_all_finite`` over a mapped file's values, read from the file rather than through
+    the map: pages read through a map stay in this process's resident memory (a million
+    float16 rows: 730 MB), which an HNSW search, reading the graph, would never touch."""
+    row_values = int(np.prod(mapped.shape[1:], dtype=np.int64))
+    with path.open("rb") as handle:
+        handle.seek(mapped.offset)
+        for start in range(0, len(mapped), _CHECK_ROWS):
+            count = min(_CHECK_ROWS, len(mapped) - start) * row_values
+            block = np.fromfile(handle, dtype=mapped.dtype, count=count)
+            if len(block) != count or not np.isfinite(block).all():
+                return False
+    return True
 
 
 def _write_units(seg_dir: Path, name: str, units: FineUnits) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from hypothesis.extra.numpy import arrays
 
 from ragbound.errors import InputError
 from ragbound.stores import BM25Store, ExactStore, top_k_rows
+from ragbound.stores.exact import WIDEN_ROWS, widened
 
 
 def test_exact_store_returns_sorted_top_k_matching_brute_force():
@@ -157,6 +158,31 @@ def test_float16_rows_stay_narrow_and_are_searched_in_float32():
     assert hits.similarities.dtype == np.float32
     np.testing.assert_array_equal(hits.indices, np.argsort(-full, axis=1, kind="stable")[:, :6])
     assert store.describe().parameters == {"precision": "float32", "storage": "float16"}
+
+
+def test_float16_memory_mapped_rows_widened_in_blocks_equal_the_float32_search(tmp_path):
+    rng = np.random.default_rng(10)
+    exact = rng.normal(size=(2 * WIDEN_ROWS + 123, 16)).astype(np.float32)
+    exact /= np.linalg.norm(exact, axis=1, keepdims=True)
+    np.save(tmp_path / "v.npy", exact.astype(np.float16))
+    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")  # read-only, as a knowledge base maps
+    queries = rng.normal(size=(3, 16)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    narrow = ExactStore([mapped[:500], mapped[500:]], similarity="cosine").search(queries, k=10)
+    wide = ExactStore(exact, similarity="cosine").search(queries, k=10)
+    np.testing.assert_allclose(narrow.similarities, wide.similarities, atol=2e-3)
+    # the same rows as a search over the float16 values widened in one piece (ties aside)
+    widened_all = mapped.astype(np.float32)
+    same = ExactStore(widened_all, similarity="cosine").search(queries, k=10)
+    np.testing.assert_array_equal(narrow.indices, same.indices)
+    np.testing.assert_array_equal(narrow.similarities, same.similarities)
+
+
+def test_widening_float16_is_exact_for_every_value():
+    every = np.arange(2**16, dtype=np.uint16).view(np.float16).reshape(-1, 8)
+    finite = every[np.isfinite(every).all(axis=1)]
+    np.testing.assert_array_equal(widened(finite, np.dtype(np.float32)), finite.astype(np.float32))
+    assert not np.shares_memory(widened(finite, np.dtype(np.float32)), finite)
 
 
 def test_vector_parts_must_share_a_dimension_and_blocks_be_positive():

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ragbound.artifacts import write_npy
 from ragbound.errors import ArtifactError, InputError
 from ragbound.hnsw_kb import GRAPH_DIR
 from ragbound.knowledge import KnowledgeBase
@@ -128,6 +129,33 @@ def test_the_same_vectors_give_the_same_graph_and_a_saved_graph_the_same_results
     assert grown.search(vectors[550:551], 1).indices[0, 0] == 550
     with pytest.raises(ArtifactError, match="holds 500 rows"):
         HnswStore(vectors[:400], similarity="cosine", graph=first.graph())
+
+
+def test_a_float16_graph_built_in_blocks_and_streamed_from_its_file(
+    corpus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    import ragbound.stores.hnsw as hnsw_module
+
+    vectors, queries = corpus
+    np.save(tmp_path / "v.npy", vectors.astype(np.float16))
+    narrow = np.load(tmp_path / "v.npy", mmap_mode="r")  # as a float16 knowledge base maps it
+    params = HnswParams(precision="float16")
+    monkeypatch.setattr(hnsw_module, "ADD_ROWS", 300)  # rows widened and added 300 at a time
+    blocks = HnswStore(narrow, similarity="cosine", params=params)
+    again = HnswStore(narrow, similarity="cosine", params=params)
+    np.testing.assert_array_equal(blocks.graph(), again.graph())  # still deterministic
+    exact = ExactStore(vectors, similarity="cosine").search(queries, 10)
+    found = blocks.search(queries, 10)
+    assert _recall(found.indices, exact.indices) >= 0.95
+    write_npy(tmp_path / "saved.npy", blocks.graph())
+    with (tmp_path / "g.graph.npy").open("wb") as handle:
+        blocks.write_graph(handle)  # streamed: the file numpy.save writes, byte for byte
+    assert (tmp_path / "g.graph.npy").read_bytes() == (tmp_path / "saved.npy").read_bytes()
+    streamed = HnswStore(narrow, similarity="cosine", params=params, graph=tmp_path / "g.graph.npy")
+    np.testing.assert_array_equal(streamed.search(queries, 10).indices, found.indices)
+    np.save(tmp_path / "bad.npy", np.zeros(3, np.float32))
+    with pytest.raises(ArtifactError, match="expected a uint8 vector"):
+        HnswStore(narrow, similarity="cosine", params=params, graph=tmp_path / "bad.npy")
 
 
 @pytest.mark.parametrize(

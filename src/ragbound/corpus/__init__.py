@@ -22,11 +22,14 @@ from ragbound.corpus.queries import (
     load_query_records,
     validate_query,
 )
+from ragbound.corpus.sequence import ChunkFile, ChunkSequence
 
 __all__ = [
     "MAX_QUERY_CHARS",
     "SUPPORTED_EXTENSIONS",
     "Chunk",
+    "ChunkFile",
+    "ChunkSequence",
     "ChunkingParams",
     "Document",
     "LoadReport",

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragbound.embedders.base import Similarity
 from ragbound.errors import ArtifactError, InputError
 from ragbound.stores.base import Hits, QueryKind, SearchInfo, check_k, top_k_rows
-from ragbound.stores.exact import ExactStore
+from ragbound.stores.exact import ExactStore, widened
 
 BACKEND = "faiss-hnsw"
 DEFAULT_M = 16
@@ -47,6 +48,9 @@ MAX_RESCORE = 64
 GraphPrecision = Literal["float32", "float16"]
 GRAPH_PRECISIONS: tuple[GraphPrecision, ...] = ("float32", "float16")
 INSTALL_HINT = "install the hnsw extra: pip install 'ragbound[hnsw]'"
+# Rows given to faiss at a time while building: a float16 knowledge base's rows are widened to
+# float32 one block at a time instead of all at once (a million 384-d rows: 1.5 GB).
+ADD_ROWS = 65_536
 
 
 class HnswParams(BaseModel):
@@ -158,7 +162,7 @@ class HnswStore:
         *,
         similarity: Similarity,
         params: HnswParams | None = None,
-        graph: np.ndarray | None = None,
+        graph: np.ndarray | Path | None = None,
     ):
         self._exact = ExactStore(vectors, similarity=similarity)
         self.params = params or HnswParams()
@@ -175,15 +179,22 @@ class HnswStore:
         else:
             index = faiss.IndexHNSWFlat(self.dimension, self.params.m, inner_product)
         index.hnsw.efConstruction = self.params.ef_construction
+        vectors = self._exact.vectors
         with _one_thread(faiss):
-            index.train(self._exact.vectors)  # float16 needs no statistics: a no-op pass
-            index.add(self._exact.vectors)
+            index.train(_float32(vectors[:ADD_ROWS]))  # neither kind needs statistics
+            for start in range(0, len(vectors), ADD_ROWS):
+                index.add(_float32(vectors[start : start + ADD_ROWS]))
         return index
 
-    def _load(self, graph: np.ndarray) -> Any:
+    def _load(self, graph: np.ndarray | Path) -> Any:
+        """The graph from its serialised bytes, or streamed from a ``.npy`` file of them (no
+        copy of the file in memory beside the graph)."""
         faiss = _faiss()
         try:
-            index = faiss.deserialize_index(np.ascontiguousarray(graph, dtype=np.uint8))
+            if isinstance(graph, Path):
+                index = _read_graph_file(faiss, graph)
+            else:
+                index = faiss.deserialize_index(np.ascontiguousarray(graph, dtype=np.uint8))
         except RuntimeError as exc:
             raise ArtifactError(f"the HNSW graph is corrupt: {exc}") from exc
         if index.ntotal != len(self) or index.d != self.dimension:
@@ -221,6 +232,17 @@ class HnswStore:
     def graph(self) -> np.ndarray:
         """The graph serialised (uint8), to save with :func:`ragbound.artifacts.write_npy`."""
         return _faiss().serialize_index(self._index)
+
+    def write_graph(self, handle: BinaryIO) -> None:
+        """Write the graph to ``handle`` as a ``.npy`` file of :meth:`graph`'s bytes, the same
+        file ``numpy.save`` writes, streamed: no serialised copy beside the graph in memory
+        (a million-row graph is about a gigabyte)."""
+        faiss = _faiss()
+        sizes: list[int] = []
+        faiss.write_index(self._index, faiss.PyCallbackIOWriter(lambda b: sizes.append(len(b))))
+        header = {"descr": "|u1", "fortran_order": False, "shape": (sum(sizes),)}
+        np.lib.format.write_array_header_1_0(handle, header)
+        faiss.write_index(self._index, faiss.PyCallbackIOWriter(handle.write))
 
     @property
     def vectors(self) -> np.ndarray:
@@ -276,6 +298,29 @@ class HnswStore:
         sims, rows = hits.similarities.copy(), hits.indices.astype(np.int64)
         sims[short], rows[short] = exact.similarities, exact.indices
         return Hits(sims, rows)
+
+
+def _float32(block: np.ndarray) -> np.ndarray:
+    """Rows as the C-contiguous float32 faiss takes (no copy when they already are)."""
+    if block.dtype == np.float32:
+        return np.ascontiguousarray(block)
+    return np.ascontiguousarray(widened(block, np.dtype(np.float32)))
+
+
+def _read_graph_file(faiss: Any, path: Path) -> Any:
+    """Read a graph saved as a 1-D uint8 ``.npy`` file, streaming its bytes into faiss."""
+    with path.open("rb") as handle:
+        try:
+            version = np.lib.format.read_magic(handle)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
+            else:
+                shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
+        except ValueError as exc:
+            raise ArtifactError(f"HNSW graph {path} is corrupt: {exc}") from exc
+        if dtype != np.uint8 or len(shape) != 1:
+            raise ArtifactError(f"{path}: expected a uint8 vector, found {dtype} {shape}")
+        return faiss.read_index(faiss.PyCallbackIOReader(handle.read))
 
 
 def rescore(
