@@ -46,6 +46,7 @@ from ragbound.artifacts import (
     write_npy,
 )
 from ragbound.corpus.units import Granularity, granularity_label, parse_granularity
+from ragbound.detect.combined import CombinedModel, Selection
 from ragbound.detect.config import DETECTOR_PARAMS, DetectorConfig
 from ragbound.errors import ArtifactError, IncompatibleArtifactError
 from ragbound.faults import crash_point
@@ -81,6 +82,10 @@ class CalibrationManifest(BaseModel):
     queries_sha256: str | None = None
     # fingerprint of the reranker's files (model_revision); None without a reranker
     reranker_revision: str | None = None
+    # the learned score when detector.statistic is "combined" (plain JSON, its null inside)
+    combined: CombinedModel | None = None
+    # what calibrate --statistic auto compared and picked; None otherwise
+    selection: Selection | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -112,6 +117,8 @@ class Calibration:
         search: SearchInfo | None = None,
         reranker_revision: str | None = None,
         granularity: Sequence[str] = ("chunk",),
+        combined: CombinedModel | None = None,
+        selection: Selection | None = None,
     ) -> Calibration:
         sims = np.ascontiguousarray(similarities, dtype=np.float64)
         created = utc_now()
@@ -126,6 +133,8 @@ class Calibration:
             search=search,
             reranker_revision=reranker_revision,
             granularity=parse_granularity(granularity),
+            combined=combined,
+            selection=selection,
         )
         return cls(manifest, list(queries), sims)
 
