@@ -49,8 +49,10 @@ from ragbound.stores.lexical import word_tokens
 # nearest chunks each feature row reads (fewer in a knowledge base of under 64 chunks)
 DEPTH = 32
 OVERLAP_DEPTH = 8
-# documents of this many next-nearest chunks are masked beside the nearest one's
-MASK_NEIGHBOURS = 0
+# documents of this many next-nearest chunks are masked beside the nearest one's: a corpus
+# loaded one record per paragraph (no document field) keeps a question's other paragraphs
+# otherwise, and the masked question is then not out of knowledge
+MASK_NEIGHBOURS = 2
 QUERY_BATCH = 256
 
 
