@@ -14,8 +14,11 @@ Set-ups, each repeated over seeded splits (``BENCH_NEAR_SEEDS``, default 5; mean
   sets must not hide a loss here.
 
 Rows: today's statistics at several k (the baseline), at each granularity (chunk, sentence,
-window, all three); every p-value is conformal on the calibration half, as ``check`` computes
-it. A further score is a row too, added in a few lines (see :func:`add_score`)::
+window, all three); every p-value is conformal on the calibration half, as ``check``
+computes it. ``combined`` and ``auto`` are calibrated by the code ``ragbound calibrate
+--statistic combined | auto`` runs, with its defaults, on the calibration half (which they
+split into a learning and a conformal part), and checked as ``ragbound check`` does. A
+further score is a row too, added in a few lines (see :func:`add_score`)::
 
     from benchmarks import near
     near.add_score("reranker top-1", lambda kb, queries: my_scores(kb, queries))

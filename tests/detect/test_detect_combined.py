@@ -80,7 +80,7 @@ def test_auto_records_its_candidates_and_check_uses_the_pick(kb: KnowledgeBase):
     guard = calibrate_learned(kb, _lines("in_knowledge.txt"), DEFAULTS, statistic="auto")
     selection = guard.calibration.manifest.selection
     assert selection is not None and selection.picked == selection.candidates[0]
-    keys = [(-c.flagged, -c.auroc) for c in selection.candidates]
+    keys = [(-c.auroc, -c.flagged) for c in selection.candidates]
     assert keys == sorted(keys)
     labels = {c.label for c in selection.candidates}
     assert {"combined", "chunk mss", "sentence entropy k=8", "chunk,sentence simes k=8"} <= labels

@@ -111,3 +111,22 @@ def test_learned_score_with_conformal_null_is_super_uniform(seed: int, alpha: fl
     exact = math.floor(alpha * 41) / 41  # P(p <= alpha) with 40 conformal scores
     assert exact <= alpha
     assert rate <= exact + 3 * math.sqrt(exact * (1 - exact) / reps)
+
+
+def test_weights_are_never_positive_and_match_sklearn_when_the_bound_is_idle():
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(7)
+    inside = rng.normal(0.0, 1.0, size=(300, 2))
+    outside = rng.normal(0.0, 1.0, size=(300, 2)) - np.array([1.0, 0.5])
+    model = LinearScore.fit(("a", "b"), inside, outside)
+    x = np.concatenate([inside, outside])
+    z = (x - np.array(model.mean)) / np.array(model.scale)
+    y = np.r_[np.zeros(300), np.ones(300)]
+    free = LogisticRegression(C=1.0).fit(z, y)
+    assert (free.coef_ < 0).all()  # the bound is not active here
+    np.testing.assert_allclose(model.coef, free.coef_[0], atol=1e-3)
+    assert model.intercept == pytest.approx(free.intercept_[0], abs=1e-3)
+    # a feature whose higher values mean *farther* gets weight 0, not a positive one
+    flipped = LinearScore.fit(("a", "b"), -inside, -outside)
+    assert all(c <= 0 for c in flipped.coef) and max(flipped.coef) == 0.0

@@ -123,17 +123,17 @@ def calibrate(
     n_queries, k, tau, statistic, alpha, p_value_method, granularity, reranker,
     critical_value and kb_fingerprint (and selection, with auto).
 
-    --statistic combined learns one score from several signals (best similarity and
-    mean / entropy / energy of the nearest chunks at every indexed granularity, word overlap
-    with the nearest chunks). The queries are split (--seed) in two halves: the learning
-    half teaches the score to tell each query apart from itself with its document left out
-    of the search (leave-documents-out: a near out-of-knowledge question without labels);
-    the other half alone makes the null, so the p-value stays conformal (valid when new
-    in-knowledge queries are exchangeable with those). --statistic auto compares every
-    statistic x k (1, 4, 8, 32) x indexed granularity, and combined, by the share of the
-    learning half's left-out queries flagged at --alpha (then AUROC), picks the best and
-    calibrates it on the other half; it prints the candidates, and the manifest keeps
-    them. Both search with every indexed unit (no --granularity, --k or --reranker).
+    --statistic combined learns one score from several signals (best similarity and mean /
+    entropy / energy of the nearest chunks at every indexed granularity, word overlap with
+    the nearest chunks). The queries are split (--seed) in two halves: the learning half
+    teaches the score to tell each query apart from itself with its document left out of the
+    search (leave-documents-out: a near out-of-knowledge question without labels); the other
+    half alone makes the null, so the p-value stays conformal (valid when new in-knowledge
+    queries are exchangeable with those). --statistic auto compares every statistic x k (1,
+    4, 8, 32) x indexed granularity, and combined, by how well it tells the learning half's
+    queries from themselves left out (AUROC, then the share flagged at --alpha), picks the
+    best and calibrates it on the other half; it prints the candidates, and the manifest
+    keeps them. Both search with every indexed unit (no --granularity, --k or --reranker).
     """
     from ragbound.corpus import load_queries
     from ragbound.detect import Guard

@@ -7,22 +7,27 @@ entropy and minus the energy of the 32 nearest
 (:func:`ragbound.stats.combined.similarity_features`); and the best share of the query's
 words (BM25 tokens) found in one of its ``OVERLAP_DEPTH`` nearest chunks.
 
+The score is a logistic regression on the standardized features with every weight <= 0
+(:meth:`ragbound.stats.combined.LinearScore.fit`): all features are higher = closer, so a
+query farther on every feature never scores as more in-knowledge. Without the bound the
+weights fitted to near out-of-knowledge examples could reward low similarity in one
+feature, and far questions (MMLU-Med, TruthfulQA) lost AUROC in the benchmark.
+
 Learning without labels (leave-documents-out): a calibration query is an in-knowledge
 example with the full index, and a near out-of-knowledge example when the document of its
 nearest chunk (and of its ``MASK_NEIGHBOURS`` next-nearest chunks) is masked out of the
 search: the same question, about a document the knowledge base now lacks. Masking drops
 rows from the search results; the index is not rebuilt.
 
-**What the p-value's guarantee rests on.** The calibration queries are split (seeded) into
-a learning part and a conformal part. The model (feature scaling and logistic-regression
-weights) is learned from the learning part only; it is then a fixed function of one query
-and the knowledge base. The null is that function's scores of the conformal part's queries
-against the full index. A new in-knowledge query's p-value
-``(1 + #{null >= score}) / (n + 1)`` is therefore exactly conformal: ``P(p <= alpha) <=
-alpha`` whenever the new query and the conformal queries are exchangeable (drawn from the
-same distribution, the knowledge base unchanged). It does not rest on the masked examples
-being like real out-of-knowledge questions: they only shape the score, so a poor model
-costs power, never validity.
+**What the p-value's guarantee rests on.** The calibration queries are split (seeded) into a
+learning part and a conformal part. The model (feature scaling and weights) is learned from
+the learning part only; it is then a fixed function of one query and the knowledge base. The
+null is that function's scores of the conformal part's queries against the full index. A new
+in-knowledge query's p-value ``(1 + #{null >= score}) / (n + 1)`` is therefore exactly
+conformal: ``P(p <= alpha) <= alpha`` whenever the new query and the conformal queries are
+exchangeable (drawn from the same distribution, the knowledge base unchanged). It does not
+rest on the masked examples being like real out-of-knowledge questions: they only shape the
+score, so a poor model costs power, never validity.
 """
 
 from __future__ import annotations

@@ -88,12 +88,14 @@ class LinearScore:
     def fit(
         cls, names: tuple[str, ...], inside: ArrayLike, outside: ArrayLike, *, c: float = 1.0
     ) -> LinearScore:
-        """Standardized logistic regression of outside (1) against inside (0) feature rows.
+        """Logistic regression of outside (1) against inside (0) standardized feature rows,
+        with every weight <= 0.
 
-        ``c`` is the inverse L2 penalty. A constant feature gets scale 1 (and weight ~0).
+        Every feature is oriented higher = closer, so the bound makes the score monotone: a
+        query at least as far on every feature never scores as more in-knowledge (a far
+        question cannot look closer than a near one). ``c`` is the inverse L2 penalty, as in
+        scikit-learn. A constant feature gets scale 1 (and weight 0).
         """
-        from sklearn.linear_model import LogisticRegression
-
         x_in, x_out = np.asarray(inside, np.float64), np.asarray(outside, np.float64)
         if len(x_in) < 2 or len(x_out) < 2:
             raise ValueError("learning needs at least 2 rows on each side")
@@ -102,14 +104,38 @@ class LinearScore:
         mean = x.mean(axis=0)
         scale = x.std(axis=0)
         scale[scale <= 1e-12] = 1.0
-        model = LogisticRegression(C=c, max_iter=1000).fit((x - mean) / scale, y)
+        coef, intercept = _monotone_logistic((x - mean) / scale, y, c)
         return cls(
             names=tuple(names),
             mean=tuple(mean.tolist()),
             scale=tuple(scale.tolist()),
-            coef=tuple(model.coef_[0].tolist()),
-            intercept=float(model.intercept_[0]),
+            coef=tuple(coef.tolist()),
+            intercept=intercept,
         )
+
+
+def _monotone_logistic(z: FloatArray, y: FloatArray, c: float) -> tuple[FloatArray, float]:
+    """L2-penalised logistic regression with weights <= 0 (L-BFGS-B), intercept free.
+
+    Minimises ``sum log(1 + exp(-s_i t_i)) + ||w||^2 / (2 c)`` with ``t = z w + b`` and
+    ``s = 2 y - 1``; returns (w, b).
+    """
+    from scipy.optimize import minimize
+    from scipy.special import expit
+
+    signs = 2.0 * y - 1.0
+    width = z.shape[1]
+
+    def loss(params: FloatArray) -> tuple[float, FloatArray]:
+        w, b = params[:width], params[width]
+        margin = -signs * (z @ w + b)
+        slope = -signs * expit(margin)  # derivative of each row's loss in t
+        value = float(np.logaddexp(0.0, margin).sum() + w @ w / (2 * c))
+        return value, np.append(z.T @ slope + w / c, slope.sum())
+
+    bounds = [(None, 0.0)] * width + [(None, None)]
+    found = minimize(loss, np.zeros(width + 1), jac=True, method="L-BFGS-B", bounds=bounds)
+    return np.minimum(found.x[:width], 0.0), float(found.x[width])
 
 
 def cross_fitted_scores(
