@@ -83,7 +83,8 @@ def test_auto_records_its_candidates_and_check_uses_the_pick(kb: KnowledgeBase):
     keys = [(-c.auroc, -c.flagged) for c in selection.candidates]
     assert keys == sorted(keys)
     labels = {c.label for c in selection.candidates}
-    assert {"combined", "chunk mss", "sentence entropy k=8", "chunk,sentence simes k=8"} <= labels
+    assert {"combined", "chunk mss", "sentence energy k=8", "chunk,sentence simes k=8"} <= labels
+    assert not any(c.statistic == "entropy" for c in selection.candidates)  # not monotone
     verdict = guard.check("Who painted the Mona Lisa?")
     assert verdict.statistic == selection.picked.statistic
     assert guard.config.statistic == selection.picked.statistic
