@@ -14,8 +14,11 @@ Set-ups, each repeated over seeded splits (``BENCH_NEAR_SEEDS``, default 5; mean
   sets must not hide a loss here.
 
 Rows: today's statistics at several k (the baseline), at each granularity (chunk, sentence,
-window, all three); every p-value is conformal on the calibration half, as ``check`` computes
-it. A further score is a row too, added in a few lines (see :func:`add_score`)::
+window, all three); every p-value is conformal on the calibration half, as ``check``
+computes it. ``combined`` and ``auto`` are calibrated by the code ``ragbound calibrate
+--statistic combined | auto`` runs, with its defaults, on the calibration half (which they
+split into a learning and a conformal part), and checked as ``ragbound check`` does. A
+further score is a row too, added in a few lines (see :func:`add_score`)::
 
     from benchmarks import near
     near.add_score("reranker top-1", lambda kb, queries: my_scores(kb, queries))
@@ -48,7 +51,9 @@ from ragbound.corpus import Document, load_documents
 from ragbound.corpus.units import unit_params
 from ragbound.detect import Guard
 from ragbound.detect.boundary import BoundaryDetector
+from ragbound.detect.config import DEFAULTS
 from ragbound.detect.evaluate import split_queries
+from ragbound.detect.select import calibrate_learned
 from ragbound.embedders import load_dense_embedder
 from ragbound.embedders.sentence import SentenceTransformerEmbedder
 from ragbound.errors import ArtifactError, InputError
@@ -70,6 +75,8 @@ STATISTICS: tuple[tuple[str, int], ...] = (
     ),
 )
 NEAR_SETS = ("COVID-QA halves", "PubMedQA half")
+# calibrate --statistic values that learn on part of the calibration half
+LEARNED = ("combined", "auto")
 FAR_SETS = ("MMLU-Med", "TruthfulQA")
 LATENCY_QUERIES = 100
 
@@ -254,15 +261,38 @@ def _scores(fn: ScoreFn, kb: KnowledgeBase, queries: Sequence[str]) -> np.ndarra
     return scores
 
 
+def learned_rows(split: Split, picks: dict[str, list[str]]) -> dict[str, dict[str, dict]]:
+    """The combined and auto rows, calibrated as ``ragbound calibrate --statistic NAME``
+    (default options) does on the calibration half: it learns on part of it and makes the
+    null from the rest; the test queries are checked as ``ragbound check`` does. Appends
+    what auto picked to ``picks`` (per out-of-knowledge set)."""
+    rows: dict[str, dict[str, dict]] = {}
+    for statistic in LEARNED:
+        guard = calibrate_learned(split.kb, split.calibration, DEFAULTS, statistic=statistic)
+        inside = guard.check_many(split.inside, evidence=0)
+        rows[statistic] = {}
+        for name, queries in split.outside.items():
+            outside = guard.check_many(queries, evidence=0)
+            rows[statistic][name] = {
+                "auroc": auroc([v.score for v in inside], [v.score for v in outside]),
+                "flagged": float(np.mean([v.reject for v in outside])),
+                "fpr": float(np.mean([v.reject for v in inside])),
+            }
+            selection = guard.calibration.manifest.selection
+            if selection is not None:
+                picks.setdefault(name, []).append(selection.picked.label)
+    return rows
+
+
 def row_name(granularity: str, statistic: str, k: int) -> str:
     return f"{granularity} {statistic}" + ("" if statistic == "mss" else f" k={k}")
 
 
-def split_rows(split: Split) -> dict[str, dict[str, dict]]:
+def split_rows(split: Split, picks: dict[str, list[str]]) -> dict[str, dict[str, dict]]:
     rows: dict[str, dict[str, dict]] = {}
     for granularity in GRANULARITIES:
         rows |= statistic_rows(split, granularity)
-    return rows | extra_rows(split)
+    return rows | extra_rows(split) | learned_rows(split, picks)
 
 
 def collect(rows: dict[str, dict[str, dict[str, list[float]]]], new: dict) -> None:
@@ -306,13 +336,15 @@ def near_part(out: Path) -> dict:
     covid, covid_s = cached_kb(cache / "kb-covidqa", covid_documents, embedder)
     pubmed, pubmed_s = cached_kb(cache / "kb-pubmedqa", pubmedqa_documents(out), embedder)
     rows: dict = {}
+    picks: dict[str, list[str]] = {}
     for seed in seeds:
         for make, kb in ((covid_split, covid), (pubmedqa_split, pubmed), (far_split, pubmed)):
-            collect(rows, split_rows(make(kb, seed)))
+            collect(rows, split_rows(make(kb, seed), picks))
     return {
         "seeds": seeds,
         "alpha": ALPHA,
         "rows": rows,
+        "auto_picks": picks,
         "build_s": {"COVID-QA": covid_s, "PubMedQA": pubmed_s},
         "n_documents": {
             "COVID-QA": covid.manifest.n_documents,
@@ -379,6 +411,17 @@ def cost_table(part: dict) -> tuple[list[str], list[list[str]]]:
     return header, table
 
 
+def _picks(picks: dict[str, list[str]]) -> str:
+    """What auto picked per set, with how many splits: ``COVID-QA halves: combined (3/3)``."""
+    parts = []
+    for name, labels in picks.items():
+        counted = ", ".join(
+            f"{label} ({labels.count(label)}/{len(labels)})" for label in dict.fromkeys(labels)
+        )
+        parts.append(f"{name}: {counted}")
+    return "; ".join(parts) or "nothing (no run)"
+
+
 def near_markdown(results: dict) -> list[str]:
     part = results.get("near")
     if not part or "rows" not in part:
@@ -396,7 +439,11 @@ def near_markdown(results: dict) -> list[str]:
         "other half are in knowledge. AUROC over all test queries; flagged = share of "
         f"out-of-knowledge questions with p <= {part['alpha']}; FPR = share of held-out "
         f"in-knowledge questions with p <= {part['alpha']} (conformal p-values). A row is "
-        "granularity + statistic (+ k): the units a chunk is scored by (its best one).",
+        "granularity + statistic (+ k): the units a chunk is scored by (its best one). "
+        "combined / auto: `ragbound calibrate --statistic combined | auto` with its defaults "
+        "on the calibration half (half of it learns, by leaving each question's document out "
+        "of the search; the other half alone makes the null), checked as `ragbound check` "
+        "does; auto picked: " + _picks(part.get("auto_picks", {})) + ".",
         "",
         *markdown_table(header, rows),
         "",

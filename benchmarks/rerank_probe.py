@@ -49,6 +49,7 @@ from ragbound.corpus.chunker import ChunkingParams, chunk_documents
 from ragbound.detect.rerank import CrossEncoderReranker
 from ragbound.embedders.sentence import SentenceTransformerEmbedder
 from ragbound.stats import EmpiricalNull, auroc
+from ragbound.stores.lexical import word_tokens
 
 SEEDS = (0, 1, 2)
 ALPHA = 0.05
@@ -102,10 +103,7 @@ def top_chunks(query_vectors: np.ndarray, chunk_vectors: np.ndarray, depth: int)
 
 
 def word_sets(texts: Sequence[str]) -> list[set[str]]:
-    import bm25s
-
-    tokens = bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
-    return [set(t) for t in tokens]
+    return [set(words) for words in word_tokens(texts)]
 
 
 def overlap(query_words: set[str], chunk_words: set[str]) -> float:

@@ -161,3 +161,31 @@ def test_calibrate_defaults_come_from_the_detector_config_and_tau_auto_resolves(
     assert info["tau"] == 0.05 and info["p_value_method"] == "paper"  # MiniLM's temperature
     saved = json.loads((kb / "calibration" / "manifest.json").read_text())
     assert saved["detector"]["tau"] == 0.05
+
+
+def test_calibrate_auto_prints_its_candidates_and_check_uses_the_pick(
+    monkeypatch, capsys, tmp_path, minilm_kb_dir, query_files
+):
+    import shutil
+
+    kb = tmp_path / "kb"
+    shutil.copytree(minilm_kb_dir, kb)
+    args = ["calibrate", str(kb), "--queries", str(query_files["ik"]), "--statistic", "auto"]
+    code, out, err = run(monkeypatch, capsys, *args, "--seed", "1", "--json")
+    assert code == 0, err
+    info = json.loads(out)
+    picked = info["selection"]["picked"]
+    assert info["statistic"] == picked["statistic"]
+    assert info["n_queries"] == len(IN_KNOWLEDGE) // 2  # the other half learned
+    assert picked == info["selection"]["candidates"][0]
+    code, out, err = run(monkeypatch, capsys, "check", str(kb), "bees", "--json")
+    assert code == 0, err
+    assert json.loads(out)["statistic"] == picked["statistic"]
+    code, out, err = run(monkeypatch, capsys, *args, "--statistic", "combined")
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "the other 6 learned the score" in text and "combined critical value" in text
+    code, out, err = run(monkeypatch, capsys, "check", str(kb), "bees", "--json")
+    assert json.loads(out)["statistic"] == "combined"
+    code, out, err = run(monkeypatch, capsys, *args)
+    assert code == 0 and "(picked)" in out, err

@@ -21,7 +21,6 @@ from ragbound.cli.common import (
     QueriesFileOpt,
     RunOpt,
     SeedOpt,
-    StatisticOpt,
     console,
     emit_json,
     gather_queries,
@@ -29,12 +28,13 @@ from ragbound.cli.common import (
     progress,
     write_plots,
 )
-from ragbound.detect.config import DEFAULTS, TAU_AUTO, DetectorConfig
+from ragbound.detect.config import AUTO, COMBINED, DEFAULTS, TAU_AUTO, DetectorConfig
 from ragbound.stats import P_VALUE_METHODS
 
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from ragbound.detect.combined import Selection
     from ragbound.results import EvaluationReport, Verdict
 
 
@@ -66,7 +66,10 @@ def calibrate(
     statistic: Annotated[
         str,
         typer.Option(
-            help=_help("statistic") + " The default for check.", callback=validate.statistic
+            help=_help("statistic")
+            + f" The default for check. {AUTO}: the candidate with the most power on "
+            "leave-documents-out queries (see below).",
+            callback=validate.calibration_statistic,
         ),
     ] = DEFAULTS.statistic,
     alpha: Annotated[
@@ -102,6 +105,13 @@ def calibrate(
             callback=validate.existing_file,
         ),
     ] = None,
+    seed: Annotated[
+        int,
+        typer.Option(
+            help=f"Seed of the learning / conformal split of --statistic {COMBINED} or {AUTO}.",
+            callback=validate.seed,
+        ),
+    ] = 0,
     json_out: JsonOpt = False,
 ) -> None:
     """Build the empirical null from in-knowledge queries; save it in KB_DIR/calibration/.
@@ -120,36 +130,70 @@ def calibrate(
     score the k chunks' relevance logits instead of their similarities: about k
     cross-encoder passes per query, measured in docs/benchmarks.md. --json prints path,
     n_queries, k, tau, statistic, alpha, p_value_method, granularity, reranker,
-    critical_value, kb_fingerprint and synthetic_check (with --real-queries).
+    critical_value, kb_fingerprint, synthetic_check (with --real-queries) and selection
+    (with auto).
 
     --real-queries FILE (a few dozen real user questions, read with the default query
     fields) checks that the --queries score like them: a KS test at level 0.05 on the
     statistic's scores, saved in the calibration manifest (synthetic_check, also in --json)
     with both medians and the share of real questions that reach the critical value; a
     warning on stderr when they differ. Without it, synthetic --queries get a reminder.
+
+    --statistic combined learns one score from several signals (best similarity and mean /
+    entropy / energy of the nearest chunks at every indexed granularity, word overlap with
+    the nearest chunks). The queries are split (--seed) in two halves: the learning half
+    teaches the score to tell each query apart from itself with its document left out of the
+    search (leave-documents-out: a near out-of-knowledge question without labels); the other
+    half alone makes the null, so the p-value stays conformal (valid when new in-knowledge
+    queries are exchangeable with those). --statistic auto compares every statistic but
+    entropy (not monotone in the similarities) x k (1, 4, 8, 32) x indexed granularity, and
+    combined, by how well it tells the learning half's queries from themselves left out
+    (AUROC, then the share flagged at --alpha), picks the best and calibrates it on the
+    other half; it prints the candidates, and the manifest keeps them. Both search with
+    every indexed unit (no --granularity, --k or --reranker).
     """
     from ragbound.corpus import load_queries
     from ragbound.detect import Guard
+    from ragbound.detect.config import resolve_tau
+    from ragbound.detect.select import calibrate_learned
+    from ragbound.errors import InputError
     from ragbound.knowledge import KnowledgeBase
 
+    learned = statistic in (COMBINED, AUTO)
+    if learned and (granularity is not None or reranker is not None):
+        raise InputError(
+            f"--statistic {statistic} searches every indexed unit and takes no "
+            "--granularity or --reranker"
+        )
     kb = KnowledgeBase.load(kb_dir)
     texts = load_queries(queries, field=field)
     real_texts = load_queries(real_queries) if real_queries else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
-        guard = Guard.calibrate(
-            kb,
-            texts,
-            k=k,
-            tau=tau if tau == TAU_AUTO else float(tau),
-            statistic=statistic,
-            alpha=alpha,
-            p_value_method=p_value_method,
-            reranker=None if reranker is None else str(reranker),
-            granularity=granularity,
-            queries_source=str(queries),
-            progress=progress(json_out),
-        )
+        tau_value = tau if tau == TAU_AUTO else float(tau)
+        if learned:
+            config = DEFAULTS.updated(
+                tau=resolve_tau(tau_value, kb.manifest.embedder.name),
+                alpha=alpha,
+                p_value_method=p_value_method,
+            )
+            guard = calibrate_learned(
+                kb, texts, config, statistic=statistic, seed=seed, queries_source=str(queries)
+            )
+        else:
+            guard = Guard.calibrate(
+                kb,
+                texts,
+                k=k,
+                tau=tau_value,
+                statistic=statistic,
+                alpha=alpha,
+                p_value_method=p_value_method,
+                reranker=None if reranker is None else str(reranker),
+                granularity=granularity,
+                queries_source=str(queries),
+                progress=progress(json_out),
+            )
     for warning in caught:
         sys.stderr.write(f"warning: {warning.message}\n")
     from ragbound.cli.synth import check_against_real
@@ -158,27 +202,53 @@ def calibrate(
         guard, (queries, field), (real_queries, real_texts), progress(json_out)
     )
     folder = guard.save(on_wait=notice)
-    detector = guard.detector()
+    critical = guard.critical_value()
+    selection = guard.calibration.manifest.selection
     info = {
         "path": str(folder),
-        "n_queries": len(texts),
+        "n_queries": guard.calibration.manifest.n_queries,
         **guard.config.model_dump(),  # tau as resolved, when it was 'auto'
         "granularity": ",".join(guard.kb.granularity),
-        "critical_value": detector.critical_value_,
+        "critical_value": critical,
         "kb_fingerprint": kb.fingerprint,
     }
     if synthetic_check is not None:
         info["synthetic_check"] = synthetic_check.model_dump(mode="json")
+    if selection is not None:
+        info["selection"] = selection.model_dump()
     if json_out:
         emit_json(info)
         return
+    if selection is not None:
+        console().print(candidate_table(selection))
+    used = guard.calibration.manifest.n_queries
     console().print(
-        f"calibrated on {len(texts)} queries (k={k}, tau={guard.config.tau:g}"
+        f"calibrated on {used} queries"
+        + ("" if used == len(texts) else f" (the other {len(texts) - used} learned the score)")
+        + f" (k={guard.k}, tau={guard.config.tau:g}"
         + ("" if guard.kb.granularity == ("chunk",) else f", {info['granularity']} units")
         + "); "
-        f"{detector.statistic} critical value at "
-        f"alpha={alpha}: {detector.critical_value_:.4f}; saved to {folder}"
+        f"{guard.config.statistic} critical value at "
+        f"alpha={alpha}: {critical:.4f}; saved to {folder}"
     )
+
+
+def candidate_table(selection: Selection, shown: int = 12) -> Table:
+    """The best ``shown`` candidates auto compared (all of them are in --json)."""
+    from rich.table import Table
+
+    table = Table(
+        title=f"--statistic auto: power on {selection.n_learning_masked} leave-documents-out "
+        f"queries of the learning half ({selection.n_learning} queries), alpha="
+        f"{selection.alpha}; best {min(shown, len(selection.candidates))} of "
+        f"{len(selection.candidates)}"
+    )
+    for column in ("candidate", "flagged", "AUROC"):
+        table.add_column(column, justify="right")
+    for candidate in selection.candidates[:shown]:
+        mark = " (picked)" if candidate == selection.picked else ""
+        table.add_row(candidate.label + mark, f"{candidate.flagged:.3f}", f"{candidate.auroc:.3f}")
+    return table
 
 
 def check(
@@ -186,7 +256,14 @@ def check(
     query: QueriesArg = None,
     queries: QueriesFileOpt = None,
     field: FieldOpt = None,
-    statistic: StatisticOpt = None,
+    statistic: Annotated[
+        str | None,
+        typer.Option(
+            help=f"mss, knn, avgknn, entropy, energy, fisher, simes or {COMBINED} (default: "
+            "the calibration's; combined only when it was calibrated).",
+            callback=validate.checked_statistic,
+        ),
+    ] = None,
     alpha: CalibratedAlphaOpt = None,
     evidence: Annotated[
         int,

@@ -150,6 +150,22 @@ def statistic(value: str | None) -> str | None:
     return choice(*STATISTICS)(value)
 
 
+def checked_statistic(value: str | None) -> str | None:
+    """A statistic check can test: one of ragbound's, or the learned combined score."""
+    from ragbound.detect.config import COMBINED
+    from ragbound.stats import STATISTICS
+
+    return choice(*STATISTICS, COMBINED)(value)
+
+
+def calibration_statistic(value: str | None) -> str | None:
+    """A statistic to calibrate: one of ragbound's, combined, or auto (picked by power)."""
+    from ragbound.detect.config import AUTO, COMBINED
+    from ragbound.stats import STATISTICS
+
+    return choice(*STATISTICS, COMBINED, AUTO)(value)
+
+
 def window(value: str | None) -> str | None:
     """A shift window: at least 2 queries, or a positive duration (15m, 1h)."""
     if value is None:

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ragbound.detect.config import (
+    COMBINED,
     DEFAULT_STATISTIC,
     DEFAULTS,
     TEST_PARAMS,
@@ -126,6 +127,11 @@ class BoundaryDetector:
         ``y`` is ignored (scikit-learn's signature for unsupervised estimators).
         """
         config = self.config
+        if config.statistic == COMBINED:
+            raise InputError(
+                f"the {COMBINED} statistic is learned from more than similarities: calibrate "
+                "it with ragbound calibrate --statistic combined and test with Guard.check"
+            )
         sims = _as_sims(similarities, config.k, "calibration similarities")
         if config.statistic in META:
             null_scores = meta_null_scores(config.statistic, sims)

@@ -46,6 +46,7 @@ from ragbound.artifacts import (
     write_npy,
 )
 from ragbound.corpus.units import Granularity, granularity_label, parse_granularity
+from ragbound.detect.combined import CombinedModel, Selection
 from ragbound.detect.config import DETECTOR_PARAMS, DetectorConfig
 from ragbound.errors import ArtifactError, IncompatibleArtifactError
 from ragbound.faults import crash_point
@@ -84,6 +85,10 @@ class CalibrationManifest(BaseModel):
     reranker_revision: str | None = None
     # calibrate --real-queries: the calibration queries compared with real user questions
     synthetic_check: SyntheticCheck | None = None
+    # the learned score when detector.statistic is "combined" (plain JSON, its null inside)
+    combined: CombinedModel | None = None
+    # what calibrate --statistic auto compared and picked; None otherwise
+    selection: Selection | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -115,6 +120,8 @@ class Calibration:
         search: SearchInfo | None = None,
         reranker_revision: str | None = None,
         granularity: Sequence[str] = ("chunk",),
+        combined: CombinedModel | None = None,
+        selection: Selection | None = None,
     ) -> Calibration:
         sims = np.ascontiguousarray(similarities, dtype=np.float64)
         created = utc_now()
@@ -129,6 +136,8 @@ class Calibration:
             search=search,
             reranker_revision=reranker_revision,
             granularity=parse_granularity(granularity),
+            combined=combined,
+            selection=selection,
         )
         return cls(manifest, list(queries), sims)
 

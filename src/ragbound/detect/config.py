@@ -18,6 +18,10 @@ from ragbound.stats import STATISTICS, PValueMethod
 # The paper finds the best statistic differs by corpus; MSS won on its PubMed corpus and on
 # ours (README, "Choosing the statistic"), and it needs no neighbour beyond the first.
 DEFAULT_STATISTIC = "mss"
+# a score learned at calibration (ragbound.detect.combined), not a function of k similarities
+COMBINED = "combined"
+# calibrate only: pick the statistic, k and granularity by estimated power (detect.select)
+AUTO = "auto"
 
 Alpha = Annotated[
     float,
@@ -47,7 +51,10 @@ class DetectorConfig(BaseModel):
 
     statistic: str = Field(
         DEFAULT_STATISTIC,
-        description=f"Test statistic, higher = more out of knowledge: {', '.join(STATISTICS)}.",
+        description=(
+            f"Test statistic, higher = more out of knowledge: {', '.join(STATISTICS)}, or "
+            f"{COMBINED} (a score learned at calibration from several of them)."
+        ),
     )
     k: int = Field(32, ge=1, description="Nearest chunks retrieved per query (the paper's k = 32).")
     tau: float = Field(
@@ -80,8 +87,10 @@ class DetectorConfig(BaseModel):
     @field_validator("statistic")
     @classmethod
     def _known_statistic(cls, value: str) -> str:
-        if value not in STATISTICS:
-            raise ValueError(f"unknown statistic {value!r}: choose one of {', '.join(STATISTICS)}")
+        if value not in (*STATISTICS, COMBINED):
+            raise ValueError(
+                f"unknown statistic {value!r}: choose one of {', '.join(STATISTICS)}, {COMBINED}"
+            )
         return value
 
     @field_validator("reranker", mode="before")

@@ -13,7 +13,7 @@ import numpy as np
 from ragbound.corpus import validate_query
 from ragbound.detect.boundary import BoundaryDetector
 from ragbound.detect.calibration import Calibration
-from ragbound.detect.config import DEFAULTS, DetectorConfig, resolve_tau
+from ragbound.detect.config import COMBINED, DEFAULTS, DetectorConfig, resolve_tau
 from ragbound.detect.rerank import CrossEncoderReranker, relevance_rows
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
@@ -177,11 +177,25 @@ class Guard:
     ) -> BoundaryDetector:
         """The fitted detector for a statistic (default: the calibration's), cached."""
         config = self.config.updated(statistic=statistic, alpha=alpha)
+        if config.statistic == COMBINED:
+            raise InputError(
+                f"the {COMBINED} statistic is tested by Guard.check and ragbound check only; "
+                "choose a statistic such as mss here (statistic=...)"
+            )
         key = (config.statistic, config.alpha)
         if key not in self._detectors:
             detector = BoundaryDetector.from_config(config)
             self._detectors[key] = detector.fit(self.calibration.similarities)
         return self._detectors[key]
+
+    def critical_value(self, alpha: float | None = None) -> float:
+        """The calibration statistic's critical value at alpha (default: the calibration's);
+        math.inf when no score can reach it."""
+        config = self.config.updated(alpha=alpha)
+        model = self.calibration.manifest.combined
+        if config.statistic == COMBINED and model is not None:
+            return model.null().critical_value(config.alpha, config.p_value_method)
+        return self.detector(alpha=config.alpha).critical_value_
 
     # ----------------------------------------------------------------- checks
     def check(
@@ -205,6 +219,8 @@ class Guard:
         progress: bool = False,
     ) -> list[Verdict]:
         """Test a batch of queries (embedded in batches; one Verdict per query, in order)."""
+        if (statistic or self.config.statistic) == COMBINED:
+            return self._check_combined(queries, alpha, evidence)
         detector = self.detector(statistic, alpha)
         hits = search_in_batches(self.kb, queries, self.k, progress=progress)
         scores, p_values = detector.score_p_value(self.test_rows(queries, hits, progress=progress))
@@ -219,6 +235,38 @@ class Guard:
                 critical_value=detector.critical_value_,
                 k=detector.k,
                 n_calibration=detector.n_calibration_,
+                neighbours=self.neighbours(hits, i, evidence),
+            )
+            for i, query in enumerate(queries)
+        ]
+
+    def _check_combined(
+        self, queries: Sequence[str], alpha: float | None, evidence: int
+    ) -> list[Verdict]:
+        """check_many with the learned combined score (:mod:`ragbound.detect.combined`)."""
+        model = self.calibration.manifest.combined
+        if model is None:
+            raise InputError(
+                f"this calibration has no {COMBINED} statistic: calibrate with "
+                f"--statistic {COMBINED} (or auto), or choose another statistic"
+            )
+        config = self.config.updated(alpha=alpha)
+        scores, found = model.scores(self.kb, queries)
+        null = model.null()
+        p_values = null.p_values(scores, config.p_value_method)
+        critical = null.critical_value(config.alpha, config.p_value_method)
+        hits = found.hits[found.views[-1]]
+        return [
+            Verdict(
+                query=query,
+                statistic=COMBINED,
+                score=float(scores[i]),
+                p_value=float(p_values[i]),
+                reject=bool(p_values[i] <= config.alpha),
+                alpha=config.alpha,
+                critical_value=critical,
+                k=self.k,
+                n_calibration=null.n,
                 neighbours=self.neighbours(hits, i, evidence),
             )
             for i, query in enumerate(queries)

@@ -28,6 +28,14 @@ def bm25_info() -> EmbedderInfo:
     )
 
 
+def word_tokens(texts: Sequence[str]) -> list[list[str]]:
+    """Each text's words as BM25 reads them: lower-cased, English stop words removed."""
+    import bm25s
+
+    tokens = bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
+    return [list(words) for words in tokens]
+
+
 class BM25Store:
     """A BM25 index over texts. Rebuilt from the texts on load (no pickled index on disk).
 
@@ -44,7 +52,6 @@ class BM25Store:
     def __init__(self, texts: Sequence[str]):
         import bm25s
 
-        self._bm25s = bm25s
         tokens = bm25s.tokenize(list(texts), stopwords="en", show_progress=False)
         self.retriever = bm25s.BM25(k1=BM25_K1, b=BM25_B)
         self.retriever.index(tokens, show_progress=False)
@@ -65,9 +72,7 @@ class BM25Store:
     def search(self, queries: Sequence[str], k: int) -> Hits:
         """Top-k BM25 scores per query; a query with no indexed word scores 0 everywhere."""
         check_k(k, self._size)
-        token_lists = self._bm25s.tokenize(
-            list(queries), stopwords="en", return_ids=False, show_progress=False
-        )
+        token_lists = word_tokens(queries)
         ids = [[self.vocab[t] for t in tokens if t in self.vocab] for tokens in token_lists]
         scores = np.empty((len(ids), k), dtype=np.float32)
         indices = np.empty((len(ids), k), dtype=np.int64)

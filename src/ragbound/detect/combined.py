@@ -1,0 +1,289 @@
+"""The combined statistic: one learned score over retrieval features, with a conformal p-value.
+
+Features of a query, all computed from the knowledge base alone (no LLM), higher = closer:
+for each granularity the knowledge base indexes (each unit alone, and all together when it
+indexes several), the nearest similarity, the mean of the 4 and 32 nearest, minus the
+entropy and minus the energy of the 32 nearest
+(:func:`ragbound.stats.combined.similarity_features`); and the best share of the query's
+words (BM25 tokens) found in one of its ``OVERLAP_DEPTH`` nearest chunks.
+
+The score is a logistic regression on the standardized features with every weight <= 0
+(:meth:`ragbound.stats.combined.LinearScore.fit`): all features are higher = closer, so a
+query farther on every feature never scores as more in-knowledge. Without the bound the
+weights fitted to near out-of-knowledge examples could reward low similarity in one
+feature, and far questions (MMLU-Med, TruthfulQA) lost AUROC in the benchmark.
+
+Learning without labels (leave-documents-out): a calibration query is an in-knowledge
+example with the full index, and a near out-of-knowledge example when the document of its
+nearest chunk (and of its ``MASK_NEIGHBOURS`` next-nearest chunks) is masked out of the
+search: the same question, about a document the knowledge base now lacks. Masking drops
+rows from the search results; the index is not rebuilt.
+
+**What the p-value's guarantee rests on.** The calibration queries are split (seeded) into a
+learning part and a conformal part. The model (feature scaling and weights) is learned from
+the learning part only; it is then a fixed function of one query and the knowledge base. The
+null is that function's scores of the conformal part's queries against the full index. A new
+in-knowledge query's p-value ``(1 + #{null >= score}) / (n + 1)`` is therefore exactly
+conformal: ``P(p <= alpha) <= alpha`` whenever the new query and the conformal queries are
+exchangeable (drawn from the same distribution, the knowledge base unchanged). It does not
+rest on the masked examples being like real out-of-knowledge questions: they only shape the
+score, so a poor model costs power, never validity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from ragbound.corpus import validate_query
+from ragbound.corpus.units import Granularity, granularity_label
+from ragbound.detect.config import COMBINED
+from ragbound.errors import InputError
+from ragbound.knowledge import KnowledgeBase
+from ragbound.stats import EmpiricalNull
+from ragbound.stats.combined import (
+    LinearScore,
+    similarity_features,
+    stack_features,
+)
+from ragbound.stores import Hits
+from ragbound.stores.lexical import word_tokens
+
+# nearest chunks each feature row reads (fewer in a knowledge base of under 64 chunks)
+DEPTH = 32
+OVERLAP_DEPTH = 8
+# documents of this many next-nearest chunks are masked beside the nearest one's: a corpus
+# loaded one record per paragraph (no document field) keeps a question's other paragraphs
+# otherwise, and the masked question is then not out of knowledge
+MASK_NEIGHBOURS = 2
+QUERY_BATCH = 256
+
+
+def views(kb: KnowledgeBase) -> tuple[tuple[Granularity, ...], ...]:
+    """Granularities searched for features: each indexed unit, and all of them together."""
+    indexed = kb.manifest.units.indexed
+    single = tuple((g,) for g in indexed)
+    return single if len(indexed) == 1 else (*single, indexed)
+
+
+def _encoded(kb: KnowledgeBase, queries: Sequence[str]) -> np.ndarray | list[str]:
+    """What the store searches with: query vectors (dense) or the texts (BM25)."""
+    texts = [validate_query(q, location=f"query {i + 1}") for i, q in enumerate(queries)]
+    if not texts:
+        raise InputError("no queries given")
+    if kb.store.query_kind == "text":
+        return texts
+    return kb.embed(texts)
+
+
+def _search(kb: KnowledgeBase, encoded: np.ndarray | list[str], k: int) -> Hits:
+    parts = [
+        kb.store.search(encoded[s : s + QUERY_BATCH], k)
+        for s in range(0, len(encoded), QUERY_BATCH)
+    ]
+    return Hits(
+        similarities=np.concatenate([p.similarities for p in parts]),
+        indices=np.concatenate([p.indices for p in parts]),
+    )
+
+
+def masked_hits(
+    kb: KnowledgeBase, encoded: np.ndarray | list[str], k: int, masks: Sequence[np.ndarray]
+) -> tuple[Hits, np.ndarray]:
+    """Top-k chunks per query with the chunk rows ``masks[i]`` left out of query i's search.
+
+    Fetches k plus the largest mask and drops masked rows (exact when the store is exact).
+    Returns the hits of the queries that keep k chunks, and which queries those are (bool).
+    """
+    fetch = min(len(kb), k + max((len(m) for m in masks), default=0))
+    hits = _search(kb, encoded, fetch)
+    sims = np.zeros((len(masks), k))
+    rows = np.zeros((len(masks), k), dtype=np.int64)
+    kept = np.zeros(len(masks), dtype=bool)
+    for i, mask in enumerate(masks):
+        keep = ~np.isin(hits.indices[i], mask)
+        if keep.sum() >= k:
+            kept[i] = True
+            sims[i] = hits.similarities[i][keep][:k]
+            rows[i] = hits.indices[i][keep][:k]
+    return Hits(similarities=sims[kept], indices=rows[kept]), kept
+
+
+class QueryFeatures:
+    """Feature rows of queries (full index), and of the same queries with their documents
+    masked (leave-documents-out), plus the raw top-``depth`` rows of every view."""
+
+    def __init__(
+        self, kb: KnowledgeBase, queries: Sequence[str], depth: int, *, masked: bool = False
+    ):
+        self.kb = kb
+        self.depth = depth
+        self.queries = list(queries)
+        self.views = views(kb)
+        self._words: dict[int, set[str]] = {}
+        encoded = _encoded(kb, self.queries)
+        self.hits = {v: _search(kb.at_granularity(v), encoded, depth) for v in self.views}
+        self.query_words = [set(w) for w in word_tokens(self.queries)]
+        self.features = self._features(self.hits, np.arange(len(self.queries)))
+        self.masked_hits: dict[tuple[Granularity, ...], Hits] = {}
+        self.masked_rows = np.zeros(0, dtype=np.int64)
+        if masked:
+            masks = self._masks(self.hits[self.views[-1]])
+            found = {
+                v: masked_hits(kb.at_granularity(v), encoded, depth, masks) for v in self.views
+            }
+            kept = np.logical_and.reduce([kept_v for _, kept_v in found.values()])
+            # only rows every view could fill (a document covering most chunks leaves fewer)
+            self.masked_hits = {v: _subset(h, kept[kept_v]) for v, (h, kept_v) in found.items()}
+            self.masked_rows = np.flatnonzero(kept)
+            self.masked_features = self._features(self.masked_hits, self.masked_rows)
+
+    def _masks(self, hits: Hits) -> list[np.ndarray]:
+        """Per query, the chunk rows of the documents left out: its nearest chunk's (and
+        the next MASK_NEIGHBOURS chunks')."""
+        doc_rows: dict[str, list[int]] = {}
+        for row, chunk in enumerate(self.kb.chunks):
+            doc_rows.setdefault(chunk.doc_id, []).append(row)
+        out = []
+        for top in hits.indices[:, : 1 + MASK_NEIGHBOURS]:
+            docs = {self.kb.chunks[int(r)].doc_id for r in top}
+            out.append(np.array(sorted(r for d in docs for r in doc_rows[d]), dtype=np.int64))
+        return out
+
+    def _overlap(self, query_rows: np.ndarray, chunk_rows: np.ndarray) -> np.ndarray:
+        """Best share of each query's words found in one of its OVERLAP_DEPTH chunks."""
+        missing = sorted(
+            {int(c) for c in chunk_rows[:, :OVERLAP_DEPTH].ravel()} - self._words.keys()
+        )
+        texts = [self.kb.chunks[c].text for c in missing]
+        self._words.update(zip(missing, (set(w) for w in word_tokens(texts)), strict=True))
+        best = np.zeros(len(query_rows))
+        for i, (q, row) in enumerate(zip(query_rows, chunk_rows, strict=True)):
+            words = self.query_words[int(q)]
+            if words:
+                best[i] = max(len(words & self._words[int(c)]) for c in row[:OVERLAP_DEPTH]) / len(
+                    words
+                )
+        return best
+
+    def _features(self, hits: dict[tuple[Granularity, ...], Hits], query_rows: np.ndarray) -> dict:
+        features: dict[str, np.ndarray] = {}
+        for v, h in hits.items():
+            features |= similarity_features(granularity_label(v), h.similarities)
+        features["overlap"] = self._overlap(query_rows, hits[self.views[-1]].indices)
+        return features
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.features)
+
+    def matrix(self, *, masked: bool = False) -> np.ndarray:
+        return stack_features(self.masked_features if masked else self.features, self.names())
+
+
+def feature_depth(kb: KnowledgeBase) -> int:
+    """Chunks per feature row: :data:`DEPTH`, or half the chunks of a small knowledge base
+    (so that a query's masked search still fills its row)."""
+    return max(1, min(DEPTH, len(kb) // 2))
+
+
+def _subset(hits: Hits, keep: np.ndarray) -> Hits:
+    return Hits(similarities=hits.similarities[keep], indices=hits.indices[keep])
+
+
+class CombinedModel(BaseModel):
+    """The combined statistic as stored in the calibration manifest: plain JSON numbers.
+
+    ``null_scores`` are the conformal part's scores (full index), the empirical null;
+    ``n_learning`` queries (a disjoint part, drawn with ``seed``) taught the weights.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    names: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    coef: tuple[float, ...]
+    intercept: float
+    null_scores: tuple[float, ...]
+    depth: int
+    n_learning: int
+    n_learning_masked: int
+    seed: int
+
+    def linear(self) -> LinearScore:
+        return LinearScore(self.names, self.mean, self.scale, self.coef, self.intercept)
+
+    def null(self) -> EmpiricalNull:
+        return EmpiricalNull(np.asarray(self.null_scores))
+
+    def scores(self, kb: KnowledgeBase, queries: Sequence[str]) -> tuple[np.ndarray, QueryFeatures]:
+        """Scores (higher = more out of knowledge) of queries against the full index."""
+        found = QueryFeatures(kb, queries, self.depth)
+        if found.names() != self.names:
+            raise InputError(
+                "the knowledge base's granularities are not the ones the combined statistic "
+                f"was learned on ({', '.join(self.names)}): calibrate again"
+            )
+        return self.linear().score(found.matrix()), found
+
+
+class Candidate(BaseModel):
+    """One statistic ``calibrate --statistic auto`` compared, with its estimated power on
+    the learning part's leave-documents-out queries: AUROC against the same queries with
+    the full index, and the share of them flagged at alpha."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    statistic: str
+    k: int
+    granularity: str
+    auroc: float
+    flagged: float
+
+    @property
+    def label(self) -> str:
+        if self.statistic == COMBINED:
+            return COMBINED
+        return f"{self.granularity} {self.statistic}" + ("" if self.k == 1 else f" k={self.k}")
+
+
+class Selection(BaseModel):
+    """What ``calibrate --statistic auto`` picked and why: every candidate, best first."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    picked: Candidate
+    candidates: tuple[Candidate, ...]
+    alpha: float
+    n_learning: int
+    n_learning_masked: int
+    seed: int
+
+
+def learn(learning: QueryFeatures) -> LinearScore:
+    """The combined score learned from a learning part's full-index and masked rows."""
+    if len(learning.masked_rows) < 2:
+        raise InputError(
+            "the combined statistic needs documents to leave out: fewer than 2 calibration "
+            "queries kept enough chunks once their document was masked (index more documents)"
+        )
+    return LinearScore.fit(learning.names(), learning.matrix(), learning.matrix(masked=True))
+
+
+def combined_model(learning: QueryFeatures, conformal: QueryFeatures, seed: int) -> CombinedModel:
+    """Learn on ``learning``; the null is the learned score of the ``conformal`` queries."""
+    linear = learn(learning)
+    return CombinedModel(
+        names=linear.names,
+        mean=linear.mean,
+        scale=linear.scale,
+        coef=linear.coef,
+        intercept=linear.intercept,
+        null_scores=tuple(linear.score(conformal.matrix()).tolist()),
+        depth=learning.depth,
+        n_learning=len(learning.queries),
+        n_learning_masked=len(learning.masked_rows),
+        seed=seed,
+    )

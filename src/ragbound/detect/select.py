@@ -1,0 +1,193 @@
+"""``calibrate --statistic combined | auto``: calibrations that learn from part of the queries.
+
+The calibration queries are split (seeded, :data:`LEARN_SHARE` to learning) into a learning
+part and a conformal part. The learning part is searched twice: with the full index
+(in-knowledge) and with each query's document masked (leave-documents-out, near
+out-of-knowledge; :class:`~ragbound.detect.combined.QueryFeatures`). It teaches the
+combined score its weights and, for ``auto``, ranks every candidate (statistic x k x
+granularity, and combined) by AUROC (masked against full-index scores), then by the share
+of masked queries it flags at alpha. AUROC comes first because it uses every example: the
+flagged share at alpha = 0.05 rests on the few null scores in the tail (about 8 of 170)
+and moves by several points between seeds. The combined candidate is cross-fitted so
+that it is never scored on its own training data.
+The conformal part alone makes the null of what was picked, so its p-value is conformal
+(see :mod:`ragbound.detect.combined` for what that rests on). The learning part never
+enters the null.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ragbound.corpus.units import granularity_label
+from ragbound.detect.boundary import BoundaryDetector
+from ragbound.detect.calibration import Calibration
+from ragbound.detect.combined import (
+    Candidate,
+    QueryFeatures,
+    Selection,
+    combined_model,
+    feature_depth,
+)
+from ragbound.detect.config import AUTO, COMBINED, DetectorConfig
+from ragbound.detect.evaluate import split_queries
+from ragbound.detect.guard import Guard
+from ragbound.errors import InputError
+from ragbound.knowledge import KnowledgeBase
+from ragbound.stats import STATISTICS, EmpiricalNull, auroc
+from ragbound.stats.combined import cross_fitted_scores
+
+LEARN_SHARE = 0.5
+CANDIDATE_KS = (1, 4, 8, 32)
+# Entropy is left out: it is not monotone in the similarities (a far question whose few
+# nearest chunks stand out scores as in knowledge), and the masked examples, all near, cannot
+# show that: picked on them, it lost far-set AUROC (0.977 against 0.991, docs/benchmarks.md).
+MONOTONE_STATISTICS = tuple(s for s in STATISTICS if s != "entropy")
+
+
+def candidate_shapes(depth: int) -> list[tuple[str, int]]:
+    """(statistic, k) pairs compared: mss reads one neighbour, the others 2 to ``depth``;
+    only statistics that never fall as every similarity falls (not entropy)."""
+    ks = [k for k in CANDIDATE_KS if 1 < k <= depth]
+    return [("mss", 1)] + [(s, k) for s in MONOTONE_STATISTICS if s != "mss" for k in ks]
+
+
+def _power(inside: np.ndarray, outside: np.ndarray, alpha: float) -> tuple[float, float]:
+    """AUROC and share of ``outside`` flagged at alpha against the ``inside`` scores' null."""
+    flagged = float(np.mean(EmpiricalNull(inside).p_values(outside) <= alpha))
+    return auroc(inside, outside), flagged
+
+
+def rank_candidates(learning: QueryFeatures, config: DetectorConfig, seed: int) -> list[Candidate]:
+    """Every candidate's estimated power on the learning part, best first (AUROC, flagged)."""
+    out = []
+    for view in learning.views:
+        inside = learning.hits[view].similarities
+        outside = learning.masked_hits[view].similarities
+        for statistic, k in candidate_shapes(learning.depth):
+            detector = BoundaryDetector(statistic=statistic, k=k, tau=config.tau)
+            detector.fit(inside[:, :k])
+            power = _power(detector.decision_scores_, detector.score(outside[:, :k]), config.alpha)
+            out.append(
+                Candidate(
+                    statistic=statistic,
+                    k=k,
+                    granularity=granularity_label(view),
+                    auroc=power[0],
+                    flagged=power[1],
+                )
+            )
+    s_in, s_out = cross_fitted_scores(
+        learning.names(),
+        learning.matrix(),
+        learning.matrix(masked=True),
+        np.arange(len(learning.queries)),
+        learning.masked_rows,
+        seed=seed,
+    )
+    power = _power(s_in, s_out, config.alpha)
+    everything = granularity_label(learning.views[-1])
+    out.append(
+        Candidate(
+            statistic=COMBINED,
+            k=learning.depth,
+            granularity=everything,
+            auroc=power[0],
+            flagged=power[1],
+        )
+    )
+    return sorted(out, key=lambda c: (-c.auroc, -c.flagged))
+
+
+def calibrate_learned(
+    kb: KnowledgeBase,
+    queries: Sequence[str],
+    config: DetectorConfig,
+    *,
+    statistic: str,
+    seed: int = 0,
+    queries_source: str = "",
+    progress: bool = False,
+) -> Guard:
+    """Calibrate the combined statistic, or (``auto``) the best candidate, on ``queries``.
+
+    ``config`` gives alpha, tau and the p-value method; statistic, k and granularity are
+    chosen here. The returned Guard's calibration holds only the conformal part's queries;
+    its manifest records the combined model and, for auto, the candidates (``selection``).
+    """
+    if statistic not in (COMBINED, AUTO):
+        raise InputError(f"statistic must be {COMBINED} or {AUTO}, got {statistic!r}")
+    if config.reranker is not None:
+        raise InputError(f"--statistic {statistic} does not take a --reranker")
+    learning, conformal = split_queries(list(queries), LEARN_SHARE, seed=seed)
+    if len(learning) < 4 or len(conformal) < 2:
+        raise InputError(
+            f"--statistic {statistic} needs at least 6 calibration queries (half of them "
+            f"learn, half make the null), got {len(queries)}"
+        )
+    learned = QueryFeatures(kb, learning, feature_depth(kb), masked=True)
+    selection = None
+    if statistic == AUTO:
+        ranked = rank_candidates(learned, config, seed)
+        selection = Selection(
+            picked=ranked[0],
+            candidates=tuple(ranked),
+            alpha=config.alpha,
+            n_learning=len(learning),
+            n_learning_masked=len(learned.masked_rows),
+            seed=seed,
+        )
+        if ranked[0].statistic != COMBINED:
+            return _calibrate_picked(kb, conformal, config, selection, queries_source, progress)
+    return _calibrate_combined(kb, learned, conformal, config, selection, seed, queries_source)
+
+
+def _calibrate_picked(
+    kb: KnowledgeBase,
+    conformal: list[str],
+    config: DetectorConfig,
+    selection: Selection,
+    queries_source: str,
+    progress: bool,
+) -> Guard:
+    picked = selection.picked
+    guard = Guard.calibrate(
+        kb,
+        conformal,
+        config.updated(statistic=picked.statistic, k=picked.k),
+        granularity=picked.granularity,
+        queries_source=queries_source,
+        progress=progress,
+    )
+    manifest = guard.calibration.manifest
+    guard.calibration.manifest = manifest.model_copy(update={"selection": selection})
+    return guard
+
+
+def _calibrate_combined(
+    kb: KnowledgeBase,
+    learned: QueryFeatures,
+    conformal: list[str],
+    config: DetectorConfig,
+    selection: Selection | None,
+    seed: int,
+    queries_source: str,
+) -> Guard:
+    nulls = QueryFeatures(kb, conformal, learned.depth)
+    model = combined_model(learned, nulls, seed)
+    view = nulls.views[-1]
+    searched = kb.at_granularity(view)
+    calibration = Calibration.create(
+        conformal,
+        nulls.hits[view].similarities,
+        kb_fingerprint=kb.fingerprint,
+        config=config.updated(statistic=COMBINED, k=learned.depth),
+        queries_source=queries_source,
+        search=searched.describe(),
+        granularity=view,
+        combined=model,
+        selection=selection,
+    )
+    return Guard(kb, calibration)

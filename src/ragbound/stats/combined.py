@@ -1,0 +1,168 @@
+"""A learned score over several retrieval features, and the numbers it is learned from.
+
+Pure numeric: the features are summaries of similarity rows (rows sorted descending, higher =
+closer) and of word-overlap shares; the score is a standardized linear model, higher = more
+out-of-knowledge. Learning it and making its p-value valid (a conformal null on queries the
+learning did not see) is :mod:`ragbound.detect.combined`'s business.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ragbound.stats._validate import FloatArray, as_sims
+from ragbound.stats.statistics import energy, entropy
+
+# neighbours averaged by the mean features (besides the whole row, whose width the caller
+# picks: 32 unless the knowledge base is small)
+FEATURE_KS: tuple[int, ...] = (4,)
+# energy temperature in cosine units: a contrastive embedder's (MiniLM's is 0.05)
+FEATURE_TAU = 0.05
+
+
+def similarity_features(prefix: str, sims: ArrayLike) -> dict[str, FloatArray]:
+    """Named features of similarity rows (n, k), each higher = closer.
+
+    ``top1``: nearest similarity; ``meanK``: mean of the K nearest, for K in
+    :data:`FEATURE_KS` below k and K = k; ``entropy``: minus the softmax entropy of the row
+    (a peaked row is closer); ``energy``: minus the free energy at :data:`FEATURE_TAU`.
+    Names are ``prefix.name``.
+
+    >>> f = similarity_features("chunk", [[0.9, 0.5, 0.5, 0.5, 0.0]])
+    >>> sorted(f)[:3], float(f["chunk.mean4"][0]), float(f["chunk.mean5"][0])
+    (['chunk.energy', 'chunk.entropy', 'chunk.mean4'], 0.6, 0.48)
+    """
+    rows = as_sims(sims)
+    width = rows.shape[1]
+    out = {f"{prefix}.top1": rows[:, 0].copy()}
+    for k in (*(k for k in FEATURE_KS if k < width), width):
+        out[f"{prefix}.mean{k}"] = rows[:, :k].mean(axis=1)
+    out[f"{prefix}.entropy"] = -entropy(rows)
+    out[f"{prefix}.energy"] = -energy(rows, tau=FEATURE_TAU)
+    return out
+
+
+def stack_features(features: dict[str, FloatArray], names: tuple[str, ...]) -> FloatArray:
+    """The (n, len(names)) matrix of the named features, columns in ``names`` order."""
+    missing = [name for name in names if name not in features]
+    if missing:
+        raise ValueError(f"features missing: {', '.join(missing)}")
+    return np.column_stack([np.asarray(features[name], dtype=np.float64) for name in names])
+
+
+@dataclass(frozen=True)
+class LinearScore:
+    """``intercept + coef . (x - mean) / scale``: higher = more out-of-knowledge.
+
+    Plain numbers only, so that it can be stored as JSON; ``scale`` entries are > 0.
+
+    >>> LinearScore(("a",), (1.0,), (2.0,), (3.0,), 0.5).score([[5.0]]).tolist()
+    [6.5]
+    """
+
+    names: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    coef: tuple[float, ...]
+    intercept: float
+
+    def __post_init__(self) -> None:
+        sizes = {len(self.names), len(self.mean), len(self.scale), len(self.coef)}
+        if len(sizes) != 1:
+            raise ValueError("names, mean, scale and coef must have one entry per feature")
+        if not all(s > 0 for s in self.scale):
+            raise ValueError("every scale must be > 0")
+
+    def score(self, features: ArrayLike) -> FloatArray:
+        """Scores of feature rows (n, len(names)): higher = more out-of-knowledge."""
+        x = np.asarray(features, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != len(self.names):
+            raise ValueError(f"features must be (n, {len(self.names)}), got {x.shape}")
+        z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
+        return z @ np.asarray(self.coef) + self.intercept
+
+    @classmethod
+    def fit(
+        cls, names: tuple[str, ...], inside: ArrayLike, outside: ArrayLike, *, c: float = 1.0
+    ) -> LinearScore:
+        """Logistic regression of outside (1) against inside (0) standardized feature rows,
+        with every weight <= 0.
+
+        Every feature is oriented higher = closer, so the bound makes the score monotone: a
+        query at least as far on every feature never scores as more in-knowledge (a far
+        question cannot look closer than a near one). ``c`` is the inverse L2 penalty, as in
+        scikit-learn. A constant feature gets scale 1 (and weight 0).
+        """
+        x_in, x_out = np.asarray(inside, np.float64), np.asarray(outside, np.float64)
+        if len(x_in) < 2 or len(x_out) < 2:
+            raise ValueError("learning needs at least 2 rows on each side")
+        x = np.concatenate([x_in, x_out])
+        y = np.concatenate([np.zeros(len(x_in)), np.ones(len(x_out))])
+        mean = x.mean(axis=0)
+        scale = x.std(axis=0)
+        scale[scale <= 1e-12] = 1.0
+        coef, intercept = _monotone_logistic((x - mean) / scale, y, c)
+        return cls(
+            names=tuple(names),
+            mean=tuple(mean.tolist()),
+            scale=tuple(scale.tolist()),
+            coef=tuple(coef.tolist()),
+            intercept=intercept,
+        )
+
+
+def _monotone_logistic(z: FloatArray, y: FloatArray, c: float) -> tuple[FloatArray, float]:
+    """L2-penalised logistic regression with weights <= 0 (L-BFGS-B), intercept free.
+
+    Minimises ``sum log(1 + exp(-s_i t_i)) + ||w||^2 / (2 c)`` with ``t = z w + b`` and
+    ``s = 2 y - 1``; returns (w, b).
+    """
+    from scipy.optimize import minimize
+    from scipy.special import expit
+
+    signs = 2.0 * y - 1.0
+    width = z.shape[1]
+
+    def loss(params: FloatArray) -> tuple[float, FloatArray]:
+        w, b = params[:width], params[width]
+        margin = -signs * (z @ w + b)
+        slope = -signs * expit(margin)  # derivative of each row's loss in t
+        value = float(np.logaddexp(0.0, margin).sum() + w @ w / (2 * c))
+        return value, np.append(z.T @ slope + w / c, slope.sum())
+
+    bounds = [(None, 0.0)] * width + [(None, None)]
+    found = minimize(loss, np.zeros(width + 1), jac=True, method="L-BFGS-B", bounds=bounds)
+    return np.minimum(found.x[:width], 0.0), float(found.x[width])
+
+
+def cross_fitted_scores(
+    names: tuple[str, ...],
+    inside: ArrayLike,
+    outside: ArrayLike,
+    inside_query: ArrayLike,
+    outside_query: ArrayLike,
+    *,
+    folds: int = 2,
+    seed: int = 0,
+) -> tuple[FloatArray, FloatArray]:
+    """Out-of-fold scores of a :class:`LinearScore` for inside and outside feature rows.
+
+    ``inside_query[i]`` / ``outside_query[j]`` name the query a row was made from; queries
+    are dealt into ``folds`` seeded folds, and each row is scored by a model learned on the
+    other folds, so no row is scored by a model that saw its query (in either role).
+    """
+    x_in, x_out = np.asarray(inside, np.float64), np.asarray(outside, np.float64)
+    q_in, q_out = np.asarray(inside_query), np.asarray(outside_query)
+    queries = np.unique(np.concatenate([q_in, q_out]))
+    dealt = np.random.default_rng(seed).permutation(len(queries)) % folds
+    fold_in = dealt[np.searchsorted(queries, q_in)]
+    fold_out = dealt[np.searchsorted(queries, q_out)]
+    s_in, s_out = np.empty(len(x_in)), np.empty(len(x_out))
+    for f in range(folds):
+        model = LinearScore.fit(names, x_in[fold_in != f], x_out[fold_out != f])
+        s_in[fold_in == f] = model.score(x_in[fold_in == f])
+        s_out[fold_out == f] = model.score(x_out[fold_out == f])
+    return s_in, s_out

@@ -1,0 +1,99 @@
+"""The combined statistic and calibrate --statistic auto on the packaged sample corpus."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragbound.corpus.units import unit_params
+from ragbound.demo import sample_corpus
+from ragbound.detect import Guard
+from ragbound.detect.combined import QueryFeatures, feature_depth, learn
+from ragbound.detect.config import DEFAULTS
+from ragbound.detect.evaluate import split_queries
+from ragbound.detect.select import LEARN_SHARE, calibrate_learned
+from ragbound.errors import InputError
+from ragbound.knowledge import KnowledgeBase
+
+
+def _lines(name: str) -> list[str]:
+    return (sample_corpus() / name).read_text(encoding="utf-8").splitlines()
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory: pytest.TempPathFactory) -> KnowledgeBase:
+    out = tmp_path_factory.mktemp("combined") / "kb"
+    units = unit_params("chunk,sentence", 3)
+    KnowledgeBase.build([sample_corpus() / "docs"], embedder="minilm", units=units).save(out)
+    return KnowledgeBase.load(out)
+
+
+@pytest.fixture(scope="module")
+def combined(kb: KnowledgeBase) -> Guard:
+    return calibrate_learned(kb, _lines("in_knowledge.txt"), DEFAULTS, statistic="combined")
+
+
+def test_the_null_is_the_conformal_half_scored_with_the_full_index(
+    kb: KnowledgeBase, combined: Guard
+):
+    queries = _lines("in_knowledge.txt")
+    learning, conformal = split_queries(queries, LEARN_SHARE, seed=0)
+    model = combined.calibration.manifest.combined
+    assert model is not None
+    assert combined.calibration.queries == conformal  # the learning half never enters it
+    assert not set(learning) & set(combined.calibration.queries)
+    scores, _ = model.scores(kb, conformal)
+    np.testing.assert_allclose(np.sort(scores), model.null().scores)
+    assert model.n_learning == len(learning) and model.null().n == len(conformal)
+
+
+def test_the_model_is_learned_from_the_learning_half_alone(kb: KnowledgeBase, combined: Guard):
+    learning, _ = split_queries(_lines("in_knowledge.txt"), LEARN_SHARE, seed=0)
+    alone = learn(QueryFeatures(kb, learning, feature_depth(kb), masked=True))
+    model = combined.calibration.manifest.combined
+    assert model is not None
+    np.testing.assert_allclose(model.coef, alone.coef)
+    assert "overlap" in model.names and "sentence.top1" in model.names
+
+
+def test_combined_separates_and_round_trips_as_plain_json(kb: KnowledgeBase, combined: Guard):
+    combined.save()
+    manifest = json.loads((kb.path / "calibration" / "manifest.json").read_text())
+    assert manifest["detector"]["statistic"] == "combined"
+    assert {"names", "coef", "mean", "scale", "null_scores"} <= manifest["combined"].keys()
+    again = Guard.load(kb.path)
+    outside = _lines("out_of_knowledge.txt")[:20]
+    verdicts = again.check_many(outside)
+    first = combined.check_many(outside)
+    assert [v.p_value for v in verdicts] == [v.p_value for v in first]
+    assert verdicts[0].statistic == "combined" and verdicts[0].neighbours
+    inside = again.check_many(_lines("in_knowledge.txt")[:20])
+    assert np.mean([v.score for v in verdicts]) > np.mean([v.score for v in inside])
+    assert sum(v.reject for v in verdicts) > sum(v.reject for v in inside)
+    with pytest.raises(InputError, match="combined statistic is tested by"):
+        again.detector()
+    assert again.check("What is BM25?", statistic="mss").statistic == "mss"
+
+
+def test_auto_records_its_candidates_and_check_uses_the_pick(kb: KnowledgeBase):
+    guard = calibrate_learned(kb, _lines("in_knowledge.txt"), DEFAULTS, statistic="auto")
+    selection = guard.calibration.manifest.selection
+    assert selection is not None and selection.picked == selection.candidates[0]
+    keys = [(-c.auroc, -c.flagged) for c in selection.candidates]
+    assert keys == sorted(keys)
+    labels = {c.label for c in selection.candidates}
+    assert {"combined", "chunk mss", "sentence energy k=8", "chunk,sentence simes k=8"} <= labels
+    assert not any(c.statistic == "entropy" for c in selection.candidates)  # not monotone
+    verdict = guard.check("Who painted the Mona Lisa?")
+    assert verdict.statistic == selection.picked.statistic
+    assert guard.config.statistic == selection.picked.statistic
+    assert ",".join(guard.kb.granularity) == selection.picked.granularity
+
+
+def test_learned_calibration_refuses_too_few_queries_and_a_reranker(kb: KnowledgeBase):
+    with pytest.raises(InputError, match="at least 6"):
+        calibrate_learned(kb, _lines("in_knowledge.txt")[:5], DEFAULTS, statistic="auto")
+    config = DEFAULTS.updated(reranker=str(Path("somewhere")))
+    with pytest.raises(InputError, match="does not take a --reranker"):
+        calibrate_learned(kb, _lines("in_knowledge.txt"), config, statistic="combined")

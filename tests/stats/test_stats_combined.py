@@ -1,0 +1,132 @@
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragbound.stats import EmpiricalNull, auroc
+from ragbound.stats.combined import (
+    FEATURE_TAU,
+    LinearScore,
+    cross_fitted_scores,
+    similarity_features,
+    stack_features,
+)
+
+
+def test_similarity_features_by_hand():
+    f = similarity_features("g", [[0.8, 0.6, 0.4, 0.2, 0.0, 0.0]])
+    assert set(f) == {"g.top1", "g.mean4", "g.mean6", "g.entropy", "g.energy"}
+    assert f["g.top1"][0] == pytest.approx(0.8)
+    assert f["g.mean4"][0] == pytest.approx(0.5)
+    assert f["g.mean6"][0] == pytest.approx(2.0 / 6)
+    weights = np.exp([0.8, 0.6, 0.4, 0.2, 0.0, 0.0])
+    p = weights / weights.sum()
+    assert f["g.entropy"][0] == pytest.approx(float((p * np.log(p)).sum()))
+    tau = FEATURE_TAU
+    energy = tau * math.log(sum(math.exp(s / tau) for s in (0.8, 0.6, 0.4, 0.2, 0.0, 0.0)))
+    assert f["g.energy"][0] == pytest.approx(energy)
+
+
+def test_a_constant_row_has_entropy_log_k_and_a_narrow_row_no_mean4():
+    f = similarity_features("c", [[0.5, 0.5, 0.5]])
+    assert set(f) == {"c.top1", "c.mean3", "c.entropy", "c.energy"}
+    assert f["c.entropy"][0] == pytest.approx(-math.log(3))
+
+
+def test_stack_features_orders_columns_and_names_what_is_missing():
+    f = {"a": np.array([1.0, 2.0]), "b": np.array([3.0, 4.0])}
+    assert stack_features(f, ("b", "a")).tolist() == [[3.0, 1.0], [4.0, 2.0]]
+    with pytest.raises(ValueError, match="missing: c"):
+        stack_features(f, ("a", "c"))
+
+
+def test_linear_score_by_hand_and_its_checks():
+    score = LinearScore(("a", "b"), (1.0, 0.0), (2.0, 4.0), (1.0, -2.0), 0.25)
+    # (3 - 1) / 2 * 1 + (8 - 0) / 4 * -2 + 0.25
+    assert score.score([[3.0, 8.0]]).tolist() == [1.0 - 4.0 + 0.25]
+    with pytest.raises(ValueError, match="one entry per feature"):
+        LinearScore(("a",), (1.0, 2.0), (1.0,), (1.0,), 0.0)
+    with pytest.raises(ValueError, match="scale"):
+        LinearScore(("a",), (0.0,), (0.0,), (1.0,), 0.0)
+    with pytest.raises(ValueError, match=r"\(n, 2\)"):
+        score.score([[1.0]])
+
+
+def test_fit_scores_the_outside_cloud_higher_and_is_plain_numbers():
+    rng = np.random.default_rng(0)
+    inside = rng.normal(0.0, 1.0, size=(200, 3))
+    outside = rng.normal(0.0, 1.0, size=(200, 3)) - np.array([1.5, 0.0, 0.0])
+    model = LinearScore.fit(("near", "noise", "constant"), inside, outside)
+    assert auroc(model.score(inside), model.score(outside)) > 0.8
+    assert model.coef[0] < 0  # lower "near" = more out of knowledge
+    assert all(type(v) is float for v in (*model.mean, *model.scale, *model.coef))
+
+
+def test_a_constant_feature_gets_unit_scale():
+    inside = np.column_stack([np.linspace(0, 1, 20), np.ones(20)])
+    outside = np.column_stack([np.linspace(-1, 0, 20), np.ones(20)])
+    model = LinearScore.fit(("x", "one"), inside, outside)
+    assert model.scale[1] == 1.0 and np.isfinite(model.score(inside)).all()
+
+
+def test_cross_fitting_does_not_score_rows_with_a_model_that_saw_them():
+    # pure noise with many features: a model scoring its own training rows separates them,
+    # out-of-fold scores do not
+    rng = np.random.default_rng(3)
+    names = tuple(f"f{i}" for i in range(40))
+    inside, outside = rng.normal(size=(60, 40)), rng.normal(size=(60, 40))
+    own = LinearScore.fit(names, inside, outside, c=100.0)
+    assert auroc(own.score(inside), own.score(outside)) > 0.75
+    queries = np.arange(60)
+    s_in, s_out = cross_fitted_scores(names, inside, outside, queries, queries, seed=1)
+    assert auroc(s_in, s_out) < 0.65
+
+
+def _conformal_rejection_rate(seed: int, alpha: float, reps: int) -> float:
+    """Share of in-knowledge test queries rejected by a learned score with a conformal null.
+
+    The score is learned once on a learning part (in-knowledge rows against shifted
+    out-of-knowledge rows): the guarantee holds given the learning part. Each repetition then
+    draws a fresh conformal part and one test query, exchangeable in-knowledge rows, and
+    takes the null from the conformal part only.
+    """
+    rng = np.random.default_rng(seed)
+    names = ("a", "b", "c")
+    model = LinearScore.fit(names, rng.normal(size=(30, 3)), rng.normal(size=(30, 3)) - 1.0)
+    rejected = 0
+    for _ in range(reps):
+        null = EmpiricalNull(model.score(rng.normal(size=(40, 3))))
+        p = null.p_values(model.score(rng.normal(size=(1, 3))))
+        rejected += int(p[0] <= alpha)
+    return rejected / reps
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10_000), alpha=st.sampled_from([0.05, 0.1, 0.2]))
+def test_learned_score_with_conformal_null_is_super_uniform(seed: int, alpha: float):
+    reps = 2000
+    rate = _conformal_rejection_rate(seed, alpha, reps)
+    exact = math.floor(alpha * 41) / 41  # P(p <= alpha) with 40 conformal scores
+    assert exact <= alpha
+    assert rate <= exact + 3 * math.sqrt(exact * (1 - exact) / reps)
+
+
+def test_weights_are_never_positive_and_match_sklearn_when_the_bound_is_idle():
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(7)
+    inside = rng.normal(0.0, 1.0, size=(300, 2))
+    outside = rng.normal(0.0, 1.0, size=(300, 2)) - np.array([1.0, 0.5])
+    model = LinearScore.fit(("a", "b"), inside, outside)
+    x = np.concatenate([inside, outside])
+    z = (x - np.array(model.mean)) / np.array(model.scale)
+    y = np.r_[np.zeros(300), np.ones(300)]
+    free = LogisticRegression(C=1.0).fit(z, y)
+    assert (free.coef_ < 0).all()  # the bound is not active here
+    np.testing.assert_allclose(model.coef, free.coef_[0], atol=1e-3)
+    assert model.intercept == pytest.approx(free.intercept_[0], abs=1e-3)
+    # a feature whose higher values mean *farther* gets weight 0, not a positive one
+    flipped = LinearScore.fit(("a", "b"), -inside, -outside)
+    assert all(c <= 0 for c in flipped.coef) and max(flipped.coef) == 0.0
