@@ -30,7 +30,7 @@ import numpy as np
 from pydantic import BaseModel, Field, computed_field, field_serializer
 
 from ragbound.corpus import validate_query
-from ragbound.detect.guard import Guard
+from ragbound.detect.guard import Guard, Scored
 from ragbound.errors import InputError
 from ragbound.results import Neighbour
 from ragbound.stores import Hits
@@ -127,7 +127,6 @@ class Gate:
         self.guard = guard
         self.tripwires = tripwires
         self.context_k = min(context_k, len(guard.kb))
-        self.detector = guard.detector()
 
     @classmethod
     def load(
@@ -163,12 +162,10 @@ class Gate:
             hits = kb.store.search(vectors, depth)
         else:
             vectors, hits = None, kb.store.search(texts, depth)
-        scores, p_values = self.detector.score_p_value(self.guard.test_rows(texts, hits))
+        # the combined statistic searches every indexed unit itself (a second embedding)
+        scored = self.guard.score(texts, hits=None if self.guard.is_learned() else hits)
         verdicts = self._tripwire_verdicts(texts, vectors, hits)
-        return [
-            self._decision(i, text, float(scores[i]), float(p_values[i]), hits, verdicts)
-            for i, text in enumerate(texts)
-        ]
+        return [self._decision(i, text, scored, hits, verdicts) for i, text in enumerate(texts)]
 
     def _tripwire_verdicts(
         self, texts: list[str], vectors: np.ndarray | None, hits: Hits
@@ -182,27 +179,26 @@ class Gate:
         self,
         i: int,
         text: str,
-        score: float,
-        p_value: float,
+        scored: Scored,
         hits: Hits,
         verdicts: list[Rejection | Pass] | None,
     ) -> Decision:
-        detector = self.detector
-        out = p_value <= detector.alpha
+        p_value = float(scored.p_values[i])
+        out = p_value <= scored.alpha
         verdict = verdicts[i] if verdicts is not None else None
         forbidden = verdict is not None and verdict.rejected
         action: Action = "reject" if forbidden else ("abstain" if out else "answer")
         return Decision(
             query=text,
             action=action,
-            reason=_reason(action, p_value, detector.alpha, verdict),
+            reason=_reason(action, p_value, scored.alpha, verdict),
             p_value=p_value,
             out_of_knowledge=out,
-            statistic=detector.statistic,
-            score=score,
-            critical_value=detector.critical_value_,
-            alpha=detector.alpha,
-            k=detector.k,
+            statistic=scored.statistic,
+            score=float(scored.scores[i]),
+            critical_value=scored.critical_value,
+            alpha=scored.alpha,
+            k=scored.k,
             forbidden=forbidden,
             rule=verdict.rule if verdict is not None else None,
             triggers=verdict.triggers if verdict is not None else [],

@@ -71,7 +71,7 @@ def test_combined_separates_and_round_trips_as_plain_json(kb: KnowledgeBase, com
     inside = again.check_many(_lines("in_knowledge.txt")[:20])
     assert np.mean([v.score for v in verdicts]) > np.mean([v.score for v in inside])
     assert sum(v.reject for v in verdicts) > sum(v.reject for v in inside)
-    with pytest.raises(InputError, match="combined statistic is tested by"):
+    with pytest.raises(InputError, match="combined statistic has no similarity detector"):
         again.detector()
     assert again.check("What is BM25?", statistic="mss").statistic == "mss"
 

@@ -79,6 +79,7 @@ def score(
         address=address,
         workers=workers,
         progress=progress(json_out),
+        statistic=statistic,
     )
     table = score_file(
         guard, log, search, field=field, time_field=time_field, statistic=statistic, alpha=alpha

@@ -164,7 +164,7 @@ def shift(
     def ray_search(guard):
         if engine == "local":
             return None
-        return make_search(guard, "ray", address=address, workers=workers)
+        return make_search(guard, "ray", address=address, workers=workers, statistic=statistic)
 
     if window is None and not is_log(queries, time_field):
         guard = Guard.load(kb_dir, force=force)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import numpy as np
 from ragbound.corpus import validate_query
 from ragbound.detect.boundary import BoundaryDetector
 from ragbound.detect.calibration import Calibration
+from ragbound.detect.combined import CombinedModel
 from ragbound.detect.config import COMBINED, DEFAULTS, DetectorConfig, resolve_tau
 from ragbound.detect.rerank import CrossEncoderReranker, relevance_rows
 from ragbound.errors import IncompatibleArtifactError, InputError
@@ -21,6 +23,21 @@ from ragbound.results import Neighbour, Verdict
 from ragbound.stores import Hits
 
 PREVIEW_CHARS = 240
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A batch's scores (higher = more out of knowledge) and p-values, with the test that
+    made them and the hits searched (chunk rows, nearest first)."""
+
+    scores: np.ndarray
+    p_values: np.ndarray
+    hits: Hits
+    statistic: str
+    alpha: float
+    critical_value: float
+    k: int
+    n_calibration: int
 
 
 class Guard:
@@ -179,8 +196,8 @@ class Guard:
         config = self.config.updated(statistic=statistic, alpha=alpha)
         if config.statistic == COMBINED:
             raise InputError(
-                f"the {COMBINED} statistic is tested by Guard.check and ragbound check only; "
-                "choose a statistic such as mss here (statistic=...)"
+                f"the {COMBINED} statistic has no similarity detector: use Guard.score, "
+                "Guard.null_scores or Guard.critical_value, or choose a statistic such as mss"
             )
         key = (config.statistic, config.alpha)
         if key not in self._detectors:
@@ -192,9 +209,9 @@ class Guard:
         """The calibration statistic's critical value at alpha (default: the calibration's);
         math.inf when no score can reach it."""
         config = self.config.updated(alpha=alpha)
-        model = self.calibration.manifest.combined
-        if config.statistic == COMBINED and model is not None:
-            return model.null().critical_value(config.alpha, config.p_value_method)
+        if self.is_learned():
+            null = self._combined_model().null()
+            return null.critical_value(config.alpha, config.p_value_method)
         return self.detector(alpha=config.alpha).critical_value_
 
     # ----------------------------------------------------------------- checks
@@ -219,58 +236,92 @@ class Guard:
         progress: bool = False,
     ) -> list[Verdict]:
         """Test a batch of queries (embedded in batches; one Verdict per query, in order)."""
-        if (statistic or self.config.statistic) == COMBINED:
-            return self._check_combined(queries, alpha, evidence)
-        detector = self.detector(statistic, alpha)
-        hits = search_in_batches(self.kb, queries, self.k, progress=progress)
-        scores, p_values = detector.score_p_value(self.test_rows(queries, hits, progress=progress))
+        scored = self.score(queries, statistic=statistic, alpha=alpha, progress=progress)
         return [
             Verdict(
                 query=query,
-                statistic=detector.statistic,
-                score=float(scores[i]),
-                p_value=float(p_values[i]),
-                reject=bool(p_values[i] <= detector.alpha),
-                alpha=detector.alpha,
-                critical_value=detector.critical_value_,
-                k=detector.k,
-                n_calibration=detector.n_calibration_,
-                neighbours=self.neighbours(hits, i, evidence),
+                statistic=scored.statistic,
+                score=float(scored.scores[i]),
+                p_value=float(scored.p_values[i]),
+                reject=bool(scored.p_values[i] <= scored.alpha),
+                alpha=scored.alpha,
+                critical_value=scored.critical_value,
+                k=scored.k,
+                n_calibration=scored.n_calibration,
+                neighbours=self.neighbours(scored.hits, i, evidence),
             )
             for i, query in enumerate(queries)
         ]
 
-    def _check_combined(
-        self, queries: Sequence[str], alpha: float | None, evidence: int
-    ) -> list[Verdict]:
-        """check_many with the learned combined score (:mod:`ragbound.detect.combined`)."""
+    def is_learned(self, statistic: str | None = None) -> bool:
+        """Whether ``statistic`` (default: the calibration's) is the learned combined score,
+        computed in this process from several searches rather than from one row of
+        similarities (so it cannot run on another engine)."""
+        return self.config.updated(statistic=statistic).statistic == COMBINED
+
+    def score(
+        self,
+        queries: Sequence[str],
+        *,
+        statistic: str | None = None,
+        alpha: float | None = None,
+        hits: Hits | None = None,
+        progress: bool = False,
+    ) -> Scored:
+        """Scores (higher = more out of knowledge) and conformal p-values of a batch.
+
+        ``hits`` (top-k of the guard's knowledge base, k >= ``self.k``) saves the search when
+        the caller has it; the combined statistic searches itself (every indexed unit).
+        """
+        if self.is_learned(statistic):
+            return self._score_combined(queries, alpha)
+        detector = self.detector(statistic, alpha)
+        if hits is None:
+            hits = search_in_batches(self.kb, queries, self.k, progress=progress)
+        scores, p_values = detector.score_p_value(self.test_rows(queries, hits, progress=progress))
+        return Scored(
+            scores=scores,
+            p_values=p_values,
+            hits=hits,
+            statistic=detector.statistic,
+            alpha=detector.alpha,
+            critical_value=detector.critical_value_,
+            k=detector.k,
+            n_calibration=detector.n_calibration_,
+        )
+
+    def null_scores(self, statistic: str | None = None) -> np.ndarray:
+        """The calibration queries' scores the p-values compare with (higher = more out of
+        knowledge; leave-one-out for Fisher and Simes; the conformal half for combined)."""
+        if self.is_learned(statistic):
+            return self._combined_model().null().scores
+        return self.detector(statistic).decision_scores_
+
+    def _combined_model(self) -> CombinedModel:
         model = self.calibration.manifest.combined
         if model is None:
             raise InputError(
                 f"this calibration has no {COMBINED} statistic: calibrate with "
                 f"--statistic {COMBINED} (or auto), or choose another statistic"
             )
+        return model
+
+    def _score_combined(self, queries: Sequence[str], alpha: float | None) -> Scored:
+        """:meth:`score` with the learned combined score (:mod:`ragbound.detect.combined`)."""
+        model = self._combined_model()
         config = self.config.updated(alpha=alpha)
         scores, found = model.scores(self.kb, queries)
         null = model.null()
-        p_values = null.p_values(scores, config.p_value_method)
-        critical = null.critical_value(config.alpha, config.p_value_method)
-        hits = found.hits[found.views[-1]]
-        return [
-            Verdict(
-                query=query,
-                statistic=COMBINED,
-                score=float(scores[i]),
-                p_value=float(p_values[i]),
-                reject=bool(p_values[i] <= config.alpha),
-                alpha=config.alpha,
-                critical_value=critical,
-                k=self.k,
-                n_calibration=null.n,
-                neighbours=self.neighbours(hits, i, evidence),
-            )
-            for i, query in enumerate(queries)
-        ]
+        return Scored(
+            scores=scores,
+            p_values=null.p_values(scores, config.p_value_method),
+            hits=found.hits[found.views[-1]],
+            statistic=COMBINED,
+            alpha=config.alpha,
+            critical_value=null.critical_value(config.alpha, config.p_value_method),
+            k=self.k,
+            n_calibration=null.n,
+        )
 
     def neighbours(
         self, hits: Hits, row: int, count: int, *, full_text: bool = False

@@ -65,18 +65,27 @@ def score_file(
     calibration; ``search`` gives the top-k similarities (see :mod:`ragbound.engines`)."""
     records = load_query_records(path, field=field)
     queries = [query for _, query in records]
-    detector = guard.detector(statistic, alpha)
-    similarities = search(queries)
-    scores, p_values = detector.score_p_value(similarities)
+    if guard.is_learned(statistic):  # the combined score searches itself, in this process
+        scored = guard.score(queries, statistic=statistic, alpha=alpha)
+        scores, p_values, label, level = (
+            scored.scores,
+            scored.p_values,
+            scored.statistic,
+            scored.alpha,
+        )
+    else:
+        detector = guard.detector(statistic, alpha)
+        scores, p_values = detector.score_p_value(search(queries))
+        label, level = detector.statistic, detector.alpha
     return ScoreTable(
         line=np.array([record.line for record, _ in records]),
         time=[record.fields.get(time_field) for record, _ in records],
         query=queries,
         score=scores,
         p_value=p_values,
-        out_of_knowledge=p_values <= detector.alpha,
-        statistic=detector.statistic,
-        alpha=detector.alpha,
+        out_of_knowledge=p_values <= level,
+        statistic=label,
+        alpha=level,
     )
 
 

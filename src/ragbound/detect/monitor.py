@@ -276,7 +276,7 @@ class ShiftMonitor:
             if self.period_seconds is not None and window.seconds is not None
             else None
         )
-        self.detector = guard.detector(statistic)
+        self.statistic = guard.config.updated(statistic=statistic).statistic
         self.reference = reference_scores(guard, statistic)
         self.time_field = time_field
         self.query_field = query_field
@@ -293,7 +293,7 @@ class ShiftMonitor:
             "correction": self.correction,
             "period_seconds": self.period_seconds,
             "arl": self.arl,
-            "statistic": self.detector.statistic,
+            "statistic": self.statistic,
             "time_field": self.time_field,
             "query_field": self.query_field,
         }
@@ -370,7 +370,7 @@ class ShiftMonitor:
             alpha=alpha,
             alarm=result.reject,
             critical_value=result.critical_value if math.isfinite(result.critical_value) else None,
-            score_statistic=self.detector.statistic,
+            score_statistic=self.statistic,
         )
         state.windows += 1
         return window
@@ -449,10 +449,9 @@ class ShiftMonitor:
             yield record, offset
 
     def _score(self, queries: list[str]) -> np.ndarray:
-        if self.search is not None:
-            return self.detector.score(self.search(queries))
-        hits = self.guard.kb.search(queries, self.guard.k)
-        return self.detector.score(self.guard.test_rows(queries, hits))
+        if self.search is not None and not self.guard.is_learned(self.statistic):
+            return self.guard.detector(self.statistic).score(self.search(queries))
+        return self.guard.score(queries, statistic=self.statistic).scores
 
     def resume(self, log: str | Path, state_path: str | Path | None = None) -> MonitorState:
         """The state to continue monitoring ``log`` from, for :meth:`feed_scores`.

@@ -35,7 +35,7 @@ def reference_scores(guard: Guard, statistic: str | None = None) -> np.ndarray:
     For Fisher and Simes these are the leave-one-out scores the p-values use, not each
     calibration row scored against a null that contains itself.
     """
-    scores = guard.detector(statistic).decision_scores_
+    scores = guard.null_scores(statistic)
     if scores.size < MIN_REFERENCE:
         raise InputError(
             f"the calibration holds {scores.size} queries; a shift test needs at least "
@@ -70,13 +70,16 @@ def shift_test(
     if test == "mmd":
         return _mmd(guard, queries, alpha, n_permutations, seed, progress)
     reference = reference_scores(guard, statistic)
-    detector = guard.detector(statistic)
-    rows = guard.search_rows(queries, progress=progress) if search is None else search(queries)
-    scores = detector.score(rows)
+    if guard.is_learned(statistic) or search is None:  # the combined score searches itself
+        scored = guard.score(queries, statistic=statistic, progress=progress)
+        scores, score_statistic = scored.scores, scored.statistic
+    else:
+        detector = guard.detector(statistic)
+        scores, score_statistic = detector.score(search(queries)), detector.statistic
     result = ks_two_sample(reference, scores, alpha=alpha)
     return ShiftReport(
         test="ks",
-        score_statistic=detector.statistic,
+        score_statistic=score_statistic,
         statistic=result.statistic,
         p_value=result.p_value,
         alpha=alpha,

@@ -40,14 +40,21 @@ def make_search(
     address: str | None = None,
     workers: int = 2,
     progress: bool = False,
+    statistic: str | None = None,
 ) -> Search:
     """The guard's search on ``engine`` (``address`` and ``workers``: Ray only). Both search
     in batches of :data:`SEARCH_BATCH` queries (the local engine through the guard, with its
-    reranker when the calibration has one)."""
+    reranker when the calibration has one). The combined ``statistic`` (the calibration's
+    when None) runs in this process only: it searches every indexed unit itself."""
     if engine == "local":
         if address is not None:
             raise InputError("--address needs --engine ray")
         return lambda queries: guard.search_rows(queries, progress=progress)
+    if engine == "ray" and guard.is_learned(statistic):
+        raise InputError(
+            "the combined statistic searches every indexed unit in this process: use "
+            "--engine local, or --statistic mss (or another) with --engine ray"
+        )
     if engine == "ray" and guard.reranker is not None:
         raise InputError(
             "this calibration reranks with a cross-encoder, which runs in this process: use "

@@ -21,8 +21,9 @@ import numpy as np
 
 from ragbound.corpus import load_query_records
 from ragbound.detect import Guard
-from ragbound.detect.shift import shift_test
+from ragbound.detect.shift import reference_scores
 from ragbound.results import SyntheticCheck
+from ragbound.stats import ks_two_sample
 
 # The level the KS test is run at (stated in every warning).
 CHECK_LEVEL = 0.05
@@ -56,32 +57,24 @@ def compare_with_real(
     """KS test of the calibration queries' scores against ``real_queries``' scores (the
     guard's default statistic), with the medians and the real questions' false-positive rate
     at the calibrated critical value."""
-    detector = guard.detector()
-    rows = guard.search_rows(real_queries, progress=progress)  # the reranker's, if any
-    real_scores = detector.score(rows)
-    shift = shift_test(
-        guard,
-        real_queries,
-        test="ks",
-        alpha=level,
-        search=lambda _: rows,
-    )
-    critical = float(detector.critical_value_)
+    real = guard.score(real_queries, progress=progress)  # the reranker's or combined, if any
+    reference = reference_scores(guard)
+    ks = ks_two_sample(reference, real.scores, alpha=level)
     return SyntheticCheck(
         synthetic=provenance is not None,
         real_source=real_source,
-        n_calibration=shift.n_reference,
-        n_real=shift.n_test,
-        score_statistic=detector.statistic,
-        ks_statistic=shift.statistic,
-        p_value=shift.p_value,
+        n_calibration=ks.n_reference,
+        n_real=ks.n_test,
+        score_statistic=real.statistic,
+        ks_statistic=ks.statistic,
+        p_value=ks.p_value,
         level=level,
-        differ=shift.reject,
-        median_calibration=float(np.median(detector.decision_scores_)),
-        median_real=float(np.median(real_scores)),
-        alpha=guard.config.alpha,
-        critical_value=critical,
-        real_fpr=float(np.mean(real_scores >= critical)),
+        differ=ks.reject,
+        median_calibration=float(np.median(reference)),
+        median_real=float(np.median(real.scores)),
+        alpha=real.alpha,
+        critical_value=real.critical_value,
+        real_fpr=float(np.mean(real.scores >= real.critical_value)),
         **(provenance or {}),
     )
 
