@@ -92,6 +92,11 @@ def main() -> None:
         results["near"] = near_part()
         save(results, ["near"])
         return
+    if sys.argv[1:] == ["near-cost"]:  # the cost table again, the saved splits kept
+        results = saved_results()
+        results["near"] = near.near_cost_part(OUT, results.get("near", {}))
+        save(results, ["near"])
+        return
     if sys.argv[1:] == ["shift"]:
         results = saved_results()
         kb = KnowledgeBase.build([corpus], embedder="minilm")
