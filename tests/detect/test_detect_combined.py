@@ -1,4 +1,6 @@
-"""The combined statistic and calibrate --statistic auto on the packaged sample corpus."""
+"""The combined statistic and calibrate --statistic auto on the packaged sample corpus; a
+combined calibration works wherever a calibration is used (gate, shift, monitor, log scoring,
+the real-question check), and the Ray engine is refused for it with a clear message."""
 
 import json
 from pathlib import Path
@@ -12,9 +14,15 @@ from ragbound.detect import Guard
 from ragbound.detect.combined import QueryFeatures, feature_depth, learn
 from ragbound.detect.config import DEFAULTS
 from ragbound.detect.evaluate import split_queries
+from ragbound.detect.logscore import score_file
+from ragbound.detect.monitor import ShiftMonitor, WindowSpec
 from ragbound.detect.select import LEARN_SHARE, calibrate_learned
+from ragbound.detect.shift import shift_test
+from ragbound.engines import make_search
 from ragbound.errors import InputError
+from ragbound.gate import Gate
 from ragbound.knowledge import KnowledgeBase
+from ragbound.synth.check import compare_with_real
 
 
 def _lines(name: str) -> list[str]:
@@ -97,3 +105,46 @@ def test_learned_calibration_refuses_too_few_queries_and_a_reranker(kb: Knowledg
     config = DEFAULTS.updated(reranker=str(Path("somewhere")))
     with pytest.raises(InputError, match="does not take a --reranker"):
         calibrate_learned(kb, _lines("in_knowledge.txt"), config, statistic="combined")
+
+
+# ------------------------------------------- wherever a calibration is used
+def test_the_gate_decides_with_the_combined_p_values(combined: Guard):
+    queries = _lines("out_of_knowledge.txt")[:5] + _lines("in_knowledge.txt")[:5]
+    decisions = Gate(combined).decide_many(queries)
+    verdicts = combined.check_many(queries)
+    assert [d.p_value for d in decisions] == [v.p_value for v in verdicts]
+    assert {d.statistic for d in decisions} == {"combined"}
+    assert [d.out_of_knowledge for d in decisions] == [v.reject for v in verdicts]
+    assert all(d.neighbours for d in decisions)
+
+
+def test_shift_and_the_monitor_compare_combined_scores_with_the_conformal_half(combined: Guard):
+    outside = _lines("out_of_knowledge.txt")
+    report = shift_test(combined, outside)
+    assert report.score_statistic == "combined" and report.reject
+    assert report.n_reference == combined.null_scores().size
+    monitor = ShiftMonitor(combined, WindowSpec(size=10))
+    np.testing.assert_allclose(monitor._score(outside[:10]), combined.score(outside[:10]).scores)
+
+
+def test_score_file_gives_the_check_p_values(combined: Guard, tmp_path: Path):
+    queries = _lines("out_of_knowledge.txt")[:6]
+    log = tmp_path / "log.txt"
+    log.write_text("\n".join(queries) + "\n", encoding="utf-8")
+    table = score_file(combined, log, make_search(combined))
+    assert table.statistic == "combined"
+    np.testing.assert_allclose(table.p_value, [v.p_value for v in combined.check_many(queries)])
+
+
+def test_the_real_question_check_uses_the_combined_scores(combined: Guard):
+    check = compare_with_real(combined, _lines("in_knowledge.txt")[:20])
+    assert check.score_statistic == "combined"
+    assert check.critical_value == combined.critical_value()
+    assert check.n_calibration == combined.null_scores().size
+
+
+def test_the_ray_engine_is_refused_for_combined(combined: Guard):
+    with pytest.raises(InputError, match="use --engine local, or --statistic mss"):
+        make_search(combined, "ray")
+    with pytest.raises(InputError, match="use --engine local"):
+        make_search(combined, "ray", statistic="combined")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+from abc import abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
@@ -50,7 +51,32 @@ class _OpenFile:
             os.close(fd)
 
 
-class ChunkFile(Sequence[Chunk]):
+class _Rows(Sequence[Chunk]):
+    """Indexing shared by the lazy sequences: ``seq[i]`` reads one chunk (``_chunk``), a
+    slice with step 1 is a window sharing the storage (``_window``), other slices a list."""
+
+    @overload
+    def __getitem__(self, index: int) -> Chunk: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Chunk]: ...
+    def __getitem__(self, index: int | slice) -> Chunk | Sequence[Chunk]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return [self[i] for i in range(start, stop, step)]
+            return self._window(start, max(start, stop))
+        return self._chunk(_row(index, len(self)))
+
+    @abstractmethod
+    def _chunk(self, row: int) -> Chunk:
+        """Row ``row`` (in range) read and parsed."""
+
+    @abstractmethod
+    def _window(self, start: int, stop: int) -> Sequence[Chunk]:
+        """Rows [start, stop) sharing this sequence's storage."""
+
+
+class ChunkFile(_Rows):
     """The rows of one JSONL chunk file (one chunk a line, blank lines skipped), read by offset.
 
     Open it with :meth:`open`, which checks every row (the errors name the file and line);
@@ -89,18 +115,11 @@ class ChunkFile(Sequence[Chunk]):
     def __len__(self) -> int:
         return len(self._starts)
 
-    @overload
-    def __getitem__(self, index: int) -> Chunk: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Chunk]: ...
-    def __getitem__(self, index: int | slice) -> Chunk | Sequence[Chunk]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(len(self))
-            if step != 1:
-                return [self[i] for i in range(start, stop, step)]
-            rows = slice(start, max(start, stop))
-            return ChunkFile(self.path, self._handle, self._starts[rows], self._stops[rows])
-        row = _row(index, len(self))
+    def _window(self, start: int, stop: int) -> ChunkFile:
+        rows = slice(start, stop)
+        return ChunkFile(self.path, self._handle, self._starts[rows], self._stops[rows])
+
+    def _chunk(self, row: int) -> Chunk:
         line = self._handle.read(int(self._starts[row]), int(self._stops[row]))
         return Chunk.model_validate_json(line)
 
@@ -161,7 +180,7 @@ def _row(index: int, length: int) -> int:
     return row
 
 
-class ChunkSequence(Sequence[Chunk]):
+class ChunkSequence(_Rows):
     """Read-only chunks from several parts one after the other (see the module doc).
 
     Example:
@@ -188,17 +207,7 @@ class ChunkSequence(Sequence[Chunk]):
     def __len__(self) -> int:
         return int(self._ends[-1]) if len(self._ends) else 0
 
-    @overload
-    def __getitem__(self, index: int) -> Chunk: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Chunk]: ...
-    def __getitem__(self, index: int | slice) -> Chunk | Sequence[Chunk]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(len(self))
-            if step != 1:
-                return [self[i] for i in range(start, stop, step)]
-            return self._window(start, max(start, stop))
-        row = _row(index, len(self))
+    def _chunk(self, row: int) -> Chunk:
         part = int(np.searchsorted(self._ends, row, side="right"))
         return self._parts[part][row - self._first(part)]
 
