@@ -261,7 +261,7 @@ def _slice(part: Sequence[Chunk], lo: int, hi: int) -> Sequence[Chunk]:
     return _Window(part, lo, hi)
 
 
-class _Window(Sequence[Chunk]):
+class _Window(_Rows):
     """Rows [lo, hi) of a sequence that cannot slice itself cheaply."""
 
     def __init__(self, base: Sequence[Chunk], lo: int, hi: int):
@@ -270,17 +270,11 @@ class _Window(Sequence[Chunk]):
     def __len__(self) -> int:
         return self._hi - self._lo
 
-    @overload
-    def __getitem__(self, index: int) -> Chunk: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Chunk]: ...
-    def __getitem__(self, index: int | slice) -> Chunk | Sequence[Chunk]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(len(self))
-            if step != 1:
-                return [self[i] for i in range(start, stop, step)]
-            return _Window(self._base, self._lo + start, self._lo + max(start, stop))
-        return self._base[self._lo + _row(index, len(self))]
+    def _chunk(self, row: int) -> Chunk:
+        return self._base[self._lo + row]
+
+    def _window(self, start: int, stop: int) -> _Window:
+        return _Window(self._base, self._lo + start, self._lo + stop)
 
     def __iter__(self) -> Iterator[Chunk]:
         return islice(iter(self._base), self._lo, self._hi)

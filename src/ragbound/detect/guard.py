@@ -68,7 +68,7 @@ class Guard:
         self.kb = kb.at_granularity(calibration.granularity_for(granularity, force=force))
         calibration.check_search(self.kb.describe(), force=force)
         self.calibration = calibration
-        self._detectors: dict[tuple[str, float], BoundaryDetector] = {}
+        self._detectors: dict[tuple[str | None, float | None], BoundaryDetector] = {}
         self._reranker: CrossEncoderReranker | None = None
 
     # ------------------------------------------------------------- lifecycle
@@ -193,17 +193,18 @@ class Guard:
         self, statistic: str | None = None, alpha: float | None = None
     ) -> BoundaryDetector:
         """The fitted detector for a statistic (default: the calibration's), cached."""
+        key = (statistic, alpha)  # as given: a hit skips validating the config per request
+        if key in self._detectors:
+            return self._detectors[key]
         config = self.config.updated(statistic=statistic, alpha=alpha)
         if config.statistic == COMBINED:
             raise InputError(
                 f"the {COMBINED} statistic has no similarity detector: use Guard.score, "
                 "Guard.null_scores or Guard.critical_value, or choose a statistic such as mss"
             )
-        key = (config.statistic, config.alpha)
-        if key not in self._detectors:
-            detector = BoundaryDetector.from_config(config)
-            self._detectors[key] = detector.fit(self.calibration.similarities)
-        return self._detectors[key]
+        detector = BoundaryDetector.from_config(config).fit(self.calibration.similarities)
+        self._detectors[key] = detector
+        return detector
 
     def critical_value(self, alpha: float | None = None) -> float:
         """The calibration statistic's critical value at alpha (default: the calibration's);
@@ -257,7 +258,7 @@ class Guard:
         """Whether ``statistic`` (default: the calibration's) is the learned combined score,
         computed in this process from several searches rather than from one row of
         similarities (so it cannot run on another engine)."""
-        return self.config.updated(statistic=statistic).statistic == COMBINED
+        return (statistic or self.config.statistic) == COMBINED  # cheap: per request
 
     def score(
         self,
