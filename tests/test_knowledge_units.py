@@ -126,6 +126,19 @@ def test_restricted_to_keeps_only_those_documents_units():
     assert {bees.chunk_at(r).doc_id for r in hits.indices[0]} == {"bees"}
 
 
+def test_restricted_to_searches_a_loaded_dense_knowledge_base(minilm_units_dir: Path):
+    kb = KnowledgeBase.load(minilm_units_dir)
+    bees = kb.restricted_to({"bees"})
+    assert len(bees) == sum(c.doc_id == "bees" for c in kb.chunks)
+    for granularity in ("chunk", "sentence", "chunk,sentence,window"):
+        view = bees.at_granularity(granularity)
+        hits = view.search(["How many eggs can a queen bee lay?"], k=len(bees))
+        assert {bees.chunk_at(r).doc_id for r in hits.indices[0]} == {"bees"}
+        whole = kb.at_granularity(granularity).search(["How many eggs can a queen bee lay?"], k=1)
+        # the best chunk is a bee chunk in both, with the same similarity
+        np.testing.assert_allclose(hits.similarities[0, 0], whole.similarities[0, 0], rtol=1e-6)
+
+
 def test_guard_records_granularity_and_shows_chunks_as_evidence(minilm_units_dir: Path):
     kb = KnowledgeBase.load(minilm_units_dir)
     guard = Guard.calibrate(kb, QUESTIONS * 4, granularity="sentence", k=3)

@@ -853,7 +853,7 @@ class KnowledgeBase:
         vectors = None if self._parts is None else self.vectors[rows]
         kb = KnowledgeBase(self.manifest, [], None, embedder=self._embedder)
         kb._unsaved = [_NewSegment(segment, chunks, vectors, units)]
-        kb._set_contents(self.manifest, [segment], chunks, vectors, units)
+        kb._set_contents(self.manifest, [segment], chunks, _with_part(None, vectors), units)
         kb._granularity = self._granularity
         return kb
 
