@@ -11,7 +11,7 @@ import pytest
 from ragbound.corpus.units import unit_params
 from ragbound.demo import sample_corpus
 from ragbound.detect import Guard
-from ragbound.detect.combined import QueryFeatures, feature_depth, learn
+from ragbound.detect.combined import QueryFeatures, feature_depth, learn, word_weights
 from ragbound.detect.config import DEFAULTS
 from ragbound.detect.evaluate import split_queries
 from ragbound.detect.logscore import score_file
@@ -62,7 +62,7 @@ def test_the_model_is_learned_from_the_learning_half_alone(kb: KnowledgeBase, co
     model = combined.calibration.manifest.combined
     assert model is not None
     np.testing.assert_allclose(model.coef, alone.coef)
-    assert "overlap" in model.names and "sentence.top1" in model.names
+    assert "idf_overlap" in model.names and "sentence.top1" in model.names
 
 
 def test_combined_separates_and_round_trips_as_plain_json(kb: KnowledgeBase, combined: Guard):
@@ -82,6 +82,59 @@ def test_combined_separates_and_round_trips_as_plain_json(kb: KnowledgeBase, com
     with pytest.raises(InputError, match="combined statistic has no similarity detector"):
         again.detector()
     assert again.check("What is BM25?", statistic="mss").statistic == "mss"
+
+
+def test_an_older_calibration_with_the_unweighted_overlap_is_refused(
+    kb: KnowledgeBase, combined: Guard
+):
+    model = combined.calibration.manifest.combined
+    assert model is not None
+    old = model.model_copy(update={"names": tuple(n.replace("idf_", "") for n in model.names)})
+    with pytest.raises(InputError, match="older ragbound made the calibration; calibrate again"):
+        old.scores(kb, ["What is BM25?"])
+
+
+def test_word_weights_favour_rare_words_and_overlap_reads_them(kb: KnowledgeBase):
+    idf = word_weights(kb)
+    holding = [sum(w in c.text.lower() for c in kb.chunks) for w in ("ragbound", "conformal")]
+    assert holding[0] > holding[1] > 0  # the product name is everywhere, "conformal" rarer
+    assert idf("ragbound") < idf("conformal") < idf("zyzzyva")
+    assert word_weights(kb) is idf  # one tokenization per corpus
+    found = QueryFeatures(kb, ["conformal p-value calibration", "zyzzyva zyzzyva"], 4)
+    overlap = found.features["idf_overlap"]
+    assert 0 < overlap[0] <= 1 and overlap[1] == 0
+
+
+def test_query_similarity_leaves_out_the_row_itself_and_its_masked_documents(
+    kb: KnowledgeBase,
+):
+    twin = "How does ragbound calibrate the p-value?"
+    others = _lines("in_knowledge.txt")[:7]
+    learning = QueryFeatures(kb, [twin, twin, *others], 4, masked=True)
+    full = learning.features["query_similarity"]
+    # each twin's nearest other learning query is the other twin, itself left out
+    np.testing.assert_allclose(full[:2], 1.0, atol=1e-5)
+    assert np.all(full[2:] < 1.0 - 1e-4)
+    # masked, the other twin is about a masked document (the same nearest chunk): left out
+    masked = dict(
+        zip(learning.masked_rows, learning.masked_features["query_similarity"], strict=True)
+    )
+    assert 0 in masked and masked[0] < 1.0 - 1e-4
+    # a new query compares with every learning query
+    new = QueryFeatures(kb, [twin], 4, references=learning.references)
+    np.testing.assert_allclose(new.features["query_similarity"], 1.0, atol=1e-5)
+    assert "query_similarity" not in QueryFeatures(kb, [twin], 4).features
+
+
+def test_a_lexical_knowledge_base_learns_without_query_similarity():
+    lexical = KnowledgeBase.build([sample_corpus() / "docs"], embedder="bm25")
+    guard = calibrate_learned(lexical, _lines("in_knowledge.txt"), DEFAULTS, statistic="combined")
+    model = guard.calibration.manifest.combined
+    assert model is not None and model.reference_queries == ()
+    assert "query_similarity" not in model.names and "idf_overlap" in model.names
+    inside = guard.check_many(_lines("in_knowledge.txt")[:20])
+    outside = guard.check_many(_lines("out_of_knowledge.txt")[:20])
+    assert np.mean([v.score for v in outside]) > np.mean([v.score for v in inside])
 
 
 def test_auto_records_its_candidates_and_check_uses_the_pick(kb: KnowledgeBase):

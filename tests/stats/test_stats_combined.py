@@ -9,9 +9,11 @@ from ragbound.stats import EmpiricalNull, auroc
 from ragbound.stats.combined import (
     FEATURE_TAU,
     LinearScore,
+    bm25_idf,
     cross_fitted_scores,
     similarity_features,
     stack_features,
+    weighted_overlap,
 )
 
 
@@ -33,6 +35,29 @@ def test_a_constant_row_has_entropy_log_k_and_a_narrow_row_no_mean4():
     f = similarity_features("c", [[0.5, 0.5, 0.5]])
     assert set(f) == {"c.top1", "c.mean3", "c.entropy", "c.energy"}
     assert f["c.entropy"][0] == pytest.approx(-math.log(3))
+
+
+def test_bm25_idf_by_hand_and_its_checks():
+    # n = 10: df 0 -> log(1 + 10.5 / 0.5) = log 22; df 5 -> log(1 + 5.5 / 5.5) = log 2
+    np.testing.assert_allclose(
+        bm25_idf([0, 5, 10], 10), [math.log(22), math.log(2), math.log(1 + 0.5 / 10.5)]
+    )
+    assert np.all(np.diff(bm25_idf(np.arange(11), 10)) < 0)  # rarer weighs more
+    for bad in ([-1], [11]):
+        with pytest.raises(ValueError, match="document frequencies"):
+            bm25_idf(bad, 10)
+    with pytest.raises(ValueError, match="n_documents"):
+        bm25_idf([0], 0)
+
+
+def test_weighted_overlap_by_hand():
+    weights = {"pantograph": 3.0, "train": 1.0}
+    # the rare word alone outweighs the common one alone
+    assert weighted_overlap(weights, [{"train", "rail"}]) == 0.25
+    assert weighted_overlap(weights, [{"train"}, {"pantograph", "wire"}]) == 0.75
+    assert weighted_overlap(weights, [{"train", "pantograph"}]) == 1.0
+    assert weighted_overlap(weights, []) == 0.0
+    assert weighted_overlap({}, [{"train"}]) == 0.0
 
 
 def test_stack_features_orders_columns_and_names_what_is_missing():

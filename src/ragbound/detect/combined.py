@@ -5,7 +5,11 @@ for each granularity the knowledge base indexes (each unit alone, and all togeth
 indexes several), the nearest similarity, the mean of the 4 and 32 nearest, minus the
 entropy and minus the energy of the 32 nearest
 (:func:`ragbound.stats.combined.similarity_features`); and the best share of the query's
-words (BM25 tokens) found in one of its ``OVERLAP_DEPTH`` nearest chunks.
+words (BM25 tokens), each weighted by its IDF among the chunks, found in one of its
+``OVERLAP_DEPTH`` nearest chunks; and (dense knowledge bases) the similarity to the nearest
+of the queries the score learned from. The last helps where users ask several questions
+about one document (COVID-QA) and gets no weight where they do not (PubMedQA): the
+learning finds out which.
 
 The score is a logistic regression on the standardized features with every weight <= 0
 (:meth:`ragbound.stats.combined.LinearScore.fit`): all features are higher = closer, so a
@@ -17,11 +21,14 @@ Learning without labels (leave-documents-out): a calibration query is an in-know
 example with the full index, and a near out-of-knowledge example when the document of its
 nearest chunk (and of its ``MASK_NEIGHBOURS`` next-nearest chunks) is masked out of the
 search: the same question, about a document the knowledge base now lacks. Masking drops
-rows from the search results; the index is not rebuilt.
+rows from the search results; the index is not rebuilt. A masked example's query similarity
+leaves out the learning queries about the masked documents too (a reference query is about
+the document of its nearest chunk).
 
 **What the p-value's guarantee rests on.** The calibration queries are split (seeded) into a
 learning part and a conformal part. The model (feature scaling and weights) is learned from
-the learning part only; it is then a fixed function of one query and the knowledge base. The
+the learning part only; it is then a fixed function of one query, the knowledge base and the
+learning queries (which the query-similarity feature compares with). The
 null is that function's scores of the conformal part's queries against the full index. A new
 in-knowledge query's p-value ``(1 + #{null >= score}) / (n + 1)`` is therefore exactly
 conformal: ``P(p <= alpha) <= alpha`` whenever the new query and the conformal queries are
@@ -32,10 +39,10 @@ score, so a poor model costs power, never validity.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from ragbound.corpus import validate_query
 from ragbound.corpus.units import Granularity, granularity_label
@@ -45,15 +52,22 @@ from ragbound.knowledge import KnowledgeBase
 from ragbound.stats import EmpiricalNull
 from ragbound.stats.combined import (
     LinearScore,
+    bm25_idf,
     similarity_features,
     stack_features,
+    weighted_overlap,
 )
 from ragbound.stores import Hits
-from ragbound.stores.lexical import word_tokens
+from ragbound.stores.lexical import document_frequencies, word_tokens
 
 # nearest chunks each feature row reads (fewer in a knowledge base of under 64 chunks)
 DEPTH = 32
 OVERLAP_DEPTH = 8
+# the word-overlap feature, IDF-weighted (the unweighted one of older calibrations was named
+# "overlap": their names no longer match, so they are refused with "calibrate again")
+OVERLAP = "idf_overlap"
+# the similarity to the nearest learning query (dense knowledge bases)
+QUERY_SIMILARITY = "query_similarity"
 # documents of this many next-nearest chunks are masked beside the nearest one's: a corpus
 # loaded one record per paragraph (no document field) keeps a question's other paragraphs
 # otherwise, and the masked question is then not out of knowledge
@@ -113,10 +127,23 @@ def masked_hits(
 
 class QueryFeatures:
     """Feature rows of queries (full index), and of the same queries with their documents
-    masked (leave-documents-out), plus the raw top-``depth`` rows of every view."""
+    masked (leave-documents-out), plus the raw top-``depth`` rows of every view.
+
+    ``references`` are the vectors of the queries the combined score learned from, read by
+    the query-similarity feature (dense knowledge bases only). With ``masked`` the queries
+    are the learning queries and their own references: each row leaves itself out, and a
+    masked row also leaves out the references about its masked documents (a reference is
+    about the document of its nearest chunk).
+    """
 
     def __init__(
-        self, kb: KnowledgeBase, queries: Sequence[str], depth: int, *, masked: bool = False
+        self,
+        kb: KnowledgeBase,
+        queries: Sequence[str],
+        depth: int,
+        *,
+        masked: bool = False,
+        references: np.ndarray | None = None,
     ):
         self.kb = kb
         self.depth = depth
@@ -126,11 +153,18 @@ class QueryFeatures:
         encoded = _encoded(kb, self.queries)
         self.hits = {v: _search(kb.at_granularity(v), encoded, depth) for v in self.views}
         self.query_words = [set(w) for w in word_tokens(self.queries)]
-        self.features = self._features(self.hits, np.arange(len(self.queries)))
+        self._encoded = encoded
+        self.references = None
+        if isinstance(encoded, np.ndarray):
+            self.references = encoded if masked else references
+        everyone = np.arange(len(self.queries))
+        own = [{i} for i in everyone] if masked else None
+        self.features = self._features(self.hits, everyone, own)
         self.masked_hits: dict[tuple[Granularity, ...], Hits] = {}
         self.masked_rows = np.zeros(0, dtype=np.int64)
         if masked:
-            masks = self._masks(self.hits[self.views[-1]])
+            docs = self._masked_documents(self.hits[self.views[-1]])
+            masks = self._rows_of(docs)
             found = {
                 v: masked_hits(kb.at_granularity(v), encoded, depth, masks) for v in self.views
             }
@@ -138,41 +172,69 @@ class QueryFeatures:
             # only rows every view could fill (a document covering most chunks leaves fewer)
             self.masked_hits = {v: _subset(h, kept[kept_v]) for v, (h, kept_v) in found.items()}
             self.masked_rows = np.flatnonzero(kept)
-            self.masked_features = self._features(self.masked_hits, self.masked_rows)
+            about = [self.kb.chunks[int(r)].doc_id for r in self.hits[self.views[-1]].indices[:, 0]]
+            left_out = [
+                {i} | {j for j, doc in enumerate(about) if doc in docs[i]} for i in self.masked_rows
+            ]
+            self.masked_features = self._features(self.masked_hits, self.masked_rows, left_out)
 
-    def _masks(self, hits: Hits) -> list[np.ndarray]:
-        """Per query, the chunk rows of the documents left out: its nearest chunk's (and
-        the next MASK_NEIGHBOURS chunks')."""
+    def _masked_documents(self, hits: Hits) -> list[set[str]]:
+        """Per query, the documents left out: its nearest chunk's (and the next
+        MASK_NEIGHBOURS chunks')."""
+        return [
+            {self.kb.chunks[int(r)].doc_id for r in top}
+            for top in hits.indices[:, : 1 + MASK_NEIGHBOURS]
+        ]
+
+    def _rows_of(self, documents: list[set[str]]) -> list[np.ndarray]:
+        """Per query, the chunk rows of its documents."""
         doc_rows: dict[str, list[int]] = {}
         for row, chunk in enumerate(self.kb.chunks):
             doc_rows.setdefault(chunk.doc_id, []).append(row)
-        out = []
-        for top in hits.indices[:, : 1 + MASK_NEIGHBOURS]:
-            docs = {self.kb.chunks[int(r)].doc_id for r in top}
-            out.append(np.array(sorted(r for d in docs for r in doc_rows[d]), dtype=np.int64))
-        return out
+        return [
+            np.array(sorted(r for d in docs for r in doc_rows[d]), dtype=np.int64)
+            for docs in documents
+        ]
+
+    def _query_similarity(
+        self, query_rows: np.ndarray, left_out: list[set[int]] | None
+    ) -> np.ndarray:
+        """Each query's similarity to its nearest reference query (those ``left_out`` of
+        its row excepted; -1 when none is left)."""
+        sims = np.asarray(self._encoded)[query_rows] @ np.asarray(self.references).T
+        for i, skip in enumerate(left_out or ()):
+            sims[i, sorted(skip)] = -np.inf
+        if sims.shape[1] == 0:
+            return np.full(len(query_rows), -1.0)
+        return np.maximum(sims.max(axis=1), -1.0)
 
     def _overlap(self, query_rows: np.ndarray, chunk_rows: np.ndarray) -> np.ndarray:
-        """Best share of each query's words found in one of its OVERLAP_DEPTH chunks."""
+        """Best IDF-weighted share of each query's words found in one of its
+        OVERLAP_DEPTH nearest chunks (a rare word matched counts for more)."""
         missing = sorted(
             {int(c) for c in chunk_rows[:, :OVERLAP_DEPTH].ravel()} - self._words.keys()
         )
         texts = [self.kb.chunks[c].text for c in missing]
         self._words.update(zip(missing, (set(w) for w in word_tokens(texts)), strict=True))
+        idf = word_weights(self.kb)
         best = np.zeros(len(query_rows))
         for i, (q, row) in enumerate(zip(query_rows, chunk_rows, strict=True)):
-            words = self.query_words[int(q)]
-            if words:
-                best[i] = max(len(words & self._words[int(c)]) for c in row[:OVERLAP_DEPTH]) / len(
-                    words
-                )
+            weights = {w: idf(w) for w in self.query_words[int(q)]}
+            best[i] = weighted_overlap(weights, [self._words[int(c)] for c in row[:OVERLAP_DEPTH]])
         return best
 
-    def _features(self, hits: dict[tuple[Granularity, ...], Hits], query_rows: np.ndarray) -> dict:
+    def _features(
+        self,
+        hits: dict[tuple[Granularity, ...], Hits],
+        query_rows: np.ndarray,
+        left_out: list[set[int]] | None,
+    ) -> dict:
         features: dict[str, np.ndarray] = {}
         for v, h in hits.items():
             features |= similarity_features(granularity_label(v), h.similarities)
-        features["overlap"] = self._overlap(query_rows, hits[self.views[-1]].indices)
+        features[OVERLAP] = self._overlap(query_rows, hits[self.views[-1]].indices)
+        if self.references is not None:
+            features[QUERY_SIMILARITY] = self._query_similarity(query_rows, left_out)
         return features
 
     def names(self) -> tuple[str, ...]:
@@ -180,6 +242,25 @@ class QueryFeatures:
 
     def matrix(self, *, masked: bool = False) -> np.ndarray:
         return stack_features(self.masked_features if masked else self.features, self.names())
+
+
+_WEIGHTS: dict[str, Callable[[str], float]] = {}
+
+
+def word_weights(kb: KnowledgeBase) -> Callable[[str], float]:
+    """The BM25 IDF of a word among the knowledge base's chunks (higher = rarer; a word no
+    chunk holds weighs most). The chunks are tokenized once per corpus (kept for the last
+    few corpora a process used)."""
+    key = kb.manifest.corpus_hash
+    if key not in _WEIGHTS:
+        counts, n = document_frequencies(chunk.text for chunk in kb.chunks)
+        unseen = float(bm25_idf([0], n)[0])
+        words = list(counts)
+        table = dict(zip(words, bm25_idf([counts[w] for w in words], n).tolist(), strict=True))
+        while len(_WEIGHTS) >= 4:
+            del _WEIGHTS[next(iter(_WEIGHTS))]
+        _WEIGHTS[key] = lambda word: table.get(word, unseen)
+    return _WEIGHTS[key]
 
 
 def feature_depth(kb: KnowledgeBase) -> int:
@@ -193,10 +274,12 @@ def _subset(hits: Hits, keep: np.ndarray) -> Hits:
 
 
 class CombinedModel(BaseModel):
-    """The combined statistic as stored in the calibration manifest: plain JSON numbers.
+    """The combined statistic as stored in the calibration manifest: plain JSON.
 
     ``null_scores`` are the conformal part's scores (full index), the empirical null;
-    ``n_learning`` queries (a disjoint part, drawn with ``seed``) taught the weights.
+    ``n_learning`` queries (a disjoint part, drawn with ``seed``) taught the weights, and
+    are the ``reference_queries`` the query-similarity feature compares with (empty for a
+    lexical knowledge base).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -211,6 +294,17 @@ class CombinedModel(BaseModel):
     n_learning: int
     n_learning_masked: int
     seed: int
+    reference_queries: tuple[str, ...] = ()
+    _reference_vectors: np.ndarray | None = PrivateAttr(default=None)
+
+    def references(self, kb: KnowledgeBase) -> np.ndarray | None:
+        """The learning queries' vectors (embedded once), or None when the score reads no
+        query similarity (a lexical knowledge base)."""
+        if not self.reference_queries:
+            return None
+        if self._reference_vectors is None:
+            self._reference_vectors = kb.embed(list(self.reference_queries))
+        return self._reference_vectors
 
     def linear(self) -> LinearScore:
         return LinearScore(self.names, self.mean, self.scale, self.coef, self.intercept)
@@ -220,11 +314,12 @@ class CombinedModel(BaseModel):
 
     def scores(self, kb: KnowledgeBase, queries: Sequence[str]) -> tuple[np.ndarray, QueryFeatures]:
         """Scores (higher = more out of knowledge) of queries against the full index."""
-        found = QueryFeatures(kb, queries, self.depth)
+        found = QueryFeatures(kb, queries, self.depth, references=self.references(kb))
         if found.names() != self.names:
             raise InputError(
-                "the knowledge base's granularities are not the ones the combined statistic "
-                f"was learned on ({', '.join(self.names)}): calibrate again"
+                "the features this knowledge base gives are not the ones the combined "
+                f"statistic was learned on ({', '.join(self.names)}): its granularities "
+                "changed, or an older ragbound made the calibration; calibrate again"
             )
         return self.linear().score(found.matrix()), found
 
@@ -286,4 +381,5 @@ def combined_model(learning: QueryFeatures, conformal: QueryFeatures, seed: int)
         n_learning=len(learning.queries),
         n_learning_masked=len(learning.masked_rows),
         seed=seed,
+        reference_queries=tuple(learning.queries) if learning.references is not None else (),
     )

@@ -175,7 +175,7 @@ def _calibrate_combined(
     seed: int,
     queries_source: str,
 ) -> Guard:
-    nulls = QueryFeatures(kb, conformal, learned.depth)
+    nulls = QueryFeatures(kb, conformal, learned.depth, references=learned.references)
     model = combined_model(learned, nulls, seed)
     view = nulls.views[-1]
     searched = kb.at_granularity(view)

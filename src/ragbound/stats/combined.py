@@ -8,6 +8,7 @@ learning did not see) is :mod:`ragbound.detect.combined`'s business.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +44,37 @@ def similarity_features(prefix: str, sims: ArrayLike) -> dict[str, FloatArray]:
     out[f"{prefix}.entropy"] = -entropy(rows)
     out[f"{prefix}.energy"] = -energy(rows, tau=FEATURE_TAU)
     return out
+
+
+def bm25_idf(document_frequency: ArrayLike, n_documents: int) -> FloatArray:
+    """BM25's inverse document frequency ``log(1 + (n - df + 0.5) / (df + 0.5))``, > 0.
+
+    A word in no document weighs most, one in every document least.
+
+    >>> [round(float(w), 4) for w in bm25_idf([0, 1, 4], 4)]
+    [2.3026, 1.204, 0.1054]
+    """
+    df = np.asarray(document_frequency, dtype=np.float64)
+    if n_documents < 1 or np.any(df < 0) or np.any(df > n_documents):
+        raise ValueError("document frequencies must lie in [0, n_documents], n_documents >= 1")
+    return np.log1p((n_documents - df + 0.5) / (df + 0.5))
+
+
+def weighted_overlap(weights: dict[str, float], candidates: Sequence[set[str]]) -> float:
+    """The largest share of the query words' total weight found in one candidate word set.
+
+    ``weights`` maps each query word to its weight (> 0); 0.0 for a query without words.
+
+    >>> weighted_overlap({"bee": 2.0, "egg": 1.0, "queen": 1.0}, [{"egg"}, {"bee", "hive"}])
+    0.5
+    """
+    total = sum(weights.values())
+    if not weights or total <= 0:
+        return 0.0
+    return (
+        max((sum(weights[w] for w in words if w in weights) for words in candidates), default=0.0)
+        / total
+    )
 
 
 def stack_features(features: dict[str, FloatArray], names: tuple[str, ...]) -> FloatArray:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from importlib import metadata
+from itertools import islice
 
 import numpy as np
 
@@ -34,6 +35,20 @@ def word_tokens(texts: Sequence[str]) -> list[list[str]]:
 
     tokens = bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
     return [list(words) for words in tokens]
+
+
+def document_frequencies(texts: Iterable[str], *, block: int = 4096) -> tuple[dict[str, int], int]:
+    """How many of the texts hold each word (as :func:`word_tokens` reads them), and how
+    many texts there are; tokenized ``block`` texts at a time."""
+    counts: dict[str, int] = {}
+    n = 0
+    rest = iter(texts)
+    while part := list(islice(rest, block)):
+        for words in word_tokens(part):
+            for word in set(words):
+                counts[word] = counts.get(word, 0) + 1
+        n += len(part)
+    return counts, n
 
 
 class BM25Store:
