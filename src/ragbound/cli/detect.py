@@ -142,16 +142,16 @@ def calibrate(
     --statistic combined learns one score from several signals (best similarity and mean /
     entropy / energy of the nearest chunks at every indexed granularity, the IDF-weighted
     share of the query's words in one of its nearest chunks and, for a dense knowledge base,
-    the similarity to the nearest learning query). The queries are split (--seed) in two halves: the learning half
-    teaches the score to tell each query apart from itself with its document left out of the
-    search (leave-documents-out: a near out-of-knowledge question without labels); the other
-    half alone makes the null, so the p-value stays conformal (valid when new in-knowledge
-    queries are exchangeable with those). --statistic auto compares every statistic but
-    entropy (not monotone in the similarities) x k (1, 4, 8, 32) x indexed granularity, and
-    combined, by how well it tells the learning half's queries from themselves left out
-    (AUROC, then the share flagged at --alpha), picks the best and calibrates it on the
-    other half; it prints the candidates, and the manifest keeps them. Both search with
-    every indexed unit (no --granularity, --k or --reranker).
+    the similarity to the nearest learning query). The queries are split (--seed) in two
+    halves: the learning half teaches the score to tell each query apart from itself with
+    its document left out of the search (leave-documents-out: a near out-of-knowledge
+    question without labels); the other half alone makes the null, so the p-value stays
+    conformal (valid when new in-knowledge queries are exchangeable with those). --statistic
+    auto compares every statistic but entropy (not monotone in the similarities) x k (1, 4,
+    8, 32) x indexed granularity, and combined, by how well it tells the learning half's
+    queries from themselves left out (AUROC, then the share flagged at --alpha), picks the
+    best and calibrates it on the other half; it prints the candidates, and the manifest
+    keeps them. Both search with every indexed unit (no --granularity, --k or --reranker).
     """
     from ragbound.corpus import load_queries
     from ragbound.detect import Guard

@@ -172,10 +172,10 @@ class QueryFeatures:
             # only rows every view could fill (a document covering most chunks leaves fewer)
             self.masked_hits = {v: _subset(h, kept[kept_v]) for v, (h, kept_v) in found.items()}
             self.masked_rows = np.flatnonzero(kept)
-            about = [self.kb.chunks[int(r)].doc_id for r in self.hits[self.views[-1]].indices[:, 0]]
-            left_out = [
-                {i} | {j for j, doc in enumerate(about) if doc in docs[i]} for i in self.masked_rows
-            ]
+            about: dict[str, set[int]] = {}  # document -> the queries about it
+            for j, row in enumerate(self.hits[self.views[-1]].indices[:, 0]):
+                about.setdefault(self.kb.chunks[int(row)].doc_id, set()).add(j)
+            left_out = [{i}.union(*(about.get(d, ()) for d in docs[i])) for i in self.masked_rows]
             self.masked_features = self._features(self.masked_hits, self.masked_rows, left_out)
 
     def _masked_documents(self, hits: Hits) -> list[set[str]]:
