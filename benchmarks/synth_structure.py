@@ -251,7 +251,7 @@ def markdown(results: dict) -> str:
     llm = results.get("llm")
     if llm:
         header = ["calibration", "n", "held-out FPR", "MMLU-Med power", "median score"]
-        header += ["check KS D (p)", "generation s"]
+        header += ["check KS D (p)", "generation s (cached replies: ~0)"]
         rows = []
         for label, row in llm["rows"].items():
             c = row["check"]
