@@ -204,8 +204,6 @@ class QueryFeatures:
         sims = np.asarray(self._encoded)[query_rows] @ np.asarray(self.references).T
         for i, skip in enumerate(left_out or ()):
             sims[i, sorted(skip)] = -np.inf
-        if sims.shape[1] == 0:
-            return np.full(len(query_rows), -1.0)
         return np.maximum(sims.max(axis=1), -1.0)
 
     def _overlap(self, query_rows: np.ndarray, chunk_rows: np.ndarray) -> np.ndarray:
