@@ -17,6 +17,8 @@ serve [--requests N] [--per-level N] [--threads N|default]`` is ``make bench-ser
 bench_out/serve.json). The tripwire parts (benchmarks/tripwires.py, tripwire_default.py) need
 HarmfulQA and XSTest; BENCH_CASCADE_N sets its LLM cascade subset (default 30 per side).
 The near part (benchmarks/near.py) needs COVID-QA too; BENCH_NEAR_SEEDS sets its splits (5).
+``near-synth`` (benchmarks/near_synth.py, the local LLM): mss and combined calibrated on
+synthetic questions on the COVID-QA halves (BENCH_NEAR_SYNTH_SEEDS, BENCH_NEAR_SYNTH_N).
 ``approx`` (benchmarks/approx.py): exact, HNSW and pgvector searches with their calibrations.
 ``million`` (benchmarks/million.py): float16 vs float32 AUROC and the 1,000,000-chunk row.
 Environment: RAGBOUND_DATA (data folder), BENCH_MEMORY_CHUNKS (default 100000; 0 skips),
@@ -76,6 +78,11 @@ def main() -> None:
         from benchmarks import synth_structure
 
         synth_structure.main(["structure", "check", "llm"])
+        return
+    if sys.argv[1:] == ["near-synth"]:  # near OoK, calibrated on synthetic questions (LLM)
+        from benchmarks import near_synth
+
+        near_synth.main()
         return
     reason = datasets.missing_reason()
     if reason:

@@ -1,0 +1,253 @@
+"""Near out-of-knowledge with synthetic calibration (issue 16): does combined's gain hold?
+
+On each COVID-QA halves split of :mod:`benchmarks.near` (``BENCH_NEAR_SYNTH_SEEDS``, default
+"0", comma-separated), the local LLM writes ``BENCH_NEAR_SYNTH_N`` (default 100) in-knowledge
+questions from the indexed half's articles (``ragbound synth``'s defaults: the sampled chunk
+with its neighbours from the same article). Two statistics are calibrated on three question
+sets each:
+
+- MSS at chunk granularity (the default statistic, ``Guard.calibrate``);
+- combined (``calibrate_learned(..., statistic="combined")``, as ``ragbound calibrate
+  --statistic combined`` does: half of the questions learn, the other half make the null);
+
+on the real calibration half, on as many real questions as there are synthetic ones (a seeded
+sample of that half: the cost of fewer questions apart from their being synthetic), and on the
+synthetic questions. Each is checked as ``ragbound check`` does (``check_many``) on the held-out
+real in-knowledge questions (false-positive rate at alpha = 0.05) and on the other half's
+questions (near out-of-knowledge: share flagged at alpha = 0.05, AUROC).
+
+The LLM runs once per split; its replies are cached (``~/.cache/ragbound/llm``), so a rerun or a
+larger N reuses what was generated. It uses ``OMP_NUM_THREADS`` threads when set (the
+machine is shared). ``python -m benchmarks.near_synth`` or ``python -m benchmarks.run
+near-synth``; results go, after each split, to bench_out/near_synth.json (the questions to
+bench_out/near_synth/) and the ``near-synth`` section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks import datasets
+from benchmarks.doc import markdown_table, write_section
+from benchmarks.near import (
+    ALPHA,
+    NEAR_SETS,
+    CachedEmbedder,
+    Split,
+    cached_kb,
+    covid_documents,
+    covid_split,
+)
+from ragbound.artifacts import write_json
+from ragbound.detect import Guard
+from ragbound.detect.config import COMBINED, DEFAULTS
+from ragbound.detect.select import calibrate_learned
+from ragbound.embedders import load_dense_embedder
+from ragbound.errors import InputError
+from ragbound.llm import LLM
+from ragbound.stats import auroc
+from ragbound.synth.queries import generate_queries, save_queries
+
+OUT = datasets.REPO / "bench_out"
+STATISTICS = ("mss", COMBINED)
+REAL = "real calibration half"
+REAL_SAMPLE = "real, as many as synthetic"
+SYNTHETIC = "synthetic (local LLM)"
+
+
+def calibrate(kb, queries: Sequence[str], statistic: str) -> Guard:
+    """MSS at chunk granularity (``ragbound calibrate``'s default) or the combined score."""
+    if statistic == COMBINED:
+        return calibrate_learned(kb, queries, DEFAULTS, statistic=COMBINED)
+    return Guard.calibrate(kb, queries, DEFAULTS, statistic=statistic, granularity="chunk")
+
+
+def measure(
+    kb, queries: Sequence[str], statistic: str, inside: Sequence[str], outside: Sequence[str]
+) -> dict:
+    """Calibrate on ``queries``; FPR on ``inside``, share of ``outside`` flagged, AUROC
+    (verdicts as ``ragbound check`` gives them). A calibration refused (too few questions)
+    gives the row its reason instead."""
+    row: dict = {"statistic": statistic, "n": len(queries)}
+    try:
+        guard = calibrate(kb, queries, statistic)
+    except InputError as exc:
+        return row | {"error": str(exc)}
+    checked_in = guard.check_many(inside, evidence=0)
+    checked_out = guard.check_many(outside, evidence=0)
+    return row | {
+        "n_null": checked_in[0].n_calibration,  # combined: the conformal half only
+        "critical_value": checked_in[0].critical_value,
+        "fpr": float(np.mean([v.reject for v in checked_in])),
+        "flagged": float(np.mean([v.reject for v in checked_out])),
+        "auroc": auroc([v.score for v in checked_in], [v.score for v in checked_out]),
+    }
+
+
+def synthetic_questions(kb, llm: LLM, n: int, seed: int, folder: Path) -> tuple[list[str], dict]:
+    """``n`` questions from the split's knowledge base, saved under ``folder``; and how long
+    the generation took (cached replies read as ~0 s) with its report."""
+    start = time.perf_counter()
+    queries, report = generate_queries(kb, llm, n=n, seed=seed, progress=True)
+    seconds = time.perf_counter() - start
+    save_queries(folder / f"synthetic-seed{seed}-n{n}.jsonl", queries)
+    texts = [q.query for q in queries]
+    return texts, {"seconds": seconds, "report": report.model_dump(), "examples": texts[:5]}
+
+
+def split_part(split: Split, synthetic: list[str], seed: int) -> list[dict]:
+    """Every (calibration source x statistic) row of one split."""
+    outside = split.outside[NEAR_SETS[0]]
+    rng = np.random.default_rng(seed)
+    n = min(len(synthetic), len(split.calibration))
+    sample = [split.calibration[i] for i in sorted(rng.permutation(len(split.calibration))[:n])]
+    sources = {REAL: split.calibration, REAL_SAMPLE: sample, SYNTHETIC: synthetic}
+    rows = []
+    for source, queries in sources.items():
+        for statistic in STATISTICS:
+            row = measure(split.kb, queries, statistic, split.inside, outside)
+            rows.append({"source": source, **row})
+    return rows
+
+
+# ----------------------------------------------------------------------------- markdown
+def _spread(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.3f}"
+    return f"{np.mean(values):.3f} ± {np.std(values):.3f}"
+
+
+def summary_table(splits: Sequence[dict]) -> tuple[list[str], list[list[str]]]:
+    """One row per calibration source x statistic, over the splits (mean ± sd when several):
+    n questions (in the null), held-out FPR, near OoK flagged and AUROC, and flagged / AUROC
+    minus the same statistic's on the real calibration half of the same split."""
+    header = [
+        "calibration",
+        "statistic",
+        "n (null)",
+        "held-out FPR",
+        "near OoK flagged",
+        "AUROC",
+        "flagged vs real half",
+        "AUROC vs real half",
+    ]
+    grouped: dict[tuple[str, str], list[tuple[dict, dict | None]]] = {}
+    for split in splits:
+        reference = {r["statistic"]: r for r in split["rows"] if r["source"] == REAL}
+        for row in split["rows"]:
+            key = (row["source"], row["statistic"])
+            grouped.setdefault(key, []).append((row, reference.get(row["statistic"])))
+    table = []
+    for (source, statistic), pairs in grouped.items():
+        rows = [row for row, _ in pairs]
+        ns = sorted({f"{r['n']} ({r.get('n_null', '-')})" for r in rows})
+        errors = [r["error"] for r in rows if "error" in r]
+        if errors:
+            table.append(
+                [source, statistic, ", ".join(ns), f"refused: {errors[0]}", "", "", "", ""]
+            )
+            continue
+        deltas = {
+            metric: [r[metric] - ref[metric] for r, ref in pairs if ref and "error" not in ref]
+            for metric in ("flagged", "auroc")
+        }
+        table.append(
+            [
+                source,
+                statistic,
+                ", ".join(ns),
+                _spread([r["fpr"] for r in rows]),
+                _spread([r["flagged"] for r in rows]),
+                _spread([r["auroc"] for r in rows]),
+                "" if source == REAL else _signed(deltas["flagged"]),
+                "" if source == REAL else _signed(deltas["auroc"]),
+            ]
+        )
+    return header, table
+
+
+def _signed(values: list[float]) -> str:
+    if not values:
+        return ""
+    mean = f"{np.mean(values):+.3f}"
+    return mean if len(values) == 1 else f"{mean} ± {np.std(values):.3f}"
+
+
+def markdown(results: dict) -> str:
+    splits = results["splits"]
+    header, rows = summary_table(splits)
+    generation = ", ".join(
+        f"seed {s['seed']}: {s['generation']['report']['kept']} kept of "
+        f"{s['generation']['report']['requested']} calls in {s['generation']['seconds']:.0f} s"
+        for s in splits
+    )
+    return "\n".join(
+        [
+            f"COVID-QA halves (the splits of the near benchmark, seeds "
+            f"{', '.join(str(s['seed']) for s in splits)}), MiniLM, alpha = {results['alpha']}. "
+            f"Synthetic: {results['n']} questions per split written by the local LLM "
+            f"(`ragbound synth` defaults) from the indexed half's articles. Each statistic "
+            "calibrated on the real calibration half, on a seeded sample of it as large as the "
+            "synthetic set, and on the synthetic questions; checked as `ragbound check` does on "
+            "the held-out real in-knowledge questions (FPR) and the other half's questions "
+            "(near out-of-knowledge: flagged at alpha, AUROC). mss: chunk granularity, the "
+            "default; combined: `calibrate --statistic combined` (half of the questions learn, "
+            "the other half, n in brackets, makes the null). Differences are against the same "
+            "statistic calibrated on the real half of the same split. Generation (cached "
+            f"replies read as ~0 s): {generation}.",
+            "",
+            *markdown_table(header, rows),
+        ]
+    )
+
+
+# --------------------------------------------------------------------------------- main
+def _seeds() -> list[int]:
+    return [int(s) for s in os.environ.get("BENCH_NEAR_SYNTH_SEEDS", "0").split(",") if s.strip()]
+
+
+def make_local_llm() -> LLM:
+    """The bundled local model, its replies cached; OMP_NUM_THREADS threads when set."""
+    from ragbound.llm import CachedLLM, ResponseCache, make_llm
+
+    threads = int(os.environ.get("OMP_NUM_THREADS") or 0) or None
+    return CachedLLM(make_llm("local", n_threads=threads), ResponseCache())
+
+
+def main() -> dict:
+    reason = datasets.missing_reason() or datasets.covidqa_missing_reason()
+    if reason:
+        print(f"skipping: {reason}")
+        return {}
+    n = int(os.environ.get("BENCH_NEAR_SYNTH_N", "100"))
+    folder = OUT / "near_synth"
+    # its own knowledge base and query cache: the near benchmark may run at the same time
+    embedder = CachedEmbedder(load_dense_embedder("minilm"), folder / "query-cache")
+    covid, _ = cached_kb(folder / "kb-covidqa", covid_documents, embedder)
+    llm = make_local_llm()
+    splits, results = [], {}
+    for seed in _seeds():
+        split = covid_split(covid, seed)
+        synthetic, generation = synthetic_questions(split.kb, llm, n, seed, folder)
+        rows = split_part(split, synthetic, seed)
+        splits.append({"seed": seed, "generation": generation, "rows": rows})
+        results = save({"alpha": ALPHA, "n": n, "splits": splits})  # after each split
+    return results
+
+
+def save(results: dict) -> dict:
+    """The results so far to bench_out/near_synth.json and docs/benchmarks.md, and stdout."""
+    write_json(OUT / "near_synth.json", results)
+    text = markdown(results)
+    write_section("near-synth", "Near out-of-knowledge with synthetic calibration", text)
+    print(text, flush=True)
+    return results
+
+
+if __name__ == "__main__":
+    main()
