@@ -11,6 +11,7 @@ from ragbound.stats.combined import (
     LinearScore,
     bm25_idf,
     cross_fitted_scores,
+    document_gap,
     similarity_features,
     stack_features,
     weighted_overlap,
@@ -58,6 +59,30 @@ def test_weighted_overlap_by_hand():
     assert weighted_overlap(weights, [{"train", "pantograph"}]) == 1.0
     assert weighted_overlap(weights, []) == 0.0
     assert weighted_overlap({}, [{"train"}]) == 0.0
+
+
+def test_document_gap_by_hand():
+    sims = [[0.9, 0.85, 0.4], [0.6, 0.5, 0.45], [0.8, 0.7, 0.3]]
+    docs = [[7, 7, 2], [1, 2, 2], [4, 4, 4]]
+    # row 0: doc 7 leads, the next document's best is 0.4; row 1: two documents tie closely;
+    # row 2: one document fills the row, its last similarity stands in for another's
+    np.testing.assert_allclose(document_gap(sims, docs), [0.5, 0.1, 0.5])
+    with pytest.raises(ValueError, match="shaped like sims"):
+        document_gap(sims, [[1, 2]])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.floats(-1, 1), min_size=2, max_size=8),
+    st.lists(st.integers(0, 3), min_size=8, max_size=8),
+)
+def test_document_gap_lies_between_zero_and_the_row_range(values: list[float], codes: list[int]):
+    row = np.sort(np.asarray(values))[::-1][None, :]
+    docs = np.asarray(codes[: row.shape[1]])[None, :]
+    gap = document_gap(row, docs)[0]
+    assert -1e-12 <= gap <= row[0, 0] - row[0, -1] + 1e-12
+    if len(set(docs[0].tolist())) == row.shape[1]:  # every entry its own document
+        assert gap == pytest.approx(row[0, 0] - row[0, 1])
 
 
 def test_stack_features_orders_columns_and_names_what_is_missing():

@@ -77,6 +77,29 @@ def weighted_overlap(weights: dict[str, float], candidates: Sequence[set[str]]) 
     )
 
 
+def document_gap(sims: ArrayLike, documents: ArrayLike) -> FloatArray:
+    """Per row, the nearest similarity minus the nearest of another document: how far the
+    best document stands out (higher = one document answers; near 0 = several tie).
+
+    ``sims`` (n, k) rows sorted descending; ``documents`` (n, k) integer document codes of
+    the same entries. A row whose entries all share one document uses its last similarity
+    as the other document's (it stands out at least that far).
+
+    >>> document_gap([[0.9, 0.8, 0.5], [0.7, 0.6, 0.6]], [[1, 1, 2], [3, 4, 3]]).round(2).tolist()
+    [0.4, 0.1]
+    >>> document_gap([[0.9, 0.8]], [[5, 5]]).round(2).tolist()
+    [0.1]
+    """
+    rows = as_sims(sims)
+    codes = np.asarray(documents)
+    if codes.shape != rows.shape:
+        raise ValueError(f"documents must be shaped like sims {rows.shape}, got {codes.shape}")
+    other = codes != codes[:, :1]
+    nearest_other = np.where(other, rows, -np.inf).max(axis=1)
+    nearest_other = np.where(other.any(axis=1), nearest_other, rows[:, -1])
+    return rows[:, 0] - nearest_other
+
+
 def stack_features(features: dict[str, FloatArray], names: tuple[str, ...]) -> FloatArray:
     """The (n, len(names)) matrix of the named features, columns in ``names`` order."""
     missing = [name for name in names if name not in features]
