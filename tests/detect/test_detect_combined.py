@@ -8,10 +8,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragbound.corpus.chunker import split_sentences
 from ragbound.corpus.units import unit_params
 from ragbound.demo import sample_corpus
 from ragbound.detect import Guard
-from ragbound.detect.combined import QueryFeatures, feature_depth, learn, word_weights
+from ragbound.detect.combined import (
+    QueryFeatures,
+    feature_depth,
+    learn,
+    lexical_candidates,
+    word_weights,
+)
 from ragbound.detect.config import DEFAULTS
 from ragbound.detect.evaluate import split_queries
 from ragbound.detect.logscore import score_file
@@ -62,7 +69,7 @@ def test_the_model_is_learned_from_the_learning_half_alone(kb: KnowledgeBase, co
     model = combined.calibration.manifest.combined
     assert model is not None
     np.testing.assert_allclose(model.coef, alone.coef)
-    assert "idf_overlap" in model.names and "sentence.top1" in model.names
+    assert "hybrid_overlap" in model.names and "sentence.top1" in model.names
 
 
 def test_combined_separates_and_round_trips_as_plain_json(kb: KnowledgeBase, combined: Guard):
@@ -84,12 +91,16 @@ def test_combined_separates_and_round_trips_as_plain_json(kb: KnowledgeBase, com
     assert again.check("What is BM25?", statistic="mss").statistic == "mss"
 
 
-def test_an_older_calibration_with_the_unweighted_overlap_is_refused(
-    kb: KnowledgeBase, combined: Guard
-):
+@pytest.mark.parametrize("overlap", ["overlap", "idf_overlap"])
+def test_an_older_calibration_is_refused(kb: KnowledgeBase, combined: Guard, overlap: str):
+    """Calibrations from before the hybrid candidates (an unweighted or IDF-weighted overlap
+    of the embedder's candidates alone, no document gap, no sentence overlap)."""
     model = combined.calibration.manifest.combined
     assert model is not None
-    old = model.model_copy(update={"names": tuple(n.replace("idf_", "") for n in model.names)})
+    names = [n for n in model.names if n not in ("document_gap", "sentence_overlap")]
+    old = model.model_copy(
+        update={"names": tuple(overlap if n == "hybrid_overlap" else n for n in names)}
+    )
     with pytest.raises(InputError, match="older ragbound made the calibration; calibrate again"):
         old.scores(kb, ["What is BM25?"])
 
@@ -101,8 +112,29 @@ def test_word_weights_favour_rare_words_and_overlap_reads_them(kb: KnowledgeBase
     assert idf("ragbound") < idf("conformal") < idf("zyzzyva")
     assert word_weights(kb) is idf  # one tokenization per corpus
     found = QueryFeatures(kb, ["conformal p-value calibration", "zyzzyva zyzzyva"], 4)
-    overlap = found.features["idf_overlap"]
+    overlap = found.features["hybrid_overlap"]
     assert 0 < overlap[0] <= 1 and overlap[1] == 0
+
+
+def test_lexical_candidates_find_rare_words_and_leave_out_masked_rows(kb: KnowledgeBase):
+    rare = next(c for c in kb.chunks if "conformal" in c.text.lower())
+    rows = lexical_candidates(kb, ["conformal"], 4)[0]
+    assert len(rows) == 4 and "conformal" in kb.chunks[int(rows[0])].text.lower()
+    assert rare.text.lower().count("conformal") >= 1
+    masked = lexical_candidates(kb, ["conformal"], 4, [rows[:2]])[0]
+    assert len(masked) == 4 and not set(masked.tolist()) & set(rows[:2].tolist())
+    assert masked[:2].tolist() == rows[2:].tolist()  # the rest keep their order
+
+
+def test_sentence_overlap_reads_one_sentence_and_the_gap_is_not_negative(kb: KnowledgeBase):
+    sentence = split_sentences(kb.chunks[3].text)[1]
+    queries = [sentence, *_lines("in_knowledge.txt")[:6], *_lines("out_of_knowledge.txt")[:6]]
+    found = QueryFeatures(kb, queries, 4)
+    chunk, within = found.features["hybrid_overlap"], found.features["sentence_overlap"]
+    # a sentence of the corpus: every word in one sentence
+    np.testing.assert_allclose([chunk[0], within[0]], 1.0)
+    assert np.all(within <= chunk + 1e-12)  # a sentence holds no more than its chunk
+    assert np.all(found.features["document_gap"] >= 0)
 
 
 def test_query_similarity_leaves_out_the_row_itself_and_its_masked_documents(
@@ -131,7 +163,7 @@ def test_a_lexical_knowledge_base_learns_without_query_similarity():
     guard = calibrate_learned(lexical, _lines("in_knowledge.txt"), DEFAULTS, statistic="combined")
     model = guard.calibration.manifest.combined
     assert model is not None and model.reference_queries == ()
-    assert "query_similarity" not in model.names and "idf_overlap" in model.names
+    assert "query_similarity" not in model.names and "hybrid_overlap" in model.names
     inside = guard.check_many(_lines("in_knowledge.txt")[:20])
     outside = guard.check_many(_lines("out_of_knowledge.txt")[:20])
     assert np.mean([v.score for v in outside]) > np.mean([v.score for v in inside])

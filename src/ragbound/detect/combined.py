@@ -4,9 +4,13 @@ Features of a query, all computed from the knowledge base alone (no LLM), higher
 for each granularity the knowledge base indexes (each unit alone, and all together when it
 indexes several), the nearest similarity, the mean of the 4 and 32 nearest, minus the
 entropy and minus the energy of the 32 nearest
-(:func:`ragbound.stats.combined.similarity_features`); and the best share of the query's
-words (BM25 tokens), each weighted by its IDF among the chunks, found in one of its
-``OVERLAP_DEPTH`` nearest chunks; and (dense knowledge bases) the similarity to the nearest
+(:func:`ragbound.stats.combined.similarity_features`); how far the nearest document stands
+out from the next one (:func:`ragbound.stats.combined.document_gap`, all units together);
+the best share of the query's words (BM25 tokens), each weighted by its IDF among the
+chunks, found in one candidate chunk, and in one sentence of a candidate chunk, where the
+candidates are the ``OVERLAP_DEPTH`` nearest chunks by the embedder and the
+``OVERLAP_DEPTH`` best BM25 matches (a question's rare words can sit in a chunk the
+embedder ranks low); and (dense knowledge bases) the similarity to the nearest
 of the queries the score learned from. The last helps where users ask several questions
 about one document (COVID-QA) and gets no weight where they do not (PubMedQA): the
 learning finds out which.
@@ -21,9 +25,9 @@ Learning without labels (leave-documents-out): a calibration query is an in-know
 example with the full index, and a near out-of-knowledge example when the document of its
 nearest chunk (and of its ``MASK_NEIGHBOURS`` next-nearest chunks) is masked out of the
 search: the same question, about a document the knowledge base now lacks. Masking drops
-rows from the search results; the index is not rebuilt. A masked example's query similarity
-leaves out the learning queries about the masked documents too (a reference query is about
-the document of its nearest chunk).
+rows from the search results (the BM25 candidates' too); the index is not rebuilt. A
+masked example's query similarity leaves out the learning queries about the masked
+documents too (a reference query is about the document of its nearest chunk).
 
 **What the p-value's guarantee rests on.** The calibration queries are split (seeded) into a
 learning part and a conformal part. The model (feature scaling and weights) is learned from
@@ -45,6 +49,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from ragbound.corpus import validate_query
+from ragbound.corpus.chunker import split_sentences
 from ragbound.corpus.units import Granularity, granularity_label
 from ragbound.detect.config import COMBINED
 from ragbound.errors import InputError
@@ -53,19 +58,24 @@ from ragbound.stats import EmpiricalNull
 from ragbound.stats.combined import (
     LinearScore,
     bm25_idf,
+    document_gap,
     similarity_features,
     stack_features,
     weighted_overlap,
 )
 from ragbound.stores import Hits
-from ragbound.stores.lexical import document_frequencies, word_tokens
+from ragbound.stores.lexical import BM25Store, document_frequencies, word_tokens
 
 # nearest chunks each feature row reads (fewer in a knowledge base of under 64 chunks)
 DEPTH = 32
 OVERLAP_DEPTH = 8
-# the word-overlap feature, IDF-weighted (the unweighted one of older calibrations was named
-# "overlap": their names no longer match, so they are refused with "calibrate again")
-OVERLAP = "idf_overlap"
+# the IDF-weighted word-overlap features, over the embedder's and BM25's candidates (older
+# calibrations named theirs "overlap" and "idf_overlap", read from the embedder's candidates
+# alone: their names no longer match, so they are refused with "calibrate again")
+OVERLAP = "hybrid_overlap"
+SENTENCE_OVERLAP = "sentence_overlap"
+# how far the nearest document stands out (all units together)
+DOCUMENT_GAP = "document_gap"
 # the similarity to the nearest learning query (dense knowledge bases)
 QUERY_SIMILARITY = "query_similarity"
 # documents of this many next-nearest chunks are masked beside the nearest one's: a corpus
@@ -150,8 +160,10 @@ class QueryFeatures:
         self.queries = list(queries)
         self.views = views(kb)
         self._words: dict[int, set[str]] = {}
+        self._sentence_words: dict[int, list[set[str]]] = {}
         encoded = _encoded(kb, self.queries)
         self.hits = {v: _search(kb.at_granularity(v), encoded, depth) for v in self.views}
+        self.lexical = lexical_candidates(kb, self.queries, OVERLAP_DEPTH)
         self.query_words = [set(w) for w in word_tokens(self.queries)]
         self._encoded = encoded
         self.references = None
@@ -159,7 +171,7 @@ class QueryFeatures:
             self.references = encoded if masked else references
         everyone = np.arange(len(self.queries))
         own = [{i} for i in everyone] if masked else None
-        self.features = self._features(self.hits, everyone, own)
+        self.features = self._features(self.hits, everyone, own, self.lexical)
         self.masked_hits: dict[tuple[Granularity, ...], Hits] = {}
         self.masked_rows = np.zeros(0, dtype=np.int64)
         if masked:
@@ -176,7 +188,15 @@ class QueryFeatures:
             for j, row in enumerate(self.hits[self.views[-1]].indices[:, 0]):
                 about.setdefault(self.kb.chunks[int(row)].doc_id, set()).add(j)
             left_out = [{i}.union(*(about.get(d, ()) for d in docs[i])) for i in self.masked_rows]
-            self.masked_features = self._features(self.masked_hits, self.masked_rows, left_out)
+            lexical = lexical_candidates(
+                kb,
+                [self.queries[i] for i in self.masked_rows],
+                OVERLAP_DEPTH,
+                [masks[i] for i in self.masked_rows],
+            )
+            self.masked_features = self._features(
+                self.masked_hits, self.masked_rows, left_out, lexical
+            )
 
     def _masked_documents(self, hits: Hits) -> list[set[str]]:
         """Per query, the documents left out: its nearest chunk's (and the next
@@ -206,31 +226,62 @@ class QueryFeatures:
             sims[i, sorted(skip)] = -np.inf
         return np.maximum(sims.max(axis=1), -1.0)
 
-    def _overlap(self, query_rows: np.ndarray, chunk_rows: np.ndarray) -> np.ndarray:
-        """Best IDF-weighted share of each query's words found in one of its
-        OVERLAP_DEPTH nearest chunks (a rare word matched counts for more)."""
-        missing = sorted(
-            {int(c) for c in chunk_rows[:, :OVERLAP_DEPTH].ravel()} - self._words.keys()
-        )
+    def _overlap(
+        self, query_rows: np.ndarray, chunk_rows: np.ndarray, lexical: list[np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per query, the best IDF-weighted share of its words found in one candidate chunk,
+        and in one sentence of a candidate chunk (a rare word matched counts for more). The
+        candidates: its OVERLAP_DEPTH nearest chunks and its ``lexical`` ones."""
+        candidates = [
+            sorted({int(c) for c in row[:OVERLAP_DEPTH]} | {int(c) for c in extra})
+            for row, extra in zip(chunk_rows, lexical, strict=True)
+        ]
+        self._tokenize({c for rows in candidates for c in rows})
+        idf = word_weights(self.kb)
+        chunk_best = np.zeros(len(query_rows))
+        sentence_best = np.zeros(len(query_rows))
+        for i, (q, rows) in enumerate(zip(query_rows, candidates, strict=True)):
+            weights = {w: idf(w) for w in self.query_words[int(q)]}
+            chunk_best[i] = weighted_overlap(weights, [self._words[c] for c in rows])
+            sentences = [words for c in rows for words in self._sentence_words[c]]
+            sentence_best[i] = weighted_overlap(weights, sentences)
+        return chunk_best, sentence_best
+
+    def _tokenize(self, rows: set[int]) -> None:
+        """Word sets of these chunks and of each of their sentences (once per row)."""
+        missing = sorted(rows - self._words.keys())
         texts = [self.kb.chunks[c].text for c in missing]
         self._words.update(zip(missing, (set(w) for w in word_tokens(texts)), strict=True))
-        idf = word_weights(self.kb)
-        best = np.zeros(len(query_rows))
-        for i, (q, row) in enumerate(zip(query_rows, chunk_rows, strict=True)):
-            weights = {w: idf(w) for w in self.query_words[int(q)]}
-            best[i] = weighted_overlap(weights, [self._words[int(c)] for c in row[:OVERLAP_DEPTH]])
-        return best
+        sentences = [split_sentences(text) or [text] for text in texts]
+        flat = word_tokens([s for group in sentences for s in group])
+        start = 0
+        for row, group in zip(missing, sentences, strict=True):
+            self._sentence_words[row] = [set(w) for w in flat[start : start + len(group)]]
+            start += len(group)
+
+    def _document_gap(self, hits: Hits) -> np.ndarray:
+        codes: dict[str, int] = {}
+        documents = [
+            [codes.setdefault(self.kb.chunks[int(r)].doc_id, len(codes)) for r in row]
+            for row in hits.indices
+        ]
+        return document_gap(hits.similarities, np.array(documents, dtype=np.int64))
 
     def _features(
         self,
         hits: dict[tuple[Granularity, ...], Hits],
         query_rows: np.ndarray,
         left_out: list[set[int]] | None,
+        lexical: list[np.ndarray],
     ) -> dict:
         features: dict[str, np.ndarray] = {}
         for v, h in hits.items():
             features |= similarity_features(granularity_label(v), h.similarities)
-        features[OVERLAP] = self._overlap(query_rows, hits[self.views[-1]].indices)
+        everything = hits[self.views[-1]]
+        features[DOCUMENT_GAP] = self._document_gap(everything)
+        features[OVERLAP], features[SENTENCE_OVERLAP] = self._overlap(
+            query_rows, everything.indices, lexical
+        )
         if self.references is not None:
             features[QUERY_SIMILARITY] = self._query_similarity(query_rows, left_out)
         return features
@@ -259,6 +310,30 @@ def word_weights(kb: KnowledgeBase) -> Callable[[str], float]:
             del _WEIGHTS[next(iter(_WEIGHTS))]
         _WEIGHTS[key] = lambda word: table.get(word, unseen)
     return _WEIGHTS[key]
+
+
+_LEXICAL: dict[str, BM25Store] = {}
+
+
+def lexical_candidates(
+    kb: KnowledgeBase,
+    queries: Sequence[str],
+    depth: int,
+    masks: Sequence[np.ndarray] | None = None,
+) -> list[np.ndarray]:
+    """Per query, the chunk rows of its ``depth`` best BM25 matches among the knowledge
+    base's chunks, rows ``masks[i]`` left out of query i's (the BM25 index is built once per
+    corpus, kept for the last few corpora a process used)."""
+    key = kb.manifest.corpus_hash
+    if key not in _LEXICAL:
+        while len(_LEXICAL) >= 4:
+            del _LEXICAL[next(iter(_LEXICAL))]
+        _LEXICAL[key] = BM25Store([chunk.text for chunk in kb.chunks])
+    widest = max((len(m) for m in masks), default=0) if masks is not None else 0
+    hits = _LEXICAL[key].search(list(queries), min(len(kb), depth + widest))
+    if masks is None:
+        return list(hits.indices[:, :depth])
+    return [row[~np.isin(row, mask)][:depth] for row, mask in zip(hits.indices, masks, strict=True)]
 
 
 def feature_depth(kb: KnowledgeBase) -> int:
