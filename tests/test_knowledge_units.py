@@ -105,6 +105,20 @@ def test_a_granularity_not_indexed_is_refused():
         kb.at_granularity("window")
 
 
+def test_a_view_is_kept_until_the_contents_change():
+    units = unit_params("chunk,sentence", 3)
+    kb = KnowledgeBase.from_documents(DOCS[:1], embedder="bm25", units=units)
+    view = kb.at_granularity("sentence")
+    assert view is not kb
+    view.search(["queen bee eggs"], k=1)
+    assert kb.at_granularity("sentence") is view  # its search index is built once
+    kb.add_documents(DOCS[1:])
+    fresh = kb.at_granularity("sentence")
+    assert fresh is not view and len(fresh) == len(kb) > len(view)
+    top = fresh.search(["pantograph overhead wires"], k=1).indices[0, 0]
+    assert fresh.chunk_at(top).doc_id == "trains"
+
+
 def test_add_appends_units_and_they_survive_save_and_load(tmp_path: Path):
     kb = KnowledgeBase.from_documents(DOCS[:1], embedder="bm25", units=unit_params("sentence", 3))
     kb.save(tmp_path / "kb")

@@ -295,6 +295,9 @@ class KnowledgeBase:
             self._parts = [np.ascontiguousarray(part, dtype) for part in given]
         self._store: Retriever | None = None
         self._last_graph: HnswStore | None = None  # grown, not rebuilt, after an add
+        # views at other granularities (at_granularity), kept so that their search indexes
+        # are built once, not per query; dropped when the contents change
+        self._views: dict[tuple[Granularity, ...], KnowledgeBase] = {}
 
     # ----------------------------------------------------------------- building
     @classmethod
@@ -494,6 +497,7 @@ class KnowledgeBase:
         self._parts = parts
         self._units = units
         self._store = None  # rebuilt over every chunk on the next search
+        self._views = {}
 
     # ------------------------------------------------------------- persistence
     def save(
@@ -531,6 +535,7 @@ class KnowledgeBase:
             else:
                 self._commit_new(target, overwrite, delete_other_files, notify or _silent)
         self.path = target
+        self._views = {}
         return target
 
     def _commit_append(self, target: Path, committed: KBManifest) -> None:
@@ -622,6 +627,7 @@ class KnowledgeBase:
         self.manifest = manifest
         self._base_names = [s.name for s in segments]
         self._unsaved = []
+        self._views = {}
 
     def _rebase(self, current: KnowledgeBase) -> None:
         """Put the unsaved segments on top of ``current``, the state committed now."""
@@ -800,6 +806,8 @@ class KnowledgeBase:
         wanted = parse_granularity(granularity)
         if wanted == self._granularity:
             return self
+        if wanted in self._views:
+            return self._views[wanted]
         missing = [g for g in wanted if g not in self.manifest.units.indexed]
         if missing:
             raise IncompatibleArtifactError(
@@ -816,6 +824,7 @@ class KnowledgeBase:
             units=self._units,
         )
         view._granularity = wanted
+        self._views[wanted] = view
         return view
 
     def index_size(self) -> tuple[int, int]:
@@ -893,6 +902,7 @@ class KnowledgeBase:
             self._last_graph = self._store  # reused when the graph is the same
         self.manifest = self.manifest.model_copy(update={"hnsw": index})
         self._store = None
+        self._views = {}
 
     def describe(self) -> SearchInfo:
         """How ``search`` finds neighbours (exact or approximate, with which parameters)."""
