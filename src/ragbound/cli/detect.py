@@ -140,9 +140,11 @@ def calibrate(
     warning on stderr when they differ. Without it, synthetic --queries get a reminder.
 
     --statistic combined learns one score from several signals (best similarity and mean /
-    entropy / energy of the nearest chunks at every indexed granularity, the IDF-weighted
-    share of the query's words in one of its nearest chunks and, for a dense knowledge base,
-    the similarity to the nearest learning query). The queries are split (--seed) in two
+    entropy / energy of the nearest chunks at every indexed granularity, how far the nearest
+    document stands out from the next, the IDF-weighted share of the query's words in one
+    candidate chunk and in one of its sentences, the candidates being the nearest chunks
+    and the best BM25 matches, and, for a dense knowledge base, the similarity to the
+    nearest learning query). The queries are split (--seed) in two
     halves: the learning half teaches the score to tell each query apart from itself with
     its document left out of the search (leave-documents-out: a near out-of-knowledge
     question without labels); the other half alone makes the null, so the p-value stays
