@@ -51,14 +51,23 @@ from ragbound.corpus import Document, load_documents
 from ragbound.corpus.units import unit_params
 from ragbound.detect import Guard
 from ragbound.detect.boundary import BoundaryDetector
+from ragbound.detect.combined import (
+    DOCUMENT_GAP,
+    OVERLAP,
+    QUERY_SIMILARITY,
+    SENTENCE_OVERLAP,
+    QueryFeatures,
+    feature_depth,
+)
 from ragbound.detect.config import DEFAULTS
 from ragbound.detect.evaluate import split_queries
-from ragbound.detect.select import calibrate_learned
+from ragbound.detect.select import LEARN_SHARE, calibrate_learned
 from ragbound.embedders import load_dense_embedder
 from ragbound.embedders.sentence import SentenceTransformerEmbedder
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.stats import EmpiricalNull, auroc
+from ragbound.stats.combined import LinearScore, stack_features
 
 ALPHA = 0.05
 K_MAX = 32
@@ -78,6 +87,13 @@ NEAR_SETS = ("COVID-QA halves", "PubMedQA half")
 # calibrate --statistic values that learn on part of the calibration half
 LEARNED = ("combined", "auto")
 FAR_SETS = ("MMLU-Med", "TruthfulQA")
+# each signal's share of the combined score: the same learning and null without it
+ABLATIONS: dict[str, tuple[str, ...]] = {
+    "combined without the document gap": (DOCUMENT_GAP,),
+    "combined without the sentence overlap": (SENTENCE_OVERLAP,),
+    "combined without word overlap": (OVERLAP, SENTENCE_OVERLAP),
+    "combined without query similarity": (QUERY_SIMILARITY,),
+}
 LATENCY_QUERIES = 100
 
 ScoreFn = Callable[[KnowledgeBase, Sequence[str]], np.ndarray]
@@ -284,6 +300,31 @@ def learned_rows(split: Split, picks: dict[str, list[str]]) -> dict[str, dict[st
     return rows
 
 
+def ablation_rows(split: Split) -> dict[str, dict[str, dict]]:
+    """The combined score learned without some of its signals (:data:`ABLATIONS`), on the
+    learning / conformal parts ``calibrate --statistic combined`` uses (seed 0)."""
+    kb = split.kb
+    learning, conformal = split_queries(list(split.calibration), LEARN_SHARE, seed=0)
+    learned = QueryFeatures(kb, learning, feature_depth(kb), masked=True)
+    sets = {"null": conformal, "in": split.inside, **split.outside}
+    found = {
+        name: QueryFeatures(kb, queries, learned.depth, references=learned.references)
+        for name, queries in sets.items()
+    }
+    rows: dict[str, dict[str, dict]] = {}
+    for row, dropped in ABLATIONS.items():
+        names = tuple(n for n in learned.names() if n not in dropped)
+        inside, outside = (
+            stack_features(f, names) for f in (learned.features, learned.masked_features)
+        )
+        model = LinearScore.fit(names, inside, outside)
+        score = {name: model.score(stack_features(f.features, names)) for name, f in found.items()}
+        rows[row] = {
+            name: quality(score["null"], score["in"], score[name]) for name in split.outside
+        }
+    return rows
+
+
 def row_name(granularity: str, statistic: str, k: int) -> str:
     return f"{granularity} {statistic}" + ("" if statistic == "mss" else f" k={k}")
 
@@ -292,7 +333,7 @@ def split_rows(split: Split, picks: dict[str, list[str]]) -> dict[str, dict[str,
     rows: dict[str, dict[str, dict]] = {}
     for granularity in GRANULARITIES:
         rows |= statistic_rows(split, granularity)
-    return rows | extra_rows(split) | learned_rows(split, picks)
+    return rows | extra_rows(split) | learned_rows(split, picks) | ablation_rows(split)
 
 
 def collect(rows: dict[str, dict[str, dict[str, list[float]]]], new: dict) -> None:

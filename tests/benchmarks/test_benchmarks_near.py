@@ -76,3 +76,14 @@ def test_statistic_rows_cover_every_statistic_and_the_table_shows_mean_and_sprea
     value = rows["sentence mss"][NEAR]["auroc"][0]
     assert table[0][header.index("MMLU-Med AUROC")] == ""
     assert table[0][header.index("COVID-QA AUROC")] == f"{value:.3f} ± 0.000"
+
+
+def test_an_ablation_dropping_nothing_is_the_combined_row(split: near.Split, monkeypatch):
+    monkeypatch.setattr(near, "ABLATIONS", {"all": (), "no gap": ("document_gap",)})
+    monkeypatch.setattr(near, "LEARNED", ("combined",))
+    split = near.Split(split.kb, IN_KNOWLEDGE, IN_KNOWLEDGE[:6], split.outside)
+    rows = near.ablation_rows(split)
+    combined = near.learned_rows(split, {})["combined"][NEAR]
+    assert list(rows) == ["all", "no gap"]
+    for metric in ("auroc", "flagged", "fpr"):
+        assert rows["all"][NEAR][metric] == pytest.approx(combined[metric])
