@@ -181,6 +181,7 @@ def _signed(values: list[float]) -> str:
 def markdown(results: dict) -> str:
     splits = results["splits"]
     header, rows = summary_table(splits)
+    seeds = ("seeds " if len(splits) > 1 else "seed ") + ", ".join(str(s["seed"]) for s in splits)
     generation = ", ".join(
         f"seed {s['seed']}: {s['generation']['report']['kept']} kept of "
         f"{s['generation']['report']['requested']} calls in {s['generation']['seconds']:.0f} s"
@@ -188,8 +189,8 @@ def markdown(results: dict) -> str:
     )
     return "\n".join(
         [
-            f"COVID-QA halves (the splits of the near benchmark, seeds "
-            f"{', '.join(str(s['seed']) for s in splits)}), MiniLM, alpha = {results['alpha']}. "
+            f"COVID-QA halves (the splits of the near benchmark, {seeds}), MiniLM, "
+            f"alpha = {results['alpha']}. "
             f"Synthetic: {results['n']} questions per split written by the local LLM "
             f"(`ragbound synth` defaults) from the indexed half's articles. Each statistic "
             "calibrated on the real calibration half, on a seeded sample of it as large as the "
