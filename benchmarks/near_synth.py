@@ -51,13 +51,18 @@ from ragbound.embedders import load_dense_embedder
 from ragbound.errors import InputError
 from ragbound.llm import LLM
 from ragbound.stats import auroc
-from ragbound.synth.queries import generate_queries, save_queries
+from ragbound.synth.check import compare_with_real
+from ragbound.synth.queries import USERS_PROMPT, generate_queries, save_queries
 
 OUT = datasets.REPO / "bench_out"
 STATISTICS = ("mss", COMBINED)
 REAL = "real calibration half"
 REAL_SAMPLE = "real, as many as synthetic"
 SYNTHETIC = "synthetic (local LLM)"
+# the few-shot condition: the first of the calibration half's questions, as a user who has a
+# few real questions passes them (``ragbound synth --examples``); 0 leaves it out
+N_EXAMPLES = int(os.environ.get("BENCH_NEAR_SYNTH_EXAMPLES", "20"))
+FEW_SHOT = f"synthetic, few-shot from {N_EXAMPLES} real questions"
 
 
 def calibrate(kb, queries: Sequence[str], statistic: str) -> Guard:
@@ -68,7 +73,12 @@ def calibrate(kb, queries: Sequence[str], statistic: str) -> Guard:
 
 
 def measure(
-    kb, queries: Sequence[str], statistic: str, inside: Sequence[str], outside: Sequence[str]
+    kb,
+    queries: Sequence[str],
+    statistic: str,
+    inside: Sequence[str],
+    outside: Sequence[str],
+    real: Sequence[str] = (),
 ) -> dict:
     """Calibrate on ``queries``; FPR on ``inside``, share of ``outside`` flagged, AUROC
     (verdicts as ``ragbound check`` gives them). A calibration refused (too few questions)
@@ -80,6 +90,9 @@ def measure(
         return row | {"error": str(exc)}
     checked_in = guard.check_many(inside, evidence=0)
     checked_out = guard.check_many(outside, evidence=0)
+    if real:  # calibrate --real-queries: does the KS check warn?
+        check = compare_with_real(guard, list(real))
+        row |= {"check_p": check.p_value, "check_warns": check.differ}
     return row | {
         "n_null": checked_in[0].n_calibration,  # combined: the conformal half only
         "critical_value": checked_in[0].critical_value,
@@ -89,28 +102,42 @@ def measure(
     }
 
 
-def synthetic_questions(kb, llm: LLM, n: int, seed: int, folder: Path) -> tuple[list[str], dict]:
-    """``n`` questions from the split's knowledge base, saved under ``folder``; and how long
-    the generation took (cached replies read as ~0 s) with its report."""
+def synthetic_questions(
+    kb, llm: LLM, n: int, seed: int, folder: Path, examples: Sequence[str] = ()
+) -> tuple[list[str], dict]:
+    """``n`` questions from the split's knowledge base, saved under ``folder`` (few-shot from
+    ``examples`` when given, as ``synth --examples``); and how long the generation took
+    (cached replies read as ~0 s) with its report."""
     start = time.perf_counter()
-    queries, report = generate_queries(kb, llm, n=n, seed=seed, progress=True)
+    options: dict = {}
+    if examples:
+        options = {"examples": [{"question": q} for q in examples], "prompt_id": USERS_PROMPT}
+    queries, report = generate_queries(kb, llm, n=n, seed=seed, progress=True, **options)
     seconds = time.perf_counter() - start
-    save_queries(folder / f"synthetic-seed{seed}-n{n}.jsonl", queries)
+    suffix = f"-fewshot{len(examples)}" if examples else ""
+    save_queries(folder / f"synthetic-seed{seed}-n{n}{suffix}.jsonl", queries)
     texts = [q.query for q in queries]
     return texts, {"seconds": seconds, "report": report.model_dump(), "examples": texts[:5]}
 
 
-def split_part(split: Split, synthetic: list[str], seed: int) -> list[dict]:
-    """Every (calibration source x statistic) row of one split."""
+def split_part(
+    split: Split, synthetic: list[str], seed: int, few_shot: list[str] | None = None
+) -> list[dict]:
+    """Every (calibration source x statistic) row of one split; the synthetic sources are
+    also checked against the few real questions (``calibrate --real-queries``)."""
     outside = split.outside[NEAR_SETS[0]]
     rng = np.random.default_rng(seed)
     n = min(len(synthetic), len(split.calibration))
     sample = [split.calibration[i] for i in sorted(rng.permutation(len(split.calibration))[:n])]
     sources = {REAL: split.calibration, REAL_SAMPLE: sample, SYNTHETIC: synthetic}
+    if few_shot is not None:
+        sources[FEW_SHOT] = few_shot
+    real = split.calibration[:N_EXAMPLES]
     rows = []
     for source, queries in sources.items():
         for statistic in STATISTICS:
-            row = measure(split.kb, queries, statistic, split.inside, outside)
+            checked = real if source in (SYNTHETIC, FEW_SHOT) and N_EXAMPLES else ()
+            row = measure(split.kb, queries, statistic, split.inside, outside, checked)
             rows.append({"source": source, **row})
     return rows
 
@@ -135,6 +162,7 @@ def summary_table(splits: Sequence[dict]) -> tuple[list[str], list[list[str]]]:
         "AUROC",
         "flagged vs real half",
         "AUROC vs real half",
+        f"check against {N_EXAMPLES} real: KS p (warns)",
     ]
     grouped: dict[tuple[str, str], list[tuple[dict, dict | None]]] = {}
     for split in splits:
@@ -149,7 +177,7 @@ def summary_table(splits: Sequence[dict]) -> tuple[list[str], list[list[str]]]:
         errors = [r["error"] for r in rows if "error" in r]
         if errors:
             table.append(
-                [source, statistic, ", ".join(ns), f"refused: {errors[0]}", "", "", "", ""]
+                [source, statistic, ", ".join(ns), f"refused: {errors[0]}", "", "", "", "", ""]
             )
             continue
         deltas = {
@@ -166,9 +194,24 @@ def summary_table(splits: Sequence[dict]) -> tuple[list[str], list[list[str]]]:
                 _spread([r["auroc"] for r in rows]),
                 "" if source == REAL else _signed(deltas["flagged"]),
                 "" if source == REAL else _signed(deltas["auroc"]),
+                _check(rows),
             ]
         )
     return header, table
+
+
+def _generated(generation: dict) -> str:
+    report = generation["report"]
+    return f"{report['kept']} kept of {report['requested']} calls in {generation['seconds']:.0f} s"
+
+
+def _check(rows: list[dict]) -> str:
+    """The real-question check over the splits: KS p-value(s), and how many warned."""
+    checked = [r for r in rows if "check_p" in r]
+    if not checked:
+        return ""
+    warned = sum(bool(r["check_warns"]) for r in checked)
+    return f"{_spread([r['check_p'] for r in checked])} ({warned}/{len(checked)} warn)"
 
 
 def _signed(values: list[float]) -> str:
@@ -183,8 +226,12 @@ def markdown(results: dict) -> str:
     header, rows = summary_table(splits)
     seeds = ("seeds " if len(splits) > 1 else "seed ") + ", ".join(str(s["seed"]) for s in splits)
     generation = ", ".join(
-        f"seed {s['seed']}: {s['generation']['report']['kept']} kept of "
-        f"{s['generation']['report']['requested']} calls in {s['generation']['seconds']:.0f} s"
+        f"seed {s['seed']}: {_generated(s['generation'])}"
+        + (
+            f"; few-shot {_generated(s['generation']['few_shot'])}"
+            if "few_shot" in s["generation"]
+            else ""
+        )
         for s in splits
     )
     return "\n".join(
@@ -199,8 +246,11 @@ def markdown(results: dict) -> str:
             "(near out-of-knowledge: flagged at alpha, AUROC). mss: chunk granularity, the "
             "default; combined: `calibrate --statistic combined` (half of the questions learn, "
             "the other half, n in brackets, makes the null). Differences are against the same "
-            "statistic calibrated on the real half of the same split. Generation (cached "
-            f"replies read as ~0 s): {generation}.",
+            "statistic calibrated on the real half of the same split. Few-shot: the same, "
+            f"with the first {N_EXAMPLES} questions of the real calibration half as examples "
+            "(`ragbound synth --examples`, the users prompt); the check column is "
+            "`calibrate --real-queries` against those questions (KS at 0.05). Generation "
+            f"(cached replies read as ~0 s): {generation}.",
             "",
             *markdown_table(header, rows),
         ]
@@ -235,7 +285,12 @@ def main() -> dict:
     for seed in _seeds():
         split = covid_split(covid, seed)
         synthetic, generation = synthetic_questions(split.kb, llm, n, seed, folder)
-        rows = split_part(split, synthetic, seed)
+        few_shot = None
+        if N_EXAMPLES:
+            examples = split.calibration[:N_EXAMPLES]
+            few_shot, shot = synthetic_questions(split.kb, llm, n, seed, folder, examples)
+            generation["few_shot"] = shot
+        rows = split_part(split, synthetic, seed, few_shot)
         splits.append({"seed": seed, "generation": generation, "rows": rows})
         results = save({"alpha": ALPHA, "n": n, "splits": splits})  # after each split
     return results

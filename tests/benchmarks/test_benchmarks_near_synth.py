@@ -26,7 +26,7 @@ def split(seed: int, shift: float) -> dict:
             row(REAL, "mss", 340, 0.05, 0.10 + shift, 0.65),
             row(REAL, "combined", 340, 0.04, 0.40 + shift, 0.85),
             row(REAL_SAMPLE, "mss", 100, 0.06, 0.12, 0.65),
-            row(SYNTHETIC, "mss", 100, 0.02, 0.05, 0.65),
+            row(SYNTHETIC, "mss", 100, 0.02, 0.05, 0.65) | {"check_p": 0.01, "check_warns": True},
             {"source": SYNTHETIC, "statistic": "combined", "n": 5, "error": "needs at least 6"},
         ],
     }
@@ -34,10 +34,17 @@ def split(seed: int, shift: float) -> dict:
 
 def test_one_split_shows_its_values_and_the_difference_to_the_real_half():
     header, table = summary_table([split(0, 0.0)])
-    assert len(header) == 8 and header[2:4] == ["n (null)", "held-out FPR"]
+    assert len(header) == 9 and header[2:4] == ["n (null)", "held-out FPR"]
     rows = {(r[0], r[1]): r for r in table}
-    assert rows[REAL, "combined"][2:] == ["340 (170)", "0.040", "0.400", "0.850", "", ""]
-    assert rows[SYNTHETIC, "mss"][3:] == ["0.020", "0.050", "0.650", "-0.050", "+0.000"]
+    assert rows[REAL, "combined"][2:] == ["340 (170)", "0.040", "0.400", "0.850", "", "", ""]
+    assert rows[SYNTHETIC, "mss"][3:] == [
+        "0.020",
+        "0.050",
+        "0.650",
+        "-0.050",
+        "+0.000",
+        "0.010 (1/1 warn)",
+    ]
     assert rows[REAL_SAMPLE, "mss"][6] == "+0.020"
     # a calibration refused for too few questions says why instead of numbers
     assert rows[SYNTHETIC, "combined"][3] == "refused: needs at least 6"
