@@ -52,6 +52,11 @@ def test_bm25_scores_relevant_text_highest_and_unknown_words_zero():
     assert (hits.similarities[1] == 0).all()
 
 
+def test_bm25_counts_the_texts_holding_each_word_once_per_text():
+    store = BM25Store(["bee bee hive", "the bee", "trains run"])
+    assert store.document_frequencies() == {"bee": 2, "hive": 1, "trains": 1, "run": 1}
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     scores=arrays(

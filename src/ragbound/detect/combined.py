@@ -44,6 +44,7 @@ score, so a poor model costs power, never validity.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, PrivateAttr
@@ -64,7 +65,7 @@ from ragbound.stats.combined import (
     weighted_overlap,
 )
 from ragbound.stores import Hits
-from ragbound.stores.lexical import BM25Store, document_frequencies, word_tokens
+from ragbound.stores.lexical import BM25Store, word_tokens
 
 # nearest chunks each feature row reads (fewer in a knowledge base of under 64 chunks)
 DEPTH = 32
@@ -293,26 +294,40 @@ class QueryFeatures:
         return stack_features(self.masked_features if masked else self.features, self.names())
 
 
-_WEIGHTS: dict[str, Callable[[str], float]] = {}
+@dataclass(frozen=True)
+class CorpusWords:
+    """The chunks' BM25 index and each word's BM25 IDF among them (higher = rarer; a word no
+    chunk holds weighs most), from one tokenization of the chunks."""
+
+    index: BM25Store
+    idf: dict[str, float]
+    unseen: float
+
+    def weight(self, word: str) -> float:
+        return self.idf.get(word, self.unseen)
+
+
+_CORPORA: dict[str, CorpusWords] = {}
+
+
+def corpus_words(kb: KnowledgeBase) -> CorpusWords:
+    """The knowledge base's :class:`CorpusWords`, built once per corpus (kept for the last
+    few corpora a process used)."""
+    key = kb.manifest.corpus_hash
+    if key not in _CORPORA:
+        index = BM25Store([chunk.text for chunk in kb.chunks])
+        counts = index.document_frequencies()
+        n = len(index)
+        table = dict(zip(counts, bm25_idf(list(counts.values()), n).tolist(), strict=True))
+        while len(_CORPORA) >= 4:
+            del _CORPORA[next(iter(_CORPORA))]
+        _CORPORA[key] = CorpusWords(index, table, float(bm25_idf([0], n)[0]))
+    return _CORPORA[key]
 
 
 def word_weights(kb: KnowledgeBase) -> Callable[[str], float]:
-    """The BM25 IDF of a word among the knowledge base's chunks (higher = rarer; a word no
-    chunk holds weighs most). The chunks are tokenized once per corpus (kept for the last
-    few corpora a process used)."""
-    key = kb.manifest.corpus_hash
-    if key not in _WEIGHTS:
-        counts, n = document_frequencies(chunk.text for chunk in kb.chunks)
-        unseen = float(bm25_idf([0], n)[0])
-        words = list(counts)
-        table = dict(zip(words, bm25_idf([counts[w] for w in words], n).tolist(), strict=True))
-        while len(_WEIGHTS) >= 4:
-            del _WEIGHTS[next(iter(_WEIGHTS))]
-        _WEIGHTS[key] = lambda word: table.get(word, unseen)
-    return _WEIGHTS[key]
-
-
-_LEXICAL: dict[str, BM25Store] = {}
+    """The BM25 IDF of a word among the knowledge base's chunks (see :class:`CorpusWords`)."""
+    return corpus_words(kb).weight
 
 
 def lexical_candidates(
@@ -322,15 +337,10 @@ def lexical_candidates(
     masks: Sequence[np.ndarray] | None = None,
 ) -> list[np.ndarray]:
     """Per query, the chunk rows of its ``depth`` best BM25 matches among the knowledge
-    base's chunks, rows ``masks[i]`` left out of query i's (the BM25 index is built once per
-    corpus, kept for the last few corpora a process used)."""
-    key = kb.manifest.corpus_hash
-    if key not in _LEXICAL:
-        while len(_LEXICAL) >= 4:
-            del _LEXICAL[next(iter(_LEXICAL))]
-        _LEXICAL[key] = BM25Store([chunk.text for chunk in kb.chunks])
+    base's chunks, rows ``masks[i]`` left out of query i's."""
+    index = corpus_words(kb).index
     widest = max((len(m) for m in masks), default=0) if masks is not None else 0
-    hits = _LEXICAL[key].search(list(queries), min(len(kb), depth + widest))
+    hits = index.search(list(queries), min(len(kb), depth + widest))
     if masks is None:
         return list(hits.indices[:, :depth])
     return [row[~np.isin(row, mask)][:depth] for row, mask in zip(hits.indices, masks, strict=True)]

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from importlib import metadata
-from itertools import islice
 
 import numpy as np
 
@@ -37,20 +36,6 @@ def word_tokens(texts: Sequence[str]) -> list[list[str]]:
     return [list(words) for words in tokens]
 
 
-def document_frequencies(texts: Iterable[str], *, block: int = 4096) -> tuple[dict[str, int], int]:
-    """How many of the texts hold each word (as :func:`word_tokens` reads them), and how
-    many texts there are; tokenized ``block`` texts at a time."""
-    counts: dict[str, int] = {}
-    n = 0
-    rest = iter(texts)
-    while part := list(islice(rest, block)):
-        for words in word_tokens(part):
-            for word in set(words):
-                counts[word] = counts.get(word, 0) + 1
-        n += len(part)
-    return counts, n
-
-
 class BM25Store:
     """A BM25 index over texts. Rebuilt from the texts on load (no pickled index on disk).
 
@@ -72,9 +57,19 @@ class BM25Store:
         self.retriever.index(tokens, show_progress=False)
         self.vocab: dict[str, int] = dict(tokens.vocab)
         self._size = len(texts)
+        # how many texts hold each word (by vocab id), for IDF weights read beside the index
+        self.document_counts = np.zeros(len(self.vocab), dtype=np.int64)
+        for ids in tokens.ids:
+            self.document_counts[list(set(ids))] += 1
 
     def __len__(self) -> int:
         return self._size
+
+    def document_frequencies(self) -> dict[str, int]:
+        """How many of the indexed texts hold each word (as :func:`word_tokens` reads it);
+        words no text holds (bm25s keeps an empty token in its vocabulary) are left out."""
+        counts = self.document_counts[list(self.vocab.values())].tolist()
+        return {word: n for word, n in zip(self.vocab, counts, strict=True) if n}
 
     def describe(self) -> SearchInfo:
         return SearchInfo(
