@@ -105,7 +105,7 @@ def test_a_granularity_not_indexed_is_refused():
         kb.at_granularity("window")
 
 
-def test_a_view_is_kept_until_the_contents_change():
+def test_a_view_is_kept_until_the_contents_change(tmp_path: Path):
     units = unit_params("chunk,sentence", 3)
     kb = KnowledgeBase.from_documents(DOCS[:1], embedder="bm25", units=units)
     view = kb.at_granularity("sentence")
@@ -117,6 +117,9 @@ def test_a_view_is_kept_until_the_contents_change():
     assert fresh is not view and len(fresh) == len(kb) > len(view)
     top = fresh.search(["pantograph overhead wires"], k=1).indices[0, 0]
     assert fresh.chunk_at(top).doc_id == "trains"
+    kb.save(tmp_path / "kb")
+    saved = kb.at_granularity("sentence")
+    assert saved is not fresh and saved.path == kb.path == tmp_path / "kb"
 
 
 def test_add_appends_units_and_they_survive_save_and_load(tmp_path: Path):

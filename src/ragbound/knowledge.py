@@ -296,8 +296,9 @@ class KnowledgeBase:
         self._store: Retriever | None = None
         self._last_graph: HnswStore | None = None  # grown, not rebuilt, after an add
         # views at other granularities (at_granularity), kept so that their search indexes
-        # are built once, not per query; dropped when the contents change
+        # are built once, not per query, for the objects they were made from (see _view_cache)
         self._views: dict[tuple[Granularity, ...], KnowledgeBase] = {}
+        self._views_of: tuple[object, ...] = ()
 
     # ----------------------------------------------------------------- building
     @classmethod
@@ -497,7 +498,6 @@ class KnowledgeBase:
         self._parts = parts
         self._units = units
         self._store = None  # rebuilt over every chunk on the next search
-        self._views = {}
 
     # ------------------------------------------------------------- persistence
     def save(
@@ -535,7 +535,6 @@ class KnowledgeBase:
             else:
                 self._commit_new(target, overwrite, delete_other_files, notify or _silent)
         self.path = target
-        self._views = {}
         return target
 
     def _commit_append(self, target: Path, committed: KBManifest) -> None:
@@ -627,7 +626,6 @@ class KnowledgeBase:
         self.manifest = manifest
         self._base_names = [s.name for s in segments]
         self._unsaved = []
-        self._views = {}
 
     def _rebase(self, current: KnowledgeBase) -> None:
         """Put the unsaved segments on top of ``current``, the state committed now."""
@@ -806,8 +804,9 @@ class KnowledgeBase:
         wanted = parse_granularity(granularity)
         if wanted == self._granularity:
             return self
-        if wanted in self._views:
-            return self._views[wanted]
+        views = self._view_cache()
+        if wanted in views:
+            return views[wanted]
         missing = [g for g in wanted if g not in self.manifest.units.indexed]
         if missing:
             raise IncompatibleArtifactError(
@@ -824,8 +823,19 @@ class KnowledgeBase:
             units=self._units,
         )
         view._granularity = wanted
-        self._views[wanted] = view
+        views[wanted] = view
         return view
+
+    def _view_cache(self) -> dict[tuple[Granularity, ...], KnowledgeBase]:
+        """The views made from this manifest, path and embedder. A change of contents or of
+        search (an add, a save, use_hnsw, a store moved) always replaces the manifest, so a
+        view never outlives what it was made from."""
+        made_from = (self.manifest, self.path, self._embedder)
+        if len(self._views_of) != 3 or any(
+            a is not b for a, b in zip(made_from, self._views_of, strict=True)
+        ):
+            self._views, self._views_of = {}, made_from
+        return self._views
 
     def index_size(self) -> tuple[int, int]:
         """Rows the search scores at this granularity and their vectors' bytes (0 for BM25)."""
@@ -902,7 +912,6 @@ class KnowledgeBase:
             self._last_graph = self._store  # reused when the graph is the same
         self.manifest = self.manifest.model_copy(update={"hnsw": index})
         self._store = None
-        self._views = {}
 
     def describe(self) -> SearchInfo:
         """How ``search`` finds neighbours (exact or approximate, with which parameters)."""
