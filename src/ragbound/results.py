@@ -106,14 +106,18 @@ class ShiftReport(BaseModel):
 
 
 class SyntheticCheck(BaseModel):
-    """How far the calibration queries sit from real user questions: a KS test on the
-    detector's scores (higher = more out-of-knowledge) of both sets, saved with a calibration
-    made with ``calibrate --real-queries``.
+    """How far the calibration queries sit from real user questions, on the detector's scores
+    (higher = more out-of-knowledge) of both sets; saved with a calibration made with
+    ``calibrate --real-queries``.
 
-    ``differ`` = p_value <= level. ``real_fpr`` is the share of the real questions whose score
-    reaches the calibrated critical value at ``alpha``: about alpha when the calibration
-    queries look like real ones; far below (real questions sit closer to the corpus) it
-    costs power, far above it raises false alarms.
+    Two tests, each at ``level / 2`` so a false warning has probability <= ``level``: KS on the
+    whole distribution (``ks_statistic``, ``p_value``) and the exceedance test
+    (``exceedance_p_value``: do more real questions reach the calibrated critical value than
+    the calibration allows, ``expected_fpr`` at most?). ``differ`` = either rejects.
+    ``real_fpr`` is the share of the real questions whose score reaches the critical value at
+    ``alpha``: about alpha when the calibration queries look like real ones; far below (real
+    questions sit closer to the corpus) it costs power, far above it raises false alarms.
+    Checks saved before the exceedance test have it as None (KS alone, at ``level``).
     """
 
     synthetic: bool = Field(description="the calibration queries came from ragbound synth")
@@ -122,7 +126,7 @@ class SyntheticCheck(BaseModel):
     n_real: int
     score_statistic: str
     ks_statistic: float
-    p_value: float
+    p_value: float = Field(description="the KS test's p-value")
     level: float
     differ: bool
     median_calibration: float
@@ -130,6 +134,12 @@ class SyntheticCheck(BaseModel):
     alpha: float
     critical_value: float
     real_fpr: float
+    exceedance_p_value: float | None = Field(
+        default=None, description="one-sided: too many real questions reach the critical value"
+    )
+    expected_fpr: float | None = Field(
+        default=None, description="the largest share of real questions reaching it if alike"
+    )
     prompt_ids: list[str] = Field(default_factory=list)
     contexts: list[str] = Field(default_factory=list)
 

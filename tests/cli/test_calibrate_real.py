@@ -40,6 +40,12 @@ def test_synthetic_queries_far_from_the_real_ones_are_warned_about_and_recorded(
     check = json.loads(out)["synthetic_check"]
     assert check["synthetic"] and check["differ"] and check["prompt_ids"] == ["synth-query@2"]
     assert check["median_real"] > check["median_calibration"]
+    assert (
+        check["exceedance_p_value"]
+        <= check["level"] / 2
+        < check["expected_fpr"]
+        < check["real_fpr"]
+    )
     assert "warning: the synthetic calibration queries differ" in err and "real.txt" in err
     manifest = json.loads((kb_dir / "calibration" / "manifest.json").read_text())
     assert manifest["synthetic_check"] == check

@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
 from ragbound.stats import (
+    EmpiricalNull,
     alpha_spending,
     bonferroni_alpha,
+    exceedance_test,
     ks_critical_value,
     ks_two_sample,
     mmd_permutation_test,
@@ -138,6 +140,48 @@ def test_mmd_is_super_uniform_under_the_null() -> None:
         assert np.mean(p <= alpha) <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / p.size)
 
 
+def test_exceedance_by_hand() -> None:
+    # q = 0 of 19 reference scores reach 18.5. Of 19 + 2 exchangeable scores, the largest is
+    # a test score with probability 2/21: P(count >= 1) = 2/21. Both reach it: 2/21 * 1/20.
+    one = exceedance_test(list(range(19)), [30.0, 1.0], critical_value=18.5)
+    assert (one.n_exceed, one.n_reference_at_or_above) == (1, 0)
+    assert one.p_value == pytest.approx(2 / 21) and one.expected_rate == pytest.approx(1 / 20)
+    both = exceedance_test(list(range(19)), [30.0, 31.0], critical_value=18.5)
+    assert both.p_value == pytest.approx(2 / 21 / 20)
+    # q = 1 of 3 reach 2.5 (the 2nd largest, 2, lies below): one test score reaches it with
+    # probability at most 2/4; BetaBinomial(1, 2, 2) gives exactly 1/2.
+    assert exceedance_test([1.0, 2.0, 3.0], [5.0], 2.5).p_value == pytest.approx(0.5)
+
+
+def test_exceedance_with_nothing_reaching_or_everything_reaching() -> None:
+    none = exceedance_test([1.0, 2.0], [0.0, 0.5], critical_value=math.inf)
+    assert none.n_exceed == 0 and none.p_value == 1.0 and not none.reject
+    every = exceedance_test([1.0, 2.0], [3.0, 4.0], critical_value=-math.inf)
+    assert every.n_reference_at_or_above == 2 and every.p_value == 1.0
+
+
+def test_exceedance_is_valid_under_the_null_at_the_calibrated_critical_value() -> None:
+    rng = np.random.default_rng(4)
+    p = []
+    for _ in range(2000):
+        reference = rng.normal(size=60)
+        critical = EmpiricalNull(reference).critical_value(0.1)
+        p.append(exceedance_test(reference, rng.normal(size=20), critical).p_value)
+    p_values = np.array(p)
+    for alpha in (0.05, 0.1, 0.2):
+        assert np.mean(p_values <= alpha) <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / 2000)
+
+
+def test_exceedance_sees_an_upper_tail_shift_ks_misses() -> None:
+    # the real queries match the reference below its 90th percentile, but 30% of them lie in
+    # the tail: 6 of 20 above a critical value at alpha = 0.05, where about 1 is expected
+    reference = np.linspace(0.0, 1.0, 200)
+    critical = EmpiricalNull(reference).critical_value(0.05)
+    test = np.concatenate([np.linspace(0.0, 0.9, 14), np.full(6, 0.99)])
+    assert exceedance_test(reference, test, critical).p_value < 0.01
+    assert not ks_two_sample(reference, test).reject
+
+
 def test_window_levels() -> None:
     assert bonferroni_alpha(0.05, 10) == pytest.approx(0.005)
     levels = [alpha_spending(0.05, i) for i in range(10_000)]
@@ -158,6 +202,9 @@ def test_window_levels() -> None:
         (lambda: bonferroni_alpha(0.05, 0), "n_tests"),
         (lambda: alpha_spending(0.05, -1), "window_index"),
         (lambda: ks_critical_value(0, 5, 0.05), "sample sizes"),
+        (lambda: exceedance_test([1.0], [], 0.5), "test"),
+        (lambda: exceedance_test([1.0], [1.0], float("nan")), "NaN"),
+        (lambda: exceedance_test([1.0], [1.0], 0.5, alpha=0.0), "alpha"),
     ],
 )
 def test_bad_input_is_a_clear_value_error(call, message: str) -> None:

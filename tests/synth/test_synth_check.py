@@ -21,6 +21,7 @@ from tests.texts import (
     MORE_IN_KNOWLEDGE,
     MORE_OUT_OF_KNOWLEDGE,
     OUT_OF_KNOWLEDGE,
+    TOPICS,
 )
 
 CALIBRATION = IN_KNOWLEDGE + MORE_IN_KNOWLEDGE
@@ -42,8 +43,36 @@ def test_real_questions_far_from_the_calibration_queries_are_flagged(guard: Guar
     assert check.real_fpr > guard.config.alpha
     assert check.median_calibration == pytest.approx(float(np.median(scores)))
     warning = check_warning(check)
-    assert warning is not None and "real.txt" in warning and "more are flagged" in warning
+    assert warning is not None and "real.txt" in warning and "more real in-knowledge" in warning
     assert f"D={check.ks_statistic:.3f}" in warning
+    assert check.exceedance_p_value is not None and check.exceedance_p_value <= check.level / 2
+    assert check.real_fpr == pytest.approx(np.mean(scores_of(guard, real) >= check.critical_value))
+
+
+def scores_of(guard: Guard, queries: list[str]) -> np.ndarray:
+    return guard.score(queries).scores
+
+
+def test_calibration_queries_closer_than_real_ones_raise_the_exceedance_warning(corpus_dir: Path):
+    # calibration queries that copy the documents' own words, as a small LLM's often do: they
+    # sit closer to the corpus than real questions, so the critical value drops
+    sentences = [s for texts in TOPICS.values() for s in texts]
+    halves = [" ".join(s.split()[: len(s.split()) // 2]) for s in sentences]
+    tails = [" ".join(s.split()[len(s.split()) // 2 :]) for s in sentences]
+    kb = KnowledgeBase.build([corpus_dir], embedder="bm25")
+    close = Guard.calibrate(kb, sentences + halves + tails, k=3)
+    check = compare_with_real(close, IN_KNOWLEDGE + MORE_IN_KNOWLEDGE)
+    assert check.differ and check.real_fpr > check.expected_fpr
+    assert check.exceedance_p_value is not None and check.exceedance_p_value <= check.level / 2
+    assert "more real in-knowledge questions are flagged" in (check_warning(check) or "")
+
+
+def test_a_check_saved_before_the_exceedance_test_still_warns(guard: Guard):
+    old = compare_with_real(guard, OUT_OF_KNOWLEDGE + MORE_OUT_OF_KNOWLEDGE)
+    old = old.model_copy(update={"exceedance_p_value": None, "expected_fpr": None})
+    warning = check_warning(old)
+    assert warning is not None and "farther from the corpus" in warning
+    assert "reach the critical value" not in warning
 
 
 def test_real_questions_like_the_calibration_queries_pass(guard: Guard):

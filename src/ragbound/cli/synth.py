@@ -161,6 +161,7 @@ def check_against_real(
     from ragbound.synth.check import (
         check_warning,
         compare_with_real,
+        describe_check,
         record_check,
         synthetic_provenance,
     )
@@ -188,8 +189,7 @@ def check_against_real(
         f"warning: {warning}"
         if warning
         else f"real-question check: no difference at level {check.level:g} "
-        f"(KS D={check.ks_statistic:.3f}, p={check.p_value:.2g}; "
-        f"{check.real_fpr:.1%} of real questions reach the critical value)"
+        f"({describe_check(check)})"
     )
     return check
 

@@ -251,6 +251,102 @@ def mmd_permutation_test(
     )
 
 
+@dataclass(frozen=True)
+class ExceedanceResult:
+    """How many test scores reach a calibrated critical value, against what exchangeability
+    with the reference allows. ``reject`` = p_value <= alpha (too many reach it).
+
+    ``n_reference_at_or_above`` (q) reference scores are >= the critical value; under the null,
+    each test score reaches it with probability at most ``expected_rate`` = (q + 1) / (n + 1).
+    """
+
+    n_exceed: int
+    n_test: int
+    n_reference_at_or_above: int
+    n_reference: int
+    expected_rate: float
+    p_value: float
+    reject: bool
+    alpha: float
+
+
+def exceedance_test(
+    reference: ArrayLike, test: ArrayLike, critical_value: float, alpha: float = 0.05
+) -> ExceedanceResult:
+    """One-sided test that more ``test`` scores reach ``critical_value`` (``>=``) than they
+    would if they were exchangeable with ``reference`` (higher = more out-of-knowledge).
+
+    A critical value set on the reference's upper tail flags a share of new in-knowledge
+    queries close to alpha; a test set that reaches it far more often means the reference does
+    not look like the test queries, and the false-positive rate is off. With q of the n
+    reference scores at or above the critical value, the (q + 1)-th largest lies below it, so
+    the share of the null distribution that reaches it is at most Beta(q + 1, n - q), and the
+    count of m test scores that reach it at most BetaBinomial(m, q + 1, n - q). The p-value is
+    that count's upper tail: exact for continuous scores, conservative with ties. A critical
+    value that every reference score reaches (q = n) bounds nothing: p = 1.
+
+    More sensitive than KS to the failure that matters (a shift in the upper tail, where the
+    critical value sits) and blind to shifts elsewhere, so the two complement each other.
+
+    >>> r = exceedance_test(list(range(19)), [30.0, 1.0], critical_value=18.5)
+    >>> r.n_exceed, round(r.p_value, 4)  # P(at least 1 of 2 above the max of 19) = 2/21
+    (1, 0.0952)
+    """
+    ref = as_scores(reference, "reference")
+    new = as_scores(test, "test")
+    alpha = check_open_unit(alpha, "alpha")
+    if math.isnan(critical_value):
+        raise ValueError("critical_value must not be NaN")
+    n, m = int(ref.size), int(new.size)
+    q = int(np.count_nonzero(ref >= critical_value))
+    exceed = int(np.count_nonzero(new >= critical_value))
+    p_value = 1.0
+    if q < n and exceed > 0:
+        p_value = float(scipy_stats.betabinom.sf(exceed - 1, m, q + 1, n - q))
+    return ExceedanceResult(
+        n_exceed=exceed,
+        n_test=m,
+        n_reference_at_or_above=q,
+        n_reference=n,
+        expected_rate=(q + 1) / (n + 1),
+        p_value=min(p_value, 1.0),
+        reject=p_value <= alpha,
+        alpha=alpha,
+    )
+
+
+@dataclass(frozen=True)
+class MismatchResult:
+    """Do calibration scores look like real queries' scores? ``differ`` = either test rejects
+    at ``level / 2`` (Bonferroni: a false warning has probability <= ``level``)."""
+
+    ks: KSResult
+    exceedance: ExceedanceResult
+    differ: bool
+    level: float
+
+
+def calibration_mismatch(
+    reference: ArrayLike, test: ArrayLike, critical_value: float, level: float = 0.05
+) -> MismatchResult:
+    """Two tests of ``test`` scores against the calibration ``reference`` scores, each at
+    ``level / 2``: KS (the whole distribution, both directions) and :func:`exceedance_test`
+    (too many reach ``critical_value``: the false-positive rate is off).
+
+    KS alone misses an upper-tail shift in a few dozen scores; the exceedance test alone
+    misses a shift away from the tail (real queries closer than the calibration costs power,
+    not validity). The union holds the false-warning rate at ``level``.
+
+    >>> r = calibration_mismatch(list(range(100)), [99.5] * 6 + list(range(14)), 98.5)
+    >>> r.differ, r.exceedance.n_exceed
+    (True, 6)
+    """
+    level = check_open_unit(level, "level")
+    ks = ks_two_sample(reference, test, alpha=level / 2)
+    exceedance = exceedance_test(reference, test, critical_value, alpha=level / 2)
+    return MismatchResult(ks, exceedance, ks.reject or exceedance.reject, level)
+
+
 def bonferroni_alpha(alpha: float, n_tests: int) -> float:
     """Per-test level alpha / n_tests: any false alarm among n_tests has probability <= alpha."""
     alpha = check_open_unit(alpha, "alpha")
