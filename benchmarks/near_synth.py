@@ -47,11 +47,12 @@ from ragbound.artifacts import write_json
 from ragbound.detect import Guard
 from ragbound.detect.config import COMBINED, DEFAULTS
 from ragbound.detect.select import calibrate_learned
+from ragbound.detect.shift import reference_scores
 from ragbound.embedders import load_dense_embedder
 from ragbound.errors import InputError
 from ragbound.llm import LLM
-from ragbound.stats import auroc
-from ragbound.synth.check import compare_with_real
+from ragbound.stats import auroc, calibration_mismatch
+from ragbound.synth.check import CHECK_LEVEL, compare_with_real
 from ragbound.synth.queries import USERS_PROMPT, generate_queries, save_queries
 
 OUT = datasets.REPO / "bench_out"
@@ -63,6 +64,10 @@ SYNTHETIC = "synthetic (local LLM)"
 # few real questions passes them (``ragbound synth --examples``); 0 leaves it out
 N_EXAMPLES = int(os.environ.get("BENCH_NEAR_SYNTH_EXAMPLES", "20"))
 FEW_SHOT = f"synthetic, few-shot from {N_EXAMPLES} real questions"
+# the real-question check's warning rate: draws of this many real questions the calibration
+# did not see (``calibrate --real-queries``)
+CHECK_SIZES = (20, 50)
+CHECK_DRAWS = 200
 
 
 def calibrate(kb, queries: Sequence[str], statistic: str) -> Guard:
@@ -81,8 +86,9 @@ def measure(
     real: Sequence[str] = (),
 ) -> dict:
     """Calibrate on ``queries``; FPR on ``inside``, share of ``outside`` flagged, AUROC
-    (verdicts as ``ragbound check`` gives them). A calibration refused (too few questions)
-    gives the row its reason instead."""
+    (verdicts as ``ragbound check`` gives them); with ``real`` (real questions the calibration
+    did not see), the real-question check. A calibration refused (too few questions) gives the
+    row its reason instead."""
     row: dict = {"statistic": statistic, "n": len(queries)}
     try:
         guard = calibrate(kb, queries, statistic)
@@ -90,15 +96,40 @@ def measure(
         return row | {"error": str(exc)}
     checked_in = guard.check_many(inside, evidence=0)
     checked_out = guard.check_many(outside, evidence=0)
-    if real:  # calibrate --real-queries: does the KS check warn?
-        check = compare_with_real(guard, list(real))
-        row |= {"check_p": check.p_value, "check_warns": check.differ}
+    if real:
+        row |= {"check": real_check(guard, real)}
     return row | {
         "n_null": checked_in[0].n_calibration,  # combined: the conformal half only
         "critical_value": checked_in[0].critical_value,
         "fpr": float(np.mean([v.reject for v in checked_in])),
         "flagged": float(np.mean([v.reject for v in checked_out])),
         "auroc": auroc([v.score for v in checked_in], [v.score for v in checked_out]),
+    }
+
+
+def real_check(guard: Guard, real: Sequence[str], seed: int = 0) -> dict:
+    """``calibrate --real-queries`` against the first ``N_EXAMPLES`` of ``real`` (the few-shot
+    examples, as a user would pass them), and how often it warns over ``CHECK_DRAWS`` seeded
+    draws of ``CHECK_SIZES`` of them (KS or the exceedance test, each at half the level)."""
+    first = compare_with_real(guard, list(real[: max(N_EXAMPLES, 20)]))
+    scores = guard.score(list(real)).scores
+    reference = reference_scores(guard)
+    rng = np.random.default_rng(seed)
+    rates = {}
+    for size in (size for size in CHECK_SIZES if size <= len(scores)):
+        draws = [rng.choice(scores, size, replace=False) for _ in range(CHECK_DRAWS)]
+        verdicts = [
+            calibration_mismatch(reference, d, first.critical_value, CHECK_LEVEL) for d in draws
+        ]
+        rates[str(size)] = float(np.mean([v.differ for v in verdicts]))
+    return {
+        "n_first": first.n_real,
+        "warns": first.differ,
+        "ks_p": first.p_value,
+        "exceedance_p": first.exceedance_p_value,
+        "real_fpr": first.real_fpr,
+        "pool_fpr": float(np.mean(scores >= first.critical_value)),
+        "warn_rates": rates,
     }
 
 
@@ -124,7 +155,8 @@ def split_part(
     split: Split, synthetic: list[str], seed: int, few_shot: list[str] | None = None
 ) -> list[dict]:
     """Every (calibration source x statistic) row of one split; the synthetic sources are
-    also checked against the few real questions (``calibrate --real-queries``)."""
+    and the sample of real ones are also checked against real questions they did not see
+    (``calibrate --real-queries``)."""
     outside = split.outside[NEAR_SETS[0]]
     rng = np.random.default_rng(seed)
     n = min(len(synthetic), len(split.calibration))
@@ -132,12 +164,16 @@ def split_part(
     sources = {REAL: split.calibration, REAL_SAMPLE: sample, SYNTHETIC: synthetic}
     if few_shot is not None:
         sources[FEW_SHOT] = few_shot
-    real = split.calibration[:N_EXAMPLES]
+    unused = {  # real questions each calibration did not see, for the real-question check
+        REAL_SAMPLE: [q for q in split.calibration if q not in set(sample)],
+        SYNTHETIC: split.calibration,
+        FEW_SHOT: split.calibration,
+    }
     rows = []
     for source, queries in sources.items():
         for statistic in STATISTICS:
-            checked = real if source in (SYNTHETIC, FEW_SHOT) and N_EXAMPLES else ()
-            row = measure(split.kb, queries, statistic, split.inside, outside, checked)
+            real = unused.get(source, ())
+            row = measure(split.kb, queries, statistic, split.inside, outside, real)
             rows.append({"source": source, **row})
     return rows
 
@@ -162,7 +198,8 @@ def summary_table(splits: Sequence[dict]) -> tuple[list[str], list[list[str]]]:
         "AUROC",
         "flagged vs real half",
         "AUROC vs real half",
-        f"check against {N_EXAMPLES} real: KS p (warns)",
+        "real-question check: first 20 (warns?); warning rate over draws of "
+        + " / ".join(str(size) for size in CHECK_SIZES),
     ]
     grouped: dict[tuple[str, str], list[tuple[dict, dict | None]]] = {}
     for split in splits:
@@ -206,12 +243,18 @@ def _generated(generation: dict) -> str:
 
 
 def _check(rows: list[dict]) -> str:
-    """The real-question check over the splits: KS p-value(s), and how many warned."""
-    checked = [r for r in rows if "check_p" in r]
+    """The real-question check over the splits: how many warned against the first 20 real
+    questions, and the mean warning rate over draws of each size."""
+    checked = [r["check"] for r in rows if "check" in r]
     if not checked:
         return ""
-    warned = sum(bool(r["check_warns"]) for r in checked)
-    return f"{_spread([r['check_p'] for r in checked])} ({warned}/{len(checked)} warn)"
+    warned = sum(bool(c["warns"]) for c in checked)
+    rates = " / ".join(
+        f"{np.mean([c['warn_rates'][str(size)] for c in checked]):.2f}"
+        for size in CHECK_SIZES
+        if all(str(size) in c["warn_rates"] for c in checked)
+    )
+    return f"{warned}/{len(checked)} warn; {rates}"
 
 
 def _signed(values: list[float]) -> str:
@@ -248,8 +291,12 @@ def markdown(results: dict) -> str:
             "the other half, n in brackets, makes the null). Differences are against the same "
             "statistic calibrated on the real half of the same split. Few-shot: the same, "
             f"with the first {N_EXAMPLES} questions of the real calibration half as examples "
-            "(`ragbound synth --examples`, the users prompt); the check column is "
-            "`calibrate --real-queries` against those questions (KS at 0.05). Generation "
+            "(`ragbound synth --examples`, the users prompt). The check column is "
+            f"`calibrate --real-queries` (level {CHECK_LEVEL}: KS or the exceedance test, each "
+            f"at {CHECK_LEVEL / 2:g}) against the first 20 real calibration-half questions (the "
+            "few-shot examples), then its warning rate over "
+            f"{CHECK_DRAWS} seeded draws of real questions the calibration did not see; on the "
+            "sample of real questions it is the false-warning rate. Generation "
             f"(cached replies read as ~0 s): {generation}.",
             "",
             *markdown_table(header, rows),

@@ -5,11 +5,12 @@ no document field: each record is its own document. Three parts:
 
 1. ``structure``: does :func:`infer_structure` find the abstracts? Groups found against the
    true pmids (no LLM).
-2. ``check``: the ``calibrate --real-queries`` KS check on real data (no LLM). Calibration sets
+2. ``check``: the ``calibrate --real-queries`` check on real data (no LLM). Calibration sets
    whose scores run high, as detail-asking synthetic questions do, are made by mixing a share
    of MMLU-Med questions (near out-of-knowledge) into real calibration questions; for each
    share: the held-out false-positive rate and MMLU-Med power at alpha = 0.05, and how often
-   the check warns (level 0.05) given 20 or 50 real questions, over seeded draws.
+   the check warns (level 0.05: KS or the exceedance test, each at 0.025; and each test alone)
+   given 20 or 50 real questions, over seeded draws.
 3. ``llm`` (slow: the local LLM, ~10 s per call on an idle 2-core machine, minutes when it is
    busy): FPR on held-out real in-knowledge questions and MMLU-Med power at alpha = 0.05, for
    calibration on (real) the real calibration half, (a) ``synth`` as it was (each record
@@ -44,7 +45,7 @@ from ragbound.detect.guard import search_in_batches
 from ragbound.detect.shift import MIN_REFERENCE
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import LLM
-from ragbound.stats import EmpiricalNull, ks_two_sample
+from ragbound.stats import EmpiricalNull, calibration_mismatch
 from ragbound.synth.check import CHECK_LEVEL, compare_with_real
 from ragbound.synth.queries import USERS_PROMPT, context_structure, generate_queries
 from ragbound.synth.structure import DocumentStructure, infer_structure
@@ -55,6 +56,8 @@ N_EXAMPLES = 20
 MIX_SHARES = (0.0, 0.1, 0.2, 0.3)
 CHECK_SIZES = (20, 50)
 CHECK_DRAWS = 200
+# the check's verdict, then each of its two tests alone (at half the level, as in the check)
+CHECK_TESTS = ("check", "ks", "exceedance")
 N_CALIBRATION_MIX = 300
 
 
@@ -115,7 +118,8 @@ def check_part(
     rows = []
     for share in MIX_SHARES:
         n_near = round(share * n_calibration)
-        fprs, powers, warnings = [], [], {size: 0 for size in sizes}
+        fprs, powers = [], []
+        warnings = {(size, test): 0 for size in sizes for test in CHECK_TESTS}
         for _ in range(draws):
             order = rng.permutation(len(score["real"]))
             cal = np.concatenate(
@@ -130,14 +134,20 @@ def check_part(
             unused = order[n_calibration:]  # real questions no draw calibrates on
             for size in sizes:
                 sample = score["real"][rng.choice(unused, size, replace=False)]
-                warnings[size] += ks_two_sample(cal, sample, alpha=CHECK_LEVEL).reject
+                mismatch = calibration_mismatch(cal, sample, critical, CHECK_LEVEL)
+                warned = (mismatch.differ, mismatch.ks.reject, mismatch.exceedance.reject)
+                for test, warns in zip(CHECK_TESTS, warned, strict=True):
+                    warnings[size, test] += warns
         rows.append(
             {
                 "near_share": share,
                 "fpr": float(np.mean(fprs)),
                 "fpr_sd": float(np.std(fprs)),
                 "power": float(np.mean(powers)),
-                **{f"warn_{size}": warnings[size] / draws for size in sizes},
+                **{
+                    f"warn_{size}" + ("" if test == "check" else f"_{test}"): count / draws
+                    for (size, test), count in warnings.items()
+                },
             }
         )
     return {
@@ -229,19 +239,22 @@ def markdown(results: dict) -> str:
     check = results.get("check")
     if check:
         header = ["near-OoK share in calibration", "held-out FPR (sd)", "MMLU-Med power"]
-        header += [f"check warns, {size} real questions" for size in check["sizes"]]
+        header += [
+            f"check warns, {size} real (KS alone / exceedance alone)" for size in check["sizes"]
+        ]
         rows = [
             [
                 f"{row['near_share']:.0%}",
                 f"{row['fpr']:.3f} ({row['fpr_sd']:.3f})",
                 f"{row['power']:.3f}",
-                *[f"{row[f'warn_{size}']:.3f}" for size in check["sizes"]],
+                *[_warn_rates(row, size) for size in check["sizes"]],
             ]
             for row in check["rows"]
         ]
         lines += [
-            f"`calibrate --real-queries` check (KS at level {CHECK_LEVEL}, {check['statistic']}"
-            f" scores), {check['n_calibration']} calibration queries of which a share are MMLU-Med "
+            f"`calibrate --real-queries` check (level {CHECK_LEVEL}: KS or the exceedance test, "
+            f"each at {CHECK_LEVEL / 2:g}; {check['statistic']} scores), "
+            f"{check['n_calibration']} calibration queries of which a share are MMLU-Med "
             f"questions (scores that run high, as detail-asking synthetic questions do), "
             f"{check['draws']} seeded draws. The 0% row is the check's false-warning rate.",
             "",
@@ -251,7 +264,8 @@ def markdown(results: dict) -> str:
     llm = results.get("llm")
     if llm:
         header = ["calibration", "n", "held-out FPR", "MMLU-Med power", "median score"]
-        header += ["check KS D (p)", "generation s (cached replies: ~0)"]
+        header += ["check: KS D (p); real reaching the critical value (p)", "warns"]
+        header += ["generation s (cached replies: ~0)"]
         rows = []
         for label, row in llm["rows"].items():
             c = row["check"]
@@ -262,7 +276,8 @@ def markdown(results: dict) -> str:
                     f"{row['fpr']:.3f}",
                     f"{row['power']:.3f}",
                     f"{row['median_score']:.4f}",
-                    f"{c['ks_statistic']:.3f} ({c['p_value']:.2g})" if c else "n < 20",
+                    _check_cell(c) if c else "n < 20",
+                    ("yes" if c["differ"] else "no") if c else "",
                     f"{row['seconds']:.0f}",
                 ]
             )
@@ -275,6 +290,21 @@ def markdown(results: dict) -> str:
             *markdown_table(header, rows),
         ]
     return "\n".join(lines)
+
+
+def _check_cell(check: dict) -> str:
+    cell = f"{check['ks_statistic']:.3f} ({check['p_value']:.2g})"
+    if check.get("exceedance_p_value") is None:  # a check from before the exceedance test
+        return cell
+    return f"{cell}; {check['real_fpr']:.0%} ({check['exceedance_p_value']:.2g})"
+
+
+def _warn_rates(row: dict, size: int) -> str:
+    """The check's warning rate, then each test's alone (rows from before: the check only)."""
+    alone = [row.get(f"warn_{size}_{test}") for test in CHECK_TESTS[1:]]
+    if None in alone:
+        return f"{row[f'warn_{size}']:.3f}"
+    return f"{row[f'warn_{size}']:.3f} ({alone[0]:.3f} / {alone[1]:.3f})"
 
 
 def main(parts: list[str] | None = None) -> dict:

@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from benchmarks import near_synth
-from benchmarks.near_synth import REAL, REAL_SAMPLE, SYNTHETIC, markdown, summary_table
+from benchmarks.near_synth import (
+    REAL,
+    REAL_SAMPLE,
+    SYNTHETIC,
+    markdown,
+    real_check,
+    summary_table,
+)
+from ragbound.detect import Guard
+from ragbound.knowledge import KnowledgeBase
+from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, TOPICS
 
 
 def row(source: str, statistic: str, n: int, fpr: float, flagged: float, auc: float) -> dict:
@@ -26,7 +38,8 @@ def split(seed: int, shift: float) -> dict:
             row(REAL, "mss", 340, 0.05, 0.10 + shift, 0.65),
             row(REAL, "combined", 340, 0.04, 0.40 + shift, 0.85),
             row(REAL_SAMPLE, "mss", 100, 0.06, 0.12, 0.65),
-            row(SYNTHETIC, "mss", 100, 0.02, 0.05, 0.65) | {"check_p": 0.01, "check_warns": True},
+            row(SYNTHETIC, "mss", 100, 0.02, 0.05, 0.65)
+            | {"check": {"warns": True, "warn_rates": {"20": 0.9, "50": 1.0}}},
             {"source": SYNTHETIC, "statistic": "combined", "n": 5, "error": "needs at least 6"},
         ],
     }
@@ -43,7 +56,7 @@ def test_one_split_shows_its_values_and_the_difference_to_the_real_half():
         "0.650",
         "-0.050",
         "+0.000",
-        "0.010 (1/1 warn)",
+        "1/1 warn; 0.90 / 1.00",
     ]
     assert rows[REAL_SAMPLE, "mss"][6] == "+0.020"
     # a calibration refused for too few questions says why instead of numbers
@@ -71,3 +84,16 @@ def test_seeds_come_from_the_environment(monkeypatch):
     assert near_synth._seeds() == [0, 3]
     monkeypatch.delenv("BENCH_NEAR_SYNTH_SEEDS")
     assert near_synth._seeds() == [0]
+
+
+def test_the_real_question_check_warns_on_calibration_queries_that_copy_the_documents(
+    corpus_dir: Path,
+):
+    kb = KnowledgeBase.build([corpus_dir], embedder="bm25")
+    sentences = [s for texts in TOPICS.values() for s in texts]
+    halves = [" ".join(s.split()[: len(s.split()) // 2]) for s in sentences]
+    guard = Guard.calibrate(kb, sentences * 2 + halves, k=3)
+    check = real_check(guard, IN_KNOWLEDGE + MORE_IN_KNOWLEDGE)
+    assert check["warns"] and check["n_first"] == 20
+    assert list(check["warn_rates"]) == ["20"]  # 28 real questions: no draws of 50
+    assert check["warn_rates"]["20"] > 0.5 and check["pool_fpr"] > 0.05

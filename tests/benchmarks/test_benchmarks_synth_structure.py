@@ -49,6 +49,9 @@ def test_the_benchmark_parts_run_and_render(tmp_path: Path):
     # out-of-knowledge questions in the calibration raise its critical value: fewer flagged
     assert check["rows"][-1]["fpr"] <= check["rows"][0]["fpr"]
     assert check["rows"][-1]["power"] <= check["rows"][0]["power"]
+    for row in check["rows"]:  # the check warns when either of its tests does
+        assert max(row["warn_3_ks"], row["warn_3_exceedance"]) <= row["warn_3"]
+        assert row["warn_3"] <= row["warn_3_ks"] + row["warn_3_exceedance"]
 
     llm = ScriptedLLM(responder=topic_question)
     part = llm_part(kb, llm, real, held_out, near, n=10, k=3)
@@ -67,3 +70,4 @@ def test_the_benchmark_parts_run_and_render(tmp_path: Path):
     assert [sum(q in system for q in real[:20]) for system in users_calls] == [8] * len(users_calls)
     text = markdown({"structure": found, "check": check, "llm": part})
     assert "id-prefix:id" in text and "n < 20" in text
+    assert f"{check['rows'][0]['warn_3']:.3f} (" in text  # the check, then each test alone
