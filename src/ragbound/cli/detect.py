@@ -100,8 +100,8 @@ def calibrate(
         Path | None,
         typer.Option(
             "--real-queries",
-            help="Real user questions to compare the --queries with (e.g. `ragbound synth` "
-            "output): a KS test on their scores, a warning when they differ.",
+            help="Real user questions to compare the --queries (e.g. `ragbound synth` output) "
+            "with: KS and an exceedance test on their scores, a warning when they differ.",
             callback=validate.existing_file,
         ),
     ] = None,
@@ -134,10 +134,13 @@ def calibrate(
     (with auto).
 
     --real-queries FILE (a few dozen real user questions, read with the default query
-    fields) checks that the --queries score like them: a KS test at level 0.05 on the
-    statistic's scores, saved in the calibration manifest (synthetic_check, also in --json)
-    with both medians and the share of real questions that reach the critical value; a
-    warning on stderr when they differ. Without it, synthetic --queries get a reminder.
+    fields) checks that the --queries score like them, at level 0.05 by two tests on the
+    statistic's scores, each at 0.025: KS on the whole distribution, and an exceedance test
+    (do more real questions reach the critical value than alpha allows? A beta-binomial tail
+    that counts the calibration's own randomness). The result is saved in the calibration
+    manifest (synthetic_check, also in --json) with both medians, both p-values and the share
+    of real questions that reach the critical value; a warning on stderr when they differ.
+    Without it, synthetic --queries get a reminder.
 
     --statistic combined learns one score from several signals (best similarity and mean /
     entropy / energy of the nearest chunks at every indexed granularity, how far the nearest
