@@ -177,7 +177,8 @@ def test_calibrate_auto_prints_its_candidates_and_check_uses_the_pick(
     picked = info["selection"]["picked"]
     assert info["statistic"] == picked["statistic"]
     assert info["n_queries"] == len(IN_KNOWLEDGE) // 2  # the other half learned
-    assert picked == info["selection"]["candidates"][0]
+    best = info["selection"]["candidates"][0]
+    assert picked["auroc"] >= best["auroc"] - info["selection"]["tolerance"]
     code, out, err = run(monkeypatch, capsys, "check", str(kb), "bees", "--json")
     assert code == 0, err
     assert json.loads(out)["statistic"] == picked["statistic"]
@@ -188,4 +189,4 @@ def test_calibrate_auto_prints_its_candidates_and_check_uses_the_pick(
     code, out, err = run(monkeypatch, capsys, "check", str(kb), "bees", "--json")
     assert json.loads(out)["statistic"] == "combined"
     code, out, err = run(monkeypatch, capsys, *args)
-    assert code == 0 and "(picked)" in out, err
+    assert code == 0 and "(picked)" in out and "one standard error" in " ".join(out.split()), err

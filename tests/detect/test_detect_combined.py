@@ -13,6 +13,7 @@ from ragbound.corpus.units import unit_params
 from ragbound.demo import sample_corpus
 from ragbound.detect import Guard
 from ragbound.detect.combined import (
+    Candidate,
     QueryFeatures,
     corpus_words,
     feature_depth,
@@ -24,12 +25,13 @@ from ragbound.detect.config import DEFAULTS
 from ragbound.detect.evaluate import split_queries
 from ragbound.detect.logscore import score_file
 from ragbound.detect.monitor import ShiftMonitor, WindowSpec
-from ragbound.detect.select import LEARN_SHARE, calibrate_learned
+from ragbound.detect.select import LEARN_SHARE, calibrate_learned, complexity, pick_candidate
 from ragbound.detect.shift import shift_test
 from ragbound.engines import make_search
 from ragbound.errors import InputError
 from ragbound.gate import Gate
 from ragbound.knowledge import KnowledgeBase
+from ragbound.stats import auroc_standard_error
 from ragbound.synth.check import compare_with_real
 
 
@@ -171,7 +173,11 @@ def test_a_lexical_knowledge_base_learns_without_query_similarity():
 def test_auto_records_its_candidates_and_check_uses_the_pick(kb: KnowledgeBase):
     guard = calibrate_learned(kb, _lines("in_knowledge.txt"), DEFAULTS, statistic="auto")
     selection = guard.calibration.manifest.selection
-    assert selection is not None and selection.picked == selection.candidates[0]
+    assert selection is not None and selection.tolerance > 0
+    best = selection.candidates[0]
+    assert selection.picked.auroc >= best.auroc - selection.tolerance
+    simpler = [c for c in selection.candidates if complexity(c) < complexity(selection.picked)]
+    assert all(c.auroc < best.auroc - selection.tolerance for c in simpler)
     keys = [(-c.auroc, -c.flagged) for c in selection.candidates]
     assert keys == sorted(keys)
     labels = {c.label for c in selection.candidates}
@@ -181,6 +187,31 @@ def test_auto_records_its_candidates_and_check_uses_the_pick(kb: KnowledgeBase):
     assert verdict.statistic == selection.picked.statistic
     assert guard.config.statistic == selection.picked.statistic
     assert ",".join(guard.kb.granularity) == selection.picked.granularity
+
+
+def candidate(statistic: str, granularity: str, auc: float, k: int = 1) -> Candidate:
+    return Candidate(statistic=statistic, k=k, granularity=granularity, auroc=auc, flagged=0.5)
+
+
+def test_auto_picks_the_simplest_candidate_within_one_standard_error():
+    ranked = [
+        candidate("combined", "chunk,sentence", 0.966),
+        candidate("mss", "chunk,sentence", 0.965),
+        candidate("energy", "chunk", 0.963, k=4),
+        candidate("mss", "chunk", 0.962),
+        candidate("mss", "sentence", 0.950),
+    ]
+    # SE of 0.966 from 125 + 125 queries (Hanley-McNeil) is about 0.012: all but the last
+    # are within it, and chunk mss is the simplest of them
+    picked, tolerance = pick_candidate(ranked, 125, 125)
+    assert tolerance == pytest.approx(auroc_standard_error(0.966, 125, 125))
+    assert picked.label == "chunk mss"
+    # a clear winner is kept: combined 0.93 against 0.87 with 172 + 172 queries
+    clear = [candidate("combined", "chunk,sentence", 0.93), candidate("mss", "chunk", 0.87)]
+    assert pick_candidate(clear, 172, 172)[0].statistic == "combined"
+    # within the tolerance, fewer granularities before a simpler statistic
+    mixed = [candidate("mss", "chunk,sentence", 0.9), candidate("energy", "sentence", 0.899, 4)]
+    assert pick_candidate(mixed, 100, 100)[0].label == "sentence energy k=4"
 
 
 def test_learned_calibration_refuses_too_few_queries_and_a_reranker(kb: KnowledgeBase):

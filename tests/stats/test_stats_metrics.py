@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from ragbound.stats import (
     auprc,
     auroc,
+    auroc_standard_error,
     balanced_runs,
     rates_at_threshold,
     threshold_at_fpr,
@@ -149,3 +150,27 @@ def test_wilson_interval_validation(successes: int, n: int) -> None:
         wilson_interval(successes, n)
     with pytest.raises(ValueError, match="confidence"):
         wilson_interval(1, 2, confidence=1.0)
+
+
+def test_auroc_standard_error_by_hand() -> None:
+    # A = 0.9, 20 in, 10 out: Q1 = 0.9 / 1.1, Q2 = 1.62 / 1.9
+    variance = 0.09 + 9 * (0.9 / 1.1 - 0.81) + 19 * (1.62 / 1.9 - 0.81)
+    assert auroc_standard_error(0.9, 20, 10) == pytest.approx(math.sqrt(variance / 200))
+    assert auroc_standard_error(1.0, 5, 5) == 0.0
+    assert auroc_standard_error(0.8, 400, 400) < auroc_standard_error(0.8, 100, 100)
+
+
+def test_auroc_standard_error_matches_the_spread_of_simulated_aurocs() -> None:
+    rng = np.random.default_rng(5)
+    areas = [auroc(rng.normal(size=120), rng.normal(1.2, 1.0, 150)) for _ in range(600)]
+    predicted = auroc_standard_error(float(np.mean(areas)), 120, 150)
+    assert np.std(areas) == pytest.approx(predicted, rel=0.15)
+
+
+@pytest.mark.parametrize(
+    ("area", "n_in", "n_out", "message"),
+    [(1.5, 5, 5, "area"), (0.5, 0, 5, "sample sizes")],
+)
+def test_auroc_standard_error_refuses_bad_input(area, n_in, n_out, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        auroc_standard_error(area, n_in, n_out)

@@ -240,18 +240,23 @@ def calibrate(
 
 
 def candidate_table(selection: Selection, shown: int = 12) -> Table:
-    """The best ``shown`` candidates auto compared (all of them are in --json)."""
+    """The best ``shown`` candidates auto compared, and the picked one wherever it ranks (all
+    of them are in --json)."""
     from rich.table import Table
 
     table = Table(
         title=f"--statistic auto: power on {selection.n_learning_masked} leave-documents-out "
         f"queries of the learning half ({selection.n_learning} queries), alpha="
         f"{selection.alpha}; best {min(shown, len(selection.candidates))} of "
-        f"{len(selection.candidates)}"
+        f"{len(selection.candidates)}; picked: the simplest within one standard error "
+        f"({selection.tolerance:.3f}) of the best AUROC"
     )
     for column in ("candidate", "flagged", "AUROC"):
         table.add_column(column, justify="right")
-    for candidate in selection.candidates[:shown]:
+    rows = list(selection.candidates[:shown])
+    if selection.picked not in rows:
+        rows.append(selection.picked)
+    for candidate in rows:
         mark = " (picked)" if candidate == selection.picked else ""
         table.add_row(candidate.label + mark, f"{candidate.flagged:.3f}", f"{candidate.auroc:.3f}")
     return table

@@ -428,7 +428,12 @@ class Candidate(BaseModel):
 
 
 class Selection(BaseModel):
-    """What ``calibrate --statistic auto`` picked and why: every candidate, best first."""
+    """What ``calibrate --statistic auto`` picked and why: every candidate, best AUROC first.
+
+    ``picked`` is the simplest candidate whose AUROC is within ``tolerance`` of the best's:
+    one standard error of the best's AUROC (Hanley-McNeil). A selection saved before the rule
+    has tolerance 0: it picked the best AUROC.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -438,6 +443,7 @@ class Selection(BaseModel):
     n_learning: int
     n_learning_masked: int
     seed: int
+    tolerance: float = 0.0
 
 
 def learn(learning: QueryFeatures) -> LinearScore:

@@ -43,6 +43,25 @@ def auroc(scores_in: ArrayLike, scores_out: ArrayLike) -> float:
     return float(roc_auc_score(labels, scores))
 
 
+def auroc_standard_error(area: float, n_in: int, n_out: int) -> float:
+    """Hanley and McNeil's (1982) standard error of an AUROC of ``area`` estimated from
+    ``n_in`` in-knowledge and ``n_out`` out-of-knowledge scores (closed form, no resampling).
+
+    SE^2 = [A(1 - A) + (n_out - 1)(Q1 - A^2) + (n_in - 1)(Q2 - A^2)] / (n_in n_out), with
+    Q1 = A / (2 - A) and Q2 = 2A^2 / (1 + A).
+
+    >>> auroc_standard_error(0.5, 1, 1)
+    0.5
+    """
+    if not 0.0 <= area <= 1.0:
+        raise ValueError(f"area must be in [0, 1], got {area}")
+    if n_in < 1 or n_out < 1:
+        raise ValueError(f"sample sizes must be >= 1, got {n_in} and {n_out}")
+    q1, q2 = area / (2.0 - area), 2.0 * area**2 / (1.0 + area)
+    variance = area * (1.0 - area) + (n_out - 1) * (q1 - area**2) + (n_in - 1) * (q2 - area**2)
+    return math.sqrt(max(variance, 0.0) / (n_in * n_out))
+
+
 def auprc(scores_in: ArrayLike, scores_out: ArrayLike) -> float:
     """Area under the precision-recall curve (average precision), OoK as positive class."""
     scores, labels = _labelled(scores_in, scores_out)
