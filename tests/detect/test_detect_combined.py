@@ -119,6 +119,31 @@ def test_word_weights_favour_rare_words_and_overlap_reads_them(kb: KnowledgeBase
     assert 0 < overlap[0] <= 1 and overlap[1] == 0
 
 
+def test_threads_asking_at_once_share_one_corpus_index(kb: KnowledgeBase, monkeypatch):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ragbound.detect import combined as module
+
+    built = []
+    start = threading.Barrier(6)
+
+    class CountingStore(module.BM25Store):
+        def __init__(self, texts):
+            built.append(1)
+            super().__init__(texts)
+
+    def ask(_: int):
+        start.wait()  # all six ask together
+        return corpus_words(kb)
+
+    monkeypatch.setattr(module, "BM25Store", CountingStore)
+    monkeypatch.setattr(module, "_CORPORA", {})
+    with ThreadPoolExecutor(6) as pool:
+        found = list(pool.map(ask, range(6)))
+    assert len(built) == 1 and all(f is found[0] for f in found)
+
+
 def test_lexical_candidates_find_rare_words_and_leave_out_masked_rows(kb: KnowledgeBase):
     rows = lexical_candidates(kb, ["conformal"], 4)[0]
     assert len(rows) == 4 and "conformal" in kb.chunks[int(rows[0])].text.lower()

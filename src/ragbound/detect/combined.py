@@ -43,6 +43,7 @@ score, so a poor model costs power, never validity.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -308,21 +309,31 @@ class CorpusWords:
 
 
 _CORPORA: dict[str, CorpusWords] = {}
+# One build per corpus even when a service's threads ask at once; the lock is held while
+# building, so a second thread waits for the index instead of building its own.
+_CORPORA_LOCK = threading.Lock()
 
 
 def corpus_words(kb: KnowledgeBase) -> CorpusWords:
     """The knowledge base's :class:`CorpusWords`, built once per corpus (kept for the last
-    few corpora a process used)."""
+    few corpora a process used; safe to call from several threads)."""
     key = kb.manifest.corpus_hash
-    if key not in _CORPORA:
-        index = BM25Store([chunk.text for chunk in kb.chunks])
-        counts = index.document_frequencies()
-        n = len(index)
-        table = dict(zip(counts, bm25_idf(list(counts.values()), n).tolist(), strict=True))
-        while len(_CORPORA) >= 4:
-            del _CORPORA[next(iter(_CORPORA))]
-        _CORPORA[key] = CorpusWords(index, table, float(bm25_idf([0], n)[0]))
-    return _CORPORA[key]
+    with _CORPORA_LOCK:
+        found = _CORPORA.get(key)
+        if found is None:
+            found = _index_words(kb)
+            while len(_CORPORA) >= 4:
+                del _CORPORA[next(iter(_CORPORA))]
+            _CORPORA[key] = found
+    return found
+
+
+def _index_words(kb: KnowledgeBase) -> CorpusWords:
+    index = BM25Store([chunk.text for chunk in kb.chunks])
+    counts = index.document_frequencies()
+    n = len(index)
+    table = dict(zip(counts, bm25_idf(list(counts.values()), n).tolist(), strict=True))
+    return CorpusWords(index, table, float(bm25_idf([0], n)[0]))
 
 
 def word_weights(kb: KnowledgeBase) -> Callable[[str], float]:
