@@ -56,3 +56,19 @@ def test_synthetic_queries_far_from_the_real_ones_are_warned_about_and_recorded(
     assert "--real-queries" in err  # the reminder
     manifest = json.loads((kb_dir / "calibration" / "manifest.json").read_text())
     assert manifest["synthetic_check"] is None
+
+
+def test_a_silent_check_on_few_real_questions_says_it_proves_little(
+    monkeypatch, capsys, corpus_dir: Path, tmp_path: Path
+):
+    kb_dir = tmp_path / "kb"
+    KnowledgeBase.build([corpus_dir], embedder="bm25").save(kb_dir)
+    synthetic = synth_file(tmp_path / "synthetic.jsonl", IN_KNOWLEDGE + MORE_IN_KNOWLEDGE)
+    real = tmp_path / "real.txt"
+    real.write_text("\n".join(MORE_IN_KNOWLEDGE[::2]) + "\n")
+    base = ["calibrate", str(kb_dir), "--queries", str(synthetic), "--k", "3"]
+    code, _, err = run(monkeypatch, capsys, *base, "--real-queries", str(real))
+    assert code == 0, err
+    text = " ".join(err.split())
+    assert "real-question check: no difference" in text
+    assert "with 8 real questions a silence is weak evidence: give 50 or more" in text
