@@ -25,17 +25,24 @@ def synth_file(path: Path, queries: list[str]) -> Path:
     return path
 
 
-def test_synthetic_queries_far_from_the_real_ones_are_warned_about_and_recorded(
-    monkeypatch, capsys, corpus_dir: Path, tmp_path: Path
-):
+def calibrate_args(corpus_dir: Path, tmp_path: Path, real: list[str]) -> tuple[list[str], Path]:
+    """`calibrate` on a BM25 knowledge base with synthetic in-knowledge queries, and a file
+    of ``real`` questions; returns the arguments and the knowledge base folder."""
     kb_dir = tmp_path / "kb"
     KnowledgeBase.build([corpus_dir], embedder="bm25").save(kb_dir)
     synthetic = synth_file(tmp_path / "synthetic.jsonl", IN_KNOWLEDGE + MORE_IN_KNOWLEDGE)
-    real = tmp_path / "real.txt"
-    real.write_text("\n".join(OUT_OF_KNOWLEDGE + MORE_OUT_OF_KNOWLEDGE) + "\n")
-
+    real_file = tmp_path / "real.txt"
+    real_file.write_text("\n".join(real) + "\n")
     base = ["calibrate", str(kb_dir), "--queries", str(synthetic), "--k", "3"]
-    code, out, err = run(monkeypatch, capsys, *base, "--real-queries", str(real), "--json")
+    return [*base, "--real-queries", str(real_file)], kb_dir
+
+
+def test_synthetic_queries_far_from_the_real_ones_are_warned_about_and_recorded(
+    monkeypatch, capsys, corpus_dir: Path, tmp_path: Path
+):
+    args, kb_dir = calibrate_args(corpus_dir, tmp_path, OUT_OF_KNOWLEDGE + MORE_OUT_OF_KNOWLEDGE)
+    base = args[:-2]
+    code, out, err = run(monkeypatch, capsys, *args, "--json")
     assert code == 0, err
     check = json.loads(out)["synthetic_check"]
     assert check["synthetic"] and check["differ"] and check["prompt_ids"] == ["synth-query@2"]
@@ -61,13 +68,8 @@ def test_synthetic_queries_far_from_the_real_ones_are_warned_about_and_recorded(
 def test_a_silent_check_on_few_real_questions_says_it_proves_little(
     monkeypatch, capsys, corpus_dir: Path, tmp_path: Path
 ):
-    kb_dir = tmp_path / "kb"
-    KnowledgeBase.build([corpus_dir], embedder="bm25").save(kb_dir)
-    synthetic = synth_file(tmp_path / "synthetic.jsonl", IN_KNOWLEDGE + MORE_IN_KNOWLEDGE)
-    real = tmp_path / "real.txt"
-    real.write_text("\n".join(MORE_IN_KNOWLEDGE[::2]) + "\n")
-    base = ["calibrate", str(kb_dir), "--queries", str(synthetic), "--k", "3"]
-    code, _, err = run(monkeypatch, capsys, *base, "--real-queries", str(real))
+    args, _ = calibrate_args(corpus_dir, tmp_path, MORE_IN_KNOWLEDGE[::2])
+    code, _, err = run(monkeypatch, capsys, *args)
     assert code == 0, err
     text = " ".join(err.split())
     assert "real-question check: no difference" in text

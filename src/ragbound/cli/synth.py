@@ -205,8 +205,7 @@ def weak_silence(n_real: int) -> str:
     if n_real >= CONFIDENT_REAL:
         return ""
     return (
-        f"; with {n_real} real questions a silence is weak evidence: give "
-        f"{CONFIDENT_REAL} or more"
+        f"; with {n_real} real questions a silence is weak evidence: give {CONFIDENT_REAL} or more"
     )
 
 
