@@ -172,6 +172,21 @@ def test_exceedance_is_valid_under_the_null_at_the_calibrated_critical_value() -
         assert np.mean(p_values <= alpha) <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / 2000)
 
 
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(n=st.integers(1, 80), m=st.integers(1, 40), q=st.integers(0, 80), data=st.data())
+def test_exceedance_p_value_falls_as_more_test_scores_reach_the_critical_value(
+    n: int, m: int, q: int, data
+) -> None:
+    q = min(q, n - 1)
+    reference = np.concatenate([np.zeros(n - q), np.full(q, 2.0)])  # q of n at or above 1
+    counts = sorted(data.draw(st.lists(st.integers(0, m), min_size=2, max_size=2)))
+    p = [
+        exceedance_test(reference, np.r_[np.full(j, 3.0), np.zeros(m - j)], 1.0).p_value
+        for j in counts
+    ]
+    assert 0.0 < p[1] <= p[0] <= 1.0
+
+
 def test_exceedance_sees_an_upper_tail_shift_ks_misses() -> None:
     # the real queries match the reference below its 90th percentile, but 30% of them lie in
     # the tail: 6 of 20 above a critical value at alpha = 0.05, where about 1 is expected
