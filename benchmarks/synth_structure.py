@@ -58,6 +58,7 @@ CHECK_SIZES = (20, 50)
 CHECK_DRAWS = 200
 # the check's verdict, then each of its two tests alone (at half the level, as in the check)
 CHECK_TESTS = ("check", "ks", "exceedance")
+REAL_HALF = "real calibration half"
 N_CALIBRATION_MIX = 300
 
 
@@ -181,7 +182,7 @@ def llm_part(
             "prompt_id": USERS_PROMPT,
         },
     }
-    sets = {"real calibration half": {"queries": real, "seconds": 0.0, "report": {}}}
+    sets = {REAL_HALF: {"queries": real, "seconds": 0.0, "report": {}}}
     for label, options in conditions.items():
         start = time.perf_counter()
         queries, report = generate_queries(kb, llm, n=n, seed=0, progress=True, **options)
@@ -192,7 +193,11 @@ def llm_part(
         }
     rows = {}
     for label, entry in sets.items():
-        rows[label] = _calibration_row(kb, entry["queries"], ik_test, near, real[:N_EXAMPLES], k)
+        # the check's real questions must be ones the calibration did not see: the few-shot
+        # examples for the synthetic rows (as a user would pass them), held-out ones for the
+        # real half, which holds the examples
+        checked = ik_test[-N_EXAMPLES:] if label == REAL_HALF else real[:N_EXAMPLES]
+        rows[label] = _calibration_row(kb, entry["queries"], ik_test, near, checked, k)
         rows[label] |= {"seconds": entry["seconds"], "report": entry["report"]}
         rows[label]["examples"] = entry["queries"][:5]
     return {"n": n, "rows": rows}
@@ -283,7 +288,8 @@ def markdown(results: dict) -> str:
             )
         lines += [
             f"Synthetic calibration with the local LLM, {llm['n']} questions per condition "
-            f"(check against the {N_EXAMPLES} real questions used as few-shot examples). "
+            f"(check against the {N_EXAMPLES} real questions used as few-shot examples; for "
+            f"the real half, which holds them, against {N_EXAMPLES} held-out ones). "
             f"Median score: the calibration queries' median {DEFAULTS.statistic}; held-out "
             f"real questions: {next(iter(llm['rows'].values()))['median_held_out']:.4f}.",
             "",

@@ -59,7 +59,8 @@ def test_the_benchmark_parts_run_and_render(tmp_path: Path):
     assert labels[0] == "real calibration half" and len(labels) == 4
     assert part["rows"][labels[1]]["report"]["context"] == "document"  # (a): records alone
     assert part["rows"][labels[2]]["report"]["context"] == "id-prefix:id"
-    assert part["rows"][labels[0]]["check"]["n_real"] == 20
+    # the real half holds the examples, so it is checked against held-out questions
+    assert part["rows"][labels[0]]["check"]["n_real"] == len(held_out)
     assert part["rows"][labels[1]]["check"] is None  # fewer than 20 synthetic questions
     users_calls = [
         call[0][0].content
