@@ -108,7 +108,7 @@ def rank_candidates(learning: QueryFeatures, config: DetectorConfig, seed: int) 
     return sorted(out, key=lambda c: (-c.auroc, -c.flagged))
 
 
-def complexity(candidate: Candidate) -> tuple:
+def complexity(candidate: Candidate) -> tuple[bool, int, bool, bool, int]:
     """Sort key, simplest first: combined last, then fewer granularities, the chunk before
     a finer unit, MSS before the k-neighbour statistics, smaller k."""
     return (
