@@ -194,9 +194,9 @@ def check_against_real(
     return check
 
 
-# Below this many real questions the check missed a calibration with a 31% false-positive
-# rate 7% of the time, and the one set of 20 a user would pass slipped through (near-synth
-# benchmark, docs/benchmarks.md); with 50 it never did.
+# With 20 real questions the check missed MSS calibrated on synthetic questions (29% false
+# positives) on 9% of draws, and the one set of 20 a user would pass slipped through; with 50
+# it never did (near-synth benchmark, two splits, docs/benchmarks.md).
 CONFIDENT_REAL = 50
 
 

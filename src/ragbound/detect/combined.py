@@ -318,6 +318,9 @@ def corpus_words(kb: KnowledgeBase) -> CorpusWords:
     """The knowledge base's :class:`CorpusWords`, built once per corpus (kept for the last
     few corpora a process used; safe to call from several threads)."""
     key = kb.manifest.corpus_hash
+    found = _CORPORA.get(key)  # the per-check path: no lock once the index is built
+    if found is not None:
+        return found
     with _CORPORA_LOCK:
         found = _CORPORA.get(key)
         if found is None:

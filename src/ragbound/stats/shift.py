@@ -342,8 +342,9 @@ def calibration_mismatch(
     (True, 6)
     """
     level = check_open_unit(level, "level")
-    ks = ks_two_sample(reference, test, alpha=level / 2)
-    exceedance = exceedance_test(reference, test, critical_value, alpha=level / 2)
+    each = bonferroni_alpha(level, 2)
+    ks = ks_two_sample(reference, test, alpha=each)
+    exceedance = exceedance_test(reference, test, critical_value, alpha=each)
     return MismatchResult(ks, exceedance, ks.reject or exceedance.reject, level)
 
 

@@ -28,7 +28,7 @@ from ragbound.corpus import load_query_records
 from ragbound.detect import Guard
 from ragbound.detect.shift import reference_scores
 from ragbound.results import SyntheticCheck
-from ragbound.stats import calibration_mismatch
+from ragbound.stats import bonferroni_alpha, calibration_mismatch
 
 # The check's level: each of its two tests runs at half of it (stated in every warning).
 CHECK_LEVEL = 0.05
@@ -92,7 +92,8 @@ def check_warning(check: SyntheticCheck) -> str | None:
     if not check.differ:
         return None
     which = "synthetic calibration queries" if check.synthetic else "calibration queries"
-    too_many = check.exceedance_p_value is not None and check.exceedance_p_value <= check.level / 2
+    each = bonferroni_alpha(check.level, 2)  # as calibration_mismatch ran each test
+    too_many = check.exceedance_p_value is not None and check.exceedance_p_value <= each
     closer = check.median_real < check.median_calibration
     if too_many:
         effect = (
@@ -124,7 +125,7 @@ def describe_check(check: SyntheticCheck) -> str:
         )
     return (
         f"KS D={check.ks_statistic:.3f}, p={check.p_value:.2g}{exceedance}; each test at "
-        f"level {check.level / 2:g}; median {check.score_statistic} "
+        f"level {bonferroni_alpha(check.level, 2):g}; median {check.score_statistic} "
         f"{check.median_calibration:.4f} vs real {check.median_real:.4f}"
     )
 
