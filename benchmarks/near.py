@@ -127,7 +127,7 @@ class Split:
 
 
 class CachedEmbedder(SentenceTransformerEmbedder):
-    """MiniLM whose query embeddings are kept in memory and under bench_out/near/."""
+    """A dense embedder whose query embeddings are kept in memory and in ``folder``."""
 
     def __init__(self, model: SentenceTransformerEmbedder, folder: Path):
         super().__init__(model.folder, name=model.name)
@@ -160,9 +160,10 @@ class CachedEmbedder(SentenceTransformerEmbedder):
 
 # ----------------------------------------------------------------------- knowledge bases
 def cached_kb(
-    folder: Path, documents: Callable[[], list[Document]], embedder
+    folder: Path, documents: Callable[[], list[Document]], embedder: CachedEmbedder, spec: str
 ) -> tuple[KnowledgeBase, float | None]:
-    """The knowledge base saved in ``folder`` (all granularities), built if absent or stale.
+    """The knowledge base saved in ``folder`` (all granularities, embedder ``spec``), built
+    if absent or stale.
 
     Returns it and the build seconds (None when it came from the cache).
     """
@@ -174,9 +175,7 @@ def cached_kb(
     except (ArtifactError, InputError):
         pass
     kb, seconds = timed(
-        lambda: KnowledgeBase.from_documents(
-            documents(), embedder="minilm", units=units, progress=True
-        )
+        lambda: KnowledgeBase.from_documents(documents(), embedder=spec, units=units, progress=True)
     )
     kb.save(folder, overwrite=True, delete_other_files=True)
     return KnowledgeBase.load(folder, embedder=embedder), seconds
@@ -346,12 +345,13 @@ def collect(rows: dict[str, dict[str, dict[str, list[float]]]], new: dict) -> No
 
 
 # --------------------------------------------------------------------------------- cost
-def cost(kbs: dict[str, KnowledgeBase], far: Split) -> dict:
-    """Vectors searched per granularity, and check latency on the whole PubMedQA base."""
+def cost(kbs: dict[str, KnowledgeBase], far: Split, spec: str) -> dict:
+    """Vectors searched per granularity, and check latency on the whole PubMedQA base
+    (embedder ``spec``, its query embeddings not cached)."""
     import torch
 
     torch.set_num_threads(1)  # one thread, as OMP_NUM_THREADS=1: the machine is shared
-    plain = KnowledgeBase.load(kbs["PubMedQA"].path, embedder=load_dense_embedder("minilm"))
+    plain = KnowledgeBase.load(kbs["PubMedQA"].path, embedder=load_dense_embedder(spec))
     out: dict = {}
     for granularity in GRANULARITIES:
         entry: dict = {}
@@ -371,46 +371,55 @@ def cost(kbs: dict[str, KnowledgeBase], far: Split) -> dict:
     return out
 
 
-def near_cost_part(out: Path, saved: dict) -> dict:
+def cache_folder(out: Path, spec: str) -> Path:
+    """Where the knowledge bases and query embeddings of embedder ``spec`` are kept."""
+    return out / ("near" if spec == "minilm" else f"near-{spec}")
+
+
+def knowledge_bases(out: Path, spec: str) -> tuple[dict[str, KnowledgeBase], dict]:
+    """The COVID-QA and PubMedQA knowledge bases embedded with ``spec`` (cached), and
+    their build seconds (None when cached)."""
+    cache = cache_folder(out, spec)
+    embedder = CachedEmbedder(load_dense_embedder(spec), cache / "query-cache")
+    covid, covid_s = cached_kb(cache / "kb-covidqa", covid_documents, embedder, spec)
+    pubmed, pubmed_s = cached_kb(cache / "kb-pubmedqa", pubmedqa_documents(out), embedder, spec)
+    kbs = {"COVID-QA": covid, "PubMedQA": pubmed}
+    return kbs, {"COVID-QA": covid_s, "PubMedQA": pubmed_s}
+
+
+def near_cost_part(out: Path, saved: dict, spec: str = "minilm") -> dict:
     """Measure the cost table again (with the combined row) and keep ``saved``'s quality
     rows: the splits take an hour, the latency a few minutes."""
     if "rows" not in saved:
         raise InputError("run python -m benchmarks.run near first: there are no saved rows")
-    cache = out / "near"
-    embedder = CachedEmbedder(load_dense_embedder("minilm"), cache / "query-cache")
-    covid, _ = cached_kb(cache / "kb-covidqa", covid_documents, embedder)
-    pubmed, _ = cached_kb(cache / "kb-pubmedqa", pubmedqa_documents(out), embedder)
-    measured = cost({"COVID-QA": covid, "PubMedQA": pubmed}, far_split(pubmed, 0))
-    return {**saved, "cost": measured}
+    kbs, _ = knowledge_bases(out, spec)
+    return {**saved, "cost": cost(kbs, far_split(kbs["PubMedQA"], 0), spec)}
 
 
 # --------------------------------------------------------------------------------- part
-def near_part(out: Path) -> dict:
-    """Run every split of every set-up; returns the results saved under ``near``."""
+def near_part(out: Path, spec: str = "minilm") -> dict:
+    """Run every split of every set-up with embedder ``spec`` (``minilm``, ``mpnet``);
+    returns the results saved under ``near`` (``near-mpnet``)."""
     reason = datasets.missing_reason() or datasets.covidqa_missing_reason()
     if reason:
         return {"skipped": reason}
     seeds = list(range(int(os.environ.get("BENCH_NEAR_SEEDS", "5"))))
-    cache = out / "near"
-    embedder = CachedEmbedder(load_dense_embedder("minilm"), cache / "query-cache")
-    covid, covid_s = cached_kb(cache / "kb-covidqa", covid_documents, embedder)
-    pubmed, pubmed_s = cached_kb(cache / "kb-pubmedqa", pubmedqa_documents(out), embedder)
+    kbs, build_s = knowledge_bases(out, spec)
+    covid, pubmed = kbs["COVID-QA"], kbs["PubMedQA"]
     rows: dict = {}
     picks: dict[str, list[str]] = {}
     for seed in seeds:
         for make, kb in ((covid_split, covid), (pubmedqa_split, pubmed), (far_split, pubmed)):
             collect(rows, split_rows(make(kb, seed), picks))
     return {
+        "embedder": spec,
         "seeds": seeds,
         "alpha": ALPHA,
         "rows": rows,
         "auto_picks": picks,
-        "build_s": {"COVID-QA": covid_s, "PubMedQA": pubmed_s},
-        "n_documents": {
-            "COVID-QA": covid.manifest.n_documents,
-            "PubMedQA": pubmed.manifest.n_documents,
-        },
-        "cost": cost({"COVID-QA": covid, "PubMedQA": pubmed}, far_split(pubmed, 0)),
+        "build_s": build_s,
+        "n_documents": {name: kb.manifest.n_documents for name, kb in kbs.items()},
+        "cost": cost(kbs, far_split(pubmed, 0), spec),
     }
 
 
@@ -491,26 +500,85 @@ def near_markdown(results: dict) -> list[str]:
     n = len(part["seeds"])
     return [
         f"MiniLM, 200-word chunks (40 overlap); windows of {WINDOW_SENTENCES} sentences. "
-        f"Mean ± standard deviation over {n} seeded splits. COVID-QA halves: the articles of "
-        "one half indexed, half their questions calibrate, the other half are the in-knowledge "
-        "test, the other articles' questions are near out-of-knowledge. PubMedQA half: the "
-        "abstracts of half the PQA-L questions indexed, the other half's questions near "
-        "out-of-knowledge. Far: the whole PubMedQA corpus, half its questions calibrate, the "
-        "other half are in knowledge. AUROC over all test queries; flagged = share of "
-        f"out-of-knowledge questions with p <= {part['alpha']}; FPR = share of held-out "
-        f"in-knowledge questions with p <= {part['alpha']} (conformal p-values). A row is "
-        "granularity + statistic (+ k): the units a chunk is scored by (its best one). "
-        "combined / auto: `ragbound calibrate --statistic combined | auto` with its defaults "
-        "on the calibration half (half of it learns, by leaving each question's document out "
-        "of the search; the other half alone makes the null), checked as `ragbound check` "
-        "does; auto picked: " + _picks(part.get("auto_picks", {})) + ".",
+        f"Mean ± standard deviation over {n} seeded splits. "
+        + SETUP_TEXT
+        + "auto picked: "
+        + _picks(part.get("auto_picks", {}))
+        + ".",
         "",
         *markdown_table(header, rows),
         "",
+        *_cost_lines(cost_header, cost_rows),
+    ]
+
+
+SETUP_TEXT = (
+    "COVID-QA halves: the articles of "
+    "one half indexed, half their questions calibrate, the other half are the in-knowledge "
+    "test, the other articles' questions are near out-of-knowledge. PubMedQA half: the "
+    "abstracts of half the PQA-L questions indexed, the other half's questions near "
+    "out-of-knowledge. Far: the whole PubMedQA corpus, half its questions calibrate, the "
+    "other half are in knowledge. AUROC over all test queries; flagged = share of "
+    f"out-of-knowledge questions with p <= {ALPHA}; FPR = share of held-out "
+    f"in-knowledge questions with p <= {ALPHA} (conformal p-values). A row is "
+    "granularity + statistic (+ k): the units a chunk is scored by (its best one). "
+    "combined / auto: `ragbound calibrate --statistic combined | auto` with its defaults "
+    "on the calibration half (half of it learns, by leaving each question's document out "
+    "of the search; the other half alone makes the null), checked as `ragbound check` "
+    "does; "
+)
+
+
+def _cost_lines(header: list[str], rows: list[list[str]]) -> list[str]:
+    return [
         "**What each granularity costs** (vectors searched; `check` p50 on the whole PubMedQA "
         f"knowledge base, k = {K_MAX}, {LATENCY_QUERIES} queries, one thread, against "
         "embedding the query alone in the same run; combined: every unit indexed, searched "
         "once per granularity, plus word overlap)",
         "",
-        *markdown_table(cost_header, cost_rows),
+        *markdown_table(header, rows),
+    ]
+
+
+# the rows the second embedder's section shows, each beside MiniLM's
+COMPARED_ROWS = (
+    "chunk mss",
+    "chunk,sentence,window mss",
+    "chunk,sentence,window entropy k=32",
+    "combined",
+    "auto",
+)
+
+
+def mpnet_markdown(results: dict) -> list[str]:
+    """MPNet's rows beside MiniLM's (the same splits), and MPNet's cost table."""
+    part = results.get("near-mpnet")
+    if not part or "rows" not in part:
+        return []
+    minilm = results.get("near", {}).get("rows", {})
+    header, rows = quality_table(
+        {
+            "rows": {
+                f"{embedder} {name}": found[name]
+                for name in COMPARED_ROWS
+                for embedder, found in (("minilm", minilm), ("mpnet", part["rows"]))
+                if name in found
+            }
+        }
+    )
+    cost_header, cost_rows = cost_table(part)
+    return [
+        "all-mpnet-base-v2 (768-d, from its PyPI wheels) against MiniLM on the same "
+        f"{len(part['seeds'])} seeded splits (mean ± standard deviation), 200-word chunks (40 "
+        f"overlap), windows of {WINDOW_SENTENCES} sentences. "
+        + SETUP_TEXT
+        + "MPNet's auto picked: "
+        + _picks(part.get("auto_picks", {}))
+        + ". Every row of "
+        "MPNet's run is in bench_out/results.json (`near-mpnet`); this table shows the "
+        "baseline, the best single statistics and the learned score.",
+        "",
+        *markdown_table(header, rows),
+        "",
+        *_cost_lines(cost_header, cost_rows),
     ]

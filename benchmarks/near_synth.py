@@ -326,7 +326,7 @@ def main() -> dict:
     folder = OUT / "near_synth"
     # its own knowledge base and query cache: the near benchmark may run at the same time
     embedder = CachedEmbedder(load_dense_embedder("minilm"), folder / "query-cache")
-    covid, _ = cached_kb(folder / "kb-covidqa", covid_documents, embedder)
+    covid, _ = cached_kb(folder / "kb-covidqa", covid_documents, embedder, "minilm")
     llm = make_local_llm()
     splits, results = [], {}
     for seed in _seeds():

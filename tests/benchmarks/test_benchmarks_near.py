@@ -87,3 +87,19 @@ def test_an_ablation_dropping_nothing_is_the_combined_row(split: near.Split, mon
     assert list(rows) == ["all", "no gap"]
     for metric in ("auroc", "flagged", "fpr"):
         assert rows["all"][NEAR][metric] == pytest.approx(combined[metric])
+
+
+def test_the_mpnet_section_puts_each_row_beside_minilms():
+    def part(auroc: float) -> dict:
+        rows = {
+            name: {NEAR: {"auroc": [auroc], "flagged": [0.5], "fpr": [0.05]}}
+            for name in ("chunk mss", "combined", "sentence knn k=4")
+        }
+        return {"rows": rows, "seeds": [0], "alpha": 0.05, "cost": {}}
+
+    assert near.mpnet_markdown({"near": part(0.7)}) == []
+    lines = near.mpnet_markdown({"near": part(0.7), "near-mpnet": part(0.8)})
+    table = [line for line in lines if line.startswith("| ") and "AUROC" not in line]
+    names = [line.split(" | ")[0].lstrip("| ") for line in table[:4]]
+    assert names == ["minilm chunk mss", "mpnet chunk mss", "minilm combined", "mpnet combined"]
+    assert "0.800 ± 0.000" in table[1] and "0.700 ± 0.000" in table[0]
