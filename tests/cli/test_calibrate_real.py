@@ -74,3 +74,29 @@ def test_a_silent_check_on_few_real_questions_says_it_proves_little(
     text = " ".join(err.split())
     assert "real-question check: no difference" in text
     assert "with 8 real questions a silence is weak evidence: give 50 or more" in text
+
+
+def test_null_queries_make_the_null_and_synthetic_ones_only_learn(
+    monkeypatch, capsys, corpus_dir: Path, tmp_path: Path
+):
+    args, kb_dir = calibrate_args(corpus_dir, tmp_path, MORE_IN_KNOWLEDGE)
+    synthetic, real_file = args[3], args[-1]
+    base = ["calibrate", str(kb_dir), "--queries", synthetic, "--null-queries", real_file]
+    code, _, err = run(monkeypatch, capsys, *base)
+    assert code != 0 and "--null-queries needs --statistic combined or auto" in err
+
+    code, out, err = run(monkeypatch, capsys, *base, "--statistic", "combined", "--json")
+    assert code == 0, err
+    info = json.loads(out)
+    assert info["n_queries"] == len(MORE_IN_KNOWLEDGE) and info["statistic"] == "combined"
+    assert "come from `ragbound synth`" not in err  # the null is made of real questions
+    manifest = json.loads((kb_dir / "calibration" / "manifest.json").read_text())
+    assert manifest["queries_source"] == real_file
+    learned = manifest["combined"]
+    # the synthetic file holds the null questions too: they leave the learning
+    assert learned["n_learning"] == len(IN_KNOWLEDGE) and "also null queries" in err
+
+    code, out, err = run(monkeypatch, capsys, *base, "--statistic", "combined")
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert f"calibrated on {len(MORE_IN_KNOWLEDGE)} queries ({len(IN_KNOWLEDGE)} other" in text

@@ -185,7 +185,7 @@ def test_calibrate_auto_prints_its_candidates_and_check_uses_the_pick(
     code, out, err = run(monkeypatch, capsys, *args, "--statistic", "combined")
     assert code == 0, err
     text = " ".join(out.split())
-    assert "the other 6 learned the score" in text and "combined critical value" in text
+    assert "(6 other queries learned the score)" in text and "combined critical value" in text
     code, out, err = run(monkeypatch, capsys, "check", str(kb), "bees", "--json")
     assert json.loads(out)["statistic"] == "combined"
     code, out, err = run(monkeypatch, capsys, *args)

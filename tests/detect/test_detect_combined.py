@@ -240,11 +240,45 @@ def test_auto_picks_the_simplest_candidate_within_one_standard_error():
 
 
 def test_learned_calibration_refuses_too_few_queries_and_a_reranker(kb: KnowledgeBase):
-    with pytest.raises(InputError, match="at least 6"):
+    with pytest.raises(InputError, match="at least 4 queries to learn from and 2"):
         calibrate_learned(kb, _lines("in_knowledge.txt")[:5], DEFAULTS, statistic="auto")
+    with pytest.raises(InputError, match="got 12 and 1"):
+        queries = _lines("in_knowledge.txt")
+        calibrate_learned(
+            kb, queries[1:13], DEFAULTS, statistic="combined", null_queries=queries[:1]
+        )
     config = DEFAULTS.updated(reranker=str(Path("somewhere")))
     with pytest.raises(InputError, match="does not take a --reranker"):
         calibrate_learned(kb, _lines("in_knowledge.txt"), config, statistic="combined")
+
+
+def test_null_queries_make_the_null_and_every_query_learns(kb: KnowledgeBase):
+    queries = _lines("in_knowledge.txt")
+    learning, nulls = queries[: len(queries) // 2], queries[len(queries) // 2 :]
+    guard = calibrate_learned(kb, learning, DEFAULTS, statistic="combined", null_queries=nulls)
+    model = guard.calibration.manifest.combined
+    assert model is not None and guard.calibration.queries == nulls
+    assert model.n_learning == len(learning) and model.reference_queries == tuple(learning)
+    alone = learn(QueryFeatures(kb, learning, feature_depth(kb), masked=True))
+    np.testing.assert_allclose(model.coef, alone.coef)
+    scores, _ = model.scores(kb, nulls)
+    np.testing.assert_allclose(np.sort(scores), model.null().scores)
+
+
+def test_a_query_in_both_parts_leaves_the_learning_with_a_warning(kb: KnowledgeBase):
+    queries = _lines("in_knowledge.txt")
+    nulls = queries[len(queries) // 2 :]
+    with pytest.warns(UserWarning, match="2 of the learning queries are also null queries"):
+        guard = calibrate_learned(
+            kb,
+            queries[: len(queries) // 2] + nulls[:2],
+            DEFAULTS,
+            statistic="auto",
+            null_queries=nulls,
+        )
+    selection = guard.calibration.manifest.selection
+    assert selection is not None and selection.n_learning == len(queries) // 2
+    assert guard.calibration.queries == nulls
 
 
 # ------------------------------------------- wherever a calibration is used

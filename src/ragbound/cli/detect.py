@@ -34,6 +34,7 @@ from ragbound.stats import P_VALUE_METHODS
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from ragbound.detect.calibration import CalibrationManifest
     from ragbound.detect.combined import Selection
     from ragbound.results import EvaluationReport, Verdict
 
@@ -105,6 +106,16 @@ def calibrate(
             callback=validate.existing_file,
         ),
     ] = None,
+    null_queries: Annotated[
+        Path | None,
+        typer.Option(
+            "--null-queries",
+            help=f"With --statistic {COMBINED} or {AUTO}: in-knowledge questions (real user "
+            "questions) that alone make the null; every --queries question (e.g. `ragbound "
+            "synth` output) then learns.",
+            callback=validate.existing_file,
+        ),
+    ] = None,
     seed: Annotated[
         int,
         typer.Option(
@@ -157,6 +168,14 @@ def calibrate(
     queries from themselves left out (AUROC, then the share flagged at --alpha), picks the
     best and calibrates it on the other half; it prints the candidates, and the manifest
     keeps them. Both search with every indexed unit (no --granularity, --k or --reranker).
+
+    --null-queries FILE (with combined or auto; read with the default query fields): the
+    --queries all learn, and the questions in FILE alone make the null, so the p-value is
+    conformal on them. Use it to let many `ragbound synth` questions teach the score while
+    a few dozen real questions certify it: synthetic questions sit closer to the corpus
+    than real ones on some corpora, which breaks a null made of them, not a score learned
+    from them. At alpha = 0.05 the null needs at least 19 questions; with 20 the
+    false-positive rate is valid on average but varies from one set of 20 to another.
     """
     from ragbound.corpus import load_queries
     from ragbound.detect import Guard
@@ -166,6 +185,11 @@ def calibrate(
     from ragbound.knowledge import KnowledgeBase
 
     learned = statistic in (COMBINED, AUTO)
+    if null_queries is not None and not learned:
+        raise InputError(
+            f"--null-queries needs --statistic {COMBINED} or {AUTO}; for {statistic}, which "
+            "learns nothing, calibrate on the real questions: --queries FILE"
+        )
     if learned and (granularity is not None or reranker is not None):
         raise InputError(
             f"--statistic {statistic} searches every indexed unit and takes no "
@@ -174,6 +198,9 @@ def calibrate(
     kb = KnowledgeBase.load(kb_dir)
     texts = load_queries(queries, field=field)
     real_texts = load_queries(real_queries) if real_queries else None
+    null_texts = load_queries(null_queries) if null_queries else None
+    # the file whose questions make the null: what the real-question check compares
+    null_file, null_field = (queries, field) if null_queries is None else (null_queries, None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         tau_value = tau if tau == TAU_AUTO else float(tau)
@@ -184,7 +211,13 @@ def calibrate(
                 p_value_method=p_value_method,
             )
             guard = calibrate_learned(
-                kb, texts, config, statistic=statistic, seed=seed, queries_source=str(queries)
+                kb,
+                texts,
+                config,
+                statistic=statistic,
+                seed=seed,
+                queries_source=str(null_file),
+                null_queries=null_texts,
             )
         else:
             guard = Guard.calibrate(
@@ -205,7 +238,7 @@ def calibrate(
     from ragbound.cli.synth import check_against_real
 
     synthetic_check = check_against_real(
-        guard, (queries, field), (real_queries, real_texts), progress(json_out)
+        guard, (null_file, null_field), (real_queries, real_texts), progress(json_out)
     )
     folder = guard.save(on_wait=notice)
     critical = guard.critical_value()
@@ -228,15 +261,23 @@ def calibrate(
     if selection is not None:
         console().print(candidate_table(selection))
     used = guard.calibration.manifest.n_queries
+    learners = n_learning(guard.calibration.manifest)
     console().print(
         f"calibrated on {used} queries"
-        + ("" if used == len(texts) else f" (the other {len(texts) - used} learned the score)")
+        + ("" if not learners else f" ({learners} other queries learned the score)")
         + f" (k={guard.k}, tau={guard.config.tau:g}"
         + ("" if guard.kb.granularity == ("chunk",) else f", {info['granularity']} units")
         + "); "
         f"{guard.config.statistic} critical value at "
         f"alpha={alpha}: {critical:.4f}; saved to {folder}"
     )
+
+
+def n_learning(manifest: CalibrationManifest) -> int:
+    """How many queries taught the learned score or ranked auto's candidates (0: none)."""
+    if manifest.selection is not None:
+        return manifest.selection.n_learning
+    return 0 if manifest.combined is None else manifest.combined.n_learning
 
 
 def candidate_table(selection: Selection, shown: int = 12) -> Table:

@@ -38,7 +38,10 @@ in-knowledge query's p-value ``(1 + #{null >= score}) / (n + 1)`` is therefore e
 conformal: ``P(p <= alpha) <= alpha`` whenever the new query and the conformal queries are
 exchangeable (drawn from the same distribution, the knowledge base unchanged). It does not
 rest on the masked examples being like real out-of-knowledge questions: they only shape the
-score, so a poor model costs power, never validity.
+score, so a poor model costs power, never validity. With separate null queries
+(``calibrate --null-queries``) every calibration query learns and the null queries are the
+conformal part: the guarantee is then about queries exchangeable with the null queries,
+whatever the learning queries were (synthetic ones included).
 """
 
 from __future__ import annotations

@@ -20,10 +20,18 @@ time; where one clearly wins (combined on COVID-QA, by 0.06), it is picked.
 The conformal part alone makes the null of what was picked, so its p-value is conformal
 (see :mod:`ragbound.detect.combined` for what that rests on). The learning part never
 enters the null.
+
+With null queries (``calibrate --null-queries``) there is no split: every calibration
+query learns and the null queries alone make the null. Synthetic questions can then teach
+while a few dozen real ones certify: on COVID-QA, synthetic questions sit closer to the
+corpus than real ones, so a null made of them flags 25-31% of real in-knowledge questions
+at alpha = 0.05, while the score they teach separates as well as one real questions teach
+(near-synth benchmark, docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -138,22 +146,35 @@ def calibrate_learned(
     seed: int = 0,
     queries_source: str = "",
     progress: bool = False,
+    null_queries: Sequence[str] | None = None,
 ) -> Guard:
     """Calibrate the combined statistic, or (``auto``) the best candidate, on ``queries``.
 
     ``config`` gives alpha, tau and the p-value method; statistic, k and granularity are
     chosen here. The returned Guard's calibration holds only the conformal part's queries;
     its manifest records the combined model and, for auto, the candidates (``selection``).
+
+    With ``null_queries`` (real in-knowledge questions), every one of ``queries`` (e.g.
+    ``ragbound synth`` output) learns and ``null_queries`` alone make the null, so the
+    p-value is conformal on the real questions (``queries_source`` should then name them).
+    A query in both is dropped from the learning part, with a warning: its own similarity
+    would make its null score look closer than a new query's.
+
+    Example (synthetic questions teach, 50 real ones certify)::
+
+        guard = calibrate_learned(kb, synthetic, DEFAULTS, statistic="combined",
+                                  null_queries=real, queries_source="real.txt")
     """
     if statistic not in (COMBINED, AUTO):
         raise InputError(f"statistic must be {COMBINED} or {AUTO}, got {statistic!r}")
     if config.reranker is not None:
         raise InputError(f"--statistic {statistic} does not take a --reranker")
-    learning, conformal = split_queries(list(queries), LEARN_SHARE, seed=seed)
+    learning, conformal = learning_and_null(list(queries), null_queries, seed)
     if len(learning) < 4 or len(conformal) < 2:
         raise InputError(
-            f"--statistic {statistic} needs at least 6 calibration queries (half of them "
-            f"learn, half make the null), got {len(queries)}"
+            f"--statistic {statistic} needs at least 4 queries to learn from and 2 to make "
+            f"the null, got {len(learning)} and {len(conformal)}"
+            + ("" if null_queries is not None else " (half of the calibration queries each)")
         )
     learned = QueryFeatures(kb, learning, feature_depth(kb), masked=True)
     selection = None
@@ -172,6 +193,25 @@ def calibrate_learned(
         if picked.statistic != COMBINED:
             return _calibrate_picked(kb, conformal, config, selection, queries_source, progress)
     return _calibrate_combined(kb, learned, conformal, config, selection, seed, queries_source)
+
+
+def learning_and_null(
+    queries: list[str], null_queries: Sequence[str] | None, seed: int
+) -> tuple[list[str], list[str]]:
+    """The learning part and the null part: a seeded split of ``queries`` (LEARN_SHARE to
+    learning), or all of them (less any that are also null queries) and ``null_queries``."""
+    if null_queries is None:
+        return split_queries(queries, LEARN_SHARE, seed=seed)
+    nulls = list(null_queries)
+    shared = set(queries) & set(nulls)
+    if shared:
+        warnings.warn(
+            f"{len(shared)} of the learning queries are also null queries: they are left out "
+            "of the learning (the null must be questions the score did not learn from)",
+            UserWarning,
+            stacklevel=3,
+        )
+    return [q for q in queries if q not in shared], nulls
 
 
 def _calibrate_picked(
