@@ -45,13 +45,13 @@ from benchmarks.near import (
 )
 from ragbound.artifacts import write_json
 from ragbound.detect import Guard
-from ragbound.detect.config import COMBINED, DEFAULTS
+from ragbound.detect.config import AUTO, COMBINED, DEFAULTS
 from ragbound.detect.select import calibrate_learned
 from ragbound.detect.shift import reference_scores
 from ragbound.embedders import load_dense_embedder
 from ragbound.errors import InputError
 from ragbound.llm import LLM
-from ragbound.stats import auroc, calibration_mismatch
+from ragbound.stats import EmpiricalNull, auroc, calibration_mismatch
 from ragbound.synth.check import CHECK_LEVEL, compare_with_real
 from ragbound.synth.queries import USERS_PROMPT, generate_queries, save_queries
 
@@ -68,6 +68,9 @@ FEW_SHOT = f"synthetic, few-shot from {N_EXAMPLES} real questions"
 # did not see (``calibrate --real-queries``)
 CHECK_SIZES = (20, 50)
 CHECK_DRAWS = 200
+# the null-queries condition (``calibrate --null-queries``): every question of a source
+# learns, and real questions alone make the null
+NULL_STATISTICS = (COMBINED, AUTO)
 
 
 def calibrate(kb, queries: Sequence[str], statistic: str) -> Guard:
@@ -176,6 +179,78 @@ def split_part(
             row = measure(split.kb, queries, statistic, split.inside, outside, real)
             rows.append({"source": source, **row})
     return rows
+
+
+def null_rows(
+    split: Split, synthetic: list[str], seed: int, few_shot: list[str] | None = None
+) -> list[dict]:
+    """combined and auto learned on every question of a source, the null made of real
+    questions (``calibrate --null-queries``): of the first N_EXAMPLES of the real calibration
+    half (the examples a user has), and of CHECK_DRAWS seeded draws of each CHECK_SIZES from
+    the rest (none of which the learning saw). The learned score does not depend on the null,
+    so it is scored once and each draw only changes the null. Sources: the synthetic sets,
+    and a seeded sample of real questions as large (learning; its null draws leave it out)."""
+    outside = split.outside[NEAR_SETS[0]]
+    examples, rest = split.calibration[:N_EXAMPLES], split.calibration[N_EXAMPLES:]
+    rng = np.random.default_rng(seed)
+    sample = [rest[i] for i in sorted(rng.permutation(len(rest))[: len(synthetic)])]
+    sources = {REAL_SAMPLE: (sample, [q for q in rest if q not in set(sample)])}
+    sources[SYNTHETIC] = (synthetic, rest)
+    if few_shot is not None:
+        sources[FEW_SHOT] = (few_shot, rest)
+    rows = []
+    for source, (learning, pool) in sources.items():
+        for statistic in NULL_STATISTICS:
+            guard = calibrate_learned(
+                split.kb, learning, DEFAULTS, statistic=statistic, null_queries=examples
+            )
+            scores = {
+                name: np.asarray(guard.score(list(queries)).scores)
+                for name, queries in (("in", split.inside), ("out", outside), ("pool", pool))
+            }
+            rows.append(
+                {
+                    "source": source,
+                    "statistic": statistic,
+                    "n_learning": len(learning),
+                    "picked": _picked(guard, statistic),
+                    "auroc": auroc(scores["in"], scores["out"]),
+                    "examples": _null_quality(guard.score(examples).scores, scores),
+                    "draws": _null_draws(scores, seed),
+                }
+            )
+    return rows
+
+
+def _picked(guard: Guard, statistic: str) -> str:
+    selection = guard.calibration.manifest.selection
+    return statistic if selection is None else selection.picked.label
+
+
+def _null_quality(null: Sequence[float], scores: dict[str, np.ndarray]) -> dict:
+    """Held-out FPR and near OoK flagged at ALPHA, p-values conformal on ``null``."""
+    reference = EmpiricalNull(np.asarray(null, dtype=np.float64))
+    return {
+        "fpr": float(np.mean(reference.p_values(scores["in"]) <= ALPHA)),
+        "flagged": float(np.mean(reference.p_values(scores["out"]) <= ALPHA)),
+    }
+
+
+def _null_draws(scores: dict[str, np.ndarray], seed: int) -> dict:
+    """Per size, the mean and sd of FPR and flagged over CHECK_DRAWS nulls drawn from the pool."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for size in (size for size in CHECK_SIZES if size <= len(scores["pool"])):
+        found = [
+            _null_quality(rng.choice(scores["pool"], size, replace=False), scores)
+            for _ in range(CHECK_DRAWS)
+        ]
+        out[str(size)] = {
+            f"{metric}_{stat.__name__}": float(stat([f[metric] for f in found]))
+            for metric in ("fpr", "flagged")
+            for stat in (np.mean, np.std)
+        }
+    return out
 
 
 # ----------------------------------------------------------------------------- markdown
@@ -300,8 +375,63 @@ def markdown(results: dict) -> str:
             f"(cached replies read as ~0 s): {generation}.",
             "",
             *markdown_table(header, rows),
+            *_null_lines(splits),
         ]
     )
+
+
+def _null_lines(splits: Sequence[dict]) -> list[str]:
+    header, rows = null_table(splits)
+    if not rows:
+        return []
+    return [
+        "",
+        "**Synthetic questions learn, real questions make the null** (`calibrate --statistic "
+        "combined | auto --null-queries REAL`): every question of the source teaches the "
+        "score (auto: ranks the candidates), and only real questions make the null, so the "
+        "p-value is conformal on them. Null: the first "
+        f"{N_EXAMPLES} real calibration-half questions (the few-shot examples, as a user has "
+        f"them), or {CHECK_DRAWS} seeded draws of the other real calibration-half questions "
+        "(mean and sd of FPR and flagged over the draws). The real sample learns from as many "
+        "real questions as there are synthetic ones, and its draws leave those out. Values "
+        "per split, in seed order (separated by ;).",
+        "",
+        *markdown_table(header, rows),
+    ]
+
+
+DRAWN = "{fpr_mean:.3f} ({fpr_std:.3f}) / {flagged_mean:.3f} ({flagged_std:.3f})"
+
+
+def null_table(splits: Sequence[dict]) -> tuple[list[str], list[list[str]]]:
+    """One row per learning source x statistic; each cell lists the splits' values."""
+    header = [
+        "learns from",
+        "statistic (auto: picked)",
+        "AUROC",
+        f"null: the {N_EXAMPLES} examples, FPR / flagged",
+        *(f"null: {size} drawn, FPR (sd) / flagged (sd)" for size in CHECK_SIZES),
+    ]
+    grouped: dict[tuple[str, str], list[dict]] = {}
+    for split in splits:
+        for row in split.get("null_rows", ()):
+            grouped.setdefault((row["source"], row["statistic"]), []).append(row)
+    table = []
+    for (source, statistic), rows in grouped.items():
+        picks = ", ".join(dict.fromkeys(r["picked"] for r in rows))
+        cells = [
+            " / ".join(f"{r['auroc']:.3f}" for r in rows),
+            "; ".join("{fpr:.3f} / {flagged:.3f}".format(**r["examples"]) for r in rows),
+        ]
+        for size in CHECK_SIZES:
+            cells.append(
+                "; ".join(
+                    DRAWN.format(**r["draws"][str(size)]) for r in rows if str(size) in r["draws"]
+                )
+            )
+        label = statistic if statistic != AUTO else f"auto: {picks}"
+        table.append([source, label, *cells])
+    return header, table
 
 
 # --------------------------------------------------------------------------------- main
@@ -338,7 +468,8 @@ def main() -> dict:
             few_shot, shot = synthetic_questions(split.kb, llm, n, seed, folder, examples)
             generation["few_shot"] = shot
         rows = split_part(split, synthetic, seed, few_shot)
-        splits.append({"seed": seed, "generation": generation, "rows": rows})
+        nulls = null_rows(split, synthetic, seed, few_shot)
+        splits.append({"seed": seed, "generation": generation, "rows": rows, "null_rows": nulls})
         results = save({"alpha": ALPHA, "n": n, "splits": splits})  # after each split
     return results
 

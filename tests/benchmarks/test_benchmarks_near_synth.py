@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks import near_synth
+from benchmarks.near import NEAR_SETS, Split
 from benchmarks.near_synth import (
     REAL,
     REAL_SAMPLE,
@@ -15,7 +16,7 @@ from benchmarks.near_synth import (
 )
 from ragbound.detect import Guard
 from ragbound.knowledge import KnowledgeBase
-from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, TOPICS
+from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE, TOPICS
 
 
 def row(source: str, statistic: str, n: int, fpr: float, flagged: float, auc: float) -> dict:
@@ -97,3 +98,27 @@ def test_the_real_question_check_warns_on_calibration_queries_that_copy_the_docu
     assert check["warns"] and check["n_first"] == 20
     assert list(check["warn_rates"]) == ["20"]  # 28 real questions: no draws of 50
     assert check["warn_rates"]["20"] > 0.5 and check["pool_fpr"] > 0.05
+
+
+def test_null_rows_learn_from_every_source_question_and_draw_real_nulls(
+    corpus_dir: Path, monkeypatch
+):
+    monkeypatch.setattr(near_synth, "N_EXAMPLES", 5)
+    monkeypatch.setattr(near_synth, "CHECK_SIZES", (4, 50))
+    monkeypatch.setattr(near_synth, "CHECK_DRAWS", 10)
+    monkeypatch.setattr(near_synth, "NULL_STATISTICS", ("combined",))
+    kb = KnowledgeBase.build([corpus_dir], embedder="bm25")
+    synthetic = [s for texts in TOPICS.values() for s in texts][:6]
+    split = Split(kb, MORE_IN_KNOWLEDGE, IN_KNOWLEDGE, {NEAR_SETS[0]: OUT_OF_KNOWLEDGE})
+    rows = {r["source"]: r for r in near_synth.null_rows(split, synthetic, seed=0)}
+    assert list(rows) == [REAL_SAMPLE, SYNTHETIC]
+    # the real sample learns from 6 of the 11 non-example questions; its draws use the other 5
+    assert rows[REAL_SAMPLE]["n_learning"] == 6 and rows[SYNTHETIC]["n_learning"] == 6
+    for found in rows.values():
+        assert list(found["draws"]) == ["4"]  # no draw of 50 from a pool of 5 or 11
+        draws = found["draws"]["4"]
+        assert 0 <= draws["fpr_mean"] <= 1 and draws["fpr_std"] >= 0
+        assert 0 <= found["examples"]["fpr"] <= 1 and found["picked"] == "combined"
+    header, table = near_synth.null_table([{"null_rows": list(rows.values())}])
+    assert header[3] == "null: the 5 examples, FPR / flagged" and len(table) == 2
+    assert table[1][0] == SYNTHETIC and table[1][4].count("(") == 2 and table[1][5] == ""
