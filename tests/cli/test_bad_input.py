@@ -203,6 +203,14 @@ ROWS: list[tuple[str, str]] = [
     ("calibrate {kb} --queries {queries} --real-queries {missing}", "no such file"),
     ("calibrate {kb} --queries {queries} --real-queries {dir}", "not a file"),
     ("calibrate {kb} --queries {queries} --k 3 --real-queries {bad_utf8}", "not UTF-8"),
+    ("calibrate {kb} --queries {queries} --null-queries {missing}", "no such file"),
+    ("calibrate {kb} --queries {queries} --null-queries {dir}", "not a file"),
+    ("calibrate {kb} --queries {queries} --statistic combined --null-queries {bad_utf8}", "UTF-8"),
+    ("calibrate {kb} --queries {queries} --null-queries {held}", "needs --statistic combined"),
+    (
+        "calibrate {kb} --queries {queries} --statistic auto --null-queries {records}",
+        "and 2 to make the null, got",
+    ),
     # ------------------------------------------------------------------------- check
     ("check", "Missing argument"),
     ("check {kb}", "give queries as arguments or with --queries FILE"),
