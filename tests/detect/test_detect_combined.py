@@ -19,7 +19,6 @@ from ragbound.detect.combined import (
     feature_depth,
     learn,
     lexical_candidates,
-    word_weights,
 )
 from ragbound.detect.config import DEFAULTS
 from ragbound.detect.evaluate import split_queries
@@ -32,6 +31,7 @@ from ragbound.errors import InputError
 from ragbound.gate import Gate
 from ragbound.knowledge import KnowledgeBase
 from ragbound.stats import auroc_standard_error
+from ragbound.stores.lexical import word_tokens
 from ragbound.synth.check import compare_with_real
 
 
@@ -109,7 +109,7 @@ def test_an_older_calibration_is_refused(kb: KnowledgeBase, combined: Guard, ove
 
 
 def test_word_weights_favour_rare_words_and_overlap_reads_them(kb: KnowledgeBase):
-    idf = word_weights(kb)
+    idf = corpus_words(kb).weight
     holding = [sum(w in c.text.lower() for c in kb.chunks) for w in ("ragbound", "conformal")]
     assert holding[0] > holding[1] > 0  # the product name is everywhere, "conformal" rarer
     assert idf("ragbound") < idf("conformal") < idf("zyzzyva")
@@ -142,6 +142,48 @@ def test_threads_asking_at_once_share_one_corpus_index(kb: KnowledgeBase, monkey
     with ThreadPoolExecutor(6) as pool:
         found = list(pool.map(ask, range(6)))
     assert len(built) == 1 and all(f is found[0] for f in found)
+
+
+def test_chunk_words_are_the_chunks_tokens_kept_up_to_the_bound(kb: KnowledgeBase, monkeypatch):
+    from ragbound.detect import combined as module
+
+    monkeypatch.setattr(module, "TOKENIZED_CHUNKS", 3)
+    corpus = module.CorpusWords(corpus_words(kb).index, corpus_words(kb).idf, 1.0)
+    texts: list[int] = []
+
+    def text(row: int) -> str:  # records which chunks were tokenized
+        texts.append(row)
+        return kb.chunks[row].text
+
+    found = corpus.chunk_words([0, 1, 2, 3, 1], text)
+    assert texts == [0, 1, 2, 3] and found[1] is found[4]  # each tokenized once
+    assert list(corpus._chunks) == [1, 2, 3]  # the oldest left at the bound
+    names = {i: w for w, i in corpus.index.vocab.items()}
+    words = {names[int(i)] for i in found[3].words}
+    assert words == set(word_tokens([kb.chunks[3].text])[0])
+    sentences = split_sentences(kb.chunks[3].text)
+    assert found[3].n_sentences == len(sentences)
+    first = {names[int(i)] for i in found[3].sentence_words[found[3].sentence_of == 0]}
+    assert first == set(word_tokens([sentences[0]])[0])
+    corpus.chunk_words([0], text)
+    assert texts[-1] == 0 and list(corpus._chunks) == [2, 3, 0]
+
+
+def test_threads_reading_chunk_words_at_once_get_each_chunks_own(kb: KnowledgeBase, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ragbound.detect import combined as module
+
+    monkeypatch.setattr(module, "TOKENIZED_CHUNKS", 4)
+    corpus = module.CorpusWords(corpus_words(kb).index, corpus_words(kb).idf, 1.0)
+    alone = module.CorpusWords(corpus.index, corpus.idf, 1.0)
+    rows = [[(i + j) % len(kb) for j in range(5)] for i in range(24)]
+    with ThreadPoolExecutor(6) as pool:
+        found = list(pool.map(lambda r: corpus.chunk_words(r, lambda c: kb.chunks[c].text), rows))
+    assert len(corpus._chunks) <= 4
+    for wanted, got in zip(rows, found, strict=True):
+        expected = alone._tokenize([kb.chunks[r].text for r in wanted])
+        assert all(np.array_equal(g.words, e.words) for g, e in zip(got, expected, strict=True))
 
 
 def test_lexical_candidates_find_rare_words_and_leave_out_masked_rows(kb: KnowledgeBase):

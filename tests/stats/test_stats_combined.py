@@ -51,14 +51,43 @@ def test_bm25_idf_by_hand_and_its_checks():
         bm25_idf([0], 0)
 
 
+def _set_overlap(weights: dict[int, float], total: float, groups: list[set[int]]) -> float:
+    """The overlap as sets define it: the reference the vectorised one must match."""
+    best = max((sum(weights[w] for w in g if w in weights) for g in groups), default=0.0)
+    return best / total if total > 0 else 0.0
+
+
+def _overlap_of(weights: dict[int, float], total: float, groups: list[set[int]]) -> float:
+    ids = sorted(weights)
+    flat = [w for g in groups for w in sorted(g)]
+    of = [i for i, g in enumerate(groups) for _ in g]
+    return weighted_overlap(ids, [weights[i] for i in ids], total, flat, of, len(groups))
+
+
 def test_weighted_overlap_by_hand():
-    weights = {"pantograph": 3.0, "train": 1.0}
+    weights = {7: 3.0, 2: 1.0}  # 7 a rare word (pantograph), 2 a common one (train)
     # the rare word alone outweighs the common one alone
-    assert weighted_overlap(weights, [{"train", "rail"}]) == 0.25
-    assert weighted_overlap(weights, [{"train"}, {"pantograph", "wire"}]) == 0.75
-    assert weighted_overlap(weights, [{"train", "pantograph"}]) == 1.0
-    assert weighted_overlap(weights, []) == 0.0
-    assert weighted_overlap({}, [{"train"}]) == 0.0
+    assert _overlap_of(weights, 4.0, [{2, 5}]) == 0.25
+    assert _overlap_of(weights, 4.0, [{2}, {7, 9}]) == 0.75
+    assert _overlap_of(weights, 4.0, [{2, 7}]) == 1.0
+    assert _overlap_of(weights, 5.0, [{2, 7}]) == 0.8  # a query word no group can hold
+    assert _overlap_of(weights, 4.0, []) == 0.0
+    assert _overlap_of({}, 0.0, [{2}]) == 0.0
+    assert _overlap_of({}, 1.5, [{2}]) == 0.0  # only words without an id
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(st.integers(0, 30), st.floats(0.01, 10.0), max_size=8),
+    st.lists(st.sets(st.integers(0, 30), max_size=10), max_size=8),
+    st.floats(0.0, 5.0),
+)
+def test_weighted_overlap_matches_the_set_definition(
+    weights: dict[int, float], groups: list[set[int]], unseen: float
+):
+    total = sum(weights.values()) + unseen
+    expected = _set_overlap(weights, total, groups)
+    assert _overlap_of(weights, total, groups) == pytest.approx(expected, abs=1e-12)
 
 
 def test_document_gap_by_hand():

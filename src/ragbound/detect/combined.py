@@ -47,6 +47,7 @@ whatever the learning queries were (synthetic ones included).
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -164,8 +165,6 @@ class QueryFeatures:
         self.depth = depth
         self.queries = list(queries)
         self.views = views(kb)
-        self._words: dict[int, set[str]] = {}
-        self._sentence_words: dict[int, list[set[str]]] = {}
         encoded = _encoded(kb, self.queries)
         self.hits = {v: _search(kb.at_granularity(v), encoded, depth) for v in self.views}
         self.lexical = lexical_candidates(kb, self.queries, OVERLAP_DEPTH)
@@ -237,32 +236,24 @@ class QueryFeatures:
         """Per query, the best IDF-weighted share of its words found in one candidate chunk,
         and in one sentence of a candidate chunk (a rare word matched counts for more). The
         candidates: its OVERLAP_DEPTH nearest chunks and its ``lexical`` ones."""
-        candidates = [
-            sorted({int(c) for c in row[:OVERLAP_DEPTH]} | {int(c) for c in extra})
-            for row, extra in zip(chunk_rows, lexical, strict=True)
-        ]
-        self._tokenize({c for rows in candidates for c in rows})
-        idf = word_weights(self.kb)
+        corpus = corpus_words(self.kb)
         chunk_best = np.zeros(len(query_rows))
         sentence_best = np.zeros(len(query_rows))
-        for i, (q, rows) in enumerate(zip(query_rows, candidates, strict=True)):
-            weights = {w: idf(w) for w in self.query_words[int(q)]}
-            chunk_best[i] = weighted_overlap(weights, [self._words[c] for c in rows])
-            sentences = [words for c in rows for words in self._sentence_words[c]]
-            sentence_best[i] = weighted_overlap(weights, sentences)
+        for i, (q, row, extra) in enumerate(zip(query_rows, chunk_rows, lexical, strict=True)):
+            rows = sorted({int(c) for c in row[:OVERLAP_DEPTH]} | {int(c) for c in extra})
+            found = corpus.chunk_words(rows, self._text)
+            terms = corpus.query_terms(self.query_words[int(q)])
+            words = np.concatenate([f.words for f in found])
+            of = np.repeat(np.arange(len(found)), [len(f.words) for f in found])
+            chunk_best[i] = weighted_overlap(*terms, words, of, len(found))
+            first = np.cumsum([0] + [f.n_sentences for f in found])  # each chunk's first
+            sentences = np.concatenate([f.sentence_words for f in found])
+            of = np.concatenate([f.sentence_of + n for f, n in zip(found, first, strict=False)])
+            sentence_best[i] = weighted_overlap(*terms, sentences, of, int(first[-1]))
         return chunk_best, sentence_best
 
-    def _tokenize(self, rows: set[int]) -> None:
-        """Word sets of these chunks and of each of their sentences (once per row)."""
-        missing = sorted(rows - self._words.keys())
-        texts = [self.kb.chunks[c].text for c in missing]
-        self._words.update(zip(missing, (set(w) for w in word_tokens(texts)), strict=True))
-        sentences = [split_sentences(text) or [text] for text in texts]
-        flat = word_tokens([s for group in sentences for s in group])
-        start = 0
-        for row, group in zip(missing, sentences, strict=True):
-            self._sentence_words[row] = [set(w) for w in flat[start : start + len(group)]]
-            start += len(group)
+    def _text(self, row: int) -> str:
+        return self.kb.chunks[row].text
 
     def _document_gap(self, hits: Hits) -> np.ndarray:
         codes: dict[str, int] = {}
@@ -299,16 +290,81 @@ class QueryFeatures:
 
 
 @dataclass(frozen=True)
-class CorpusWords:
-    """The chunks' BM25 index and each word's BM25 IDF among them (higher = rarer; a word no
-    chunk holds weighs most), from one tokenization of the chunks."""
+class ChunkWords:
+    """One chunk's words as vocabulary ids of the corpus's BM25 index (unique, int32), and
+    each of its sentences' (concatenated; ``sentence_of`` numbers each entry's sentence)."""
 
-    index: BM25Store
-    idf: dict[str, float]
-    unseen: float
+    words: np.ndarray
+    sentence_words: np.ndarray
+    sentence_of: np.ndarray
+    n_sentences: int
+
+
+# Chunks whose words a corpus keeps between checks (most recently used first out): about
+# 1.5 KB each, so 30 MB at the bound. Tokenizing a check's candidate chunks and their
+# sentences was 6 of its 18 ms (COVID-QA, query embedding cached).
+TOKENIZED_CHUNKS = 20_000
+
+
+class CorpusWords:
+    """The chunks' BM25 index, each word's BM25 IDF among them (higher = rarer; a word no
+    chunk holds weighs most), from one tokenization of the chunks; and the words of the
+    chunks checks read, kept (up to :data:`TOKENIZED_CHUNKS`) as vocabulary ids."""
+
+    def __init__(self, index: BM25Store, idf: dict[str, float], unseen: float):
+        self.index = index
+        self.idf = idf
+        self.unseen = unseen
+        self._chunks: OrderedDict[int, ChunkWords] = OrderedDict()
+        self._lock = threading.Lock()  # the service's threads share one corpus
 
     def weight(self, word: str) -> float:
         return self.idf.get(word, self.unseen)
+
+    def query_terms(self, words: set[str]) -> tuple[np.ndarray, np.ndarray, float]:
+        """The ids (sorted) of the query words some chunk holds, their weights, and the
+        weight of all the query's words."""
+        known = sorted((self.index.vocab[w], self.idf[w]) for w in words if w in self.idf)
+        ids = np.array([i for i, _ in known], dtype=np.int64)
+        weights = np.array([w for _, w in known], dtype=np.float64)
+        return ids, weights, float(sum(self.weight(w) for w in words))
+
+    def chunk_words(self, rows: Sequence[int], texts: Callable[[int], str]) -> list[ChunkWords]:
+        """The words of chunk ``rows`` (``texts(row)`` is a chunk's text), tokenized once."""
+        with self._lock:
+            found = {r: self._chunks[r] for r in rows if r in self._chunks}
+            for row in found:
+                self._chunks.move_to_end(row)
+        missing = [r for r in dict.fromkeys(rows) if r not in found]
+        if missing:
+            made = dict(zip(missing, self._tokenize([texts(r) for r in missing]), strict=True))
+            with self._lock:
+                self._chunks.update(made)
+                while len(self._chunks) > TOKENIZED_CHUNKS:
+                    self._chunks.popitem(last=False)
+            found |= made
+        return [found[r] for r in rows]
+
+    def _tokenize(self, texts: list[str]) -> list[ChunkWords]:
+        sentences = [split_sentences(text) or [text] for text in texts]
+        flat = word_tokens([s for group in sentences for s in group])
+        out, start = [], 0
+        for tokens, group in zip(word_tokens(texts), sentences, strict=True):
+            each = [self._ids(words) for words in flat[start : start + len(group)]]
+            start += len(group)
+            out.append(
+                ChunkWords(
+                    words=self._ids(tokens),
+                    sentence_words=np.concatenate(each),
+                    sentence_of=np.repeat(np.arange(len(each)), [len(e) for e in each]),
+                    n_sentences=len(each),
+                )
+            )
+        return out
+
+    def _ids(self, tokens: list[str]) -> np.ndarray:
+        vocab = self.index.vocab
+        return np.unique(np.array([vocab[t] for t in tokens if t in vocab], dtype=np.int32))
 
 
 _CORPORA: dict[str, CorpusWords] = {}
@@ -340,11 +396,6 @@ def _index_words(kb: KnowledgeBase) -> CorpusWords:
     n = len(index)
     table = dict(zip(counts, bm25_idf(list(counts.values()), n).tolist(), strict=True))
     return CorpusWords(index, table, float(bm25_idf([0], n)[0]))
-
-
-def word_weights(kb: KnowledgeBase) -> Callable[[str], float]:
-    """The BM25 IDF of a word among the knowledge base's chunks (see :class:`CorpusWords`)."""
-    return corpus_words(kb).weight
 
 
 def lexical_candidates(

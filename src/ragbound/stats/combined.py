@@ -8,7 +8,6 @@ learning did not see) is :mod:`ragbound.detect.combined`'s business.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,21 +59,33 @@ def bm25_idf(document_frequency: ArrayLike, n_documents: int) -> FloatArray:
     return np.log1p((n_documents - df + 0.5) / (df + 0.5))
 
 
-def weighted_overlap(weights: dict[str, float], candidates: Sequence[set[str]]) -> float:
-    """The largest share of the query words' total weight found in one candidate word set.
+def weighted_overlap(
+    query_ids: ArrayLike,
+    query_weights: ArrayLike,
+    total: float,
+    word_ids: ArrayLike,
+    groups: ArrayLike,
+    n_groups: int,
+) -> float:
+    """The largest share of ``total`` held by the query words found in one group of words.
 
-    ``weights`` maps each query word to its weight (> 0); 0.0 for a query without words.
+    ``query_ids`` (sorted, unique) are the query's word ids and ``query_weights`` their
+    weights (> 0); ``total`` is the weight of all the query's words (those without an id
+    too). ``word_ids`` are the words of ``n_groups`` groups (candidate chunks, sentences)
+    concatenated, each group's unique, and ``groups`` the group (0 to n_groups - 1) of each.
+    0.0 when there is no group or no weight.
 
-    >>> weighted_overlap({"bee": 2.0, "egg": 1.0, "queen": 1.0}, [{"egg"}, {"bee", "hive"}])
+    >>> weighted_overlap([3, 7], [2.0, 1.0], 4.0, [7, 3, 9], [0, 1, 1], 2)
     0.5
     """
-    total = sum(weights.values())
-    if not weights or total <= 0:
+    ids = np.asarray(query_ids, dtype=np.int64)
+    words = np.asarray(word_ids, dtype=np.int64)
+    if total <= 0 or n_groups <= 0 or ids.size == 0 or words.size == 0:
         return 0.0
-    return (
-        max((sum(weights[w] for w in words if w in weights) for words in candidates), default=0.0)
-        / total
-    )
+    found = np.isin(words, ids)
+    weights = np.asarray(query_weights, dtype=np.float64)[np.searchsorted(ids, words[found])]
+    held = np.bincount(np.asarray(groups)[found], weights=weights, minlength=n_groups)
+    return float(held.max() / total)
 
 
 def document_gap(sims: ArrayLike, documents: ArrayLike) -> FloatArray:
