@@ -19,6 +19,8 @@ HarmfulQA and XSTest; BENCH_CASCADE_N sets its LLM cascade subset (default 30 pe
 The near part (benchmarks/near.py) needs COVID-QA too; BENCH_NEAR_SEEDS sets its splits (5).
 ``near-mpnet``: the same splits with all-mpnet-base-v2 (its knowledge bases take about 40
 minutes to build on 2 cores, once; cached under bench_out/near-mpnet/).
+``lexical-scale`` (benchmarks/lexical_scale.py): the combined statistic's in-memory word
+index at BENCH_LEXICAL_CHUNKS chunks (default "100000,1000000"): build, memory, search.
 ``near-synth`` (benchmarks/near_synth.py, the local LLM): mss and combined calibrated on
 synthetic questions on the COVID-QA halves (BENCH_NEAR_SYNTH_SEEDS, BENCH_NEAR_SYNTH_N).
 ``approx`` (benchmarks/approx.py): exact, HNSW and pgvector searches with their calibrations.
@@ -46,6 +48,7 @@ from benchmarks import (
     approx,
     baselines,
     datasets,
+    lexical_scale,
     llm_speed,
     million,
     monitor_schemes,
@@ -100,6 +103,11 @@ def main() -> None:
         results = saved_results()
         results["near"] = near_part()
         save(results, ["near"])
+        return
+    if sys.argv[1:] == ["lexical-scale"]:  # combined's word index at up to a million chunks
+        results = saved_results()
+        results["lexical-scale"] = lexical_scale.lexical_part()
+        save(results, ["lexical-scale"])
         return
     if sys.argv[1:] == ["near-mpnet"]:  # the same splits with the stronger embedder
         results = saved_results()
@@ -751,6 +759,10 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "ray": ("Ray scoring: workers against one process", ray_scoring.ray_markdown),
     "near": ("Near out-of-knowledge: COVID-QA halves, PubMedQA half, far sets", near.near_markdown),
     "near-mpnet": ("Near out-of-knowledge: MPNet against MiniLM", near.mpnet_markdown),
+    "lexical-scale": (
+        "The combined statistic's word index at a million chunks",
+        lexical_scale.lexical_markdown,
+    ),
     "approx": ("Approximate search (HNSW) with valid calibration", approx.approx_markdown),
     "million": ("A million chunks on one machine", million.million_markdown),
     "tripwires": ("Tripwires (RAR)", tripwire_markdown),

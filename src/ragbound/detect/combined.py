@@ -383,15 +383,16 @@ def corpus_words(kb: KnowledgeBase) -> CorpusWords:
     with _CORPORA_LOCK:
         found = _CORPORA.get(key)
         if found is None:
-            found = _index_words(kb)
+            found = index_words([chunk.text for chunk in kb.chunks])
             while len(_CORPORA) >= 4:
                 del _CORPORA[next(iter(_CORPORA))]
             _CORPORA[key] = found
     return found
 
 
-def _index_words(kb: KnowledgeBase) -> CorpusWords:
-    index = BM25Store([chunk.text for chunk in kb.chunks])
+def index_words(texts: Sequence[str]) -> CorpusWords:
+    """The :class:`CorpusWords` of chunk ``texts`` (one BM25 index, the IDF of each word)."""
+    index = BM25Store(texts)
     counts = index.document_frequencies()
     n = len(index)
     table = dict(zip(counts, bm25_idf(list(counts.values()), n).tolist(), strict=True))

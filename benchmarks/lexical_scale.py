@@ -1,0 +1,143 @@
+"""The combined statistic's word index at scale: build time, memory and search per check.
+
+``--statistic combined`` reads, at every check, the 8 best BM25 matches of the query and the
+IDF of its words from one in-memory BM25 index of every chunk
+(:func:`ragbound.detect.combined.index_words`), built on first use; and it keeps the words of
+the chunks it reads (up to ``TOKENIZED_CHUNKS``). This part measures that index at
+``$BENCH_LEXICAL_CHUNKS`` chunks (default "100000,1000000"), each size in a child process of
+its own: build seconds, peak RSS (VmHWM) and resident memory after the build, and one
+query's lexical candidates (``index.search([query], 8)``) p50 / p99 over 100 PubMedQA
+questions.
+
+Texts: the PubMedQA corpus's real 200-word chunks (3,369), cycled to the size. A real corpus
+of that size has a larger vocabulary (rare words, names, numbers); the index's size follows
+its entries (one per distinct word of a chunk), which cycling keeps realistic.
+
+Run: ``python -m benchmarks.run lexical-scale`` (``OMP_NUM_THREADS=1`` for the published
+numbers); a size alone: ``python -m benchmarks.lexical_scale N``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from benchmarks import datasets
+from benchmarks.doc import markdown_table
+from benchmarks.memory import peak_mb
+from benchmarks.million import resident_mb
+
+LATENCY_QUERIES = 100
+CANDIDATES = 8  # combined's OVERLAP_DEPTH
+
+
+def chunk_texts(n: int) -> list[str]:
+    """``n`` chunk texts: the PubMedQA corpus's chunks (as ``ragbound index`` cuts them),
+    cycled."""
+    from ragbound.corpus import ChunkingParams, chunk_documents, load_documents
+
+    corpus = datasets.write_pubmedqa_corpus(datasets.REPO / "bench_out" / "pubmedqa_corpus.jsonl")
+    params = ChunkingParams()
+    chunks = chunk_documents(
+        load_documents([corpus]), chunk_words=params.chunk_words, overlap=params.overlap
+    )
+    return [chunks[i % len(chunks)].text for i in range(n)]
+
+
+def measure(n: int) -> dict:
+    """Build the word index of ``n`` chunks in this process and time its search."""
+    from ragbound.detect.combined import index_words
+
+    texts = chunk_texts(n)
+    questions = datasets.pubmedqa_questions()[:LATENCY_QUERIES]
+    before = peak_mb()
+    start = time.perf_counter()
+    words = index_words(texts)
+    build_s = time.perf_counter() - start
+    del texts  # the index keeps no text: what stays is the index itself
+    after = resident_mb()
+    times = []
+    for question in questions:
+        start = time.perf_counter()
+        words.index.search([question], CANDIDATES)
+        times.append((time.perf_counter() - start) * 1000)
+    return {
+        "n_chunks": n,
+        "vocabulary": len(words.idf),
+        "build_s": build_s,
+        "peak_mb": peak_mb(),
+        "peak_before_mb": before,
+        "anonymous_mb": after["anon_mb"],
+        "search_p50_ms": float(np.percentile(times, 50)),
+        "search_p99_ms": float(np.percentile(times, 99)),
+    }
+
+
+def _sizes() -> list[int]:
+    raw = os.environ.get("BENCH_LEXICAL_CHUNKS", "100000,1000000")
+    return [int(s) for s in raw.split(",") if s.strip()]
+
+
+def lexical_part() -> dict:
+    """Every size, each in its own child process; results saved under ``lexical-scale``."""
+    reason = datasets.missing_reason()
+    if reason:
+        return {"skipped": reason}
+    rows = []
+    for n in _sizes():
+        cmd = [sys.executable, "-m", "benchmarks.lexical_scale", str(n)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"lexical-scale ({n} chunks) failed:\n{done.stderr[-3000:]}")
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(rows[-1], flush=True)
+    return {"rows": rows, "threads": os.environ.get("OMP_NUM_THREADS", "all")}
+
+
+def lexical_table(part: dict) -> tuple[list[str], list[list[str]]]:
+    header = [
+        "chunks",
+        "vocabulary",
+        "build, s",
+        "peak RSS, MB (before the build)",
+        "anonymous RSS after, MB",
+        "lexical candidates p50 / p99, ms",
+    ]
+    table = [
+        [
+            f"{row['n_chunks']:,}",
+            f"{row['vocabulary']:,}",
+            f"{row['build_s']:.1f}",
+            f"{row['peak_mb']:.0f} ({row['peak_before_mb']:.0f})",
+            f"{row['anonymous_mb']:.0f}",
+            f"{row['search_p50_ms']:.1f} / {row['search_p99_ms']:.1f}",
+        ]
+        for row in part["rows"]
+    ]
+    return header, table
+
+
+def lexical_markdown(results: dict) -> list[str]:
+    part = results.get("lexical-scale")
+    if not part or "rows" not in part:
+        return []
+    header, table = lexical_table(part)
+    return [
+        "The word index `--statistic combined` builds on first use (a BM25 index of every "
+        "chunk and each word's IDF), over the PubMedQA corpus's real 200-word chunks cycled "
+        "to the size; each size in a child process of its own, "
+        f"OMP_NUM_THREADS={part['threads']}. Lexical candidates: one query's "
+        f"{CANDIDATES} best BM25 matches, as each combined check reads them "
+        f"({LATENCY_QUERIES} PubMedQA questions).",
+        "",
+        *markdown_table(header, table),
+    ]
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(int(sys.argv[1]))))
