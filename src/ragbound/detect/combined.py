@@ -300,8 +300,8 @@ class ChunkWords:
     n_sentences: int
 
 
-# Chunks whose words a corpus keeps between checks (most recently used first out): about
-# 1.5 KB each, so 30 MB at the bound. Tokenizing a check's candidate chunks and their
+# Chunks whose words a corpus keeps between checks (least recently used out): about 1 KB
+# each (7 KB as sets of strings), so 20 MB at the bound. Tokenizing a check's candidate chunks and their
 # sentences was 6 of its 18 ms (COVID-QA, query embedding cached).
 TOKENIZED_CHUNKS = 20_000
 
