@@ -191,7 +191,7 @@ ROWS: list[tuple[str, str]] = [
         "calibrate {kb} --queries {queries} --statistic combined --granularity chunk",
         "takes no --granularity or --reranker",
     ),
-    ("calibrate {kb} --queries {held} --statistic auto", "at least 6 calibration queries"),
+    ("calibrate {kb} --queries {held} --statistic auto", "at least 4 queries to learn from"),
     ("calibrate {kb} --queries {queries} --alpha 2", "'--alpha': must be between 0 and 1"),
     ("calibrate {kb} --queries {queries} --alpha 0", "'--alpha': must be between 0 and 1"),
     ("calibrate {kb} --queries {queries} --alpha nan", "'--alpha': must be a finite number"),
