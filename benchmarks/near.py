@@ -376,15 +376,22 @@ def cache_folder(out: Path, spec: str) -> Path:
     return out / ("near" if spec == "minilm" else f"near-{spec}")
 
 
-def knowledge_bases(out: Path, spec: str) -> tuple[dict[str, KnowledgeBase], dict]:
-    """The COVID-QA and PubMedQA knowledge bases embedded with ``spec`` (cached), and
-    their build seconds (None when cached)."""
+CORPORA = ("COVID-QA", "PubMedQA")
+
+
+def knowledge_bases(
+    out: Path, spec: str, corpora: Sequence[str] = CORPORA
+) -> tuple[dict[str, KnowledgeBase], dict]:
+    """The knowledge bases of ``corpora`` (COVID-QA, PubMedQA) embedded with ``spec``
+    (cached), and their build seconds (None when cached)."""
     cache = cache_folder(out, spec)
     embedder = CachedEmbedder(load_dense_embedder(spec), cache / "query-cache")
-    covid, covid_s = cached_kb(cache / "kb-covidqa", covid_documents, embedder, spec)
-    pubmed, pubmed_s = cached_kb(cache / "kb-pubmedqa", pubmedqa_documents(out), embedder, spec)
-    kbs = {"COVID-QA": covid, "PubMedQA": pubmed}
-    return kbs, {"COVID-QA": covid_s, "PubMedQA": pubmed_s}
+    documents = {"COVID-QA": covid_documents, "PubMedQA": pubmedqa_documents(out)}
+    folders = {"COVID-QA": "kb-covidqa", "PubMedQA": "kb-pubmedqa"}
+    built = {
+        name: cached_kb(cache / folders[name], documents[name], embedder, spec) for name in corpora
+    }
+    return {name: kb for name, (kb, _) in built.items()}, {n: s for n, (_, s) in built.items()}
 
 
 def near_cost_part(out: Path, saved: dict, spec: str = "minilm") -> dict:
@@ -397,29 +404,33 @@ def near_cost_part(out: Path, saved: dict, spec: str = "minilm") -> dict:
 
 
 # --------------------------------------------------------------------------------- part
-def near_part(out: Path, spec: str = "minilm") -> dict:
-    """Run every split of every set-up with embedder ``spec`` (``minilm``, ``mpnet``);
-    returns the results saved under ``near`` (``near-mpnet``)."""
+def near_part(out: Path, spec: str = "minilm", corpora: Sequence[str] = CORPORA) -> dict:
+    """Run every split of every set-up of ``corpora`` with embedder ``spec`` (``minilm``,
+    ``mpnet``); returns the results saved under ``near`` (``near-mpnet``). The cost table
+    needs PubMedQA (its far split)."""
     reason = datasets.missing_reason() or datasets.covidqa_missing_reason()
     if reason:
         return {"skipped": reason}
     seeds = list(range(int(os.environ.get("BENCH_NEAR_SEEDS", "5"))))
-    kbs, build_s = knowledge_bases(out, spec)
-    covid, pubmed = kbs["COVID-QA"], kbs["PubMedQA"]
+    kbs, build_s = knowledge_bases(out, spec, corpora)
+    setups = [(covid_split, "COVID-QA"), (pubmedqa_split, "PubMedQA"), (far_split, "PubMedQA")]
     rows: dict = {}
     picks: dict[str, list[str]] = {}
     for seed in seeds:
-        for make, kb in ((covid_split, covid), (pubmedqa_split, pubmed), (far_split, pubmed)):
-            collect(rows, split_rows(make(kb, seed), picks))
+        for make, corpus in setups:
+            if corpus in kbs:
+                collect(rows, split_rows(make(kbs[corpus], seed), picks))
+    pubmed = kbs.get("PubMedQA")
     return {
         "embedder": spec,
+        "corpora": list(kbs),
         "seeds": seeds,
         "alpha": ALPHA,
         "rows": rows,
         "auto_picks": picks,
         "build_s": build_s,
         "n_documents": {name: kb.manifest.n_documents for name, kb in kbs.items()},
-        "cost": cost(kbs, far_split(pubmed, 0), spec),
+        "cost": {} if pubmed is None else cost(kbs, far_split(pubmed, 0), spec),
     }
 
 
@@ -579,6 +590,5 @@ def mpnet_markdown(results: dict) -> list[str]:
         "baseline, the best single statistics and the learned score.",
         "",
         *markdown_table(header, rows),
-        "",
-        *_cost_lines(cost_header, cost_rows),
+        *(["", *_cost_lines(cost_header, cost_rows)] if cost_rows else []),
     ]
