@@ -25,8 +25,9 @@ With null queries (``calibrate --null-queries``) there is no split: every calibr
 query learns and the null queries alone make the null. Synthetic questions can then teach
 while a few dozen real ones certify: on COVID-QA, synthetic questions sit closer to the
 corpus than real ones, so a null made of them flags 25-31% of real in-knowledge questions
-at alpha = 0.05, while the score they teach separates as well as one real questions teach
-(near-synth benchmark, docs/benchmarks.md).
+at alpha = 0.05, while the score they teach separates nearly as well as one taught by as
+many real questions (AUROC 0.867 / 0.853 against 0.873 / 0.863 on two splits; near-synth
+benchmark, docs/benchmarks.md).
 """
 
 from __future__ import annotations
