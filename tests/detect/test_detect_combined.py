@@ -310,10 +310,11 @@ def test_null_queries_make_the_null_and_every_query_learns(kb: KnowledgeBase):
 def test_a_query_in_both_parts_leaves_the_learning_with_a_warning(kb: KnowledgeBase):
     queries = _lines("in_knowledge.txt")
     nulls = queries[len(queries) // 2 :]
+    respaced = [f"  {nulls[0].upper()} ", nulls[1].replace(" ", "  ")]  # the same questions
     with pytest.warns(UserWarning, match="2 of the learning queries are also null queries"):
         guard = calibrate_learned(
             kb,
-            queries[: len(queries) // 2] + nulls[:2],
+            queries[: len(queries) // 2] + respaced,
             DEFAULTS,
             statistic="auto",
             null_queries=nulls,

@@ -204,15 +204,23 @@ def learning_and_null(
     if null_queries is None:
         return split_queries(queries, LEARN_SHARE, seed=seed)
     nulls = list(null_queries)
-    shared = set(queries) & set(nulls)
-    if shared:
+    in_null = {_same_text(q) for q in nulls}
+    kept = [q for q in queries if _same_text(q) not in in_null]
+    if len(kept) < len(queries):
         warnings.warn(
-            f"{len(shared)} of the learning queries are also null queries: they are left out "
-            "of the learning (the null must be questions the score did not learn from)",
+            f"{len(queries) - len(kept)} of the learning queries are also null queries: they "
+            "are left out of the learning (the null must be questions the score did not "
+            "learn from)",
             UserWarning,
             stacklevel=3,
         )
-    return [q for q in queries if q not in shared], nulls
+    return kept, nulls
+
+
+def _same_text(query: str) -> str:
+    """A query as compared across the two sets: case and spacing do not make it another
+    (the embedder would still find it all but identical to itself)."""
+    return " ".join(query.split()).casefold()
 
 
 def _calibrate_picked(
