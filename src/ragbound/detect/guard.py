@@ -15,7 +15,7 @@ from ragbound.corpus import validate_query
 from ragbound.detect.boundary import BoundaryDetector
 from ragbound.detect.calibration import Calibration
 from ragbound.detect.combined import CombinedModel
-from ragbound.detect.config import AUTO, COMBINED, DEFAULTS, DetectorConfig, resolve_tau
+from ragbound.detect.config import COMBINED, DEFAULTS, DetectorConfig, resolve_tau
 from ragbound.detect.rerank import CrossEncoderReranker, relevance_rows
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
@@ -99,14 +99,13 @@ class Guard:
         if "tau" in params:
             params["tau"] = resolve_tau(params["tau"], kb.manifest.embedder.name)
         config = (config or DEFAULTS).updated(**params)
-        if config.statistic in (COMBINED, AUTO):
-            # a learned statistic needs its model, which only calibrate_learned makes: a
+        if config.statistic == COMBINED:
+            # the learned statistic needs its model, which only calibrate_learned makes: a
             # calibration without one would fail at the first check instead of here
             raise InputError(
-                f"statistic {config.statistic!r} learns from the queries: calibrate it with "
+                f"statistic {COMBINED!r} learns from the queries: calibrate it with "
                 "ragbound.detect.select.calibrate_learned(kb, queries, config, "
-                f"statistic={config.statistic!r}) (the CLI: calibrate --statistic "
-                f"{config.statistic})"
+                f"statistic={COMBINED!r}) (the CLI: calibrate --statistic {COMBINED})"
             )
         if len(queries) < 2:
             raise InputError(
