@@ -42,6 +42,7 @@ from benchmarks.near import (
     cached_kb,
     covid_documents,
     covid_split,
+    quality,
 )
 from ragbound.artifacts import write_json
 from ragbound.detect import Guard
@@ -51,7 +52,7 @@ from ragbound.detect.shift import reference_scores
 from ragbound.embedders import load_dense_embedder
 from ragbound.errors import InputError
 from ragbound.llm import LLM
-from ragbound.stats import EmpiricalNull, auroc, calibration_mismatch
+from ragbound.stats import auroc, bonferroni_alpha, calibration_mismatch
 from ragbound.synth.check import CHECK_LEVEL, compare_with_real
 from ragbound.synth.queries import USERS_PROMPT, generate_queries, save_queries
 
@@ -215,7 +216,7 @@ def null_rows(
                     "n_learning": len(learning),
                     "picked": _picked(guard, statistic),
                     "auroc": auroc(scores["in"], scores["out"]),
-                    "examples": _null_quality(guard.score(examples).scores, scores),
+                    "examples": quality(guard.score(examples).scores, scores["in"], scores["out"]),
                     "draws": _null_draws(scores, seed),
                 }
             )
@@ -227,22 +228,13 @@ def _picked(guard: Guard, statistic: str) -> str:
     return statistic if selection is None else selection.picked.label
 
 
-def _null_quality(null: Sequence[float], scores: dict[str, np.ndarray]) -> dict:
-    """Held-out FPR and near OoK flagged at ALPHA, p-values conformal on ``null``."""
-    reference = EmpiricalNull(np.asarray(null, dtype=np.float64))
-    return {
-        "fpr": float(np.mean(reference.p_values(scores["in"]) <= ALPHA)),
-        "flagged": float(np.mean(reference.p_values(scores["out"]) <= ALPHA)),
-    }
-
-
 def _null_draws(scores: dict[str, np.ndarray], seed: int) -> dict:
     """Per size, the mean and sd of FPR and flagged over CHECK_DRAWS nulls drawn from the pool."""
     rng = np.random.default_rng(seed)
     out = {}
     for size in (size for size in CHECK_SIZES if size <= len(scores["pool"])):
         found = [
-            _null_quality(rng.choice(scores["pool"], size, replace=False), scores)
+            quality(rng.choice(scores["pool"], size, replace=False), scores["in"], scores["out"])
             for _ in range(CHECK_DRAWS)
         ]
         out[str(size)] = {
@@ -368,7 +360,8 @@ def markdown(results: dict) -> str:
             f"with the first {N_EXAMPLES} questions of the real calibration half as examples "
             "(`ragbound synth --examples`, the users prompt). The check column is "
             f"`calibrate --real-queries` (level {CHECK_LEVEL}: KS or the exceedance test, each "
-            f"at {CHECK_LEVEL / 2:g}) against the first 20 real calibration-half questions (the "
+            f"at {bonferroni_alpha(CHECK_LEVEL, 2):g}) against the first 20 real "
+            "calibration-half questions (the "
             "few-shot examples), then its warning rate over "
             f"{CHECK_DRAWS} seeded draws of real questions the calibration did not see; on the "
             "sample of real questions it is the false-warning rate. Generation "

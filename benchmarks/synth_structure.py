@@ -45,7 +45,7 @@ from ragbound.detect.guard import search_in_batches
 from ragbound.detect.shift import MIN_REFERENCE
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import LLM
-from ragbound.stats import EmpiricalNull, calibration_mismatch
+from ragbound.stats import EmpiricalNull, bonferroni_alpha, calibration_mismatch
 from ragbound.synth.check import CHECK_LEVEL, compare_with_real
 from ragbound.synth.queries import USERS_PROMPT, context_structure, generate_queries
 from ragbound.synth.structure import DocumentStructure, infer_structure
@@ -258,7 +258,7 @@ def markdown(results: dict) -> str:
         ]
         lines += [
             f"`calibrate --real-queries` check (level {CHECK_LEVEL}: KS or the exceedance test, "
-            f"each at {CHECK_LEVEL / 2:g}; {check['statistic']} scores), "
+            f"each at {bonferroni_alpha(CHECK_LEVEL, 2):g}; {check['statistic']} scores), "
             f"{check['n_calibration']} calibration queries of which a share are MMLU-Med "
             f"questions (scores that run high, as detail-asking synthetic questions do), "
             f"{check['draws']} seeded draws. The 0% row is the check's false-warning rate.",
