@@ -35,18 +35,16 @@ from benchmarks.million import resident_mb
 
 LATENCY_QUERIES = 100
 CANDIDATES = 8  # combined's OVERLAP_DEPTH
+CACHE_CHUNKS = 2000  # distinct chunks whose cached words are weighed (after the timings)
 
 
 def chunk_texts(n: int) -> list[str]:
     """``n`` chunk texts: the PubMedQA corpus's chunks (as ``ragbound index`` cuts them),
     cycled."""
-    from ragbound.corpus import ChunkingParams, chunk_documents, load_documents
+    from ragbound.corpus import chunk_documents, load_documents
 
     corpus = datasets.write_pubmedqa_corpus(datasets.REPO / "bench_out" / "pubmedqa_corpus.jsonl")
-    params = ChunkingParams()
-    chunks = chunk_documents(
-        load_documents([corpus]), chunk_words=params.chunk_words, overlap=params.overlap
-    )
+    chunks = chunk_documents(load_documents([corpus]))  # the default chunking
     # a new string object per chunk, as reading a real corpus's chunks gives (a cycled list
     # of shared strings would leave the texts' own memory out of the peak)
     return [(chunks[i % len(chunks)].text + " ")[:-1] for i in range(n)]
@@ -85,12 +83,44 @@ def measure(n: int) -> dict:
         "search_p50_ms": float(np.percentile(search_ms, 50)),
         "search_p99_ms": float(np.percentile(search_ms, 99)),
         "embed_p50_ms": float(np.percentile(embed_ms, 50)),
+        **word_cache_kb(words, chunk_texts(CACHE_CHUNKS)),
     }
+
+
+def word_cache_kb(words, texts: list[str]) -> dict[str, float]:
+    """KB a chunk that the combined score's word cache holds (vocabulary ids of the chunk and
+    of its sentences), and what word sets of strings would hold (tracemalloc)."""
+    import tracemalloc
+
+    from ragbound.corpus.chunker import split_sentences
+    from ragbound.stores.lexical import word_tokens
+
+    def as_strings() -> list:
+        sentences = [word_tokens(split_sentences(text) or [text]) for text in texts]
+        return [
+            (set(tokens), [set(s) for s in each])
+            for tokens, each in zip(word_tokens(texts), sentences, strict=True)
+        ]
+
+    sizes = {}
+    for name, make in (("ids", lambda: words._tokenize(texts)), ("sets", as_strings)):
+        tracemalloc.start()
+        kept = make()
+        sizes[f"cache_kb_{name}"] = tracemalloc.get_traced_memory()[0] / len(texts) / 1024
+        tracemalloc.stop()
+        del kept
+    return sizes
 
 
 def _sizes() -> list[int]:
     raw = os.environ.get("BENCH_LEXICAL_CHUNKS", "100000,1000000")
-    return [int(s) for s in raw.split(",") if s.strip()]
+    try:
+        sizes = [int(s) for s in raw.split(",") if s.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise SystemExit(f"BENCH_LEXICAL_CHUNKS={raw!r}: give chunk counts >= 1, e.g. 100000")
+    return sizes
 
 
 def lexical_part() -> dict:
@@ -119,6 +149,7 @@ def lexical_table(part: dict) -> tuple[list[str], list[list[str]]]:
         "lexical candidates p50 / p99, ms",
         "embedding the query alone p50, ms",
         "candidates / embedding",
+        "word cache a chunk, KB (as sets of strings)",
     ]
     table = [
         [
@@ -130,6 +161,7 @@ def lexical_table(part: dict) -> tuple[list[str], list[list[str]]]:
             f"{row['search_p50_ms']:.1f} / {row['search_p99_ms']:.1f}",
             f"{row['embed_p50_ms']:.1f}",
             f"{row['search_p50_ms'] / row['embed_p50_ms']:.2f}",
+            f"{row['cache_kb_ids']:.2f} ({row['cache_kb_sets']:.2f})",
         ]
         for row in part["rows"]
     ]
@@ -148,7 +180,10 @@ def lexical_markdown(results: dict) -> list[str]:
         f"OMP_NUM_THREADS={part['threads']}. Lexical candidates: one query's "
         f"{CANDIDATES} best BM25 matches, as each combined check reads them "
         f"({LATENCY_QUERIES} PubMedQA questions), interleaved with embedding the question "
-        "alone (MiniLM, loaded after the memory was read).",
+        "alone (MiniLM, loaded after the memory was read). Word cache: what the combined "
+        "score keeps of each chunk it reads (vocabulary ids of the chunk and its sentences), "
+        f"over {CACHE_CHUNKS} distinct chunks with tracemalloc, and what word sets of "
+        "strings would keep.",
         "",
         *markdown_table(header, table),
     ]

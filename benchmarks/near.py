@@ -384,6 +384,9 @@ def knowledge_bases(
 ) -> tuple[dict[str, KnowledgeBase], dict]:
     """The knowledge bases of ``corpora`` (COVID-QA, PubMedQA) embedded with ``spec``
     (cached), and their build seconds (None when cached)."""
+    unknown = [name for name in corpora if name not in CORPORA]
+    if unknown or not corpora:
+        raise InputError(f"corpora {list(corpora)}: choose among {', '.join(CORPORA)}")
     cache = cache_folder(out, spec)
     embedder = CachedEmbedder(load_dense_embedder(spec), cache / "query-cache")
     documents = {"COVID-QA": covid_documents, "PubMedQA": pubmedqa_documents(out)}

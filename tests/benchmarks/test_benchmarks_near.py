@@ -8,6 +8,7 @@ import pytest
 from benchmarks import near
 from ragbound.corpus import Document
 from ragbound.corpus.units import unit_params
+from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.stats import auroc
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE, TOPICS
@@ -103,3 +104,9 @@ def test_the_mpnet_section_puts_each_row_beside_minilms():
     names = [line.split(" | ")[0].lstrip("| ") for line in table[:4]]
     assert names == ["minilm chunk mss", "mpnet chunk mss", "minilm combined", "mpnet combined"]
     assert "0.800 ± 0.000" in table[1] and "0.700 ± 0.000" in table[0]
+
+
+def test_an_unknown_corpus_is_refused(tmp_path):
+    for corpora in (["COVID"], []):
+        with pytest.raises(InputError, match="choose among COVID-QA, PubMedQA"):
+            near.knowledge_bases(tmp_path, "minilm", corpora)
