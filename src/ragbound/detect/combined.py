@@ -301,8 +301,9 @@ class ChunkWords:
 
 
 # Chunks whose words a corpus keeps between checks (least recently used out): about 1 KB
-# each (7 KB as sets of strings), so 20 MB at the bound. Tokenizing a check's candidate
-# chunks and their sentences was 6 of its 18 ms (COVID-QA, query embedding cached).
+# each, 7 KB as sets of strings (benchmarks.run lexical-scale), so 20 MB at the bound.
+# Tokenizing a check's candidate chunks and their sentences was 6 of its 18 ms (COVID-QA,
+# query embedding cached).
 TOKENIZED_CHUNKS = 20_000
 
 
