@@ -45,6 +45,11 @@ def write_pubmedqa_corpus(path: Path) -> Path:
     return path
 
 
+def pubmedqa_abstracts() -> dict[str, str]:
+    """PMID -> the abstract's paragraphs joined by spaces (the text the corpus records hold)."""
+    return {pmid: " ".join(record["CONTEXTS"]) for pmid, record in _pubmedqa().items()}
+
+
 def pubmedqa_questions() -> list[str]:
     """The 1000 PQA-L questions (in-knowledge for the PubMedQA corpus)."""
     return [record["QUESTION"] for record in _pubmedqa().values()]

@@ -62,6 +62,7 @@ from benchmarks import (
     tripwires,
 )
 from benchmarks.doc import machine_description, markdown_table, write_section
+from benchmarks.doc2query import doc2query_markdown
 from benchmarks.energy_tau import energy_tau_markdown, energy_tau_part
 from benchmarks.timing import latency, timed
 from benchmarks.tripwire_default import tripwire_default_markdown, tripwire_default_part
@@ -115,6 +116,14 @@ def main() -> None:
         corpora = os.environ.get("BENCH_NEAR_MPNET_CORPORA", ",".join(near.CORPORA))
         results["near-mpnet"] = near_part("mpnet", [c.strip() for c in corpora.split(",")])
         save(results, ["near-mpnet"])
+        return
+    if sys.argv[1:] == ["doc2query"]:  # the bundled LLM at index time (minutes per split)
+        from benchmarks import doc2query
+        from benchmarks.near_synth import make_local_llm
+
+        results = saved_results()
+        results["doc2query"] = doc2query.doc2query_part(OUT, make_local_llm())
+        save(results, ["doc2query"])
         return
     if sys.argv[1:] == ["near-cost"]:  # the cost table again, the saved splits kept
         results = saved_results()
@@ -183,8 +192,10 @@ def main() -> None:
         save(results, ["synthetic", "llm-speed", "warm-synth"])
         return
     results: dict = {"machine": machine_description(), "date": time.strftime("%Y-%m-%d")}
-    if "near-mpnet" in (saved := saved_results()):  # hours to build: run on its own, kept
-        results["near-mpnet"] = saved["near-mpnet"]
+    saved = saved_results()
+    for alone in ("near-mpnet", "doc2query"):  # hours, or the LLM: run on their own, kept
+        if alone in saved:
+            results[alone] = saved[alone]
     for embedder in ("minilm", "bm25"):
         kb, build_s = timed(lambda e=embedder: KnowledgeBase.build([corpus], embedder=e))
         kb.save(OUT / f"kb-{embedder}", overwrite=True)
@@ -765,6 +776,10 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "ray": ("Ray scoring: workers against one process", ray_scoring.ray_markdown),
     "near": ("Near out-of-knowledge: COVID-QA halves, PubMedQA half, far sets", near.near_markdown),
     "near-mpnet": ("Near out-of-knowledge: MPNet against MiniLM", near.mpnet_markdown),
+    "doc2query": (
+        "Near out-of-knowledge: questions written at index time (doc2query)",
+        doc2query_markdown,
+    ),
     "lexical-scale": (
         "The combined statistic's word index at a million chunks",
         lexical_scale.lexical_markdown,
