@@ -108,23 +108,24 @@ def hard_questions(split: Split, n_hard: int) -> tuple[list[HardQuestion], list[
     score_in = np.array([v.score for v in guard.check_many(split.inside, evidence=0)])
     score_out = np.array([v.score for v in guard.check_many(outside, evidence=0)])
     pmid_of = {q: p for p, q in datasets.pubmedqa_questions_by_pmid().items()}
-    hard_in = [split.inside[i] for i in np.argsort(-score_in)[:n_hard]]
-    hard_out = [outside[i] for i in np.argsort(score_out)[:n_hard]]
-    near_in = nearest_abstracts(split.kb, hard_in, NEAREST_DOCUMENTS)
-    near_out = nearest_abstracts(split.kb, hard_out, NEAREST_DOCUMENTS)
-    score = dict(zip(split.inside, score_in, strict=True)) | dict(
-        zip(outside, score_out, strict=True)
-    )
-    return (
-        [
-            HardQuestion(q, float(score[q]), tuple(dict.fromkeys([pmid_of[q], *near])))
-            for q, near in zip(hard_in, near_in, strict=True)
-        ],
-        [
-            HardQuestion(q, float(score[q]), tuple(near))
-            for q, near in zip(hard_out, near_out, strict=True)
-        ],
-    )
+    rows_in, rows_out = np.argsort(-score_in)[:n_hard], np.argsort(score_out)[:n_hard]
+    near_in = nearest_abstracts(split.kb, [split.inside[i] for i in rows_in], NEAREST_DOCUMENTS)
+    near_out = nearest_abstracts(split.kb, [outside[i] for i in rows_out], NEAREST_DOCUMENTS)
+    hard_in = [
+        HardQuestion(
+            split.inside[i], float(score_in[i]), _own_first(pmid_of[split.inside[i]], near)
+        )
+        for i, near in zip(rows_in, near_in, strict=True)
+    ]
+    hard_out = [
+        HardQuestion(outside[i], float(score_out[i]), tuple(near))
+        for i, near in zip(rows_out, near_out, strict=True)
+    ]
+    return hard_in, hard_out
+
+
+def _own_first(own: str, nearest: list[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys([own, *nearest]))
 
 
 def usable_questions(reply: str) -> list[str]:
