@@ -21,7 +21,8 @@ them. A hard question's signal is its similarity to the nearest generated questi
 abstracts, which is what it would be with every abstract covered unless a farther abstract's
 question came closer. Adding the signal to the score can only reorder the hard pairs if it
 ranks them the right way: an AUROC above 0.5 on the hard set (in-knowledge higher). Replies
-are cached (the LLM response cache), so a rerun is free.
+are cached (the LLM response cache), so a rerun is free. ``BENCH_DOC2QUERY_LLM=openai:MODEL``
+asks a stronger model on an OpenAI-compatible server instead (``RAGBOUND_LLM_BASE_URL``).
 """
 
 from __future__ import annotations
@@ -40,12 +41,24 @@ from benchmarks.near import Split, knowledge_bases, pubmedqa_split
 from ragbound.detect.config import DEFAULTS
 from ragbound.detect.select import calibrate_learned
 from ragbound.knowledge import KnowledgeBase
-from ragbound.llm import LLM, GenerationParams, ParseError, Request, run_batch
+from ragbound.llm import (
+    LLM,
+    CachedLLM,
+    GenerationParams,
+    ParseError,
+    Request,
+    ResponseCache,
+    make_llm,
+    run_batch,
+)
+from ragbound.llm.base import parallel_limit
 from ragbound.llm.parse import parse_json_object
 from ragbound.llm.prompts import Prompt, parse_prompt
 from ragbound.stats import auroc
 from ragbound.synth.queries import SOURCE_REFERENCE
 
+# a server LLM answers several calls at once; the local one runs them one by one
+SERVER_CONCURRENCY = 4
 # the words of an abstract the LLM reads (PubMedQA abstracts run to about 250)
 ABSTRACT_WORDS = 300
 NEAREST_DOCUMENTS = 2
@@ -153,7 +166,8 @@ def generate(llm: LLM, abstracts: dict[str, str]) -> dict[str, list[str]]:
         )
         for p in pmids
     ]
-    results = run_batch(llm, requests, concurrency=1, progress=True)
+    concurrency = parallel_limit(llm, SERVER_CONCURRENCY)
+    results = run_batch(llm, requests, concurrency=concurrency, progress=True)
     return {
         p: usable_questions(r.response.text) if r.ok and r.response is not None else []
         for p, r in zip(pmids, results, strict=True)
@@ -202,6 +216,18 @@ def probe_split(kb: KnowledgeBase, llm: LLM, seed: int, n_hard: int) -> dict:
         "similarity_in": float(np.mean(sim_in[keep_in])),
         "similarity_out": float(np.mean(sim_out[keep_out])),
     }
+
+
+def doc2query_llm() -> LLM:
+    """The LLM that writes the questions, replies cached: ``BENCH_DOC2QUERY_LLM`` (an
+    ``--llm`` spec such as ``openai:MODEL``, with its server in ``RAGBOUND_LLM_BASE_URL``),
+    else the bundled local model."""
+    spec = os.environ.get("BENCH_DOC2QUERY_LLM", "local")
+    if spec == "local":
+        from benchmarks.near_synth import make_local_llm  # OMP_NUM_THREADS threads
+
+        return make_local_llm()
+    return CachedLLM(make_llm(spec), ResponseCache())
 
 
 def doc2query_part(out: Path, llm: LLM) -> dict:

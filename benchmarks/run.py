@@ -119,10 +119,9 @@ def main() -> None:
         return
     if sys.argv[1:] == ["doc2query"]:  # the bundled LLM at index time (minutes per split)
         from benchmarks import doc2query
-        from benchmarks.near_synth import make_local_llm
 
         results = saved_results()
-        results["doc2query"] = doc2query.doc2query_part(OUT, make_local_llm())
+        results["doc2query"] = doc2query.doc2query_part(OUT, doc2query.doc2query_llm())
         save(results, ["doc2query"])
         return
     if sys.argv[1:] == ["near-cost"]:  # the cost table again, the saved splits kept

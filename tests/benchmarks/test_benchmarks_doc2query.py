@@ -9,6 +9,8 @@ from benchmarks import doc2query
 from benchmarks.doc2query import HardQuestion
 from ragbound.corpus import Document
 from ragbound.knowledge import KnowledgeBase
+from ragbound.llm import LLMError
+from ragbound.llm.base import parallel_limit
 from tests.texts import TOPICS
 
 
@@ -95,3 +97,17 @@ def test_the_table_has_a_row_per_split():
     assert "| seed 1 | 40 / 37 | 137 (274) | 1200 s | 0.361 | 0.360 | 0.506 / 0.586 |" in lines
     assert any("local:m writes 3" in line for line in lines)
     assert doc2query.doc2query_markdown({}) == []
+
+
+def test_the_llm_is_the_one_bench_doc2query_llm_names(monkeypatch):
+    monkeypatch.setenv("BENCH_DOC2QUERY_LLM", "openai:served-model")
+    monkeypatch.setenv("RAGBOUND_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    llm = doc2query.doc2query_llm()  # no call is made: nothing listens on port 9
+    assert llm.model_id == "openai:served-model"
+    assert parallel_limit(llm, doc2query.SERVER_CONCURRENCY) == doc2query.SERVER_CONCURRENCY
+
+
+def test_an_unknown_llm_spec_is_refused(monkeypatch):
+    monkeypatch.setenv("BENCH_DOC2QUERY_LLM", "gpt")
+    with pytest.raises(LLMError, match="unknown LLM spec"):
+        doc2query.doc2query_llm()
