@@ -49,6 +49,7 @@ from benchmarks import (
     approx,
     baselines,
     datasets,
+    doc2query,
     lexical_scale,
     llm_speed,
     million,
@@ -62,7 +63,6 @@ from benchmarks import (
     tripwires,
 )
 from benchmarks.doc import machine_description, markdown_table, write_section
-from benchmarks.doc2query import doc2query_markdown
 from benchmarks.energy_tau import energy_tau_markdown, energy_tau_part
 from benchmarks.timing import latency, timed
 from benchmarks.tripwire_default import tripwire_default_markdown, tripwire_default_part
@@ -118,8 +118,6 @@ def main() -> None:
         save(results, ["near-mpnet"])
         return
     if sys.argv[1:] == ["doc2query"]:  # the bundled LLM at index time (minutes per split)
-        from benchmarks import doc2query
-
         results = saved_results()
         results["doc2query"] = doc2query.doc2query_part(OUT, doc2query.doc2query_llm())
         save(results, ["doc2query"])
@@ -777,7 +775,7 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "near-mpnet": ("Near out-of-knowledge: MPNet against MiniLM", near.mpnet_markdown),
     "doc2query": (
         "Near out-of-knowledge: questions written at index time (doc2query)",
-        doc2query_markdown,
+        doc2query.doc2query_markdown,
     ),
     "lexical-scale": (
         "The combined statistic's word index at a million chunks",
