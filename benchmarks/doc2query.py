@@ -3,13 +3,13 @@
 PubMedQA-half stays at 0.976 AUROC with the combined score (target 0.985). The pairs it gets
 wrong are in-knowledge questions whose own abstract scores low and near out-of-knowledge
 questions with a close twin among the indexed abstracts. A reader of the text is what is
-left, and the one offline reader, the bundled 1.5B LLM, takes about 10 s per call here: too slow
-in ``check``, but affordable once per document at index time. Doc2query spends it there: the
-LLM writes the questions each abstract answers, and a query's similarity to the nearest of
-them becomes a signal (the combined score's query similarity, with the generated questions as
-its references).
+left, and the one offline reader, the bundled 1.5B LLM, took 7 s per abstract here (936 s
+for 134 on a quiet machine): too slow in ``check``, but affordable once per document at index
+time. Doc2query spends it there: the LLM writes the questions each abstract answers, and a
+query's similarity to the nearest of them becomes a signal (the combined score's query
+similarity, with the generated questions as its references).
 
-Generating for every indexed abstract of a split takes about 80 minutes here, so this probe
+Generating for every indexed abstract of a split (500) would take about an hour, so this probe
 asks the deciding question on the pairs that matter. On each split (``BENCH_DOC2QUERY_SEEDS``,
 default 0) the combined score is calibrated as ``ragbound calibrate --statistic combined``
 does; the ``BENCH_DOC2QUERY_HARD`` (default 40) in-knowledge test questions it scores most
@@ -38,6 +38,7 @@ import numpy as np
 from benchmarks import datasets
 from benchmarks.doc import markdown_table
 from benchmarks.near import Split, knowledge_bases, pubmedqa_split
+from benchmarks.settings import int_list, int_value
 from ragbound.detect.config import DEFAULTS
 from ragbound.detect.select import calibrate_learned
 from ragbound.knowledge import KnowledgeBase
@@ -45,6 +46,7 @@ from ragbound.llm import (
     LLM,
     CachedLLM,
     GenerationParams,
+    LLMError,
     ParseError,
     Request,
     ResponseCache,
@@ -179,12 +181,17 @@ def question_similarity(
 ) -> np.ndarray:
     """Each hard question's similarity to the nearest generated question of its abstracts
     (NaN when none of them has a usable question)."""
+    texts = list(dict.fromkeys(q for questions in generated.values() for q in questions))
+    row = {text: i for i, text in enumerate(texts)}
     sims = np.full(len(hard), np.nan)
-    query_vectors = kb.embed([h.text for h in hard])
+    if not texts:
+        return sims
+    # every hard question against every generated one, each embedded once
+    table = kb.embed([h.text for h in hard]) @ kb.embed(texts).T
     for i, h in enumerate(hard):
-        candidates = [q for p in h.abstracts for q in generated.get(p, [])]
-        if candidates:
-            sims[i] = float(np.max(kb.embed(candidates) @ query_vectors[i]))
+        columns = [row[q] for p in h.abstracts for q in generated.get(p, [])]
+        if columns:
+            sims[i] = float(table[i, columns].max())
     return sims
 
 
@@ -221,19 +228,22 @@ def probe_split(kb: KnowledgeBase, llm: LLM, seed: int, n_hard: int) -> dict:
 def doc2query_llm() -> LLM:
     """The LLM that writes the questions, replies cached: ``BENCH_DOC2QUERY_LLM`` (an
     ``--llm`` spec such as ``openai:MODEL``, with its server in ``RAGBOUND_LLM_BASE_URL``),
-    else the bundled local model."""
+    else the bundled local model. SystemExit with the reason when it cannot be had."""
     spec = os.environ.get("BENCH_DOC2QUERY_LLM", "local")
-    if spec == "local":
-        from benchmarks.near_synth import make_local_llm  # OMP_NUM_THREADS threads
+    try:
+        if spec == "local":
+            from benchmarks.near_synth import make_local_llm  # OMP_NUM_THREADS threads
 
-        return make_local_llm()
-    return CachedLLM(make_llm(spec), ResponseCache())
+            return make_local_llm()
+        return CachedLLM(make_llm(spec), ResponseCache())
+    except LLMError as exc:
+        raise SystemExit(f"BENCH_DOC2QUERY_LLM={spec!r}: {exc}") from None
 
 
 def doc2query_part(out: Path, llm: LLM) -> dict:
     """Every seed's probe (BENCH_DOC2QUERY_SEEDS, default 0; BENCH_DOC2QUERY_HARD, 40)."""
-    seeds = [int(s) for s in os.environ.get("BENCH_DOC2QUERY_SEEDS", "0").split(",") if s]
-    n_hard = int(os.environ.get("BENCH_DOC2QUERY_HARD", "40"))
+    seeds = int_list("BENCH_DOC2QUERY_SEEDS", "0", 0, "0,1,2")
+    n_hard = int_value("BENCH_DOC2QUERY_HARD", "40", 2, "40")
     kbs, _ = knowledge_bases(out, "minilm", ["PubMedQA"])
     splits = [probe_split(kbs["PubMedQA"], llm, seed, n_hard) for seed in seeds]
     return {"model": llm.model_id, "n_hard": n_hard, "splits": splits}

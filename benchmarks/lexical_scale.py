@@ -32,6 +32,7 @@ from benchmarks import datasets
 from benchmarks.doc import markdown_table
 from benchmarks.memory import peak_mb
 from benchmarks.million import resident_mb
+from benchmarks.settings import int_list
 
 LATENCY_QUERIES = 100
 CANDIDATES = 8  # combined's OVERLAP_DEPTH
@@ -113,14 +114,7 @@ def word_cache_kb(words, texts: list[str]) -> dict[str, float]:
 
 
 def _sizes() -> list[int]:
-    raw = os.environ.get("BENCH_LEXICAL_CHUNKS", "100000,1000000")
-    try:
-        sizes = [int(s) for s in raw.split(",") if s.strip()]
-    except ValueError:
-        sizes = []
-    if not sizes or min(sizes) < 1:
-        raise SystemExit(f"BENCH_LEXICAL_CHUNKS={raw!r}: give chunk counts >= 1, e.g. 100000")
-    return sizes
+    return int_list("BENCH_LEXICAL_CHUNKS", "100000,1000000", 1, "100000")
 
 
 def lexical_part() -> dict:

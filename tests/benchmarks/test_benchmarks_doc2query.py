@@ -9,7 +9,6 @@ from benchmarks import doc2query
 from benchmarks.doc2query import HardQuestion
 from ragbound.corpus import Document
 from ragbound.knowledge import KnowledgeBase
-from ragbound.llm import LLMError
 from ragbound.llm.base import parallel_limit
 from tests.texts import TOPICS
 
@@ -107,7 +106,35 @@ def test_the_llm_is_the_one_bench_doc2query_llm_names(monkeypatch):
     assert parallel_limit(llm, doc2query.SERVER_CONCURRENCY) == doc2query.SERVER_CONCURRENCY
 
 
-def test_an_unknown_llm_spec_is_refused(monkeypatch):
-    monkeypatch.setenv("BENCH_DOC2QUERY_LLM", "gpt")
-    with pytest.raises(LLMError, match="unknown LLM spec"):
+@pytest.mark.parametrize(
+    ("spec", "unset", "reason"),
+    [
+        ("gpt", (), "unknown LLM spec"),
+        ("openai:served-model", ("RAGBOUND_LLM_BASE_URL", "OPENAI_BASE_URL"), "base_url"),
+    ],
+)
+def test_an_llm_that_cannot_be_had_is_one_line_naming_the_setting(monkeypatch, spec, unset, reason):
+    monkeypatch.setenv("BENCH_DOC2QUERY_LLM", spec)
+    for name in unset:  # the server's address is missing
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(SystemExit, match=f"BENCH_DOC2QUERY_LLM='{spec}': .*{reason}"):
         doc2query.doc2query_llm()
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [
+        ("BENCH_DOC2QUERY_SEEDS", "x"),
+        ("BENCH_DOC2QUERY_SEEDS", "-1"),
+        ("BENCH_DOC2QUERY_SEEDS", ""),
+        ("BENCH_DOC2QUERY_HARD", "0"),
+        ("BENCH_DOC2QUERY_HARD", "-3"),
+        ("BENCH_DOC2QUERY_HARD", "nan"),
+        ("BENCH_DOC2QUERY_HARD", "40,50"),
+    ],
+)
+def test_bad_settings_are_refused_before_any_work(monkeypatch, tmp_path, name, bad):
+    monkeypatch.setenv(name, bad)
+    # no knowledge base is built and no LLM is called: the refusal comes first
+    with pytest.raises(SystemExit, match=name):
+        doc2query.doc2query_part(tmp_path, llm=None)  # type: ignore[arg-type]
