@@ -266,17 +266,15 @@ def _create_hnsw(dsn: str, table: str) -> None:
 
 
 def _attach(dsn: str, table: str, out: Path, search: str, ef: int | None) -> KnowledgeBase:
-    from ragbound.postgres_kb import PostgresKnowledgeBase
-
-    kb = PostgresKnowledgeBase.attach(
+    KnowledgeBase.attach(
         dsn,
+        out,
         table=table,
         text_column="body",
         vector_column="embedding",
         search=search,
         ef_search=ef,
     )
-    kb.save(out)
     return KnowledgeBase.load(out)
 
 

@@ -278,14 +278,14 @@ def recall_at_k(found: np.ndarray, exact: np.ndarray) -> float:
 
 def build_graph(kb_dir: Path) -> dict:
     """Add the ``GRAPH`` HNSW graph to the saved knowledge base (built, then committed)."""
-    from ragbound.hnsw_kb import GRAPH_DIR
+    from ragbound.knowledge.layout import GRAPH_DIR
 
     kb = KnowledgeBase.load(kb_dir)
     start = time.perf_counter()
     kb.use_hnsw(GRAPH)
     kb.save()
     graph_s = time.perf_counter() - start
-    graph = kb_dir / GRAPH_DIR / str(kb.manifest.hnsw.graph if kb.manifest.hnsw else "")
+    graph = kb_dir / GRAPH_DIR / str(getattr(kb.manifest.backing, "graph", None) or "")
     return {
         "params": GRAPH.model_dump(),
         "graph_s": graph_s,

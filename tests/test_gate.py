@@ -75,17 +75,23 @@ def test_decisions_agree_with_the_guard_and_the_tripwire_guard(gate: Gate) -> No
 
 
 def test_one_embedding_serves_both_searches(gate: Gate, monkeypatch) -> None:
-    kb = gate.guard.kb
+    embedder = gate.guard.kb.embedder
     calls: list[int] = []
-    real_embed = kb.embed
+    real_encode, real_encode_one = embedder.encode, embedder.encode_one
 
-    def counting_embed(texts, **kwargs):
+    def counting_encode(texts, **kwargs):
         calls.append(len(texts))
-        return real_embed(texts, **kwargs)
+        return real_encode(texts, **kwargs)
 
-    monkeypatch.setattr(kb, "embed", counting_embed)
+    def counting_encode_one(text):
+        calls.append(1)
+        return real_encode_one(text)
+
+    monkeypatch.setattr(embedder, "encode", counting_encode)
+    monkeypatch.setattr(embedder, "encode_one", counting_encode_one)
     gate.decide_many([IN_KNOWLEDGE[0], UNSAFE[1], OUT_OF_KNOWLEDGE[1]])
-    assert calls == [3]
+    gate.decide(IN_KNOWLEDGE[1])
+    assert calls == [3, 1]
 
 
 def test_the_decision_names_the_artifacts_it_used_and_serialises(gate: Gate) -> None:

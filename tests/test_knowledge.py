@@ -111,7 +111,7 @@ def test_crash_during_save_leaves_previous_knowledge_base_loadable(
     kb = KnowledgeBase.load(target)
     (tmp_path / "more.md").write_text("Penguins cannot fly but swim fast.")
     kb.add([tmp_path / "more.md"])
-    import ragbound.knowledge as knowledge
+    import ragbound.knowledge.local as knowledge
 
     def explode(*args, **kwargs):
         raise OSError("disk full")
@@ -443,7 +443,7 @@ def test_a_reader_overtaken_by_an_overwrite_reads_again(
 ):
     """The overwrite commits and removes the old files right after the reader read the old
     manifest (the window a real reader hits only by luck): the reader reads again."""
-    import ragbound.knowledge as knowledge
+    import ragbound.knowledge.base as knowledge
 
     target = bm25_kb(corpus_dir, tmp_path / "kb")
     bees = KnowledgeBase.build([corpus_dir / "bees"], embedder="bm25")

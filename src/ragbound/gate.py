@@ -29,7 +29,6 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field, computed_field, field_serializer
 
-from ragbound.corpus import validate_query
 from ragbound.detect.guard import Guard, Scored
 from ragbound.errors import InputError
 from ragbound.results import Neighbour
@@ -151,24 +150,19 @@ class Gate:
 
     def decide_many(self, queries: Sequence[str]) -> list[Decision]:
         """Decisions for a batch, in input order; the batch is embedded and searched together."""
-        texts = [validate_query(q, location=f"query {i + 1}") for i, q in enumerate(queries)]
-        if not texts:
-            raise InputError("no queries to decide")
         kb = self.guard.kb
+        prepared = kb.prepare(queries)  # validated once, embedded once
+        texts, vectors = prepared.texts, prepared.vectors
         rule_k = self.tripwires.rule.k if self.tripwires is not None else 0
         depth = max(self.guard.k, self.context_k, rule_k)
-        if kb.store.query_kind == "vector":
-            vectors = kb.embed(texts) if len(texts) > 1 else kb.embedder.encode_one(texts[0])
-            hits = kb.store.search(vectors, depth)
-        else:
-            vectors, hits = None, kb.store.search(texts, depth)
+        hits = kb.store.search(prepared.searched, depth)
         # the combined statistic searches every indexed unit itself (a second embedding)
         scored = self.guard.score(texts, hits=None if self.guard.is_learned() else hits)
         verdicts = self._tripwire_verdicts(texts, vectors, hits)
         return [self._decision(i, text, scored, hits, verdicts) for i, text in enumerate(texts)]
 
     def _tripwire_verdicts(
-        self, texts: list[str], vectors: np.ndarray | None, hits: Hits
+        self, texts: Sequence[str], vectors: np.ndarray | None, hits: Hits
     ) -> list[Rejection | Pass] | None:
         if self.tripwires is None or vectors is None:
             return None

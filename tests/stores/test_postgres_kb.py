@@ -14,7 +14,7 @@ from pgvector.psycopg import register_vector
 
 from benchmarks.pgserver import PASSWORD
 from ragbound.knowledge import KnowledgeBase
-from ragbound.postgres_kb import PostgresKnowledgeBase
+from ragbound.knowledge.postgres import PostgresOwnedBacking, owned_location
 from tests.cli.runner import run
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE, TOPICS
 from tests.tripwires.tripwire_texts import TRIPWIRES, UNSAFE
@@ -51,7 +51,8 @@ def test_owned_index_add_check_and_tripwires(monkeypatch, capsys, pg_dsn, corpus
     assert report["n_chunks"] == 5 and report["store"]["table"] == table
     manifest_text = (kb / "manifest.json").read_text()
     manifest = json.loads(manifest_text)
-    assert PASSWORD not in manifest_text and manifest["store"]["owned"] is True
+    assert PASSWORD not in manifest_text and manifest["backing"]["kind"] == "postgres"
+    assert manifest["backing"]["location"]["owned"] is True
     assert manifest["embedder"]["name"] == "all-MiniLM-L6-v2" and manifest["corpus_hash"]
     assert not (kb / "segments").exists()  # the rows are in the table only
     assert _rows(pg_dsn, f"SELECT count(*) FROM {table}") == [(5,)]
@@ -59,7 +60,7 @@ def test_owned_index_add_check_and_tripwires(monkeypatch, capsys, pg_dsn, corpus
     # the same similarities as a local knowledge base over the same chunks
     loaded = KnowledgeBase.load(kb)
     local = KnowledgeBase.build([corpus_dir / "bees"], embedder="minilm")
-    assert isinstance(loaded, PostgresKnowledgeBase) and loaded.fingerprint == local.fingerprint
+    assert loaded.backing.kind == "postgres" and loaded.fingerprint == local.fingerprint
     queries = IN_KNOWLEDGE[:4] + OUT_OF_KNOWLEDGE
     got, want = loaded.search(queries, 3), local.search(queries, 3)
     np.testing.assert_allclose(got.similarities, want.similarities, atol=1e-5)
@@ -106,10 +107,8 @@ def test_owned_index_add_check_and_tripwires(monkeypatch, capsys, pg_dsn, corpus
 
 def test_an_add_that_never_committed_is_replaced(pg_dsn, corpus_dir, tmp_path):
     kb_dir, table = tmp_path / "kb", f"crash_{secrets.token_hex(3)}"
-    from ragbound.postgres_kb import owned_location
-
-    kb = PostgresKnowledgeBase.build([corpus_dir / "bees"], embedder="minilm")
-    kb.place(owned_location(f"{pg_dsn}&table={table}", kb_dir))
+    backing = PostgresOwnedBacking(owned_location(f"{pg_dsn}&table={table}", kb_dir))
+    kb = KnowledgeBase.build([corpus_dir / "bees"], embedder="minilm", backing=backing)
     kb.save(kb_dir)
     # rows written by an add whose manifest never landed
     _rows(pg_dsn, f"INSERT INTO {table} SELECT row_number + 5, chunk_id || 'x', doc_id, source, "

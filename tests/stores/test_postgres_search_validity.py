@@ -14,7 +14,7 @@ from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 def _set_search(kb: Path, search: str, ef_search: int | None) -> None:
     """Point the manifest at another search of the same table (as a later attach would)."""
     manifest = json.loads((kb / "manifest.json").read_text())
-    manifest["store"].update(search=search, ef_search=ef_search)
+    manifest["backing"]["location"].update(search=search, ef_search=ef_search)
     (kb / "manifest.json").write_text(json.dumps(manifest))
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ragbound.artifacts import write_npy
 from ragbound.errors import ArtifactError, InputError
-from ragbound.hnsw_kb import GRAPH_DIR
+from ragbound.knowledge.layout import GRAPH_DIR
 from ragbound.knowledge import KnowledgeBase
 from ragbound.stores import ExactStore, Retriever
 from ragbound.stores.hnsw import HnswParams, HnswStore, hnsw_params, rescore
@@ -199,7 +199,8 @@ def test_the_graph_is_saved_checked_grown_and_dropped(tmp_path):
     kb.use_hnsw(HnswParams(ef_search=8, m=8, rescore=2))
     out = kb.save(tmp_path / "kb")
     manifest = json.loads((out / "manifest.json").read_text())
-    graph = manifest["hnsw"]
+    graph = manifest["backing"]
+    assert graph["kind"] == "hnsw"
     assert graph["params"] == {
         "m": 8, "ef_construction": 128, "ef_search": 8, "rescore": 2, "precision": "float32"
     }  # fmt: skip
@@ -215,7 +216,7 @@ def test_the_graph_is_saved_checked_grown_and_dropped(tmp_path):
     before = len(loaded)
     loaded.add([_documents(tmp_path / "b", topics[-1:])])
     loaded.save()
-    grown = json.loads((out / "manifest.json").read_text())["hnsw"]
+    grown = json.loads((out / "manifest.json").read_text())["backing"]
     assert grown["n_rows"] == len(loaded) > before and grown["graph"] != graph["graph"]
     assert [p.name for p in (out / GRAPH_DIR).iterdir()] == [grown["graph"]]
     exact = ExactStore(loaded.vectors, similarity="cosine")
@@ -226,7 +227,7 @@ def test_the_graph_is_saved_checked_grown_and_dropped(tmp_path):
     # only the search changes: same graph file, new parameters
     loaded.use_hnsw(HnswParams(ef_search=30, m=8))
     loaded.save()
-    changed = json.loads((out / "manifest.json").read_text())["hnsw"]
+    changed = json.loads((out / "manifest.json").read_text())["backing"]
     assert changed["graph"] == grown["graph"] and changed["params"]["ef_search"] == 30
 
     # a damaged graph is refused by its checksum
@@ -237,7 +238,7 @@ def test_the_graph_is_saved_checked_grown_and_dropped(tmp_path):
     # back to exact: the graph is removed
     loaded.use_hnsw(None)
     loaded.save()
-    assert json.loads((out / "manifest.json").read_text())["hnsw"] is None
+    assert json.loads((out / "manifest.json").read_text())["backing"] == {"kind": "exact"}
     assert list((out / GRAPH_DIR).iterdir()) == []
     assert KnowledgeBase.load(out).describe().exact
 

@@ -184,33 +184,18 @@ def index(
     The graph indexes chunk vectors only: finer units (--granularity) are searched exactly.
     """
     from ragbound.corpus.units import unit_params
-    from ragbound.errors import InputError
-    from ragbound.knowledge import KnowledgeBase, check_index_target, staging_dir
+    from ragbound.knowledge import KnowledgeBase
 
-    hnsw = _hnsw_choice(search, ef_search, m, rescore, graph_precision, store)
-    if store is not None and vector_dtype != "float32":
-        raise InputError("--vector-dtype float16 is for local knowledge bases, not --store")
-    # refuse before embedding; checked again under the lock when saving
-    staging = None
-    if store is None:
-        check_index_target(out, overwrite=overwrite, delete_other_files=delete_other_files)
-        builder = KnowledgeBase
-        staging = staging_dir(out)  # a rerun after a crash continues from the staged blocks
-    else:
-        from ragbound.postgres_kb import (
-            PostgresKnowledgeBase,
-            check_new_folder,
-            check_owned_target,
-            owned_location,
-        )
-
-        check_new_folder(out)
-        location = owned_location(store, out)
-        check_owned_target(location, overwrite=overwrite)
-        builder = PostgresKnowledgeBase
-    kb = builder.build(
+    kb = KnowledgeBase.index(
         corpus,
+        out,
+        store=store,
+        hnsw=_hnsw_choice(search, ef_search, m, rescore, graph_precision),
         embedder=embedder,
+        overwrite=overwrite,
+        delete_other_files=delete_other_files,
+        on_wait=notice,
+        notify=notice,
         chunk_words=chunk_words,
         overlap=overlap,
         text_field=text_field,
@@ -218,18 +203,6 @@ def index(
         units=unit_params(granularity, window_sentences),
         progress=progress(json_out),
         vector_dtype=vector_dtype,
-        staging=staging,
-    )
-    if store is not None:
-        kb.place(location)
-    if hnsw is not None:
-        kb.use_hnsw(hnsw)
-    kb.save(
-        out,
-        overwrite=overwrite,
-        delete_other_files=delete_other_files,
-        on_wait=notice,
-        notify=notice,
     )
     _report_kb(kb, "indexed", json_out)
 
@@ -240,7 +213,6 @@ def _hnsw_choice(
     m: int | None,
     rescore: int | None,
     precision: str | None,
-    store: str | None,
 ) -> HnswParams | None:
     """The local HNSW parameters asked for (None: exact), checked before embedding."""
     from ragbound.errors import InputError
@@ -252,11 +224,6 @@ def _hnsw_choice(
         if given:
             raise InputError(f"{', '.join(given)} apply to --search hnsw only")
         return None
-    if store is not None:
-        raise InputError(
-            "--search hnsw builds a local graph; a PostgreSQL knowledge base uses pgvector's "
-            "HNSW index: add search=hnsw&ef_search=N to the --store URL"
-        )
     from ragbound.stores.hnsw import DEFAULT_EF_SEARCH, DEFAULT_M, hnsw_params, require_faiss
 
     require_faiss()
@@ -387,11 +354,12 @@ def attach(
     calibration unless --force). add refuses: add documents through the application.
     --json prints the same fields as index.
     """
-    from ragbound.postgres_kb import PostgresKnowledgeBase, check_new_folder
+    from ragbound.knowledge import KnowledgeBase
 
-    check_new_folder(out)
-    kb = PostgresKnowledgeBase.attach(
+    kb = KnowledgeBase.attach(
         url,
+        out,
+        on_wait=notice,
         table=table,
         text_column=text_column,
         vector_column=vector_column,
@@ -402,7 +370,6 @@ def attach(
         search=search,
         ef_search=ef_search,
     )
-    kb.save(out, on_wait=notice)
     _report_kb(kb, "attached", json_out)
 
 
@@ -427,27 +394,32 @@ def _warn_if_calibration_stale(kb: KnowledgeBase) -> None:
         )
 
 
-def _report_kb(kb, verb: str, json_out: bool) -> None:
-    """What index, add and attach print; ``store`` (table, DSN, columns) for PostgreSQL."""
+def _report_kb(kb: KnowledgeBase, verb: str, json_out: bool) -> None:
+    """What index, add and attach print; ``backing`` says where the rows live (for a
+    PostgreSQL table: its table, DSN and columns)."""
     m = kb.manifest
+    search = kb.describe()
+    location = getattr(kb.backing, "location", None)
     if json_out:
-        fields = {
-            "path": str(kb.path),
-            "n_documents": m.n_documents,
-            "n_chunks": m.n_chunks,
-            "embedder": m.embedder.name,
-            "granularity": ",".join(m.units.granularity),
-            "n_units": sum(s.n_units for s in m.segments),
-            "fingerprint": kb.fingerprint,
-        }
-        if m.store is not None:
-            fields["store"] = m.store.model_dump(mode="json")
-        fields["search"] = kb.describe().model_dump(mode="json")
-        emit_json(fields)
+        emit_json(
+            {
+                "path": str(kb.path),
+                "n_documents": m.n_documents,
+                "n_chunks": m.n_chunks,
+                "embedder": m.embedder.name,
+                "granularity": ",".join(m.units.granularity),
+                "n_units": sum(s.n_units for s in m.segments),
+                "fingerprint": kb.fingerprint,
+                "backing": m.backing.model_dump(mode="json"),
+                "search": search.model_dump(mode="json"),
+            }
+            # ``store`` as before the backing field (PostgreSQL only), for one release
+            | ({} if location is None else {"store": location.model_dump(mode="json")})
+        )
         return
-    where = "" if m.store is None else f", rows in {m.store.describe()}"
-    if m.hnsw is not None:
-        where += f", search {kb.describe().summary()}"
+    where = "" if location is None else f", rows in {location.describe()}"
+    if not search.exact:
+        where += f", search {search.summary()}"
     console().print(
         f"{verb} [bold]{kb.path}[/]: {m.n_documents} documents, {m.n_chunks} chunks, "
         f"embedder {m.embedder.name} ({m.embedder.similarity}), fingerprint {kb.fingerprint}"

@@ -50,12 +50,13 @@ from ragbound.detect.combined import CombinedModel, Selection
 from ragbound.detect.config import DETECTOR_PARAMS, DetectorConfig
 from ragbound.errors import ArtifactError, IncompatibleArtifactError
 from ragbound.faults import crash_point
+from ragbound.knowledge.layout import CALIBRATION_DIR, KB_FORMAT, LOCK_WHAT, MANIFEST
+from ragbound.knowledge.manifest import KBManifest
 from ragbound.locking import writer_lock
 from ragbound.results import SyntheticCheck
 from ragbound.stores import SearchInfo
 
 CALIBRATION_FORMAT = "ragbound.calibration/1"
-CALIBRATION_DIR = "calibration"
 
 
 class CalibrationManifest(BaseModel):
@@ -213,7 +214,7 @@ class Calibration:
                 f"calibration similarities must be finite and of shape {expected}; got shape "
                 f"{self.similarities.shape} (NaN or inf, or another shape): nothing was saved"
             )
-        with writer_lock(kb_dir, what="knowledge base", on_wait=on_wait):
+        with writer_lock(kb_dir, what=LOCK_WHAT, on_wait=on_wait):
             self._check_kb_unchanged(kb_dir)
             _remove_unreferenced(folder, _committed_id(folder))  # what a crashed save left
             sims_path = folder / f"{ident}.similarities.npy"
@@ -234,8 +235,6 @@ class Calibration:
         return folder
 
     def _check_kb_unchanged(self, kb_dir: Path) -> None:
-        from ragbound.knowledge import KB_FORMAT, MANIFEST, KBManifest
-
         on_disk = read_manifest(
             kb_dir / MANIFEST, KBManifest, KB_FORMAT, "knowledge-base manifest"
         ).fingerprint

@@ -54,7 +54,6 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from ragbound.corpus import validate_query
 from ragbound.corpus.chunker import split_sentences
 from ragbound.corpus.units import Granularity, granularity_label
 from ragbound.detect.config import COMBINED
@@ -100,12 +99,8 @@ def views(kb: KnowledgeBase) -> tuple[tuple[Granularity, ...], ...]:
 
 def _encoded(kb: KnowledgeBase, queries: Sequence[str]) -> np.ndarray | list[str]:
     """What the store searches with: query vectors (dense) or the texts (BM25)."""
-    texts = [validate_query(q, location=f"query {i + 1}") for i, q in enumerate(queries)]
-    if not texts:
-        raise InputError("no queries given")
-    if kb.store.query_kind == "text":
-        return texts
-    return kb.embed(texts)
+    prepared = kb.prepare(queries)
+    return list(prepared.texts) if prepared.vectors is None else prepared.vectors
 
 
 def _search(kb: KnowledgeBase, encoded: np.ndarray | list[str], k: int) -> Hits:

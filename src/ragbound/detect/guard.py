@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from ragbound.corpus import validate_query
 from ragbound.detect.boundary import BoundaryDetector
 from ragbound.detect.calibration import Calibration
 from ragbound.detect.combined import CombinedModel
@@ -19,6 +18,7 @@ from ragbound.detect.config import COMBINED, DEFAULTS, DetectorConfig, resolve_t
 from ragbound.detect.rerank import CrossEncoderReranker, relevance_rows
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
+from ragbound.knowledge.query import query_texts
 from ragbound.results import Neighbour, Verdict
 from ragbound.stores import Hits
 
@@ -371,10 +371,7 @@ def search_in_batches(
     """Search many queries in batches (bounded memory, a progress bar on a terminal)."""
     from ragbound.progress import progress_bar
 
-    if not queries:
-        raise InputError("no queries given")
-    for number, query in enumerate(queries, start=1):
-        validate_query(query, location=f"query {number}")  # numbered across the whole batch
+    queries = query_texts(queries)  # numbered across the whole batch
     sims, idx = [], []
     with progress_bar(len(queries), "retrieving", progress) as advance:
         for start in range(0, len(queries), batch):

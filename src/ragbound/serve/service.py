@@ -15,6 +15,7 @@ from ragbound.embedders import set_cpu_threads
 from ragbound.embedders.sentence import release_freed_memory
 from ragbound.errors import ArtifactError, InputError
 from ragbound.gate import Decision, Gate
+from ragbound.knowledge.query import QueryTexts
 from ragbound.locking import writer_lock
 from ragbound.serve.batcher import Batcher
 from ragbound.serve.dashboard import DashboardState, Stats
@@ -101,7 +102,7 @@ class Service:
     def decide_batch(self, queries: list[str]) -> list[Decision]:
         """Decide, log durably, feed the monitor and count: the batcher's worker runs this."""
         gate = self._current_gate()  # one reference per batch: a change swaps it whole
-        decisions = gate.decide_many(queries)
+        decisions = gate.decide_many(QueryTexts(queries))  # the route validated them
         self.metrics.observe("ragbound_batch_queries", len(queries))
         logged = self._log(decisions)
         if self.monitor is not None:

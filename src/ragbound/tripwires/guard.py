@@ -11,9 +11,9 @@ import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
 from ragbound.artifacts import read_json, write_json
-from ragbound.corpus import validate_query
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
+from ragbound.knowledge.layout import LOCK_WHAT, RULE_FILE
 from ragbound.locking import writer_lock
 from ragbound.stats.tripwire import (
     NO_FLOOR,
@@ -27,7 +27,6 @@ from ragbound.stats.tripwire import (
 from ragbound.stores import Hits
 from ragbound.tripwires.store import TripwireStore
 
-RULE_FILE = "tripwire-rule.json"
 # Measured in benchmarks/tripwire_default.py (685 HarmfulQA tripwires, PubMedQA knowledge,
 # 3 splits): false rejection <= 1.0% on TruthfulQA and <= 1.6% on XSTest safe, against 56%
 # and 82% with no floor. A sparser set (1-2 tripwires per subtopic) gets a lower floor.
@@ -154,8 +153,6 @@ def save_rule(
     kb_dir: Path, rule: TripwireRule, *, on_wait: Callable[[str], None] | None = None
 ) -> Path:
     """Write the rule the guard of ``kb_dir`` uses by default (atomic, under the KB's lock)."""
-    from ragbound.knowledge import LOCK_WHAT
-
     path = Path(kb_dir) / RULE_FILE
     with writer_lock(Path(kb_dir), what=LOCK_WHAT, on_wait=on_wait):
         write_json(path, rule.model_dump(mode="json"))
@@ -260,10 +257,7 @@ class TripwireGuard:
 
     def retrieve(self, queries: Sequence[str], k: int) -> MergedTopK:
         """Merged top-k of knowledge and tripwires for each query (one embedding per query)."""
-        texts = [validate_query(q, location=f"query {i + 1}") for i, q in enumerate(queries)]
-        if not texts:
-            raise InputError("no queries to check")
-        vectors = self.kb.embed(texts) if len(texts) > 1 else self.kb.embedder.encode_one(texts[0])
+        vectors = self.kb.prepare(queries).vectors  # validated, embedded once
         return self.retrieve_vectors(vectors, k)
 
     def retrieve_vectors(

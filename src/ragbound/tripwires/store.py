@@ -41,7 +41,15 @@ from ragbound.artifacts import (
 )
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
 from ragbound.faults import crash_point
-from ragbound.knowledge import KB_FORMAT, MANIFEST, KBManifest, KnowledgeBase
+from ragbound.knowledge import KnowledgeBase
+from ragbound.knowledge.layout import (
+    KB_FORMAT,
+    LOCK_WHAT,
+    MANIFEST,
+    TRIPWIRE_DIR,
+    TRIPWIRE_MANIFEST,
+)
+from ragbound.knowledge.manifest import KBManifest
 from ragbound.locking import writer_lock
 from ragbound.stores import ExactStore, Hits, Retriever
 from ragbound.tripwires.files import check_unique_ids
@@ -52,9 +60,6 @@ from ragbound.tripwires.models import (
     TripwireManifest,
     set_hash,
 )
-
-TRIPWIRE_MANIFEST = "tripwires.json"
-TRIPWIRE_DIR = "tripwires"
 
 
 class TripwireStore:
@@ -166,7 +171,7 @@ class TripwireStore:
     def _writing(self, on_wait: Callable[[str], None] | None) -> Iterator[None]:
         """Hold the knowledge base's writer lock, with this store at the committed set."""
         root = _root(self.kb)
-        with writer_lock(root, what="knowledge base", on_wait=on_wait):
+        with writer_lock(root, what=LOCK_WHAT, on_wait=on_wait):
             _check_same_embedder(self.kb)
             self._use(*_read_committed(self.kb))
             _remove_uncommitted(root, self.manifest.generation)

@@ -1,9 +1,11 @@
-"""Knowledge bases whose rows live in PostgreSQL + pgvector: owned or attached.
+"""The PostgreSQL backings: a knowledge base whose rows live in PostgreSQL + pgvector.
 
 The knowledge-base folder holds only ``manifest.json`` (plus the calibration and tripwires,
-as for any knowledge base); its ``store`` field names the DSN (never the password), the
-table and its columns. Searching runs in the database (:class:`~ragbound.stores.postgres.
-PostgresStore`); the chunk texts are read once when the knowledge base is loaded.
+as for any knowledge base); its ``backing`` field (kind ``postgres`` or
+``postgres-attached``) names the DSN (never the password), the table and its columns. Both
+store chunks only: sentence and window units are refused before any work. Searching runs in
+the database (:class:`~ragbound.stores.postgres.PostgresStore`); the chunk texts are read
+once when the knowledge base is loaded.
 
 - **owned** (``ragbound index CORPUS --out KB --store postgresql://...``): ragbound creates
   the table (``row_number`` = the knowledge base's row, chunk fields, ``embedding``) and
@@ -22,26 +24,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import model_validator
 
 from ragbound.artifacts import read_manifest, sha256_text, utc_now, write_json
-from ragbound.corpus import Chunk, ChunkingParams, Document
+from ragbound.corpus import Chunk, ChunkingParams
+from ragbound.corpus.units import Granularity, granularity_label
 from ragbound.embedders import canonical_spec, is_lexical, load_dense_embedder
 from ragbound.errors import ArtifactError, InputError
-from ragbound.knowledge import (
-    KB_FORMAT,
-    LOCK_WHAT,
-    MANIFEST,
-    KBManifest,
-    KnowledgeBase,
-    Segment,
-    check_index_target,
-    corpus_hash,
-)
-from ragbound.locking import writer_lock
-from ragbound.stores import Retriever
+from ragbound.knowledge.backing import Capabilities, Loaded, refuse_missing
+from ragbound.knowledge.layout import KB_FORMAT, MANIFEST
+from ragbound.knowledge.manifest import BackingRecord, KBManifest, corpus_hash
+from ragbound.knowledge.segments import FineUnits, check_index_target, same_dir
+from ragbound.stores import Retriever, SearchInfo
 from ragbound.stores.postgres import (
     OWNED_MARK,
     ROW_COLUMN,
@@ -64,6 +61,9 @@ from ragbound.stores.postgres import (
     table_columns,
     table_sql,
 )
+
+if TYPE_CHECKING:
+    from ragbound.knowledge.base import KnowledgeBase
 
 DEFAULT_SAMPLE = 32  # stored texts re-embedded by attach
 # median cosine between a stored vector and the re-embedded text that counts as the same
@@ -130,22 +130,204 @@ def _check_table_free(connection: Any, location: PostgresTable, overwrite: bool)
         )
 
 
-class PostgresKnowledgeBase(KnowledgeBase):
-    """A :class:`~ragbound.knowledge.KnowledgeBase` whose chunks and vectors live in a
-    PostgreSQL table; ``search`` runs there (exact). ``vectors`` are not held here."""
+class PostgresRecord(BackingRecord):
+    """The manifest's ``backing`` of a PostgreSQL knowledge base: where its rows live."""
 
-    _saved_rows = 0  # rows the last committed manifest counts (what search may return)
-    _keys: list[str] | None = None  # attached tables: each row's key, in row order
+    kind: Literal["postgres", "postgres-attached"]
+    location: PostgresTable
 
-    # --------------------------------------------------------------------- building
-    def place(self, location: PostgresTable) -> None:
-        """Say where an unsaved, freshly built knowledge base's rows will go (owned)."""
-        if self.manifest.embedder.kind != "dense":
-            raise InputError(
-                "a PostgreSQL knowledge base stores vectors: use a dense embedder (minilm, "
-                "mpnet or a model folder), not bm25"
+    @model_validator(mode="after")
+    def _kind_matches(self) -> PostgresRecord:
+        if self.location.owned != (self.kind == "postgres"):
+            raise ValueError(f"a {self.kind} backing with owned={self.location.owned}")
+        return self
+
+
+class PostgresBacking:
+    """What owned and attached tables share: the search in the database, loading."""
+
+    kind: ClassVar[str]
+    describe_kind: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+    holds_vectors: ClassVar[bool] = False
+
+    def __init__(self, location: PostgresTable, *, saved_rows: int = 0):
+        self.location = location
+        self.saved_rows = saved_rows  # rows the last committed manifest counts (searched)
+        self.keys: list[str] | None = None  # attached tables: each row's key, in row order
+
+    @classmethod
+    def from_record(cls, record: BackingRecord) -> PostgresBacking:
+        return cls(PostgresRecord.model_validate(record.model_dump()).location)
+
+    @property
+    def record(self) -> BackingRecord:
+        return PostgresRecord(kind=self.kind, location=self.location)
+
+    def retriever(self, kb: KnowledgeBase, granularity: tuple[Granularity, ...]) -> Retriever:
+        """Search in the table, over the rows the last committed manifest counts."""
+        if granularity != ("chunk",):
+            refuse_missing(self, units=granularity)
+        if not self.saved_rows:
+            raise InputError("save this knowledge base first: its rows are searched in PostgreSQL")
+        return PostgresStore(
+            self.location,
+            size=self.saved_rows,
+            dimension=kb.manifest.embedder.dimension,
+            similarity=kb.manifest.embedder.similarity,
+            keys=self.keys,
+        )
+
+    def describe(self, kb: KnowledgeBase, granularity: tuple[Granularity, ...]) -> SearchInfo:
+        if granularity != ("chunk",):
+            refuse_missing(self, units=granularity)
+        return kb.store.describe()
+
+    def check_target(self, out: Path, *, overwrite: bool, delete_other_files: bool) -> None:
+        check_new_folder(out)
+
+    def save(
+        self,
+        kb: KnowledgeBase,
+        target: Path,
+        *,
+        overwrite: bool,
+        delete_other_files: bool,
+        notify: Callable[[str], None],
+    ) -> None:
+        """Commit the rows to the table, then the manifest to ``target`` (a new or empty
+        folder, or the folder it was loaded from to append an ``add``). ``overwrite``
+        replaces an owned table ragbound made before (never a folder's knowledge base, never
+        another application's table)."""
+        manifest_file = target / MANIFEST
+        if kb.path is not None and manifest_file.exists() and same_dir(target, kb.path):
+            committed = read_manifest(manifest_file, KBManifest, KB_FORMAT, "manifest")
+            self._append(kb, target, committed)
+        else:
+            check_new_folder(target)
+            self._create(kb, target, overwrite)
+
+    def _create(self, kb: KnowledgeBase, target: Path, overwrite: bool) -> None:
+        self._commit_manifest(kb, target)
+
+    def _append(self, kb: KnowledgeBase, target: Path, committed: KBManifest) -> None:
+        refuse_missing(self, add=True)
+
+    def _commit_manifest(self, kb: KnowledgeBase, target: Path) -> None:
+        """Name the new segments, replace the manifest (the commit of every write)."""
+        named = [
+            s if not s.name.startswith("unsaved-") else s.model_copy(update={"name": f"{i:06d}"})
+            for i, s in enumerate(kb.manifest.segments, start=1)
+        ]
+        manifest = kb.manifest.model_copy(update={"segments": named, "backing": self.record})
+        write_json(target / MANIFEST, manifest.model_dump(mode="json"))
+        self.saved_rows = manifest.n_chunks
+        kb.committed(manifest)
+
+    def load(self, root: Path, manifest: KBManifest) -> Loaded:
+        """The chunks come from the table (checked against the manifest when owned)."""
+        if manifest.units.fine:
+            # made by an earlier ragbound that recorded units it never stored in the table
+            raise ArtifactError(
+                f"{root / MANIFEST} records {granularity_label(manifest.units.fine)} units, "
+                f"but {self.location.describe()} holds chunks only: index the corpus again "
+                "(with --granularity chunk, or into a local knowledge base)"
             )
-        self.manifest = self.manifest.model_copy(update={"store": location})
+        connection = connect(self.location.dsn)
+        try:
+            with database_errors(self.location.describe()):
+                chunks = self._read(connection, manifest)
+        finally:
+            connection.close()
+        manifest = self._checked(chunks, manifest)
+        self.saved_rows = len(chunks)
+        return Loaded(manifest, chunks, FineUnits.empty(manifest.embedder.dimension), None)
+
+    def _read(self, connection: Any, manifest: KBManifest) -> list[Chunk]:
+        raise NotImplementedError
+
+    def _checked(self, chunks: list[Chunk], manifest: KBManifest) -> KBManifest:
+        raise NotImplementedError
+
+
+class PostgresOwnedBacking(PostgresBacking):
+    """A table ragbound creates (``index --store postgresql://...``) and appends to."""
+
+    kind: ClassVar[str] = "postgres"
+    describe_kind: ClassVar[str] = "a PostgreSQL table ragbound owns"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        units=("chunk",), vector_dtypes=("float32",), approximate=True
+    )
+
+    def check_target(self, out: Path, *, overwrite: bool, delete_other_files: bool) -> None:
+        check_new_folder(out)
+        check_owned_target(self.location, overwrite=overwrite)
+
+    def _create(self, kb: KnowledgeBase, target: Path, overwrite: bool) -> None:
+        location = self.location
+        connection = connect(location.dsn, create_extension=True)
+        try:
+            with database_errors(location.describe()), connection.transaction():
+                _check_table_free(connection, location, overwrite)
+                _create_owned_table(connection, location, kb.manifest)
+                _copy_rows(connection, location, kb.chunks, _pending_vectors(kb), 0)
+                if location.search == "hnsw":  # built once over every row, then kept
+                    connection.execute(hnsw_index_sql(location, kb.similarity))
+        finally:
+            connection.close()
+        self._commit_manifest(kb, target)
+
+    def _append(self, kb: KnowledgeBase, target: Path, committed: KBManifest) -> None:
+        """Append the pending segments after the rows ``committed`` counts."""
+        if [s.name for s in committed.segments] != kb.base_names:
+            kb.rebase(target)  # another writer committed meanwhile
+        if not kb.pending:
+            return
+        location = self.location
+        start = committed.n_chunks
+        connection = connect(location.dsn)
+        try:
+            with database_errors(location.describe()), connection.transaction():
+                # rows of an add that never committed its manifest
+                connection.execute(_delete_from(location, start))
+                _copy_rows(connection, location, kb.chunks[start:], _pending_vectors(kb), start)
+        finally:
+            connection.close()
+        self._commit_manifest(kb, target)
+
+    def _read(self, connection: Any, manifest: KBManifest) -> list[Chunk]:
+        return _read_owned(connection, self.location, manifest.n_chunks)
+
+    def _checked(self, chunks: list[Chunk], manifest: KBManifest) -> KBManifest:
+        _check_owned_rows(chunks, manifest, self.location)
+        return manifest
+
+
+class PostgresAttachedBacking(PostgresBacking):
+    """Another application's table (``attach postgresql://...``), read in place."""
+
+    kind: ClassVar[str] = "postgres-attached"
+    describe_kind: ClassVar[str] = "a PostgreSQL table another application owns"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        units=("chunk",), vector_dtypes=("float32",), index=False, add=False, approximate=True
+    )
+
+    def _read(self, connection: Any, manifest: KBManifest) -> list[Chunk]:
+        chunks = _read_attached(connection, self.location)
+        self.keys = [chunk.doc_id for chunk in chunks]
+        return chunks
+
+    def _checked(self, chunks: list[Chunk], manifest: KBManifest) -> KBManifest:
+        if corpus_hash(chunks) == manifest.corpus_hash:
+            return manifest
+        # the application changed its rows: the fingerprint changes with them
+        return manifest.model_copy(
+            update={
+                "n_chunks": len(chunks),
+                "n_documents": len(chunks),
+                "corpus_hash": corpus_hash(chunks),
+            }
+        )
 
     @classmethod
     def attach(
@@ -161,15 +343,15 @@ class PostgresKnowledgeBase(KnowledgeBase):
         sample: int = DEFAULT_SAMPLE,
         search: str = "exact",
         ef_search: int | None = None,
-    ) -> PostgresKnowledgeBase:
-        """Use another application's table as it is: checks its columns, the vectors'
+    ) -> tuple[PostgresAttachedBacking, KBManifest, list[Chunk], Any]:
+        """Check another application's table and describe it: its columns, the vectors'
         dimension and (on ``sample`` re-embedded texts) that ``embedder`` made them.
 
         ``where`` holds ``COLUMN=VALUE`` filters (ANDed, compared as text), e.g.
         ``collection_id=<uuid>`` for LangChain's table. ``id_column`` defaults to the
         table's single-column primary key. ``search="hnsw"`` searches with the HNSW index the
         table must already have (approximate, ``ef_search`` candidates per query).
-        Unsaved: ``save(folder)`` writes the manifest.
+        Returns the backing, a manifest, the rows as chunks and the loaded embedder.
         """
         dsn, parameters = split_store_url(url)
         if parameters:
@@ -210,6 +392,8 @@ class PostgresKnowledgeBase(KnowledgeBase):
         finally:
             connection.close()
         now = utc_now()
+        backing = cls(location, saved_rows=len(chunks))
+        backing.keys = [chunk.doc_id for chunk in chunks]
         manifest = KBManifest(
             created_at=now,
             updated_at=now,
@@ -222,178 +406,14 @@ class PostgresKnowledgeBase(KnowledgeBase):
             n_documents=len(chunks),
             corpus_hash=corpus_hash(chunks),
             segments=[],
-            store=location,
+            backing=backing.record,
         )
-        kb = cls(manifest, chunks, None, embedder=dense)
-        kb._saved_rows = len(chunks)
-        kb._keys = [chunk.doc_id for chunk in chunks]
-        return kb
-
-    @classmethod
-    def open(cls, root: Path, manifest: KBManifest) -> PostgresKnowledgeBase:
-        """Load a saved PostgreSQL knowledge base: its chunks come from the table.
-
-        An owned table must hold the rows the manifest counts, with its content hash
-        (ArtifactError otherwise). An attached table is read as it is now.
-        """
-        location = _location_of(manifest)
-        connection = connect(location.dsn)
-        try:
-            with database_errors(location.describe()):
-                if location.owned:
-                    chunks = _read_owned(connection, location, manifest.n_chunks)
-                else:
-                    chunks = _read_attached(connection, location)
-        finally:
-            connection.close()
-        if location.owned:
-            _check_owned_rows(chunks, manifest, location)
-        elif corpus_hash(chunks) != manifest.corpus_hash:  # the application changed its rows
-            manifest = manifest.model_copy(
-                update={
-                    "n_chunks": len(chunks),
-                    "n_documents": len(chunks),
-                    "corpus_hash": corpus_hash(chunks),
-                }
-            )
-        kb = cls(manifest, chunks, None, path=root)
-        kb._saved_rows = len(chunks)
-        kb._base_names = [s.name for s in manifest.segments]
-        if not location.owned:
-            kb._keys = [chunk.doc_id for chunk in chunks]
-        return kb
-
-    # ----------------------------------------------------------------------- search
-    @property
-    def location(self) -> PostgresTable:
-        """Where the rows live (DSN without password, table, columns)."""
-        return _location_of(self.manifest)
-
-    @property
-    def store(self) -> Retriever:
-        """Exact search in the table, over the rows the last committed manifest counts."""
-        if self._store is None:
-            if not self._saved_rows:
-                raise InputError(
-                    "save this knowledge base first: its rows are searched in PostgreSQL"
-                )
-            self._store = PostgresStore(
-                self.location,
-                size=self._saved_rows,
-                dimension=self.manifest.embedder.dimension,
-                similarity=self.manifest.embedder.similarity,
-                keys=self._keys,
-            )
-        return self._store
-
-    @property
-    def vectors(self) -> np.ndarray:
-        raise InputError(
-            f"the vectors of this knowledge base stay in {self.location.describe()}; "
-            "search it instead"
-        )
-
-    def add_documents(self, documents: Sequence[Document], **options: Any) -> int:
-        """Owned tables only: see :meth:`KnowledgeBase.add_documents` (same options)."""
-        if not self.location.owned:
-            raise InputError(
-                f"{self.location.describe()} belongs to another application: add documents "
-                "there; ragbound reads its new rows on the next load (then calibrate again)"
-            )
-        return super().add_documents(documents, **options)
-
-    # ------------------------------------------------------------------ persistence
-    def save(
-        self,
-        path: str | Path | None = None,
-        *,
-        overwrite: bool = False,
-        delete_other_files: bool = False,
-        on_wait: Callable[[str], None] | None = None,
-        notify: Callable[[str], None] | None = None,
-    ) -> Path:
-        """Commit the rows to the table, then the manifest to ``path`` (a new or empty folder,
-        or the folder it was loaded from to append an ``add``).
-
-        Under the knowledge base's writer lock, like a local save. ``overwrite`` replaces an
-        owned table ragbound made before (never a folder's knowledge base, never another
-        application's table).
-        """
-        target = Path(path) if path is not None else self.path
-        if target is None:
-            raise InputError("no directory given to save the knowledge base to")
-        with writer_lock(target, what=LOCK_WHAT, on_wait=on_wait):
-            manifest_file = target / MANIFEST
-            if self.path is not None and manifest_file.exists() and _same(target, self.path):
-                committed = read_manifest(manifest_file, KBManifest, KB_FORMAT, "manifest")
-                self._append(target, committed)
-            else:
-                check_new_folder(target)
-                self._create(target, overwrite)
-        self.path = target
-        return target
-
-    def _create(self, target: Path, overwrite: bool) -> None:
-        location = self.location
-        if location.owned:
-            connection = connect(location.dsn, create_extension=True)
-            try:
-                with database_errors(location.describe()), connection.transaction():
-                    _check_table_free(connection, location, overwrite)
-                    _create_owned_table(connection, location, self.manifest)
-                    _copy_rows(connection, location, self.chunks, self._new_vectors(), 0)
-                    if location.search == "hnsw":  # built once over every row, then kept
-                        connection.execute(hnsw_index_sql(location, self.similarity))
-            finally:
-                connection.close()
-        self._commit_manifest(target, self.manifest.segments)
-
-    def _append(self, target: Path, committed: KBManifest) -> None:
-        """Append the unsaved segments after the rows ``committed`` counts."""
-        if [s.name for s in committed.segments] != self._base_names:
-            self._rebase(KnowledgeBase.load(target))  # another writer committed meanwhile
-        if not self._unsaved:
-            return
-        location = self.location
-        start = committed.n_chunks
-        connection = connect(location.dsn)
-        try:
-            with database_errors(location.describe()), connection.transaction():
-                # rows of an add that never committed its manifest
-                connection.execute(_delete_from(location, start))
-                _copy_rows(connection, location, self.chunks[start:], self._new_vectors(), start)
-        finally:
-            connection.close()
-        self._commit_manifest(target, self.manifest.segments)
-
-    def _new_vectors(self) -> np.ndarray:
-        parts = [new.vectors for new in self._unsaved if new.vectors is not None]
-        return np.concatenate(parts) if parts else np.empty((0, self.dimension), np.float32)
-
-    def _commit_manifest(self, target: Path, segments: list[Segment]) -> None:
-        """Name the new segments, replace the manifest (the commit of every write)."""
-        named = [
-            s if not s.name.startswith("unsaved-") else s.model_copy(update={"name": f"{i:06d}"})
-            for i, s in enumerate(segments, start=1)
-        ]
-        manifest = self.manifest.model_copy(update={"segments": named})
-        write_json(target / MANIFEST, manifest.model_dump(mode="json"))
-        self.manifest = manifest
-        self._base_names = [s.name for s in named]
-        self._unsaved = []
-        self._saved_rows = manifest.n_chunks
-        self._store = None
+        return backing, manifest, chunks, dense
 
 
-def _same(a: Path, b: Path) -> bool:
-    return a.absolute() == b.absolute() or (a.exists() and b.exists() and a.samefile(b))
-
-
-def _location_of(manifest: KBManifest) -> PostgresTable:
-    location = manifest.store
-    if location is None:
-        raise InputError("this knowledge base has no PostgreSQL store (place it first)")
-    return location
+def _pending_vectors(kb: KnowledgeBase) -> np.ndarray:
+    parts = [new.vectors for new in kb.pending if new.vectors is not None]
+    return np.concatenate(parts) if parts else np.empty((0, kb.dimension), np.float32)
 
 
 def _delete_from(location: PostgresTable, start: int) -> Any:

@@ -1,6 +1,6 @@
-"""A local knowledge base searched through an HNSW graph: its manifest entry and graph file.
+"""The HNSW backing's record and graph file: a local knowledge base searched through a graph.
 
-Selected at index time (``ragbound index ... --search hnsw``); the manifest's ``hnsw`` field
+Selected at index time (``ragbound index ... --search hnsw``); the manifest's ``backing`` field
 records the parameters, the graph file and its SHA-256. The graph is saved beside the
 segments::
 
@@ -17,24 +17,23 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from ragbound.artifacts import check_sha256, file_sha256, write_atomically
 from ragbound.embedders.base import Similarity
+from ragbound.knowledge.layout import GRAPH_DIR, GRAPH_SUFFIX
+from ragbound.knowledge.manifest import BackingRecord
 from ragbound.stores.hnsw import HnswParams, HnswStore
 
-GRAPH_DIR = "hnsw"
-GRAPH_SUFFIX = ".graph.npy"
 
+class HnswIndex(BackingRecord):
+    """The manifest's record of an HNSW search (``backing`` of kind ``hnsw``): its parameters
+    and the committed graph (``graph`` a file name in ``hnsw/``, None before the first save;
+    ``n_rows`` it covers)."""
 
-class HnswIndex(BaseModel):
-    """The manifest's record of an HNSW search: its parameters and the committed graph
-    (``graph`` a file name in ``hnsw/``, None before the first save; ``n_rows`` it covers)."""
-
-    model_config = ConfigDict(frozen=True)
-
+    kind: Literal["hnsw"] = "hnsw"
     params: HnswParams = HnswParams()
     graph: str | None = None
     n_rows: int = 0

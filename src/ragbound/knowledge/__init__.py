@@ -1,0 +1,45 @@
+"""Knowledge: chunks + fine units + embedder + one backing (where the rows live).
+
+- :mod:`~ragbound.knowledge.layout`: the names inside a knowledge-base folder (imports nothing)
+- :mod:`~ragbound.knowledge.manifest`: the manifest, its segments and its ``backing`` field
+- :mod:`~ragbound.knowledge.backing`: the :class:`Backing` protocol and :class:`Capabilities`
+- :mod:`~ragbound.knowledge.local`, :mod:`~ragbound.knowledge.hnsw`,
+  :mod:`~ragbound.knowledge.postgres`: the backings; :mod:`~ragbound.knowledge.registry`
+  lists them and chooses one by name or URL
+- :mod:`~ragbound.knowledge.segments`: segment files and the folder's care
+- :mod:`~ragbound.knowledge.build`: chunking, embedding and the resumable staged build
+- :mod:`~ragbound.knowledge.query`: query preparation (validate once; vectors or texts)
+- :mod:`~ragbound.knowledge.base`: :class:`KnowledgeBase`
+"""
+
+from ragbound.knowledge.backing import Backing, Capabilities, refuse_missing
+from ragbound.knowledge.base import KnowledgeBase
+from ragbound.knowledge.build import STAGE_BLOCK, StagedBuild, staging_dir
+from ragbound.knowledge.layout import KB_FORMAT, LOCK_WHAT, MANIFEST, SEGMENTS, STAGING
+from ragbound.knowledge.manifest import KBManifest, Segment, VectorDType, corpus_hash
+from ragbound.knowledge.registry import BACKINGS, backing_for, backing_of
+from ragbound.knowledge.segments import FineUnits, check_index_target
+
+__all__ = [
+    "BACKINGS",
+    "KB_FORMAT",
+    "LOCK_WHAT",
+    "MANIFEST",
+    "SEGMENTS",
+    "STAGE_BLOCK",
+    "STAGING",
+    "Backing",
+    "Capabilities",
+    "FineUnits",
+    "KBManifest",
+    "KnowledgeBase",
+    "Segment",
+    "StagedBuild",
+    "VectorDType",
+    "backing_for",
+    "backing_of",
+    "check_index_target",
+    "corpus_hash",
+    "refuse_missing",
+    "staging_dir",
+]
