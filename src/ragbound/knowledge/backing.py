@@ -140,7 +140,7 @@ def refuse_missing(
     missing_units = [u for u in units if u not in caps.units]
     if missing_units:
         raise InputError(
-            f"{name} cannot store {granularity_label(missing_units)} units (it stores "
+            f"{name} cannot store {', '.join(missing_units)} units (it stores "
             f"{granularity_label(caps.units)}): use --granularity "
             f"{granularity_label(caps.units)}, or a local knowledge base"
         )
