@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from ragbound.artifacts import write_npy
 from ragbound.errors import ArtifactError, InputError
-from ragbound.knowledge.layout import GRAPH_DIR
 from ragbound.knowledge import KnowledgeBase
+from ragbound.knowledge.layout import GRAPH_DIR
 from ragbound.stores import ExactStore, Retriever
 from ragbound.stores.hnsw import HnswParams, HnswStore, hnsw_params, rescore
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE, TOPICS

@@ -18,7 +18,7 @@ from ragbound.detect.config import COMBINED, DEFAULTS, DetectorConfig, resolve_t
 from ragbound.detect.rerank import CrossEncoderReranker, relevance_rows
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
-from ragbound.knowledge.query import query_texts
+from ragbound.knowledge.query import SEARCH_BATCH, query_texts
 from ragbound.results import Neighbour, Verdict
 from ragbound.stores import Hits
 
@@ -366,7 +366,12 @@ def _warn_if_powerless(n_queries: int, alpha: float) -> None:
 
 
 def search_in_batches(
-    kb: KnowledgeBase, queries: Sequence[str], k: int, *, batch: int = 256, progress: bool = False
+    kb: KnowledgeBase,
+    queries: Sequence[str],
+    k: int,
+    *,
+    batch: int = SEARCH_BATCH,
+    progress: bool = False,
 ) -> Hits:
     """Search many queries in batches (bounded memory, a progress bar on a terminal)."""
     from ragbound.progress import progress_bar

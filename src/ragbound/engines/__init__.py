@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from ragbound.errors import InputError
+from ragbound.knowledge.query import SEARCH_BATCH
 
 if TYPE_CHECKING:
     from ragbound.detect.guard import Guard
 
 Engine = Literal["local", "ray"]
 ENGINES: tuple[Engine, ...] = ("local", "ray")
-SEARCH_BATCH = 256
-"""Queries embedded together; the unit of work on both engines."""
 
 Search = Callable[[Sequence[str]], np.ndarray]
 """The rows the test scores for each query, in query order, shape (n, k): the top-k

@@ -1,9 +1,9 @@
 """The Ray engine: top-k search of many queries on ``ray.data`` with a pool of actors.
 
 Each actor loads the knowledge base (and so its embedder) once, then searches whole batches of
-:data:`~ragbound.engines.SEARCH_BATCH` queries, the same batches the local engine searches, so
-both engines give the same similarities. The knowledge-base folder must be readable at the same
-path on every node of the cluster (a shared or copied folder).
+:data:`~ragbound.knowledge.query.SEARCH_BATCH` queries, the same batches the local engine
+searches, so both engines give the same similarities. The knowledge-base folder must be
+readable at the same path on every node of the cluster (a shared or copied folder).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ragbound.engines import SEARCH_BATCH
 from ragbound.errors import InputError
+from ragbound.knowledge.query import SEARCH_BATCH
 
 # Ray would otherwise report usage to its authors over the network.
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

@@ -18,6 +18,9 @@ from ragbound.corpus import validate_query
 from ragbound.errors import InputError
 from ragbound.stores import Retriever
 
+SEARCH_BATCH = 256
+"""Queries embedded and searched together: the unit of work of every engine."""
+
 
 class QueryTexts(tuple[str, ...]):
     """Query texts already validated (stripped, non-empty, within the length limit)."""
