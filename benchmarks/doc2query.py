@@ -39,8 +39,7 @@ from benchmarks import datasets
 from benchmarks.doc import markdown_table
 from benchmarks.near import Split, knowledge_bases, pubmedqa_split
 from benchmarks.settings import int_list, int_value
-from ragbound.detect.config import DEFAULTS
-from ragbound.detect.select import calibrate_learned
+from ragbound.detect import Guard
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import (
     LLM,
@@ -118,7 +117,7 @@ def nearest_abstracts(kb: KnowledgeBase, queries: Sequence[str], n: int) -> list
 def hard_questions(split: Split, n_hard: int) -> tuple[list[HardQuestion], list[HardQuestion]]:
     """The ``n_hard`` in-knowledge test questions the combined score ranks most out of
     knowledge, and the ``n_hard`` out-of-knowledge ones it ranks least."""
-    guard = calibrate_learned(split.kb, split.calibration, DEFAULTS, statistic="combined")
+    guard = Guard.calibrate(split.kb, split.calibration, statistic="combined")
     outside = split.outside["PubMedQA half"]
     score_in = np.array([v.score for v in guard.check_many(split.inside, evidence=0)])
     score_out = np.array([v.score for v in guard.check_many(outside, evidence=0)])

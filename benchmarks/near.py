@@ -59,9 +59,8 @@ from ragbound.detect.combined import (
     QueryFeatures,
     feature_depth,
 )
-from ragbound.detect.config import DEFAULTS
 from ragbound.detect.evaluate import split_queries
-from ragbound.detect.select import LEARN_SHARE, calibrate_learned
+from ragbound.detect.select import LEARN_SHARE
 from ragbound.embedders import load_dense_embedder
 from ragbound.embedders.sentence import SentenceTransformerEmbedder
 from ragbound.errors import ArtifactError, InputError
@@ -283,7 +282,7 @@ def learned_rows(split: Split, picks: dict[str, list[str]]) -> dict[str, dict[st
     what auto picked to ``picks`` (per out-of-knowledge set)."""
     rows: dict[str, dict[str, dict]] = {}
     for statistic in LEARNED:
-        guard = calibrate_learned(split.kb, split.calibration, DEFAULTS, statistic=statistic)
+        guard = Guard.calibrate(split.kb, split.calibration, statistic=statistic)
         inside = guard.check_many(split.inside, evidence=0)
         rows[statistic] = {}
         for name, queries in split.outside.items():
@@ -363,7 +362,7 @@ def cost(kbs: dict[str, KnowledgeBase], far: Split, spec: str) -> dict:
         entry["latency"] = latency(timed_guard, far.inside[:LATENCY_QUERIES])
         out[granularity] = entry
     # the learned score searches every indexed unit once per view, plus word overlap
-    learned = calibrate_learned(far.kb, far.calibration, DEFAULTS, statistic="combined")
+    learned = Guard.calibrate(far.kb, far.calibration, statistic="combined")
     out["combined"] = {
         **{name: out[INDEXED][name] for name in kbs},
         "latency": latency(Guard(plain, learned.calibration), far.inside[:LATENCY_QUERIES]),

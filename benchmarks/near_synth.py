@@ -7,7 +7,7 @@ with its neighbours from the same article). Two statistics are calibrated on thr
 sets each:
 
 - MSS at chunk granularity (the default statistic, ``Guard.calibrate``);
-- combined (``calibrate_learned(..., statistic="combined")``, as ``ragbound calibrate
+- combined (``Guard.calibrate(..., statistic="combined")``, as ``ragbound calibrate
   --statistic combined`` does: half of the questions learn, the other half make the null);
 
 on the real calibration half, on as many real questions as there are synthetic ones (a seeded
@@ -46,8 +46,7 @@ from benchmarks.near import (
 )
 from ragbound.artifacts import write_json
 from ragbound.detect import Guard
-from ragbound.detect.config import AUTO, COMBINED, DEFAULTS
-from ragbound.detect.select import calibrate_learned
+from ragbound.detect.config import AUTO, COMBINED
 from ragbound.detect.shift import reference_scores
 from ragbound.embedders import load_dense_embedder
 from ragbound.errors import InputError
@@ -75,10 +74,10 @@ NULL_STATISTICS = (COMBINED, AUTO)
 
 
 def calibrate(kb, queries: Sequence[str], statistic: str) -> Guard:
-    """MSS at chunk granularity (``ragbound calibrate``'s default) or the combined score."""
-    if statistic == COMBINED:
-        return calibrate_learned(kb, queries, DEFAULTS, statistic=COMBINED)
-    return Guard.calibrate(kb, queries, DEFAULTS, statistic=statistic, granularity="chunk")
+    """MSS at chunk granularity (``ragbound calibrate``'s default) or the combined score
+    (which searches every indexed unit)."""
+    granularity = None if statistic == COMBINED else "chunk"
+    return Guard.calibrate(kb, queries, statistic=statistic, granularity=granularity)
 
 
 def measure(
@@ -202,9 +201,7 @@ def null_rows(
     rows = []
     for source, (learning, pool) in sources.items():
         for statistic in NULL_STATISTICS:
-            guard = calibrate_learned(
-                split.kb, learning, DEFAULTS, statistic=statistic, null_queries=examples
-            )
+            guard = Guard.calibrate(split.kb, learning, statistic=statistic, null_queries=examples)
             scores = {
                 name: np.asarray(guard.score(list(queries)).scores)
                 for name, queries in (("in", split.inside), ("out", outside), ("pool", pool))

@@ -24,7 +24,7 @@ from ragbound.detect.config import DEFAULTS
 from ragbound.detect.evaluate import split_queries
 from ragbound.detect.logscore import score_file
 from ragbound.detect.monitor import ShiftMonitor, WindowSpec
-from ragbound.detect.select import LEARN_SHARE, calibrate_learned, complexity, pick_candidate
+from ragbound.detect.select import LEARN_SHARE, complexity, pick_candidate
 from ragbound.detect.shift import shift_test
 from ragbound.engines import make_search
 from ragbound.errors import InputError
@@ -49,7 +49,7 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> KnowledgeBase:
 
 @pytest.fixture(scope="module")
 def combined(kb: KnowledgeBase) -> Guard:
-    return calibrate_learned(kb, _lines("in_knowledge.txt"), DEFAULTS, statistic="combined")
+    return Guard.calibrate(kb, _lines("in_knowledge.txt"), DEFAULTS, statistic="combined")
 
 
 def test_the_null_is_the_conformal_half_scored_with_the_full_index(
@@ -228,7 +228,7 @@ def test_query_similarity_leaves_out_the_row_itself_and_its_masked_documents(
 
 def test_a_lexical_knowledge_base_learns_without_query_similarity():
     lexical = KnowledgeBase.build([sample_corpus() / "docs"], embedder="bm25")
-    guard = calibrate_learned(lexical, _lines("in_knowledge.txt"), DEFAULTS, statistic="combined")
+    guard = Guard.calibrate(lexical, _lines("in_knowledge.txt"), DEFAULTS, statistic="combined")
     model = guard.calibration.manifest.combined
     assert model is not None and model.reference_queries == ()
     assert "query_similarity" not in model.names and "hybrid_overlap" in model.names
@@ -238,7 +238,7 @@ def test_a_lexical_knowledge_base_learns_without_query_similarity():
 
 
 def test_auto_records_its_candidates_and_check_uses_the_pick(kb: KnowledgeBase):
-    guard = calibrate_learned(kb, _lines("in_knowledge.txt"), DEFAULTS, statistic="auto")
+    guard = Guard.calibrate(kb, _lines("in_knowledge.txt"), DEFAULTS, statistic="auto")
     selection = guard.calibration.manifest.selection
     assert selection is not None and selection.tolerance > 0
     best = selection.candidates[0]
@@ -281,23 +281,45 @@ def test_auto_picks_the_simplest_candidate_within_one_standard_error():
     assert pick_candidate(mixed, 100, 100)[0].label == "sentence energy k=4"
 
 
-def test_learned_calibration_refuses_too_few_queries_and_a_reranker(kb: KnowledgeBase):
+def test_learned_calibration_refuses_too_few_queries_and_what_it_chooses(kb: KnowledgeBase):
+    queries = _lines("in_knowledge.txt")
     with pytest.raises(InputError, match="at least 4 queries to learn from and 2"):
-        calibrate_learned(kb, _lines("in_knowledge.txt")[:5], DEFAULTS, statistic="auto")
+        Guard.calibrate(kb, queries[:5], DEFAULTS, statistic="auto")
     with pytest.raises(InputError, match="got 12 and 1"):
-        queries = _lines("in_knowledge.txt")
-        calibrate_learned(
-            kb, queries[1:13], DEFAULTS, statistic="combined", null_queries=queries[:1]
-        )
+        Guard.calibrate(kb, queries[1:13], statistic="combined", null_queries=queries[:1])
     config = DEFAULTS.updated(reranker=str(Path("somewhere")))
-    with pytest.raises(InputError, match="does not take a --reranker"):
-        calibrate_learned(kb, _lines("in_knowledge.txt"), config, statistic="combined")
+    with pytest.raises(InputError, match=r"statistic combined .* takes no reranker$"):
+        Guard.calibrate(kb, queries, config, statistic="combined")
+    with pytest.raises(InputError, match=r"statistic auto .* takes no k or granularity$"):
+        Guard.calibrate(kb, queries, statistic="auto", k=8, granularity="sentence")
+    with pytest.raises(InputError, match="seed: Input should be greater than or equal to 0"):
+        Guard.calibrate(kb, queries, statistic="combined", seed=-1)
+    with pytest.raises(InputError, match="null_queries must be a list of questions"):
+        Guard.calibrate(kb, queries, statistic="combined", null_queries=queries[0])
+    with pytest.raises(InputError, match="statistic: unknown statistic 'autoo'"):
+        Guard.calibrate(kb, queries, statistic="autoo")
+    with pytest.raises(InputError, match="alpha: Input should be less than 1"):
+        Guard.calibrate(kb, queries, statistic="auto", alpha=1.5)
+    with pytest.raises(InputError, match="Extra inputs are not permitted"):
+        Guard.calibrate(kb, queries, statistic="auto", nul_queries=queries)
+
+
+def test_the_seed_and_a_config_holding_combined_reach_the_learned_calibration(
+    kb: KnowledgeBase, combined: Guard
+):
+    queries = _lines("in_knowledge.txt")
+    again = Guard.calibrate(kb, queries, DEFAULTS.updated(statistic="combined"))
+    assert again.calibration.queries == combined.calibration.queries
+    np.testing.assert_allclose(again.null_scores(), combined.null_scores())
+    other = Guard.calibrate(kb, queries, statistic="combined", seed=3, alpha=0.1)
+    assert other.calibration.queries == split_queries(queries, LEARN_SHARE, seed=3)[1]
+    assert other.config.alpha == 0.1 and other.config.statistic == "combined"
 
 
 def test_null_queries_make_the_null_and_every_query_learns(kb: KnowledgeBase):
     queries = _lines("in_knowledge.txt")
     learning, nulls = queries[: len(queries) // 2], queries[len(queries) // 2 :]
-    guard = calibrate_learned(kb, learning, DEFAULTS, statistic="combined", null_queries=nulls)
+    guard = Guard.calibrate(kb, learning, DEFAULTS, statistic="combined", null_queries=nulls)
     model = guard.calibration.manifest.combined
     assert model is not None and guard.calibration.queries == nulls
     assert model.n_learning == len(learning) and model.reference_queries == tuple(learning)
@@ -311,14 +333,15 @@ def test_a_query_in_both_parts_leaves_the_learning_with_a_warning(kb: KnowledgeB
     queries = _lines("in_knowledge.txt")
     nulls = queries[len(queries) // 2 :]
     respaced = [f"  {nulls[0].upper()} ", nulls[1].replace(" ", "  ")]  # the same questions
-    with pytest.warns(UserWarning, match="2 of the learning queries are also null queries"):
-        guard = calibrate_learned(
+    with pytest.warns(UserWarning, match="2 of the learning queries are also null queries") as seen:
+        guard = Guard.calibrate(
             kb,
             queries[: len(queries) // 2] + respaced,
             DEFAULTS,
             statistic="auto",
             null_queries=nulls,
         )
+    assert seen[0].filename == __file__  # the warning names the caller's line
     selection = guard.calibration.manifest.selection
     assert selection is not None and selection.n_learning == len(queries) // 2
     assert guard.calibration.queries == nulls

@@ -156,8 +156,10 @@ def test_calibrate_takes_a_config_and_field_overrides(guard: Guard):
     assert auto.config.tau == 0.05  # all-MiniLM-L6-v2 was trained at temperature 1/20
     with pytest.raises(InputError, match="tau: Input should be greater than 0"):
         Guard.calibrate(guard.kb, IN_KNOWLEDGE, tau=-1.0)
-    # a learned statistic without its model would fail at the first check: refused here
-    with pytest.raises(InputError, match=r"calibrate_learned\(kb, queries, config"):
-        Guard.calibrate(guard.kb, IN_KNOWLEDGE, statistic="combined")
+    # null queries and a seed are for the statistics that learn (combined, auto)
+    with pytest.raises(InputError, match="null_queries and seed are for statistic combined"):
+        Guard.calibrate(guard.kb, IN_KNOWLEDGE, null_queries=OUT_OF_KNOWLEDGE)
+    with pytest.raises(InputError, match="energy learns nothing"):
+        Guard.calibrate(guard.kb, IN_KNOWLEDGE, config, seed=1)
     with pytest.raises(InputError, match="alpha: Input should be less than 1"):
         guard.check("bees", alpha=2.0)

@@ -179,8 +179,6 @@ def calibrate(
     """
     from ragbound.corpus import load_queries
     from ragbound.detect import Guard
-    from ragbound.detect.config import resolve_tau
-    from ragbound.detect.select import calibrate_learned
     from ragbound.errors import InputError
     from ragbound.knowledge import KnowledgeBase
 
@@ -203,36 +201,21 @@ def calibrate(
     null_file, null_field = (queries, field) if null_queries is None else (null_queries, None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
-        tau_value = tau if tau == TAU_AUTO else float(tau)
-        if learned:
-            config = DEFAULTS.updated(
-                tau=resolve_tau(tau_value, kb.manifest.embedder.name),
-                alpha=alpha,
-                p_value_method=p_value_method,
-            )
-            guard = calibrate_learned(
-                kb,
-                texts,
-                config,
-                statistic=statistic,
-                seed=seed,
-                queries_source=str(null_file),
-                null_queries=null_texts,
-            )
-        else:
-            guard = Guard.calibrate(
-                kb,
-                texts,
-                k=k,
-                tau=tau_value,
-                statistic=statistic,
-                alpha=alpha,
-                p_value_method=p_value_method,
-                reranker=None if reranker is None else str(reranker),
-                granularity=granularity,
-                queries_source=str(queries),
-                progress=progress(json_out),
-            )
+        guard = Guard.calibrate(
+            kb,
+            texts,
+            k=None if learned else k,  # the learned statistics choose k
+            tau=tau if tau == TAU_AUTO else float(tau),
+            statistic=statistic,
+            alpha=alpha,
+            p_value_method=p_value_method,
+            reranker=None if reranker is None else str(reranker),
+            granularity=granularity,
+            null_queries=null_texts,
+            seed=seed if learned else None,
+            queries_source=str(null_file),
+            progress=progress(json_out),
+        )
     for warning in caught:
         sys.stderr.write(f"warning: {warning.message}\n")
     from ragbound.cli.synth import check_against_real

@@ -6,7 +6,10 @@ tokens, so a silently truncated query would be tested on text the caller did not
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
 
 from ragbound.errors import InputError
 from ragbound.records import DEFAULT_TEXT_FIELDS, Record, read_records
@@ -89,3 +92,12 @@ def _query(record: Record, field: str | None, max_chars: int) -> str:
     if problem:
         raise record.error(problem, record.text_field(field, DEFAULT_QUERY_FIELDS))
     return text
+
+
+def split_queries(
+    queries: Sequence[str], fraction: float = 0.5, seed: int = 0
+) -> tuple[list[str], list[str]]:
+    """Seeded disjoint split (e.g. calibration / test halves) of a query list."""
+    order = np.random.default_rng(seed).permutation(len(queries))
+    cut = round(len(queries) * fraction)
+    return [queries[i] for i in order[:cut]], [queries[i] for i in order[cut:]]

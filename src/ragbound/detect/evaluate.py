@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# split_queries lives below the Guard (its learned calibrations split queries too); callers
+# that split calibration / test halves import it from here
+from ragbound.corpus.queries import split_queries as split_queries
 from ragbound.detect.guard import Guard
 from ragbound.errors import InputError
 from ragbound.results import EvaluationReport, StatisticMetrics
@@ -112,12 +115,3 @@ def _check_inputs(
             f"{len(overlap)} in-knowledge test queries are also calibration queries "
             f"(for example {example!r}); evaluate on queries held out from calibration"
         )
-
-
-def split_queries(
-    queries: Sequence[str], fraction: float = 0.5, seed: int = 0
-) -> tuple[list[str], list[str]]:
-    """Seeded disjoint split (e.g. calibration / test halves) of a query list."""
-    order = np.random.default_rng(seed).permutation(len(queries))
-    cut = round(len(queries) * fraction)
-    return [queries[i] for i in order[:cut]], [queries[i] for i in order[cut:]]

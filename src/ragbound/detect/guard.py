@@ -14,8 +14,17 @@ import numpy as np
 from ragbound.detect.boundary import BoundaryDetector
 from ragbound.detect.calibration import Calibration
 from ragbound.detect.combined import CombinedModel
-from ragbound.detect.config import COMBINED, DEFAULTS, DetectorConfig, resolve_tau
+from ragbound.detect.config import (
+    AUTO,
+    COMBINED,
+    DEFAULTS,
+    DetectorConfig,
+    NonNegativeInt,
+    check_option,
+    resolve_tau,
+)
 from ragbound.detect.rerank import CrossEncoderReranker, relevance_rows
+from ragbound.detect.select import combined_calibration, learn_from_queries
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.query import SEARCH_BATCH, query_texts
@@ -82,31 +91,67 @@ class Guard:
         queries_source: str = "",
         granularity: str | Sequence[str] | None = None,
         progress: bool = False,
+        null_queries: Sequence[str] | None = None,
+        seed: int | None = None,
         **params: Any,
     ) -> Guard:
-        """Retrieve top-k for in-knowledge queries and keep them as the empirical null.
+        """Calibrate on in-knowledge queries: the empirical null new queries are tested against.
 
         ``config`` holds the detector's parameters (default: :class:`DetectorConfig`'s);
         keyword ``params`` (statistic, k, tau, alpha, p_value_method, reranker) override
-        single fields. ``tau="auto"`` takes the embedder's training temperature
-        (:func:`resolve_tau`). With a reranker the null keeps its relevance logits of the k
-        chunks (:meth:`test_rows`); the folder is recorded resolved, with its revision.
-        ``granularity`` (``"sentence"``, ``"chunk,window"``, ...): the indexed units chunks
-        are scored by (default: the knowledge base's own, as indexed); it is recorded.
+        single fields, and an unknown or bad one is an InputError naming it. ``tau="auto"``
+        takes the embedder's training temperature (:func:`resolve_tau`).
+
+        A statistic of the similarities (mss, knn, avgknn, entropy, energy, fisher, simes):
+        every query's top-k is retrieved and kept as the null. With a reranker the null keeps
+        its relevance logits of the k chunks (:meth:`test_rows`); the folder is recorded
+        resolved, with its revision. ``granularity`` (``"sentence"``, ``"chunk,window"``,
+        ...): the indexed units chunks are scored by (default: the knowledge base's own, as
+        indexed); it is recorded.
+
+        ``statistic="combined"`` learns one score from several retrieval signals
+        (:mod:`ragbound.detect.combined`); ``statistic="auto"`` ranks every candidate
+        (statistic x k x granularity, and combined) on leave-documents-out queries and
+        calibrates the simplest within one standard error of the best
+        (:mod:`ragbound.detect.select`; the manifest's ``selection`` keeps them all). Both
+        split ``queries`` (seeded by ``seed``, default 0) into a learning part and a
+        conformal part that alone makes the null, search every indexed unit and choose k:
+        ``k``, ``reranker`` and ``granularity`` are refused (a ``config``'s k is not used).
+        With ``null_queries`` (real in-knowledge questions) every one of ``queries`` (e.g.
+        ``ragbound synth`` output) learns and ``null_queries`` alone make the null, so the
+        p-value is conformal on them (``queries_source`` should then name them); a question
+        in both leaves the learning, with a warning. ``null_queries`` and ``seed`` are
+        refused with the other statistics, which learn nothing.
+
+        Example (synthetic questions teach the score, real ones certify it)::
+
+            guard = Guard.calibrate(kb, synthetic, statistic="auto", null_queries=real,
+                                    queries_source="real.txt")
         """
-        if granularity is not None:
-            kb = kb.at_granularity(granularity)
         if "tau" in params:
             params["tau"] = resolve_tau(params["tau"], kb.manifest.embedder.name)
-        config = (config or DEFAULTS).updated(**params)
-        if config.statistic == COMBINED:
-            # the learned statistic needs its model, which only calibrate_learned makes: a
-            # calibration without one would fail at the first check instead of here
-            raise InputError(
-                f"statistic {COMBINED!r} learns from the queries: calibrate it with "
-                "ragbound.detect.select.calibrate_learned(kb, queries, config, "
-                f"statistic={COMBINED!r}) (the CLI: calibrate --statistic {COMBINED})"
+        statistic = params.pop("statistic", None) or (config or DEFAULTS).statistic
+        if statistic in (COMBINED, AUTO):
+            return cls._calibrate_learned(
+                kb,
+                queries,
+                config,
+                statistic,
+                params,
+                granularity=granularity,
+                null_queries=null_queries,
+                seed=seed,
+                queries_source=queries_source,
+                progress=progress,
             )
+        if null_queries is not None or seed is not None:
+            raise InputError(
+                f"null_queries and seed are for statistic {COMBINED} or {AUTO}; {statistic} "
+                "learns nothing: calibrate it on the real questions"
+            )
+        if granularity is not None:
+            kb = kb.at_granularity(granularity)
+        config = (config or DEFAULTS).updated(statistic=statistic, **params)
         if len(queries) < 2:
             raise InputError(
                 f"calibration needs at least 2 in-knowledge queries, got {len(queries)}"
@@ -131,6 +176,58 @@ class Guard:
         guard = cls(kb, calibration)
         guard._reranker = reranker
         _warn_if_powerless(len(queries), config.alpha)
+        return guard
+
+    @classmethod
+    def _calibrate_learned(
+        cls,
+        kb: KnowledgeBase,
+        queries: Sequence[str],
+        config: DetectorConfig | None,
+        statistic: str,
+        params: dict[str, Any],
+        *,
+        granularity: str | Sequence[str] | None,
+        null_queries: Sequence[str] | None,
+        seed: int | None,
+        queries_source: str,
+        progress: bool,
+    ) -> Guard:
+        """:meth:`calibrate` with ``combined`` or ``auto`` (:mod:`ragbound.detect.select`)."""
+        config = (config or DEFAULTS).updated(**params)
+        chosen = [
+            name
+            for name, value in (
+                ("k", params.get("k")),
+                ("reranker", config.reranker),
+                ("granularity", granularity),
+            )
+            if value is not None
+        ]
+        if chosen:
+            raise InputError(
+                f"statistic {statistic} searches every indexed unit and chooses k: it takes "
+                f"no {' or '.join(chosen)}"
+            )
+        if isinstance(null_queries, str):
+            raise InputError("null_queries must be a list of questions, not one string")
+        seed = 0 if seed is None else check_option(NonNegativeInt, seed, "seed")
+        learned = learn_from_queries(
+            kb, queries, config, statistic=statistic, seed=seed, null_queries=null_queries
+        )
+        picked = learned.picked_single
+        if picked is None:
+            return cls(kb, combined_calibration(kb, learned, config, seed, queries_source))
+        guard = cls.calibrate(
+            kb,
+            learned.conformal,
+            config.updated(statistic=picked.statistic, k=picked.k),
+            granularity=picked.granularity,
+            queries_source=queries_source,
+            progress=progress,
+        )
+        manifest = guard.calibration.manifest
+        guard.calibration.manifest = manifest.model_copy(update={"selection": learned.selection})
         return guard
 
     def save(self, *, on_wait: Callable[[str], None] | None = None) -> Path:

@@ -1,4 +1,4 @@
-"""``calibrate --statistic combined | auto``: calibrations that learn from part of the queries.
+"""What ``Guard.calibrate(..., statistic="combined" | "auto")`` learns from part of the queries.
 
 The calibration queries are split (seeded, :data:`LEARN_SHARE` to learning) into a learning
 part and a conformal part. The learning part is searched twice: with the full index
@@ -34,9 +34,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+# AUROC (scipy, scikit-learn) loads on first use, through the package's lazy names: the Guard
+# imports this module and must stay light (the CLI starts without scipy.stats)
+import ragbound.stats as stats
+from ragbound.corpus.queries import split_queries
 from ragbound.corpus.units import granularity_label
 from ragbound.detect.boundary import BoundaryDetector
 from ragbound.detect.calibration import Calibration
@@ -48,11 +53,9 @@ from ragbound.detect.combined import (
     feature_depth,
 )
 from ragbound.detect.config import AUTO, COMBINED, DetectorConfig
-from ragbound.detect.evaluate import split_queries
-from ragbound.detect.guard import Guard
 from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
-from ragbound.stats import STATISTICS, EmpiricalNull, auroc, auroc_standard_error
+from ragbound.stats import STATISTICS, EmpiricalNull
 from ragbound.stats.combined import cross_fitted_scores
 
 LEARN_SHARE = 0.5
@@ -73,7 +76,7 @@ def candidate_shapes(depth: int) -> list[tuple[str, int]]:
 def _power(inside: np.ndarray, outside: np.ndarray, alpha: float) -> tuple[float, float]:
     """AUROC and share of ``outside`` flagged at alpha against the ``inside`` scores' null."""
     flagged = float(np.mean(EmpiricalNull(inside).p_values(outside) <= alpha))
-    return auroc(inside, outside), flagged
+    return stats.auroc(inside, outside), flagged
 
 
 def rank_candidates(learning: QueryFeatures, config: DetectorConfig, seed: int) -> list[Candidate]:
@@ -133,43 +136,46 @@ def pick_candidate(ranked: Sequence[Candidate], n_in: int, n_out: int) -> tuple[
     """The simplest of ``ranked`` (best AUROC first) within one standard error of the best
     AUROC, estimated from ``n_in`` full-index and ``n_out`` masked queries; and that error."""
     best = ranked[0]
-    tolerance = auroc_standard_error(best.auroc, n_in, n_out)
+    tolerance = stats.auroc_standard_error(best.auroc, n_in, n_out)
     close = [c for c in ranked if c.auroc >= best.auroc - tolerance]
     return min(close, key=lambda c: (complexity(c), -c.auroc)), tolerance
 
 
-def calibrate_learned(
+@dataclass(frozen=True)
+class Learned:
+    """What a learned calibration learned before its null is made: the learning part's
+    features (full index and masked), the queries that make the null, and for ``auto`` the
+    candidates compared and the one picked."""
+
+    features: QueryFeatures
+    conformal: list[str]
+    selection: Selection | None
+
+    @property
+    def picked_single(self) -> Candidate | None:
+        """The statistic auto picked when it is not the combined score (None otherwise)."""
+        if self.selection is None or self.selection.picked.statistic == COMBINED:
+            return None
+        return self.selection.picked
+
+
+def learn_from_queries(
     kb: KnowledgeBase,
     queries: Sequence[str],
     config: DetectorConfig,
     *,
     statistic: str,
-    seed: int = 0,
-    queries_source: str = "",
-    progress: bool = False,
-    null_queries: Sequence[str] | None = None,
-) -> Guard:
-    """Calibrate the combined statistic, or (``auto``) the best candidate, on ``queries``.
+    seed: int,
+    null_queries: Sequence[str] | None,
+) -> Learned:
+    """The learning half of :meth:`ragbound.detect.guard.Guard.calibrate` for ``combined``
+    and ``auto``: split the queries (or take ``null_queries`` as the null), search the
+    learning part with and without each query's document and, for auto, rank and pick.
 
-    ``config`` gives alpha, tau and the p-value method; statistic, k and granularity are
-    chosen here. The returned Guard's calibration holds only the conformal part's queries;
-    its manifest records the combined model and, for auto, the candidates (``selection``).
-
-    With ``null_queries`` (real in-knowledge questions), every one of ``queries`` (e.g.
-    ``ragbound synth`` output) learns and ``null_queries`` alone make the null, so the
-    p-value is conformal on the real questions (``queries_source`` should then name them).
-    A query in both is dropped from the learning part, with a warning: its own similarity
-    would make its null score look closer than a new query's.
-
-    Example (synthetic questions teach, 50 real ones certify)::
-
-        guard = calibrate_learned(kb, synthetic, DEFAULTS, statistic="combined",
-                                  null_queries=real, queries_source="real.txt")
+    ``config`` gives alpha and tau (statistic, k and granularity are chosen here).
     """
     if statistic not in (COMBINED, AUTO):
         raise InputError(f"statistic must be {COMBINED} or {AUTO}, got {statistic!r}")
-    if config.reranker is not None:
-        raise InputError(f"--statistic {statistic} does not take a --reranker")
     learning, conformal = learning_and_null(list(queries), null_queries, seed)
     if len(learning) < 4 or len(conformal) < 2:
         raise InputError(
@@ -191,9 +197,7 @@ def calibrate_learned(
             seed=seed,
             tolerance=tolerance,
         )
-        if picked.statistic != COMBINED:
-            return _calibrate_picked(kb, conformal, config, selection, queries_source, progress)
-    return _calibrate_combined(kb, learned, conformal, config, selection, seed, queries_source)
+    return Learned(features=learned, conformal=conformal, selection=selection)
 
 
 def learning_and_null(
@@ -212,7 +216,7 @@ def learning_and_null(
             "are left out of the learning (the null must be questions the score did not "
             "learn from)",
             UserWarning,
-            stacklevel=3,
+            stacklevel=5,  # the caller of Guard.calibrate
         )
     return kept, nulls
 
@@ -223,50 +227,28 @@ def _same_text(query: str) -> str:
     return " ".join(query.split()).casefold()
 
 
-def _calibrate_picked(
+def combined_calibration(
     kb: KnowledgeBase,
-    conformal: list[str],
+    learned: Learned,
     config: DetectorConfig,
-    selection: Selection,
-    queries_source: str,
-    progress: bool,
-) -> Guard:
-    picked = selection.picked
-    guard = Guard.calibrate(
-        kb,
-        conformal,
-        config.updated(statistic=picked.statistic, k=picked.k),
-        granularity=picked.granularity,
-        queries_source=queries_source,
-        progress=progress,
-    )
-    manifest = guard.calibration.manifest
-    guard.calibration.manifest = manifest.model_copy(update={"selection": selection})
-    return guard
-
-
-def _calibrate_combined(
-    kb: KnowledgeBase,
-    learned: QueryFeatures,
-    conformal: list[str],
-    config: DetectorConfig,
-    selection: Selection | None,
     seed: int,
     queries_source: str,
-) -> Guard:
-    nulls = QueryFeatures(kb, conformal, learned.depth, references=learned.references)
-    model = combined_model(learned, nulls, seed)
+) -> Calibration:
+    """The combined score's calibration: the model learned on ``learned``, its null the
+    conformal queries' scores (searched with every indexed unit)."""
+    features = learned.features
+    nulls = QueryFeatures(kb, learned.conformal, features.depth, references=features.references)
+    model = combined_model(features, nulls, seed)
     view = nulls.views[-1]
     searched = kb.at_granularity(view)
-    calibration = Calibration.create(
-        conformal,
+    return Calibration.create(
+        learned.conformal,
         nulls.hits[view].similarities,
         kb_fingerprint=kb.fingerprint,
-        config=config.updated(statistic=COMBINED, k=learned.depth),
+        config=config.updated(statistic=COMBINED, k=features.depth),
         queries_source=queries_source,
         search=searched.describe(),
         granularity=view,
         combined=model,
-        selection=selection,
+        selection=learned.selection,
     )
-    return Guard(kb, calibration)
