@@ -64,6 +64,7 @@ from ragbound.artifacts import (
     write_npy,
 )
 from ragbound.corpus import (
+    LINE_IDS,
     Chunk,
     ChunkFile,
     ChunkingParams,
@@ -204,6 +205,9 @@ class KBManifest(BaseModel):
     chunking: ChunkingParams
     text_field: str = "text"
     id_field: str | None = None
+    # without id_field, a record's id is its id field or key, else its file and line
+    # ("record"); file and line always in manifests older than that default ("line")
+    record_ids: Literal["line", "record"] = "line"
     # fine units indexed beside the chunks; the default (chunks only) in older manifests
     units: UnitParams = UnitParams()
     n_chunks: int
@@ -217,6 +221,13 @@ class KBManifest(BaseModel):
     # how segment vector files store numbers; float16 halves the files and the memory they
     # map, at a similarity error of about 1e-3 (see docs/benchmarks.md, "A million chunks")
     vector_dtype: VectorDType = "float32"
+
+    @property
+    def loader_id_field(self) -> str | None:
+        """The ``id_field`` that loads documents as this knowledge base's were loaded."""
+        if self.id_field is None and self.record_ids == "line":
+            return LINE_IDS
+        return self.id_field
 
     @property
     def fingerprint(self) -> str:
@@ -381,6 +392,7 @@ class KnowledgeBase:
             units=units or UnitParams(),
             text_field=text_field,
             id_field=id_field,
+            record_ids="record",
             n_chunks=len(chunks),
             n_documents=len(documents),
             corpus_hash=corpus_hash(chunks),
@@ -401,11 +413,13 @@ class KnowledgeBase:
     ) -> int:
         """Add documents from files or folders; only the new chunks are embedded.
 
-        Returns the number of chunks added. Call ``save()`` to persist them. Raises
+        Records get their ids as the knowledge base's did (its id field, or the default of
+        when it was made: see :attr:`KBManifest.loader_id_field`). Returns the number of
+        chunks added. Call ``save()`` to persist them. Raises
         InputError (and changes nothing) when a document id is already present.
         """
         documents = load_documents(
-            paths, text_field=self.manifest.text_field, id_field=self.manifest.id_field
+            paths, text_field=self.manifest.text_field, id_field=self.manifest.loader_id_field
         )
         return self.add_documents(
             documents, sources=[str(p) for p in paths], batch_size=batch_size, progress=progress
@@ -1062,7 +1076,7 @@ def _build_settings(manifest: KBManifest) -> tuple[str, str, str, str, str | Non
         manifest.chunking.model_dump_json(),
         manifest.units.model_dump_json(),
         manifest.text_field,
-        manifest.id_field,
+        manifest.loader_id_field,
     )
 
 
