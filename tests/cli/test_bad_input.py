@@ -2,8 +2,9 @@
 
 Each row is (argv, a fragment the error must contain). ``{name}`` in argv is a fixture path:
 ``kb`` a calibrated BM25 knowledge base, ``dense`` a MiniLM one (tripwires need it), files of
-each kind, a folder, a missing path and a file that is not UTF-8. ``test_every_option_has_a_row``
-walks the app, so a new command or option fails the suite until it has a row here.
+each kind, a folder, a missing path, a file that is not UTF-8 and a free ``port`` (serve binds
+it before loading the knowledge base). ``test_every_option_has_a_row`` walks the app, so a new
+command or option fails the suite until it has a row here.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import typer
 
 from ragbound.cli import app
 from tests.cli.runner import run
+from tests.serve.server import free_port
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 ROWS: list[tuple[str, str]] = [
@@ -318,14 +320,15 @@ ROWS: list[tuple[str, str]] = [
     ("score {kb} {log} --out {new}.jsonl --force=yes", "'--force'"),
     # ------------------------------------------------------------------------- serve
     ("serve", "Missing argument"),
-    ("serve {missing}", "does not exist"),
-    ("serve {uncalibrated}", "no calibration yet"),
+    ("serve {missing} --port {port}", "does not exist"),
+    ("serve {uncalibrated} --port {port}", "no calibration yet"),
     ("serve {kb} --host 0.0.0.0", "refusing to listen on 0.0.0.0 without --token-file"),
     ("serve {kb} --port 99999", "'--port'"),
     ("serve {kb} --token-file {missing}", "no such file"),
     ("serve {kb} --token-file {bad_utf8}", "not UTF-8"),
     ("serve {kb} --token-file {file}", ":1: expected 'read:TOKEN' or 'admin:TOKEN'"),
     ("serve {kb} --log {dir}", "is a folder"),
+    ("serve {kb} --port {port} --log {log}", "not a decision log written by ragbound serve"),
     ("serve {kb} --log-queries some", "'--log-queries': must be one of full, hash, none"),
     ("serve {kb} --threads 0", "'--threads'"),
     ("serve {kb} --upstream ftp://host/v1", "'--upstream': must be an http:// or https:// URL"),
@@ -571,7 +574,7 @@ def paths(
         "missing": "missing",
         "new": "new-output.json",
     }
-    return {key: str(root / name) for key, name in named.items()}
+    return {key: str(root / name) for key, name in named.items()} | {"port": str(free_port())}
 
 
 def _argv(row: str, paths: dict[str, str]) -> list[str]:
