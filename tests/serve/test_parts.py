@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +22,7 @@ from ragbound.serve import Batching, ServeSettings, Tokens, create_app
 from ragbound.serve import auth as auth_module
 from ragbound.serve.batcher import Batcher
 from ragbound.serve.drift import ServiceMonitor
+from ragbound.serve.listen import bind_sockets
 from ragbound.serve.metrics import Registry, service_registry
 from ragbound.serve.querylog import QueryLog, check_query_log, read_scores
 from ragbound.serve.settings import is_loopback
@@ -52,6 +54,23 @@ def test_not_ready_without_a_calibration_but_healthy(minilm_kb_dir: Path) -> Non
 )  # fmt: skip
 def test_loopback_hosts(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
+
+
+def test_sockets_are_bound_on_every_loopback_address_or_refused_in_one_line() -> None:
+    sockets = bind_sockets("localhost", 0)
+    try:
+        assert sockets and all(is_loopback(s.getsockname()[0]) for s in sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(InputError, match=rf"^port {port} on 127\.0\.0\.1 is already in use \("):
+            bind_sockets("127.0.0.1", port)
+    with pytest.raises(InputError, match=r"^cannot listen on no-such-host\.invalid: "):
+        bind_sockets("no-such-host.invalid", 8000)
 
 
 def test_no_tokens_refuses_a_public_address() -> None:

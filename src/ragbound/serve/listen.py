@@ -14,10 +14,14 @@ from uvicorn.server import STARTUP_FAILURE
 
 from ragbound.errors import InputError
 
+AddressInfo = tuple[socket.AddressFamily, socket.SocketKind, int, str, Any]
+"""One result of :func:`socket.getaddrinfo`."""
+
 
 def bind_sockets(host: str, port: int) -> list[socket.socket]:
     """Sockets bound to every address of ``host`` at ``port``, as asyncio's ``create_server``
-    binds them for uvicorn (``SO_REUSEADDR``; an IPv6 socket for IPv6 only).
+    binds them for uvicorn (``SO_REUSEADDR``; an IPv6 socket for IPv6 only; an address of a
+    family the machine lacks is skipped).
 
     Raises InputError ``port P on HOST is already in use (...)`` or ``cannot listen on HOST
     port P (...)``.
@@ -30,18 +34,34 @@ def bind_sockets(host: str, port: int) -> list[socket.socket]:
         raise InputError(f"cannot listen on {host}: {exc.strerror}") from None
     bound: list[socket.socket] = []
     try:
-        for family, kind, proto, _, address in dict.fromkeys(found):  # each address once
-            sock = socket.socket(family, kind, proto)
-            bound.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
+        for info in dict.fromkeys(found):  # each address once
+            sock = _bound_socket(info)
+            if sock is not None:
+                bound.append(sock)
     except OSError as exc:
         for sock in bound:
             sock.close()
         raise InputError(_bind_error(host, port, exc)) from None
+    if not bound:
+        raise InputError(f"cannot listen on {host} port {port} (no address of it is available)")
     return bound
+
+
+def _bound_socket(info: AddressInfo) -> socket.socket | None:
+    """A socket bound to one address; None when its family is not enabled here."""
+    family, kind, proto, _, address = info
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRNOTAVAIL:  # as asyncio does: e.g. ::1 without IPv6
+            return None
+        raise
+    return sock
 
 
 def _bind_error(host: str, port: int, exc: OSError) -> str:
