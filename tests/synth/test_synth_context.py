@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ragbound.corpus import Document
+from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import ChatMessage, GenerationParams
 from ragbound.synth.queries import (
     DEFAULT_PROMPT,
     MAX_SHOWN_EXAMPLES,
     USERS_PROMPT,
+    ContextWindows,
     default_prompt,
     generate_queries,
     save_queries,
@@ -64,6 +68,17 @@ def test_without_a_document_field_the_context_is_the_paper_found_from_the_ids(tm
     out = tmp_path / "synthetic.jsonl"
     save_queries(out, queries)
     assert json.loads(out.read_text().splitlines()[0])["context"] == "id-prefix:doc_id"
+
+
+def test_a_group_by_field_that_differs_only_in_case_is_suggested(tmp_path: Path):
+    docs = [Document(id="d", text="Bees make honey.", source="d.txt", metadata={"Paper": "1"})]
+    kb = KnowledgeBase.from_documents(docs, embedder="bm25")
+    with pytest.raises(InputError) as caught:
+        ContextWindows(kb, "paper")
+    assert str(caught.value) == (
+        "no chunk has the metadata field 'paper' to group by (fields present: Paper); did you "
+        "mean 'Paper'? (field names are case-sensitive)"
+    )
 
 
 def test_chunk_context_shows_one_paragraph(tmp_path: Path):
