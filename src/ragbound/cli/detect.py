@@ -405,10 +405,10 @@ def evaluate(
     guard = Guard.load(kb_dir, force=force)
     ik = load_queries(in_knowledge, field=field)
     ook = load_queries(out_of_knowledge, field=field)
-    sizes = {in_knowledge: len(ik), out_of_knowledge: len(ook)}
-    _warn_when_smaller_than_samples(sizes, samples, runs)
     scored = statistic_scores(guard, ik, ook, progress=progress(json_out))
     report = run_evaluation(guard, ik, ook, samples=samples, runs=runs, seed=seed, scored=scored)
+    sizes = {in_knowledge: len(ik), out_of_knowledge: len(ook)}
+    _warn_when_smaller_than_samples(sizes, samples, runs)  # once the queries are known good
     if run or plot:
         from ragbound.report import RunData, record_evaluation
         from ragbound.report.run import score_lists
