@@ -512,7 +512,7 @@ def _json_document(text: str, display: str, key: str | None) -> list[tuple[int, 
         data = data[key]
     if isinstance(data, list):
         return [(_line_of(starts, at), None, value) for at, value in _list_items(text, position)]
-    if is_keyed_by_id(data):
+    if _keyed_by_id(data):
         members = _object_members(text, position)
         return [(_line_of(starts, at), name, value) for name, at, value in members]
     if isinstance(data, dict) and key is None:
@@ -524,7 +524,7 @@ def _json_document(text: str, display: str, key: str | None) -> list[tuple[int, 
     raise InputError(f"{where(display, 1)}: expected {expected}, got {json_kind(data)}{fields}")
 
 
-def is_keyed_by_id(data: object) -> bool:
+def _keyed_by_id(data: object) -> bool:
     """Whether ``data`` is a JSON object keyed by id: members, each of them an object."""
     return isinstance(data, dict) and bool(data) and all(isinstance(v, dict) for v in data.values())
 
