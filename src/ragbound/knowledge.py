@@ -413,10 +413,11 @@ class KnowledgeBase:
     ) -> int:
         """Add documents from files or folders; only the new chunks are embedded.
 
-        Records get their ids as the knowledge base's did (its id field, or the default of
-        when it was made: see :attr:`KBManifest.loader_id_field`). Returns the number of
-        chunks added. Call ``save()`` to persist them. Raises
-        InputError (and changes nothing) when a document id is already present.
+        New records get their ids as this knowledge base's records did
+        (:attr:`KBManifest.loader_id_field`: file and line in one made before records' own
+        ids became the default). Returns the number of chunks added. Call ``save()`` to
+        persist them. Raises InputError (and changes nothing) when a document id is already
+        present.
         """
         documents = load_documents(
             paths, text_field=self.manifest.text_field, id_field=self.manifest.loader_id_field
