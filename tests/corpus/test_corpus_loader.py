@@ -89,6 +89,8 @@ def test_a_record_s_id_field_is_its_id_by_default(tmp_path: Path) -> None:
     ]
     csv_path = write(tmp_path / "c.csv", "id,text\nk1,Kelp.\n,No id.\n")
     assert [d.id for d in load_documents([csv_path])] == ["k1", "c.csv:3"]
+    json_path = write(tmp_path / "l.json", json.dumps([{"id": "j1", "text": "J."}, {"text": "K."}]))
+    assert [d.id for d in load_documents([json_path])] == ["j1", "l.json:1"]
 
 
 def test_line_ids_keep_every_field_as_metadata(tmp_path: Path) -> None:
