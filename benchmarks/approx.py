@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import datasets
 from benchmarks.doc import markdown_table
 from ragbound.detect import DetectorConfig, Guard
 from ragbound.detect.calibration import Calibration
@@ -281,7 +282,7 @@ def _attach(dsn: str, table: str, out: Path, search: str, ef: int | None) -> Kno
 # ------------------------------------------------------------------------------- report
 def approx_part(corpus: Path, calibration, ik_test, ook, *, postgres: bool = True) -> dict:
     """Every row of the table (see the module docstring) and what they were measured on."""
-    kb = KnowledgeBase.build([corpus], embedder="minilm")
+    kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
     queries = embed_queries(kb, calibration, ik_test, ook)
     rows, _ = local_rows(kb, queries)
     context = tempfile.TemporaryDirectory(prefix="approx-") if postgres else nullcontext(None)

@@ -11,7 +11,13 @@ import json
 import os
 from pathlib import Path
 
+from ragbound.corpus import LINE_IDS
+
 REPO = Path(__file__).resolve().parents[1]
+
+# The corpus records carry an "id" ("PMID-i"), a record's document id by default since issue
+# 27; every published figure was measured with file-and-line ids, which the parts ask for.
+CORPUS_IDS = LINE_IDS
 
 
 def data_root() -> Path:

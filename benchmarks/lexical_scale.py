@@ -45,7 +45,9 @@ def chunk_texts(n: int) -> list[str]:
     from ragbound.corpus import chunk_documents, load_documents
 
     corpus = datasets.write_pubmedqa_corpus(datasets.REPO / "bench_out" / "pubmedqa_corpus.jsonl")
-    chunks = chunk_documents(load_documents([corpus]))  # the default chunking
+    chunks = chunk_documents(
+        load_documents([corpus], id_field=datasets.CORPUS_IDS)
+    )  # the default chunking
     # a new string object per chunk, as reading a real corpus's chunks gives (a cycled list
     # of shared strings would leave the texts' own memory out of the peak)
     return [(chunks[i % len(chunks)].text + " ")[:-1] for i in range(n)]

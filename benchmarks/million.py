@@ -49,6 +49,7 @@ from typing import overload
 
 import numpy as np
 
+from benchmarks import datasets
 from benchmarks.doc import markdown_table
 from benchmarks.memory import peak_mb
 from ragbound.artifacts import utc_now
@@ -318,14 +319,18 @@ def pubmedqa_kb(out: Path, corpus: Path) -> KnowledgeBase:
 
     chunking = ChunkingParams()
     chunks = chunk_documents(
-        load_documents([corpus]), chunk_words=chunking.chunk_words, overlap=chunking.overlap
+        load_documents([corpus], id_field=datasets.CORPUS_IDS),
+        chunk_words=chunking.chunk_words,
+        overlap=chunking.overlap,
     )
     kb_dir = out / "kb-minilm"
     if (kb_dir / "manifest.json").is_file():
         kb = KnowledgeBase.load(kb_dir)
         if kb.manifest.corpus_hash == corpus_hash(chunks) and kb.manifest.embedder_spec == "minilm":
             return kb
-    kb = KnowledgeBase.build([corpus], embedder="minilm", staging=staging_dir(kb_dir))
+    kb = KnowledgeBase.build(
+        [corpus], embedder="minilm", id_field=datasets.CORPUS_IDS, staging=staging_dir(kb_dir)
+    )
     kb.save(kb_dir, overwrite=True)
     return kb
 

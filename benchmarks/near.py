@@ -189,7 +189,10 @@ def covid_documents() -> list[Document]:
 
 def pubmedqa_documents(out: Path) -> Callable[[], list[Document]]:
     """The PQA-L abstract paragraphs as the other benchmark parts index them (pmid metadata)."""
-    return lambda: load_documents([datasets.write_pubmedqa_corpus(out / "pubmedqa_corpus.jsonl")])
+    corpus = out / "pubmedqa_corpus.jsonl"
+    return lambda: load_documents(
+        [datasets.write_pubmedqa_corpus(corpus)], id_field=datasets.CORPUS_IDS
+    )
 
 
 # ------------------------------------------------------------------------------ splits

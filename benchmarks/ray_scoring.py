@@ -59,7 +59,9 @@ def ray_part(out: Path) -> dict:
     kb_dir = out / "kb-minilm"
     if not (kb_dir / "manifest.json").exists():
         corpus = datasets.write_pubmedqa_corpus(out / "pubmedqa_corpus.jsonl")
-        KnowledgeBase.build([corpus], embedder="minilm").save(kb_dir, overwrite=True)
+        KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS).save(
+            kb_dir, overwrite=True
+        )
     calibration, _ = split_queries(datasets.pubmedqa_questions(), 0.5, seed=0)
     guard = Guard.calibrate(KnowledgeBase.load(kb_dir), calibration, k=32)
     log = write_log(out / "ray-log.jsonl", n)

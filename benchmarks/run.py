@@ -129,13 +129,13 @@ def main() -> None:
         return
     if sys.argv[1:] == ["shift"]:
         results = saved_results()
-        kb = KnowledgeBase.build([corpus], embedder="minilm")
+        kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
         results["shift"] = shift_part(Guard.calibrate(kb, calibration, k=32), ook, ik_test)
         save(results, ["shift"])
         return
     if sys.argv[1:] == ["energy-tau"]:
         results = saved_results()
-        kb = KnowledgeBase.build([corpus], embedder="minilm")
+        kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
         results["energy_tau"] = energy_tau_part(kb, calibration, ik_test, ook)
         save(results, ["energy-tau"])
         return
@@ -156,26 +156,26 @@ def main() -> None:
         return
     if sys.argv[1:] == ["tripwires"]:
         results = saved_results()
-        kb = KnowledgeBase.build([corpus], embedder="minilm")
+        kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
         results["tripwires"] = tripwire_part(kb)
         save(results, ["tripwires"])
         return
     if sys.argv[1:] == ["tripwire-default"]:
         results = saved_results()
-        kb = KnowledgeBase.build([corpus], embedder="minilm")
+        kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
         results["tripwire_default"] = tripwire_default_part(kb, OUT)
         save(results, ["tripwire-default"])
         return
     if sys.argv[1:] == ["llm-speed"]:
         results = saved_results()
-        kb = KnowledgeBase.build([corpus], embedder="minilm")
+        kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
         kb.save(OUT / "kb-minilm", overwrite=True)
         results.setdefault("synthetic", {})["speed"] = llm_speed.generation_speed(kb)
         save(results, ["llm-speed"])
         return
     if sys.argv[1:] == ["warm-synth"]:  # a cold cache first generates 300 queries (~1 h)
         results = saved_results()
-        kb = KnowledgeBase.build([corpus], embedder="minilm")
+        kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
         kb.save(OUT / "kb-minilm", overwrite=True)
         warm_s = llm_speed.warm_synth_seconds(kb.path)
         results.setdefault("synthetic", {})["warm_synth_s"] = warm_s
@@ -183,7 +183,7 @@ def main() -> None:
         return
     if sys.argv[1:] == ["synthetic"]:
         results = saved_results()
-        kb = KnowledgeBase.build([corpus], embedder="minilm")
+        kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
         kb.save(OUT / "kb-minilm", overwrite=True)
         results["synthetic"] = synthetic_part(kb, calibration, ik_test, ook)
         save(results, ["synthetic", "llm-speed", "warm-synth"])
@@ -194,7 +194,11 @@ def main() -> None:
         if alone in saved:
             results[alone] = saved[alone]
     for embedder in ("minilm", "bm25"):
-        kb, build_s = timed(lambda e=embedder: KnowledgeBase.build([corpus], embedder=e))
+        kb, build_s = timed(
+            lambda e=embedder: KnowledgeBase.build(
+                [corpus], embedder=e, id_field=datasets.CORPUS_IDS
+            )
+        )
         kb.save(OUT / f"kb-{embedder}", overwrite=True)
         guard = Guard.calibrate(kb, calibration, k=32)
         entry = {"n_chunks": len(kb), "build_s": build_s, "chunks_per_s": len(kb) / build_s}

@@ -375,7 +375,11 @@ def served_gate(folder: Path = KB_DIR) -> Gate:
     print(f"building the benchmark's knowledge base in {folder} (minutes)...", flush=True)
     calibration, _ = _calibration_split()
     corpus = datasets.write_pubmedqa_corpus(OUT / "pubmedqa_corpus.jsonl")
-    kb = guarded_kb(KnowledgeBase.build([corpus], embedder="minilm"), tripwires, folder)
+    kb = guarded_kb(
+        KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS),
+        tripwires,
+        folder,
+    )
     Guard.calibrate(kb, calibration, k=CALIBRATION_K).save()
     stamp.write_text(json.dumps(recipe))
     return Gate.load(folder)

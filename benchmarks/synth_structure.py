@@ -324,7 +324,7 @@ def main(parts: list[str] | None = None) -> dict:
     if kb_dir.is_dir():
         kb = KnowledgeBase.load(kb_dir)
     else:
-        kb = KnowledgeBase.build([corpus], embedder="minilm")
+        kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
         kb.save(kb_dir)
     real, ik_test = split_queries(datasets.pubmedqa_questions(), 0.5, seed=0)
     near = datasets.mmlu_med_questions()

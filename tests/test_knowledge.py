@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragbound.corpus import Chunk, ChunkSequence
+from ragbound.corpus import LINE_IDS, Chunk, ChunkSequence
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import LOCK_WHAT, KnowledgeBase
 from ragbound.locking import writer_lock
@@ -329,6 +329,38 @@ def test_an_old_style_segment_name_loads_and_takes_an_add(corpus_dir: Path, tmp_
     kb.save()
     assert len(KnowledgeBase.load(target)) == 6
     assert (target / "segments" / "000001.chunks.jsonl").exists()
+
+
+def _records(path: Path, *ids: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps({"id": i, "text": f"Record {i} is about bees and honey."}) for i in ids]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_records_keep_their_ids_and_an_add_loads_as_the_build_did(tmp_path: Path):
+    target = tmp_path / "kb"
+    KnowledgeBase.build([_records(tmp_path / "a.jsonl", "r1", "r2")], embedder="bm25").save(target)
+    assert json.loads((target / "manifest.json").read_text())["record_ids"] == "record"
+    kb = KnowledgeBase.load(target)
+    kb.add([_records(tmp_path / "new" / "b.jsonl", "r3")])
+    assert [c.doc_id for c in kb.chunks] == ["r1", "r2", "r3"]
+
+
+def test_a_knowledge_base_made_before_record_ids_keeps_line_ids_on_add(tmp_path: Path):
+    target = tmp_path / "kb"
+    corpus = _records(tmp_path / "a.jsonl", "r1", "r1")  # one id twice: fine by line
+    KnowledgeBase.build([corpus], embedder="bm25", id_field=LINE_IDS).save(target)
+    manifest = json.loads((target / "manifest.json").read_text())
+    assert manifest["id_field"] == LINE_IDS
+    manifest["id_field"] = None  # as the default wrote it before, without record_ids
+    del manifest["record_ids"]
+    (target / "manifest.json").write_text(json.dumps(manifest))
+    kb = KnowledgeBase.load(target)
+    kb.add([_records(tmp_path / "new" / "b.jsonl", "r2", "r2")])
+    kb.save()
+    ids = [c.doc_id for c in KnowledgeBase.load(target).chunks]
+    assert ids == ["a.jsonl:1", "a.jsonl:2", "b.jsonl:1", "b.jsonl:2"]
 
 
 def test_an_add_saved_after_another_writer_committed_keeps_both(corpus_dir: Path, tmp_path: Path):

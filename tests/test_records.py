@@ -70,10 +70,69 @@ def test_json_list_under_a_key(tmp_path: Path) -> None:
     assert lines_and_data(read_records(listing, key="questions")) == [(1, {"q": "A?"})]
     with pytest.raises(
         InputError,
-        match=r"m\.json:1: expected a JSON list of records, or an object with a list under "
-        r"'questions', got an object with fields: items$",
+        match=r"m\.json:1: expected a JSON list of records, a JSON object keyed by id, or an "
+        r"object with a list under 'questions', got an object with fields: items$",
     ):
         read_records(write(tmp_path / "m.json", '{"items": []}'), key="questions")
+
+
+def test_a_json_object_keyed_by_id_is_one_record_per_member(tmp_path: Path) -> None:
+    data = {
+        "anatomy-000": {"question": "A?", "answer": "a"},
+        "anatomy-001": {"question": "B?", "answer": "b"},
+    }
+    path = write(tmp_path / "keyed.json", json.dumps(data, indent=4))
+    records = read_records(path)
+    assert [(r.line, r.index, r.key, r.data) for r in records] == [
+        (2, 0, "anatomy-000", data["anatomy-000"]),
+        (6, 1, "anatomy-001", data["anatomy-001"]),
+    ]
+    assert read_texts(path) == ["A?", "B?"]
+    assert [r.key for r in read_records(path, key="questions")] == ["anatomy-000", "anatomy-001"]
+    # a member that is not an object makes the whole object one record, as before
+    mixed = write(tmp_path / "mixed.json", json.dumps({"version": 1, **data}))
+    assert [(r.key, r.data) for r in read_records(mixed)] == [(None, {"version": 1, **data})]
+
+
+def test_a_missing_field_lists_a_few_fields_not_thousands(tmp_path: Path) -> None:
+    big = {f"id{i}": {"question": f"Q{i}?"} for i in range(2_000)} | {"version": 1}
+    path = write(tmp_path / "big.json", json.dumps(big))
+    with pytest.raises(InputError) as caught:
+        read_texts(path)
+    message = str(caught.value)
+    assert message.endswith(
+        "id0, id1, id2, id3, id4, id5, id6, id7, id8, id9, id10, id11, ... and 1,989 more"
+    )
+    assert len(message) < 300
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "field", "match"),
+    [
+        ("c.csv", "Question,Answer\nA?,a\n", "question", "Question"),
+        ("d.csv", "Question,Answer\nA?,a\n", None, "Question"),
+        ("j.jsonl", jsonl({"QUERY": "A?", "Text": "t"}), None, "QUERY"),
+        ("t.jsonl", jsonl({"Text": "t"}), "TEXT", "Text"),
+    ],
+)
+def test_a_field_that_differs_only_in_case_is_suggested(
+    tmp_path: Path, name: str, content: str, field: str | None, match: str
+) -> None:
+    path = write(tmp_path / name, content)
+    hint = f"; did you mean '{match}'? (field names are case-sensitive)"
+    with pytest.raises(InputError) as caught:
+        read_texts(path, field)
+    assert str(caught.value).endswith(hint)
+    with pytest.raises(InputError) as caught:
+        read_records(path)[0].id(match.lower())
+    assert str(caught.value).endswith(hint)
+
+
+def test_no_suggestion_without_a_case_match(tmp_path: Path) -> None:
+    path = write(tmp_path / "n.jsonl", jsonl({"body": "x", "query": "q"}))
+    with pytest.raises(InputError) as caught:
+        read_texts(path, "text")
+    assert str(caught.value).endswith("fields present: body, query")
 
 
 def test_csv_and_tsv_with_header_and_bom(tmp_path: Path) -> None:

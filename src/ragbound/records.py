@@ -11,7 +11,9 @@ Formats
     One JSON value per non-blank line.
 ``.json``
     A JSON list of records, or an object holding that list under ``key`` (for example
-    PolicyBench's ``{"questions": [...]}``). An object read without ``key`` is one record.
+    PolicyBench's ``{"questions": [...]}``), or a JSON object keyed by id whose every value is
+    an object (``{"id1": {...}, "id2": {...}}``, as MMLU-Med and PubMedQA ship): one record per
+    member, its name in :attr:`Record.key`. Any other object is one record.
 ``.csv`` / ``.tsv``
     A header row, then one record per row (comma- or tab-separated, RFC 4180 quoting).
 Anything else (``.txt``, ``.out``, no extension, ...)
@@ -46,7 +48,9 @@ Errors
 Every problem with a record is an :class:`~ragbound.errors.InputError` whose message starts
 with the record's location: ``FILE:LINE (field 'x'): problem`` (see
 :func:`ragbound.errors.where`), for example ``queries.jsonl:3 (field 'query'): empty``. File-
-level problems are ``FILE: problem`` or, when a line is known, ``FILE:LINE: problem``.
+level problems are ``FILE: problem`` or, when a line is known, ``FILE:LINE: problem``. A
+missing field lists the fields present (the first ``FIELDS_SHOWN``) and names one that differs
+only in case (``did you mean 'Question'?``).
 
 >>> records = read_records("queries.jsonl")  # doctest: +SKIP
 >>> records[0].line, records[0].text(defaults=DEFAULT_TEXT_FIELDS)  # doctest: +SKIP
@@ -86,6 +90,9 @@ FORMAT_BY_SUFFIX: dict[str, RecordFormat] = {
 DEFAULT_TEXT_FIELDS: tuple[str, ...] = ("query", "question", "text", "prompt")
 """Fields tried, in order, for a record's text when no field is named."""
 
+FIELDS_SHOWN = 12
+"""Field names a message lists before ``... and N more``."""
+
 _CSV_FIELD_LIMIT = min(sys.maxsize, 2**31 - 1)
 _JSON_SPACE = " \t\n\r"
 
@@ -97,7 +104,8 @@ class Record:
     ``file`` is the file as named in messages, ``line`` the 1-based line on which the record
     starts, ``index`` its 0-based position among the file's records, ``data`` the record (a
     ``dict`` for JSON objects and CSV/TSV rows, a ``str`` for text lines, any JSON value for
-    JSON), and ``format`` the format the file was read as.
+    JSON), ``format`` the format the file was read as, and ``key`` the member name of a record
+    of a JSON object keyed by id (None otherwise).
     """
 
     file: str
@@ -105,6 +113,7 @@ class Record:
     index: int
     data: Any
     format: RecordFormat
+    key: str | None = None
 
     def where(self, field: str | None = None) -> str:
         """The record's location for messages: ``file:line`` or ``file:line (field 'x')``."""
@@ -135,8 +144,18 @@ class Record:
         """The value of ``field``; InputError ``... (field 'x'): missing; fields present: ...``."""
         record = self.object()
         if field not in record:
-            raise self.error(f"missing; fields present: {field_list(record)}", field)
+            raise self.missing((field,))
         return record[field]
+
+    def missing(self, wanted: Sequence[str]) -> InputError:
+        """InputError ``FILE:LINE (field 'a' or 'b'): missing; fields present: ...``, naming a
+        present field that differs from a wanted one only in case."""
+        names = " or ".join(repr(name) for name in wanted)
+        present = self.fields
+        return InputError(
+            f"{self.where()} (field {names}): missing; fields present: {field_list(present)}"
+            + case_hint(wanted, present)
+        )
 
     def string(self, field: str, *, allow_empty: bool = False, strip: bool = True) -> str:
         """The string value of ``field`` (stripped unless ``strip=False``).
@@ -161,10 +180,7 @@ class Record:
         for name in wanted:
             if name in record:
                 return name
-        names = " or ".join(repr(name) for name in wanted)
-        raise InputError(
-            f"{self.where()} (field {names}): missing; fields present: {field_list(record)}"
-        )
+        raise self.missing(wanted)
 
     def text(self, field: str | None = None, defaults: Sequence[str] = DEFAULT_TEXT_FIELDS) -> str:
         """The record's text, stripped: a string record itself, else its selected field.
@@ -207,8 +223,9 @@ def read_records(
     """Read the records of a file, in file order (see the module docstring for the rules).
 
     ``format`` overrides the extension and the content sniffing. ``key`` names the field of a
-    top-level JSON object that holds the record list (a top-level list is read as is). A file
-    with no records gives an empty list: callers say what they expected.
+    top-level JSON object that holds the record list (a top-level list, or an object keyed by
+    id, is read as is). A file with no records gives an empty list: callers say what they
+    expected.
 
     Raises InputError for a missing or unreadable file, text that is not UTF-8, invalid JSON
     or CSV (with the line), and an ambiguous text/JSONL file.
@@ -234,8 +251,8 @@ def read_records(
             for index, (line, content) in enumerate(_lines(text))
         ]
     return [
-        Record(display, line, index, value, "json")
-        for index, (line, value) in enumerate(_json_document(text, display, key))
+        Record(display, line, index, value, "json", name)
+        for index, (line, name, value) in enumerate(_json_document(text, display, key))
     ]
 
 
@@ -354,8 +371,25 @@ def json_kind(value: object) -> str:
 
 
 def field_list(names: Iterable[object]) -> str:
-    """Format field or column names for a message: ``a, b, c`` (``(none)`` when empty)."""
-    return ", ".join(str(name) for name in names) or "(none)"
+    """Format field or column names for a message: ``a, b, c`` (``(none)`` when empty), the
+    first ``FIELDS_SHOWN`` then ``... and N more``."""
+    listed = [str(name) for name in names]
+    shown = ", ".join(listed[:FIELDS_SHOWN]) or "(none)"
+    more = len(listed) - FIELDS_SHOWN
+    return shown + (f", ... and {more:,} more" if more > 0 else "")
+
+
+def case_hint(wanted: Iterable[str], present: Iterable[object]) -> str:
+    """``"; did you mean 'Question'? ..."`` when a present field matches a wanted one but for
+    case (the first wanted name that has such a match), else ``""``."""
+    by_folded: dict[str, str] = {}
+    for name in present:
+        by_folded.setdefault(str(name).casefold(), str(name))
+    for name in wanted:
+        match = by_folded.get(name.casefold())
+        if match is not None and match != name:
+            return f"; did you mean {match!r}? (field names are case-sensitive)"
+    return ""
 
 
 def csv_rows(
@@ -467,21 +501,32 @@ def _opens_json_document(lines: list[tuple[int, str]]) -> bool:
     return bool(lines) and lines[0][1].strip() in ("[", "{")
 
 
-def _json_document(text: str, display: str, key: str | None) -> list[tuple[int, Any]]:
-    """``(line, value)`` of the records of a JSON document: its list, or the list at ``key``."""
+def _json_document(text: str, display: str, key: str | None) -> list[tuple[int, str | None, Any]]:
+    """``(line, member name, value)`` of the records of a JSON document: its list, the list at
+    ``key``, or the members of an object keyed by id (the name is None but for those)."""
     data = parse_json(text, display)
     starts = _line_starts(text)
     position = _skip_space(text, 0)
+    if isinstance(data, dict) and key is not None and isinstance(data.get(key), list):
+        position = _member_position(text, position, key)
+        data = data[key]
     if isinstance(data, list):
-        return [(_line_of(starts, at), value) for at, value in _list_items(text, position)]
+        return [(_line_of(starts, at), None, value) for at, value in _list_items(text, position)]
+    if _keyed_by_id(data):
+        members = _object_members(text, position)
+        return [(_line_of(starts, at), name, value) for name, at, value in members]
     if isinstance(data, dict) and key is None:
-        return [(_line_of(starts, position), data)]
-    if isinstance(data, dict) and isinstance(data.get(key), list):
-        at = _member_position(text, position, key)
-        return [(_line_of(starts, item), value) for item, value in _list_items(text, at)]
-    expected = "a JSON list of records" + (f", or an object with a list under {key!r}" * bool(key))
+        return [(_line_of(starts, position), None, data)]
+    expected = "a JSON list of records, a JSON object keyed by id" + (
+        f", or an object with a list under {key!r}" * bool(key)
+    )
     fields = f" with fields: {field_list(data)}" if isinstance(data, dict) else ""
     raise InputError(f"{where(display, 1)}: expected {expected}, got {json_kind(data)}{fields}")
+
+
+def _keyed_by_id(data: object) -> bool:
+    """Whether ``data`` is a JSON object keyed by id: members, each of them an object."""
+    return isinstance(data, dict) and bool(data) and all(isinstance(v, dict) for v in data.values())
 
 
 def _line_starts(text: str) -> list[int]:
@@ -520,14 +565,23 @@ def _member_position(text: str, position: int, key: str) -> int:
     The last, as :func:`json.loads` keeps the last of repeated keys.
     """
     found = -1
+    for name, at, _ in _object_members(text, position):
+        if name == key:
+            found = at
+    return found
+
+
+def _object_members(text: str, position: int) -> list[tuple[str, int, Any]]:
+    """``(name, offset, value)`` of each member of the (already validated) JSON object at
+    ``position``, repeated names included."""
+    members = []
     position = _skip_space(text, position + 1)
     while text[position] != "}":
         name, end = _DECODER.raw_decode(text, position)
         position = _skip_space(text, _skip_space(text, end) + 1)  # past the colon
-        if name == key:
-            found = position
-        _, end = _DECODER.raw_decode(text, position)
+        value, end = _DECODER.raw_decode(text, position)
+        members.append((name, position, value))
         position = _skip_space(text, end)
         if text[position] == ",":
             position = _skip_space(text, position + 1)
-    return found
+    return members

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from pydantic import BaseModel, Field, field_serializer
+from pydantic import BaseModel, Field, field_serializer, model_validator
 
 
 class Neighbour(BaseModel):
@@ -66,18 +67,49 @@ class StatisticMetrics(BaseModel):
 
 
 class EvaluationReport(BaseModel):
-    """Metrics per statistic, averaged over ``runs`` balanced draws of ``samples`` each."""
+    """Metrics per statistic, averaged over ``runs`` draws of ``drawn_in`` in-knowledge and
+    ``drawn_out`` out-of-knowledge queries: ``samples`` (the size asked) from each side, or
+    the whole side when it is smaller. When both draws take every query, one run is made."""
 
     statistics: dict[str, StatisticMetrics]
     n_in_knowledge: int
     n_out_of_knowledge: int
     n_calibration: int
-    samples: int
-    runs: int
+    samples: int = Field(description="queries asked for per side and draw")
+    drawn_in: int = Field(description="in-knowledge queries in each draw")
+    drawn_out: int = Field(description="out-of-knowledge queries in each draw")
+    runs: int = Field(description="draws made (1 when each draw takes every query)")
     seed: int
     alpha: float
     k: int
     kb_fingerprint: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _draw_sizes_of_older_reports(cls, data: Any) -> Any:
+        """Reports saved before the draw sizes were recorded drew min(samples, n) a side."""
+        if isinstance(data, dict) and "drawn_in" not in data and "samples" in data:
+            samples = data["samples"]
+            sizes = (data.get("n_in_knowledge"), data.get("n_out_of_knowledge"))
+            if all(isinstance(value, int) for value in (samples, *sizes)):
+                data = {
+                    **data,
+                    "drawn_in": min(samples, sizes[0]),
+                    "drawn_out": min(samples, sizes[1]),
+                }
+        return data
+
+    def draws(self) -> str:
+        """The sample behind the numbers, in words (for tables and reports)."""
+        if self.drawn_in == self.n_in_knowledge and self.drawn_out == self.n_out_of_knowledge:
+            return (
+                f"one run on every query ({self.drawn_in} in-knowledge, {self.drawn_out} "
+                "out-of-knowledge)"
+            )
+        runs = f"{self.runs} run{'s' if self.runs != 1 else ''}"
+        if self.drawn_in == self.drawn_out:
+            return f"{runs} x {self.drawn_in} per side"
+        return f"{runs} x {self.drawn_in} in-knowledge and {self.drawn_out} out-of-knowledge"
 
 
 class ShiftReport(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from benchmarks import datasets
 from benchmarks.synth_structure import check_part, llm_part, markdown, structure_part
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import ChatMessage, GenerationParams
@@ -19,7 +20,8 @@ from tests.texts import (
 
 
 def paragraph_kb(tmp_path: Path) -> tuple[KnowledgeBase, list[str]]:
-    """Each topic a 'paper' of one record per sentence, ids ``TOPIC-i``, no document field."""
+    """Each topic a 'paper' of one record per sentence, ``id`` field ``TOPIC-i``, no document
+    field; document ids from file and line, as the benchmark loads its corpus."""
     path = tmp_path / "paragraphs.jsonl"
     records = [
         {"id": f"{topic}-{i}", "text": sentence}
@@ -27,7 +29,8 @@ def paragraph_kb(tmp_path: Path) -> tuple[KnowledgeBase, list[str]]:
         for i, sentence in enumerate(sentences)
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return KnowledgeBase.build([path], embedder="bm25"), [r["id"].split("-")[0] for r in records]
+    kb = KnowledgeBase.build([path], embedder="bm25", id_field=datasets.CORPUS_IDS)
+    return kb, [r["id"].split("-")[0] for r in records]
 
 
 def topic_question(messages: list[ChatMessage], params: GenerationParams) -> str:

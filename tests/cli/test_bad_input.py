@@ -2,8 +2,9 @@
 
 Each row is (argv, a fragment the error must contain). ``{name}`` in argv is a fixture path:
 ``kb`` a calibrated BM25 knowledge base, ``dense`` a MiniLM one (tripwires need it), files of
-each kind, a folder, a missing path and a file that is not UTF-8. ``test_every_option_has_a_row``
-walks the app, so a new command or option fails the suite until it has a row here.
+each kind, a folder, a missing path, a file that is not UTF-8 and a free ``port`` (serve binds
+it before loading the knowledge base). ``test_every_option_has_a_row`` walks the app, so a new
+command or option fails the suite until it has a row here.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import typer
 
 from ragbound.cli import app
 from tests.cli.runner import run
+from tests.serve.server import free_port
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 ROWS: list[tuple[str, str]] = [
@@ -174,6 +176,9 @@ ROWS: list[tuple[str, str]] = [
     ("calibrate {kb} --queries {dir}", "not a file"),
     ("calibrate {kb} --queries {bad_utf8}", "not UTF-8"),
     ("calibrate {kb} --queries {queries_jsonl} --field nosuch", "(field 'nosuch'): missing"),
+    ("calibrate {kb} --queries {queries_jsonl} --field Q", "did you mean 'q'? (field names are"),
+    ("calibrate {kb} --queries {keyed}", ": missing; fields present: Question; did you mean"),
+    ("calibrate {kb} --queries {big_object}", "fields present: version, id0, id1, id2, id3, id4,"),
     ("calibrate {kb} --queries {queries} --k 0", "'--k': must be at least 1"),
     ("calibrate {kb} --queries {queries} --k 3.5", "'--k'"),
     ("calibrate {kb} --queries {queries} --k 100000", "larger than the knowledge base"),
@@ -315,14 +320,15 @@ ROWS: list[tuple[str, str]] = [
     ("score {kb} {log} --out {new}.jsonl --force=yes", "'--force'"),
     # ------------------------------------------------------------------------- serve
     ("serve", "Missing argument"),
-    ("serve {missing}", "does not exist"),
-    ("serve {uncalibrated}", "no calibration yet"),
+    ("serve {missing} --port {port}", "does not exist"),
+    ("serve {uncalibrated} --port {port}", "no calibration yet"),
     ("serve {kb} --host 0.0.0.0", "refusing to listen on 0.0.0.0 without --token-file"),
     ("serve {kb} --port 99999", "'--port'"),
     ("serve {kb} --token-file {missing}", "no such file"),
     ("serve {kb} --token-file {bad_utf8}", "not UTF-8"),
     ("serve {kb} --token-file {file}", ":1: expected 'read:TOKEN' or 'admin:TOKEN'"),
     ("serve {kb} --log {dir}", "is a folder"),
+    ("serve {kb} --port {port} --log {log}", "not a decision log written by ragbound serve"),
     ("serve {kb} --log-queries some", "'--log-queries': must be one of full, hash, none"),
     ("serve {kb} --threads 0", "'--threads'"),
     ("serve {kb} --upstream ftp://host/v1", "'--upstream': must be an http:// or https:// URL"),
@@ -529,6 +535,8 @@ def paths(
         "labelled.csv": "query,label\nHow do I hurt someone?,unsafe\nWhat do bees make?,safe\n",
         "topics.jsonl": json.dumps({"topic": "harm", "description": "violence"}) + "\n",
         "qa_pairs.json": json.dumps([{"question": "What do bees make?", "answer": "Honey."}]),
+        "keyed.json": json.dumps({f"x{i}": {"Question": q} for i, q in enumerate(IN_KNOWLEDGE)}),
+        "big_object.json": json.dumps({"version": 1} | {f"id{i}": {"q": "?"} for i in range(500)}),
         "bad_config.toml": 'surprise = "x"\n',
         "plain.txt": "not a folder\n",
     }
@@ -554,6 +562,8 @@ def paths(
         "labelled": "labelled.csv",
         "topics": "topics.jsonl",
         "qa_pairs": "qa_pairs.json",
+        "keyed": "keyed.json",
+        "big_object": "big_object.json",
         "qaset": "qaset.json",
         "bad_config": "bad_config.toml",
         "bad_utf8": "bad_utf8.txt",
@@ -564,7 +574,7 @@ def paths(
         "missing": "missing",
         "new": "new-output.json",
     }
-    return {key: str(root / name) for key, name in named.items()}
+    return {key: str(root / name) for key, name in named.items()} | {"port": str(free_port())}
 
 
 def _argv(row: str, paths: dict[str, str]) -> list[str]:

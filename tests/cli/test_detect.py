@@ -190,3 +190,50 @@ def test_calibrate_auto_prints_its_candidates_and_check_uses_the_pick(
     assert json.loads(out)["statistic"] == "combined"
     code, out, err = run(monkeypatch, capsys, *args)
     assert code == 0 and "(picked)" in out and "one standard error" in " ".join(out.split()), err
+
+
+def test_evaluate_reports_the_sample_it_drew_and_warns_when_a_file_is_small(
+    monkeypatch, capsys, corpus_dir, tmp_path
+):
+    kb = tmp_path / "kb"
+    queries = tmp_path / "calibration.txt"
+    queries.write_text("\n".join(IN_KNOWLEDGE) + "\n")
+    held = tmp_path / "held.txt"
+    held.write_text("What do bees make?\nWhat is a locomotive?\n")
+    ook = tmp_path / "ook.txt"
+    ook.write_text("\n".join(OUT_OF_KNOWLEDGE) + "\n")
+    for args in (
+        ["index", str(corpus_dir), "--out", str(kb), "--embedder", "bm25"],
+        ["calibrate", str(kb), "--queries", str(queries), "--k", "3"],
+    ):
+        code, _, err = run(monkeypatch, capsys, *args)
+        assert code == 0, err
+    evaluate = ["evaluate", str(kb), "--in-knowledge", str(held), "--out-of-knowledge", str(ook)]
+
+    code, out, err = run(monkeypatch, capsys, *evaluate, "--json")  # 2 and 4 queries; 300 asked
+    assert code == 0, err
+    assert err == (
+        f"warning: {held} (2 queries) and {ook} (4 queries) hold fewer than --samples 300; "
+        "every draw takes every query, so one run is made instead of 10\n"
+    )
+    report = json.loads(out)
+    assert (report["samples"], report["drawn_in"], report["drawn_out"]) == (300, 2, 4)
+    assert report["runs"] == 1
+    code, out, _ = run(monkeypatch, capsys, *evaluate)
+    assert "one run on every query (2 in-knowledge, 4 out-of-knowledge)" in " ".join(out.split())
+
+    code, out, err = run(monkeypatch, capsys, *evaluate, "--samples", "3", "--runs", "5")
+    assert code == 0
+    assert (
+        err
+        == f"warning: {held} (2 queries) holds fewer than --samples 3; each draw takes all of them\n"
+    )
+    assert "5 runs x 2 in-knowledge and 3 out-of-knowledge" in " ".join(out.split())
+
+    code, out, err = run(monkeypatch, capsys, *evaluate, "--samples", "4", "--runs", "5", "--json")
+    assert err.startswith(f"warning: {held} (2 queries) holds fewer than --samples 4; every draw")
+    assert json.loads(out)["runs"] == 1  # the other file holds exactly 4: both taken whole
+
+    code, out, err = run(monkeypatch, capsys, *evaluate, "--samples", "2", "--runs", "5")
+    assert code == 0 and err == ""
+    assert "5 runs x 2 per side" in " ".join(out.split())

@@ -60,3 +60,37 @@ def test_granularity_is_indexed_calibrated_and_checked(monkeypatch, capsys, tmp_
     assert code == 0, err
     neighbours = json.loads(out)["neighbours"]
     assert "Millers once paid a tithe to the lord." in neighbours[0]["text"]
+
+
+def test_records_ids_and_keys_are_document_ids_unless_at_line(monkeypatch, capsys, tmp_path):
+    from ragbound.knowledge import KnowledgeBase
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    records = [{"id": "pmid-0", "text": "Bees make honey."}, {"text": "Trains run on rails."}]
+    (corpus / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    keyed = {"21645374": {"text": "Lace plants perforate their leaves."}}
+    (corpus / "keyed.json").write_text(json.dumps(keyed, indent=2))
+    for option, ids in (
+        ([], ["21645374", "pmid-0", "records.jsonl:2"]),
+        (["--id-field", "@line"], ["keyed.json:0", "records.jsonl:1", "records.jsonl:2"]),
+    ):
+        kb = tmp_path / f"kb{len(option)}"
+        args = ["index", str(corpus), "--out", str(kb), "--embedder", "bm25", *option]
+        code, _, err = run(monkeypatch, capsys, *args)
+        assert code == 0, err
+        assert [c.doc_id for c in KnowledgeBase.load(kb).chunks] == ids
+
+
+def test_a_repeated_record_id_says_how_to_index_by_line(monkeypatch, capsys, tmp_path):
+    corpus = tmp_path / "paragraphs.jsonl"
+    corpus.write_text(
+        "".join(json.dumps({"id": "article-1", "text": t}) + "\n" for t in ("One.", "Two."))
+    )
+    args = ["index", str(corpus), "--out", str(tmp_path / "kb"), "--embedder", "bm25"]
+    code, _, err = run(monkeypatch, capsys, *args)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "error: duplicate document id 'article-1'" in err
+    assert "give --id-field @line for file-and-line ids" in err
+    code, _, err = run(monkeypatch, capsys, *args, "--id-field", "@line")
+    assert code == 0, err

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ragbound.corpus import (
+    LINE_IDS,
     Document,
     chunk_documents,
     load_documents,
@@ -67,6 +68,65 @@ def test_jsonl_custom_text_and_id_fields(tmp_path: Path) -> None:
     path = write(tmp_path / "r.jsonl", jsonl({"key": 7, "body": "Seven.", "x": None}))
     (doc,) = load_documents([path], text_field="body", id_field="key")
     assert doc == Document(id="7", text="Seven.", source="r.jsonl", metadata={"x": None})
+
+
+def test_a_record_s_id_field_is_its_id_by_default(tmp_path: Path) -> None:
+    records = [
+        {"id": "pmid-0", "text": "Zero.", "pmid": 7},
+        {"id": 12, "text": "One."},
+        {"text": "No id."},
+        {"id": None, "text": "Null id."},
+        {"id": " ", "text": "Blank id."},
+    ]
+    path = write(tmp_path / "r.jsonl", jsonl(*records))
+    docs = load_documents([path])
+    assert [(d.id, d.metadata) for d in docs] == [
+        ("pmid-0", {"pmid": 7}),
+        ("12", {}),
+        ("r.jsonl:3", {}),
+        ("r.jsonl:4", {"id": None}),
+        ("r.jsonl:5", {"id": " "}),
+    ]
+    csv_path = write(tmp_path / "c.csv", "id,text\nk1,Kelp.\n,No id.\n")
+    assert [d.id for d in load_documents([csv_path])] == ["k1", "c.csv:3"]
+    json_path = write(tmp_path / "l.json", json.dumps([{"id": "j1", "text": "J."}, {"text": "K."}]))
+    assert [d.id for d in load_documents([json_path])] == ["j1", "l.json:1"]
+
+
+def test_line_ids_keep_every_field_as_metadata(tmp_path: Path) -> None:
+    path = write(tmp_path / "r.jsonl", jsonl({"id": "a", "text": "A."}, {"id": "a", "text": "B."}))
+    docs = load_documents([path], id_field=LINE_IDS)
+    assert [(d.id, d.metadata) for d in docs] == [
+        ("r.jsonl:1", {"id": "a"}),
+        ("r.jsonl:2", {"id": "a"}),
+    ]
+    keyed = write(tmp_path / "k.json", json.dumps({"x1": {"text": "X."}}))
+    assert [d.id for d in load_documents([keyed], id_field=LINE_IDS)] == ["k.json:0"]
+
+
+def test_a_json_object_keyed_by_id_gives_its_keys_as_ids(tmp_path: Path) -> None:
+    data = {"21645374": {"text": "Lace plants.", "id": "in-1"}, "16418930": {"text": "Leaves."}}
+    path = write(tmp_path / "pubmed.json", json.dumps(data, indent=2))
+    docs = load_documents([path])
+    assert [(d.id, d.text, d.metadata) for d in docs] == [
+        ("21645374", "Lace plants.", {"id": "in-1"}),
+        ("16418930", "Leaves.", {}),
+    ]
+    data["16418930"]["id"] = "in-2"  # a named id field wins over the key
+    write(tmp_path / "pubmed.json", json.dumps(data, indent=2))
+    assert [d.id for d in load_documents([path], id_field="id")] == ["in-1", "in-2"]
+
+
+def test_a_bad_default_id_says_how_to_choose_another(tmp_path: Path) -> None:
+    path = write(tmp_path / "r.jsonl", jsonl({"id": ["a"], "text": "A."}))
+    with pytest.raises(
+        InputError,
+        match=r"r\.jsonl:1 \(field 'id'\): expected a string or number id, got a list; a record's "
+        r"'id' field .* is its document id by default: name a unique field with --id-field, or "
+        r"give --id-field @line for file-and-line ids$",
+    ):
+        load_documents([path])
+    assert [d.id for d in load_documents([path], id_field=LINE_IDS)] == ["r.jsonl:1"]
 
 
 def test_json_list_of_records_uses_index_ids(tmp_path: Path) -> None:
@@ -139,7 +199,7 @@ def test_folder_walk_is_sorted_skips_hidden_and_unsupported(tmp_path: Path) -> N
     write(root / "a" / "paper.pdf", "%PDF")
     docs, report = load_documents_with_report([root])
     assert [d.source for d in docs] == ["a/recs.jsonl", "a/z.md", "b.txt", "c.csv"]
-    assert [d.id for d in docs] == ["a/recs.jsonl:1", "a/z.md", "b.txt", "c.csv:2"]
+    assert [d.id for d in docs] == ["a/recs.jsonl:1", "a/z.md", "b.txt", "k1"]  # c.csv's id
     assert docs[0].metadata == {"topic": "birds"}
     assert report.skipped_files == [str(root / "a" / "paper.pdf")]
     assert report.n_documents == 4
@@ -271,6 +331,12 @@ def test_duplicate_ids_name_both_places(tmp_path: Path) -> None:
     assert "duplicate document id 'x'" in message
     assert f"{tmp_path / 'a.jsonl'}:1" in message
     assert f"{tmp_path / 'b.jsonl'}:2" in message
+    assert "--id-field @line" not in message  # the id field was named
+    with pytest.raises(InputError) as caught:
+        load_documents([tmp_path])  # the same ids, by default
+    assert str(caught.value).startswith(message)
+    assert str(caught.value).endswith("or give --id-field @line for file-and-line ids")
+    assert len(load_documents([tmp_path], id_field=LINE_IDS)) == 3
 
 
 def test_corpus_with_no_documents(tmp_path: Path) -> None:

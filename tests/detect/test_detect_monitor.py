@@ -117,6 +117,9 @@ def test_the_log_reader_names_bad_lines_and_leaves_a_partial_last_line(tmp_path:
     log.write_text('{"query": "a b"}\n')
     with pytest.raises(InputError, match=r"log\.jsonl:1 \(field 'time'\): missing"):
         list(read_log(log))
+    log.write_text('{"Time": 1, "query": "a b"}\n')
+    with pytest.raises(InputError, match=r"\(field 'time'\): missing .*; did you mean 'Time'\?"):
+        list(read_log(log))
     log.write_text("not json\n")
     with pytest.raises(InputError, match=r"log\.jsonl:1: not valid JSON"):
         list(read_log(log))

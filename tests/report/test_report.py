@@ -87,6 +87,18 @@ def test_the_report_is_self_contained(run_dir: Path, tmp_path: Path) -> None:
     page = out.read_text()
     assert "http://" not in page and "https://" not in page  # nothing fetched from anywhere
     assert page.count("data:image/png;base64,") == 7 + 1 + 1 + 1  # histograms, ROC, rates, monitor
+    assert "3 runs x 6 per side" in page  # 6 of the 6 in-knowledge and of 16 out, 3 times
+
+
+def test_an_evaluation_saved_before_draw_sizes_reads_back_with_them(run_dir: Path, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    saved = json.loads((copy / "evaluation.json").read_text())
+    for key in ("drawn_in", "drawn_out"):
+        del saved["report"][key]
+    (copy / "evaluation.json").write_text(json.dumps(saved))
+    report = load_run(copy).evaluation
+    assert report is not None and (report.drawn_in, report.drawn_out) == (6, 6)
 
 
 def test_text_from_the_run_folder_is_escaped(run_dir: Path, tmp_path: Path) -> None:

@@ -100,16 +100,32 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def serve_argv(*args: str) -> list[str]:
+    """The ``ragbound serve`` command line of this checkout's source."""
+    return [sys.executable, "-m", "ragbound.cli", "serve", *args]
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a child that imports this checkout's source first."""
+    return {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def serve_refused(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run a ``ragbound serve`` expected to refuse at start (the timeout only stops a hang)."""
+    return subprocess.run(
+        serve_argv(*args), env=child_env(), capture_output=True, text=True, timeout=300
+    )
+
+
 class ChildServer:
     """``ragbound serve`` in a child process (killed with SIGKILL by ``kill()``)."""
 
     def __init__(self, *args: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "ragbound.cli", "serve", *args, "--port", str(self.port)],
-            env=env,
+            serve_argv(*args, "--port", str(self.port)),
+            env=child_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             # a background shell starts jobs with SIGINT ignored; stop() relies on it

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -21,10 +22,11 @@ from ragbound.serve import Batching, ServeSettings, Tokens, create_app
 from ragbound.serve import auth as auth_module
 from ragbound.serve.batcher import Batcher
 from ragbound.serve.drift import ServiceMonitor
+from ragbound.serve.listen import bind_sockets
 from ragbound.serve.metrics import Registry, service_registry
-from ragbound.serve.querylog import QueryLog, read_scores
+from ragbound.serve.querylog import QueryLog, check_query_log, read_scores
 from ragbound.serve.settings import is_loopback
-from tests.serve.server import ThreadServer, served_kb
+from tests.serve.server import ThreadServer, served_kb, wait_ready
 
 
 # ------------------------------------------------------------------------ readiness
@@ -52,6 +54,23 @@ def test_not_ready_without_a_calibration_but_healthy(minilm_kb_dir: Path) -> Non
 )  # fmt: skip
 def test_loopback_hosts(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
+
+
+def test_sockets_are_bound_on_every_loopback_address_or_refused_in_one_line() -> None:
+    sockets = bind_sockets("localhost", 0)
+    try:
+        assert sockets and all(is_loopback(s.getsockname()[0]) for s in sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(InputError, match=rf"^port {port} on 127\.0\.0\.1 is already in use \("):
+            bind_sockets("127.0.0.1", port)
+    with pytest.raises(InputError, match=r"^cannot listen on no-such-host\.invalid: "):
+        bind_sockets("no-such-host.invalid", 8000)
 
 
 def test_no_tokens_refuses_a_public_address() -> None:
@@ -233,6 +252,76 @@ def test_a_torn_last_line_is_cut_and_numbering_continues(tmp_path: Path) -> None
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [line["query"] for line in lines] == ["one", "two", "three"]
     assert [item.line for item, _ in read_scores(path, 0, 1)] == [1, 2, 3]
+
+
+_SHIFT_LINE = '{"time": "2026-11-01T10:00:00Z", "query": "What do bees make?"}\n'
+_DECISION_LINE = '{"time": "2026-11-01T10:00:00+00:00", "action": "answer", "score": -0.7}\n'
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (_SHIFT_LINE, "line 1 has no 'action' or 'score' field"),
+        ("What do bees make?\n", "line 1 is not JSON"),
+        ("[1, 2]\n", "line 1 is not a JSON object"),
+        (_DECISION_LINE + "What do bees", "its last line is neither whole nor the start of a"),
+        ("What do bees", "its last line is neither whole nor the start of a decision"),
+        ("\n" + _DECISION_LINE, "line 1 is not JSON"),
+    ],
+)
+def test_a_file_the_service_did_not_write_is_refused_untouched(
+    tmp_path: Path, content: str, problem: str
+) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_text(content)
+    with pytest.raises(InputError, match=rf"^{path}: not a decision log written by ragbound serve"):
+        QueryLog(path)
+    with pytest.raises(InputError) as caught:
+        check_query_log(path)
+    assert f"({problem}" in str(caught.value)
+    assert path.read_text() == content
+
+
+@pytest.mark.parametrize("content", ["", '{"ti', _DECISION_LINE, _DECISION_LINE + '{"time": "20'])
+def test_an_empty_log_or_one_cut_short_is_the_service_s(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_text(content)
+    check_query_log(path)
+    check_query_log(tmp_path / "absent.jsonl")
+    QueryLog(path).close()
+    assert path.read_text() == content[: content.rfind("\n") + 1]  # only a torn write is cut
+
+
+def test_a_damaged_line_after_the_monitor_s_state_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    log = QueryLog(path)
+    log.append([_decision("one")])
+    log.close()
+    with path.open("a") as handle:
+        handle.write(_SHIFT_LINE)
+    with pytest.raises(InputError, match=rf"^{path}:2: not a decision with its time and score$"):
+        read_scores(path, 0, 1)
+
+
+def test_the_service_decides_without_a_monitor_when_its_log_cannot_be_replayed(
+    minilm_kb_dir: Path, tmp_path: Path, capsys
+) -> None:
+    kb = served_kb(minilm_kb_dir, tmp_path / "kb")
+    path = tmp_path / "log.jsonl"
+    log = QueryLog(path)
+    log.append([_decision("one")])
+    log.close()
+    with path.open("a") as handle:  # a line the service never wrote, after a good one
+        handle.write(_SHIFT_LINE)
+    app = create_app(Gate.load(kb), ServeSettings(log=path))
+    with ThreadServer(app) as url:
+        wait_ready(url)
+        check = httpx.post(f"{url}/v1/check", json={"query": "What do bees make?"})
+        assert check.status_code == 200
+        assert app.state.service.monitor is None
+    assert json.loads(path.read_text().splitlines()[-1])["query"] == "What do bees make?"
+    warning = f"warning: no shift monitor: {path}:2: not a decision with its time and score\n"
+    assert warning in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("mode", ["hash", "none"])

@@ -109,14 +109,16 @@ def test_balanced_runs_keys_and_determinism() -> None:
 def test_balanced_runs_uses_everything_without_replacement_when_samples_exceed_sizes() -> None:
     ik, ook = [0.1, 0.4, 0.2, 0.3], [0.35, 0.8, 0.05]
     result = balanced_runs(ik, ook, samples=300, runs=3, threshold=0.3)
-    assert (result["n_in"], result["n_out"]) == (4, 3)
-    # a draw without replacement of every score is the full set: all runs agree
+    # a draw without replacement of every score is the full set: one run, not three alike
+    assert (result["n_in"], result["n_out"], result["runs"]) == (4, 3, 1)
     assert result["auroc"] == pytest.approx(auroc(ik, ook))
     assert result["auroc_std"] == 0.0
     point = rates_at_threshold(ik, ook, 0.3)
     assert (result["tpr_at_5_fpr"], result["fpr"], result["der"]) == pytest.approx(point)
     assert result["tpr_at_5_fpr_oracle"] == pytest.approx(tpr_at_fpr(ik, ook))
     assert balanced_runs(ik, ook, runs=1)["auroc_std"] == 0.0
+    one_side = balanced_runs(ik, ook, samples=3, runs=3)  # in-knowledge draws still differ
+    assert (one_side["n_in"], one_side["n_out"], one_side["runs"]) == (3, 3, 3)
 
 
 def test_balanced_runs_validation() -> None:

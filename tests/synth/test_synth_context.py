@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ragbound.corpus import Document
+from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import ChatMessage, GenerationParams
 from ragbound.synth.queries import (
     DEFAULT_PROMPT,
     MAX_SHOWN_EXAMPLES,
     USERS_PROMPT,
+    ContextWindows,
     default_prompt,
     generate_queries,
     save_queries,
@@ -30,7 +34,8 @@ PAPER_B = [
 
 
 def paragraph_records(tmp_path: Path) -> Path:
-    """Two papers stored as one record per paragraph, ids ``PAPER-i``, no document field."""
+    """Two papers stored as one record per paragraph, ids ``PAPER-i`` (their document ids),
+    no document field."""
     path = tmp_path / "paragraphs.jsonl"
     lines = [
         json.dumps({"id": f"{paper}-{i}", "text": " ".join([text] * 2)})
@@ -51,18 +56,29 @@ def test_without_a_document_field_the_context_is_the_paper_found_from_the_ids(tm
     assert len({c.doc_id for c in kb.chunks}) == len(kb)  # each record is its own document
     llm = ScriptedLLM(responder=numbered_questions)
     queries, report = generate_queries(kb, llm, n=5, seed=0, concurrency=1)
-    assert report.context == "id-prefix:id"
-    assert {q.context for q in queries} == {"id-prefix:id"}
+    assert report.context == "id-prefix:doc_id"
+    assert {q.context for q in queries} == {"id-prefix:doc_id"}
     for (_, user), query in zip((call[0] for call in llm.calls), queries, strict=True):
         sampled = next(c for c in kb.chunks if c.id == query.chunk_id)
-        paper = PAPER_A if sampled.metadata["id"].startswith("1001") else PAPER_B
+        paper = PAPER_A if sampled.doc_id.startswith("1001") else PAPER_B
         other = PAPER_B if paper is PAPER_A else PAPER_A
         assert all(text in user.content for text in paper)  # the whole paper
         assert not any(text in user.content for text in other)  # and nothing else
 
     out = tmp_path / "synthetic.jsonl"
     save_queries(out, queries)
-    assert json.loads(out.read_text().splitlines()[0])["context"] == "id-prefix:id"
+    assert json.loads(out.read_text().splitlines()[0])["context"] == "id-prefix:doc_id"
+
+
+def test_a_group_by_field_that_differs_only_in_case_is_suggested(tmp_path: Path):
+    docs = [Document(id="d", text="Bees make honey.", source="d.txt", metadata={"Paper": "1"})]
+    kb = KnowledgeBase.from_documents(docs, embedder="bm25")
+    with pytest.raises(InputError) as caught:
+        ContextWindows(kb, "paper")
+    assert str(caught.value) == (
+        "no chunk has the metadata field 'paper' to group by (fields present: Paper); did you "
+        "mean 'Paper'? (field names are case-sensitive)"
+    )
 
 
 def test_chunk_context_shows_one_paragraph(tmp_path: Path):

@@ -59,6 +59,8 @@ def test_same_id_with_other_content_is_still_an_error(tmp_path: Path) -> None:
 def test_errors_have_one_format(tmp_path: Path) -> None:
     cases = {
         '{"text": "a b c"}\n': r"x\.jsonl:1 \(field 'topic'\): no topic",
+        '{"text": "a b c", "Topic": "t"}\n': r"x\.jsonl:1 \(field 'topic'\): no topic.*; did "
+        r"you mean 'Topic'\? \(field names are case-sensitive\)$",
         '{"topic": "t", "text": 5}\n': r"x\.jsonl:1 \(field 'text'\): expected a string, got a n",
         '{"topic": "t", "body": "x"}\n': r"x\.jsonl:1 \(field 'text'\): missing; fields present",
         '{"topic": "t", "text": " "}\n': r"x\.jsonl:1 \(field 'text'\): empty$",

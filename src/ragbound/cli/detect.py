@@ -368,14 +368,16 @@ def evaluate(
     """AUROC, AUPRC, TPR at 5% FPR and DER for every statistic (paper protocol).
 
     Each of --runs draws takes --samples in-knowledge and --samples out-of-knowledge
-    queries (seeded, without replacement); the metrics are averaged over the draws. TPR and
-    DER (detection error rate: wrong decisions / all queries) use the critical value
-    calibrated at alpha = 0.05. In-knowledge queries that are also calibration queries are
-    refused: hold them out from calibrate.
+    queries (seeded, without replacement; all of a file holding fewer, with a warning); the
+    metrics are averaged over the draws. When both files hold fewer, every draw would be the
+    same sample, so one run is made. TPR and DER (detection error rate: wrong decisions / all
+    queries) use the critical value calibrated at alpha = 0.05. In-knowledge queries that are
+    also calibration queries are refused: hold them out from calibrate.
 
     --json prints one object: statistics (per statistic: auroc, auprc, tpr_at_5_fpr and der,
     their standard deviations auroc_std and so on, fpr and tpr_at_5_fpr_oracle), n_in_knowledge,
-    n_out_of_knowledge, n_calibration, samples, runs, seed, alpha, k and kb_fingerprint.
+    n_out_of_knowledge, n_calibration, samples (asked), drawn_in and drawn_out (queries in
+    each draw), runs (made), seed, alpha, k and kb_fingerprint.
     --run records the per-query values for `ragbound report` (histograms, ROC curves).
     """
     from ragbound.corpus import load_queries
@@ -388,6 +390,8 @@ def evaluate(
     ook = load_queries(out_of_knowledge, field=field)
     scored = statistic_scores(guard, ik, ook, progress=progress(json_out))
     report = run_evaluation(guard, ik, ook, samples=samples, runs=runs, seed=seed, scored=scored)
+    sizes = {in_knowledge: len(ik), out_of_knowledge: len(ook)}
+    _warn_when_smaller_than_samples(sizes, samples, runs)  # once the queries are known good
     if run or plot:
         from ragbound.report import RunData, record_evaluation
         from ragbound.report.run import score_lists
@@ -400,6 +404,22 @@ def evaluate(
         emit_json(report)
         return
     console().print(evaluation_table(report))
+
+
+def _warn_when_smaller_than_samples(sizes: dict[Path, int], samples: int, runs: int) -> None:
+    """One warning line when a query file holds fewer queries than --samples asks for."""
+    small = {path: n for path, n in sizes.items() if n < samples}
+    if not small:
+        return
+    files = " and ".join(f"{path} ({n} queries)" for path, n in small.items())
+    verb = "holds" if len(small) == 1 else "hold"
+    if any(n > samples for n in sizes.values()):
+        what = "each draw takes all of them"
+    else:  # every draw would be the same sample
+        what = "every draw takes every query, so one run is made" + (
+            f" instead of {runs}" if runs > 1 else ""
+        )
+    notice(f"warning: {files} {verb} fewer than --samples {samples}; {what}")
 
 
 def verdict_table(verdicts: Sequence[Verdict], expected: Sequence[str] | None = None) -> Table:
@@ -435,8 +455,8 @@ def evaluation_table(report: EvaluationReport) -> Table:
     from rich.table import Table
 
     table = Table(
-        title=f"{report.runs} runs x {report.samples} per side, alpha={report.alpha}, "
-        f"k={report.k}, {report.n_calibration} calibration queries"
+        title=f"{report.draws()}, alpha={report.alpha}, k={report.k}, "
+        f"{report.n_calibration} calibration queries"
     )
     for column in ("statistic", "AUROC", "AUPRC", "TPR@5%FPR", "DER", "real FPR", "oracle TPR"):
         table.add_column(column, justify="right")

@@ -57,7 +57,11 @@ def index(
     ] = 3,
     text_field: Annotated[str, typer.Option(help="Text field of JSONL/CSV/JSON records.")] = "text",
     id_field: Annotated[
-        str | None, typer.Option(help="Id field of records (default: file and line).")
+        str | None,
+        typer.Option(
+            help="Id field of records (default: a record's id field, or its key in a JSON "
+            "object keyed by id, else file and line; @line: file and line always)."
+        ),
     ] = None,
     overwrite: Annotated[
         bool,
@@ -133,8 +137,9 @@ def index(
 
     Folders are read recursively; hidden files and unsupported file types in them are
     skipped. A .txt or .md file is one document. Each record of a .jsonl, .json, .csv or .tsv
-    file is one document: its text is --text-field, its id --id-field (default: file and
-    line), and its other fields are kept as metadata. Empty documents are skipped.
+    file is one document: its text is --text-field, its id --id-field (default: its id field,
+    or its key in a JSON object keyed by id, else file and line; --id-field @line for file and
+    line always), and its other fields are kept as metadata. Empty documents are skipped.
 
     The text is split into sentences (blingfire) and packed into chunks of whole sentences; only
     a sentence longer than --chunk-words is cut. Then each chunk is embedded.

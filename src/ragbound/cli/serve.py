@@ -126,18 +126,20 @@ def serve(
     embedding batch.
     With --log, each decision is a JSON line (time, query, action, p_value, score, ...)
     written and fsync-ed before the answer; the shift monitor runs on the decisions' scores
-    and its state is kept beside the log (LOG.monitor.json), so a restart resumes it.
+    and its state is kept beside the log (LOG.monitor.json), so a restart resumes it. A --log
+    file that ragbound serve did not write (a query log kept for ragbound shift, say) is
+    refused, as is a port already in use, before the model loads.
     """
     try:
-        import uvicorn
-
         from ragbound.serve import ServeSettings, Tokens, create_app
+        from ragbound.serve.listen import bind_sockets, serve_on
     except ImportError as exc:
         raise InputError(
             f"ragbound serve needs the serve extra ({exc.name} is missing): "
             "pip install 'ragbound[serve]'"
         ) from None
     from ragbound.gate import Gate
+    from ragbound.serve.querylog import check_query_log
 
     tokens = Tokens.load(token_file) if token_file is not None else None
     replies = {"refusal": refusal, "abstention": abstention}
@@ -151,6 +153,10 @@ def serve(
         gateway=gateway,
         threads=threads,
     )
+    # refused before the model loads: a port in use, a --log file the service did not write
+    sockets = bind_sockets(host, port)
+    if log is not None:
+        check_query_log(log)
     app = create_app(Gate.load(kb_dir), settings)
     sys.stderr.write(
         f"ragbound serve: {kb_dir} on http://{host}:{port}"
@@ -158,7 +164,7 @@ def serve(
         f"{f', log {log} ({log_queries})' if log else ''}"
         f"{f', gateway to {upstream}' if upstream else ''}\n"
     )
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
+    serve_on(app, sockets, host, port)
 
 
 def _gateway(

@@ -10,6 +10,7 @@ from ragbound.corpus.chunker import (
     split_sentences,
 )
 from ragbound.corpus.loader import (
+    LINE_IDS,
     SUPPORTED_EXTENSIONS,
     LoadReport,
     load_documents,
@@ -25,6 +26,7 @@ from ragbound.corpus.queries import (
 from ragbound.corpus.sequence import ChunkFile, ChunkSequence
 
 __all__ = [
+    "LINE_IDS",
     "MAX_QUERY_CHARS",
     "SUPPORTED_EXTENSIONS",
     "Chunk",

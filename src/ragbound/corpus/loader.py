@@ -25,6 +25,18 @@ WHOLE_FILE_EXTENSIONS: frozenset[str] = frozenset({".txt", ".md"})
 SUPPORTED_EXTENSIONS: frozenset[str] = WHOLE_FILE_EXTENSIONS | frozenset(FORMAT_BY_SUFFIX)
 """File extensions the loader reads: whole-file documents and record files."""
 
+RECORD_ID_FIELD = "id"
+"""The field that is a record's document id when no ``id_field`` is named (if it has one)."""
+
+LINE_IDS = "@line"
+"""The ``id_field`` that gives every record the id ``source:line`` (``source:index`` in a
+JSON document), whatever its fields: the default before a record's ``id`` became its id."""
+
+_DEFAULT_ID_HINT = (
+    "a record's 'id' field (or its key in a JSON object keyed by id) is its document id by "
+    "default: name a unique field with --id-field, or give --id-field @line for file-and-line ids"
+)
+
 
 class LoadReport(BaseModel):
     """What a load read and what it left out.
@@ -88,9 +100,11 @@ def load_documents_with_report(
     path; hidden files and folders and files with unsupported extensions are skipped. A
     ``.txt``/``.md`` file is one document whose id is its source. A record of a ``.jsonl``,
     ``.json``, ``.csv`` or ``.tsv`` file (read by :func:`ragbound.records.read_records`) is
-    one document: its text is ``text_field``, its id ``id_field`` (as a string) or
-    ``"{source}:{line}"`` (``"{source}:{index}"`` for a JSON list), and its other fields become
-    the metadata. Empty texts are skipped and listed in the report.
+    one document: its text is ``text_field`` and its id (as a string) is ``id_field`` when
+    named; else its key in a JSON object keyed by id, else its ``id`` field when it has one
+    (not null or empty), else ``"{source}:{line}"`` (``"{source}:{index}"`` in a JSON
+    document). ``id_field=LINE_IDS`` (``"@line"``) gives every record the last. Its other
+    fields become the metadata. Empty texts are skipped and listed in the report.
 
     Raises InputError for a missing path, an unsupported file named directly, a file that is
     not UTF-8 or not valid JSON/CSV, a record without a string text field, duplicate document
@@ -107,8 +121,10 @@ def load_documents_with_report(
                 skipped_empty.append(raw.location)
                 continue
             if raw.id in seen:
+                hint = f"; {_DEFAULT_ID_HINT}" if id_field is None else ""
                 raise InputError(
                     f"duplicate document id {raw.id!r}: at {seen[raw.id]} and at {raw.location}"
+                    + hint
                 )
             seen[raw.id] = raw.location
             documents.append(
@@ -213,13 +229,30 @@ def _read_records(ref: _FileRef, text_field: str, id_field: str | None) -> Itera
 
 
 def _to_raw(record: Record, source: str, text_field: str, id_field: str | None) -> _Raw:
-    """Check a record's text and id fields and split off the rest as metadata.
-
-    The default id is ``source:line`` (``source:index`` for a JSON list, as it always was).
-    """
+    """Check a record's text and id fields and split off the rest as metadata."""
     fields = record.object()
     text = record.string(text_field, allow_empty=True, strip=False)
-    position = record.index if record.format == "json" else record.line
-    doc_id = f"{source}:{position}" if id_field is None else record.id(id_field)
-    metadata = {key: value for key, value in fields.items() if key not in (text_field, id_field)}
+    doc_id, used = _document_id(record, source, id_field)
+    metadata = {key: value for key, value in fields.items() if key not in (text_field, used)}
     return _Raw(location=record.where(), id=doc_id, text=text, metadata=metadata)
+
+
+def _document_id(record: Record, source: str, id_field: str | None) -> tuple[str, str | None]:
+    """A record's document id (see :func:`load_documents_with_report`) and the field it
+    came from (None: its key or its position)."""
+    if id_field is not None and id_field != LINE_IDS:
+        return record.id(id_field), id_field
+    if id_field is None and record.key is not None:
+        return record.key, None
+    if id_field is None and _given(record.fields.get(RECORD_ID_FIELD)):
+        try:
+            return record.id(RECORD_ID_FIELD), RECORD_ID_FIELD
+        except InputError as exc:
+            raise InputError(f"{exc}; {_DEFAULT_ID_HINT}") from None
+    position = record.index if record.format == "json" else record.line
+    return f"{source}:{position}", None
+
+
+def _given(value: object) -> bool:
+    """Whether a record holds an id: null and empty (a blank CSV cell) are no id."""
+    return value is not None and not (isinstance(value, str) and not value.strip())

@@ -43,7 +43,9 @@ def evaluate(
     """AUROC, AUPRC, TPR and DER at the alpha = 5% critical value, for each statistic.
 
     Each query is retrieved once; every run then draws ``samples`` in- and out-of-knowledge
-    queries (without replacement, seeded) and the metrics are averaged over ``runs``.
+    queries (without replacement, seeded; a whole side when it is smaller) and the metrics are
+    averaged over ``runs``; when both draws take every query, one run is made (the report
+    gives the draw sizes and the runs made).
     In-knowledge test queries should be disjoint from the calibration queries; overlap is
     refused because it would flatter every number. ``scored`` reuses values already
     computed by :func:`statistic_scores` on the same queries (e.g. to plot them too).
@@ -52,9 +54,8 @@ def evaluate(
     sets = scored or statistic_scores(
         guard, in_knowledge, out_of_knowledge, statistics, progress=progress
     )
-    table = {}
-    for name, scored in sets.items():
-        result = balanced_runs(
+    results = {
+        name: balanced_runs(
             scored.scores_in,
             scored.scores_out,
             samples=samples,
@@ -62,16 +63,23 @@ def evaluate(
             seed=seed,
             threshold=scored.critical_value,
         )
-        table[name] = StatisticMetrics(
-            **{f: float(result[f]) for f in StatisticMetrics.model_fields}
-        )
+        for name, scored in sets.items()
+    }
+    if not results:
+        raise InputError("no statistics to evaluate")
+    drawn = next(iter(results.values()))  # every statistic scores the same draws
     return EvaluationReport(
-        statistics=table,
+        statistics={
+            name: StatisticMetrics(**{f: float(result[f]) for f in StatisticMetrics.model_fields})
+            for name, result in results.items()
+        },
         n_in_knowledge=len(in_knowledge),
         n_out_of_knowledge=len(out_of_knowledge),
         n_calibration=guard.calibration.manifest.n_queries,
         samples=samples,
-        runs=runs,
+        drawn_in=int(drawn["n_in"]),
+        drawn_out=int(drawn["n_out"]),
+        runs=int(drawn["runs"]),
         seed=seed,
         alpha=EVALUATION_ALPHA,
         k=guard.k,

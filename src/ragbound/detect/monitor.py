@@ -48,6 +48,7 @@ from ragbound.errors import ArtifactError, InputError, where
 from ragbound.faults import crash_point
 from ragbound.locking import writer_lock
 from ragbound.progress import progress_bar
+from ragbound.records import case_hint
 from ragbound.results import WindowResult
 from ragbound.stats import ks_two_sample
 
@@ -222,7 +223,10 @@ def _record(text: str, path: Path, number: int, time_field: str, query_field: st
         )
     for field in (time_field, query_field):
         if field not in item:
-            raise InputError(f"{where(path, number, field)}: missing (the line has {sorted(item)})")
+            raise InputError(
+                f"{where(path, number, field)}: missing (the line has {sorted(item)})"
+                + case_hint((field,), item)
+            )
     query = validate_query(item[query_field], location=where(path, number, query_field))
     return LogRecord(number, parse_time(item[time_field], where(path, number, time_field)), query)
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, SerializeAsAny, model_validator
 
 from ragbound._version import __version__
 from ragbound.artifacts import read_manifest, sha256_text
-from ragbound.corpus import Chunk, ChunkingParams
+from ragbound.corpus import LINE_IDS, Chunk, ChunkingParams
 from ragbound.corpus.units import UnitParams
 from ragbound.embedders import EmbedderInfo
 from ragbound.errors import ArtifactError
@@ -67,6 +67,9 @@ class KBManifest(BaseModel):
     chunking: ChunkingParams
     text_field: str = "text"
     id_field: str | None = None
+    # without id_field, a record's id is its id field or key, else its file and line
+    # ("record"); file and line always in manifests older than that default ("line")
+    record_ids: Literal["line", "record"] = "line"
     # fine units indexed beside the chunks; the default (chunks only) in older manifests
     units: UnitParams = UnitParams()
     n_chunks: int
@@ -100,6 +103,13 @@ class KBManifest(BaseModel):
             lexical = isinstance(embedder, dict) and embedder.get("kind") == "lexical"
             data["backing"] = {"kind": "bm25" if lexical else "exact"}
         return data
+
+    @property
+    def loader_id_field(self) -> str | None:
+        """The ``id_field`` that loads documents as this knowledge base's were loaded."""
+        if self.id_field is None and self.record_ids == "line":
+            return LINE_IDS
+        return self.id_field
 
     @property
     def fingerprint(self) -> str:
@@ -153,5 +163,5 @@ def build_settings(manifest: KBManifest) -> tuple[str, str, str, str, str | None
         manifest.chunking.model_dump_json(),
         manifest.units.model_dump_json(),
         manifest.text_field,
-        manifest.id_field,
+        manifest.loader_id_field,
     )

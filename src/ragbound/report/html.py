@@ -101,7 +101,7 @@ def _evaluation(run: RunData, pictures: dict[str, bytes]) -> str:
         "<h2>Out-of-knowledge detection</h2>"
         f"<p>{report.n_in_knowledge} in-knowledge and {report.n_out_of_knowledge} "
         f"out-of-knowledge test queries, {report.n_calibration} calibration queries, k = "
-        f"{report.k}; {report.runs} balanced draws of {report.samples}; TPR, DER and FPR at "
+        f"{report.k}; {escape(report.draws())}; TPR, DER and FPR at "
         f"the critical value calibrated at alpha = {report.alpha}.</p>"
         + table(["statistic", *(label for label, _ in METRICS)], rows, "evaluation")
         + (figure(pictures, "roc", "ROC curves per statistic") if "roc" in pictures else "")

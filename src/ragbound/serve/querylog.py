@@ -10,6 +10,10 @@ Durability: a batch of lines is written with one ``write``, flushed and ``fsync`
 any of its requests is answered (a group commit). A process killed mid-write can leave a
 last line without its newline; opening the log cuts that torn tail (its request was never
 answered), so every line in the file is whole.
+
+Only a log this module wrote is opened (:func:`check_query_log`): a file whose first line is
+not a decision, such as a query log kept for ``ragbound shift``, is refused before anything is
+appended to it or cut from it.
 """
 
 from __future__ import annotations
@@ -23,11 +27,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragbound.errors import InputError
+from ragbound.errors import InputError, where
 from ragbound.gate import Decision
 from ragbound.serve.settings import LogQueries
 
 _TAIL_SCAN = 1 << 16
+_FIRST_LINE_MAX = 1 << 20  # far longer than any decision line (queries are capped)
+ROW_START = b'{"time": "'  # how every line begins: json.dumps of a row whose first key is time
+ROW_FIELDS = ("time", "action", "score")
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ class QueryLog:
         self.mode = mode
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        check_query_log(self.path)
         try:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o640)
         except OSError as exc:
@@ -107,9 +115,63 @@ def shown_query(query: str, mode: LogQueries) -> str | None:
     return None
 
 
+def check_query_log(path: Path) -> None:
+    """Refuse a file this module did not write: InputError ``FILE: not a decision log ...``
+    unless ``path`` is absent or empty, or its first line is a decision (``time``, ``action``,
+    ``score``) and a last line without its newline is only the start of one (a write cut
+    short). Reads the file's first and last bytes only."""
+    try:
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            head = handle.read(_FIRST_LINE_MAX)
+            tail = os.pread(handle.fileno(), min(size, _TAIL_SCAN), max(0, size - _TAIL_SCAN))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the query log ({exc.strerror})") from None
+    problem = _head_problem(head, size) or _torn_tail_problem(tail, size)
+    if problem:
+        raise InputError(
+            f"{path}: not a decision log written by ragbound serve ({problem}); --log appends "
+            "to a log of the service's own: give a path that does not exist yet, or one "
+            "ragbound serve wrote"
+        )
+
+
+def _head_problem(head: bytes, size: int) -> str | None:
+    """What keeps the file's first line from being a decision (None: nothing)."""
+    end = head.find(b"\n")
+    if end < 0:  # no whole line: at most a first write cut short, checked as the tail
+        return "line 1 is longer than any decision" if size > len(head) else None
+    try:
+        item = json.loads(head[:end])
+    except ValueError:
+        return "line 1 is not JSON"
+    if not isinstance(item, dict):
+        return "line 1 is not a JSON object"
+    missing = [field for field in ROW_FIELDS if field not in item]
+    if missing:
+        return f"line 1 has no {' or '.join(repr(field) for field in missing)} field"
+    return None
+
+
+def _torn_tail_problem(tail: bytes, size: int) -> str | None:
+    """What keeps the bytes after the last newline from being a decision line cut short."""
+    end = tail.rfind(b"\n")
+    torn = tail[end + 1 :]
+    if end < 0 and size > len(tail):
+        return "its last line is longer than any decision"
+    if torn and not ROW_START.startswith(torn[: len(ROW_START)]):
+        return "its last line is neither whole nor the start of a decision"
+    return None
+
+
 def read_scores(path: Path, offset: int, first_line: int) -> list[tuple[LoggedLine, int]]:
     """(line, byte offset after it) for each whole line of the log from ``offset`` on: what
-    the monitor needs to catch up after a restart, without embedding anything again."""
+    the monitor needs to catch up after a restart, without embedding anything again.
+
+    Raises InputError ``FILE:LINE: ...`` for a line that is not a decision with its time and
+    score."""
     found = []
     number = first_line - 1
     with path.open("rb") as handle:
@@ -119,9 +181,15 @@ def read_scores(path: Path, offset: int, first_line: int) -> list[tuple[LoggedLi
                 break
             number += 1
             offset += len(raw)
-            item = json.loads(raw)
-            stamp = dt.datetime.fromisoformat(item["time"]).timestamp()
-            found.append((LoggedLine(number, stamp, float(item["score"])), offset))
+            try:
+                item = json.loads(raw)
+                stamp = dt.datetime.fromisoformat(item["time"]).timestamp()
+                score = float(item["score"])
+            except (ValueError, KeyError, TypeError):
+                raise InputError(
+                    f"{where(path, number)}: not a decision with its time and score"
+                ) from None
+            found.append((LoggedLine(number, stamp, score), offset))
     return found
 
 

@@ -36,7 +36,8 @@ class Service:
 
     ``gate``: a loaded :class:`Gate`, or a function that loads one (called on a thread at
     start, so ``/healthz`` answers while the model loads). The query log is opened, and its
-    single-writer lock taken, here: two services never append to one log.
+    single-writer lock taken, here: two services never append to one log, and a file the
+    service did not write is refused (InputError).
     """
 
     def __init__(self, gate: GateSource, settings: ServeSettings):
@@ -54,8 +55,10 @@ class Service:
         self._held = contextlib.ExitStack()
         self.log: QueryLog | None = None
         if settings.log is not None:
-            self._held.enter_context(writer_lock(settings.log, what="query log", timeout=0))
-            self.log = QueryLog(settings.log, settings.log_queries)
+            with contextlib.ExitStack() as held:  # the lock is released if the log is refused
+                held.enter_context(writer_lock(settings.log, what="query log", timeout=0))
+                self.log = QueryLog(settings.log, settings.log_queries)
+                self._held = held.pop_all()
         self.batcher = Batcher(self.decide_batch, settings.batching)
 
     # ----------------------------------------------------------------- lifecycle

@@ -147,11 +147,13 @@ def balanced_runs(
     """The paper's protocol: metrics averaged over ``runs`` balanced random draws.
 
     Scores are computed once by the caller; each run draws ``min(samples, len)`` of them from
-    each side without replacement (``numpy.random.default_rng(seed)``). Returned keys: ``auroc``,
+    each side without replacement (``numpy.random.default_rng(seed)``). When that takes every
+    score of both sides, every run would be the same sample: one run is made. Returned keys:
+    ``auroc``,
     ``auprc`` and ``tpr_at_5_fpr_oracle`` (threshold set on the drawn in-knowledge scores at 5%
     FPR), each with a ``*_std``; if ``threshold`` is given (a calibrated critical value) also
     ``tpr_at_5_fpr``, ``der`` and ``fpr`` at it, with ``*_std``; plus ``n_in``, ``n_out`` (draw
-    sizes) and ``runs``.
+    sizes) and ``runs`` (made).
     """
     inside = as_scores(scores_in, "scores_in")
     outside = as_scores(scores_out, "scores_out")
@@ -161,6 +163,8 @@ def balanced_runs(
         raise ValueError("threshold must not be NaN")
     rng = np.random.default_rng(seed)
     n_in, n_out = min(samples, inside.size), min(samples, outside.size)
+    if n_in == inside.size and n_out == outside.size:
+        runs = 1  # a draw of everything is the same set every time
     draws = [
         _one_run(
             inside[rng.choice(inside.size, size=n_in, replace=False)],

@@ -36,7 +36,7 @@ from ragbound.llm import (
     parse_json_object,
     run_batch,
 )
-from ragbound.records import Record, read_records
+from ragbound.records import Record, case_hint, field_list, read_records
 from ragbound.synth.structure import DocumentStructure, field_structure, infer_structure
 
 MIN_WORDS = 4
@@ -272,9 +272,15 @@ def context_structure(
 
 
 def _grouped_by_field(kb: KnowledgeBase, group_by: str) -> DocumentStructure:
-    if not any(group_by in chunk.metadata for chunk in kb.chunks):
-        raise InputError(f"no chunk has the metadata field {group_by!r} to group by")
-    return field_structure(kb.chunks, group_by)
+    present: set[str] = set()
+    for chunk in kb.chunks:
+        if group_by in chunk.metadata:
+            return field_structure(kb.chunks, group_by)
+        present.update(chunk.metadata)
+    raise InputError(
+        f"no chunk has the metadata field {group_by!r} to group by (fields present: "
+        f"{field_list(sorted(present))})" + case_hint((group_by,), present)
+    )
 
 
 def _sample_order(kb: KnowledgeBase, seed: int) -> np.ndarray:

@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ragbound.errors import InputError
-from ragbound.records import DEFAULT_TEXT_FIELDS, Record, json_kind, read_records
+from ragbound.records import DEFAULT_TEXT_FIELDS, Record, case_hint, json_kind, read_records
 from ragbound.tripwires.models import Tripwire, tripwire_id
 
 
@@ -115,7 +115,8 @@ def _tripwire(record: Record, fields: TripwireFields, source: str) -> Tripwire:
     topic = record.fields.get(fields.topic_field) or fields.topic
     if topic is None:
         raise record.error(
-            "no topic; every tripwire needs one (or pass --topic for the whole file)",
+            "no topic; every tripwire needs one (or pass --topic for the whole file)"
+            + case_hint((fields.topic_field,), record.fields),
             fields.topic_field,
         )
     if not isinstance(topic, str) or not topic.strip():
