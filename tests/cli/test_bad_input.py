@@ -49,7 +49,7 @@ ROWS: list[tuple[str, str]] = [
     ("index {records} --out {new} --vector-dtype int8", "must be one of float32, float16"),
     (
         "index {records} --out {new} --vector-dtype float16 --store postgresql://u@h/db",
-        "not --store",
+        "stores vectors as float32, not float16",
     ),
     ("index {records} --out {new} --store mysql://u@h/db", "not a postgresql:// URL"),
     ("index {records} --out {new} --store postgresql://u:pw@h/db", "holds a password"),
@@ -75,7 +75,11 @@ ROWS: list[tuple[str, str]] = [
         "'--graph-precision': must be one of float32, float16",
     ),
     ("index {records} --out {new} --graph-precision float16", "apply to --search hnsw only"),
-    ("index {records} --out {new} --embedder bm25 --search hnsw", "local dense knowledge base"),
+    ("index {records} --out {new} --embedder bm25 --search hnsw", "use a dense embedder, not bm25"),
+    (
+        "index {records} --out {new} --granularity chunk,sentence --store postgresql://u@h/db",
+        "cannot store sentence units (it stores chunk)",
+    ),
     (
         "index {records} --out {new} --search hnsw --store postgresql://u@h/db",
         "add search=hnsw&ef_search=N to the --store URL",
