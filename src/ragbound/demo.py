@@ -124,7 +124,8 @@ def online_test(console: Console, out: Path) -> Demo:
 
 def print_verdict(console: Console, verdict: Verdict, really: str) -> None:
     """Two lines: decision, p-value and question; what it really is and the nearest chunk."""
-    decision = "[red]OUT of knowledge[/]" if verdict.reject else "[green]in knowledge    [/]"
+    out = verdict.out_of_knowledge
+    decision = "[red]OUT of knowledge[/]" if out else "[green]in knowledge    [/]"
     console.print(f"  {decision}  p={verdict.p_value:.3f}  {escape(fit(verdict.query, 50))}")
     near = verdict.neighbours[0] if verdict.neighbours else None
     nearest = f"nearest chunk {near.similarity:.2f} {Path(near.source).name}" if near else ""
@@ -136,8 +137,8 @@ def measure(demo: Demo) -> None:
     report with the paper's evaluation of every statistic."""
     held, far = demo.held_out, demo.out_of_knowledge
     verdicts = demo.guard.check_many([*held, *far])
-    false_alarms = sum(v.reject for v in verdicts[: len(held)])
-    caught = sum(v.reject for v in verdicts[len(held) :])
+    false_alarms = sum(v.out_of_knowledge for v in verdicts[: len(held)])
+    caught = sum(v.out_of_knowledge for v in verdicts[len(held) :])
     from ragbound.report import record_evaluation
 
     scored = statistic_scores(demo.guard, held, far)
