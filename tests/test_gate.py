@@ -68,7 +68,7 @@ def test_decisions_agree_with_the_guard_and_the_tripwire_guard(gate: Gate) -> No
     for decision, verdict, tripwire in zip(decisions, verdicts, tripwires, strict=True):
         assert decision.p_value == pytest.approx(verdict.p_value)
         assert decision.score == pytest.approx(verdict.score, abs=1e-6)
-        assert decision.forbidden == tripwire.rejected
+        assert decision.forbidden == tripwire.forbidden
     single = gate.decide(queries[0])  # the one-query path agrees with the batch
     assert single.action == decisions[0].action
     assert single.p_value == pytest.approx(decisions[0].p_value)

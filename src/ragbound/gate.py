@@ -36,11 +36,10 @@ from ragbound.results import Neighbour
 from ragbound.stores import Hits
 from ragbound.tripwires.guard import (
     FloorUsed,
-    Pass,
-    Rejection,
     Trigger,
     TripwireGuard,
     TripwireRule,
+    TripwireVerdict,
     load_rule,
 )
 
@@ -169,7 +168,7 @@ class Gate:
 
     def _tripwire_verdicts(
         self, texts: list[str], vectors: np.ndarray | None, hits: Hits
-    ) -> list[Rejection | Pass] | None:
+    ) -> list[TripwireVerdict] | None:
         if self.tripwires is None or vectors is None:
             return None
         merged = self.tripwires.retrieve_vectors(vectors, self.tripwires.rule.k, hits)
@@ -181,12 +180,12 @@ class Gate:
         text: str,
         scored: Scored,
         hits: Hits,
-        verdicts: list[Rejection | Pass] | None,
+        verdicts: list[TripwireVerdict] | None,
     ) -> Decision:
         p_value = float(scored.p_values[i])
         out = p_value <= scored.alpha
         verdict = verdicts[i] if verdicts is not None else None
-        forbidden = verdict is not None and verdict.rejected
+        forbidden = verdict is not None and verdict.forbidden
         action: Action = "reject" if forbidden else ("abstain" if out else "answer")
         return Decision(
             query=text,
@@ -212,9 +211,9 @@ class Gate:
         )
 
 
-def _reason(action: Action, p_value: float, alpha: float, verdict: Rejection | Pass | None) -> str:
+def _reason(action: Action, p_value: float, alpha: float, verdict: TripwireVerdict | None) -> str:
     if action == "reject":
-        assert isinstance(verdict, Rejection)
+        assert verdict is not None and verdict.forbidden
         topics = sorted({t.topic for t in verdict.triggers})
         return (
             f"forbidden: tripwire rule {verdict.rule} fired ({', '.join(topics)}); "
