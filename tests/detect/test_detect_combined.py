@@ -329,9 +329,9 @@ def test_the_gate_decides_with_the_combined_p_values(combined: Guard):
     queries = _lines("out_of_knowledge.txt")[:5] + _lines("in_knowledge.txt")[:5]
     decisions = Gate(combined).decide_many(queries)
     verdicts = combined.check_many(queries)
-    assert [d.p_value for d in decisions] == [v.p_value for v in verdicts]
-    assert {d.statistic for d in decisions} == {"combined"}
-    assert [d.out_of_knowledge for d in decisions] == [v.out_of_knowledge for v in verdicts]
+    assert [d.test.p_value for d in decisions] == [v.p_value for v in verdicts]
+    assert {d.test.statistic for d in decisions} == {"combined"}
+    assert [d.test.out_of_knowledge for d in decisions] == [v.out_of_knowledge for v in verdicts]
     assert all(d.neighbours for d in decisions)
 
 
