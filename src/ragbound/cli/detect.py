@@ -130,10 +130,11 @@ def calibrate(
     Each query is retrieved against the knowledge base and its top --k similarities are
     kept. check, evaluate and shift compare new queries with these. Use queries the corpus
     does answer: real user questions, or the output of `ragbound synth`. The smallest
-    p-value is 1/(n+1), so rejecting at alpha = 0.05 needs at least 19 queries; a few
-    hundred are better. Calibrating again replaces the saved calibration. It is saved while
-    no other process writes the knowledge base (waiting up to $RAGBOUND_LOCK_TIMEOUT seconds,
-    60 by default), and refused if the knowledge base changed while it was being calibrated.
+    p-value is 1/(n+1), so finding any query out of knowledge at alpha = 0.05 needs at
+    least 19 queries; a few hundred are better. Calibrating again replaces the saved
+    calibration. It is saved while no other process writes the knowledge base (waiting up to
+    $RAGBOUND_LOCK_TIMEOUT seconds, 60 by default), and refused if the knowledge base changed
+    while it was being calibrated.
 
     --statistic and --alpha only set the defaults that check uses; every statistic can be
     chosen later. --granularity is recorded: check, evaluate and shift search with it.
