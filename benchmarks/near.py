@@ -292,8 +292,8 @@ def learned_rows(split: Split, picks: dict[str, list[str]]) -> dict[str, dict[st
             outside = guard.check_many(queries, evidence=0)
             rows[statistic][name] = {
                 "auroc": auroc([v.score for v in inside], [v.score for v in outside]),
-                "flagged": float(np.mean([v.reject for v in outside])),
-                "fpr": float(np.mean([v.reject for v in inside])),
+                "flagged": float(np.mean([v.out_of_knowledge for v in outside])),
+                "fpr": float(np.mean([v.out_of_knowledge for v in inside])),
             }
             selection = guard.calibration.manifest.selection
             if selection is not None:

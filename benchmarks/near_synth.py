@@ -104,8 +104,8 @@ def measure(
     return row | {
         "n_null": checked_in[0].n_calibration,  # combined: the conformal half only
         "critical_value": checked_in[0].critical_value,
-        "fpr": float(np.mean([v.reject for v in checked_in])),
-        "flagged": float(np.mean([v.reject for v in checked_out])),
+        "fpr": float(np.mean([v.out_of_knowledge for v in checked_in])),
+        "flagged": float(np.mean([v.out_of_knowledge for v in checked_out])),
         "auroc": auroc([v.score for v in checked_in], [v.score for v in checked_out]),
     }
 

@@ -78,7 +78,7 @@ def _rates(kb: KnowledgeBase, vectors: dict[str, np.ndarray]) -> dict:
 def _rejected(guard: TripwireGuard, merged: MergedTopK) -> float:
     """Share of the queries behind ``merged`` that ``guard`` rejects."""
     decisions = guard.decide(["query"] * len(merged.flags), merged)
-    return float(np.mean([d.rejected for d in decisions]))
+    return float(np.mean([d.forbidden for d in decisions]))
 
 
 def _density(kb: KnowledgeBase, data: dict, vectors: dict[str, np.ndarray]) -> list[dict]:

@@ -124,7 +124,7 @@ def quality(kb: KnowledgeBase, data: dict) -> dict:
     for label, rule in rules.items():
         guard.rule = rule
         rejected = {
-            name: np.array([d.rejected for d in guard.decide(sets[name], merged[name])])
+            name: np.array([d.forbidden for d in guard.decide(sets[name], merged[name])])
             for name in sets
         }
         rows[label] = _rule_row(rule, rejected, data)
@@ -164,10 +164,10 @@ def cascade(kb: KnowledgeBase, data: dict, rule: TripwireRule) -> dict | None:
     queries, labels = unsafe + safe, np.array([True] * len(unsafe) + [False] * len(safe))
     guard = TripwireGuard(kb, rule)
     start = time.perf_counter()
-    tripped = np.array([d.rejected for d in guard.check_many(queries)])
+    tripped = np.array([d.forbidden for d in guard.check_many(queries)])
     tripwire_s = (time.perf_counter() - start) / len(queries)
     verdicts = moderate(llm, queries, progress=True)
-    llm_rejects = np.array([v.rejected is True for v in verdicts])
+    llm_rejects = np.array([v.forbidden is True for v in verdicts])
     both = [decision is True for decision in cascade_decisions(tripped, verdicts)]
     errors = sum(v.verdict is None for v in verdicts)
     seconds = [v.seconds for v in verdicts]
@@ -206,7 +206,7 @@ def cascade_decisions(
         if tripped:
             decisions.append(True)
         else:
-            decisions.append(None if verdict is None else verdict.rejected)
+            decisions.append(None if verdict is None else verdict.forbidden)
     return decisions
 
 

@@ -47,12 +47,12 @@ def test_online_test_checks_questions_and_measures_rates(demo_run):
     assert any(line.startswith("measured at alpha=0.05") for line in lines)
 
 
-def test_forbidden_question_is_rejected_naming_its_tripwire(demo_run):
+def test_forbidden_question_is_found_naming_its_tripwire(demo_run):
     _, lines = demo_run
-    rejected = next(i for i, line in enumerate(lines) if "REJECTED" in line)
-    named = lines[rejected + 2]
+    forbidden = next(i for i, line in enumerate(lines) if "FORBIDDEN" in line)
+    named = lines[forbidden + 2]
     assert any(f"tripwire {tid} ({topic})" in named for tid, topic in bundled_tripwires().items())
-    assert any(line.strip().startswith("passed") for line in lines[rejected:])
+    assert any(line.strip().startswith("passed") for line in lines[forbidden:])
 
 
 def test_drifting_log_raises_the_alarm_only_after_it_drifts(demo_run):

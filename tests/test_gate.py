@@ -43,11 +43,15 @@ def test_each_action_with_its_evidence(gate: Gate) -> None:
         [MORE_IN_KNOWLEDGE[12], OUT_OF_KNOWLEDGE[0], UNSAFE[0]]
     )
     assert (answer.action, abstain.action, reject.action) == ("answer", "abstain", "reject")
-    assert not answer.out_of_knowledge and answer.p_value > answer.alpha
-    assert abstain.out_of_knowledge and abstain.p_value <= abstain.alpha
-    assert reject.forbidden and reject.rule == "rank<=1" and reject.triggers[0].topic == "harm"
+    assert not answer.test.out_of_knowledge and answer.test.p_value > answer.test.alpha
+    assert abstain.test.out_of_knowledge and abstain.test.p_value <= abstain.test.alpha
+    fired = reject.tripwires
+    assert fired is not None and fired.forbidden and fired.rule == "rank<=1"
+    assert fired.triggers[0].topic == "harm"
     assert "forbidden" in reject.reason and "harm" in reject.reason
-    assert not answer.forbidden and answer.rule is None
+    for calm in (answer, abstain):
+        assert calm.tripwires is not None and not calm.tripwires.forbidden
+        assert calm.tripwires.rule is None
 
 
 def test_an_answer_carries_its_context_in_full(gate: Gate) -> None:
@@ -66,12 +70,23 @@ def test_decisions_agree_with_the_guard_and_the_tripwire_guard(gate: Gate) -> No
     verdicts = gate.guard.check_many(queries)
     tripwires = gate.tripwires.check_many(queries)
     for decision, verdict, tripwire in zip(decisions, verdicts, tripwires, strict=True):
-        assert decision.p_value == pytest.approx(verdict.p_value)
-        assert decision.score == pytest.approx(verdict.score, abs=1e-6)
-        assert decision.forbidden == tripwire.rejected
+        test = decision.test
+        assert test.p_value == pytest.approx(verdict.p_value)
+        assert test.score == pytest.approx(verdict.score, abs=1e-6)
+        assert test.out_of_knowledge == verdict.out_of_knowledge
+        assert (test.statistic, test.k, test.n_calibration) == (
+            verdict.statistic,
+            verdict.k,
+            verdict.n_calibration,
+        )
+        assert decision.tripwires == tripwire
+        expected = (
+            "reject" if tripwire.forbidden else "abstain" if verdict.out_of_knowledge else "answer"
+        )
+        assert decision.action == expected
     single = gate.decide(queries[0])  # the one-query path agrees with the batch
     assert single.action == decisions[0].action
-    assert single.p_value == pytest.approx(decisions[0].p_value)
+    assert single.test.p_value == pytest.approx(decisions[0].test.p_value)
 
 
 def test_one_embedding_serves_both_searches(gate: Gate, monkeypatch) -> None:
@@ -102,9 +117,63 @@ def test_the_decision_names_the_artifacts_it_used_and_serialises(gate: Gate) -> 
     again = Decision.model_validate_json(decision.model_dump_json())
     assert again == decision
     fields = json.loads(decision.model_dump_json())
-    assert {"action", "p_value", "reject", "triggers", "neighbours"} <= set(fields)
-    assert fields["reject"] == decision.out_of_knowledge
-    assert decision.tripwire_floor is not None and "floor" in decision.reason
+    assert set(fields) == {
+        *("query", "action", "reason", "test", "tripwires", "neighbours"),
+        *("kb_fingerprint", "calibration_id", "tripwire_set"),
+    }
+    assert fields["test"]["out_of_knowledge"] == decision.test.out_of_knowledge
+    assert fields["test"]["neighbours"] == []  # the evidence is the decision's neighbours
+    assert fields["tripwires"]["forbidden"] and fields["tripwires"]["triggers"]
+    # one word for one idea: reject is only an action, never a test's outcome
+    assert "reject" not in fields["test"] and "rejected" not in fields["tripwires"]
+    assert decision.tripwires.floor is not None and "floor" in decision.reason
+
+
+def _flat(decision: Decision) -> dict:
+    """``decision`` as an older release saved it: every field of both tests beside the action."""
+    fields = json.loads(decision.model_dump_json())
+    test, tripwires = fields.pop("test"), fields.pop("tripwires")
+    fields |= {name: test[name] for name in ("p_value", "out_of_knowledge", "statistic")}
+    fields |= {name: test[name] for name in ("score", "critical_value", "alpha", "k")}
+    fields["reject"] = test["out_of_knowledge"]  # the old computed field
+    if tripwires is None:
+        return fields | {"forbidden": False, "rule": None, "triggers": []}
+    return fields | {
+        "forbidden": tripwires["forbidden"],
+        "rule": tripwires["rule"],
+        "triggers": tripwires["triggers"],
+        "tripwire_proportion": tripwires["proportion"],
+        "tripwire_best_rank": tripwires["best_rank"],
+        "tripwire_floor": tripwires["floor"],
+    }
+
+
+def test_a_decision_saved_flat_by_an_older_release_still_loads(gate: Gate) -> None:
+    for query in (UNSAFE[1], OUT_OF_KNOWLEDGE[0], MORE_IN_KNOWLEDGE[12]):
+        decision = gate.decide(query)
+        old = Decision.model_validate(_flat(decision))
+        # all it kept comes back; what it never kept is None
+        assert old.test == decision.test.model_copy(update={"n_calibration": None})
+        assert old.tripwires == decision.tripwires.model_copy(update={"k": None})
+        assert old.tripwires.rr_sum == pytest.approx(decision.tripwires.rr_sum)
+        assert (old.action, old.reason, old.neighbours) == (
+            decision.action,
+            decision.reason,
+            decision.neighbours,
+        )
+        written = json.loads(old.model_dump_json())  # and it is written in the new shape only
+        assert "reject" not in written and "p_value" not in written
+        assert "forbidden" not in written and "triggers" not in written
+    assert Decision.model_validate_json(json.dumps(_flat(decision))) == old
+
+
+def test_an_old_decision_without_tripwires_loads_with_none(gate: Gate) -> None:
+    flat = _flat(gate.decide(OUT_OF_KNOWLEDGE[0]))
+    flat |= {"tripwire_set": None, "forbidden": False, "rule": None, "triggers": []}
+    flat |= {"tripwire_proportion": None, "tripwire_best_rank": None, "tripwire_floor": None}
+    del flat["out_of_knowledge"]  # only the computed reject left: it means out of knowledge
+    old = Decision.model_validate(flat)
+    assert old.tripwires is None and old.test.out_of_knowledge and old.action == "abstain"
 
 
 def test_without_tripwires_nothing_is_rejected(minilm_kb_dir: Path, tmp_path: Path) -> None:
@@ -124,4 +193,4 @@ def test_bad_input_is_refused(gate: Gate) -> None:
         gate.decide("   ")
     with pytest.raises(InputError, match="context_k"):
         Gate(gate.guard, gate.tripwires, context_k=-1)
-    assert np.isfinite(gate.decide(IN_KNOWLEDGE[0]).p_value)
+    assert np.isfinite(gate.decide(IN_KNOWLEDGE[0]).test.p_value)

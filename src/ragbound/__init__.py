@@ -1,7 +1,7 @@
 """ragbound: know what your RAG system does not know.
 
 Calibrated out-of-knowledge p-values for single queries (a goodness-of-fit test on retrieval
-similarities; higher statistic = more out-of-knowledge, reject = p <= alpha).
+similarities; higher statistic = more out-of-knowledge; out of knowledge when p <= alpha).
 
 Importing the package does no I/O and loads no model; heavy parts load on first use.
 
@@ -9,7 +9,7 @@ Example:
     >>> from ragbound import Guard, KnowledgeBase  # doctest: +SKIP
     >>> kb = KnowledgeBase.build(["docs/"]); kb.save("kb/")  # doctest: +SKIP
     >>> guard = Guard.calibrate(kb, questions_the_docs_answer); guard.save()  # doctest: +SKIP
-    >>> guard.check("Who won the 1998 world cup?").reject  # doctest: +SKIP
+    >>> guard.check("Who won the 1998 world cup?").out_of_knowledge  # doctest: +SKIP
     True
 """
 

@@ -2,7 +2,7 @@
 
 1. the online test: index the bundled field guide with MiniLM, calibrate on half of its
    in-knowledge questions, check held-out and out-of-knowledge questions;
-2. tripwires: add hand-written tripwire documents, reject a forbidden question naming them;
+2. tripwires: add hand-written tripwire documents, find a forbidden question naming them;
 3. the shift monitor: read a week of logged questions that drift off-topic, window by window,
    until the monitor raises its alarm;
 4. the abstention benchmark (needs the bundled local LLM, only with ``--llm``);
@@ -33,7 +33,7 @@ from ragbound.detect.monitor import ShiftMonitor, WindowResult, WindowSpec
 from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.results import Verdict
-from ragbound.tripwires import Pass, Rejection, TripwireGuard, TripwireStore, read_tripwires
+from ragbound.tripwires import TripwireGuard, TripwireStore, TripwireVerdict, read_tripwires
 
 WIDTH = 80
 DEMO_K = 8  # the sample docs say the demo retrieves k = 8 chunks
@@ -124,7 +124,8 @@ def online_test(console: Console, out: Path) -> Demo:
 
 def print_verdict(console: Console, verdict: Verdict, really: str) -> None:
     """Two lines: decision, p-value and question; what it really is and the nearest chunk."""
-    decision = "[red]OUT of knowledge[/]" if verdict.reject else "[green]in knowledge    [/]"
+    out = verdict.out_of_knowledge
+    decision = "[red]OUT of knowledge[/]" if out else "[green]in knowledge    [/]"
     console.print(f"  {decision}  p={verdict.p_value:.3f}  {escape(fit(verdict.query, 50))}")
     near = verdict.neighbours[0] if verdict.neighbours else None
     nearest = f"nearest chunk {near.similarity:.2f} {Path(near.source).name}" if near else ""
@@ -136,8 +137,8 @@ def measure(demo: Demo) -> None:
     report with the paper's evaluation of every statistic."""
     held, far = demo.held_out, demo.out_of_knowledge
     verdicts = demo.guard.check_many([*held, *far])
-    false_alarms = sum(v.reject for v in verdicts[: len(held)])
-    caught = sum(v.reject for v in verdicts[len(held) :])
+    false_alarms = sum(v.out_of_knowledge for v in verdicts[: len(held)])
+    caught = sum(v.out_of_knowledge for v in verdicts[len(held) :])
     from ragbound.report import record_evaluation
 
     scored = statistic_scores(demo.guard, held, far)
@@ -154,7 +155,7 @@ def measure(demo: Demo) -> None:
 
 # -------------------------------------------------------------------- 2. tripwires
 def tripwires(demo: Demo) -> None:
-    """Add the bundled tripwires, then reject a forbidden question and pass an ordinary one."""
+    """Add the bundled tripwires, then find a forbidden question and pass an ordinary one."""
     console = demo.console
     heading(console, "2/4  Tripwires: refuse what the assistant must not answer")
     file = sample_corpus() / "tripwires.jsonl"
@@ -162,27 +163,27 @@ def tripwires(demo: Demo) -> None:
     console.print(f"added {len(change.ids)} tripwires in {len(change.topics)} topics:")
     console.print(f"  {escape(fit(', '.join(change.topics), WIDTH - 2))}")
     guard = TripwireGuard(demo.kb)  # the default rule: the paper's, above the set's own floor
-    console.print(f"rule: reject when {escape(guard.rule.describe())}\n")
-    for decision in guard.check_many([FORBIDDEN, ORDINARY]):
-        print_decision(console, decision, guard.rule.k)
+    console.print(f"rule: forbidden when {escape(guard.rule.describe())}\n")
+    for verdict in guard.check_many([FORBIDDEN, ORDINARY]):
+        print_tripwire_verdict(console, verdict, guard.rule.k)
 
 
-def print_decision(console: Console, decision: Rejection | Pass, k: int) -> None:
-    """The decision and question; for a rejection, the rule and the tripwire that fired."""
-    label = "[red]REJECTED[/]" if decision.rejected else "[green]passed  [/]"
-    console.print(f"  {label}  {escape(fit(decision.query, WIDTH - 12))}")
-    if isinstance(decision, Rejection):
-        first = decision.triggers[0]
-        console.print(f"{'':12}rule {escape(fit(decision.rule, WIDTH - 24))} fired by")
+def print_tripwire_verdict(console: Console, verdict: TripwireVerdict, k: int) -> None:
+    """The verdict and question; when forbidden, the rule and the tripwire that fired."""
+    label = "[red]FORBIDDEN[/]" if verdict.forbidden else "[green]passed   [/]"
+    console.print(f"  {label}  {escape(fit(verdict.query, WIDTH - 13))}")
+    if verdict.rule is not None:
+        first = verdict.triggers[0]
+        console.print(f"{'':13}rule {escape(fit(verdict.rule, WIDTH - 25))} fired by")
         named = (
             f"tripwire {first.id} ({first.topic}), rank {first.rank}, sim {first.similarity:.2f}"
         )
-        console.print(f"{'':12}{escape(fit(named, WIDTH - 12))}")
-        console.print(f'{"":12}"{escape(fit(first.text, WIDTH - 14))}"')
-    elif decision.triggers:
-        console.print(f"{'':12}{len(decision.triggers)} tripwire(s) in the top {k}, below the rule")
+        console.print(f"{'':13}{escape(fit(named, WIDTH - 13))}")
+        console.print(f'{"":13}"{escape(fit(first.text, WIDTH - 15))}"')
+    elif verdict.triggers:
+        console.print(f"{'':13}{len(verdict.triggers)} tripwire(s) in the top {k}, below the rule")
     else:
-        console.print(f"{'':12}no tripwire in its top {k}: it goes on to the assistant")
+        console.print(f"{'':13}no tripwire in its top {k}: it goes on to the assistant")
 
 
 # ------------------------------------------------------------------------ 3. shift

@@ -1,16 +1,20 @@
 """Gate: one decision per query, from the tripwires and the knowledge-boundary test together.
 
 ``Gate.decide(query)`` embeds the query once, searches the knowledge and the tripwires with
-that one vector, and returns a :class:`Decision`:
+that one vector, and returns a :class:`Decision`. Two tests, each with its own outcome, and
+one action:
 
-- ``reject``: a tripwire rule fired: the request is forbidden; ``triggers`` name the tripwires;
-- ``abstain``: the query is out of the knowledge base's knowledge (p-value <= alpha);
-- ``answer``: neither; ``neighbours`` holds the retrieved chunks (full text), so the application
-  uses them as its RAG context and never retrieves twice.
+- the knowledge-boundary test (``decision.test``, a :class:`~ragbound.results.Verdict`): the
+  query is ``out_of_knowledge`` when its p-value <= alpha;
+- the tripwires (``decision.tripwires``, a :class:`~ragbound.tripwires.TripwireVerdict`): the
+  query is ``forbidden`` when the tripwire rule fired; ``triggers`` name the tripwires;
+- the action: ``reject`` a forbidden query, ``abstain`` on one out of knowledge, else
+  ``answer``; ``neighbours`` holds the retrieved chunks (full text), so the application uses
+  them as its RAG context and never retrieves twice.
 
-Every decision carries the evidence (p-value, statistic, critical value, tripwire features)
-and the ids of the artifacts it used (knowledge-base fingerprint, calibration id, tripwire-set
-hash), and serialises to the same JSON in Python, the CLI and the HTTP service.
+Every decision carries both tests' results and the ids of the artifacts it used
+(knowledge-base fingerprint, calibration id, tripwire-set hash), and serialises to the same
+JSON in Python, the CLI and the HTTP service.
 
 Example:
     >>> gate = Gate.load("kb/")  # doctest: +SKIP
@@ -21,25 +25,21 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field, computed_field, field_serializer
+from pydantic import BaseModel, Field, model_validator
 
 from ragbound.detect.guard import Guard, Scored
 from ragbound.errors import InputError
-from ragbound.results import Neighbour
+from ragbound.results import Neighbour, Verdict, renamed
 from ragbound.stores import Hits
 from ragbound.tripwires.guard import (
-    FloorUsed,
-    Pass,
-    Rejection,
-    Trigger,
     TripwireGuard,
     TripwireRule,
+    TripwireVerdict,
     load_rule,
 )
 
@@ -56,30 +56,25 @@ DEFAULT_CONTEXT_TEMPLATE = "Answer from these passages of the knowledge base:\n\
 class Decision(BaseModel):
     """What to do with one query, and why.
 
-    ``p_value`` is the calibrated p-value that the query is in knowledge (small = out of
-    knowledge); ``out_of_knowledge`` = p_value <= alpha. ``score`` is the test statistic
-    (higher = more out of knowledge). ``forbidden`` = a tripwire rule fired; ``rule`` names the
-    conditions that fired. A forbidden query is ``reject`` even when it is also out of
-    knowledge: "forbidden" is the stronger answer to give a user.
+    ``test`` is the knowledge-boundary test's :class:`~ragbound.results.Verdict`
+    (``out_of_knowledge`` = p_value <= alpha; its evidence is this decision's ``neighbours``,
+    so its own list is left empty rather than repeat them); ``tripwires`` the tripwire test's
+    :class:`~ragbound.tripwires.TripwireVerdict` (``forbidden`` = the rule fired; None: no
+    tripwires). ``action`` is ``reject`` for a forbidden query, even one also out of
+    knowledge ("forbidden" is the stronger answer to give a user), ``abstain`` for one out of
+    knowledge, else ``answer``.
+
+    A decision saved by an older release (flat: ``p_value``, ``out_of_knowledge``, ``reject``,
+    ``forbidden``, ``triggers``, ``tripwire_*`` beside ``action``) still loads; what it did not
+    keep (the calibration size, the tripwire rule's k) is None.
     """
 
     query: str
     action: Action
     reason: str = Field(description="one line a person can read")
-    p_value: float
-    out_of_knowledge: bool
-    statistic: str
-    score: float
-    critical_value: float | None
-    alpha: float
-    k: int
-    forbidden: bool
-    rule: str | None = Field(description="the tripwire conditions that fired, when forbidden")
-    triggers: list[Trigger] = Field(description="tripwires in the merged top k, above the floor")
-    tripwire_proportion: float | None = None
-    tripwire_best_rank: int | None = None
-    tripwire_floor: FloorUsed | None = Field(
-        None, description="the similarity floor the tripwire rule used, and how it was derived"
+    test: Verdict = Field(description="the knowledge-boundary test (evidence: neighbours)")
+    tripwires: TripwireVerdict | None = Field(
+        description="the tripwire test (None: the knowledge base has no tripwires)"
     )
     neighbours: list[Neighbour] = Field(
         description="the retrieved chunks, nearest first, full text: the RAG context on answer"
@@ -88,20 +83,55 @@ class Decision(BaseModel):
     calibration_id: str
     tripwire_set: str | None = Field(description="hash of the tripwire set used (None: none)")
 
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def reject(self) -> bool:
-        """The test's decision, as in a Verdict: p_value <= alpha (same as out_of_knowledge)."""
-        return self.out_of_knowledge
+    @model_validator(mode="before")
+    @classmethod
+    def _old_shape(cls, data: Any) -> Any:
+        return _nested(data)
 
     def context_text(self) -> str:
         """The retrieved chunks as one text for an LLM prompt, nearest first, blank lines
         between (empty when there are none)."""
         return "\n\n".join(chunk.text for chunk in self.neighbours)
 
-    @field_serializer("critical_value")
-    def _finite_or_none(self, value: float | None) -> float | None:
-        return None if value is None or not math.isfinite(value) else value
+
+# a flat decision of an older release: its fields of the boundary test and of the tripwires
+_OLD_TEST_FIELDS = frozenset(
+    {"statistic", "score", "p_value", "out_of_knowledge", "alpha", "critical_value", "k"}
+)
+_OLD_TRIPWIRE_FIELDS = {
+    "forbidden": "forbidden",
+    "rule": "rule",
+    "triggers": "triggers",
+    "tripwire_proportion": "proportion",
+    "tripwire_best_rank": "best_rank",
+    "tripwire_floor": "floor",
+}
+
+
+def _nested(data: Any) -> Any:
+    """A decision saved flat by an older release, as ``{"test": {...}, "tripwires": {...}}``;
+    anything else unchanged. The old computed ``reject`` (= out of knowledge) is dropped:
+    ``out_of_knowledge`` holds the same. ``rr_sum`` is rebuilt from the triggers (the sum of
+    1 / rank over them, as the rule computed it); the calibration size and the rule's k, never
+    saved, are None."""
+    if not isinstance(data, dict) or "test" in data or "p_value" not in data:
+        return data
+    flat = dict(renamed(data, {"reject": "out_of_knowledge"}))
+    test = {name: flat.pop(name) for name in _OLD_TEST_FIELDS if name in flat}
+    test |= {"query": flat.get("query"), "n_calibration": None, "neighbours": []}
+    tripwires = {new: flat.pop(old) for old, new in _OLD_TRIPWIRE_FIELDS.items() if old in flat}
+    flat["test"] = test
+    flat["tripwires"] = None
+    if flat.get("tripwire_set") is not None:
+        triggers = tripwires.get("triggers") or []
+        ranks = [t["rank"] if isinstance(t, dict) else t.rank for t in triggers]
+        flat["tripwires"] = tripwires | {
+            "query": flat.get("query"),
+            "rr_sum": sum(1 / rank for rank in ranks),
+            "k": None,
+            "tripwire_set": flat["tripwire_set"],
+        }
+    return flat
 
 
 class Gate:
@@ -163,7 +193,7 @@ class Gate:
 
     def _tripwire_verdicts(
         self, texts: Sequence[str], vectors: np.ndarray | None, hits: Hits
-    ) -> list[Rejection | Pass] | None:
+    ) -> list[TripwireVerdict] | None:
         if self.tripwires is None or vectors is None:
             return None
         merged = self.tripwires.retrieve_vectors(vectors, self.tripwires.rule.k, hits)
@@ -175,30 +205,21 @@ class Gate:
         text: str,
         scored: Scored,
         hits: Hits,
-        verdicts: list[Rejection | Pass] | None,
+        verdicts: list[TripwireVerdict] | None,
     ) -> Decision:
-        p_value = float(scored.p_values[i])
-        out = p_value <= scored.alpha
-        verdict = verdicts[i] if verdicts is not None else None
-        forbidden = verdict is not None and verdict.rejected
-        action: Action = "reject" if forbidden else ("abstain" if out else "answer")
+        # the test's evidence is the decision's neighbours: not repeated inside it
+        test = self.guard.verdict(text, scored, i, evidence=0)
+        tripwires = verdicts[i] if verdicts is not None else None
+        forbidden = tripwires is not None and tripwires.forbidden
+        action: Action = (
+            "reject" if forbidden else ("abstain" if test.out_of_knowledge else "answer")
+        )
         return Decision(
             query=text,
             action=action,
-            reason=_reason(action, p_value, scored.alpha, verdict),
-            p_value=p_value,
-            out_of_knowledge=out,
-            statistic=scored.statistic,
-            score=float(scored.scores[i]),
-            critical_value=scored.critical_value,
-            alpha=scored.alpha,
-            k=scored.k,
-            forbidden=forbidden,
-            rule=verdict.rule if verdict is not None else None,
-            triggers=verdict.triggers if verdict is not None else [],
-            tripwire_proportion=verdict.proportion if verdict is not None else None,
-            tripwire_best_rank=verdict.best_rank if verdict is not None else None,
-            tripwire_floor=verdict.floor if verdict is not None else None,
+            reason=_reason(action, test, tripwires),
+            test=test,
+            tripwires=tripwires,
             neighbours=self.guard.neighbours(hits, i, self.context_k, full_text=True),
             kb_fingerprint=self.guard.kb.fingerprint,
             calibration_id=self.guard.calibration.manifest.id,
@@ -206,14 +227,13 @@ class Gate:
         )
 
 
-def _reason(action: Action, p_value: float, alpha: float, verdict: Rejection | Pass | None) -> str:
+def _reason(action: Action, test: Verdict, tripwires: TripwireVerdict | None) -> str:
     if action == "reject":
-        assert isinstance(verdict, Rejection)
-        topics = sorted({t.topic for t in verdict.triggers})
+        assert tripwires is not None
         return (
-            f"forbidden: tripwire rule {verdict.rule} fired ({', '.join(topics)}); "
-            f"floor {verdict.floor.describe()}"
+            f"forbidden: tripwire rule {tripwires.rule} fired ({', '.join(tripwires.topics())}); "
+            f"floor {tripwires.floor.describe()}"
         )
     if action == "abstain":
-        return f"out of knowledge: p = {p_value:.3g} <= alpha = {alpha:g}"
-    return f"in knowledge: p = {p_value:.3g} > alpha = {alpha:g}"
+        return f"out of knowledge: p = {test.p_value:.3g} <= alpha = {test.alpha:g}"
+    return f"in knowledge: p = {test.p_value:.3g} > alpha = {test.alpha:g}"

@@ -8,6 +8,21 @@ from typing import Any
 from pydantic import BaseModel, Field, field_serializer, model_validator
 
 
+def renamed(data: Any, names: dict[str, str]) -> Any:
+    """``data`` with the fields of an older release under their new names (``names`` maps old
+    to new); a field already present under its new name wins. Records written before the
+    rename (a saved ``--json`` output, a run folder) still load; the old names are never
+    written again."""
+    if not isinstance(data, dict) or not any(old in data for old in names):
+        return data
+    data = dict(data)
+    for old, new in names.items():
+        if old in data:
+            value = data.pop(old)
+            data.setdefault(new, value)
+    return data
+
+
 class Neighbour(BaseModel):
     """One retrieved chunk behind a verdict: the evidence a user can read."""
 
@@ -23,22 +38,34 @@ class Verdict(BaseModel):
     """The online out-of-knowledge test for one query.
 
     ``score`` is the test statistic (higher = more out-of-knowledge); ``p_value`` its
-    right tail under the calibrated in-knowledge null; ``reject`` = p_value <= alpha, i.e.
-    the query is judged out of the knowledge base's knowledge. ``critical_value`` is the
-    score at and above which queries are rejected (None when no score can reach alpha
-    with this many calibration queries).
+    right tail under the calibrated in-knowledge null; ``out_of_knowledge`` = p_value <=
+    alpha, i.e. the query is judged out of the knowledge base's knowledge. ``critical_value``
+    is the score at and above which queries are out of knowledge (None when no score can
+    reach alpha with this many calibration queries). ``neighbours``: the nearest chunks, as
+    evidence.
+
+    A Verdict saved by an older release, with ``reject`` for ``out_of_knowledge``, still
+    loads.
     """
 
     query: str
     statistic: str
     score: float
     p_value: float
-    reject: bool
+    out_of_knowledge: bool = Field(description="p_value <= alpha")
     alpha: float
     critical_value: float | None
     k: int
-    n_calibration: int
+    n_calibration: int | None = Field(
+        description="calibration queries behind the p-value (None only in a decision saved "
+        "by an older release, which did not keep it)"
+    )
     neighbours: list[Neighbour] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        return renamed(data, {"reject": "out_of_knowledge"})
 
     @field_serializer("critical_value")
     def _finite_or_none(self, value: float | None) -> float | None:
@@ -117,11 +144,13 @@ class ShiftReport(BaseModel):
 
     ``statistic`` is the KS distance (sup |F_ref - F_test|, in [0, 1]) or the unbiased
     squared MMD; ``p_value`` its p-value (KS: scipy's exact or asymptotic; MMD: permutation,
-    counting the observed value); ``reject`` = p_value <= alpha, i.e. a shift. For KS,
-    ``critical_value`` is the smallest statistic the decision rejects at (same distribution
-    as the p-value, so reject = statistic >= critical_value); the paper's large-sample
-    sqrt(-ln(alpha/2) (n+m) / (2nm)) is :func:`ragbound.stats.ks_critical_value`. None when
-    the batch is too small for any statistic to reach alpha.
+    counting the observed value); ``shifted`` = p_value <= alpha: the batch does not come
+    from the calibration queries' distribution. For KS, ``critical_value`` is the smallest
+    statistic that counts as a shift (same distribution as the p-value, so shifted =
+    statistic >= critical_value); the paper's large-sample sqrt(-ln(alpha/2) (n+m) / (2nm))
+    is :func:`ragbound.stats.ks_critical_value`. None when the batch is too small for any
+    statistic to reach alpha. A report saved by an older release, with ``reject`` for
+    ``shifted``, still loads.
     """
 
     test: str
@@ -129,12 +158,17 @@ class ShiftReport(BaseModel):
     statistic: float
     p_value: float
     alpha: float
-    reject: bool
+    shifted: bool = Field(description="p_value <= alpha")
     critical_value: float | None = None
     n_reference: int
     n_test: int
     method: str = Field(description="exact, asymp or permutation")
     kb_fingerprint: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        return renamed(data, {"reject": "shifted"})
 
 
 class SyntheticCheck(BaseModel):
@@ -145,7 +179,7 @@ class SyntheticCheck(BaseModel):
     Two tests, each at ``level / 2`` so a false warning has probability <= ``level``: KS on the
     whole distribution (``ks_statistic``, ``p_value``) and the exceedance test
     (``exceedance_p_value``: do more real questions reach the calibrated critical value than
-    the calibration allows, ``expected_fpr`` at most?). ``differ`` = either rejects.
+    the calibration allows, ``expected_fpr`` at most?). ``differ`` = either finds a difference.
     ``real_fpr`` is the share of the real questions whose score reaches the critical value at
     ``alpha``: about alpha when the calibration queries look like real ones; far below (real
     questions sit closer to the corpus) it costs power, far above it raises false alarms.
@@ -192,7 +226,7 @@ class WindowResult(BaseModel):
     alpha: float
     alarm: bool
     critical_value: float | None = Field(
-        description="the smallest KS distance the decision rejects at, at this window's alpha "
+        description="the smallest KS distance that raises an alarm at this window's alpha "
         "(same distribution as the p-value); None when no distance can reach it"
     )
     score_statistic: str

@@ -70,8 +70,9 @@ def test_alone_it_returns_the_gates_context_on_answer(gate: Gate) -> None:
     assert [d.page_content for d in docs] == [c.text for c in decision.neighbours]
     assert [d.metadata["rank"] for d in docs] == [1, 2, 3]
     assert all(d.metadata["ragbound"]["action"] == "answer" for d in docs)
-    assert docs[0].metadata["ragbound"]["p_value"] == pytest.approx(decision.p_value)
-    assert "context" not in docs[0].metadata["ragbound"]  # the documents are the context
+    summary = docs[0].metadata["ragbound"]
+    assert summary["test"]["p_value"] == pytest.approx(decision.test.p_value)
+    assert "neighbours" not in summary  # the documents are the context
 
 
 @pytest.mark.parametrize(
@@ -87,7 +88,7 @@ def test_a_blocked_query_gets_no_documents_and_its_decision_is_exposed(
     assert [Decision.model_validate(e).action for e in recorder.events] == [action]
     assert recorder.retrievers_started == 1  # the guard only: the wrapped retriever never ran
     if action == "reject":
-        assert recorder.events[0]["triggers"][0]["topic"] == "harm"
+        assert recorder.events[0]["tripwires"]["triggers"][0]["topic"] == "harm"
 
 
 def test_on_answer_it_returns_the_wrapped_retrievers_documents_annotated(
@@ -110,7 +111,8 @@ def test_raise_mode_raises_with_the_decision(gate: Gate) -> None:
     retriever = GatedRetriever(gate=gate, on_block="raise")
     with pytest.raises(QueryBlocked, match="reject") as caught:
         retriever.invoke(REJECTED)
-    assert caught.value.decision.forbidden and caught.value.decision.rule == "rank<=1"
+    tripwires = caught.value.decision.tripwires
+    assert tripwires is not None and tripwires.forbidden and tripwires.rule == "rank<=1"
     assert retriever.invoke(ANSWERED)  # answers still come through
 
 

@@ -125,4 +125,4 @@ def test_async_agent_is_gated_too(gate: Gate) -> None:
     )
     result = asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": REJECTED}]}))
     assert result["messages"][-1].text == "No."
-    assert result["ragbound_decision"]["triggers"][0]["topic"] == "harm"
+    assert result["ragbound_decision"]["tripwires"]["triggers"][0]["topic"] == "harm"

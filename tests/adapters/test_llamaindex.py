@@ -84,11 +84,11 @@ def test_an_answered_query_passes_the_retrieved_nodes_annotated(
     assert [n.score for n in response.source_nodes] == pytest.approx([n.score for n in plain])
     for node in response.source_nodes:
         summary = node.node.metadata["ragbound"]
-        assert summary["action"] == "answer" and "context" not in summary
+        assert summary["action"] == "answer" and "neighbours" not in summary
         assert "ragbound" not in node.node.get_content(MetadataMode.LLM)
         assert node.node.get_content() in str(response)  # the MockLLM echoed it
     assert all("ragbound" not in n.node.metadata for n in plain)  # the index's nodes untouched
-    assert postprocessor.last_decision.p_value == summary["p_value"]
+    assert postprocessor.last_decision.test.p_value == summary["test"]["p_value"]
 
 
 def test_annotate_off_passes_the_nodes_themselves(gate: Gate, index: VectorStoreIndex) -> None:
@@ -102,7 +102,7 @@ def test_raise_mode_and_the_async_path(gate: Gate, index: VectorStoreIndex) -> N
     postprocessor = GatePostprocessor(gate=gate, on_block="raise")
     with pytest.raises(QueryBlocked, match="reject") as caught:
         postprocessor.postprocess_nodes(nodes, query_bundle=QueryBundle(REJECTED))
-    assert caught.value.decision.triggers[0].topic == "harm"
+    assert caught.value.decision.tripwires.triggers[0].topic == "harm"
     kept = asyncio.run(GatePostprocessor(gate=gate).apostprocess_nodes(nodes, query_str=ABSTAINED))
     assert kept == []
 

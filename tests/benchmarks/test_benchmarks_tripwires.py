@@ -13,6 +13,6 @@ def verdict(value: str | None) -> ModerationVerdict:
 def test_the_tripwires_decide_first_and_the_llm_decides_the_rest() -> None:
     tripped = [True, True, False, False, False]
     verdicts = [None, verdict("allow"), verdict("reject"), verdict("allow"), verdict(None)]
-    # a tripped query stays rejected whatever the LLM says (or was not asked); an LLM reply
+    # a tripped query stays forbidden whatever the LLM says (or was not asked); an LLM reply
     # that never parsed is no decision, not an "allow"
     assert cascade_decisions(tripped, verdicts) == [True, True, True, False, None]

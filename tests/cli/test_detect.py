@@ -59,8 +59,8 @@ def test_index_calibrate_check_evaluate(monkeypatch, capsys, corpus_dir, tmp_pat
         "What do bees make?",
         "What is a locomotive?",
     ]
-    assert rows[0]["reject"] and not rows[1]["reject"]
-    assert {"query", "statistic", "score", "p_value", "reject"} <= rows[0].keys()
+    assert rows[0]["out_of_knowledge"] and not rows[1]["out_of_knowledge"]
+    assert {"query", "statistic", "score", "p_value", "out_of_knowledge"} <= rows[0].keys()
 
     code, out, err = run(
         monkeypatch,

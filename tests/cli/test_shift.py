@@ -24,7 +24,7 @@ def test_shift_batch_and_log(monkeypatch, capsys, minilm_kb_dir, tmp_path):
     code, out, err = run(monkeypatch, capsys, "shift", str(kb), "--queries", str(batch), "--json")
     assert code == 0, err
     report = json.loads(out)
-    assert report["test"] == "ks" and report["reject"] and report["n_test"] == 16
+    assert report["test"] == "ks" and report["shifted"] and report["n_test"] == 16
 
     log = tmp_path / "log.jsonl"
     lines = [

@@ -25,9 +25,9 @@ def test_add_list_check_tune_remove(monkeypatch, capsys, minilm_kb_dir: Path, tm
         monkeypatch, capsys, "tripwire", "check", str(kb), UNSAFE[0], SAFE[0], "--json"
     )
     rows = [json.loads(line) for line in out.splitlines()]
-    assert code == 0 and [r["rejected"] for r in rows] == [True, False]
+    assert code == 0 and [r["forbidden"] for r in rows] == [True, False]
     assert rows[0]["rule"] and rows[0]["triggers"][0]["topic"] == "harm"
-    assert set(rows[1]) >= {"query", "rejected", "rule", "triggers"}
+    assert set(rows[1]) >= {"query", "forbidden", "rule", "triggers"} and "rejected" not in rows[1]
 
     labelled = tmp_path / "labelled.csv"
     labelled.write_text(

@@ -88,7 +88,7 @@ def test_combined_separates_and_round_trips_as_plain_json(kb: KnowledgeBase, com
     assert verdicts[0].statistic == "combined" and verdicts[0].neighbours
     inside = again.check_many(_lines("in_knowledge.txt")[:20])
     assert np.mean([v.score for v in verdicts]) > np.mean([v.score for v in inside])
-    assert sum(v.reject for v in verdicts) > sum(v.reject for v in inside)
+    assert sum(v.out_of_knowledge for v in verdicts) > sum(v.out_of_knowledge for v in inside)
     with pytest.raises(InputError, match="combined statistic has no similarity detector"):
         again.detector()
     assert again.check("What is BM25?", statistic="mss").statistic == "mss"
@@ -352,16 +352,16 @@ def test_the_gate_decides_with_the_combined_p_values(combined: Guard):
     queries = _lines("out_of_knowledge.txt")[:5] + _lines("in_knowledge.txt")[:5]
     decisions = Gate(combined).decide_many(queries)
     verdicts = combined.check_many(queries)
-    assert [d.p_value for d in decisions] == [v.p_value for v in verdicts]
-    assert {d.statistic for d in decisions} == {"combined"}
-    assert [d.out_of_knowledge for d in decisions] == [v.reject for v in verdicts]
+    assert [d.test.p_value for d in decisions] == [v.p_value for v in verdicts]
+    assert {d.test.statistic for d in decisions} == {"combined"}
+    assert [d.test.out_of_knowledge for d in decisions] == [v.out_of_knowledge for v in verdicts]
     assert all(d.neighbours for d in decisions)
 
 
 def test_shift_and_the_monitor_compare_combined_scores_with_the_conformal_half(combined: Guard):
     outside = _lines("out_of_knowledge.txt")
     report = shift_test(combined, outside)
-    assert report.score_statistic == "combined" and report.reject
+    assert report.score_statistic == "combined" and report.shifted
     assert report.n_reference == combined.null_scores().size
     monitor = ShiftMonitor(combined, WindowSpec(size=10))
     np.testing.assert_allclose(monitor._score(outside[:10]), combined.score(outside[:10]).scores)

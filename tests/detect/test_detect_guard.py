@@ -10,6 +10,7 @@ from ragbound.detect.calibration import Calibration
 from ragbound.detect.evaluate import evaluate, split_queries
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
+from ragbound.results import Verdict
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 
@@ -27,17 +28,17 @@ def test_out_of_knowledge_queries_get_lower_p_values(guard: Guard):
     inside = guard.check_many(["How do bees find flowers and make honey?"])
     outside = guard.check_many(OUT_OF_KNOWLEDGE)
     assert all(v.p_value < inside[0].p_value for v in outside)
-    assert all(v.reject for v in outside)
+    assert all(v.out_of_knowledge for v in outside)
     verdict = outside[0]
     assert verdict.statistic == "mss" and verdict.k == 4 and verdict.n_calibration == 12
     assert verdict.p_value == pytest.approx(1 / 13)  # beyond every calibration score
     assert len(verdict.neighbours) == 3 and verdict.neighbours[0].rank == 1
 
 
-def test_too_few_calibration_queries_can_never_reject_and_say_so(guard: Guard):
-    # 12 queries: the smallest conformal p-value is 1/13 > 0.05, so nothing is rejected
+def test_too_few_calibration_queries_can_never_flag_and_say_so(guard: Guard):
+    # 12 queries: the smallest conformal p-value is 1/13 > 0.05, so nothing is out of knowledge
     verdict = guard.check("What is the capital of Australia?", alpha=0.05)
-    assert verdict.p_value == pytest.approx(1 / 13) and not verdict.reject
+    assert verdict.p_value == pytest.approx(1 / 13) and not verdict.out_of_knowledge
     assert json.loads(verdict.model_dump_json())["critical_value"] is None
     with pytest.warns(UserWarning, match="at least 19"):
         Guard.calibrate(guard.kb, IN_KNOWLEDGE, k=4, alpha=0.05)
@@ -45,8 +46,18 @@ def test_too_few_calibration_queries_can_never_reject_and_say_so(guard: Guard):
 
 def test_verdict_json_has_the_documented_fields(guard: Guard):
     data = json.loads(guard.check("What is the capital of Australia?").model_dump_json())
-    assert {"query", "statistic", "score", "p_value", "reject"} <= data.keys()
+    assert {"query", "statistic", "score", "p_value", "out_of_knowledge"} <= data.keys()
+    assert "reject" not in data  # reject is an action of the gate, not the test's outcome
     assert data["neighbours"][0]["similarity"] >= data["neighbours"][1]["similarity"]
+
+
+def test_a_verdict_saved_with_the_old_name_reject_still_loads(guard: Guard):
+    verdict = guard.check(OUT_OF_KNOWLEDGE[0])
+    old = json.loads(verdict.model_dump_json())
+    old["reject"] = old.pop("out_of_knowledge")  # as `ragbound check --json` wrote it before
+    again = Verdict.model_validate(old)
+    assert again == verdict and again.out_of_knowledge
+    assert "reject" not in json.loads(again.model_dump_json())
 
 
 def test_every_statistic_can_be_chosen_at_check_time(guard: Guard):

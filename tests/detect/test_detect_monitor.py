@@ -434,14 +434,14 @@ def test_ks_batch_test_separates_shifted_from_matching_batches(guard: Guard) -> 
     shifted = shift_test(guard, OOK)
     assert same.test == "ks" and same.score_statistic == "mss"
     assert same.n_reference == len(CALIBRATION) and same.n_test == len(HELD_OUT_IK)
-    assert not same.reject and shifted.reject and shifted.p_value < same.p_value
+    assert not same.shifted and shifted.shifted and shifted.p_value < same.p_value
     assert shifted.critical_value is not None and shifted.statistic > shifted.critical_value
 
 
 def test_mmd_batch_test_on_embeddings(guard: Guard) -> None:
     shifted = shift_test(guard, OOK, test="mmd", n_permutations=200)
     assert shifted.test == "mmd" and shifted.method == "permutation"
-    assert shifted.reject and shifted.p_value < 0.05
+    assert shifted.shifted and shifted.p_value < 0.05
     same = shift_test(guard, HELD_OUT_IK, test="mmd", n_permutations=200)
     assert same.p_value > shifted.p_value
 
@@ -451,7 +451,7 @@ def test_bad_batches_are_refused(guard: Guard) -> None:
         shift_test(guard, [])
     with pytest.raises(InputError, match="unknown shift test"):
         shift_test(guard, HELD_OUT_IK, test="t")  # type: ignore[arg-type]
-    with pytest.warns(UserWarning, match="cannot reject"):
+    with pytest.warns(UserWarning, match="cannot flag"):
         small = Guard.calibrate(guard.kb, IN_KNOWLEDGE[:8], k=4)
     with pytest.raises(InputError, match="at least 20"):
         shift_test(small, HELD_OUT_IK)

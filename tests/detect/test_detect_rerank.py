@@ -119,7 +119,7 @@ def test_reloaded_reranked_guard_and_gate_give_the_same_p_values(reranked: Guard
     assert [v.p_value for v in after] == [v.p_value for v in before]
     assert [v.score for v in after] == pytest.approx([v.score for v in before], abs=1e-5)
     decisions = Gate(again).decide_many(queries)
-    assert [d.score for d in decisions] == pytest.approx([v.score for v in before], abs=1e-5)
+    assert [d.test.score for d in decisions] == pytest.approx([v.score for v in before], abs=1e-5)
     # the evidence still shows the chunks' cosine similarities
     assert 0 < after[0].neighbours[0].similarity <= 1
 

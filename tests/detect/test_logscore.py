@@ -42,7 +42,7 @@ def test_scores_match_check_in_file_order(guard: Guard, tmp_path: Path) -> None:
     assert table.time == [1000, 1001, 1002, 1003, 1004]
     np.testing.assert_allclose(table.p_value, [v.p_value for v in verdicts])
     np.testing.assert_allclose(table.score, [v.score for v in verdicts], rtol=1e-6)
-    assert table.out_of_knowledge.tolist() == [v.reject for v in verdicts]
+    assert table.out_of_knowledge.tolist() == [v.out_of_knowledge for v in verdicts]
     assert table.out_of_knowledge[1:4].all() and not table.out_of_knowledge[0]
 
 

@@ -69,10 +69,21 @@ def small_rejection_experiment() -> dict:
 def test_the_run_folder_reads_back_every_part(run_dir: Path) -> None:
     run = load_run(run_dir)
     assert run.evaluation is not None and set(run.scores) == set(run.evaluation.statistics)
-    assert run.shift is not None and run.shift.reject
+    assert run.shift is not None and run.shift.shifted
     assert [w.n for w in run.windows] == [5] * (len(run.windows))
     assert run.windows[-1].alarm
     assert run.rejection is not None and run.rejection["mss"]["toy"]["rows"][0]["ratio"] == 0.0
+
+
+def test_a_shift_report_saved_with_the_old_name_reject_still_loads(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    saved = json.loads((run_dir / "shift.json").read_text())
+    saved["reject"] = saved.pop("shifted")  # as an older release wrote it
+    (tmp_path / "shift.json").write_text(json.dumps(saved))
+    report = load_run(tmp_path).shift
+    assert report is not None and report.shifted is True
+    assert "reject" not in report.model_dump()
 
 
 def test_an_empty_run_folder_is_a_clear_error(tmp_path: Path) -> None:

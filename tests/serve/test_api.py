@@ -47,6 +47,11 @@ def check(url: str, query: str, token: str = READ) -> httpx.Response:
     return httpx.post(f"{url}/v1/check", json={"query": query}, headers=auth(token), timeout=60)
 
 
+def trigger_topics(decision: dict) -> set[str]:
+    """The topics of the tripwires a decision's JSON lists (none without tripwires)."""
+    return {t["topic"] for t in (decision["tripwires"] or {}).get("triggers", [])}
+
+
 # ------------------------------------------------------------------------- decisions
 def test_check_answers_with_the_decision_and_its_context(url: str, gate: Gate) -> None:
     response = check(url, MORE_IN_KNOWLEDGE[12])
@@ -54,7 +59,8 @@ def test_check_answers_with_the_decision_and_its_context(url: str, gate: Gate) -
     body = response.json()
     expected = gate.decide(MORE_IN_KNOWLEDGE[12])
     assert body["action"] == expected.action == "answer"
-    assert body["p_value"] == pytest.approx(expected.p_value)
+    assert body["test"]["p_value"] == pytest.approx(expected.test.p_value)
+    assert not body["test"]["out_of_knowledge"]
     assert [c["chunk_id"] for c in body["neighbours"]] == [c.chunk_id for c in expected.neighbours]
     assert body["calibration_id"] == expected.calibration_id
 
@@ -68,7 +74,7 @@ def test_batch_answers_in_order(url: str, gate: Gate) -> None:
     results = response.json()["results"]
     assert [r["query"] for r in results] == queries
     assert [r["action"] for r in results] == [d.action for d in gate.decide_many(queries)]
-    assert results[1]["action"] == "abstain" and results[1]["out_of_knowledge"]
+    assert results[1]["action"] == "abstain" and results[1]["test"]["out_of_knowledge"]
 
 
 def test_concurrent_requests_get_their_own_decisions(url: str, gate: Gate) -> None:
@@ -89,7 +95,7 @@ def test_concurrent_requests_get_their_own_decisions(url: str, gate: Gate) -> No
     # ties a calibration score may then move the p-value by one rank, 1 / (n + 1)
     one_rank = 1 / (len(gate.guard.detector().decision_scores_) + 1)
     for body, decision in zip(bodies, expected, strict=True):
-        assert body["p_value"] == pytest.approx(decision.p_value, abs=one_rank + 1e-9)
+        assert body["test"]["p_value"] == pytest.approx(decision.test.p_value, abs=one_rank + 1e-9)
 
 
 # ---------------------------------------------------------------------------- tokens
@@ -194,8 +200,8 @@ def test_tripwires_added_live_reject_and_name_them(url: str) -> None:
     listed = httpx.get(f"{url}/v1/tripwires", headers=auth(ADMIN)).json()
     assert listed["topics"] == {"harm": 2, "sabotage": 2}
     after = check(url, UNSAFE[1]).json()
-    assert after["action"] == "reject" and after["forbidden"]
-    assert {t["topic"] for t in after["triggers"]} == {"sabotage"}
+    assert after["action"] == "reject" and after["tripwires"]["forbidden"]
+    assert trigger_topics(after) == {"sabotage"}
     assert after["tripwire_set"] == added.json()["tripwire_set"]
     assert "sabotage" in after["reason"]
     removed = httpx.request(
@@ -261,8 +267,9 @@ def test_tripwires_changed_by_the_cli_are_used_without_restart(
     code, _, err = run(monkeypatch, capsys, "tripwire", "add", str(kb_dir), str(source))
     assert code == 0, err
     decision = check(url, query).json()
-    assert decision["action"] == "reject" and decision["triggers"][0]["topic"] == "theft"
+    assert decision["action"] == "reject"
+    assert decision["tripwires"]["triggers"][0]["topic"] == "theft"
     code, _, err = run(monkeypatch, capsys, "tripwire", "remove", str(kb_dir), "--topic", "theft")
     assert code == 0, err
     after = check(url, query).json()
-    assert "theft" not in {t["topic"] for t in after["triggers"]}, after
+    assert "theft" not in trigger_topics(after), after

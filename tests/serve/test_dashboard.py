@@ -16,7 +16,7 @@ from ragbound.serve import ServeSettings, Tokens, create_app
 from ragbound.serve.dashboard import (
     P_VALUE_BINS,
     RECENT_DECISIONS,
-    RECENT_REJECTIONS,
+    RECENT_FORBIDDEN,
     DashboardState,
 )
 from tests.serve.server import ADMIN, READ, ThreadServer, auth, served_kb, wait_ready
@@ -62,7 +62,7 @@ def check_all(url: str, queries: list[str]) -> list[dict]:
     return response.json()["results"]
 
 
-def test_stats_count_the_decisions_and_keep_the_rejections(url: str) -> None:
+def test_stats_count_the_decisions_and_keep_the_forbidden_ones(url: str) -> None:
     before = stats(url)
     assert before["ready"] and set(before["counts"]) == {"answer", "abstain", "reject"}
     results = check_all(url, [*MORE_IN_KNOWLEDGE[:4], OUT_OF_KNOWLEDGE[0], SCRIPTED])
@@ -71,22 +71,24 @@ def test_stats_count_the_decisions_and_keep_the_rejections(url: str) -> None:
         made = sum(r["action"] == action for r in results)
         assert after["counts"][action] == before["counts"][action] + made
     assert after["total"] == before["total"] + len(results)
-    assert after["alpha"] == pytest.approx(results[0]["alpha"])
+    assert after["alpha"] == pytest.approx(results[0]["test"]["alpha"])
 
     histogram = after["p_values"]
     assert histogram["reference"] == "uniform"
     assert len(histogram["counts"]) == P_VALUE_BINS and len(histogram["edges"]) == P_VALUE_BINS + 1
     assert sum(histogram["counts"]) == histogram["n"] == after["total"]  # fewer than 200 so far
     assert histogram["expected_per_bin"] == pytest.approx(histogram["n"] / P_VALUE_BINS)
-    lowest = min(r["p_value"] for r in results)
+    lowest = min(r["test"]["p_value"] for r in results)
     assert histogram["counts"][min(int(lowest * P_VALUE_BINS), P_VALUE_BINS - 1)] >= 1
 
     rejected = results[-1]
-    assert rejected["action"] == "reject"
-    newest = after["rejections"][0]
-    assert newest["query"] == SCRIPTED and newest["p_value"] == pytest.approx(rejected["p_value"])
+    assert rejected["action"] == "reject" and rejected["tripwires"]["forbidden"]
+    newest = after["forbidden"][0]
+    assert newest["query"] == SCRIPTED
+    assert newest["p_value"] == pytest.approx(rejected["test"]["p_value"])
+    assert newest["rule"] == rejected["tripwires"]["rule"]
     assert [(t["id"], t["topic"]) for t in newest["triggers"]] == [
-        (t["id"], t["topic"]) for t in rejected["triggers"]
+        (t["id"], t["topic"]) for t in rejected["tripwires"]["triggers"]
     ]
     assert all(0 < t["similarity"] <= 1 for t in newest["triggers"])
     schema = httpx.get(f"{url}/openapi.json").json()
@@ -115,10 +117,10 @@ def test_the_state_is_bounded_and_keeps_what_the_log_keeps(url: str, kb_dir: Pat
     snapshot = hashed.snapshot(True, None, WINDOW).model_dump()
     assert snapshot["counts"]["reject"] == snapshot["total"] == RECENT_DECISIONS + 30
     assert snapshot["p_values"]["n"] == RECENT_DECISIONS
-    assert len(snapshot["rejections"]) == RECENT_REJECTIONS and snapshot["monitor"] is None
+    assert len(snapshot["forbidden"]) == RECENT_FORBIDDEN and snapshot["monitor"] is None
     digest = hashlib.sha256(SCRIPTED.encode()).hexdigest()
-    assert snapshot["rejections"][0]["query"] == f"sha256:{digest}"
-    assert hidden.snapshot(True, None, WINDOW).rejections[0].query is None
+    assert snapshot["forbidden"][0]["query"] == f"sha256:{digest}"
+    assert hidden.snapshot(True, None, WINDOW).forbidden[0].query is None
 
 
 @pytest.mark.parametrize("path", ["/dashboard", "/v1/stats"])
@@ -185,7 +187,7 @@ def test_the_page_updates_in_headless_chromium(url: str) -> None:
             arg=total,
             timeout=10_000,
         )
-        first_query = page.inner_text("#rejections td.query")
+        first_query = page.inner_text("#forbidden td.query")
         scripts = page.eval_on_selector_all("script", "nodes => nodes.length")
         bars = page.eval_on_selector_all("#hist rect", "nodes => nodes.length")
         answered = int(page.inner_text("#count-answer"))

@@ -80,7 +80,9 @@ def test_answer_goes_upstream_with_the_chunks_as_context(client, upstream, gate)
     assert raw.headers["x-ragbound-action"] == "answer"
     decision = completion.model_extra["ragbound"]
     assert decision["action"] == "answer" and decision["query"] == query
-    assert float(raw.headers["x-ragbound-p-value"]) == pytest.approx(decision["p_value"], 1e-5)
+    p_value = decision["test"]["p_value"]
+    assert float(raw.headers["x-ragbound-p-value"]) == pytest.approx(p_value, 1e-5)
+    assert not decision["test"]["out_of_knowledge"]
 
     assert len(upstream.received) == before + 1
     forwarded = upstream.received[-1]
@@ -135,7 +137,11 @@ def test_abstain_and_reject_never_reach_the_upstream(
     assert decision["action"] == action
     assert len(upstream.received) == before
     if action == "reject":
-        assert decision["triggers"] and raw.headers["x-ragbound-triggers"]
+        assert decision["tripwires"]["forbidden"] and decision["tripwires"]["triggers"]
+        ids = [t["id"] for t in decision["tripwires"]["triggers"]]
+        assert raw.headers["x-ragbound-triggers"] == ",".join(ids)
+    else:
+        assert decision["test"]["out_of_knowledge"]
 
 
 def test_the_last_user_message_is_the_one_decided(client, upstream) -> None:

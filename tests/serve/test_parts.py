@@ -228,12 +228,15 @@ def test_a_slow_decision_times_out_and_the_batcher_goes_on() -> None:
 # ---------------------------------------------------------------------------- log
 def _decision(gate_query: str):
     from ragbound.gate import Decision
+    from ragbound.results import Verdict
 
+    test = Verdict(
+        query=gate_query, statistic="mss", score=-0.7, p_value=0.5, out_of_knowledge=False,
+        alpha=0.05, critical_value=None, k=4, n_calibration=20,
+    )  # fmt: skip
     return Decision(
-        query=gate_query, action="answer", reason="r", p_value=0.5, out_of_knowledge=False,
-        statistic="mss", score=-0.7, critical_value=None, alpha=0.05, k=4, forbidden=False,
-        rule=None, triggers=[], neighbours=[], kb_fingerprint="f", calibration_id="c",
-        tripwire_set=None,
+        query=gate_query, action="answer", reason="r", test=test, tripwires=None, neighbours=[],
+        kb_fingerprint="f", calibration_id="c", tripwire_set=None,
     )  # fmt: skip
 
 

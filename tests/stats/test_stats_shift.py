@@ -27,7 +27,7 @@ def test_ks_statistic_by_hand() -> None:
     result = ks_two_sample([1.0, 2.0, 3.0], [2.0, 3.0, 4.0, 5.0])
     assert result.statistic == pytest.approx(0.5)
     assert (result.n_reference, result.n_test, result.method_used) == (3, 4, "exact")
-    assert 0.0 < result.p_value <= 1.0 and not result.reject
+    assert 0.0 < result.p_value <= 1.0 and not result.shifted
 
 
 def test_the_papers_critical_value_by_hand() -> None:
@@ -40,10 +40,10 @@ def test_exact_critical_value_by_hand_for_tiny_samples() -> None:
     # 2 of the C(4, 2) = 6 orders: P(D >= 1) = 1/3; D >= 1/2 always holds (p = 1).
     result = ks_two_sample([0.0, 1.0], [2.0, 3.0], alpha=0.4)
     assert result.statistic == 1.0 and result.p_value == pytest.approx(1 / 3)
-    assert result.critical_value == 1.0 and result.reject
-    # at alpha = 0.3 no order of four values is rare enough: nothing can be rejected
+    assert result.critical_value == 1.0 and result.shifted
+    # at alpha = 0.3 no order of four values is rare enough: no shift can be found
     never = ks_two_sample([0.0, 1.0], [2.0, 3.0], alpha=0.3)
-    assert never.critical_value == math.inf and not never.reject
+    assert never.critical_value == math.inf and not never.shifted
 
 
 def _paper_and_exact_disagree(seed: int) -> tuple[np.ndarray, np.ndarray, float] | None:
@@ -65,7 +65,7 @@ def test_ks_never_rejects_below_its_reported_critical_value() -> None:
     case = next(c for seed in range(500) if (c := _paper_and_exact_disagree(seed)) is not None)
     x, y, alpha = case
     result = ks_two_sample(x, y, alpha=alpha)
-    assert result.reject and result.p_value <= alpha
+    assert result.shifted and result.p_value <= alpha
     assert result.statistic >= result.critical_value
     assert result.critical_value < ks_critical_value(x.size, y.size, alpha)
 
@@ -89,13 +89,15 @@ def test_ks_decision_p_value_and_critical_value_agree(
     reference = scipy_stats.ks_2samp(x, y)
     assert result.statistic == pytest.approx(reference.statistic, abs=1e-12)
     assert result.p_value == pytest.approx(reference.pvalue, abs=1e-12)
-    assert result.reject == (result.p_value <= alpha) == (result.statistic >= result.critical_value)
+    assert (
+        result.shifted == (result.p_value <= alpha) == (result.statistic >= result.critical_value)
+    )
 
 
 def test_ks_detects_a_clear_shift_and_the_critical_value_agrees() -> None:
     rng = np.random.default_rng(0)
     result = ks_two_sample(rng.normal(size=200), rng.normal(1.0, 1.0, 200))
-    assert result.reject and result.p_value < 1e-6
+    assert result.shifted and result.p_value < 1e-6
     assert result.statistic > result.critical_value
 
 
@@ -155,7 +157,7 @@ def test_exceedance_by_hand() -> None:
 
 def test_exceedance_with_nothing_reaching_or_everything_reaching() -> None:
     none = exceedance_test([1.0, 2.0], [0.0, 0.5], critical_value=math.inf)
-    assert none.n_exceed == 0 and none.p_value == 1.0 and not none.reject
+    assert none.n_exceed == 0 and none.p_value == 1.0 and not none.shifted
     every = exceedance_test([1.0, 2.0], [3.0, 4.0], critical_value=-math.inf)
     assert every.n_reference_at_or_above == 2 and every.p_value == 1.0
 
@@ -194,7 +196,7 @@ def test_exceedance_sees_an_upper_tail_shift_ks_misses() -> None:
     critical = EmpiricalNull(reference).critical_value(0.05)
     test = np.concatenate([np.linspace(0.0, 0.9, 14), np.full(6, 0.99)])
     assert exceedance_test(reference, test, critical).p_value < 0.01
-    assert not ks_two_sample(reference, test).reject
+    assert not ks_two_sample(reference, test).shifted
 
 
 def test_window_levels() -> None:

@@ -102,7 +102,7 @@ def test_owned_index_add_check_and_tripwires(monkeypatch, capsys, pg_dsn, corpus
         monkeypatch, capsys, "tripwire", "check", str(kb), UNSAFE[0], IN_KNOWLEDGE[0], "--json"
     )
     assert code == 0, err
-    assert [json.loads(line)["rejected"] for line in out.splitlines()] == [True, False]
+    assert [json.loads(line)["forbidden"] for line in out.splitlines()] == [True, False]
 
 
 def test_an_add_that_never_committed_is_replaced(pg_dsn, corpus_dir, tmp_path):

@@ -17,6 +17,6 @@ REPLIES = [
 def test_the_judge_reads_tags_and_reports_bad_replies_without_guessing() -> None:
     verdicts = moderate(ScriptedLLM(list(REPLIES)), ["q1", "q2", "q3"], concurrency=1)
     assert [v.verdict for v in verdicts] == ["reject", "allow", None]
-    assert [v.rejected for v in verdicts] == [True, False, None]
+    assert [v.forbidden for v in verdicts] == [True, False, None]
     assert verdicts[0].reasoning == "It asks how to hurt someone."
     assert verdicts[2].error and "nope" in verdicts[2].error

@@ -84,6 +84,8 @@ def test_text_file_with_a_topic(tmp_path: Path) -> None:
 def test_labelled_file_one_error_format(tmp_path: Path) -> None:
     path = write(tmp_path / "l.tsv", "prompt\tlabel\nKill a process?\tsafe\nHurt a cat?\tunsafe\n")
     assert read_labelled(path) == (["Kill a process?", "Hurt a cat?"], [False, True])
+    path = write(tmp_path / "f.csv", "query,label\nHurt a cat?,Forbidden\nPet a cat?,allow\n")
+    assert read_labelled(path) == (["Hurt a cat?", "Pet a cat?"], [True, False])
     path = write(tmp_path / "m.jsonl", '{"query": "q", "label": "maybe"}\n')
     with pytest.raises(InputError, match=r"m\.jsonl:1 \(field 'label'\): label 'maybe' is nei"):
         read_labelled(path)

@@ -1,4 +1,4 @@
-"""TripwireGuard decisions, rule tuning and generation (scripted LLM)."""
+"""TripwireGuard verdicts, rule tuning and generation (scripted LLM)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,10 @@ from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import ParseError
 from ragbound.tripwires import (
-    Pass,
-    Rejection,
     TripwireGuard,
     TripwireRule,
     TripwireStore,
+    TripwireVerdict,
     load_rule,
     read_tripwires,
     save_rule,
@@ -40,25 +39,25 @@ def guarded_kb(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     return target
 
 
-def test_harmful_queries_are_rejected_and_name_their_tripwire(guarded_kb: Path) -> None:
+def test_harmful_queries_are_forbidden_and_name_their_tripwire(guarded_kb: Path) -> None:
     guard = TripwireGuard.load(guarded_kb, TripwireRule(k=3, proportion=None, rank=1))
     decisions = guard.check_many(UNSAFE + SAFE)
-    assert all(isinstance(d, Rejection) for d in decisions[: len(UNSAFE)])
-    assert all(isinstance(d, Pass) for d in decisions[len(UNSAFE) :])
+    assert all(d.forbidden and d.rule for d in decisions[: len(UNSAFE)])
+    assert all(not d.forbidden and d.rule is None for d in decisions[len(UNSAFE) :])
     first = decisions[0]
     assert first.triggers[0].topic == "harm" and first.triggers[0].rank == 1
     assert "poison" in first.triggers[0].text and first.rule.startswith("rank<=1")
     assert first.tripwire_set == guard.tripwires.manifest.set_hash
     assert decisions[1].triggers[0].topic == "sabotage"
-    assert guard.check(SAFE[0]).rejected is False  # single-query path agrees with the batch
+    assert guard.check(SAFE[0]).forbidden is False  # single-query path agrees with the batch
 
 
-def test_proportion_rule_over_rejects_on_a_tiny_corpus(guarded_kb: Path) -> None:
+def test_proportion_rule_forbids_too_much_on_a_tiny_corpus(guarded_kb: Path) -> None:
     # Ten knowledge chunks beside four tripwires: two bee tripwires fill the top 3 of an
-    # innocent bee question, so the paper's "any" default rejects it and tuning is needed.
+    # innocent bee question, so the paper's "any" default forbids it and tuning is needed.
     guard = TripwireGuard.load(guarded_kb, TripwireRule(k=3))
     decision = guard.check("Why do beekeepers use smoke?")
-    assert isinstance(decision, Rejection) and decision.rule.startswith("proportion>=0.5")
+    assert decision.forbidden and decision.rule.startswith("proportion>=0.5")
     assert decision.best_rank == 2 and len(decision.triggers) == 2
 
 
@@ -71,12 +70,12 @@ def test_merged_ranks_hold_knowledge_and_tripwires(guarded_kb: Path) -> None:
 
 def test_a_knowledge_base_without_tripwires_passes_everything(minilm_kb_dir: Path) -> None:
     decision = TripwireGuard.load(minilm_kb_dir).check(UNSAFE[0])
-    assert isinstance(decision, Pass) and decision.triggers == [] and decision.best_rank is None
+    assert not decision.forbidden and decision.triggers == [] and decision.best_rank is None
 
 
 def test_similarity_floor_silences_weak_tripwires(guarded_kb: Path) -> None:
     assert (
-        TripwireGuard.load(guarded_kb, TripwireRule(k=3, floor=0.99)).check(UNSAFE[0]).rejected
+        TripwireGuard.load(guarded_kb, TripwireRule(k=3, floor=0.99)).check(UNSAFE[0]).forbidden
         is False
     )
 
@@ -122,15 +121,15 @@ def test_the_default_passes_an_off_topic_question_the_paper_rule_calls_forbidden
     guarded_kb: Path,
 ) -> None:
     # Ten bee-and-train chunks and four tripwires: bread is in neither, so its top 5 holds
-    # weak tripwires and the paper's rule rejects it; none is as close as the tripwires are to
+    # weak tripwires and the paper's rule forbids it; none is as close as the tripwires are to
     # each other, so the default does not count them.
     paper = TripwireGuard.load(guarded_kb, TripwireRule.paper())
     default = TripwireGuard.load(guarded_kb)
     assert default.rule == TripwireRule.default()
-    assert paper.check(OFF_TOPIC).rejected is True
-    assert default.check(OFF_TOPIC).rejected is False
+    assert paper.check(OFF_TOPIC).forbidden is True
+    assert default.check(OFF_TOPIC).forbidden is False
     decisions = default.check_many(UNSAFE + SAFE + [OFF_TOPIC])
-    assert [d.rejected for d in decisions] == [True] * len(UNSAFE) + [False] * (len(SAFE) + 1)
+    assert [d.forbidden for d in decisions] == [True] * len(UNSAFE) + [False] * (len(SAFE) + 1)
 
 
 def test_the_decision_explains_its_floor(guarded_kb: Path) -> None:
@@ -146,10 +145,22 @@ def test_the_decision_explains_its_floor(guarded_kb: Path) -> None:
     assert floor.tripwire_set == decision.tripwire_set == guard.tripwires.manifest.set_hash
     assert all(t.similarity >= floor.value for t in decision.triggers)
     assert "q0.15 of the nearest-other similarities" in floor.describe()
-    assert Rejection.model_validate_json(decision.model_dump_json()) == decision
+    assert TripwireVerdict.model_validate_json(decision.model_dump_json()) == decision
     fixed = TripwireGuard.load(guarded_kb, TripwireRule(floor=0.3)).check(UNSAFE[0]).floor
     assert (fixed.value, fixed.source, fixed.quantile) == (0.3, "fixed", None)
     assert TripwireGuard.load(guarded_kb, TripwireRule.paper()).floor().source == "none"
+
+
+def test_verdicts_saved_with_the_old_name_rejected_still_load(guarded_kb: Path) -> None:
+    guard = TripwireGuard.load(guarded_kb, TripwireRule(k=3, proportion=None, rank=1))
+    for verdict in guard.check_many([UNSAFE[0], SAFE[0]]):
+        old = json.loads(verdict.model_dump_json())
+        old["rejected"] = old.pop("forbidden")  # a Rejection / Pass of an older release
+        again = TripwireVerdict.model_validate(old)
+        assert again == verdict
+        assert "rejected" not in again.model_dump() and "forbidden" in again.model_dump()
+    with pytest.raises(ValidationError, match="names its rule"):
+        TripwireVerdict.model_validate({**old, "rejected": True})  # forbidden without a rule
 
 
 def test_the_floor_follows_the_set(guarded_kb: Path, tmp_path: Path) -> None:

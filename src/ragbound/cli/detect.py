@@ -130,10 +130,11 @@ def calibrate(
     Each query is retrieved against the knowledge base and its top --k similarities are
     kept. check, evaluate and shift compare new queries with these. Use queries the corpus
     does answer: real user questions, or the output of `ragbound synth`. The smallest
-    p-value is 1/(n+1), so rejecting at alpha = 0.05 needs at least 19 queries; a few
-    hundred are better. Calibrating again replaces the saved calibration. It is saved while
-    no other process writes the knowledge base (waiting up to $RAGBOUND_LOCK_TIMEOUT seconds,
-    60 by default), and refused if the knowledge base changed while it was being calibrated.
+    p-value is 1/(n+1), so finding any query out of knowledge at alpha = 0.05 needs at
+    least 19 queries; a few hundred are better. Calibrating again replaces the saved
+    calibration. It is saved while no other process writes the knowledge base (waiting up to
+    $RAGBOUND_LOCK_TIMEOUT seconds, 60 by default), and refused if the knowledge base changed
+    while it was being calibrated.
 
     --statistic and --alpha only set the defaults that check uses; every statistic can be
     chosen later. --granularity is recorded: check, evaluate and shift search with it.
@@ -311,14 +312,13 @@ def check(
 
     Each query is retrieved and its statistic (higher = more out of knowledge) is compared
     with the calibration queries' values: p = (1 + the number of calibration queries
-    scoring at least as high) / (n + 1). The query is rejected (out of knowledge) when
-    p <= alpha.
+    scoring at least as high) / (n + 1). The query is out of knowledge when p <= alpha.
 
-    --json prints one object per query with query, statistic, score, p_value, reject, alpha,
-    critical_value (null when no score can reach alpha with this calibration), k,
-    n_calibration and neighbours (rank, chunk_id, doc_id, source, similarity, text). A
-    calibration made before the knowledge base changed, or with another search (exact vs
-    HNSW, another ef_search), is refused unless --force.
+    --json prints one object per query with query, statistic, score, p_value,
+    out_of_knowledge, alpha, critical_value (null when no score can reach alpha with this
+    calibration), k, n_calibration and neighbours (rank, chunk_id, doc_id, source,
+    similarity, text). A calibration made before the knowledge base changed, or with another
+    search (exact vs HNSW, another ef_search), is refused unless --force.
     """
     from ragbound.detect import Guard
 
@@ -442,7 +442,7 @@ def verdict_table(verdicts: Sequence[Verdict], expected: Sequence[str] | None = 
     for i, v in enumerate(verdicts):
         near = v.neighbours[0] if v.neighbours else None
         evidence = f"{near.similarity:.3f} {near.source}" if near else ""
-        label = "[red]out of knowledge[/]" if v.reject else "[green]in knowledge[/]"
+        label = "[red]out of knowledge[/]" if v.out_of_knowledge else "[green]in knowledge[/]"
         row = [v.query, f"{v.score:.4f}", f"{v.p_value:.4f}", label, evidence]
         if expected is not None:
             row.insert(1, expected[i])

@@ -95,7 +95,7 @@ def serve(
     refusal: Annotated[
         str,
         typer.Option(
-            help="The gateway's reply to a reject (forbidden).",
+            help="The gateway's reply to a forbidden query (reject).",
             callback=validate.non_empty,
             rich_help_panel="Gateway",
         ),
@@ -112,12 +112,13 @@ def serve(
     """Serve the knowledge base's decisions over HTTP (FastAPI on uvicorn).
 
     POST /v1/check {"query": ...} answers the decision as JSON (action answer, abstain or
-    reject, p_value, triggers, neighbours); POST /v1/check/batch {"queries": [...]} answers
+    reject; test, the boundary test with p_value and out_of_knowledge; tripwires, with
+    forbidden and triggers; neighbours); POST /v1/check/batch {"queries": [...]} answers
     {"results": [...]}. GET/POST/DELETE /v1/tripwires list, add and remove tripwires live
     (admin token). GET /healthz, /readyz, /metrics (Prometheus) and /openapi.json.
-    GET /dashboard is a live page (decision counts, p-value histogram, recent rejections,
-    the shift monitor's windows) fed by GET /v1/stats (JSON); both need a read token, which a
-    browser may give as the Basic-auth password.
+    GET /dashboard is a live page (decision counts, p-value histogram, recent forbidden queries,
+    the shift monitor's windows) fed by GET /v1/stats (JSON); both need a read token, which
+    a browser may give as the Basic-auth password.
 
     Without --token-file the service needs no token and binds only a loopback address. With
     it (tokens of 16 characters or more), /v1/check and /metrics need a read or admin token

@@ -129,7 +129,7 @@ def shift(
     statistic's values (scipy's exact or asymptotic p-value; the paper's critical value
     sqrt(-ln(alpha/2)(n+m)/(2nm)) is reported too); --test mmd compares the query embeddings
     (p-value from 1000 permutations). --json prints test, score_statistic, statistic,
-    p_value, alpha, reject, critical_value, n_reference, n_test, method and kb_fingerprint.
+    p_value, alpha, shifted, critical_value, n_reference, n_test, method and kb_fingerprint.
 
     Log: each line is a JSON object with a timestamp (ISO 8601 or epoch seconds) and a
     query, in time order. Each full window of --window queries (or of log time) gets a KS
@@ -221,7 +221,7 @@ def _shift_batch(
     if json_out:
         emit_json(report)
         return
-    verdict = "[red]shift[/]" if report.reject else "[green]no shift[/]"
+    verdict = "[red]shift[/]" if report.shifted else "[green]no shift[/]"
     critical = f", critical value {report.critical_value:.4f}" if report.critical_value else ""
     console().print(
         f"{report.test.upper()} {report.statistic:.4f}{critical}, p = {report.p_value:.4g} "

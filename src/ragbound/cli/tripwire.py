@@ -258,10 +258,10 @@ def tune(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Grid-search the rejection rule on labelled queries; save and print the trade-off.
+    """Grid-search the tripwire rule on labelled queries; save and print the trade-off.
 
-    The labelled file has a query and a label: unsafe, harmful, 1, true or reject for
-    queries to refuse; safe, harmless, 0, false or allow for the rest. The grid covers k in
+    The labelled file has a query and a label: unsafe, harmful, forbidden, 1, true or reject
+    for queries to refuse; safe, harmless, 0, false or allow for the rest. The grid covers k in
     1, 3, 5, 10; a similarity floor of none or 0.3 to 0.6; and rules on the proportion of
     tripwires in the top k, the best tripwire rank, the reciprocal-rank sum, and proportion
     and rank joined by any or all.
@@ -309,14 +309,14 @@ def check(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Reject queries whose retrieval surfaces tripwires, naming the tripwires that fired.
+    """Find forbidden queries: those whose retrieval surfaces tripwires, naming them.
 
     Each query is retrieved from the knowledge and the tripwires together; the rule saved by
     tripwire tune decides. Without one, the default: the paper's conditions (proportion 0.5
     or rank 1, k = 5), counting only tripwires at least as similar to the query as the 0.15
     quantile of the tripwires' similarities to their nearest other tripwire, so ordinary
     off-topic questions are not called forbidden. --json prints one object per query with
-    query, rejected, rule (the conditions that fired), triggers (id, topic, text, rank,
+    query, forbidden, rule (the conditions that fired), triggers (id, topic, text, rank,
     similarity, severity), proportion, best_rank, rr_sum, k, floor (its value and how it was
     derived) and tripwire_set (the hash of the set used).
 
@@ -338,8 +338,8 @@ def check(
             row = decision.model_dump(mode="json")
             if i in verdicts:
                 row["llm"] = verdicts[i].model_dump(mode="json")
-                row["rejected"] = bool(verdicts[i].rejected)
-                row["rule"] = "llm" if verdicts[i].rejected else None
+                row["forbidden"] = bool(verdicts[i].forbidden)
+                row["rule"] = "llm" if verdicts[i].forbidden else None
             emit_json(row)
         return
     console().print(decisions_table(decisions, rule.describe(), verdicts))
@@ -348,7 +348,7 @@ def check(
 def _cascade(spec: str, decisions, json_out: bool) -> dict:
     from ragbound.tripwires.cascade import moderate
 
-    passed = [i for i, d in enumerate(decisions) if not d.rejected]
+    passed = [i for i, d in enumerate(decisions) if not d.forbidden]
     if not passed:
         return {}
     verdicts = moderate(
@@ -405,13 +405,13 @@ def decisions_table(decisions: Sequence, rule: str, verdicts: dict | None = None
             f"#{t.rank} {t.similarity:.3f} {t.topic}: {t.text[:80]}" for t in d.triggers
         )
         rule_text = d.rule or ""
-        label = "[red]rejected[/]" if d.rejected else "[green]passed[/]"
+        label = "[red]forbidden[/]" if d.forbidden else "[green]passed[/]"
         if i in verdicts:
             verdict = verdicts[i]
-            label = {True: "[red]rejected (LLM)[/]", False: "[green]passed (LLM allows)[/]"}.get(
-                verdict.rejected, "[yellow]passed (LLM error)[/]"
+            label = {True: "[red]forbidden (LLM)[/]", False: "[green]passed (LLM allows)[/]"}.get(
+                verdict.forbidden, "[yellow]passed (LLM error)[/]"
             )
-            rule_text = "llm" if verdict.rejected else ""
+            rule_text = "llm" if verdict.forbidden else ""
         table.add_row(d.query, label, rule_text, triggers)
     return table
 
@@ -445,7 +445,7 @@ def build() -> typer.Typer:
     group = typer.Typer(
         no_args_is_help=True,
         rich_markup_mode=HELP_MARKUP,
-        help="Tripwires: flagged documents that reject the queries retrieving them (RAR).",
+        help="Tripwires: flagged documents; a query retrieving them is forbidden (RAR).",
     )
     group.command("add")(add)
     group.command("remove")(remove)

@@ -43,8 +43,8 @@ class BoundaryDetector:
     Works on plain arrays: ``similarities`` has shape (n_queries, >= k), each row the
     top retrieval similarities sorted descending (higher = closer). The statistic is
     oriented so that higher = more out-of-knowledge; ``p_value`` is its right tail
-    under the empirical null of the calibration queries, and ``predict`` rejects
-    (flags out-of-knowledge) when p <= alpha.
+    under the empirical null of the calibration queries, and ``predict`` flags
+    out-of-knowledge when p <= alpha.
 
     A scikit-learn style estimator: the parameters (those of :class:`DetectorConfig`, with
     its defaults) are stored unchanged by ``__init__`` and validated by ``fit``, so

@@ -56,7 +56,7 @@ class Guard:
         >>> kb = KnowledgeBase.load("kb/")  # doctest: +SKIP
         >>> guard = Guard.calibrate(kb, in_knowledge_questions)  # doctest: +SKIP
         >>> verdict = guard.check("How do I bake sourdough bread?")  # doctest: +SKIP
-        >>> verdict.reject, verdict.p_value  # doctest: +SKIP
+        >>> verdict.out_of_knowledge, verdict.p_value  # doctest: +SKIP
         (True, 0.0033)
     """
 
@@ -343,21 +343,22 @@ class Guard:
     ) -> list[Verdict]:
         """Test a batch of queries (embedded in batches; one Verdict per query, in order)."""
         scored = self.score(queries, statistic=statistic, alpha=alpha, progress=progress)
-        return [
-            Verdict(
-                query=query,
-                statistic=scored.statistic,
-                score=float(scored.scores[i]),
-                p_value=float(scored.p_values[i]),
-                reject=bool(scored.p_values[i] <= scored.alpha),
-                alpha=scored.alpha,
-                critical_value=scored.critical_value,
-                k=scored.k,
-                n_calibration=scored.n_calibration,
-                neighbours=self.neighbours(scored.hits, i, evidence),
-            )
-            for i, query in enumerate(queries)
-        ]
+        return [self.verdict(query, scored, i, evidence) for i, query in enumerate(queries)]
+
+    def verdict(self, query: str, scored: Scored, row: int, evidence: int) -> Verdict:
+        """The Verdict of row ``row`` of a scored batch, with its ``evidence`` nearest chunks."""
+        return Verdict(
+            query=query,
+            statistic=scored.statistic,
+            score=float(scored.scores[row]),
+            p_value=float(scored.p_values[row]),
+            out_of_knowledge=bool(scored.p_values[row] <= scored.alpha),
+            alpha=scored.alpha,
+            critical_value=scored.critical_value,
+            k=scored.k,
+            n_calibration=scored.n_calibration,
+            neighbours=self.neighbours(scored.hits, row, evidence),
+        )
 
     def is_learned(self, statistic: str | None = None) -> bool:
         """Whether ``statistic`` (default: the calibration's) is the learned combined score,
@@ -455,7 +456,7 @@ def _warn_if_powerless(n_queries: int, alpha: float) -> None:
     needed = math.ceil(1 / alpha - 1)
     if n_queries < needed:
         warnings.warn(
-            f"{n_queries} calibration queries cannot reject anything at alpha={alpha}: the "
+            f"{n_queries} calibration queries cannot flag anything at alpha={alpha}: the "
             f"smallest p-value is 1/{n_queries + 1}; use at least {needed} queries",
             UserWarning,
             stacklevel=3,

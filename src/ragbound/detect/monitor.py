@@ -372,7 +372,7 @@ class ShiftMonitor:
             statistic=result.statistic,
             p_value=result.p_value,
             alpha=alpha,
-            alarm=result.reject,
+            alarm=result.shifted,
             critical_value=result.critical_value if math.isfinite(result.critical_value) else None,
             score_statistic=self.statistic,
         )

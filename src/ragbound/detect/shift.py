@@ -63,7 +63,7 @@ def shift_test(
 
     Example:
         >>> report = shift_test(guard, todays_queries)  # doctest: +SKIP
-        >>> report.reject, round(report.p_value, 4)  # doctest: +SKIP
+        >>> report.shifted, round(report.p_value, 4)  # doctest: +SKIP
         (True, 0.0001)
     """
     _check_shift_options(queries, test, alpha, n_permutations, seed)
@@ -83,8 +83,8 @@ def shift_test(
         statistic=result.statistic,
         p_value=result.p_value,
         alpha=alpha,
-        reject=result.reject,
-        # inf: batch too small for any KS distance to reach alpha (reject is then False)
+        shifted=result.shifted,
+        # inf: batch too small for any KS distance to reach alpha (shifted is then False)
         critical_value=result.critical_value if math.isfinite(result.critical_value) else None,
         n_reference=result.n_reference,
         n_test=result.n_test,
@@ -133,7 +133,7 @@ def _mmd(
         statistic=result.statistic,
         p_value=result.p_value,
         alpha=alpha,
-        reject=bool(result.p_value <= alpha),
+        shifted=bool(result.p_value <= alpha),
         n_reference=result.n_x,
         n_test=result.n_y,
         method="permutation",

@@ -113,7 +113,7 @@ def _shift(run: RunData) -> str:
     report = run.shift
     assert report is not None
     critical = "" if report.critical_value is None else f"{report.critical_value:.4f}"
-    verdict = "<span class='alarm'>shift</span>" if report.reject else "no shift"
+    verdict = "<span class='alarm'>shift</span>" if report.shifted else "no shift"
     row = [
         escape(report.test.upper()),
         f"{report.statistic:.4f}",

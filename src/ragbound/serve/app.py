@@ -191,7 +191,9 @@ def _add_check_routes(app: FastAPI, service: Service) -> None:
 
     @app.post("/v1/check", response_model=Decision, dependencies=reader, tags=["decide"])
     async def check(body: CheckRequest) -> Decision:
-        """Decide one query: ``answer`` (with its context), ``abstain`` or ``reject``."""
+        """Decide one query: ``answer`` (with its context), ``abstain`` (out of knowledge) or
+        ``reject`` (forbidden). The boundary test's verdict is in ``test``, the tripwires' in
+        ``tripwires``."""
         return (await _decide(service, [body.query]))[0]
 
     @app.post("/v1/check/batch", response_model=BatchResponse, dependencies=reader, tags=["decide"])
@@ -329,8 +331,8 @@ def _add_dashboard_routes(app: FastAPI, service: Service) -> None:
     @app.get("/v1/stats", response_model=Stats, dependencies=reader, tags=["ops"])
     async def stats() -> JSONResponse:
         """The dashboard's data: decision counts, the p-value histogram of recent decisions
-        (against the uniform calibration reference), recent rejections with their tripwires,
-        the shift monitor's windows."""
+        (against the uniform calibration reference), recent forbidden queries with their
+        tripwires, the shift monitor's windows."""
         return JSONResponse(service.stats().model_dump(), headers={"Cache-Control": "no-store"})
 
     @app.get(
@@ -378,10 +380,11 @@ def _add_gateway_routes(app: FastAPI, service: Service, upstream: Upstream) -> N
         },
     )
     async def chat_completions(body: ChatRequest):
-        """OpenAI-compatible chat completions, decided on the last user message: ``reject`` and
-        ``abstain`` are answered here (refusal or "I don't know"), ``answer`` goes upstream with
-        the retrieved chunks as context. The decision is in the ``ragbound`` field (the first
-        chunk of a stream) and the ``X-Ragbound-*`` headers."""
+        """OpenAI-compatible chat completions, decided on the last user message: ``reject``
+        (forbidden) and ``abstain`` (out of knowledge) are answered here (refusal or "I don't
+        know"), ``answer`` goes upstream with the retrieved chunks as context. The decision is
+        in the ``ragbound`` field (the first chunk of a stream) and the ``X-Ragbound-*``
+        headers."""
         decision = (await _decide(service, [last_user_text(body)]))[0]
         headers = decision_headers(decision)
         if decision.action != "answer":

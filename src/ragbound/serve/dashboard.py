@@ -1,10 +1,11 @@
 """The live dashboard: bounded state fed by the decision thread, its JSON, and the page.
 
 ``GET /v1/stats`` answers :meth:`DashboardState.snapshot` (decision counts since the start,
-the p-value histogram of the last ``RECENT_DECISIONS`` decisions, the recent rejections with
-their tripwires, the shift monitor's windows). ``GET /dashboard`` answers one self-contained
-HTML page (``dashboard.html``: inline CSS and JS, no external asset) that polls it, sent with
-a content-security policy allowing only its own inline code, by a nonce fresh per response.
+the p-value histogram of the last ``RECENT_DECISIONS`` decisions, the recent forbidden queries
+(those rejected) with their tripwires, the shift monitor's windows). ``GET /dashboard``
+answers one self-contained HTML page (``dashboard.html``: inline CSS and JS, no external
+asset) that polls it, sent with a content-security policy allowing only its own inline code,
+by a nonce fresh per response.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from ragbound.gate import Decision
 from ragbound.results import WindowResult
 from ragbound.serve.querylog import shown_query
 from ragbound.serve.settings import LogQueries
+from ragbound.tripwires import TripwireVerdict
 
 RECENT_DECISIONS = 200
-RECENT_REJECTIONS = 50
+RECENT_FORBIDDEN = 50
 P_VALUE_BINS = 20
 ACTIONS = ("answer", "abstain", "reject")
 NONCE_MARK = "__NONCE__"
@@ -38,7 +40,9 @@ class TriggerShown(BaseModel):
     rank: int = Field(description="1-based rank in the merged top k")
 
 
-class RejectionShown(BaseModel):
+class ForbiddenShown(BaseModel):
+    """A forbidden query (its action: reject) and the tripwires that made it so."""
+
     time: float = Field(description="Unix time, seconds")
     query: str | None = Field(description="as the query log keeps it: full, sha256:HEX or null")
     p_value: float
@@ -84,12 +88,12 @@ class Stats(BaseModel):
     counts: dict[str, int] = Field(description="decisions by action since the start")
     total: int
     p_values: PValueHistogram
-    rejections: list[RejectionShown] = Field(description="newest first")
+    forbidden: list[ForbiddenShown] = Field(description="newest first")
     monitor: Timeline | None = Field(description="null: no shift monitor")
 
 
 class DashboardState:
-    """What the dashboard shows, bounded: counts, the last decisions, the last rejections.
+    """What the dashboard shows, bounded: counts, the last decisions, the last forbidden ones.
 
     ``log_queries``: what is shown of a query, as in the query log (``full``, ``hash``,
     ``none``). Updated by the decision thread, read by the event loop: one lock.
@@ -101,7 +105,7 @@ class DashboardState:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._p_values: deque[float] = deque(maxlen=RECENT_DECISIONS)
-        self._rejections: deque[RejectionShown] = deque(maxlen=RECENT_REJECTIONS)
+        self._forbidden: deque[ForbiddenShown] = deque(maxlen=RECENT_FORBIDDEN)
         self._alpha: float | None = None
 
     def record(self, decisions: Sequence[Decision]) -> None:
@@ -110,18 +114,18 @@ class DashboardState:
         with self._lock:
             for decision in decisions:
                 self._counts[decision.action] += 1
-                self._p_values.append(decision.p_value)
-                self._alpha = decision.alpha
-                if decision.action == "reject":
-                    self._rejections.append(self._rejection(decision, now))
+                self._p_values.append(decision.test.p_value)
+                self._alpha = decision.test.alpha
+                if decision.tripwires is not None and decision.tripwires.forbidden:
+                    self._forbidden.append(self._shown(decision, decision.tripwires, now))
 
-    def _rejection(self, decision: Decision, now: float) -> RejectionShown:
-        return RejectionShown(
+    def _shown(self, decision: Decision, tripwires: TripwireVerdict, now: float) -> ForbiddenShown:
+        return ForbiddenShown(
             time=now,
             query=shown_query(decision.query, self.log_queries),
-            p_value=decision.p_value,
-            rule=decision.rule,
-            triggers=[TriggerShown(**t.model_dump()) for t in decision.triggers],
+            p_value=decision.test.p_value,
+            rule=tripwires.rule,
+            triggers=[TriggerShown(**t.model_dump()) for t in tripwires.triggers],
         )
 
     def snapshot(
@@ -131,7 +135,7 @@ class DashboardState:
         with self._lock:
             counts = {action: self._counts[action] for action in ACTIONS}
             p_values = list(self._p_values)
-            rejections = list(reversed(self._rejections))
+            forbidden = list(reversed(self._forbidden))
             alpha = self._alpha
         return Stats(
             ready=ready,
@@ -141,7 +145,7 @@ class DashboardState:
             counts=counts,
             total=sum(counts.values()),
             p_values=_histogram(p_values),
-            rejections=rejections,
+            forbidden=forbidden,
             monitor=None if windows is None else _timeline(windows, window_size),
         )
 

@@ -2,8 +2,9 @@
 
 The gate decides the last user message of each chat request:
 
-- ``reject`` / ``abstain``: the gateway answers itself with a completion whose text is the
-  refusal or the "I don't know" reply; the upstream server is never called;
+- ``reject`` (forbidden) / ``abstain`` (out of knowledge): the gateway answers itself with a
+  completion whose text is the refusal or the "I don't know" reply; the upstream server is
+  never called;
 - ``answer``: the request goes to the upstream server with the retrieved chunks added to the
   system prompt (a template with a ``{context}`` field), or unchanged in pass-through mode.
 
@@ -137,12 +138,13 @@ def decision_headers(decision: Decision) -> dict[str, str]:
     """The decision's summary as ``X-Ragbound-*`` headers (ASCII only: no query text)."""
     headers = {
         "X-Ragbound-Action": decision.action,
-        "X-Ragbound-P-Value": f"{decision.p_value:.6g}",
+        "X-Ragbound-P-Value": f"{decision.test.p_value:.6g}",
         "X-Ragbound-Calibration": decision.calibration_id,
     }
     if decision.tripwire_set:
         headers["X-Ragbound-Tripwire-Set"] = decision.tripwire_set
-    ids = ",".join(t.id for t in decision.triggers if t.id.isascii())
+    triggers = decision.tripwires.triggers if decision.tripwires is not None else []
+    ids = ",".join(t.id for t in triggers if t.id.isascii())
     if ids:
         headers["X-Ragbound-Triggers"] = ids
     return headers

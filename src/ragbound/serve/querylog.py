@@ -71,7 +71,7 @@ class QueryLog:
             for decision in decisions:
                 self.lines += 1
                 rows.append(self._row(decision, now))
-                logged.append(LoggedLine(self.lines, now, decision.score))
+                logged.append(LoggedLine(self.lines, now, decision.test.score))
             data = "".join(rows).encode()
             try:
                 _write_all(self._fd, data)
@@ -93,10 +93,10 @@ class QueryLog:
             row["query"] = shown
         row |= {
             "action": decision.action,
-            "p_value": decision.p_value,
-            "score": decision.score,
-            "statistic": decision.statistic,
-            "triggers": sorted({t.topic for t in decision.triggers}) if decision.forbidden else [],
+            "p_value": decision.test.p_value,
+            "score": decision.test.score,
+            "statistic": decision.test.statistic,
+            "triggers": fired_topics(decision),
             "calibration_id": decision.calibration_id,
         }
         return json.dumps(row, ensure_ascii=False) + "\n"
@@ -104,6 +104,12 @@ class QueryLog:
     def close(self) -> None:
         with self._lock:
             os.close(self._fd)
+
+
+def fired_topics(decision: Decision) -> list[str]:
+    """The topics of the tripwires that made the query forbidden (none when it is not)."""
+    tripwires = decision.tripwires
+    return tripwires.topics() if tripwires is not None and tripwires.forbidden else []
 
 
 def shown_query(query: str, mode: LogQueries) -> str | None:

@@ -21,7 +21,7 @@ from ragbound.serve.batcher import Batcher
 from ragbound.serve.dashboard import DashboardState, Stats
 from ragbound.serve.drift import ServiceMonitor
 from ragbound.serve.metrics import Registry, service_registry
-from ragbound.serve.querylog import LoggedLine, QueryLog
+from ragbound.serve.querylog import LoggedLine, QueryLog, fired_topics
 from ragbound.serve.settings import ServeSettings
 from ragbound.tripwires import TripwireChange, TripwireGuard, TripwireStore, load_rule
 from ragbound.tripwires.store import TRIPWIRE_MANIFEST
@@ -134,15 +134,14 @@ class Service:
             return self.log.append(decisions)
         now = time.time()
         first, self._lines = self._lines + 1, self._lines + len(decisions)
-        return [LoggedLine(first + i, now, d.score) for i, d in enumerate(decisions)]
+        return [LoggedLine(first + i, now, d.test.score) for i, d in enumerate(decisions)]
 
     def _count(self, decisions: Sequence[Decision]) -> None:
         for decision in decisions:
             self.metrics.inc("ragbound_decisions_total", action=decision.action)
-            self.metrics.observe("ragbound_p_value", decision.p_value)
-            if decision.forbidden:
-                for topic in sorted({t.topic for t in decision.triggers}):
-                    self.metrics.inc("ragbound_tripwire_hits_total", topic=topic)
+            self.metrics.observe("ragbound_p_value", decision.test.p_value)
+            for topic in fired_topics(decision):
+                self.metrics.inc("ragbound_tripwire_hits_total", topic=topic)
 
     # ----------------------------------------------------------------- tripwires
     def change_tripwires(self, apply: Callable[[TripwireStore], TripwireChange]) -> TripwireChange:

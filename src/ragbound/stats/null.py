@@ -2,8 +2,8 @@
 
 The null is the distribution of a test statistic over in-knowledge calibration queries.
 Statistics are oriented so that higher = more out-of-knowledge, so a p-value is the right tail
-of the null: the share of calibration scores at least as extreme as the query's. ``reject``
-means ``p <= alpha``.
+of the null: the share of calibration scores at least as extreme as the query's. A query is
+out of knowledge when ``p <= alpha``.
 
 Two p-value definitions are offered (``method``):
 
@@ -12,7 +12,7 @@ Two p-value definitions are offered (``method``):
   ``P(p <= alpha) = floor(alpha * (n + 1)) / (n + 1) <= alpha`` for continuous statistics and
   ``<= alpha`` with ties: the type I error is bounded exactly, at every n. p lies in (0, 1].
 * ``"paper"``: exactly eq. 2, ``p = 1 - F(t)`` with ``F(t) = (1 + #{null <= t}) / (1 + n)``,
-  i.e. ``p = #{null > t} / (n + 1)``. It can be 0 and rejects with probability up to
+  i.e. ``p = #{null > t} / (n + 1)``. It can be 0 and flags with probability up to
   ``alpha + 1 / (n + 1)``: slightly anti-conservative.
 
 Which p-values are exactly valid:
@@ -27,7 +27,7 @@ Which p-values are exactly valid:
   two are not exchangeable: the query's per-neighbour p-values sit on a slightly finer grid,
   so its score is stochastically a little larger. Measured by simulation
   (tests/stats/test_stats_null.py, alpha in 0.01..0.2): Fisher stayed at or below alpha;
-  Simes, whose null has atoms, rejected up to 0.041 more than alpha at n = 20 and about
+  Simes, whose null has atoms, flagged up to 0.041 more than alpha at n = 20 and about
   2 / n more at larger n (0.008 at n = 200), worst with few, nearly independent neighbours.
 """
 
@@ -120,11 +120,11 @@ class EmpiricalNull:
 
         Consistent with :meth:`p_values`: for every finite float t, ``t >= c`` iff
         ``p_values(t, method) <= alpha``. For ``paper`` c is a calibration score (the paper's
-        ``inf{t : F(t) > 1 - alpha}``). For ``conformal`` the set of rejected t is open, so c is
+        ``inf{t : F(t) > 1 - alpha}``). For ``conformal`` the set of flagged t is open, so c is
         the next float64 above the calibration score at the boundary.
 
         Returns ``math.inf`` when no value reaches ``p <= alpha`` (conformal with
-        ``1 / (n + 1) > alpha``, i.e. too few calibration scores): nothing is ever rejected.
+        ``1 / (n + 1) > alpha``, i.e. too few calibration scores): nothing is ever flagged.
         Returns ``-math.inf`` when every value does (paper with ``alpha >= n / (n + 1)``).
         """
         alpha = check_open_unit(alpha, "alpha")

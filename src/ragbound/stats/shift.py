@@ -27,7 +27,7 @@ KS_METHODS: tuple[str, ...] = ("auto", "exact", "asymp")
 
 @dataclass(frozen=True)
 class KSResult:
-    """Two-sample KS test result; ``reject`` = p_value <= alpha = statistic >= critical_value.
+    """Two-sample KS test result; ``shifted`` = p_value <= alpha = statistic >= critical_value.
 
     ``statistic`` = sup_t |F_reference(t) - F_test(t)| in [0, 1]. ``critical_value`` is the
     smallest attainable statistic whose p-value (same distribution, exact or asymptotic, as
@@ -37,7 +37,7 @@ class KSResult:
     statistic: float
     p_value: float
     critical_value: float
-    reject: bool
+    shifted: bool
     n_reference: int
     n_test: int
     alpha: float
@@ -78,12 +78,12 @@ def ks_two_sample(
 
     The p-value is scipy's (``method`` "auto" uses the exact null distribution for samples
     up to 10,000 and the asymptotic Kolmogorov distribution above). The critical value comes
-    from that same distribution, so ``reject`` (p <= alpha) always equals
+    from that same distribution, so ``shifted`` (p <= alpha) always equals
     ``statistic >= critical_value``. The statistic only takes values h / lcm(n, m) for whole
     h; both are computed on that grid, in integers, so no rounding can split them.
 
     >>> r = ks_two_sample([1.0, 2.0, 3.0], [2.0, 3.0, 4.0, 5.0])
-    >>> round(r.statistic, 4), r.reject
+    >>> round(r.statistic, 4), r.shifted
     (0.5, False)
     """
     ref = np.sort(as_scores(reference, "reference"))
@@ -100,7 +100,7 @@ def ks_two_sample(
         statistic=observed / grid,
         p_value=_ks_grid_p_value(observed, n, m, used),
         critical_value=math.inf if critical is None else critical / grid,
-        reject=critical is not None and observed >= critical,
+        shifted=critical is not None and observed >= critical,
         n_reference=n,
         n_test=m,
         alpha=alpha,
@@ -254,7 +254,8 @@ def mmd_permutation_test(
 @dataclass(frozen=True)
 class ExceedanceResult:
     """How many test scores reach a calibrated critical value, against what exchangeability
-    with the reference allows. ``reject`` = p_value <= alpha (too many reach it).
+    with the reference allows. ``shifted`` = p_value <= alpha (too many reach it: the upper
+    tail shifted).
 
     ``n_reference_at_or_above`` (q) reference scores are >= the critical value; under the null,
     each test score reaches it with probability at most ``expected_rate`` = (q + 1) / (n + 1).
@@ -266,7 +267,7 @@ class ExceedanceResult:
     n_reference: int
     expected_rate: float
     p_value: float
-    reject: bool
+    shifted: bool
     alpha: float
 
 
@@ -310,15 +311,15 @@ def exceedance_test(
         n_reference=n,
         expected_rate=(q + 1) / (n + 1),
         p_value=min(p_value, 1.0),
-        reject=p_value <= alpha,
+        shifted=p_value <= alpha,
         alpha=alpha,
     )
 
 
 @dataclass(frozen=True)
 class MismatchResult:
-    """Do calibration scores look like real queries' scores? ``differ`` = either test rejects
-    at ``level / 2`` (Bonferroni: a false warning has probability <= ``level``)."""
+    """Do calibration scores look like real queries' scores? ``differ`` = either test finds a
+    shift at ``level / 2`` (Bonferroni: a false warning has probability <= ``level``)."""
 
     ks: KSResult
     exceedance: ExceedanceResult
@@ -345,7 +346,7 @@ def calibration_mismatch(
     each = bonferroni_alpha(level, 2)
     ks = ks_two_sample(reference, test, alpha=each)
     exceedance = exceedance_test(reference, test, critical_value, alpha=each)
-    return MismatchResult(ks, exceedance, ks.reject or exceedance.reject, level)
+    return MismatchResult(ks, exceedance, ks.shifted or exceedance.shifted, level)
 
 
 def bonferroni_alpha(alpha: float, n_tests: int) -> float:

@@ -1,11 +1,11 @@
 """Tripwires: retrieval-augmented rejection (RAR).
 
 Flagged "negative" documents live beside the knowledge, in the same knowledge-base directory
-and the same embedding space. A query whose top-k retrieval surfaces them is rejected, and the
-rejection names the tripwires that fired.
+and the same embedding space. A query whose top-k retrieval surfaces them is forbidden, and the
+verdict names the tripwires that fired.
 
 >>> from ragbound.tripwires import TripwireGuard  # doctest: +SKIP
->>> TripwireGuard.load("kb/").check("how to build a bomb").rejected  # doctest: +SKIP
+>>> TripwireGuard.load("kb/").check("how to build a bomb").forbidden  # doctest: +SKIP
 True
 """
 
@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from ragbound.tripwires.files import TripwireFields, read_labelled, read_tripwires
 from ragbound.tripwires.guard import (
-    Pass,
-    Rejection,
     Trigger,
     TripwireGuard,
     TripwireRule,
+    TripwireVerdict,
     load_rule,
     save_rule,
 )
@@ -26,8 +25,6 @@ from ragbound.tripwires.store import TripwireStore
 from ragbound.tripwires.tune import RuleScore, TuningResult, tune_rule
 
 __all__ = [
-    "Pass",
-    "Rejection",
     "RuleScore",
     "Trigger",
     "Tripwire",
@@ -37,6 +34,7 @@ __all__ = [
     "TripwireManifest",
     "TripwireRule",
     "TripwireStore",
+    "TripwireVerdict",
     "TuningResult",
     "load_rule",
     "read_labelled",

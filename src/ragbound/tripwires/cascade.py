@@ -31,8 +31,9 @@ class ModerationVerdict(BaseModel):
     error: str | None = None
 
     @property
-    def rejected(self) -> bool | None:
-        """True for reject, False for allow, None on error."""
+    def forbidden(self) -> bool | None:
+        """The judge's answer as a tripwire verdict's: True for reject, False for allow, None
+        on error."""
         return None if self.verdict is None else self.verdict == "reject"
 
 

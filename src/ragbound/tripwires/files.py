@@ -141,7 +141,7 @@ def _tripwire(record: Record, fields: TripwireFields, source: str) -> Tripwire:
         raise record.error(f"invalid tripwire ({message})", field_name) from exc
 
 
-UNSAFE_LABELS = frozenset({"unsafe", "harmful", "1", "true", "reject"})
+UNSAFE_LABELS = frozenset({"unsafe", "harmful", "forbidden", "1", "true", "reject"})
 SAFE_LABELS = frozenset({"safe", "harmless", "0", "false", "allow"})
 
 
@@ -151,8 +151,9 @@ def read_labelled(
     """Queries and labels (True = unsafe) from a record file (see :mod:`ragbound.records`).
 
     The query is ``text_field``, by default the first of query, question, text, prompt.
-    Labels read as unsafe: unsafe, harmful, 1, true, reject; as safe: safe, harmless, 0,
-    false, allow (any case). Another label is an InputError ``FILE:LINE (field 'label'): ...``.
+    Labels read as unsafe: unsafe, harmful, forbidden, 1, true, reject; as safe: safe,
+    harmless, 0, false, allow (any case). Another label is an InputError
+    ``FILE:LINE (field 'label'): ...``.
     """
     queries: list[str] = []
     labels: list[bool] = []

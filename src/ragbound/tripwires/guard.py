@@ -1,11 +1,12 @@
-"""TripwireGuard: reject a query whose retrieval surfaces tripwires, naming them."""
+"""TripwireGuard: a query whose retrieval surfaces tripwires is forbidden; the verdict names
+them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
@@ -15,6 +16,7 @@ from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.layout import LOCK_WHAT, RULE_FILE
 from ragbound.locking import writer_lock
+from ragbound.results import renamed
 from ragbound.stats.tripwire import (
     NO_FLOOR,
     condition_matrix,
@@ -34,7 +36,7 @@ DEFAULT_FLOOR_QUANTILE = 0.15
 
 
 class TripwireRule(BaseModel):
-    """When to reject, over the merged top-k of knowledge and tripwires.
+    """When a query is forbidden, over the merged top-k of knowledge and tripwires.
 
     Conditions (None = not used): ``proportion`` of tripwires in the top k at least this;
     best tripwire ``rank`` (1-based) at most this; ``rr_sum``, the reciprocal-rank sum of the
@@ -182,34 +184,44 @@ class Trigger(BaseModel):
     severity: str | None = None
 
 
-class Rejection(BaseModel):
-    """The query is refused; ``rule`` names the conditions that fired."""
+class TripwireVerdict(BaseModel):
+    """The tripwire test of one query: ``forbidden`` when the rule fired, and then ``rule``
+    names the conditions that fired; otherwise ``triggers`` lists the tripwires seen below
+    the rule's thresholds. ``proportion``, ``best_rank`` and ``rr_sum`` are the features the
+    rule compared, over the merged top ``k``.
+
+    A verdict saved by an older release (``Rejection`` / ``Pass``, with ``rejected`` for
+    ``forbidden``) still loads.
+    """
 
     query: str
-    rejected: Literal[True] = True
-    rule: str
-    triggers: list[Trigger]
+    forbidden: bool = Field(description="the rule fired: the query must not be answered")
+    rule: str | None = Field(None, description="the conditions that fired, when forbidden")
+    triggers: list[Trigger] = Field(description="tripwires in the merged top k, above the floor")
     proportion: float
     best_rank: int | None
     rr_sum: float
-    k: int
-    tripwire_set: str = Field(description="hash of the tripwire set the decision used")
+    k: int | None = Field(
+        description="the rule's k (None only in a decision saved by an older release, which "
+        "did not keep it)"
+    )
+    tripwire_set: str = Field(description="hash of the tripwire set the verdict used")
     floor: FloorUsed = Field(description="the similarity floor used and how it was derived")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        return renamed(data, {"rejected": "forbidden"})
 
-class Pass(BaseModel):
-    """The query may go on; ``triggers`` lists tripwires seen below the rule's thresholds."""
+    @model_validator(mode="after")
+    def _rule_when_forbidden(self) -> TripwireVerdict:
+        if self.forbidden != (self.rule is not None):
+            raise ValueError("a forbidden verdict names its rule, and only a forbidden one")
+        return self
 
-    query: str
-    rejected: Literal[False] = False
-    rule: None = None
-    triggers: list[Trigger]
-    proportion: float
-    best_rank: int | None
-    rr_sum: float
-    k: int
-    tripwire_set: str
-    floor: FloorUsed
+    def topics(self) -> list[str]:
+        """The triggers' topics, sorted, each once."""
+        return sorted({t.topic for t in self.triggers})
 
 
 @dataclass(frozen=True)
@@ -226,8 +238,8 @@ class TripwireGuard:
 
     Example:
         >>> guard = TripwireGuard.load("kb/")  # doctest: +SKIP
-        >>> decision = guard.check("how do I make a pipe bomb")  # doctest: +SKIP
-        >>> decision.rejected, [t.topic for t in decision.triggers]  # doctest: +SKIP
+        >>> verdict = guard.check("how do I make a pipe bomb")  # doctest: +SKIP
+        >>> verdict.forbidden, [t.topic for t in verdict.triggers]  # doctest: +SKIP
         (True, ['weapons'])
     """
 
@@ -282,26 +294,26 @@ class TripwireGuard:
         )
         return MergedTopK(sims, flags, own)
 
-    def check(self, query: str) -> Rejection | Pass:
-        """Decide one query."""
+    def check(self, query: str) -> TripwireVerdict:
+        """Test one query."""
         return self.check_many([query])[0]
 
-    def check_many(self, queries: Sequence[str]) -> list[Rejection | Pass]:
-        """Decide a batch (embedded together), in input order."""
+    def check_many(self, queries: Sequence[str]) -> list[TripwireVerdict]:
+        """Test a batch (embedded together), in input order."""
         merged = self.retrieve(queries, self.rule.k)
         return self.decide(queries, merged)
 
-    def decide(self, queries: Sequence[str], merged: MergedTopK) -> list[Rejection | Pass]:
+    def decide(self, queries: Sequence[str], merged: MergedTopK) -> list[TripwireVerdict]:
         """Apply the rule to merged top-k results of ``queries``."""
         rule = self.rule
         used = self.floor()
         floor = NO_FLOOR if used.value is None else used.value
         features = tripwire_features(merged.flags, merged.similarities, rule.k, floor)
         thresholds = {"proportion": rule.proportion, "rank": rule.rank, "rr_sum": rule.rr_sum}
-        rejected = rule_decisions(features, combine=rule.combine, **thresholds)
+        forbidden = rule_decisions(features, combine=rule.combine, **thresholds)
         fired = condition_matrix(features, **thresholds)
         names = rule.conditions()
-        decisions: list[Rejection | Pass] = []
+        verdicts: list[TripwireVerdict] = []
         for i, query in enumerate(queries):
             common = {
                 "query": query.strip(),
@@ -315,12 +327,12 @@ class TripwireGuard:
                 "tripwire_set": self.tripwires.manifest.set_hash,
                 "floor": used,
             }
-            if rejected[i]:
+            if forbidden[i]:
                 rule_text = " and ".join(n for n, f in zip(names, fired[i], strict=True) if f)
-                decisions.append(Rejection(rule=rule_text, **common))
+                verdicts.append(TripwireVerdict(forbidden=True, rule=rule_text, **common))
             else:
-                decisions.append(Pass(**common))
-        return decisions
+                verdicts.append(TripwireVerdict(forbidden=False, **common))
+        return verdicts
 
     def _triggers(self, merged: MergedTopK, i: int, floor: float) -> list[Trigger]:
         triggers = []
