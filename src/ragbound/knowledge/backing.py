@@ -51,18 +51,6 @@ class Capabilities(BaseModel):
     approximate: bool = False
     query_kind: QueryKind = "vector"
 
-    def table_row(self) -> dict[str, str]:
-        """The capabilities as words (for docs and ``--json``)."""
-        return {
-            "units": granularity_label(self.units),
-            "vectors": ", ".join(self.vector_dtypes) or "none",
-            "embedders": ", ".join(self.embedders),
-            "index": "yes" if self.index else "no",
-            "add": "yes" if self.add else "no",
-            "approximate": "yes" if self.approximate else "no",
-            "queries": self.query_kind,
-        }
-
 
 @dataclass
 class Loaded:
