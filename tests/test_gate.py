@@ -13,9 +13,9 @@ from ragbound.detect import Guard
 from ragbound.errors import InputError
 from ragbound.gate import Decision, Gate
 from ragbound.knowledge import KnowledgeBase
-from ragbound.tripwires import TripwireRule, TripwireStore, read_tripwires
+from ragbound.tripwires import TripwireRule
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
-from tests.tripwires.tripwire_texts import TRIPWIRES, UNSAFE
+from tests.tripwires.tripwire_texts import UNSAFE, tripwired_copy
 
 RULE = TripwireRule(k=3, proportion=None, rank=1)
 
@@ -24,12 +24,8 @@ RULE = TripwireRule(k=3, proportion=None, rank=1)
 def gated_kb(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bees-and-trains knowledge base, calibrated, with four tripwires."""
     target = tmp_path_factory.mktemp("gate") / "kb"
-    shutil.copytree(minilm_kb_dir, target)
-    kb = KnowledgeBase.load(target)
+    kb = tripwired_copy(minilm_kb_dir, target)
     Guard.calibrate(kb, IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10], k=4, alpha=0.1).save()
-    source = target.parent / "t.jsonl"
-    source.write_text("".join(json.dumps(r) + "\n" for r in TRIPWIRES), encoding="utf-8")
-    TripwireStore.open(kb).add(read_tripwires(source))
     return target
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import pytest
 
 from ragbound.tripwires import TripwireRule
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
-from tests.tripwires.tripwire_texts import TRIPWIRES, UNSAFE
+from tests.tripwires.tripwire_texts import UNSAFE, write_tripwire_file
 
 # the rule of tests/test_gate.py: a tripwire ranked first in the merged top 3 rejects
 RULE = TripwireRule(k=3, proportion=None, rank=1)
@@ -31,6 +30,6 @@ def gated_kb_dir(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     kb = KnowledgeBase.load(target)
     Guard.calibrate(kb, IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10], k=4, alpha=0.1).save()
     source = target.parent / "tripwires.jsonl"
-    source.write_text("".join(json.dumps(r) + "\n" for r in TRIPWIRES), encoding="utf-8")
+    write_tripwire_file(source)
     TripwireStore.open(kb).add(read_tripwires(source))
     return target

@@ -7,14 +7,14 @@ import shutil
 from pathlib import Path
 
 from tests.cli.runner import run
-from tests.tripwires.tripwire_texts import SAFE, TRIPWIRES, UNSAFE
+from tests.tripwires.tripwire_texts import SAFE, TRIPWIRES, UNSAFE, write_tripwire_file
 
 
 def test_add_list_check_tune_remove(monkeypatch, capsys, minilm_kb_dir: Path, tmp_path: Path):
     kb = tmp_path / "kb"
     shutil.copytree(minilm_kb_dir, kb)
     source = tmp_path / "t.jsonl"
-    source.write_text("".join(json.dumps(r) + "\n" for r in TRIPWIRES), encoding="utf-8")
+    write_tripwire_file(source)
     code, out, _ = run(monkeypatch, capsys, "tripwire", "add", str(kb), str(source), "--json")
     assert code == 0 and json.loads(out)["n_after"] == 4
 
@@ -77,7 +77,7 @@ def test_errors_are_one_line(monkeypatch, capsys, minilm_kb_dir: Path, tmp_path:
     )
     assert code == 2 and "no tripwires" in err
     good = tmp_path / "good.jsonl"
-    good.write_text("".join(json.dumps(r) + "\n" for r in TRIPWIRES), encoding="utf-8")
+    write_tripwire_file(good)
     assert run(monkeypatch, capsys, "tripwire", "add", str(kb), str(good))[0] == 0
     code, _, err = run(
         monkeypatch, capsys, "tripwire", "tune", str(kb), "--labelled", str(one_class)

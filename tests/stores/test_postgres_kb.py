@@ -17,7 +17,7 @@ from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.postgres import PostgresOwnedBacking, owned_location
 from tests.cli.runner import run
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE, TOPICS
-from tests.tripwires.tripwire_texts import TRIPWIRES, UNSAFE
+from tests.tripwires.tripwire_texts import UNSAFE, write_tripwire_file
 
 
 def _rows(dsn: str, sql: str, *params) -> list[tuple]:
@@ -95,7 +95,7 @@ def test_owned_index_add_check_and_tripwires(monkeypatch, capsys, pg_dsn, corpus
 
     # tripwires live beside the manifest and are searched with the table's chunks
     tripwires = tmp_path / "tripwires.jsonl"
-    tripwires.write_text("".join(json.dumps(r) + "\n" for r in TRIPWIRES), encoding="utf-8")
+    write_tripwire_file(tripwires)
     code, _, err = run(monkeypatch, capsys, "tripwire", "add", str(kb), str(tripwires))
     assert code == 0, err
     code, out, err = run(

@@ -26,7 +26,7 @@ from ragbound.tripwires import (
 from ragbound.tripwires.generate import TopicSpec, generate_tripwires, parse_requests
 from ragbound.tripwires.guard import DEFAULT_FLOOR_QUANTILE
 from tests.llm.llm_fakes import ScriptedLLM
-from tests.tripwires.tripwire_texts import OFF_TOPIC, SAFE, TRIPWIRES, UNSAFE
+from tests.tripwires.tripwire_texts import OFF_TOPIC, SAFE, UNSAFE, write_tripwire_file
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def guarded_kb(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     target = tmp_path_factory.mktemp("guarded") / "kb"
     shutil.copytree(minilm_kb_dir, target)
     source = target.parent / "t.jsonl"
-    source.write_text("".join(json.dumps(r) + "\n" for r in TRIPWIRES), encoding="utf-8")
+    write_tripwire_file(source)
     TripwireStore.open(KnowledgeBase.load(target)).add(read_tripwires(source))
     return target
 

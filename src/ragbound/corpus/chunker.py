@@ -77,7 +77,7 @@ def chunk_document(
     """
     _check_params(chunk_words, overlap)
     texts = _pack(split_sentences(doc.text), chunk_words, overlap)
-    return [_make_chunk(doc, position, text) for position, text in enumerate(texts)]
+    return [make_chunk(doc, position, text) for position, text in enumerate(texts)]
 
 
 def chunk_documents(
@@ -118,7 +118,7 @@ def _check_int(name: str, value: object) -> int:
     return value
 
 
-def _make_chunk(doc: Document, position: int, text: str) -> Chunk:
+def make_chunk(doc: Document, position: int, text: str) -> Chunk:
     """Build a chunk of a document with its stable id and the document's metadata."""
     return Chunk(
         id=chunk_id(doc.id, position, text),

@@ -58,7 +58,7 @@ from ragbound.corpus.chunker import split_sentences
 from ragbound.corpus.units import Granularity, granularity_label
 from ragbound.detect.config import COMBINED
 from ragbound.errors import InputError
-from ragbound.knowledge import KnowledgeBase
+from ragbound.knowledge.protocol import Knowledge
 from ragbound.stats import EmpiricalNull
 from ragbound.stats.combined import (
     LinearScore,
@@ -90,20 +90,20 @@ MASK_NEIGHBOURS = 2
 QUERY_BATCH = 256
 
 
-def views(kb: KnowledgeBase) -> tuple[tuple[Granularity, ...], ...]:
+def views(kb: Knowledge) -> tuple[tuple[Granularity, ...], ...]:
     """Granularities searched for features: each indexed unit, and all of them together."""
-    indexed = kb.manifest.units.indexed
+    indexed = kb.indexed
     single = tuple((g,) for g in indexed)
     return single if len(indexed) == 1 else (*single, indexed)
 
 
-def _encoded(kb: KnowledgeBase, queries: Sequence[str]) -> np.ndarray | list[str]:
+def _encoded(kb: Knowledge, queries: Sequence[str]) -> np.ndarray | list[str]:
     """What the store searches with: query vectors (dense) or the texts (BM25)."""
     prepared = kb.prepare(queries)
     return list(prepared.texts) if prepared.vectors is None else prepared.vectors
 
 
-def _search(kb: KnowledgeBase, encoded: np.ndarray | list[str], k: int) -> Hits:
+def _search(kb: Knowledge, encoded: np.ndarray | list[str], k: int) -> Hits:
     parts = [
         kb.store.search(encoded[s : s + QUERY_BATCH], k)
         for s in range(0, len(encoded), QUERY_BATCH)
@@ -115,7 +115,7 @@ def _search(kb: KnowledgeBase, encoded: np.ndarray | list[str], k: int) -> Hits:
 
 
 def masked_hits(
-    kb: KnowledgeBase, encoded: np.ndarray | list[str], k: int, masks: Sequence[np.ndarray]
+    kb: Knowledge, encoded: np.ndarray | list[str], k: int, masks: Sequence[np.ndarray]
 ) -> tuple[Hits, np.ndarray]:
     """Top-k chunks per query with the chunk rows ``masks[i]`` left out of query i's search.
 
@@ -149,7 +149,7 @@ class QueryFeatures:
 
     def __init__(
         self,
-        kb: KnowledgeBase,
+        kb: Knowledge,
         queries: Sequence[str],
         depth: int,
         *,
@@ -369,10 +369,10 @@ _CORPORA: dict[str, CorpusWords] = {}
 _CORPORA_LOCK = threading.Lock()
 
 
-def corpus_words(kb: KnowledgeBase) -> CorpusWords:
+def corpus_words(kb: Knowledge) -> CorpusWords:
     """The knowledge base's :class:`CorpusWords`, built once per corpus (kept for the last
     few corpora a process used; safe to call from several threads)."""
-    key = kb.manifest.corpus_hash
+    key = kb.corpus_hash
     found = _CORPORA.get(key)  # the per-check path: no lock once the index is built
     if found is not None:
         return found
@@ -396,7 +396,7 @@ def index_words(texts: Sequence[str]) -> CorpusWords:
 
 
 def lexical_candidates(
-    kb: KnowledgeBase,
+    kb: Knowledge,
     queries: Sequence[str],
     depth: int,
     masks: Sequence[np.ndarray] | None = None,
@@ -411,7 +411,7 @@ def lexical_candidates(
     return [row[~np.isin(row, mask)][:depth] for row, mask in zip(hits.indices, masks, strict=True)]
 
 
-def feature_depth(kb: KnowledgeBase) -> int:
+def feature_depth(kb: Knowledge) -> int:
     """Chunks per feature row: :data:`DEPTH`, or half the chunks of a small knowledge base
     (so that a query's masked search still fills its row)."""
     return max(1, min(DEPTH, len(kb) // 2))
@@ -445,7 +445,7 @@ class CombinedModel(BaseModel):
     reference_queries: tuple[str, ...] = ()
     _reference_vectors: np.ndarray | None = PrivateAttr(default=None)
 
-    def references(self, kb: KnowledgeBase) -> np.ndarray | None:
+    def references(self, kb: Knowledge) -> np.ndarray | None:
         """The learning queries' vectors (embedded once), or None when the score reads no
         query similarity (a lexical knowledge base)."""
         if not self.reference_queries:
@@ -460,7 +460,7 @@ class CombinedModel(BaseModel):
     def null(self) -> EmpiricalNull:
         return EmpiricalNull(np.asarray(self.null_scores))
 
-    def scores(self, kb: KnowledgeBase, queries: Sequence[str]) -> tuple[np.ndarray, QueryFeatures]:
+    def scores(self, kb: Knowledge, queries: Sequence[str]) -> tuple[np.ndarray, QueryFeatures]:
         """Scores (higher = more out of knowledge) of queries against the full index."""
         found = QueryFeatures(kb, queries, self.depth, references=self.references(kb))
         if found.names() != self.names:

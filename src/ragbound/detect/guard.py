@@ -27,6 +27,7 @@ from ragbound.detect.rerank import CrossEncoderReranker, relevance_rows
 from ragbound.detect.select import combined_calibration, learn_from_queries
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
+from ragbound.knowledge.protocol import Knowledge
 from ragbound.knowledge.query import SEARCH_BATCH, query_texts
 from ragbound.results import Neighbour, Verdict
 from ragbound.stores import Hits
@@ -62,13 +63,17 @@ class Guard:
 
     def __init__(
         self,
-        kb: KnowledgeBase,
+        kb: Knowledge,
         calibration: Calibration,
         *,
         force: bool = False,
         granularity: str | Sequence[str] | None = None,
     ):
-        """Pair a knowledge base with its calibration (refused if they do not match).
+        """Pair knowledge with its calibration (refused if they do not match).
+
+        ``kb`` is a :class:`KnowledgeBase` or any other
+        :class:`~ragbound.knowledge.protocol.Knowledge` (e.g. a
+        :class:`~ragbound.knowledge.retriever.RetrieverKnowledge` over the user's own search).
 
         The guard searches at the calibration's granularity (``self.kb`` is the knowledge
         base at that granularity); another ``granularity`` is refused unless ``force``.
@@ -84,7 +89,7 @@ class Guard:
     @classmethod
     def calibrate(
         cls,
-        kb: KnowledgeBase,
+        kb: Knowledge,
         queries: Sequence[str],
         config: DetectorConfig | None = None,
         *,
@@ -129,7 +134,7 @@ class Guard:
                                     queries_source="real.txt")
         """
         if "tau" in params:
-            params["tau"] = resolve_tau(params["tau"], kb.manifest.embedder.name)
+            params["tau"] = resolve_tau(params["tau"], kb.embedder_name)
         statistic = params.pop("statistic", None) or (config or DEFAULTS).statistic
         if statistic in (COMBINED, AUTO):
             return cls._calibrate_learned(
@@ -181,7 +186,7 @@ class Guard:
     @classmethod
     def _calibrate_learned(
         cls,
-        kb: KnowledgeBase,
+        kb: Knowledge,
         queries: Sequence[str],
         config: DetectorConfig | None,
         statistic: str,
@@ -235,7 +240,10 @@ class Guard:
         :meth:`Calibration.save`: under the knowledge base's writer lock, refused if the
         knowledge base changed since it was loaded)."""
         if self.kb.path is None:
-            raise InputError("save the knowledge base first: the calibration lives inside it")
+            raise InputError(
+                "this knowledge has no folder and the calibration lives inside one: save the "
+                "knowledge base first (a retriever's guard stays in this process)"
+            )
         return self.calibration.save(self.kb.path, on_wait=on_wait)
 
     @classmethod
@@ -464,7 +472,7 @@ def _warn_if_powerless(n_queries: int, alpha: float) -> None:
 
 
 def search_in_batches(
-    kb: KnowledgeBase,
+    kb: Knowledge,
     queries: Sequence[str],
     k: int,
     *,
@@ -486,7 +494,7 @@ def search_in_batches(
 
 
 def rerank_hits(
-    kb: KnowledgeBase,
+    kb: Knowledge,
     reranker: CrossEncoderReranker,
     queries: Sequence[str],
     hits: Hits,

@@ -54,7 +54,7 @@ from ragbound.detect.combined import (
 )
 from ragbound.detect.config import AUTO, COMBINED, DetectorConfig
 from ragbound.errors import InputError
-from ragbound.knowledge import KnowledgeBase
+from ragbound.knowledge.protocol import Knowledge
 from ragbound.stats import STATISTICS, EmpiricalNull
 from ragbound.stats.combined import cross_fitted_scores
 
@@ -160,7 +160,7 @@ class Learned:
 
 
 def learn_from_queries(
-    kb: KnowledgeBase,
+    kb: Knowledge,
     queries: Sequence[str],
     config: DetectorConfig,
     *,
@@ -228,7 +228,7 @@ def _same_text(query: str) -> str:
 
 
 def combined_calibration(
-    kb: KnowledgeBase,
+    kb: Knowledge,
     learned: Learned,
     config: DetectorConfig,
     seed: int,

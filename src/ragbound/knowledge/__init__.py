@@ -9,6 +9,8 @@
 - :mod:`~ragbound.knowledge.segments`: segment files and the folder's care
 - :mod:`~ragbound.knowledge.build`: chunking, embedding and the resumable staged build
 - :mod:`~ragbound.knowledge.query`: query preparation (validate once; vectors or texts)
+- :mod:`~ragbound.knowledge.protocol`: :class:`Knowledge`, what checking a query reads;
+  :mod:`~ragbound.knowledge.retriever`: :class:`RetrieverKnowledge`, any retriever as Knowledge
 - :mod:`~ragbound.knowledge.base`: :class:`KnowledgeBase`
 """
 
@@ -17,7 +19,9 @@ from ragbound.knowledge.base import KnowledgeBase
 from ragbound.knowledge.build import STAGE_BLOCK, StagedBuild, staging_dir
 from ragbound.knowledge.layout import KB_FORMAT, LOCK_WHAT, MANIFEST, SEGMENTS, STAGING
 from ragbound.knowledge.manifest import KBManifest, Segment, VectorDType, corpus_hash
+from ragbound.knowledge.protocol import Knowledge
 from ragbound.knowledge.registry import BACKINGS, backing_for, backing_of
+from ragbound.knowledge.retriever import RetrieverKnowledge
 from ragbound.knowledge.segments import FineUnits, check_index_target
 
 __all__ = [
@@ -32,7 +36,9 @@ __all__ = [
     "Capabilities",
     "FineUnits",
     "KBManifest",
+    "Knowledge",
     "KnowledgeBase",
+    "RetrieverKnowledge",
     "Segment",
     "StagedBuild",
     "VectorDType",

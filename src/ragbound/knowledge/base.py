@@ -51,17 +51,17 @@ from ragbound.knowledge.manifest import (
     build_settings,
     corpus_hash,
 )
-from ragbound.knowledge.query import Prepared, prepare
+from ragbound.knowledge.protocol import Searching
 from ragbound.knowledge.registry import backing_for, backing_of, local_backing
 from ragbound.knowledge.segments import FineUnits, PendingSegment, manifest_stamp, silent
 from ragbound.locking import writer_lock
-from ragbound.stores import Hits, QueryKind, Retriever, SearchInfo, bm25_info
+from ragbound.stores import QueryKind, Retriever, SearchInfo, bm25_info
 from ragbound.stores.hnsw import HnswParams
 
 _LOAD_ATTEMPTS = 3  # a reader reads again when a writer replaced the knowledge base meanwhile
 
 
-class KnowledgeBase:
+class KnowledgeBase(Searching):
     """A searchable corpus. ``search`` returns top-k similarities, higher = closer.
 
     A knowledge base is itself a text :class:`~ragbound.stores.Retriever` (query texts in,
@@ -686,25 +686,25 @@ class KnowledgeBase:
     def similarity(self) -> Similarity:
         return self.manifest.embedder.similarity
 
-    def __len__(self) -> int:
-        return len(self.chunks)
+    @property
+    def embedder_name(self) -> str:
+        return self.manifest.embedder.name
 
-    def search(self, queries: Sequence[str], k: int) -> Hits:
-        """Top-k chunks for each query: similarities (higher = closer) and chunk rows."""
-        return self.store.search(self.prepare(queries).searched, k)
+    @property
+    def corpus_hash(self) -> str:
+        return self.manifest.corpus_hash
 
-    def prepare(self, queries: Sequence[str]) -> Prepared:
-        """The queries validated and, when the search takes vectors, embedded (see
-        :func:`ragbound.knowledge.query.prepare`)."""
-        store = self.store
-        return prepare(queries, store, self.embedder if store.query_kind == "vector" else None)
+    @property
+    def indexed(self) -> tuple[Granularity, ...]:
+        return self.manifest.units.indexed
+
+    def query_embedder(self) -> SentenceTransformerEmbedder | None:
+        """The dense embedder (None for BM25, which searches the query texts)."""
+        return self.embedder if self.manifest.embedder.kind == "dense" else None
 
     def embed(self, queries: Sequence[str], *, progress: bool = False) -> np.ndarray:
         """Query embeddings, (n, dim) float32 (dense knowledge bases only)."""
         return self.embedder.encode(list(queries), progress=progress)
-
-    def chunk_at(self, row: int) -> Chunk:
-        return self.chunks[int(row)]
 
 
 def _checked_backing(

@@ -15,6 +15,7 @@ from ragbound.artifacts import read_json, write_json
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.layout import LOCK_WHAT, RULE_FILE
+from ragbound.knowledge.protocol import Knowledge
 from ragbound.locking import writer_lock
 from ragbound.results import renamed
 from ragbound.stats.tripwire import (
@@ -243,9 +244,20 @@ class TripwireGuard:
         (True, ['weapons'])
     """
 
-    def __init__(self, kb: KnowledgeBase, rule: TripwireRule | None = None):
+    def __init__(
+        self,
+        kb: Knowledge,
+        rule: TripwireRule | None = None,
+        *,
+        tripwires: TripwireStore | None = None,
+    ):
+        """Check queries against ``kb`` merged with ``tripwires`` (default: the set saved in
+        ``kb``'s folder). ``kb`` may be any :class:`~ragbound.knowledge.protocol.Knowledge`;
+        knowledge without a folder (a retriever of the user's) is given the ``tripwires`` of
+        a knowledge-base folder embedded by the same embedder."""
         self.kb = kb
-        self.tripwires = TripwireStore.open(kb)
+        self.tripwires = tripwires if tripwires is not None else _saved_tripwires(kb)
+        _check_same_embedder(kb, self.tripwires)
         self.rule = rule or TripwireRule.default()
         if len(kb) < self.rule.k:
             raise InputError(f"k={self.rule.k} exceeds the knowledge base ({len(kb)} chunks)")
@@ -352,6 +364,26 @@ class TripwireGuard:
                 )
             )
         return triggers
+
+
+def _saved_tripwires(kb: Knowledge) -> TripwireStore:
+    if not isinstance(kb, KnowledgeBase):
+        raise InputError(
+            "tripwires are saved in a ragbound knowledge-base folder: give this retriever's "
+            "guard the tripwires= of a folder indexed with the same embedder"
+        )
+    return TripwireStore.open(kb)
+
+
+def _check_same_embedder(kb: Knowledge, tripwires: TripwireStore) -> None:
+    """The tripwires' vectors must be comparable with the knowledge's similarities."""
+    theirs = tripwires.kb
+    if theirs.embedder_name != kb.embedder_name or theirs.dimension != kb.store.dimension:
+        raise InputError(
+            f"the tripwires were embedded by {theirs.embedder_name} ({theirs.dimension} "
+            f"dimensions), the knowledge by {kb.embedder_name} ({kb.store.dimension}): "
+            "their similarities cannot be merged"
+        )
 
 
 def _pad(indices: np.ndarray, k: int) -> np.ndarray:
