@@ -52,7 +52,7 @@ from ragbound.knowledge.manifest import (
     corpus_hash,
 )
 from ragbound.knowledge.protocol import Searching
-from ragbound.knowledge.registry import backing_for, backing_of, local_backing
+from ragbound.knowledge.registry import attaching, backing_for, backing_of, local_backing
 from ragbound.knowledge.segments import FineUnits, PendingSegment, manifest_stamp, silent
 from ragbound.locking import writer_lock
 from ragbound.stores import QueryKind, Retriever, SearchInfo, bm25_info
@@ -264,14 +264,16 @@ class KnowledgeBase(Searching):
     def attach(
         cls, url: str, out: str | Path, *, on_wait: Callable[[str], None] | None = None, **options
     ) -> KnowledgeBase:
-        """Use another application's table as it is, and commit its manifest to ``out`` (a new
-        or empty folder). ``options``: those of
-        :meth:`ragbound.knowledge.postgres.PostgresAttachedBacking.attach` (table, columns,
-        filters, embedder, sample, search)."""
-        from ragbound.knowledge.postgres import PostgresAttachedBacking, check_new_folder
+        """Use another application's store as it is, and commit its manifest to ``out`` (a new
+        or empty folder). The URL's scheme chooses the backing
+        (:data:`ragbound.knowledge.registry.ATTACH_SCHEMES`); ``options`` are its ``attach``'s
+        (for ``postgresql://``: :meth:`ragbound.knowledge.postgres.PostgresAttachedBacking.attach`,
+        table, columns, filters, embedder, sample, search)."""
+        from ragbound.knowledge.postgres import check_new_folder
 
+        backing_class = attaching(url)
         check_new_folder(Path(out))
-        backing, manifest, chunks, dense = PostgresAttachedBacking.attach(url, **options)
+        backing, manifest, chunks, dense = backing_class.attach(url, **options)
         kb = cls(manifest, chunks, None, backing=backing, embedder=dense)
         kb.save(out, on_wait=on_wait)
         return kb

@@ -39,6 +39,23 @@ URL_SCHEMES: dict[str, type] = {
 }
 
 
+# URL schemes of the stores ragbound attaches to as they are (``attach URL``); each class has
+# a classmethod ``attach(url, **options)`` returning (backing, manifest, chunks, embedder)
+ATTACH_SCHEMES: dict[str, type] = {
+    "postgresql": PostgresAttachedBacking,
+    "postgres": PostgresAttachedBacking,
+}
+
+
+def attaching(url: str) -> type:
+    """The attached backing for a store URL (InputError naming the known schemes)."""
+    kind = ATTACH_SCHEMES.get(urlsplit(url).scheme)
+    if kind is None:
+        known = ", ".join(f"{s}://" for s in ATTACH_SCHEMES)
+        raise InputError(f"attach {url!r}: not a store ragbound attaches to (known: {known})")
+    return kind
+
+
 def backing_of(record: BackingRecord) -> Backing:
     """The backing a manifest's ``backing`` entry names (ArtifactError for an unknown kind)."""
     kind = BACKINGS.get(record.kind)
