@@ -31,7 +31,7 @@ from pydantic import (
 
 from ragbound.artifacts import sha256_text
 from ragbound.bench.models import STRATEGIES, Mode, Strategy
-from ragbound.embedders import NAMED_EMBEDDERS, is_lexical
+from ragbound.embedders import NAMED_EMBEDDERS, is_endpoint, is_lexical
 from ragbound.errors import InputError
 from ragbound.llm import LLM, LLM_SPECS, GenerationParams, PromptError, load_prompt, make_llm
 
@@ -185,12 +185,13 @@ class BenchConfig(BaseModel):
     def _dense_embedder(cls, spec: str, info: ValidationInfo) -> str:
         if is_lexical(spec):
             raise ValueError("rag and hyde compare embeddings: use a dense embedder, not bm25")
-        if spec in NAMED_EMBEDDERS:
+        if spec in NAMED_EMBEDDERS or is_endpoint(spec):
             return spec
         path = _resolve(Path(spec), info)
         if not path.is_dir():
             raise ValueError(
-                f"unknown embedder {spec!r}: expected minilm, mpnet or a local model folder"
+                f"unknown embedder {spec!r}: expected minilm, mpnet, openai:MODEL or a local "
+                "model folder"
             )
         return str(path)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ragbound.embedders.sentence import model_revision
+from ragbound.embedders.sentence import apply_cpu_threads, model_revision
 from ragbound.errors import InputError
 
 _WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
@@ -91,6 +91,7 @@ class CrossEncoderReranker:
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()
+            apply_cpu_threads()
             self._model = CrossEncoder(str(self.folder), device=self.device)
         return self._model
 

@@ -46,3 +46,13 @@ class DenseEmbedder(Protocol):
     ) -> np.ndarray:
         """Return a C-contiguous float32 array of shape (len(texts), dimension)."""
         ...
+
+
+@runtime_checkable
+class QueryDenseEmbedder(DenseEmbedder, Protocol):
+    """A dense embedder with a single-query path for the request path: what an
+    ``--embedder`` spec loads (a local model or an OpenAI-compatible server)."""
+
+    def encode_one(self, text: str) -> np.ndarray:
+        """Return a C-contiguous float32 array of shape (1, dimension)."""
+        ...

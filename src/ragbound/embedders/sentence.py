@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import hashlib
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,26 @@ _WEIGHT_SUFFIXES = (".safetensors", ".bin")
 _CONFIG_FILES = ("modules.json", "config.json", "sentence_bert_config.json")
 
 
+_THREADS: dict[str, int] = {}  # the CPU threads asked for, applied when torch loads
+
+
 def set_cpu_threads(threads: int) -> None:
     """Let torch use ``threads`` CPU threads for embedding (process-wide). On a shared machine
-    fewer threads than cores avoid oversubscription, which slows each query many times over."""
-    import torch
+    fewer threads than cores avoid oversubscription, which slows each query many times over.
 
-    torch.set_num_threads(threads)
+    Applied at once if torch is loaded, else when a local model loads it: a process whose
+    embedder is a server (``openai:MODEL``) never pays for importing torch."""
+    _THREADS["torch"] = threads
+    if "torch" in sys.modules:
+        apply_cpu_threads()
+
+
+def apply_cpu_threads() -> None:
+    """Apply the thread count given to :func:`set_cpu_threads`, if any (loads torch)."""
+    if "torch" in _THREADS:
+        import torch
+
+        torch.set_num_threads(_THREADS["torch"])
 
 
 def release_freed_memory() -> None:
@@ -96,6 +111,7 @@ class SentenceTransformerEmbedder:
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()  # no "Loading weights" bar in CLI output
+            apply_cpu_threads()
 
             self._model = SentenceTransformer(str(self.folder), device=self.device)
         return self._model

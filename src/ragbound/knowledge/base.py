@@ -29,9 +29,13 @@ from ragbound.corpus.units import (
     parse_granularity,
     split_units,
 )
-from ragbound.embedders import canonical_spec, is_lexical, load_dense_embedder
+from ragbound.embedders import (
+    QueryDenseEmbedder,
+    canonical_spec,
+    is_lexical,
+    load_dense_embedder,
+)
 from ragbound.embedders.base import Similarity
-from ragbound.embedders.sentence import SentenceTransformerEmbedder
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
 from ragbound.knowledge.backing import Backing, refuse_missing
 from ragbound.knowledge.build import (
@@ -89,7 +93,7 @@ class KnowledgeBase(Searching):
         *,
         backing: Backing | None = None,
         path: Path | None = None,
-        embedder: SentenceTransformerEmbedder | None = None,
+        embedder: QueryDenseEmbedder | None = None,
         units: FineUnits | None = None,
     ):
         self.backing = backing or backing_of(manifest.backing)
@@ -469,9 +473,7 @@ class KnowledgeBase(Searching):
         self.base_names = [s.name for s in theirs.segments]
 
     @classmethod
-    def load(
-        cls, path: str | Path, *, embedder: SentenceTransformerEmbedder | None = None
-    ) -> KnowledgeBase:
+    def load(cls, path: str | Path, *, embedder: QueryDenseEmbedder | None = None) -> KnowledgeBase:
         """Open a saved knowledge base, checking its files against its manifest.
 
         ``embedder``: an embedder already loaded to use instead of loading the manifest's
@@ -514,7 +516,7 @@ class KnowledgeBase(Searching):
 
     # ----------------------------------------------------------------- search
     @property
-    def embedder(self) -> SentenceTransformerEmbedder:
+    def embedder(self) -> QueryDenseEmbedder:
         """The dense embedder (loaded lazily); checked against the manifest's revision."""
         if self.manifest.embedder.kind != "dense":
             raise InputError("a BM25 knowledge base has no dense embedder")
@@ -523,7 +525,7 @@ class KnowledgeBase(Searching):
             assert self._embedder is not None
         return self._embedder
 
-    def _check_embedder(self, embedder: SentenceTransformerEmbedder) -> None:
+    def _check_embedder(self, embedder: QueryDenseEmbedder) -> None:
         """Use ``embedder`` if it is the one that built this knowledge base, else refuse."""
         if embedder.info.identity() != self.manifest.embedder.identity():
             raise IncompatibleArtifactError(
@@ -700,7 +702,7 @@ class KnowledgeBase(Searching):
     def indexed(self) -> tuple[Granularity, ...]:
         return self.manifest.units.indexed
 
-    def query_embedder(self) -> SentenceTransformerEmbedder | None:
+    def query_embedder(self) -> QueryDenseEmbedder | None:
         """The dense embedder (None for BM25, which searches the query texts)."""
         return self.embedder if self.manifest.embedder.kind == "dense" else None
 

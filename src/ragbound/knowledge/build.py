@@ -17,7 +17,8 @@ import numpy as np
 
 from ragbound.artifacts import read_npy, sha256_text, write_npy
 from ragbound.corpus import Chunk, ChunkingParams, Document, chunk_documents
-from ragbound.embedders.sentence import SentenceTransformerEmbedder, release_freed_memory
+from ragbound.embedders.base import DenseEmbedder
+from ragbound.embedders.sentence import release_freed_memory
 from ragbound.errors import ArtifactError, InputError
 from ragbound.faults import crash_point
 from ragbound.knowledge.layout import STAGING
@@ -42,21 +43,26 @@ def chunk_corpus(documents: Sequence[Document], chunking: ChunkingParams) -> lis
 
 
 def embed_texts(
-    embedder: SentenceTransformerEmbedder,
+    embedder: DenseEmbedder,
     all_texts: list[str],
     batch_size: int,
     progress: bool,
     what: str = "chunks",
 ) -> np.ndarray:
-    """Embed texts into one preallocated float32 matrix, longest texts batched together."""
+    """Embed texts into one preallocated float32 matrix, longest texts batched together.
+
+    A local model's batches are capped by a token budget; an embedder that declares no
+    ``max_seq_length`` (a server) gets plain ``batch_size`` batches, since it batches and
+    holds memory its own way."""
     dim = embedder.info.dimension
+    budgeted = embedder.info.max_seq_length is not None
     vectors = np.empty((len(all_texts), dim), dtype=np.float32)
     order = _longest_first(all_texts)
     with progress_bar(len(all_texts), f"embedding {what}", progress) as advance:
         for start in range(0, len(order), _OUTER_BATCH):
             rows = order[start : start + _OUTER_BATCH]
             texts = [all_texts[i] for i in rows]
-            size = _batch_for(len(texts[0].split()), batch_size)
+            size = _batch_for(len(texts[0].split()), batch_size) if budgeted else batch_size
             vectors[rows] = embedder.encode(texts, batch_size=size)
             release_freed_memory()
             advance(len(rows))
@@ -152,7 +158,7 @@ class StagedBuild:
 
     def embed(
         self,
-        embedder: SentenceTransformerEmbedder,
+        embedder: DenseEmbedder,
         texts: Sequence[str],
         batch_size: int,
         progress: bool,

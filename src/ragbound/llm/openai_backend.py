@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
-import os
-import random
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import httpx
 
+from ragbound.http_retry import (
+    MAX_RETRY_AFTER,
+    backoff_delay,
+    env_setting,
+    parse_retry_after,
+)
 from ragbound.llm.base import (
     ChatMessage,
     GenerationParams,
@@ -28,7 +31,7 @@ from ragbound.llm.base import (
 BASE_URL_ENV = ("RAGBOUND_LLM_BASE_URL", "OPENAI_BASE_URL")
 MODEL_ENV = ("RAGBOUND_LLM_MODEL",)
 API_KEY_ENV = ("RAGBOUND_LLM_API_KEY", "OPENAI_API_KEY")
-MAX_RETRY_AFTER = 120.0  # seconds: a longer Retry-After is capped to this
+__all__ = ["MAX_RETRY_AFTER", "OpenAIChat", "parse_retry_after"]
 
 
 class _Retryable(Exception):
@@ -44,29 +47,14 @@ def _setting(value: str | None, env: Sequence[str], option: str, required: bool)
     """``value`` or the first set environment variable; a missing required one is an LLMError."""
     if value:
         return value
-    for name in env:
-        if os.environ.get(name):
-            return os.environ[name]
+    found = env_setting(env)
+    if found is not None:
+        return found[1]
     if required:
         raise LLMError(
             f"the openai backend needs {option}: pass {option}=... or set {' or '.join(env)}"
         )
     return None
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (seconds or HTTP date), capped."""
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        seconds = when.timestamp() - time.time()
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
 
 
 class OpenAIChat:
@@ -128,9 +116,7 @@ class OpenAIChat:
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         """Seconds to wait before retry number ``attempt + 1``."""
-        if retry_after is not None:
-            return retry_after
-        return self.backoff * 2**attempt + random.uniform(0.0, self.backoff)
+        return backoff_delay(attempt, self.backoff, retry_after)
 
     def complete(
         self, messages: Sequence[ChatMessage], params: GenerationParams | None = None
