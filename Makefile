@@ -9,7 +9,9 @@ TORCH := torch==2.13.0
 # for plain AVX2, which every x86-64 machine here has.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: install demo test lint bench bench-abstention bench-serve clean
+INFINITY_VENV := .venv-infinity
+
+.PHONY: install demo test lint bench bench-abstention bench-serve clean infinity
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +22,18 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# infinity-emb serves the bundled MiniLM as an OpenAI-compatible /embeddings server for the
+# openai:MODEL tests (skipped without it). Its pins conflict with .venv's, so it has its own venv.
+$(INFINITY_VENV)/.installed:
+	$(PYTHON) -m venv $(INFINITY_VENV)
+	$(INFINITY_VENV)/bin/pip install --quiet --upgrade pip
+	# CPU torch first, as for .venv: a plain torch requirement would pull a CUDA build.
+	$(INFINITY_VENV)/bin/pip install --quiet $(TORCH)
+	$(INFINITY_VENV)/bin/pip install --quiet 'infinity-emb[server,torch]'
+	touch $@
+
+infinity: $(INFINITY_VENV)/.installed
 
 # DEMO_LLM=1 also runs the part that needs the bundled local LLM (the abstention benchmark)
 demo: $(STAMP)
@@ -48,4 +62,4 @@ bench-serve: $(STAMP)
 	$(BIN)/python -m benchmarks.run serve
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
+	rm -rf $(VENV) $(INFINITY_VENV) build *.egg-info src/*.egg-info .pytest_cache

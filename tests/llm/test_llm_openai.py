@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -27,6 +23,7 @@ from ragbound.llm import (
     run_batch,
 )
 from ragbound.llm.openai_backend import MAX_RETRY_AFTER, OpenAIChat, parse_retry_after
+from tests.scripted_server import Reply, ScriptedServer, serving
 
 MESSAGES = [
     ChatMessage(role="system", content="Answer briefly."),
@@ -44,70 +41,10 @@ def completion(text: str = "Paris") -> dict[str, Any]:
     }
 
 
-@dataclass
-class Reply:
-    """One scripted server reply."""
-
-    status: int = 200
-    body: Any = field(default_factory=completion)
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-
-
-class ScriptedServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.script: list[Reply] = []
-        self.seen: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-    def next_reply(self) -> Reply:
-        with self.lock:
-            return self.script.pop(0) if self.script else Reply()
-
-
-class Handler(BaseHTTPRequestHandler):
-    server: ScriptedServer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Keep the test output quiet."""
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length", 0))
-        body = json.loads(self.rfile.read(length))
-        with self.server.lock:
-            self.server.seen.append(
-                {"path": self.path, "headers": dict(self.headers), "json": body}
-            )
-        reply = self.server.next_reply()
-        time.sleep(reply.delay)
-        payload = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
-        try:
-            self.send_response(reply.status)
-            for name, value in {"Content-Type": "application/json", **reply.headers}.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (timeout test)
-
-
 @pytest.fixture
 def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    thread = threading.Thread(target=srv.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with serving(lambda request: completion()) as srv:
+        yield srv
 
 
 @pytest.fixture(autouse=True)

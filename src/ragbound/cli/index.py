@@ -25,7 +25,13 @@ def index(
         typer.Option("--out", help="Knowledge-base directory to create.", callback=validate.folder),
     ],
     embedder: Annotated[
-        str, typer.Option(help="minilm (default), mpnet, bm25, or a local model folder.")
+        str,
+        typer.Option(
+            help=(
+                "minilm (default), mpnet, bm25, openai:MODEL (a server: see README), or a "
+                "local model folder."
+            )
+        ),
     ] = "minilm",
     chunk_words: Annotated[
         int, typer.Option(help="Maximum words per chunk.", callback=validate.positive_int)
@@ -308,7 +314,10 @@ def attach(
     embedder: Annotated[
         str,
         typer.Option(
-            help="The embedder that made the stored vectors: minilm, mpnet or a model folder."
+            help=(
+                "The embedder that made the stored vectors: minilm, mpnet, openai:MODEL or a "
+                "model folder."
+            )
         ),
     ] = "minilm",
     sample: Annotated[
