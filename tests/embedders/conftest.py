@@ -3,7 +3,7 @@ MiniLM on a free loopback port, started once per session (skipped when it is not
 
 infinity-emb conflicts with ragbound's own environment, so it lives in its own venv:
 ``$RAGBOUND_INFINITY`` names its ``infinity_emb`` executable, else ``.venv-infinity`` at the
-repository root (``make .venv-infinity``) is used.
+repository root (``make infinity``) is used.
 """
 
 from __future__ import annotations
@@ -73,9 +73,7 @@ def infinity_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     ``minilm`` (and ``minilm-twin``); stopped at the end of the session."""
     executable = infinity_executable()
     if executable is None:
-        pytest.skip(
-            f"infinity-emb is not installed: run `make .venv-infinity` or set ${INFINITY_ENV}"
-        )
+        pytest.skip(f"infinity-emb is not installed: run `make infinity` or set ${INFINITY_ENV}")
     port = free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
     log = tmp_path_factory.mktemp("infinity") / "infinity.log"

@@ -7,6 +7,9 @@ test double (tests/scripted_server.py), since no real server misbehaves on purpo
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -67,6 +70,34 @@ def test_a_knowledge_base_on_the_server_gives_the_local_p_values(
     np.testing.assert_allclose(scores[0], scores[1], atol=1e-4)
     assert [v.p_value for v in remote] == pytest.approx([v.p_value for v in local], abs=1e-9)
     assert [v.out_of_knowledge for v in remote] == [v.out_of_knowledge for v in local]
+
+
+GATE_WITHOUT_TORCH = """
+import sys
+from ragbound.embedders import set_cpu_threads
+from ragbound.gate import Gate
+
+set_cpu_threads(1)  # what `ragbound serve --threads 1` does first
+decision = Gate.load(sys.argv[1]).decide(sys.argv[2])
+print(decision.action, "torch" in sys.modules)
+"""
+
+
+def test_the_gate_decides_through_the_server_without_torch(
+    endpoint_env: str, corpus_dir: Path, tmp_path: Path
+) -> None:
+    kb = KnowledgeBase.build([corpus_dir], embedder="openai:minilm")
+    kb.save(tmp_path / "kb")
+    Guard.calibrate(kb, IN_KNOWLEDGE + MORE_IN_KNOWLEDGE, k=4, alpha=0.1).save()
+    done = subprocess.run(
+        [sys.executable, "-c", GATE_WITHOUT_TORCH, str(tmp_path / "kb"), OUT_OF_KNOWLEDGE[0]],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["abstain", "False"]
 
 
 def test_a_wrong_model_name_is_one_clear_error(endpoint_env: str) -> None:
