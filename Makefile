@@ -30,7 +30,7 @@ $(INFINITY_VENV)/.installed:
 	$(INFINITY_VENV)/bin/pip install --quiet --upgrade pip
 	# CPU torch first, as for .venv: a plain torch requirement would pull a CUDA build.
 	$(INFINITY_VENV)/bin/pip install --quiet $(TORCH)
-	$(INFINITY_VENV)/bin/pip install --quiet 'infinity-emb[server,torch]'
+	$(INFINITY_VENV)/bin/pip install --quiet 'infinity-emb[server,torch]==0.0.78'
 	touch $@
 
 infinity: $(INFINITY_VENV)/.installed
