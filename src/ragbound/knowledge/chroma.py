@@ -197,6 +197,7 @@ def connect(location: ChromaLocation) -> Any:
 @contextmanager
 def chroma_errors(location: ChromaLocation) -> Iterator[None]:
     """Turn a failed request into an ArtifactError that names ``location``."""
+    _chromadb()  # InputError naming the extra when chromadb is missing
     import httpx
     from chromadb.errors import ChromaError
 
@@ -570,8 +571,8 @@ class ChromaAttachedBacking:
                 f"{root / MANIFEST} records {granularity_label(manifest.units.fine)} units, "
                 f"but {self.location.describe()} holds chunks only: attach it again"
             )
-        collection = open_collection(connect(self.location), self.location)
         with chroma_errors(self.location):
+            collection = open_collection(connect(self.location), self.location)
             space, hnsw = index_settings(collection)
             if space != self.location.space:
                 raise ArtifactError(
@@ -613,8 +614,8 @@ class ChromaAttachedBacking:
         if is_lexical(spec):
             raise InputError("attach needs the dense embedder that made the stored vectors")
         dense = load_dense_embedder(spec)
-        collection = open_collection(connect(location), location)
         with chroma_errors(location):
+            collection = open_collection(connect(location), location)
             space, hnsw = index_settings(collection)
             location = location.model_copy(update={"space": space, "hnsw": hnsw})
             if not collection.count():
