@@ -144,7 +144,9 @@ def test_each_refusal_is_one_clear_error(
     short = _collection(chroma, local, vectors=local.vectors[:, :16])
     _refused(chroma.url(short), out, "holds 16-dimensional vectors but the embedder")
     rng = np.random.default_rng(0)
-    other = _collection(chroma, local, vectors=rng.normal(size=local.vectors.shape))
+    random = rng.normal(size=local.vectors.shape)
+    random /= np.linalg.norm(random, axis=1, keepdims=True)
+    other = _collection(chroma, local, vectors=random)
     _refused(chroma.url(other), out, "were not made by the embedder")
     _refused(chroma.url(name), out, "no records with metadata topic='ships'", where=["topic=ships"])
     both = ["topic=bees", "n=7"]  # each matches some record, together none
@@ -157,11 +159,34 @@ def test_each_refusal_is_one_clear_error(
     ("space", "match"),
     [
         ("l2", "uses the l2 space but its vectors are not unit length"),
-        ("cosine", "cosine distances do not give the dot product"),
+        ("cosine", "scores by cosine but its vectors are not unit length"),
+        ("ip", "scores by cosine but its vectors are not unit length"),
     ],
 )
-def test_spaces_that_need_unit_vectors_refuse_others(
+def test_vectors_that_are_not_unit_length_are_refused(
     chroma: ChromaServer, local: KnowledgeBase, tmp_path: Path, space: str, match: str
 ):
     name = _collection(chroma, local, space, vectors=local.vectors * 2.0)
     _refused(chroma.url(name), tmp_path / "kb", match)
+
+
+class _Misreporting:
+    """A collection whose distances are not what its space says (the formula check's case)."""
+
+    def __init__(self, vectors: np.ndarray):
+        self.vectors = {f"r{i}": v for i, v in enumerate(vectors)}
+
+    def query(self, query_embeddings, n_results, where, include):
+        ids = [list(self.vectors)[:n_results] for _ in query_embeddings]
+        return {"ids": ids, "distances": [[0.5] * n_results for _ in query_embeddings]}
+
+    def get(self, ids, include):
+        return {"ids": ids, "embeddings": [self.vectors[i] for i in ids], "documents": ids}
+
+
+def test_distances_that_do_not_give_the_dot_product_are_refused(local: KnowledgeBase):
+    from ragbound.knowledge.chroma import ChromaLocation, _check_formula
+
+    location = ChromaLocation(host="h", port=1, collection="c", space="cosine")
+    with pytest.raises(InputError, match="cosine distances do not give the dot product"):
+        _check_formula(_Misreporting(local.vectors), location, local.vectors, len(local))

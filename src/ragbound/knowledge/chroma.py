@@ -365,8 +365,7 @@ def check_sample(
     point the same way), and the distance formula (similarity == dot product)."""
     vectors, documents = stored_vectors(collection, ids)
     _check_dimension(vectors, dense, location)
-    if location.space == "l2":
-        _check_unit_norms(vectors, location)
+    _check_unit_norms(vectors, location, dense.info)
     _check_embedder(vectors, dense.encode(documents), dense.info.name, location)
     _check_formula(collection, location, vectors, size)
 
@@ -380,13 +379,22 @@ def _check_dimension(vectors: np.ndarray, dense: Any, location: ChromaLocation) 
         )
 
 
-def _check_unit_norms(vectors: np.ndarray, location: ChromaLocation) -> None:
+def _check_unit_norms(vectors: np.ndarray, location: ChromaLocation, info: Any) -> None:
+    """Unit vectors where the numbers need them: the l2 space (1 - d/2 is the dot product
+    only between unit vectors) and a cosine embedder (its similarities are cosines)."""
     norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
-    if np.abs(norms - 1.0).max() > UNIT_NORM_TOLERANCE:
+    if np.abs(norms - 1.0).max() <= UNIT_NORM_TOLERANCE:
+        return
+    found = f"its vectors are not unit length (norms {norms.min():.4g} to {norms.max():.4g})"
+    if location.space == "l2":
         raise InputError(
-            f"{location.describe()} uses the l2 space but its vectors are not unit length "
-            f"(norms {norms.min():.4g} to {norms.max():.4g}): a squared L2 distance is a "
+            f"{location.describe()} uses the l2 space but {found}: a squared L2 distance is a "
             "similarity only between unit vectors; use a collection with space cosine or ip"
+        )
+    if info.similarity == "cosine":
+        raise InputError(
+            f"{location.describe()}: the embedder {info.name} scores by cosine but {found}: "
+            "they were not stored as the embedder makes them (normalized)"
         )
 
 
