@@ -66,7 +66,7 @@ Scalar = str | int | float | bool
 SCHEME = "chroma"
 DEFAULT_PORT = 8000
 PAGE = 1000  # records per get() while reading the collection
-UNIT_NORM_TOLERANCE = 1e-3  # |norm - 1| allowed for the l2 space
+UNIT_NORM_TOLERANCE = 1e-3  # |norm - 1| allowed (l2 space, cosine embedders)
 FORMULA_TOLERANCE = 1e-3  # |similarity - dot| allowed on the attach sample
 FORMULA_QUERIES = 8  # sampled vectors sent as queries to check the formula
 # what the HNSW configuration of a collection records, by ragbound's parameter name
