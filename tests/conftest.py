@@ -1,5 +1,5 @@
 """Shared fixtures: a tiny real corpus written here, a real MiniLM knowledge base, and a real
-PostgreSQL + pgvector server (skipped without the wheel)."""
+PostgreSQL + pgvector server and a real Chroma server (each skipped without its wheel)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.pgserver import PASSWORD, Server, binaries, missing_user, running_server
+from tests.chroma_server import ChromaServer, chroma_binary, running_chroma
 from tests.texts import TOPICS
 
 
@@ -52,3 +53,13 @@ def pg_dsn(postgres: Server, monkeypatch: pytest.MonkeyPatch) -> str:
     """The server's DSN (no password in it), with PGPASSWORD set for this test."""
     monkeypatch.setenv("PGPASSWORD", PASSWORD)
     return postgres.dsn
+
+
+@pytest.fixture(scope="session")
+def chroma(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaServer]:
+    """One throw-away Chroma server for the session (``chroma run``), stopped at its end."""
+    pytest.importorskip("chromadb", reason="chromadb is not installed (the chroma extra)")
+    if chroma_binary() is None:
+        pytest.skip("the chroma executable is missing: pip install 'ragbound[chroma]'")
+    with running_chroma(tmp_path_factory.mktemp("chroma")) as server:
+        yield server

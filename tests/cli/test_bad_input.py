@@ -172,6 +172,16 @@ ROWS: list[tuple[str, str]] = [
         "attach --table t --text-column c --vector-column v --out {kb} postgresql://u@127.0.0.1:1/db",
         "new or empty folder",
     ),
+    ("attach --out {new} chroma://127.0.0.1:1", "names no collection"),
+    ("attach --out {new} chroma://127.0.0.1:1/docs --table t", "--table is for postgresql://"),
+    (
+        "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --doc-field d",
+        "--doc-field is for chroma://",
+    ),
+    (
+        "attach --out {new} chroma://127.0.0.1:1/docs",
+        "cannot reach the Chroma server at 127.0.0.1:1",
+    ),
     # --------------------------------------------------------------------- calibrate
     ("calibrate {kb}", "Missing option '--queries'"),
     ("calibrate {missing} --queries {queries}", "does not exist"),

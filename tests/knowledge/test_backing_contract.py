@@ -1,7 +1,7 @@
 """One contract over every knowledge-base backing: the door a new backing comes in by.
 
 Each backing in ``ragbound.knowledge.BACKINGS`` has a case here that makes a real knowledge
-base with it (PostgreSQL on a real server). Every case is checked the same way: save and
+base with it (PostgreSQL and Chroma on real servers). Every case is checked the same way: save and
 load, the fingerprint (the same as the same chunks kept locally), search at each granularity
 its capabilities allow, ``describe()`` equal to the search actually made, add, float16, and
 what it lacks refused before any work with one InputError.
@@ -23,6 +23,7 @@ from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import BACKINGS, KnowledgeBase
 from ragbound.knowledge.local import HnswBacking
 from ragbound.stores.hnsw import HnswParams
+from tests.chroma_server import ChromaServer, fill_collection
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 QUERIES = IN_KNOWLEDGE[:3] + OUT_OF_KNOWLEDGE[:2]
@@ -52,16 +53,21 @@ def _owned(corpus: Path, out: Path, units: UnitParams, pg_dsn: str, **_: object)
     return Made(out, corpus, "minilm")
 
 
+def _corpus_vectors(corpus: Path) -> tuple[list[Path], list[str], np.ndarray]:
+    """The corpus files, their texts and MiniLM vectors (as another application made them)."""
+    from ragbound.embedders import load_dense_embedder
+
+    files = sorted(corpus.rglob("*.txt"))
+    texts = [f.read_text(encoding="utf-8").strip() for f in files]
+    return files, texts, load_dense_embedder("minilm").encode(texts)
+
+
 def _attached(corpus: Path, out: Path, units: UnitParams, pg_dsn: str, **_: object) -> Made:
     """Another application's table filled with MiniLM vectors of the corpus files."""
     import psycopg
     from pgvector.psycopg import register_vector
 
-    from ragbound.embedders import load_dense_embedder
-
-    files = sorted(corpus.rglob("*.txt"))
-    texts = [f.read_text(encoding="utf-8").strip() for f in files]
-    vectors = load_dense_embedder("minilm").encode(texts)
+    files, texts, vectors = _corpus_vectors(corpus)
     table = f"app_{secrets.token_hex(3)}"
     with psycopg.connect(pg_dsn, autocommit=True) as connection:
         connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -79,14 +85,27 @@ def _attached(corpus: Path, out: Path, units: UnitParams, pg_dsn: str, **_: obje
     return Made(out, corpus, "minilm")
 
 
+def _chroma(corpus: Path, out: Path, units: UnitParams, chroma: ChromaServer, **_: object) -> Made:
+    """Another application's Chroma collection of the corpus files' MiniLM vectors."""
+    files, texts, vectors = _corpus_vectors(corpus)
+    name = f"app_{secrets.token_hex(3)}"
+    ids = [f.stem + f.parent.name for f in files]
+    fill_collection(chroma, name, texts, vectors, ids=ids, space="cosine")
+    KnowledgeBase.attach(chroma.url(name), out)
+    return Made(out, corpus, "minilm")
+
+
 MAKERS: dict[str, Callable[..., Made]] = {
     "exact": _local("minilm"),
     "bm25": _local("bm25"),
     "hnsw": _local("minilm", HnswParams(m=8, ef_search=16)),
     "postgres": _owned,
     "postgres-attached": _attached,
+    "chroma-attached": _chroma,
 }
 NEEDS_POSTGRES = ("postgres", "postgres-attached")
+# kinds manifests could name before the ``backing`` field existed
+OLDER_THAN_THE_FIELD = ("exact", "bm25", "hnsw", *NEEDS_POSTGRES)
 
 
 def test_every_backing_has_a_case() -> None:
@@ -111,8 +130,15 @@ def _units(kind: str) -> UnitParams:
 
 
 @pytest.fixture
-def made(kind: str, dsn: str | None, corpus_dir: Path, tmp_path: Path) -> Made:
-    return MAKERS[kind](corpus_dir, tmp_path / "kb", _units(kind), pg_dsn=dsn)
+def server(kind: str, request: pytest.FixtureRequest) -> ChromaServer | None:
+    return request.getfixturevalue("chroma") if kind == "chroma-attached" else None
+
+
+@pytest.fixture
+def made(
+    kind: str, dsn: str | None, server: ChromaServer | None, corpus_dir: Path, tmp_path: Path
+) -> Made:
+    return MAKERS[kind](corpus_dir, tmp_path / "kb", _units(kind), pg_dsn=dsn, chroma=server)
 
 
 def test_save_load_keeps_the_backing_the_fingerprint_and_the_results(kind: str, made: Made):
@@ -174,7 +200,7 @@ def test_what_it_lacks_is_refused_before_any_work(kind: str, dsn: str | None, tm
 
     if not capabilities.index:
         with pytest.raises(InputError, match="cannot index"):
-            KnowledgeBase.build([missing], backing=_attached_backing(str(dsn)))
+            KnowledgeBase.build([missing], backing=_attached_backing(kind, str(dsn)))
         return
     if capabilities.units != GRANULARITIES:
         with pytest.raises(InputError, match="cannot store sentence, window units"):
@@ -187,10 +213,13 @@ def test_what_it_lacks_is_refused_before_any_work(kind: str, dsn: str | None, tm
     assert not (tmp_path / "kb" / "manifest.json").exists()
 
 
-def _attached_backing(dsn: str):
+def _attached_backing(kind: str, dsn: str):
+    from ragbound.knowledge.chroma import ChromaAttachedBacking, ChromaLocation
     from ragbound.knowledge.postgres import PostgresAttachedBacking
     from ragbound.stores.postgres import PostgresTable
 
+    if kind == "chroma-attached":
+        return ChromaAttachedBacking(ChromaLocation(host="127.0.0.1", port=1, collection="c"))
     return PostgresAttachedBacking(PostgresTable(dsn=dsn, table="t", owned=False))
 
 
@@ -233,6 +262,8 @@ def test_manifests_written_before_the_backing_field_still_load(
 ):
     """``store`` (PostgreSQL), ``hnsw`` (a local graph) or nothing (exact or BM25 by the
     embedder's kind): what manifests said before ``backing`` existed."""
+    if kind not in OLDER_THAN_THE_FIELD:
+        pytest.skip(f"{kind} came after the backing field: no older manifest names it")
     path = made.folder / "manifest.json"
     manifest = json.loads(path.read_text())
     record = manifest.pop("backing")

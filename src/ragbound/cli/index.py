@@ -275,40 +275,55 @@ def attach(
     url: Annotated[
         str,
         typer.Argument(
-            help="postgresql://USER@HOST/DATABASE (password from PGPASSWORD or ~/.pgpass).",
-            callback=validate.postgres_url,
+            help="postgresql://USER@HOST/DATABASE (password from PGPASSWORD or ~/.pgpass), or "
+            "chroma://HOST:PORT/COLLECTION[?tenant=T&database=D].",
+            callback=validate.attach_url,
         ),
-    ],
-    table: Annotated[
-        str,
-        typer.Option(
-            help="Table (NAME or SCHEMA.NAME) holding the rows.", callback=validate.table_name
-        ),
-    ],
-    text_column: Annotated[
-        str, typer.Option(help="Column of the chunk texts.", callback=validate.column_name)
-    ],
-    vector_column: Annotated[
-        str,
-        typer.Option(help="pgvector column of their embeddings.", callback=validate.column_name),
     ],
     out: Annotated[
         Path,
         typer.Option("--out", help="Knowledge-base directory to create.", callback=validate.folder),
     ],
+    table: Annotated[
+        str | None,
+        typer.Option(
+            help="PostgreSQL: table (NAME or SCHEMA.NAME) holding the rows (required).",
+            callback=validate.table_name,
+        ),
+    ] = None,
+    text_column: Annotated[
+        str | None,
+        typer.Option(
+            help="PostgreSQL: column of the chunk texts (required).",
+            callback=validate.column_name,
+        ),
+    ] = None,
+    vector_column: Annotated[
+        str | None,
+        typer.Option(
+            help="PostgreSQL: pgvector column of their embeddings (required).",
+            callback=validate.column_name,
+        ),
+    ] = None,
     id_column: Annotated[
         str | None,
         typer.Option(
-            help="Column identifying a row (default: the table's primary key).",
+            help="PostgreSQL: column identifying a row (default: the table's primary key).",
             callback=validate.column_name,
         ),
     ] = None,
     where: Annotated[
         list[str] | None,
         typer.Option(
-            help="COLUMN=VALUE: use only rows whose column equals the value (as text); "
-            "repeat to combine.",
+            help="COLUMN=VALUE (Chroma: a metadata FIELD=VALUE): use only rows whose column "
+            "or field equals the value; repeat to combine.",
             callback=validate.column_filter,
+        ),
+    ] = None,
+    doc_field: Annotated[
+        str | None,
+        typer.Option(
+            help="Chroma: metadata field holding each record's document id (default: its id)."
         ),
     ] = None,
     embedder: Annotated[
@@ -327,12 +342,13 @@ def attach(
         ),
     ] = 32,
     search: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="exact (a sequential scan) or hnsw (the table's HNSW index: approximate).",
+            help="PostgreSQL: exact (a sequential scan, default) or hnsw (the table's HNSW "
+            "index: approximate).",
             callback=validate.choice("exact", "hnsw"),
         ),
-    ] = "exact",
+    ] = None,
     ef_search: Annotated[
         int | None,
         typer.Option(
@@ -343,14 +359,16 @@ def attach(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Use a PostgreSQL + pgvector table another application filled, without copying it.
+    """Use a PostgreSQL + pgvector table or a Chroma collection another application filled,
+    without copying it.
 
     The rows stay where they are, nothing is re-embedded: --out gets a manifest that records
-    the URL (never a password), the table, its columns and filters, the embedder and a
-    content hash, and searches run in the database, exactly. Before trusting the table,
-    attach re-embeds --sample of its stored texts and refuses when they do not point the
-    same way as the stored vectors (another embedder made them), or when the vectors have
-    another dimension. Rows without text or vector are left out.
+    the URL (never a password), the table, its columns and filters (or the collection, its
+    filter and distance space), the embedder and a content hash; searches run in the
+    database. Before trusting the rows, attach re-embeds --sample of its stored texts and
+    refuses when they do not point the same way as the stored vectors (another embedder made
+    them), or when the vectors have another dimension. PostgreSQL rows without text or
+    vector are left out; a Chroma record without document text is refused.
 
     Two common layouts: LangChain's langchain-postgres (PGVector) keeps every collection in
     langchain_pg_embedding: --text-column document --vector-column embedding, --id-column id,
@@ -358,33 +376,60 @@ def attach(
     LlamaIndex's PGVectorStore keeps a table data_NAME: --text-column text --vector-column
     embedding (--id-column id is its primary key; node_id is LlamaIndex's own id).
 
-    Search is exact unless --search hnsw: then the table's HNSW index answers (it must have
-    one for the embedder's operator, e.g. vector_cosine_ops), approximately; the method and
-    --ef-search are recorded with every calibration, so calibrate with the search you check
-    with.
+    PostgreSQL search is exact unless --search hnsw: then the table's HNSW index answers (it
+    must have one for the embedder's operator, e.g. vector_cosine_ops), approximately; the
+    method and --ef-search are recorded with every calibration, so calibrate with the search
+    you check with. A Chroma collection is searched by Chroma's HNSW graph (approximate; its
+    space, ef_search and M are recorded the same way); its distances become similarities
+    (cosine and ip: 1 - d; l2: 1 - d/2, for unit vectors only, checked at attach).
 
-    When the application changes its table, the next command sees the new rows: the
-    knowledge base's fingerprint changes, so calibrate again (check refuses the old
-    calibration unless --force). add refuses: add documents through the application.
+    When the application changes its rows, the next command sees them: the knowledge
+    base's fingerprint changes, so calibrate again (check refuses the old calibration
+    unless --force). add refuses: add documents through the application.
     --json prints the same fields as index.
     """
     from ragbound.knowledge import KnowledgeBase
 
-    kb = KnowledgeBase.attach(
-        url,
-        out,
-        on_wait=notice,
-        table=table,
-        text_column=text_column,
-        vector_column=vector_column,
-        id_column=id_column,
-        where=where or [],
-        embedder=embedder,
-        sample=sample,
-        search=search,
-        ef_search=ef_search,
-    )
+    common = {"where": where or [], "embedder": embedder, "sample": sample}
+    postgres = {
+        "--table": table,
+        "--text-column": text_column,
+        "--vector-column": vector_column,
+        "--id-column": id_column,
+        "--search": search,
+        "--ef-search": ef_search,
+    }
+    if url.startswith("chroma:"):
+        _refuse_given(postgres, "postgresql://")
+        options = common | {"doc_field": doc_field}
+    else:
+        _refuse_given({"--doc-field": doc_field}, "chroma://")
+        options = common | _postgres_options(table, text_column, vector_column)
+        options |= {"id_column": id_column, "search": search or "exact", "ef_search": ef_search}
+    kb = KnowledgeBase.attach(url, out, on_wait=notice, **options)
     _report_kb(kb, "attached", json_out)
+
+
+def _refuse_given(options: dict[str, object], scheme: str) -> None:
+    """InputError for the first of ``options`` given that only a ``scheme`` URL takes."""
+    from ragbound.errors import InputError
+
+    for name, value in options.items():
+        if value is not None:
+            raise InputError(f"{name} is for {scheme} URLs only")
+
+
+def _postgres_options(
+    table: str | None, text_column: str | None, vector_column: str | None
+) -> dict[str, str | None]:
+    """The table and columns a postgresql:// attach must name (InputError for a missing one)."""
+    from ragbound.errors import InputError
+
+    named = {"--table": table, "--text-column": text_column, "--vector-column": vector_column}
+    for name, value in named.items():
+        if value is None:
+            raise InputError(f"Missing option '{name}': a postgresql:// attach names it")
+    return {"table": table, "text_column": text_column, "vector_column": vector_column}
 
 
 def _warn_if_calibration_stale(kb: KnowledgeBase) -> None:
@@ -414,6 +459,7 @@ def _report_kb(kb: KnowledgeBase, verb: str, json_out: bool) -> None:
     m = kb.manifest
     search = kb.describe()
     location = getattr(kb.backing, "location", None)
+    legacy = location if m.backing.kind.startswith("postgres") else None
     if json_out:
         emit_json(
             {
@@ -428,7 +474,7 @@ def _report_kb(kb: KnowledgeBase, verb: str, json_out: bool) -> None:
                 "search": search.model_dump(mode="json"),
             }
             # ``store`` as before the backing field (PostgreSQL only), for one release
-            | ({} if location is None else {"store": location.model_dump(mode="json")})
+            | ({} if legacy is None else {"store": legacy.model_dump(mode="json")})
         )
         return
     where = "" if location is None else f", rows in {location.describe()}"

@@ -272,6 +272,19 @@ def _postgres_url(value: str) -> None:
         raise typer.BadParameter(str(exc)) from None
 
 
+def _attach_url(value: str) -> None:
+    """chroma:// URLs by the Chroma backing's parser; anything else as a postgresql:// URL."""
+    if not value.startswith("chroma:"):
+        return _postgres_url(value)
+    from ragbound.errors import InputError
+    from ragbound.knowledge.chroma import parse_chroma_url
+
+    try:
+        parse_chroma_url(value)
+    except InputError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 def _sql_name(what: str) -> Callable[[str], None]:
     def check(value: str) -> None:
         from ragbound.stores.postgres import check_identifier
@@ -295,6 +308,8 @@ def _column_filter(value: str) -> None:
 
 # a postgresql:// URL without a password (it is recorded in the manifest)
 postgres_url = _each(_postgres_url)
+# what attach takes: a postgresql:// or a chroma:// URL
+attach_url = _each(_attach_url)
 # a plain SQL table name (NAME or SCHEMA.NAME) or column name, quoted by ragbound
 table_name = _each(_sql_name("table"))
 column_name = _each(_sql_name("column"))

@@ -272,7 +272,9 @@ class KnowledgeBase(Searching):
         or empty folder). The URL's scheme chooses the backing
         (:data:`ragbound.knowledge.registry.ATTACH_SCHEMES`); ``options`` are its ``attach``'s
         (for ``postgresql://``: :meth:`ragbound.knowledge.postgres.PostgresAttachedBacking.attach`,
-        table, columns, filters, embedder, sample, search)."""
+        table, columns, filters, embedder, sample, search; for ``chroma://``:
+        :meth:`ragbound.knowledge.chroma.ChromaAttachedBacking.attach`, where, doc_field,
+        embedder, sample)."""
         from ragbound.knowledge.postgres import check_new_folder
 
         backing_class = attaching(url)

@@ -599,7 +599,7 @@ def _check_embedder(connection: Any, location: PostgresTable, dense: Any, sample
     rows = connection.execute(query, (sample,)).fetchall()
     stored = np.array([_as_array(row[2]) for row in rows])
     fresh = dense.encode([row[1] for row in rows])
-    cosines = _row_cosines(stored, fresh)
+    cosines = row_cosines(stored, fresh)
     median = float(np.median(cosines))
     if median < SAME_EMBEDDER_COSINE:
         raise InputError(
@@ -616,6 +616,6 @@ def _as_array(vector: Any) -> np.ndarray:
     return np.asarray(values, dtype=np.float32)
 
 
-def _row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
     return np.einsum("ij,ij->i", a, b) / np.maximum(norms, np.finfo(np.float32).tiny)

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge.backing import Backing, EmbedderKind
+from ragbound.knowledge.chroma import ChromaAttachedBacking
 from ragbound.knowledge.local import Bm25Backing, ExactBacking, HnswBacking
 from ragbound.knowledge.manifest import BackingRecord
 from ragbound.knowledge.postgres import (
@@ -30,6 +31,7 @@ BACKINGS: dict[str, type] = {
         HnswBacking,
         PostgresOwnedBacking,
         PostgresAttachedBacking,
+        ChromaAttachedBacking,
     )
 }
 # URL schemes of the stores ragbound indexes into (``index --store URL``)
@@ -44,6 +46,7 @@ URL_SCHEMES: dict[str, type] = {
 ATTACH_SCHEMES: dict[str, type] = {
     "postgresql": PostgresAttachedBacking,
     "postgres": PostgresAttachedBacking,
+    "chroma": ChromaAttachedBacking,
 }
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
+from numpy.typing import DTypeLike
 from pydantic import BaseModel, ConfigDict
 
 from ragbound.embedders.base import Similarity
@@ -105,6 +106,18 @@ def check_k(k: int, size: int) -> None:
             f"k={k} is larger than the knowledge base ({size} chunks); "
             f"use k <= {size} (for example --k {min(size, 32)})"
         )
+
+
+def query_vectors(
+    queries: np.ndarray, k: int, size: int, dimension: int, dtype: DTypeLike = np.float32
+) -> np.ndarray:
+    """A batch of query vectors checked for a search of ``k`` among ``size`` rows: an
+    (n, ``dimension``) matrix, returned C-contiguous in ``dtype`` (InputError otherwise)."""
+    check_k(k, size)
+    queries = np.ascontiguousarray(queries, dtype=dtype)
+    if queries.ndim != 2 or queries.shape[1] != dimension:
+        raise InputError(f"query vectors must have shape (n, {dimension}), got {queries.shape}")
+    return queries
 
 
 def top_k_rows(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -9,7 +9,7 @@ import numpy as np
 
 from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
-from ragbound.stores.base import Hits, QueryKind, SearchInfo, check_k, top_k_rows
+from ragbound.stores.base import Hits, QueryKind, SearchInfo, query_vectors, top_k_rows
 
 # Queries are scored in blocks so a large batch never materialises n_queries x n_chunks at once.
 _BLOCK_QUERIES = 256
@@ -98,12 +98,7 @@ class ExactStore:
 
     def search(self, queries: np.ndarray, k: int) -> Hits:
         """Top-k inner products for each query row; rows sorted by similarity descending."""
-        check_k(k, len(self))
-        queries = np.ascontiguousarray(queries, dtype=self._dtype)
-        if queries.ndim != 2 or queries.shape[1] != self.dimension:
-            raise InputError(
-                f"query vectors must have shape (n, {self.dimension}), got {queries.shape}"
-            )
+        queries = query_vectors(queries, k, len(self), self.dimension, self._dtype)
         sims = np.empty((len(queries), k), dtype=self._dtype)
         idx = np.empty((len(queries), k), dtype=np.int64)
         for start in range(0, len(queries), _BLOCK_QUERIES):

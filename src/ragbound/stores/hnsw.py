@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragbound.embedders.base import Similarity
 from ragbound.errors import ArtifactError, InputError
-from ragbound.stores.base import Hits, QueryKind, SearchInfo, check_k, top_k_rows
+from ragbound.stores.base import Hits, QueryKind, SearchInfo, query_vectors, top_k_rows
 from ragbound.stores.exact import ExactStore, widened
 
 BACKEND = "faiss-hnsw"
@@ -273,12 +273,7 @@ class HnswStore:
         with ``rescore`` c they are recomputed from the stored vectors for the k x c
         candidates, and the top k among them returned (ties by the lower row).
         """
-        check_k(k, len(self))
-        queries = np.ascontiguousarray(queries, dtype=np.float32)
-        if queries.ndim != 2 or queries.shape[1] != self.dimension:
-            raise InputError(
-                f"query vectors must have shape (n, {self.dimension}), got {queries.shape}"
-            )
+        queries = query_vectors(queries, k, len(self), self.dimension)
         fetch = min(len(self), k * max(1, self.params.rescore))
         # faiss keeps ef_search candidates even when asked for more rows: widen the beam to
         # what is fetched, else k x c candidates would be no better than the top k

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ragbound.embedders.base import Similarity
 from ragbound.errors import ArtifactError, InputError
-from ragbound.stores.base import Hits, QueryKind, SearchInfo, check_k
+from ragbound.stores.base import Hits, QueryKind, SearchInfo, query_vectors
 
 SCHEMES = ("postgresql", "postgres")
 # the column an owned table numbers its rows by (the knowledge base's row, 0-based)
@@ -440,12 +440,7 @@ class PostgresStore:
 
     def search(self, queries: np.ndarray, k: int) -> Hits:
         """Top-k rows per query vector, similarity descending, ties by the lower row."""
-        check_k(k, len(self))
-        queries = np.ascontiguousarray(queries, dtype=np.float32)
-        if queries.ndim != 2 or queries.shape[1] != self._dimension:
-            raise InputError(
-                f"query vectors must have shape (n, {self._dimension}), got {queries.shape}"
-            )
+        queries = query_vectors(queries, k, len(self), self._dimension)
         with database_errors(self.location.describe()):
             found = self._open().execute(self._query(), (list(queries), k)).fetchall()
         return self._hits(found, len(queries), k)
