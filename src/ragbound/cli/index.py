@@ -269,39 +269,60 @@ def attach(
     url: Annotated[
         str,
         typer.Argument(
-            help="postgresql://USER@HOST/DATABASE (password from PGPASSWORD or ~/.pgpass).",
-            callback=validate.postgres_url,
+            help="postgresql://USER@HOST/DATABASE (password from PGPASSWORD or ~/.pgpass), "
+            "qdrant://HOST:PORT/COLLECTION, or qdrant+path:///FOLDER?collection=NAME (a folder "
+            "of qdrant-client's embedded mode).",
+            callback=validate.attach_url,
         ),
-    ],
-    table: Annotated[
-        str,
-        typer.Option(
-            help="Table (NAME or SCHEMA.NAME) holding the rows.", callback=validate.table_name
-        ),
-    ],
-    text_column: Annotated[
-        str, typer.Option(help="Column of the chunk texts.", callback=validate.column_name)
-    ],
-    vector_column: Annotated[
-        str,
-        typer.Option(help="pgvector column of their embeddings.", callback=validate.column_name),
     ],
     out: Annotated[
         Path,
         typer.Option("--out", help="Knowledge-base directory to create.", callback=validate.folder),
     ],
+    table: Annotated[
+        str | None,
+        typer.Option(
+            help="PostgreSQL: table (NAME or SCHEMA.NAME) holding the rows.",
+            callback=validate.table_name,
+        ),
+    ] = None,
+    text_column: Annotated[
+        str | None,
+        typer.Option(help="PostgreSQL: column of the chunk texts.", callback=validate.column_name),
+    ] = None,
+    vector_column: Annotated[
+        str | None,
+        typer.Option(
+            help="PostgreSQL: pgvector column of their embeddings.", callback=validate.column_name
+        ),
+    ] = None,
     id_column: Annotated[
         str | None,
         typer.Option(
-            help="Column identifying a row (default: the table's primary key).",
+            help="PostgreSQL: column identifying a row (default: the table's primary key).",
             callback=validate.column_name,
         ),
+    ] = None,
+    text_field: Annotated[
+        str | None,
+        typer.Option(
+            help="Qdrant: payload key of the chunk texts (default page_content, LangChain's; "
+            "a nested key as metadata.text)."
+        ),
+    ] = None,
+    doc_field: Annotated[
+        str | None,
+        typer.Option(help="Qdrant: payload key of the document id (default: the point id)."),
+    ] = None,
+    vector_name: Annotated[
+        str | None,
+        typer.Option(help="Qdrant: the named vector to search, when the points have several."),
     ] = None,
     where: Annotated[
         list[str] | None,
         typer.Option(
-            help="COLUMN=VALUE: use only rows whose column equals the value (as text); "
-            "repeat to combine.",
+            help="COLUMN=VALUE (PostgreSQL) or payload KEY=VALUE (Qdrant): use only rows whose "
+            "value equals it (as text); repeat to combine.",
             callback=validate.column_filter,
         ),
     ] = None,
@@ -320,62 +341,114 @@ def attach(
     search: Annotated[
         str,
         typer.Option(
-            help="exact (a sequential scan) or hnsw (the table's HNSW index: approximate).",
+            help="exact (every row scored) or hnsw (the store's HNSW index: approximate).",
             callback=validate.choice("exact", "hnsw"),
         ),
     ] = "exact",
     ef_search: Annotated[
         int | None,
         typer.Option(
-            help="With --search hnsw: candidates per query (pgvector's hnsw.ef_search, "
-            "default 40).",
+            help="PostgreSQL, with --search hnsw: candidates per query (pgvector's "
+            "hnsw.ef_search, default 40).",
             callback=validate.ef_search,
+        ),
+    ] = None,
+    hnsw_ef: Annotated[
+        int | None,
+        typer.Option(
+            help="Qdrant server, with --search hnsw: candidates per query (default: the "
+            "collection's ef_construct).",
+            callback=validate.positive_int,
         ),
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Use a PostgreSQL + pgvector table another application filled, without copying it.
+    """Use a store another application filled (a PostgreSQL + pgvector table or a Qdrant
+    collection), without copying it.
 
-    The rows stay where they are, nothing is re-embedded: --out gets a manifest that records
-    the URL (never a password), the table, its columns and filters, the embedder and a
-    content hash, and searches run in the database, exactly. Before trusting the table,
-    attach re-embeds --sample of its stored texts and refuses when they do not point the
-    same way as the stored vectors (another embedder made them), or when the vectors have
-    another dimension. Rows without text or vector are left out.
+    The vectors stay where they are, nothing is re-embedded: --out gets a manifest that
+    records where they are (never a password), the table or collection, its columns or payload
+    fields and filters, the embedder and a content hash, and searches run in the store,
+    exactly unless --search hnsw. Before trusting the store, attach re-embeds --sample of its
+    stored texts and refuses when they do not point the same way as the stored vectors
+    (another embedder made them), or when the vectors have another dimension. Rows without
+    text or vector are left out.
 
-    Two common layouts: LangChain's langchain-postgres (PGVector) keeps every collection in
-    langchain_pg_embedding: --text-column document --vector-column embedding, --id-column id,
-    --where collection_id=UUID (the uuid of the collection's row in langchain_pg_collection).
+    PostgreSQL (--table, --text-column, --vector-column, --id-column): LangChain's
+    langchain-postgres (PGVector) keeps every collection in langchain_pg_embedding:
+    --text-column document --vector-column embedding, --id-column id, --where
+    collection_id=UUID (the uuid of the collection's row in langchain_pg_collection).
     LlamaIndex's PGVectorStore keeps a table data_NAME: --text-column text --vector-column
     embedding (--id-column id is its primary key; node_id is LlamaIndex's own id).
 
-    Search is exact unless --search hnsw: then the table's HNSW index answers (it must have
-    one for the embedder's operator, e.g. vector_cosine_ops), approximately; the method and
-    --ef-search are recorded with every calibration, so calibrate with the search you check
-    with.
+    Qdrant (--text-field, --doc-field, --vector-name, --where KEY=VALUE, --hnsw-ef): a server
+    as qdrant://HOST:PORT/COLLECTION, or a folder written by qdrant-client's embedded mode as
+    qdrant+path:///ABSOLUTE/FOLDER?collection=NAME (searched by brute force; one process at a
+    time may open it). LangChain's QdrantVectorStore keeps the text under page_content (the
+    default). Cosine and Dot scores are kept as they are; Euclid distances d become 1 - d²/2,
+    which needs unit vectors (checked); Manhattan is refused. The points' ids and texts are read
+    once, into --out: when the collection's point count changes, loading refuses; attach again.
 
-    When the application changes its table, the next command sees the new rows: the
+    Search is exact unless --search hnsw: then the store's HNSW index answers (for PostgreSQL
+    it must have one for the embedder's operator, e.g. vector_cosine_ops), approximately; the
+    method and --ef-search (--hnsw-ef and the graph's m for Qdrant) are recorded with every
+    calibration, so calibrate with the search you check with.
+
+    When the application changes a PostgreSQL table, the next command sees the new rows: the
     knowledge base's fingerprint changes, so calibrate again (check refuses the old
     calibration unless --force). add refuses: add documents through the application.
     --json prints the same fields as index.
     """
     from ragbound.knowledge import KnowledgeBase
 
-    kb = KnowledgeBase.attach(
+    options = _attach_options(
         url,
-        out,
-        on_wait=notice,
         table=table,
         text_column=text_column,
         vector_column=vector_column,
         id_column=id_column,
+        text_field=text_field,
+        doc_field=doc_field,
+        vector_name=vector_name,
         where=where or [],
         embedder=embedder,
         sample=sample,
         search=search,
         ef_search=ef_search,
+        hnsw_ef=hnsw_ef,
     )
+    kb = KnowledgeBase.attach(url, out, on_wait=notice, **options)
     _report_kb(kb, "attached", json_out)
+
+
+def _attach_options(url: str, **given: object) -> dict[str, object]:
+    """The options given (not None) that the URL's store takes; InputError naming an option
+    it does not take, or one it needs that is missing."""
+    import inspect
+
+    from ragbound.errors import InputError
+    from ragbound.knowledge.registry import attaching
+
+    accepted = inspect.signature(attaching(url).attach).parameters
+    options = {name: value for name, value in given.items() if value is not None}
+    scheme = url.split(":", 1)[0]
+
+    def flags(names: list[str]) -> str:
+        return ", ".join("--" + name.replace("_", "-") for name in names)
+
+    foreign = [name for name in options if name not in accepted]
+    if foreign:
+        raise InputError(f"{flags(foreign)}: not an option of {scheme} stores")
+    needed = [
+        name
+        for name, parameter in accepted.items()
+        if parameter.kind is parameter.KEYWORD_ONLY
+        and parameter.default is parameter.empty
+        and name not in options
+    ]
+    if needed:
+        raise InputError(f"attaching a {scheme} store needs {flags(needed)}")
+    return options
 
 
 def _warn_if_calibration_stale(kb: KnowledgeBase) -> None:

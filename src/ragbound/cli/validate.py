@@ -285,20 +285,35 @@ def _sql_name(what: str) -> Callable[[str], None]:
 
 
 def _column_filter(value: str) -> None:
-    from ragbound.stores.postgres import parse_filter
+    """KEY=VALUE; whether KEY names a column or payload key is the store's to check."""
+    key, sep, _ = value.partition("=")
+    if not sep or not key.strip():
+        raise typer.BadParameter(
+            f"filter {value!r} must be COLUMN=VALUE or KEY=VALUE (for example collection_id=abc)"
+        )
+
+
+def _attach_url(value: str) -> None:
+    """A URL of a store ragbound attaches to (a postgresql:// one checked as such)."""
+    from ragbound.knowledge.registry import attaching
+    from ragbound.stores.postgres import SCHEMES
 
     try:
-        parse_filter(value)
+        attaching(value)
+        if value.split(":", 1)[0] in SCHEMES:
+            _postgres_url(value)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
 
 
 # a postgresql:// URL without a password (it is recorded in the manifest)
 postgres_url = _each(_postgres_url)
+# a URL of a store ragbound attaches to (postgresql://, qdrant://, ...)
+attach_url = _each(_attach_url)
 # a plain SQL table name (NAME or SCHEMA.NAME) or column name, quoted by ragbound
 table_name = _each(_sql_name("table"))
 column_name = _each(_sql_name("column"))
-# COLUMN=VALUE, an equality filter without SQL
+# COLUMN=VALUE or KEY=VALUE, an equality filter without SQL
 column_filter = _each(_column_filter)
 
 

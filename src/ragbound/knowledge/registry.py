@@ -20,6 +20,7 @@ from ragbound.knowledge.postgres import (
     PostgresOwnedBacking,
     owned_location,
 )
+from ragbound.knowledge.qdrant import QdrantAttachedBacking
 from ragbound.stores.hnsw import HnswParams
 
 BACKINGS: dict[str, type] = {
@@ -30,6 +31,7 @@ BACKINGS: dict[str, type] = {
         HnswBacking,
         PostgresOwnedBacking,
         PostgresAttachedBacking,
+        QdrantAttachedBacking,
     )
 }
 # URL schemes of the stores ragbound indexes into (``index --store URL``)
@@ -44,6 +46,8 @@ URL_SCHEMES: dict[str, type] = {
 ATTACH_SCHEMES: dict[str, type] = {
     "postgresql": PostgresAttachedBacking,
     "postgres": PostgresAttachedBacking,
+    "qdrant": QdrantAttachedBacking,
+    "qdrant+path": QdrantAttachedBacking,
 }
 
 

@@ -107,6 +107,16 @@ def check_k(k: int, size: int) -> None:
         )
 
 
+def checked_queries(queries: np.ndarray, k: int, size: int, dimension: int) -> np.ndarray:
+    """``queries`` as a contiguous float32 (n, dimension) matrix, after :func:`check_k`
+    (InputError for another shape)."""
+    check_k(k, size)
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    if queries.ndim != 2 or queries.shape[1] != dimension:
+        raise InputError(f"query vectors must have shape (n, {dimension}), got {queries.shape}")
+    return queries
+
+
 def top_k_rows(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` highest columns of each row of ``scores`` (n, m), sorted descending, ties
     broken by the lower column index; returns (scores, int64 columns), each (n, k).
