@@ -79,12 +79,24 @@ def _attached(corpus: Path, out: Path, units: UnitParams, pg_dsn: str, **_: obje
     return Made(out, corpus, "minilm")
 
 
+def _qdrant(corpus: Path, out: Path, units: UnitParams, **_: object) -> Made:
+    """Another application's Qdrant collection (embedded mode) of the corpus files."""
+    pytest.importorskip("qdrant_client", reason="qdrant-client is not installed (qdrant extra)")
+    from tests.qdrantfill import fill
+
+    local = KnowledgeBase.build([corpus])
+    url = fill(out.parent / "qdrant", list(local.chunks), np.asarray(local.vectors))
+    KnowledgeBase.attach(url, out)
+    return Made(out, corpus, "minilm")
+
+
 MAKERS: dict[str, Callable[..., Made]] = {
     "exact": _local("minilm"),
     "bm25": _local("bm25"),
     "hnsw": _local("minilm", HnswParams(m=8, ef_search=16)),
     "postgres": _owned,
     "postgres-attached": _attached,
+    "qdrant-attached": _qdrant,
 }
 NEEDS_POSTGRES = ("postgres", "postgres-attached")
 
@@ -233,6 +245,8 @@ def test_manifests_written_before_the_backing_field_still_load(
 ):
     """``store`` (PostgreSQL), ``hnsw`` (a local graph) or nothing (exact or BM25 by the
     embedder's kind): what manifests said before ``backing`` existed."""
+    if kind == "qdrant-attached":
+        pytest.skip("made after the backing field existed")
     path = made.folder / "manifest.json"
     manifest = json.loads(path.read_text())
     record = manifest.pop("backing")
