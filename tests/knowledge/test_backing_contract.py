@@ -186,7 +186,7 @@ def test_what_it_lacks_is_refused_before_any_work(kind: str, dsn: str | None, tm
 
     if not capabilities.index:
         with pytest.raises(InputError, match="cannot index"):
-            KnowledgeBase.build([missing], backing=_attached_backing(str(dsn)))
+            KnowledgeBase.build([missing], backing=_attached_backing(kind, str(dsn)))
         return
     if capabilities.units != GRANULARITIES:
         with pytest.raises(InputError, match="cannot store sentence, window units"):
@@ -199,10 +199,14 @@ def test_what_it_lacks_is_refused_before_any_work(kind: str, dsn: str | None, tm
     assert not (tmp_path / "kb" / "manifest.json").exists()
 
 
-def _attached_backing(dsn: str):
+def _attached_backing(kind: str, dsn: str):
     from ragbound.knowledge.postgres import PostgresAttachedBacking
     from ragbound.stores.postgres import PostgresTable
 
+    if kind == "qdrant-attached":
+        from ragbound.knowledge.qdrant import QdrantAttachedBacking, QdrantLocation
+
+        return QdrantAttachedBacking(QdrantLocation(folder="/nowhere", collection="c"))
     return PostgresAttachedBacking(PostgresTable(dsn=dsn, table="t", owned=False))
 
 

@@ -174,3 +174,22 @@ def test_points_added_after_attach_refuse_to_load(local: KnowledgeBase, tmp_path
     client.close()
     with pytest.raises(ArtifactError, match="holds 11 points with text, 10 when it was attached"):
         KnowledgeBase.load(tmp_path / "kb")
+
+
+def test_urls_and_what_a_server_search_records(tmp_path: Path, monkeypatch):
+    from ragbound.knowledge.qdrant import QdrantLocation, parse_url, search_info
+
+    assert parse_url("qdrant://db.example/docs") == {
+        "host": "db.example", "port": 6333, "collection": "docs"
+    }  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    assert parse_url("qdrant+path:store?collection=a b") == {
+        "folder": str(tmp_path / "store"), "collection": "a b"
+    }  # fmt: skip
+    for bad in ("qdrant://h:1/a/b", "qdrant://u:pw@h/docs", "qdrant+path://h/f?collection=c"):
+        with pytest.raises(InputError):
+            parse_url(bad)
+    hnsw = QdrantLocation(host="h", port=1, collection="c", search="hnsw", hnsw_ef=64, m=16)
+    info = search_info(hnsw)
+    assert not info.exact and info.parameters["hnsw_ef"] == 64 and info.parameters["m"] == 16
+    assert search_info(hnsw.model_copy(update={"search": "exact"})).exact

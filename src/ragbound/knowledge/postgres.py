@@ -106,8 +106,8 @@ def check_new_folder(out: Path) -> None:
     """A PostgreSQL knowledge base's folder must be new or empty (InputError otherwise)."""
     if (Path(out) / MANIFEST).exists():
         raise InputError(
-            f"{out} already holds a knowledge base: a PostgreSQL knowledge base is saved into "
-            "a new or empty folder"
+            f"{out} already holds a knowledge base: a PostgreSQL or attached knowledge base is "
+            "saved into a new or empty folder"
         )
     check_index_target(Path(out))
 

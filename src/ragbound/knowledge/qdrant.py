@@ -74,6 +74,7 @@ SIMILARITY: dict[str, Similarity] = {"Cosine": "cosine", "Dot": "dot", "Euclid":
 
 _LOCAL_CLIENTS: dict[str, Any] = {}  # folder -> the one embedded client of this process
 _LOCAL_LOCK = threading.Lock()
+_SEARCH_LOCK = threading.Lock()  # embedded clients are searched one request at a time
 
 
 class QdrantLocation(BaseModel):
@@ -359,7 +360,11 @@ class QdrantStore:
         queries = checked_queries(queries, k, len(self), self._dimension)
         if self._client is None:
             self._client = open_client(self.location)
-        found = query_batch(self._client, self.location, queries, k)
+        if self.location.folder is None:
+            found = query_batch(self._client, self.location, queries, k)
+        else:
+            with _SEARCH_LOCK:  # the embedded client is plain Python, not made for threads
+                found = query_batch(self._client, self.location, queries, k)
         return self._hits(found, k)
 
     def _hits(self, found: list[list[tuple[str, float]]], k: int) -> Hits:
