@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install --quiet --upgrade pip
 	# CPU torch first: a plain torch requirement would pull a multi-GB CUDA build.
 	$(BIN)/pip install --quiet $(TORCH)
-	CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(BIN)/pip install --quiet -e '.[dev,mpnet,local,baselines,serve,langchain,llamaindex,haystack,ray,postgres,hnsw,chroma]'
+	CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(BIN)/pip install --quiet -e '.[dev,mpnet,local,baselines,serve,langchain,llamaindex,haystack,ray,postgres,hnsw,chroma,qdrant]'
 	touch $(STAMP)
 
 install: $(STAMP)

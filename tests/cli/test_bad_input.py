@@ -93,8 +93,19 @@ ROWS: list[tuple[str, str]] = [
     # ------------------------------------------------------------------------ attach
     ("attach", "Missing argument"),
     (
+        "attach --out {new} qdrant://127.0.0.1:1/docs --text-column c",
+        "--text-column: not an option",
+    ),
+    ("attach --out {new} 'qdrant+path:///nowhere'", "must be qdrant+path:///ABSOLUTE/FOLDER"),
+    ("attach --out {new} qdrant://127.0.0.1:1/docs --hnsw-ef 0", "'--hnsw-ef'"),
+    (
+        "attach --out {new} qdrant://127.0.0.1:1/docs --text-field t --doc-field d "
+        "--vector-name v --hnsw-ef 8",
+        "--hnsw-ef applies to --search hnsw only",
+    ),
+    (
         "attach --table t --text-column c --vector-column v --out {new} mysql://u@h/db",
-        "not a postgresql:// URL",
+        "not a store ragbound attaches to",
     ),
     (
         "attach --table t --text-column c --vector-column v --out {new} postgresql://u:pw@h/db",
@@ -102,7 +113,7 @@ ROWS: list[tuple[str, str]] = [
     ),
     (
         "attach --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db",
-        "Missing option '--table'",
+        "attaching a postgresql store needs --table",
     ),
     (
         "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --table 'a b'",

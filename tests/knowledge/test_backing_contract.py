@@ -95,6 +95,17 @@ def _chroma(corpus: Path, out: Path, units: UnitParams, chroma: ChromaServer, **
     return Made(out, corpus, "minilm")
 
 
+def _qdrant(corpus: Path, out: Path, units: UnitParams, **_: object) -> Made:
+    """Another application's Qdrant collection (embedded mode) of the corpus files."""
+    pytest.importorskip("qdrant_client", reason="qdrant-client is not installed (qdrant extra)")
+    from tests.qdrantfill import fill
+
+    local = KnowledgeBase.build([corpus])
+    url = fill(out.parent / "qdrant", list(local.chunks), np.asarray(local.vectors))
+    KnowledgeBase.attach(url, out)
+    return Made(out, corpus, "minilm")
+
+
 MAKERS: dict[str, Callable[..., Made]] = {
     "exact": _local("minilm"),
     "bm25": _local("bm25"),
@@ -102,6 +113,7 @@ MAKERS: dict[str, Callable[..., Made]] = {
     "postgres": _owned,
     "postgres-attached": _attached,
     "chroma-attached": _chroma,
+    "qdrant-attached": _qdrant,
 }
 NEEDS_POSTGRES = ("postgres", "postgres-attached")
 # kinds manifests could name before the ``backing`` field existed
@@ -216,10 +228,13 @@ def test_what_it_lacks_is_refused_before_any_work(kind: str, dsn: str | None, tm
 def _attached_backing(kind: str, dsn: str):
     from ragbound.knowledge.chroma import ChromaAttachedBacking, ChromaLocation
     from ragbound.knowledge.postgres import PostgresAttachedBacking
+    from ragbound.knowledge.qdrant import QdrantAttachedBacking, QdrantLocation
     from ragbound.stores.postgres import PostgresTable
 
     if kind == "chroma-attached":
         return ChromaAttachedBacking(ChromaLocation(host="127.0.0.1", port=1, collection="c"))
+    if kind == "qdrant-attached":
+        return QdrantAttachedBacking(QdrantLocation(folder="/nowhere", collection="c"))
     return PostgresAttachedBacking(PostgresTable(dsn=dsn, table="t", owned=False))
 
 

@@ -275,8 +275,9 @@ def attach(
     url: Annotated[
         str,
         typer.Argument(
-            help="postgresql://USER@HOST/DATABASE (password from PGPASSWORD or ~/.pgpass), or "
-            "chroma://HOST:PORT/COLLECTION[?tenant=T&database=D].",
+            help="postgresql://USER@HOST/DATABASE (password from PGPASSWORD or ~/.pgpass), "
+            "chroma://HOST:PORT/COLLECTION[?tenant=T&database=D], qdrant://HOST:PORT/COLLECTION, "
+            "or qdrant+path:///FOLDER?collection=NAME (a folder of qdrant-client's embedded mode).",
             callback=validate.attach_url,
         ),
     ],
@@ -287,22 +288,18 @@ def attach(
     table: Annotated[
         str | None,
         typer.Option(
-            help="PostgreSQL: table (NAME or SCHEMA.NAME) holding the rows (required).",
+            help="PostgreSQL: table (NAME or SCHEMA.NAME) holding the rows.",
             callback=validate.table_name,
         ),
     ] = None,
     text_column: Annotated[
         str | None,
-        typer.Option(
-            help="PostgreSQL: column of the chunk texts (required).",
-            callback=validate.column_name,
-        ),
+        typer.Option(help="PostgreSQL: column of the chunk texts.", callback=validate.column_name),
     ] = None,
     vector_column: Annotated[
         str | None,
         typer.Option(
-            help="PostgreSQL: pgvector column of their embeddings (required).",
-            callback=validate.column_name,
+            help="PostgreSQL: pgvector column of their embeddings.", callback=validate.column_name
         ),
     ] = None,
     id_column: Annotated[
@@ -312,18 +309,30 @@ def attach(
             callback=validate.column_name,
         ),
     ] = None,
-    where: Annotated[
-        list[str] | None,
+    text_field: Annotated[
+        str | None,
         typer.Option(
-            help="COLUMN=VALUE (Chroma: a metadata FIELD=VALUE): use only rows whose column "
-            "or field equals the value; repeat to combine.",
-            callback=validate.column_filter,
+            help="Qdrant: payload key of the chunk texts (default page_content, LangChain's; "
+            "a nested key as metadata.text)."
         ),
     ] = None,
     doc_field: Annotated[
         str | None,
         typer.Option(
-            help="Chroma: metadata field holding each record's document id (default: its id)."
+            help="Chroma: metadata field, Qdrant: payload key, holding each record's document "
+            "id (default: the record's or point's id)."
+        ),
+    ] = None,
+    vector_name: Annotated[
+        str | None,
+        typer.Option(help="Qdrant: the named vector to search, when the points have several."),
+    ] = None,
+    where: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="COLUMN=VALUE (PostgreSQL), metadata FIELD=VALUE (Chroma) or payload "
+            "KEY=VALUE (Qdrant): use only rows whose value equals it; repeat to combine.",
+            callback=validate.column_filter,
         ),
     ] = None,
     embedder: Annotated[
@@ -344,92 +353,121 @@ def attach(
     search: Annotated[
         str | None,
         typer.Option(
-            help="PostgreSQL: exact (a sequential scan, default) or hnsw (the table's HNSW "
-            "index: approximate).",
+            help="exact (every row scored) or hnsw (the store's HNSW index: approximate). A "
+            "Chroma collection is always searched by its HNSW graph.",
             callback=validate.choice("exact", "hnsw"),
         ),
     ] = None,
     ef_search: Annotated[
         int | None,
         typer.Option(
-            help="With --search hnsw: candidates per query (pgvector's hnsw.ef_search, "
-            "default 40).",
+            help="PostgreSQL, with --search hnsw: candidates per query (pgvector's "
+            "hnsw.ef_search, default 40).",
             callback=validate.ef_search,
+        ),
+    ] = None,
+    hnsw_ef: Annotated[
+        int | None,
+        typer.Option(
+            help="Qdrant server, with --search hnsw: candidates per query (default: the "
+            "collection's ef_construct).",
+            callback=validate.positive_int,
         ),
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Use a PostgreSQL + pgvector table or a Chroma collection another application filled,
-    without copying it.
+    """Use a store another application filled (a PostgreSQL + pgvector table, a Chroma or
+    a Qdrant collection), without copying it.
 
-    The rows stay where they are, nothing is re-embedded: --out gets a manifest that records
-    the URL (never a password), the table, its columns and filters (or the collection, its
-    filter and distance space), the embedder and a content hash; searches run in the
-    database. Before trusting the rows, attach re-embeds --sample of its stored texts and
-    refuses when they do not point the same way as the stored vectors (another embedder made
-    them), or when the vectors have another dimension. PostgreSQL rows without text or
-    vector are left out; a Chroma record without document text is refused.
+    The vectors stay where they are, nothing is re-embedded: --out gets a manifest that
+    records where they are (never a password), the table or collection, its columns or fields
+    and filters, the embedder and a content hash, and searches run in the store. Before
+    trusting the store, attach re-embeds --sample of its stored texts and refuses when they do
+    not point the same way as the stored vectors (another embedder made them), or when the
+    vectors have another dimension. PostgreSQL rows without text or vector are left out; a
+    Chroma record without document text is refused.
 
-    Two common layouts: LangChain's langchain-postgres (PGVector) keeps every collection in
-    langchain_pg_embedding: --text-column document --vector-column embedding, --id-column id,
-    --where collection_id=UUID (the uuid of the collection's row in langchain_pg_collection).
+    PostgreSQL (--table, --text-column, --vector-column, --id-column): LangChain's
+    langchain-postgres (PGVector) keeps every collection in langchain_pg_embedding:
+    --text-column document --vector-column embedding, --id-column id, --where
+    collection_id=UUID (the uuid of the collection's row in langchain_pg_collection).
     LlamaIndex's PGVectorStore keeps a table data_NAME: --text-column text --vector-column
     embedding (--id-column id is its primary key; node_id is LlamaIndex's own id).
 
-    PostgreSQL search is exact unless --search hnsw: then the table's HNSW index answers (it
-    must have one for the embedder's operator, e.g. vector_cosine_ops), approximately; the
-    method and --ef-search are recorded with every calibration, so calibrate with the search
-    you check with. A Chroma collection is searched by Chroma's HNSW graph (approximate; its
-    space, ef_search and M are recorded the same way); its distances become similarities
-    (cosine and ip: 1 - d; l2: 1 - d/2, for unit vectors only, checked at attach).
+    Chroma (--doc-field, --where FIELD=VALUE): chroma://HOST:PORT/COLLECTION on Chroma's own
+    server, searched by its HNSW graph (approximate; its space, ef_search and M are recorded
+    with every calibration); distances become similarities (cosine and ip: 1 - d; l2: 1 - d/2,
+    for unit vectors only, checked at attach). Records added later are read on the next load
+    (the fingerprint changes: calibrate again).
 
-    When the application changes its rows, the next command sees them: the knowledge
-    base's fingerprint changes, so calibrate again (check refuses the old calibration
-    unless --force). add refuses: add documents through the application.
+    Qdrant (--text-field, --doc-field, --vector-name, --where KEY=VALUE, --hnsw-ef): a server
+    as qdrant://HOST:PORT/COLLECTION, or a folder written by qdrant-client's embedded mode as
+    qdrant+path:///ABSOLUTE/FOLDER?collection=NAME (searched by brute force; one process at a
+    time may open it). LangChain's QdrantVectorStore keeps the text under page_content (the
+    default). Cosine and Dot scores are kept as they are; Euclid distances d become 1 - d²/2,
+    which needs unit vectors (checked); Manhattan is refused. The points' ids and texts are read
+    once, into --out: when the collection's point count changes, loading refuses; attach again.
+
+    Search is exact unless --search hnsw: then the store's HNSW index answers (for PostgreSQL
+    it must have one for the embedder's operator, e.g. vector_cosine_ops), approximately; the
+    method and --ef-search (--hnsw-ef and the graph's m for Qdrant) are recorded with every
+    calibration, so calibrate with the search you check with.
+
+    When the application changes a PostgreSQL table, the next command sees the new rows: the
+    knowledge base's fingerprint changes, so calibrate again (check refuses the old
+    calibration unless --force). add refuses: add documents through the application.
     --json prints the same fields as index.
     """
     from ragbound.knowledge import KnowledgeBase
 
-    common = {"where": where or [], "embedder": embedder, "sample": sample}
-    postgres = {
-        "--table": table,
-        "--text-column": text_column,
-        "--vector-column": vector_column,
-        "--id-column": id_column,
-        "--search": search,
-        "--ef-search": ef_search,
-    }
-    if url.startswith("chroma:"):
-        _refuse_given(postgres, "postgresql://")
-        options = common | {"doc_field": doc_field}
-    else:
-        _refuse_given({"--doc-field": doc_field}, "chroma://")
-        options = common | _postgres_options(table, text_column, vector_column)
-        options |= {"id_column": id_column, "search": search or "exact", "ef_search": ef_search}
+    options = _attach_options(
+        url,
+        table=table,
+        text_column=text_column,
+        vector_column=vector_column,
+        id_column=id_column,
+        text_field=text_field,
+        doc_field=doc_field,
+        vector_name=vector_name,
+        where=where or [],
+        embedder=embedder,
+        sample=sample,
+        search=search,
+        ef_search=ef_search,
+        hnsw_ef=hnsw_ef,
+    )
     kb = KnowledgeBase.attach(url, out, on_wait=notice, **options)
     _report_kb(kb, "attached", json_out)
 
 
-def _refuse_given(options: dict[str, object], scheme: str) -> None:
-    """InputError for the first of ``options`` given that only a ``scheme`` URL takes."""
+def _attach_options(url: str, **given: object) -> dict[str, object]:
+    """The options given (not None) that the URL's store takes; InputError naming an option
+    it does not take, or one it needs that is missing."""
+    import inspect
+
     from ragbound.errors import InputError
+    from ragbound.knowledge.registry import attaching
 
-    for name, value in options.items():
-        if value is not None:
-            raise InputError(f"{name} is for {scheme} URLs only")
+    accepted = inspect.signature(attaching(url).attach).parameters
+    options = {name: value for name, value in given.items() if value is not None}
+    scheme = url.split(":", 1)[0]
 
+    def flags(names: list[str]) -> str:
+        return ", ".join("--" + name.replace("_", "-") for name in names)
 
-def _postgres_options(
-    table: str | None, text_column: str | None, vector_column: str | None
-) -> dict[str, str | None]:
-    """The table and columns a postgresql:// attach must name (InputError for a missing one)."""
-    from ragbound.errors import InputError
-
-    named = {"--table": table, "--text-column": text_column, "--vector-column": vector_column}
-    for name, value in named.items():
-        if value is None:
-            raise InputError(f"Missing option '{name}': a postgresql:// attach names it")
-    return {"table": table, "text_column": text_column, "vector_column": vector_column}
+    foreign = [name for name in options if name not in accepted]
+    if foreign:
+        raise InputError(f"{flags(foreign)}: not an option of {scheme} stores")
+    needed = [
+        name
+        for name, parameter in accepted.items()
+        if parameter.kind is parameter.KEYWORD_ONLY
+        and parameter.default is parameter.empty
+        and name not in options
+    ]
+    if needed:
+        raise InputError(f"attaching a {scheme} store needs {flags(needed)}")
+    return options
 
 
 def _warn_if_calibration_stale(kb: KnowledgeBase) -> None:

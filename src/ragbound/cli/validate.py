@@ -272,19 +272,6 @@ def _postgres_url(value: str) -> None:
         raise typer.BadParameter(str(exc)) from None
 
 
-def _attach_url(value: str) -> None:
-    """chroma:// URLs by the Chroma backing's parser; anything else as a postgresql:// URL."""
-    if not value.startswith("chroma:"):
-        return _postgres_url(value)
-    from ragbound.errors import InputError
-    from ragbound.knowledge.chroma import parse_chroma_url
-
-    try:
-        parse_chroma_url(value)
-    except InputError as exc:
-        raise typer.BadParameter(str(exc)) from None
-
-
 def _sql_name(what: str) -> Callable[[str], None]:
     def check(value: str) -> None:
         from ragbound.stores.postgres import check_identifier
@@ -298,22 +285,32 @@ def _sql_name(what: str) -> Callable[[str], None]:
 
 
 def _column_filter(value: str) -> None:
-    from ragbound.stores.postgres import parse_filter
+    """KEY=VALUE; whether KEY names a column or payload key is the store's to check."""
+    key, sep, _ = value.partition("=")
+    if not sep or not key.strip():
+        raise typer.BadParameter(
+            f"filter {value!r} must be COLUMN=VALUE or KEY=VALUE (for example collection_id=abc)"
+        )
+
+
+def _attach_url(value: str) -> None:
+    """A URL of a store ragbound attaches to, checked by its backing (``check_url``)."""
+    from ragbound.knowledge.registry import attaching
 
     try:
-        parse_filter(value)
+        attaching(value).check_url(value)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
 
 
 # a postgresql:// URL without a password (it is recorded in the manifest)
 postgres_url = _each(_postgres_url)
-# what attach takes: a postgresql:// or a chroma:// URL
+# a URL of a store ragbound attaches to (postgresql://, qdrant://, ...)
 attach_url = _each(_attach_url)
 # a plain SQL table name (NAME or SCHEMA.NAME) or column name, quoted by ragbound
 table_name = _each(_sql_name("table"))
 column_name = _each(_sql_name("column"))
-# COLUMN=VALUE, an equality filter without SQL
+# COLUMN=VALUE or KEY=VALUE, an equality filter without SQL
 column_filter = _each(_column_filter)
 
 

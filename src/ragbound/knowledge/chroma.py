@@ -523,6 +523,11 @@ class ChromaAttachedBacking:
         self.location = location
         self.keys = None if keys is None else list(keys)  # each row's Chroma id, in row order
 
+    @staticmethod
+    def check_url(url: str) -> None:
+        """InputError unless ``url`` is a chroma:// URL ``attach`` takes."""
+        parse_chroma_url(url)
+
     @classmethod
     def from_record(cls, record: BackingRecord) -> ChromaAttachedBacking:
         return cls(ChromaRecord.model_validate(record.model_dump()).location)

@@ -106,8 +106,8 @@ def check_new_folder(out: Path) -> None:
     """A PostgreSQL knowledge base's folder must be new or empty (InputError otherwise)."""
     if (Path(out) / MANIFEST).exists():
         raise InputError(
-            f"{out} already holds a knowledge base: a PostgreSQL knowledge base is saved into "
-            "a new or empty folder"
+            f"{out} already holds a knowledge base: a PostgreSQL or attached knowledge base is "
+            "saved into a new or empty folder"
         )
     check_index_target(Path(out))
 
@@ -311,6 +311,11 @@ class PostgresAttachedBacking(PostgresBacking):
     capabilities: ClassVar[Capabilities] = Capabilities(
         units=("chunk",), vector_dtypes=("float32",), index=False, add=False, approximate=True
     )
+
+    @staticmethod
+    def check_url(url: str) -> None:
+        """ValueError unless ``url`` is a postgresql:// URL ``attach`` takes."""
+        split_store_url(url)
 
     def _read(self, connection: Any, manifest: KBManifest) -> list[Chunk]:
         chunks = _read_attached(connection, self.location)

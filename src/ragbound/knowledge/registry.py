@@ -21,6 +21,7 @@ from ragbound.knowledge.postgres import (
     PostgresOwnedBacking,
     owned_location,
 )
+from ragbound.knowledge.qdrant import QdrantAttachedBacking
 from ragbound.stores.hnsw import HnswParams
 
 BACKINGS: dict[str, type] = {
@@ -32,6 +33,7 @@ BACKINGS: dict[str, type] = {
         PostgresOwnedBacking,
         PostgresAttachedBacking,
         ChromaAttachedBacking,
+        QdrantAttachedBacking,
     )
 }
 # URL schemes of the stores ragbound indexes into (``index --store URL``)
@@ -43,10 +45,13 @@ URL_SCHEMES: dict[str, type] = {
 
 # URL schemes of the stores ragbound attaches to as they are (``attach URL``); each class has
 # a classmethod ``attach(url, **options)`` returning (backing, manifest, chunks, embedder)
+# and a static ``check_url(url)`` (ValueError for a URL it cannot take)
 ATTACH_SCHEMES: dict[str, type] = {
     "postgresql": PostgresAttachedBacking,
     "postgres": PostgresAttachedBacking,
     "chroma": ChromaAttachedBacking,
+    "qdrant": QdrantAttachedBacking,
+    "qdrant+path": QdrantAttachedBacking,
 }
 
 
