@@ -46,6 +46,7 @@ from ragbound.artifacts import (
     write_npy,
 )
 from ragbound.corpus.units import Granularity, granularity_label, parse_granularity
+from ragbound.detect.canary import Canary
 from ragbound.detect.combined import CombinedModel, Selection
 from ragbound.detect.config import DETECTOR_PARAMS, DetectorConfig
 from ragbound.errors import ArtifactError, IncompatibleArtifactError
@@ -90,6 +91,9 @@ class CalibrationManifest(BaseModel):
     combined: CombinedModel | None = None
     # what calibrate --statistic auto compared and picked; None otherwise
     selection: Selection | None = None
+    # a few calibration queries and their top-k as searched then (ragbound.detect.canary),
+    # searched again at load; empty in calibrations made before they were recorded
+    canaries: list[Canary] = []
 
     @model_validator(mode="before")
     @classmethod

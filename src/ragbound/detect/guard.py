@@ -13,6 +13,7 @@ import numpy as np
 
 from ragbound.detect.boundary import BoundaryDetector
 from ragbound.detect.calibration import Calibration
+from ragbound.detect.canary import CanaryCheck, check_canaries, record_canaries, verify_canaries
 from ragbound.detect.combined import CombinedModel
 from ragbound.detect.config import (
     AUTO,
@@ -178,7 +179,7 @@ class Guard:
             reranker_revision=None if reranker is None else reranker.revision,
             granularity=kb.granularity,
         )
-        guard = cls(kb, calibration)
+        guard = cls(kb, calibration).record_canaries()
         guard._reranker = reranker
         _warn_if_powerless(len(queries), config.alpha)
         return guard
@@ -222,7 +223,8 @@ class Guard:
         )
         picked = learned.picked_single
         if picked is None:
-            return cls(kb, combined_calibration(kb, learned, config, seed, queries_source))
+            calibration = combined_calibration(kb, learned, config, seed, queries_source)
+            return cls(kb, calibration).record_canaries()
         guard = cls.calibrate(
             kb,
             learned.conformal,
@@ -256,7 +258,27 @@ class Guard:
     ) -> Guard:
         """Open a saved knowledge base and its calibration (refused if they do not match)."""
         kb = KnowledgeBase.load(kb_dir)
-        return cls(kb, Calibration.load(Path(kb_dir)), force=force, granularity=granularity)
+        guard = cls(kb, Calibration.load(Path(kb_dir)), force=force, granularity=granularity)
+        guard.verify_canaries(force=force)
+        return guard
+
+    def record_canaries(self) -> Guard:
+        """Search the calibration's canaries now and keep them in its manifest (self)."""
+        canaries = record_canaries(self.kb, self.calibration.queries)
+        manifest = self.calibration.manifest.model_copy(update={"canaries": canaries})
+        self.calibration.manifest = manifest
+        return self
+
+    def check_canaries(self) -> CanaryCheck:
+        """Search the calibration's canaries again: the largest similarity move since
+        calibration and whether the top rows changed (:mod:`ragbound.detect.canary`)."""
+        return check_canaries(self.kb, self.calibration.manifest.canaries)
+
+    def verify_canaries(self, *, force: bool = False) -> None:
+        """Refuse (IncompatibleArtifactError) when the knowledge's similarities moved since
+        calibration past the tolerance (a foreign store re-embedded, an endpoint serving
+        another model), unless ``force``. Called at load, never per query."""
+        verify_canaries(self.kb, self.calibration.manifest.canaries, force=force)
 
     # ------------------------------------------------------------- detectors
     @property
