@@ -184,7 +184,10 @@ ROWS: list[tuple[str, str]] = [
         "new or empty folder",
     ),
     ("attach --out {new} chroma://127.0.0.1:1", "names no collection"),
-    ("attach --out {new} chroma://127.0.0.1:1/docs --table t", "--table: not an option of chroma stores"),
+    (
+        "attach --out {new} chroma://127.0.0.1:1/docs --table t",
+        "--table: not an option of chroma stores",
+    ),
     (
         "attach --table t --text-column c --vector-column v --out {new} postgresql://u@127.0.0.1:1/db --doc-field d",
         "--doc-field: not an option of postgresql stores",

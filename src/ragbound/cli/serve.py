@@ -59,6 +59,15 @@ def serve(
             callback=validate.positive_int,
         ),
     ] = 1,
+    canary_minutes: Annotated[
+        float,
+        typer.Option(
+            callback=validate.non_negative_number,
+            help="Minutes between searches of the calibration's canaries (a few calibration "
+            "queries and their recorded similarities): a move makes /readyz not ready; 0: only "
+            "at start.",
+        ),
+    ] = 10.0,
     upstream: Annotated[
         str | None,
         typer.Option(
@@ -153,6 +162,7 @@ def serve(
         log_queries=log_queries,  # type: ignore[arg-type]
         gateway=gateway,
         threads=threads,
+        canary_minutes=canary_minutes,
     )
     # refused before the model loads: a port in use, a --log file the service did not write
     sockets = bind_sockets(host, port)

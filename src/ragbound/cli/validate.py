@@ -57,6 +57,11 @@ def _positive(value: float) -> None:
         raise typer.BadParameter(f"must be greater than 0, got {value:g}")
 
 
+def _non_negative(value: float) -> None:
+    if not (math.isfinite(value) and value >= 0):
+        raise typer.BadParameter(f"must be a finite number >= 0, got {value}")
+
+
 def _at_least(least: int) -> Callable[[int], None]:
     def check(value: int) -> None:
         if value < least:
@@ -108,6 +113,8 @@ rate = _each(_closed_unit)
 """Rates and shares: 0 to 1 inclusive."""
 positive_number = _each(_positive)
 """Temperatures, steps: finite and > 0."""
+non_negative_number = _each(_non_negative)
+"""Intervals that may be zero (off): finite and >= 0."""
 finite_number = _each(_finite)
 """Thresholds: any finite number."""
 positive_int = _each(_at_least(1))

@@ -297,10 +297,12 @@ def _add_ops_routes(app: FastAPI, service: Service) -> None:
         "/readyz", response_model=Readiness, responses={503: {"model": Readiness}}, tags=["ops"]
     )
     async def readyz() -> JSONResponse:
-        """200 once the model is loaded and the calibration present; 503 before or on failure."""
+        """200 once the model is loaded and the calibration present; 503 before, on failure,
+        or while the calibration's canaries have moved (``canary``: their last search)."""
         gate = service.gate
         if not service.ready or gate is None:
-            body = Readiness(ready=False, error=service.error or "the model is loading")
+            error = service.error or "the model is loading"
+            body = Readiness(ready=False, error=error, canary=service.canary)
             return JSONResponse(body.model_dump(), status_code=503)
         kb = gate.guard.kb
         body = Readiness(
@@ -309,6 +311,7 @@ def _add_ops_routes(app: FastAPI, service: Service) -> None:
             kb_fingerprint=kb.fingerprint,
             calibration_id=gate.guard.calibration.manifest.id,
             tripwire_set=gate.tripwires.tripwires.manifest.set_hash if gate.tripwires else None,
+            canary=service.canary,
         )
         return JSONResponse(body.model_dump())
 

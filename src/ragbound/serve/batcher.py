@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ragbound.gate import Decision
@@ -77,6 +77,10 @@ class Batcher:
         self._arrived.set()
         # the timer starts after the deadline is taken: it never fires before the deadline
         return await asyncio.wait_for(pending.future, timeout)
+
+    def run_on_worker_now(self, work: Callable[[], object]) -> Future[object]:
+        """Queue ``work`` on the decision thread from any thread (between batches)."""
+        return self._worker.submit(work)
 
     async def run_on_worker(self, work: Callable[[], object]) -> object:
         """Run ``work`` on the decision thread, between batches (tripwire changes use it)."""

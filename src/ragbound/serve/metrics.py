@@ -129,10 +129,15 @@ def service_registry() -> Registry:
     registry.counter("ragbound_monitor_windows_total", "Shift-monitor windows tested.")
     registry.counter("ragbound_monitor_alarms_total", "Shift-monitor windows that alarmed.")
     registry.gauge("ragbound_ready", "1 when the model is loaded and calibrated, else 0.")
+    registry.gauge(
+        "ragbound_canary_largest_move",
+        "The canaries' largest similarity move since calibration at their last search.",
+    )
     for action in ("answer", "abstain", "reject"):
         registry.inc("ragbound_decisions_total", 0, action=action)
     for name in ("ragbound_monitor_windows_total", "ragbound_monitor_alarms_total"):
         registry.inc(name, 0)
     registry.set("ragbound_monitor_last_p_value", math.nan)
+    registry.set("ragbound_canary_largest_move", math.nan)
     registry.set("ragbound_ready", 0)
     return registry

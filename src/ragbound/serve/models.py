@@ -6,6 +6,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from ragbound.detect.canary import CanaryCheck
 from ragbound.gate import Decision
 from ragbound.tripwires import Tripwire, TripwireChange
 from ragbound.tripwires.models import Severity
@@ -111,3 +112,5 @@ class Readiness(BaseModel):
     kb_fingerprint: str | None = None
     calibration_id: str | None = None
     tripwire_set: str | None = None
+    # the calibration's canaries at their last search (ragbound.detect.canary); None before
+    canary: CanaryCheck | None = None

@@ -11,9 +11,10 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ragbound.detect.canary import CanaryCheck
 from ragbound.embedders import set_cpu_threads
 from ragbound.embedders.sentence import release_freed_memory
-from ragbound.errors import ArtifactError, InputError
+from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
 from ragbound.gate import Decision, Gate
 from ragbound.knowledge.query import QueryTexts
 from ragbound.locking import writer_lock
@@ -49,6 +50,8 @@ class Service:
         self.ready = False
         self.error: str | None = None
         self.monitor: ServiceMonitor | None = None
+        self.canary: CanaryCheck | None = None
+        self._stopping = threading.Event()
         self._lines = 0  # decisions so far when there is no log
         self._since_trim = 0
         self._tripwire_stamp: tuple[int, int] | None = None
@@ -70,14 +73,54 @@ class Service:
                 set_cpu_threads(self.settings.threads)
             gate = self.gate if self.gate is not None else self._loader()  # type: ignore[misc]
             gate.decide(WARM_UP_QUERY)  # not logged: loads the model before the first request
+            check = self.check_canaries(gate)
+            if not check.ok:
+                raise IncompatibleArtifactError(check.message())
             self.monitor = self._start_monitor(gate)
             self._tripwire_stamp = _stamp(gate)
             self.gate = gate
             self.ready = True
             self.metrics.set("ragbound_ready", 1)
+            if self.settings.canary_minutes > 0:
+                threading.Thread(
+                    target=self._watch_canaries, name="ragbound-canary", daemon=True
+                ).start()
         except Exception as exc:  # reported by /readyz; the process stays up for /healthz
             self.error = f"{type(exc).__name__}: {exc}"
             sys.stderr.write(f"error: the service is not ready: {exc}\n")
+
+    # ----------------------------------------------------------------- canaries
+    def check_canaries(self, gate: Gate) -> CanaryCheck:
+        """Search the calibration's canaries again (five queries) and export the move."""
+        check = gate.guard.check_canaries()
+        self.canary = check
+        self.metrics.set("ragbound_canary_largest_move", check.largest_move)
+        return check
+
+    def _watch_canaries(self) -> None:
+        """Every ``canary_minutes``, until closed: :meth:`recheck_canaries`."""
+        while not self._stopping.wait(self.settings.canary_minutes * 60):
+            self.recheck_canaries()
+
+    def recheck_canaries(self) -> None:
+        """Search the canaries on the decision thread (between batches, never beside one);
+        a move past the tolerance makes the service not ready, and ready again once back."""
+        gate = self.gate
+        if gate is None:
+            return
+        try:
+            check = self.batcher.run_on_worker_now(lambda: self.check_canaries(gate)).result()
+        except Exception as exc:  # e.g. the endpoint is down: requests report it themselves
+            if not self._stopping.is_set():
+                sys.stderr.write(f"warning: the canaries were not searched: {exc}\n")
+            return
+        if not isinstance(check, CanaryCheck) or check.ok == self.ready:
+            return
+        self.ready = check.ok
+        self.error = None if check.ok else f"IncompatibleArtifactError: {check.message()}"
+        self.metrics.set("ragbound_ready", int(check.ok))
+        if not check.ok:
+            sys.stderr.write(f"error: the service is not ready: {check.message()}\n")
 
     def _start_monitor(self, gate: Gate) -> ServiceMonitor | None:
         try:
@@ -95,6 +138,7 @@ class Service:
             return None
 
     def close(self) -> None:
+        self._stopping.set()
         if self.monitor is not None:
             self.monitor.close()
         if self.log is not None:

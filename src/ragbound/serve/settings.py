@@ -48,7 +48,8 @@ class ServeSettings:
     per shift-monitor window; ``monitor_state``: where the monitor's state is kept (default
     beside the log). ``gateway``: also serve ``POST /v1/chat/completions`` in front of an
     OpenAI-compatible server (None: no gateway). ``threads``: torch's CPU threads for the
-    embedder (None: torch's default).
+    embedder (None: torch's default). ``canary_minutes``: minutes between searches of the
+    calibration's canaries (:mod:`ragbound.detect.canary`; 0: only at start).
     """
 
     host: str = "127.0.0.1"
@@ -62,8 +63,11 @@ class ServeSettings:
     monitor_state: Path | None = None
     gateway: GatewaySettings | None = None
     threads: int | None = None
+    canary_minutes: float = 10.0
 
     def __post_init__(self) -> None:
+        if not self.canary_minutes >= 0:
+            raise InputError(f"canary_minutes must be >= 0, got {self.canary_minutes}")
         if self.log_queries not in LOG_QUERY_MODES:
             raise InputError(
                 f"log_queries must be one of {list(LOG_QUERY_MODES)}, got {self.log_queries!r}"
