@@ -153,16 +153,21 @@ class RetrieverKnowledge(Searching):
 
     def at_granularity(self, granularity: str | Sequence[str]) -> RetrieverKnowledge:
         """Itself at chunk granularity; any other is refused (its rows are whole chunks)."""
-        wanted = parse_granularity(granularity)
-        if wanted != CHUNK_ONLY:
-            raise IncompatibleArtifactError(
-                f"a retriever's rows are chunks: it cannot be searched by "
-                f"{granularity_label(wanted)} units"
-            )
+        check_chunk_only(granularity, "a retriever's rows are chunks")
         return self
 
     def describe(self) -> SearchInfo:
         return self._store.describe()
+
+
+def check_chunk_only(granularity: str | Sequence[str], rows: str) -> None:
+    """Refuse (IncompatibleArtifactError) any granularity but chunks; ``rows`` says what
+    the search's rows are, e.g. ``"a retriever's rows are chunks"``."""
+    wanted = parse_granularity(granularity)
+    if wanted != CHUNK_ONLY:
+        raise IncompatibleArtifactError(
+            f"{rows}: it cannot be searched by {granularity_label(wanted)} units"
+        )
 
 
 def _as_embedder(
