@@ -42,6 +42,7 @@ def run_without_frameworks(code: str) -> subprocess.CompletedProcess[str]:
     [
         ("langchain", "langchain"),
         ("langchain_agent", "langchain"),
+        ("langchain_store", "langchain"),
         ("llamaindex", "llamaindex"),
         ("haystack", "haystack"),
     ],
