@@ -44,6 +44,7 @@ def run_without_frameworks(code: str) -> subprocess.CompletedProcess[str]:
         ("langchain_agent", "langchain"),
         ("langchain_store", "langchain"),
         ("llamaindex", "llamaindex"),
+        ("llamaindex_retriever", "llamaindex"),
         ("haystack", "haystack"),
     ],
 )

@@ -11,6 +11,9 @@ Each adapter is its own module and needs its framework, installed with an extra:
   middleware that ends the turn on ``reject`` / ``abstain`` (same extra);
 - ``ragbound.adapters.llamaindex``: :class:`GatePostprocessor`, a LlamaIndex
   ``BaseNodePostprocessor`` (``pip install 'ragbound[llamaindex]'``);
+- ``ragbound.adapters.llamaindex_retriever``: :class:`LlamaIndexKnowledge` and
+  :class:`GuardedLlamaIndexRetriever`, the guard on the user's own LlamaIndex retriever, one
+  retrieval per query (same extra);
 - ``ragbound.adapters.haystack``: :class:`GateComponent`, a Haystack component
   (``pip install 'ragbound[haystack]'``).
 

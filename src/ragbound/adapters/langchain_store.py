@@ -48,11 +48,7 @@ Example:
 
 from __future__ import annotations
 
-import sys
-import threading
-from collections.abc import Sequence
-from itertools import pairwise
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import PrivateAttr, field_validator
@@ -64,21 +60,19 @@ from ragbound.adapters._common import (
     check_on_block,
     missing_extra,
 )
+from ragbound.adapters._scored import (
+    RANK_STATISTICS,
+    Found,
+    ScoredKnowledge,
+    ScoredSearch,
+    ScoreKind,
+)
 from ragbound.adapters.langchain import annotated, areport, report
-from ragbound.artifacts import sha256_text
-from ragbound.corpus import Chunk
-from ragbound.corpus import Document as RagboundDocument
-from ragbound.corpus.chunker import make_chunk
-from ragbound.corpus.units import Granularity
 from ragbound.detect import Guard
 from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
 from ragbound.gate import Decision, Gate
-from ragbound.knowledge.protocol import Searching
 from ragbound.knowledge.query import QueryEmbedder
-from ragbound.knowledge.retriever import CHUNK_ONLY, check_chunk_only
-from ragbound.stats.statistics import STATISTICS
-from ragbound.stores import Hits, SearchInfo
 
 try:
     from langchain_core.callbacks import (
@@ -102,13 +96,6 @@ __all__ = [
     "VectorStoreKnowledge",
     "VectorStoreSearch",
 ]
-
-ScoreKind = Literal["cosine", "similarity", "distance", "relevance"]
-SCORE_KINDS: tuple[ScoreKind, ...] = ("cosine", "similarity", "distance", "relevance")
-RANK_STATISTICS: tuple[str, ...] = ("mss", "knn", "fisher", "simes")
-"""Statistics whose p-values depend only on the order of scores (any increasing transform)."""
-UNKNOWN_SIZE = sys.maxsize
-ORDER_TOLERANCE = 1e-6
 
 
 class LangChainEmbedder:
@@ -141,34 +128,10 @@ class RagboundEmbeddings(Embeddings):
         return np.asarray(self.embedder.encode_one(text), dtype=np.float32)[0].tolist()
 
 
-class _Rows:
-    """Row numbers of the documents searches returned, in the order first seen (thread-safe)."""
-
-    def __init__(self, source: str):
-        self._source = source
-        self._lock = threading.Lock()
-        self._rows: dict[str, int] = {}
-        self.chunks: list[Chunk] = []
-        self.documents: list[Document] = []
-        self.by_chunk_id: dict[str, Document] = {}
-
-    def row_of(self, document: Document) -> int:
-        key = document.id or sha256_text(document.page_content, repr(document.metadata))[:16]
-        with self._lock:
-            row = self._rows.get(key)
-            if row is None:
-                row = self._rows[key] = len(self.chunks)
-                own = RagboundDocument(id=key, text=document.page_content, source=self._source)
-                chunk = make_chunk(own, 0, document.page_content)
-                self.chunks.append(chunk)
-                self.documents.append(document)
-                self.by_chunk_id[chunk.id] = document
-            return row
-
-
-class VectorStoreSearch:
+class VectorStoreSearch(ScoredSearch):
     """A :class:`~ragbound.stores.Retriever` over a LangChain ``VectorStore`` (see the
-    module's notes on ``scores``); one store call per query, similarities higher = closer."""
+    module's notes on ``scores``); one store call per query, similarities higher = closer.
+    ``exact`` defaults to True for ``InMemoryVectorStore`` (a full scan), else False."""
 
     def __init__(
         self,
@@ -179,99 +142,32 @@ class VectorStoreSearch:
         size: int | None = None,
         exact: bool | None = None,
     ):
-        if scores not in SCORE_KINDS:
-            raise InputError(f"scores must be one of {', '.join(SCORE_KINDS)}, got {scores!r}")
+        self.backend = f"langchain:{type(vectorstore).__name__}"
+        if exact is None:
+            exact = isinstance(vectorstore, InMemoryVectorStore)
+        super().__init__(scores=scores, similarity=similarity, size=size, exact=exact)
         if scores != "relevance" and not _has_vector_search(vectorstore):
             raise InputError(
                 f"{type(vectorstore).__name__} has no similarity_search_with_score_by_vector: "
                 "use scores='relevance' (the store embeds the query itself)"
             )
-        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
-            raise InputError(f"size must be a positive integer (documents), got {size!r}")
         self.vectorstore = vectorstore
-        self.scores = scores
-        self._similarity: Similarity = similarity
-        self._size = size
-        self._exact = isinstance(vectorstore, InMemoryVectorStore) if exact is None else exact
-        self.rows = _Rows(f"langchain:{type(vectorstore).__name__}")
-        self._dimension: int | None = None
-        self.calls = 0
+        self.query_kind = "text" if scores == "relevance" else "vector"
 
-    @property
-    def query_kind(self) -> Literal["vector", "text"]:
-        return "text" if self.scores == "relevance" else "vector"
-
-    @property
-    def dimension(self) -> int:
-        return 0 if self._dimension is None else self._dimension
-
-    @property
-    def similarity(self) -> Similarity:
-        return self._similarity
-
-    @property
-    def exact_scores(self) -> bool:
-        """True when the scores are the similarity itself (not only its order)."""
-        return self.scores == "cosine"
-
-    def __len__(self) -> int:
-        return UNKNOWN_SIZE if self._size is None else self._size
-
-    def describe(self) -> SearchInfo:
-        return SearchInfo(
-            backend=f"langchain:{type(self.vectorstore).__name__}",
-            exact=self._exact,
-            similarity=self._similarity,
-            parameters={"scores": self.scores},
-        )
-
-    def search(self, queries: Any, k: int) -> Hits:
-        """Top-k rows of each query: one store call per query (a ``VectorStore`` answers
-        one query at a time); InputError when the store returns fewer than ``k``."""
-        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-            raise InputError(f"k must be a positive integer, got {k!r}")
-        if self.query_kind == "vector":
-            queries = np.asarray(queries, dtype=np.float32)
-            self._dimension = int(queries.shape[1])
-        found = [self._search_one(query, int(k)) for query in queries]
-        sims = np.array([[s for _, s in row] for row in found], dtype=np.float32)
-        rows = np.array([[self.rows.row_of(d) for d, _ in row] for row in found], dtype=np.int64)
-        return Hits(sims.reshape(len(found), k), rows.reshape(len(found), k))
-
-    def _search_one(self, query: Any, k: int) -> list[tuple[Document, float]]:
-        self.calls += 1
+    def _search_one(self, query: Any, k: int) -> list[Found]:
         if self.scores == "relevance":
             found = self.vectorstore.similarity_search_with_relevance_scores(query, k=k)
         else:
             vector = [float(x) for x in query]
             found = self.vectorstore.similarity_search_with_score_by_vector(vector, k=k)
-        if len(found) < k:
-            raise InputError(
-                f"the store returned {len(found)} documents for k={k}: it holds fewer than k "
-                "(or a filter dropped them); use a smaller k"
-            )
-        sign = -1.0 if self.scores == "distance" else 1.0
-        pairs = [(doc, sign * float(score)) for doc, score in found[:k]]
-        _check_order([s for _, s in pairs], self.scores)
-        return pairs
+        return [(doc.id, doc.page_content, score, doc) for doc, score in found]
 
 
 def _has_vector_search(vectorstore: VectorStore) -> bool:
-    method = getattr(type(vectorstore), "similarity_search_with_score_by_vector", None)
-    return callable(method)
+    return callable(getattr(type(vectorstore), "similarity_search_with_score_by_vector", None))
 
 
-def _check_order(similarities: list[float], scores: ScoreKind) -> None:
-    """The store lists nearest first: similarities must not grow down the list."""
-    if any(b > a + ORDER_TOLERANCE for a, b in pairwise(similarities)):
-        other = "similarity" if scores == "distance" else "distance"
-        raise InputError(
-            f"the store's scores run the wrong way for scores={scores!r} (nearest first, "
-            f"got {similarities[:4]}): declare scores={other!r}"
-        )
-
-
-class VectorStoreKnowledge(Searching):
+class VectorStoreKnowledge(ScoredKnowledge):
     """:class:`~ragbound.knowledge.protocol.Knowledge` over a LangChain ``VectorStore``.
 
     ``embedding``: the LangChain ``Embeddings`` the store's vectors come from (default: the
@@ -280,8 +176,6 @@ class VectorStoreKnowledge(Searching):
     search (:class:`VectorStoreSearch`); ``version`` tags its contents (bump it when
     documents change). See the module's notes for what each statistic needs.
     """
-
-    path = None
 
     def __init__(
         self,
@@ -298,74 +192,11 @@ class VectorStoreKnowledge(Searching):
         embedding = embedding if embedding is not None else _store_embeddings(vectorstore)
         if embedding is None:
             raise InputError("give the LangChain Embeddings the store's vectors come from")
-        self._store = VectorStoreSearch(
+        search = VectorStoreSearch(
             vectorstore, scores=scores, similarity=similarity, size=size, exact=exact
         )
-        self._embedder = LangChainEmbedder(embedding)
-        self._name = name or _embedding_name(embedding)
-        self._version = version
-
-    @property
-    def store(self) -> VectorStoreSearch:  # type: ignore[override]
-        return self._store
-
-    @property
-    def chunks(self) -> Sequence[Chunk]:  # type: ignore[override]
-        return self._store.rows.chunks
-
-    def __len__(self) -> int:
-        return len(self._store)
-
-    @property
-    def statistics(self) -> tuple[str, ...]:
-        """The statistics this store's scores support (see the module's notes)."""
-        return STATISTICS if self._store.exact_scores else RANK_STATISTICS
-
-    @property
-    def statistics_reason(self) -> str:
-        if self._store.exact_scores:
-            return "a LangChain vector store does not list its documents, which combined needs"
-        return (
-            f"scores={self._store.scores!r} give the order of similarities, not their values "
-            "(and combined needs the whole corpus)"
-        )
-
-    @property
-    def embedder_name(self) -> str:
-        return self._name
-
-    @property
-    def fingerprint(self) -> str:
-        info = self._store.describe()
-        return sha256_text(self._name, info.summary(), self._version)
-
-    @property
-    def corpus_hash(self) -> str:
-        """The ``version`` tag's hash: the store's documents are not enumerated."""
-        return sha256_text("langchain-vectorstore", self._version)
-
-    @property
-    def granularity(self) -> tuple[Granularity, ...]:
-        return CHUNK_ONLY
-
-    @property
-    def indexed(self) -> tuple[Granularity, ...]:
-        return CHUNK_ONLY
-
-    def query_embedder(self) -> QueryEmbedder:
-        return self._embedder
-
-    def at_granularity(self, granularity: str | Sequence[str]) -> VectorStoreKnowledge:
-        """Itself at chunk granularity; any other is refused (its rows are whole documents)."""
-        check_chunk_only(granularity, "a vector store's rows are its documents")
-        return self
-
-    def describe(self) -> SearchInfo:
-        return self._store.describe()
-
-    def document(self, chunk_id: str) -> Document:
-        """The store's own document behind a chunk id of a decision's neighbours."""
-        return self._store.rows.by_chunk_id[chunk_id]
+        name = name or _embedding_name(embedding)
+        super().__init__(search, LangChainEmbedder(embedding), name=name, version=version)
 
 
 def _store_embeddings(vectorstore: VectorStore) -> Embeddings | None:
@@ -449,5 +280,5 @@ class GuardedVectorStoreRetriever(BaseRetriever):
         if blocked(decision, self.on_block):
             return []
         knowledge: VectorStoreKnowledge = self.guard.kb  # type: ignore[assignment]
-        found = [knowledge.document(chunk.chunk_id) for chunk in decision.neighbours]
+        found = [knowledge.original(chunk.chunk_id) for chunk in decision.neighbours]
         return annotated(found, decision)
