@@ -30,12 +30,11 @@ from ragbound.artifacts import sha256_text
 from ragbound.corpus import Chunk
 from ragbound.corpus import Document as RagboundDocument
 from ragbound.corpus.chunker import make_chunk
-from ragbound.corpus.units import Granularity
 from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
 from ragbound.knowledge.protocol import Searching
 from ragbound.knowledge.query import QueryEmbedder
-from ragbound.knowledge.retriever import CHUNK_ONLY, check_chunk_only
+from ragbound.knowledge.retriever import ChunkOnly
 from ragbound.stats.statistics import STATISTICS
 from ragbound.stores import Hits, SearchInfo
 
@@ -168,7 +167,7 @@ class ScoredSearch:
         raise NotImplementedError
 
 
-class ScoredKnowledge(Searching):
+class ScoredKnowledge(ChunkOnly, Searching):
     """:class:`~ragbound.knowledge.protocol.Knowledge` over a :class:`ScoredSearch`.
 
     ``embedder`` embeds queries for a vector search (None for a text one); ``name`` names
@@ -178,6 +177,7 @@ class ScoredKnowledge(Searching):
     """
 
     path = None
+    rows_are = "a framework store's rows are its documents"
 
     def __init__(
         self, search: ScoredSearch, embedder: QueryEmbedder | None, *, name: str, version: str
@@ -229,24 +229,8 @@ class ScoredKnowledge(Searching):
         """The ``version`` tag's hash: the store's documents are not enumerated."""
         return sha256_text(self._search.backend, self._version)
 
-    @property
-    def granularity(self) -> tuple[Granularity, ...]:
-        return CHUNK_ONLY
-
-    @property
-    def indexed(self) -> tuple[Granularity, ...]:
-        return CHUNK_ONLY
-
     def query_embedder(self) -> QueryEmbedder | None:
         return self._embedder
-
-    def at_granularity(self, granularity: str | Sequence[str]) -> ScoredKnowledge:
-        """Itself at chunk granularity; any other is refused (its rows are whole documents)."""
-        check_chunk_only(granularity, "a framework store's rows are its documents")
-        return self
-
-    def describe(self) -> SearchInfo:
-        return self._search.describe()
 
     def original(self, chunk_id: str) -> Any:
         """The framework's own result (document, node) behind a decision neighbour's id."""
