@@ -13,6 +13,7 @@ per-query difference (what the guard adds: the test and the decision, no second 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -62,6 +63,7 @@ def native_guard_part(repeats: int = REPEATS) -> dict:
         "k": K,
         "context_k": CONTEXT_K,
         **paired_latency(bare.invoke, guarded.invoke, queries * repeats),
+        "load_average": os.getloadavg()[0],  # other jobs on the machine move the p50s
     }
 
 
@@ -105,6 +107,17 @@ def native_guard_markdown(results: dict) -> list[str]:
         f"(mss, k = {part['k']}, {part['n_calibration']} calibration questions) searches the "
         "store once per query and decides from those scores."
         + ("" if extra is None else f" Median per-query extra time of the guard: {extra:.2f} ms.")
+        + _load_note(part.get("load_average"))
     )
     header = ["retriever", "p50 ms", "p99 ms", "p50 ratio to bare"]
     return ["", intro, "", *markdown_table(header, rows), ""]
+
+
+def _load_note(load: float | None) -> str:
+    if load is None:
+        return ""
+    return (
+        f" The machine's 1-minute load average was {load:.1f} at the end of the run (other "
+        "jobs share its cores, so the p50s and their ratio move by several percent between "
+        "runs)."
+    )
