@@ -26,6 +26,8 @@ index at BENCH_LEXICAL_CHUNKS chunks (default "100000,1000000"): build, memory, 
 synthetic questions on the COVID-QA halves (BENCH_NEAR_SYNTH_SEEDS, BENCH_NEAR_SYNTH_N).
 ``approx`` (benchmarks/approx.py): exact, HNSW and pgvector searches with their calibrations.
 ``million`` (benchmarks/million.py): float16 vs float32 AUROC and the 1,000,000-chunk row.
+``native-guard`` (benchmarks/native_guard.py): the guard on a LangChain vector store against
+the bare retriever, p50 latency (the bundled sample corpus: needs no data set).
 Environment: RAGBOUND_DATA (data folder), BENCH_MEMORY_CHUNKS (default 100000; 0 skips),
 BENCH_MILLION_CHUNKS (default 1000000; 0 keeps only the float16 quality table),
 BENCH_SYNTH (default 1; 0 skips the LLM parts), BENCH_SYNTH_STEPS (default all: "1,2,3,4,5").
@@ -54,6 +56,7 @@ from benchmarks import (
     llm_speed,
     million,
     monitor_schemes,
+    native_guard,
     near,
     pvalue_validity,
     ray_scoring,
@@ -90,6 +93,12 @@ def main() -> None:
         from benchmarks import near_synth
 
         near_synth.main()
+        return
+    if sys.argv[1:] == ["native-guard"]:  # the bundled sample corpus: needs no data set
+        results = saved_results()
+        results["native_guard"] = native_guard.native_guard_part()
+        save(results, ["native-guard"])
+        print(json.dumps(results["native_guard"], indent=2))
         return
     reason = datasets.missing_reason()
     if reason:
@@ -795,6 +804,7 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "synthetic": ("Synthetic vs real calibration and the baselines", synthetic_markdown),
     "llm-speed": ("Local LLM generation speed", llm_speed_markdown),
     "warm-synth": ("Synthetic queries on a warm cache", warm_synth_markdown),
+    "native-guard": (native_guard.TITLE, native_guard.native_guard_markdown),
 }
 
 

@@ -20,22 +20,27 @@ def timed(fn: Callable[[], T]) -> tuple[T, float]:
     return value, time.perf_counter() - start
 
 
+def interleaved_ms(
+    calls: Sequence[Callable[[str], object]], queries: Sequence[str]
+) -> list[list[float]]:
+    """Wall time (ms) of each call on each query, the calls interleaved per query so all see
+    the same load; one list per call."""
+    times: list[list[float]] = [[] for _ in calls]
+    for query in queries:
+        for call, out in zip(calls, times, strict=True):
+            out.append(timed(lambda c=call, q=query: c(q))[1] * 1e3)
+    return times
+
+
+def p50_p99(name: str, values_ms: Sequence[float]) -> dict[str, float]:
+    """``{name}_p50_ms`` and ``{name}_p99_ms`` of a list of times."""
+    return {f"{name}_p{q}_ms": float(np.percentile(values_ms, q)) for q in (50, 99)}
+
+
 def latency(guard: Guard, queries: Sequence[str]) -> dict:
     """Per-query check vs embed-only wall time, interleaved so both see the same load."""
     embedder = guard.kb.embedder
     guard.check(queries[0])  # warm-up: model load, detector fit, index build
-    check_ms, embed_ms = [], []
-    for query in queries:
-        _, t_embed = timed(lambda q=query: embedder.encode_one(q))
-        _, t_check = timed(lambda q=query: guard.check(q))
-        embed_ms.append(t_embed * 1e3)
-        check_ms.append(t_check * 1e3)
-    pct = lambda xs, q: float(np.percentile(xs, q))  # noqa: E731
-    return {
-        "n": len(queries),
-        "check_p50_ms": pct(check_ms, 50),
-        "check_p99_ms": pct(check_ms, 99),
-        "embed_p50_ms": pct(embed_ms, 50),
-        "embed_p99_ms": pct(embed_ms, 99),
-        "ratio_p50": pct(check_ms, 50) / pct(embed_ms, 50),
-    }
+    embed_ms, check_ms = interleaved_ms([embedder.encode_one, guard.check], queries)
+    stats = p50_p99("check", check_ms) | p50_p99("embed", embed_ms)
+    return {"n": len(queries), **stats, "ratio_p50": stats["check_p50_ms"] / stats["embed_p50_ms"]}

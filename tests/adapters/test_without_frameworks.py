@@ -42,7 +42,9 @@ def run_without_frameworks(code: str) -> subprocess.CompletedProcess[str]:
     [
         ("langchain", "langchain"),
         ("langchain_agent", "langchain"),
+        ("langchain_store", "langchain"),
         ("llamaindex", "llamaindex"),
+        ("llamaindex_retriever", "llamaindex"),
         ("haystack", "haystack"),
     ],
 )

@@ -82,9 +82,7 @@ class GatedRetriever(BaseRetriever):
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
         decision = self._decide(query)
-        run_manager.get_child().on_custom_event(
-            DECISION_EVENT, decision.model_dump(mode="json"), run_id=run_manager.run_id
-        )
+        report(decision, run_manager)
         if blocked(decision, self.on_block):
             return []
         if self.retriever is None:
@@ -96,9 +94,7 @@ class GatedRetriever(BaseRetriever):
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
     ) -> list[Document]:
         decision = await run_in_executor(None, self._decide, query)
-        await run_manager.get_child().on_custom_event(
-            DECISION_EVENT, decision.model_dump(mode="json"), run_id=run_manager.run_id
-        )
+        await areport(decision, run_manager)
         if blocked(decision, self.on_block):
             return []
         if self.retriever is None:
@@ -110,6 +106,20 @@ class GatedRetriever(BaseRetriever):
         decision = self.gate.decide(query)
         self._last_decision = decision
         return decision
+
+
+def report(decision: Decision, run_manager: CallbackManagerForRetrieverRun) -> None:
+    """Send the decision (as JSON, context included) as the ``ragbound_decision`` event."""
+    run_manager.get_child().on_custom_event(
+        DECISION_EVENT, decision.model_dump(mode="json"), run_id=run_manager.run_id
+    )
+
+
+async def areport(decision: Decision, run_manager: AsyncCallbackManagerForRetrieverRun) -> None:
+    """:func:`report` for an async run."""
+    await run_manager.get_child().on_custom_event(
+        DECISION_EVENT, decision.model_dump(mode="json"), run_id=run_manager.run_id
+    )
 
 
 def context_documents(decision: Decision) -> list[Document]:

@@ -203,12 +203,21 @@ class Calibration:
             "(ragbound calibrate KB --queries FILE), or pass --force (force=True) to use it anyway"
         )
 
-    def save(self, kb_dir: Path, *, on_wait: Callable[[str], None] | None = None) -> Path:
+    def save(
+        self,
+        kb_dir: Path,
+        *,
+        on_wait: Callable[[str], None] | None = None,
+        standalone: bool = False,
+    ) -> Path:
         """Commit this calibration in ``kb_dir``, holding the knowledge base's writer lock.
 
         Refused (IncompatibleArtifactError) when the knowledge base on disk is no longer the
         one calibrated against (it changed while the queries were being searched).
         ``on_wait`` is called once with a message if another writer holds the lock.
+        ``standalone``: ``kb_dir`` is a folder of the caller's choice that holds no knowledge
+        base (a calibration of a retriever ragbound does not own); the knowledge is then
+        checked by its fingerprint when the calibration is loaded against it.
         """
         folder = kb_dir / CALIBRATION_DIR
         ident = self.manifest.id
@@ -219,7 +228,8 @@ class Calibration:
                 f"{self.similarities.shape} (NaN or inf, or another shape): nothing was saved"
             )
         with writer_lock(kb_dir, what=LOCK_WHAT, on_wait=on_wait):
-            self._check_kb_unchanged(kb_dir)
+            if not standalone or (kb_dir / MANIFEST).is_file():
+                self._check_kb_unchanged(kb_dir)
             _remove_unreferenced(folder, _committed_id(folder))  # what a crashed save left
             sims_path = folder / f"{ident}.similarities.npy"
             queries_path = folder / f"{ident}.queries.jsonl"

@@ -28,7 +28,7 @@ from ragbound.detect.rerank import CrossEncoderReranker, relevance_rows
 from ragbound.detect.select import combined_calibration, learn_from_queries
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
-from ragbound.knowledge.protocol import Knowledge
+from ragbound.knowledge.protocol import Knowledge, check_statistic
 from ragbound.knowledge.query import SEARCH_BATCH, query_texts
 from ragbound.results import Neighbour, Verdict
 from ragbound.stores import Hits
@@ -80,6 +80,7 @@ class Guard:
         base at that granularity); another ``granularity`` is refused unless ``force``.
         """
         calibration.check_compatible(kb.fingerprint, force=force)
+        check_statistic(kb, calibration.manifest.detector.statistic)
         self.kb = kb.at_granularity(calibration.granularity_for(granularity, force=force))
         calibration.check_search(self.kb.describe(), force=force)
         self.calibration = calibration
@@ -137,6 +138,7 @@ class Guard:
         if "tau" in params:
             params["tau"] = resolve_tau(params["tau"], kb.embedder_name)
         statistic = params.pop("statistic", None) or (config or DEFAULTS).statistic
+        check_statistic(kb, statistic)
         if statistic in (COMBINED, AUTO):
             return cls._calibrate_learned(
                 kb,
@@ -237,16 +239,47 @@ class Guard:
         guard.calibration.manifest = manifest.model_copy(update={"selection": learned.selection})
         return guard
 
-    def save(self, *, on_wait: Callable[[str], None] | None = None) -> Path:
+    def save(
+        self,
+        *,
+        on_wait: Callable[[str], None] | None = None,
+        folder: str | Path | None = None,
+    ) -> Path:
         """Save the calibration inside the knowledge base's directory (see
         :meth:`Calibration.save`: under the knowledge base's writer lock, refused if the
-        knowledge base changed since it was loaded)."""
+        knowledge base changed since it was loaded).
+
+        ``folder``: save it in this folder instead (created if missing; its
+        ``calibration/`` subfolder is replaced), e.g. for knowledge with no folder of its
+        own such as a retriever's; :meth:`load_for` opens it again against that knowledge,
+        which must have the fingerprint it was calibrated against.
+        """
+        if folder is not None:
+            target = Path(folder)
+            target.mkdir(parents=True, exist_ok=True)
+            return self.calibration.save(target, on_wait=on_wait, standalone=True)
         if self.kb.path is None:
             raise InputError(
                 "this knowledge has no folder and the calibration lives inside one: save the "
-                "knowledge base first (a retriever's guard stays in this process)"
+                "knowledge base first, or save the calibration in a folder of your choice "
+                "(guard.save(folder=...))"
             )
         return self.calibration.save(self.kb.path, on_wait=on_wait)
+
+    @classmethod
+    def load_for(
+        cls,
+        kb: Knowledge,
+        folder: str | Path,
+        *,
+        force: bool = False,
+        granularity: str | Sequence[str] | None = None,
+    ) -> Guard:
+        """The calibration saved in ``folder`` (:meth:`save` with ``folder``) on knowledge
+        ``kb`` the caller opened (refused if ``kb``'s fingerprint or search differs from the
+        one calibrated against, unless ``force``)."""
+        calibration = Calibration.load(Path(folder))
+        return cls(kb, calibration, force=force, granularity=granularity)
 
     @classmethod
     def load(
@@ -332,6 +365,7 @@ class Guard:
         if key in self._detectors:
             return self._detectors[key]
         config = self.config.updated(statistic=statistic, alpha=alpha)
+        check_statistic(self.kb, config.statistic)
         if config.statistic == COMBINED:
             raise InputError(
                 f"the {COMBINED} statistic has no similarity detector: use Guard.score, "

@@ -114,3 +114,21 @@ class Searching:
 
     def chunk_at(self, row: int) -> Chunk:
         return self.chunks[int(row)]
+
+
+def check_statistic(kb: object, statistic: str) -> None:
+    """Refuse (InputError, one line) a statistic ``kb``'s similarities cannot give.
+
+    Knowledge that knows its scores only up to an increasing transform (e.g. a framework's
+    relevance scores) declares ``statistics`` (the names it supports) and
+    ``statistics_reason`` (why the others are refused); knowledge without ``statistics``
+    supports every statistic.
+    """
+    supported = getattr(kb, "statistics", None)
+    if supported is None or statistic in supported:
+        return
+    reason = getattr(kb, "statistics_reason", "its scores do not support it")
+    raise InputError(
+        f"statistic {statistic} is refused on this knowledge: {reason}; "
+        f"use one of {', '.join(supported)}"
+    )

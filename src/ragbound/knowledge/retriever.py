@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Self
 
 import numpy as np
 
@@ -46,7 +47,36 @@ class FunctionEmbedder:
         return self.encode([text])
 
 
-class RetrieverKnowledge(Searching):
+class ChunkOnly:
+    """Knowledge whose rows are whole chunks of a search ragbound does not own: searched at
+    chunk granularity only; ``rows_are`` says what its rows are in the refusal."""
+
+    rows_are = "a retriever's rows are chunks"
+    store: Retriever
+
+    @property
+    def granularity(self) -> tuple[Granularity, ...]:
+        return CHUNK_ONLY
+
+    @property
+    def indexed(self) -> tuple[Granularity, ...]:
+        return CHUNK_ONLY
+
+    def at_granularity(self, granularity: str | Sequence[str]) -> Self:
+        """Itself at chunk granularity; any other is refused (IncompatibleArtifactError)."""
+        wanted = parse_granularity(granularity)
+        if wanted != CHUNK_ONLY:
+            raise IncompatibleArtifactError(
+                f"{self.rows_are}: it cannot be searched by {granularity_label(wanted)} units"
+            )
+        return self
+
+    def describe(self) -> SearchInfo:
+        """How the search searches (recorded with a calibration)."""
+        return self.store.describe()
+
+
+class RetrieverKnowledge(ChunkOnly, Searching):
     """:class:`~ragbound.knowledge.protocol.Knowledge` over any retriever.
 
     ``retriever``'s row ``i`` is ``chunks[i]``; its similarities (higher = closer) are what
@@ -140,29 +170,8 @@ class RetrieverKnowledge(Searching):
     def corpus_hash(self) -> str:
         return self._corpus
 
-    @property
-    def granularity(self) -> tuple[Granularity, ...]:
-        return CHUNK_ONLY
-
-    @property
-    def indexed(self) -> tuple[Granularity, ...]:
-        return CHUNK_ONLY
-
     def query_embedder(self) -> QueryEmbedder | None:
         return self._embedder
-
-    def at_granularity(self, granularity: str | Sequence[str]) -> RetrieverKnowledge:
-        """Itself at chunk granularity; any other is refused (its rows are whole chunks)."""
-        wanted = parse_granularity(granularity)
-        if wanted != CHUNK_ONLY:
-            raise IncompatibleArtifactError(
-                f"a retriever's rows are chunks: it cannot be searched by "
-                f"{granularity_label(wanted)} units"
-            )
-        return self
-
-    def describe(self) -> SearchInfo:
-        return self._store.describe()
 
 
 def _as_embedder(

@@ -1,0 +1,237 @@
+"""Knowledge over a framework's own search (no framework imported here): what the LangChain
+vector-store and LlamaIndex retriever adapters share.
+
+A framework's search answers one query at a time with its documents and a score each. A
+:class:`ScoredSearch` subclass says how to call it (``_search_one``); this module turns the
+scores into similarities (higher = closer, by ``scores``), numbers the documents in the order
+searches first return them (:class:`Rows`) and makes :class:`ScoredKnowledge`, the
+:class:`~ragbound.knowledge.protocol.Knowledge` the guard reads.
+
+``scores``: ``"cosine"`` (the cosine similarity itself: every statistic), ``"similarity"``
+(another similarity, higher = closer), ``"distance"`` (lower = closer; negated), or
+``"relevance"`` (a framework's relevance in [0, 1], higher = closer). The last three give the
+order of similarities only: the rank statistics (:data:`RANK_STATISTICS`) give the same
+p-values under any increasing transform applied to calibration and check alike; the others
+read the values and are refused. The learned ``combined`` score needs the whole corpus, which
+these searches do not list: always refused.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import Any, Literal
+
+import numpy as np
+
+from ragbound.artifacts import sha256_text
+from ragbound.corpus import Chunk
+from ragbound.corpus import Document as RagboundDocument
+from ragbound.corpus.chunker import make_chunk
+from ragbound.embedders.base import Similarity
+from ragbound.errors import InputError
+from ragbound.knowledge.protocol import Searching
+from ragbound.knowledge.query import QueryEmbedder
+from ragbound.knowledge.retriever import ChunkOnly
+from ragbound.stats.statistics import STATISTICS
+from ragbound.stores import Hits, SearchInfo
+
+ScoreKind = Literal["cosine", "similarity", "distance", "relevance"]
+SCORE_KINDS: tuple[ScoreKind, ...] = ("cosine", "similarity", "distance", "relevance")
+RANK_STATISTICS: tuple[str, ...] = ("mss", "knn", "fisher", "simes")
+"""Statistics whose p-values depend only on the order of scores (any increasing transform)."""
+UNKNOWN_SIZE = sys.maxsize
+ORDER_TOLERANCE = 1e-6
+
+Found = tuple[str | None, str, float, Any]
+"""One search result: the document's id (None: none), its text, its score, the original."""
+
+
+class Rows:
+    """Row numbers of the documents searches returned, in the order first seen (thread-safe):
+    keyed by id, or by a SHA-256 of the text when the framework gives none."""
+
+    def __init__(self, source: str):
+        self._source = source
+        self._lock = threading.Lock()
+        self._rows: dict[str, int] = {}
+        self.chunks: list[Chunk] = []
+        self.by_chunk_id: dict[str, Any] = {}
+
+    def row_of(self, key: str | None, text: str, original: Any) -> int:
+        key = key or sha256_text(text)[:16]
+        with self._lock:
+            row = self._rows.get(key)
+            if row is None:
+                row = self._rows[key] = len(self.chunks)
+                chunk = make_chunk(
+                    RagboundDocument(id=key, text=text, source=self._source), 0, text
+                )
+                self.chunks.append(chunk)
+                self.by_chunk_id[chunk.id] = original
+            return row
+
+
+def check_order(similarities: list[float], scores: ScoreKind) -> None:
+    """Searches list nearest first: similarities must not grow down the list."""
+    if any(b > a + ORDER_TOLERANCE for a, b in pairwise(similarities)):
+        other = "similarity" if scores == "distance" else "distance"
+        raise InputError(
+            f"the store's scores run the wrong way for scores={scores!r} (nearest first, "
+            f"got {similarities[:4]}): declare scores={other!r}"
+        )
+
+
+class ScoredSearch:
+    """A :class:`~ragbound.stores.Retriever` over a framework's one-query search; subclasses
+    give ``backend``, ``query_kind`` and ``_search_one(query, k) -> list[Found]``."""
+
+    backend = "framework"
+    query_kind: Literal["vector", "text"] = "text"
+
+    def __init__(
+        self,
+        *,
+        scores: ScoreKind,
+        similarity: Similarity = "cosine",
+        size: int | None = None,
+        exact: bool = False,
+    ):
+        if scores not in SCORE_KINDS:
+            raise InputError(f"scores must be one of {', '.join(SCORE_KINDS)}, got {scores!r}")
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise InputError(f"size must be a positive integer (documents), got {size!r}")
+        self.scores = scores
+        self._similarity: Similarity = similarity
+        self._size = size
+        self._exact = exact
+        self.rows = Rows(self.backend)
+        self._dimension = 0
+        self.calls = 0
+
+    @property
+    def dimension(self) -> int:
+        """The query vectors' length (0 before the first vector search, or for texts)."""
+        return self._dimension
+
+    @property
+    def similarity(self) -> Similarity:
+        return self._similarity
+
+    @property
+    def exact_scores(self) -> bool:
+        """True when the scores are the similarity itself (not only its order)."""
+        return self.scores == "cosine"
+
+    def __len__(self) -> int:
+        return UNKNOWN_SIZE if self._size is None else self._size
+
+    def describe(self) -> SearchInfo:
+        return SearchInfo(
+            backend=self.backend,
+            exact=self._exact,
+            similarity=self._similarity,
+            parameters={"scores": self.scores},
+        )
+
+    def search(self, queries: Any, k: int) -> Hits:
+        """Top-k rows of each query, one framework call per query; InputError when it
+        returns fewer than ``k``."""
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+            raise InputError(f"k must be a positive integer, got {k!r}")
+        if self.query_kind == "vector":
+            queries = np.asarray(queries, dtype=np.float32)
+            self._dimension = int(queries.shape[1])
+        sims, rows = [], []
+        for query in queries:
+            self.calls += 1
+            found = self._search_one(query, int(k))
+            if len(found) < k:
+                raise InputError(
+                    f"the store returned {len(found)} documents for k={k}: it holds fewer "
+                    "than k (or returns fewer, or a filter dropped them); use a smaller k"
+                )
+            sign = -1.0 if self.scores == "distance" else 1.0
+            row = [sign * float(score) for _, _, score, _ in found[:k]]
+            check_order(row, self.scores)
+            sims.append(row)
+            rows.append([self.rows.row_of(key, text, obj) for key, text, _, obj in found[:k]])
+        return Hits(
+            np.array(sims, dtype=np.float32).reshape(-1, k),
+            np.array(rows, dtype=np.int64).reshape(-1, k),
+        )
+
+    def _search_one(self, query: Any, k: int) -> list[Found]:
+        raise NotImplementedError
+
+
+class ScoredKnowledge(ChunkOnly, Searching):
+    """:class:`~ragbound.knowledge.protocol.Knowledge` over a :class:`ScoredSearch`.
+
+    ``embedder`` embeds queries for a vector search (None for a text one); ``name`` names
+    the embedding model in the fingerprint; ``version`` tags the store's contents. The
+    fingerprint covers the name, the search's description (backend, score mode, similarity)
+    and ``version``: not the documents, which the framework does not list.
+    """
+
+    path = None
+    rows_are = "a framework store's rows are its documents"
+
+    def __init__(
+        self, search: ScoredSearch, embedder: QueryEmbedder | None, *, name: str, version: str
+    ):
+        if not name.strip():
+            raise InputError("name the embedding model: it enters the knowledge's fingerprint")
+        self._search = search
+        self._embedder = embedder
+        self._name = name
+        self._version = version
+
+    @property
+    def store(self) -> ScoredSearch:  # type: ignore[override]
+        return self._search
+
+    @property
+    def chunks(self) -> Sequence[Chunk]:  # type: ignore[override]
+        """The documents searches have returned so far, in the order first seen."""
+        return self._search.rows.chunks
+
+    def __len__(self) -> int:
+        return len(self._search)
+
+    @property
+    def statistics(self) -> tuple[str, ...]:
+        """The statistics this search's scores support (see the module's notes)."""
+        return STATISTICS if self._search.exact_scores else RANK_STATISTICS
+
+    @property
+    def statistics_reason(self) -> str:
+        corpus = "the framework's store does not list its documents, which combined needs"
+        if self._search.exact_scores:
+            return corpus
+        return (
+            f"scores={self._search.scores!r} give the order of similarities, not their "
+            f"values (and {corpus})"
+        )
+
+    @property
+    def embedder_name(self) -> str:
+        return self._name
+
+    @property
+    def fingerprint(self) -> str:
+        return sha256_text(self._name, self.describe().summary(), self._version)
+
+    @property
+    def corpus_hash(self) -> str:
+        """The ``version`` tag's hash: the store's documents are not enumerated."""
+        return sha256_text(self._search.backend, self._version)
+
+    def query_embedder(self) -> QueryEmbedder | None:
+        return self._embedder
+
+    def original(self, chunk_id: str) -> Any:
+        """The framework's own result (document, node) behind a decision neighbour's id."""
+        return self._search.rows.by_chunk_id[chunk_id]

@@ -1,0 +1,284 @@
+"""LangChain, natively: the guard sits on the user's own ``VectorStore``, one search per query.
+
+:class:`VectorStoreKnowledge` is :class:`~ragbound.knowledge.protocol.Knowledge` over any
+LangChain ``VectorStore``: ``Guard.calibrate(knowledge, questions)`` calibrates on the
+similarities that store returns, and :class:`GuardedVectorStoreRetriever` (a LangChain
+``BaseRetriever``) searches the store once per query, at the depth the test and the context
+need, decides from those scores and returns the top documents on ``answer`` (none on
+``abstain``). Nothing is copied, embedded twice or searched twice.
+
+How the store's scores become similarities (higher = closer), chosen with ``scores``:
+
+- ``"cosine"`` (default): ``similarity_search_with_score_by_vector`` returns cosine
+  similarities (langchain-core's ``InMemoryVectorStore`` does). The exact similarity: every
+  statistic works, and p-values equal ragbound's own exact knowledge base over the same texts.
+- ``"similarity"``: that method returns another similarity (higher = closer, e.g. an inner
+  product of unnormalised vectors); ``"distance"``: it returns a distance (lower = closer,
+  e.g. FAISS's L2), and the similarity is its negative.
+- ``"relevance"``: ``similarity_search_with_relevance_scores(query)``, the store's relevance
+  in [0, 1] (higher = closer); the store embeds the query itself, so ``embedding`` is only
+  named. For cosine stores ``1 - distance`` is cosine; in general it is an increasing
+  transform of it.
+
+Only the order of scores is known for the last three. Rank statistics (mss, knn, fisher,
+simes) compare a query's k-th score with the calibration's k-th scores, so any increasing
+transform applied to both gives the same p-values; avgknn, entropy and energy read the
+values themselves and are refused. The learned ``combined`` score needs the whole corpus,
+which a ``VectorStore`` does not list: it is refused for every mode.
+
+Rows: a ``VectorStore`` does not enumerate its documents, so rows are numbered in the order
+searches first return them, keyed by ``Document.id`` (or a SHA-256 of the text and metadata
+when the store sets no id). ``chunks`` and ``chunk_at(row)`` are the documents seen so far;
+``len()`` is ``size`` (the number of documents in the store, when given) and bounds k.
+
+The fingerprint is the embedder's name, the store's class, the score mode, the similarity
+and ``version`` (a tag the caller bumps when the store's documents change): a calibration
+saved with ``guard.save(folder=...)`` and opened with ``Guard.load_for(knowledge, folder)``
+is refused against another embedder, store class or score mode, but it cannot see documents
+added to or removed from the same store unless ``version`` changes.
+
+Example:
+    >>> store = InMemoryVectorStore(embeddings)  # doctest: +SKIP
+    >>> knowledge = VectorStoreKnowledge(store, embeddings, name="minilm")  # doctest: +SKIP
+    >>> guard = Guard.calibrate(knowledge, questions, k=4, alpha=0.1)  # doctest: +SKIP
+    >>> retriever = GuardedVectorStoreRetriever(guard=guard, k=3)  # doctest: +SKIP
+    >>> retriever.invoke("Who won the 1998 world cup?"), retriever.last_decision.action
+    ([], 'abstain')  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from pydantic import PrivateAttr, field_validator
+
+from ragbound.adapters._common import (
+    OnBlock,
+    QueryBlocked,
+    blocked,
+    check_on_block,
+    missing_extra,
+)
+from ragbound.adapters._scored import (
+    RANK_STATISTICS,
+    Found,
+    ScoredKnowledge,
+    ScoredSearch,
+    ScoreKind,
+)
+from ragbound.adapters.langchain import annotated, areport, report
+from ragbound.detect import Guard
+from ragbound.embedders.base import Similarity
+from ragbound.errors import InputError
+from ragbound.gate import Decision, Gate
+from ragbound.knowledge.query import QueryEmbedder
+
+try:
+    from langchain_core.callbacks import (
+        AsyncCallbackManagerForRetrieverRun,
+        CallbackManagerForRetrieverRun,
+    )
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables.config import run_in_executor
+    from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+except ImportError as error:
+    raise missing_extra("langchain-core", "langchain", error) from error
+
+__all__ = [
+    "RANK_STATISTICS",
+    "GuardedVectorStoreRetriever",
+    "LangChainEmbedder",
+    "QueryBlocked",
+    "RagboundEmbeddings",
+    "VectorStoreKnowledge",
+    "VectorStoreSearch",
+]
+
+
+class LangChainEmbedder:
+    """A :class:`~ragbound.knowledge.query.QueryEmbedder` over LangChain ``Embeddings``:
+    queries go through ``embed_query`` (a model with a query prefix gets it)."""
+
+    def __init__(self, embeddings: Embeddings):
+        self.embeddings = embeddings
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return np.asarray([self.embeddings.embed_query(t) for t in texts], dtype=np.float32)
+
+    def encode_one(self, text: str) -> np.ndarray:
+        return np.asarray([self.embeddings.embed_query(text)], dtype=np.float32)
+
+
+class RagboundEmbeddings(Embeddings):
+    """LangChain ``Embeddings`` over a ragbound dense embedder, e.g.
+    ``RagboundEmbeddings(load_dense_embedder("minilm"))`` (the bundled MiniLM, offline);
+    ``model`` is the embedder's name."""
+
+    def __init__(self, embedder: QueryEmbedder):
+        self.embedder = embedder
+        self.model = str(getattr(embedder, "name", "") or type(embedder).__name__)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return np.asarray(self.embedder.encode(list(texts)), dtype=np.float32).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        return np.asarray(self.embedder.encode_one(text), dtype=np.float32)[0].tolist()
+
+
+class VectorStoreSearch(ScoredSearch):
+    """A :class:`~ragbound.stores.Retriever` over a LangChain ``VectorStore`` (see the
+    module's notes on ``scores``); one store call per query, similarities higher = closer.
+    ``exact`` defaults to True for ``InMemoryVectorStore`` (a full scan), else False."""
+
+    def __init__(
+        self,
+        vectorstore: VectorStore,
+        *,
+        scores: ScoreKind = "cosine",
+        similarity: Similarity = "cosine",
+        size: int | None = None,
+        exact: bool | None = None,
+    ):
+        self.backend = f"langchain:{type(vectorstore).__name__}"
+        if exact is None:
+            exact = isinstance(vectorstore, InMemoryVectorStore)
+        super().__init__(scores=scores, similarity=similarity, size=size, exact=exact)
+        if scores != "relevance" and not _has_vector_search(vectorstore):
+            raise InputError(
+                f"{type(vectorstore).__name__} has no similarity_search_with_score_by_vector: "
+                "use scores='relevance' (the store embeds the query itself)"
+            )
+        self.vectorstore = vectorstore
+        self.query_kind = "text" if scores == "relevance" else "vector"
+
+    def _search_one(self, query: Any, k: int) -> list[Found]:
+        if self.scores == "relevance":
+            found = self.vectorstore.similarity_search_with_relevance_scores(query, k=k)
+        else:
+            vector = [float(x) for x in query]
+            found = self.vectorstore.similarity_search_with_score_by_vector(vector, k=k)
+        return [(doc.id, doc.page_content, score, doc) for doc, score in found]
+
+
+def _has_vector_search(vectorstore: VectorStore) -> bool:
+    return callable(getattr(type(vectorstore), "similarity_search_with_score_by_vector", None))
+
+
+class VectorStoreKnowledge(ScoredKnowledge):
+    """:class:`~ragbound.knowledge.protocol.Knowledge` over a LangChain ``VectorStore``.
+
+    ``embedding``: the LangChain ``Embeddings`` the store's vectors come from (default: the
+    store's own ``embeddings``); ``name`` names it in the fingerprint (default: its class
+    and model name). ``scores``, ``similarity``, ``size`` and ``exact`` describe the store's
+    search (:class:`VectorStoreSearch`); ``version`` tags its contents (bump it when
+    documents change). See the module's notes for what each statistic needs.
+    """
+
+    def __init__(
+        self,
+        vectorstore: VectorStore,
+        embedding: Embeddings | None = None,
+        *,
+        name: str | None = None,
+        scores: ScoreKind = "cosine",
+        similarity: Similarity = "cosine",
+        size: int | None = None,
+        exact: bool | None = None,
+        version: str = "",
+    ):
+        embedding = embedding if embedding is not None else _store_embeddings(vectorstore)
+        if embedding is None:
+            raise InputError("give the LangChain Embeddings the store's vectors come from")
+        search = VectorStoreSearch(
+            vectorstore, scores=scores, similarity=similarity, size=size, exact=exact
+        )
+        name = name or _embedding_name(embedding)
+        super().__init__(search, LangChainEmbedder(embedding), name=name, version=version)
+
+
+def _store_embeddings(vectorstore: VectorStore) -> Embeddings | None:
+    try:
+        return vectorstore.embeddings
+    except (AttributeError, NotImplementedError):
+        return None
+
+
+def _embedding_name(embedding: Embeddings) -> str:
+    model = getattr(embedding, "model", None) or getattr(embedding, "model_name", None)
+    kind = type(embedding).__name__
+    return f"{kind}:{model}" if isinstance(model, str) and model else kind
+
+
+class GuardedVectorStoreRetriever(BaseRetriever):
+    """A LangChain retriever that searches the guard's vector store once per query.
+
+    ``guard``: a :class:`~ragbound.detect.Guard` over a :class:`VectorStoreKnowledge`
+    (calibrated, or loaded with ``Guard.load_for``); ``k``: documents returned on
+    ``answer`` (the store is searched at ``max(k, guard.k)``); ``on_block``: ``"empty"``
+    returns no documents on ``abstain``, ``"raise"`` raises ``QueryBlocked``. The store's
+    own documents come back, each with the decision (without its context) in
+    ``metadata["ragbound"]``; the decision is also ``last_decision`` and a custom callback
+    event named ``ragbound_decision`` (as :class:`~ragbound.adapters.langchain.GatedRetriever`).
+    """
+
+    guard: Guard
+    k: int = 4
+    on_block: OnBlock = "empty"
+    _gate: Gate | None = PrivateAttr(default=None)
+    _last_decision: Decision | None = PrivateAttr(default=None)
+
+    @field_validator("on_block", mode="before")
+    @classmethod
+    def _valid_on_block(cls, value: str) -> OnBlock:
+        return check_on_block(value)
+
+    @field_validator("guard")
+    @classmethod
+    def _on_a_vector_store(cls, guard: Guard) -> Guard:
+        if not isinstance(guard.kb, VectorStoreKnowledge):
+            raise InputError("the guard must be calibrated on a VectorStoreKnowledge")
+        return guard
+
+    @field_validator("k")
+    @classmethod
+    def _valid_k(cls, k: int) -> int:
+        if k < 1:
+            raise InputError(f"k must be a positive integer (documents returned), got {k}")
+        return k
+
+    @property
+    def last_decision(self) -> Decision | None:
+        """The decision on the latest query this retriever saw (None before the first)."""
+        return self._last_decision
+
+    def decide(self, query: str) -> Decision:
+        """The decision on one query: one embedding, one search of the store."""
+        if self._gate is None:
+            self._gate = Gate(self.guard, context_k=self.k)
+        decision = self._gate.decide(query)
+        self._last_decision = decision
+        return decision
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        decision = self.decide(query)
+        report(decision, run_manager)
+        return self._documents(decision)
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        decision = await run_in_executor(None, self.decide, query)
+        await areport(decision, run_manager)
+        return self._documents(decision)
+
+    def _documents(self, decision: Decision) -> list[Document]:
+        if blocked(decision, self.on_block):
+            return []
+        knowledge: VectorStoreKnowledge = self.guard.kb  # type: ignore[assignment]
+        found = [knowledge.original(chunk.chunk_id) for chunk in decision.neighbours]
+        return annotated(found, decision)

@@ -1,0 +1,137 @@
+"""LlamaIndex, natively: the guard sits on the user's own retriever, one retrieval per query.
+
+:class:`LlamaIndexKnowledge` is :class:`~ragbound.knowledge.protocol.Knowledge` over any
+LlamaIndex retriever (``retrieve(query) -> list[NodeWithScore]``): the retriever embeds the
+query itself, so the guard embeds nothing. :class:`GuardedLlamaIndexRetriever` (a LlamaIndex
+``BaseRetriever``) retrieves once per query, decides from those scores and returns the first
+``k`` nodes on ``answer`` (none on ``abstain``), each with the decision (without its context)
+in ``metadata["ragbound"]`` (kept out of the LLM and embedding text).
+
+The retriever returns its ``similarity_top_k`` nodes: it must be at least ``max(k,
+guard.k)``. ``scores``: ``"cosine"`` (default; a ``VectorStoreIndex`` retriever over the
+in-memory ``SimpleVectorStore`` scores by cosine similarity: every statistic), or
+``"similarity"`` / ``"distance"`` / ``"relevance"`` (order only: the rank statistics; see
+:mod:`ragbound.adapters._scored`). Rows are keyed by ``node_id``; the fingerprint is ``name``
+(the embedding model), the retriever's class, the score mode and ``version``.
+
+Example:
+    >>> retriever = index.as_retriever(similarity_top_k=4)  # doctest: +SKIP
+    >>> knowledge = LlamaIndexKnowledge(retriever, name="minilm")  # doctest: +SKIP
+    >>> guard = Guard.calibrate(knowledge, questions, k=4, alpha=0.1)  # doctest: +SKIP
+    >>> guarded = GuardedLlamaIndexRetriever(guard, k=3)  # doctest: +SKIP
+    >>> guarded.retrieve("Who won the 1998 world cup?"), guarded.last_decision.action
+    ([], 'abstain')  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragbound.adapters._common import OnBlock, blocked, check_on_block, missing_extra
+from ragbound.adapters._scored import Found, ScoredKnowledge, ScoredSearch, ScoreKind
+from ragbound.adapters.llamaindex import annotated
+from ragbound.detect import Guard
+from ragbound.embedders.base import Similarity
+from ragbound.errors import InputError
+from ragbound.gate import Decision, Gate
+
+try:
+    from llama_index.core.base.base_retriever import BaseRetriever
+    from llama_index.core.callbacks import CallbackManager
+    from llama_index.core.schema import NodeWithScore, QueryBundle
+except ImportError as error:
+    raise missing_extra("llama-index-core", "llamaindex", error) from error
+
+__all__ = ["GuardedLlamaIndexRetriever", "LlamaIndexKnowledge", "LlamaIndexSearch"]
+
+
+class LlamaIndexSearch(ScoredSearch):
+    """A :class:`~ragbound.stores.Retriever` over a LlamaIndex retriever: text queries, one
+    ``retrieve`` per query, the first k of its nodes (similarities higher = closer)."""
+
+    query_kind = "text"
+
+    def __init__(
+        self,
+        retriever: BaseRetriever,
+        *,
+        scores: ScoreKind = "cosine",
+        similarity: Similarity = "cosine",
+        size: int | None = None,
+        exact: bool = False,
+    ):
+        self.backend = f"llamaindex:{type(retriever).__name__}"
+        super().__init__(scores=scores, similarity=similarity, size=size, exact=exact)
+        self.retriever = retriever
+
+    def _search_one(self, query: Any, k: int) -> list[Found]:
+        found = self.retriever.retrieve(str(query))
+        if any(node.score is None for node in found):
+            raise InputError("the retriever returned nodes without a score: it cannot be tested")
+        return [(n.node.node_id, n.node.get_content(), float(n.score), n) for n in found]
+
+
+class LlamaIndexKnowledge(ScoredKnowledge):
+    """:class:`~ragbound.knowledge.protocol.Knowledge` over a LlamaIndex retriever.
+
+    ``name`` names the embedding model behind it (it enters the fingerprint); ``scores``,
+    ``similarity``, ``size`` and ``exact`` describe its search (:class:`LlamaIndexSearch`);
+    ``version`` tags the index's contents (bump it when nodes change).
+    """
+
+    def __init__(
+        self,
+        retriever: BaseRetriever,
+        *,
+        name: str,
+        scores: ScoreKind = "cosine",
+        similarity: Similarity = "cosine",
+        size: int | None = None,
+        exact: bool = False,
+        version: str = "",
+    ):
+        search = LlamaIndexSearch(
+            retriever, scores=scores, similarity=similarity, size=size, exact=exact
+        )
+        super().__init__(search, None, name=name, version=version)
+
+
+class GuardedLlamaIndexRetriever(BaseRetriever):
+    """A LlamaIndex retriever that retrieves once per query through the guard's knowledge.
+
+    ``guard``: a :class:`~ragbound.detect.Guard` over a :class:`LlamaIndexKnowledge`; ``k``:
+    nodes returned on ``answer``; ``on_block``: ``"empty"`` returns no nodes on ``abstain``,
+    ``"raise"`` raises ``QueryBlocked``. ``last_decision`` holds the latest decision.
+    """
+
+    def __init__(
+        self,
+        guard: Guard,
+        k: int = 4,
+        *,
+        on_block: OnBlock = "empty",
+        callback_manager: CallbackManager | None = None,
+    ):
+        if not isinstance(guard.kb, LlamaIndexKnowledge):
+            raise InputError("the guard must be calibrated on a LlamaIndexKnowledge")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InputError(f"k must be a positive integer (nodes returned), got {k!r}")
+        super().__init__(callback_manager=callback_manager)
+        self.guard = guard
+        self.on_block = check_on_block(on_block)
+        self._gate = Gate(guard, context_k=k)
+        self.last_decision: Decision | None = None
+
+    def decide(self, query: str) -> Decision:
+        """The decision on one query: one retrieval of the user's retriever."""
+        decision = self._gate.decide(query)
+        self.last_decision = decision
+        return decision
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        decision = self.decide(query_bundle.query_str)
+        if blocked(decision, self.on_block):
+            return []
+        knowledge: LlamaIndexKnowledge = self.guard.kb  # type: ignore[assignment]
+        nodes = [knowledge.original(chunk.chunk_id) for chunk in decision.neighbours]
+        return annotated(nodes, decision)
