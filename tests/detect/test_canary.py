@@ -15,6 +15,7 @@ from ragbound.detect.calibration import CALIBRATION_FORMAT
 from ragbound.detect.canary import (
     APPROXIMATE_TOLERANCE,
     CANARY_COUNT,
+    CANARY_K,
     Canary,
     _move,
     check_canaries,
@@ -42,7 +43,8 @@ def test_recorded_at_calibration_and_clean_after_save_and_load(minilm_kb_dir: Pa
     guard = Guard.calibrate(KnowledgeBase.load(kb_dir), IN_KNOWLEDGE, k=3)
     canaries = guard.calibration.manifest.canaries
     assert [c.query for c in canaries] == pick_canaries(IN_KNOWLEDGE)
-    assert len(canaries) == CANARY_COUNT and all(len(c.chunk_ids) == 5 for c in canaries)
+    # top-min(CANARY_K, k): the calibration's k is what every search is known to fill
+    assert len(canaries) == CANARY_COUNT and all(len(c.chunk_ids) == 3 for c in canaries)
     guard.save()
     loaded = Guard.load(kb_dir)
     assert loaded.calibration.manifest.canaries == canaries
@@ -166,7 +168,7 @@ def test_the_local_hnsw_backing_is_clean_after_save_and_load(minilm_kb_dir: Path
 
 def _canaries(kb: _Rows, name: str) -> list[Canary]:
     kb_one = _Rows(kb.store, kb.ids, {name: kb.queries[name]})
-    return record_canaries(kb_one, [name])  # type: ignore[arg-type]
+    return record_canaries(kb_one, [name], CANARY_K)  # type: ignore[arg-type]
 
 
 def _row(kb: _Rows, query: str) -> tuple[list[float], list[str]]:

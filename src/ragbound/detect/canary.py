@@ -91,12 +91,14 @@ def pick_canaries(queries: Sequence[str], count: int = CANARY_COUNT) -> list[str
     return [queries[int(i)] for i in rows]
 
 
-def record_canaries(kb: Knowledge, queries: Sequence[str]) -> list[Canary]:
-    """Search the canaries of ``queries`` in ``kb`` now and keep their top-k."""
+def record_canaries(kb: Knowledge, queries: Sequence[str], k: int) -> list[Canary]:
+    """Search the canaries of ``queries`` in ``kb`` now and keep their top-min(CANARY_K, k)
+    (``k``: the calibration's, which the search is known to fill; a framework retriever may
+    return no more)."""
     probes = pick_canaries(queries)
     if not probes or len(kb) == 0:
         return []
-    hits = kb.search(probes, min(CANARY_K, len(kb)))
+    hits = kb.search(probes, min(CANARY_K, k, len(kb)))
     return [
         Canary(
             query=query,

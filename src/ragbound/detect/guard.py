@@ -297,7 +297,7 @@ class Guard:
 
     def record_canaries(self) -> Guard:
         """Search the calibration's canaries now and keep them in its manifest (self)."""
-        canaries = record_canaries(self.kb, self.calibration.queries)
+        canaries = record_canaries(self.kb, self.calibration.queries, self.k)
         manifest = self.calibration.manifest.model_copy(update={"canaries": canaries})
         self.calibration.manifest = manifest
         return self
