@@ -352,6 +352,8 @@ ROWS: list[tuple[str, str]] = [
     ("serve {uncalibrated} --port {port}", "no calibration yet"),
     ("serve {kb} --host 0.0.0.0", "refusing to listen on 0.0.0.0 without --token-file"),
     ("serve {kb} --port 99999", "'--port'"),
+    ("serve {kb} --canary-minutes -1", "'--canary-minutes': must be a finite number >= 0"),
+    ("serve {kb} --canary-minutes nan", "'--canary-minutes'"),
     ("serve {kb} --token-file {missing}", "no such file"),
     ("serve {kb} --token-file {bad_utf8}", "not UTF-8"),
     ("serve {kb} --token-file {file}", ":1: expected 'read:TOKEN' or 'admin:TOKEN'"),
