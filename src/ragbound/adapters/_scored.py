@@ -188,6 +188,8 @@ class ScoredKnowledge(ChunkOnly, Searching):
         self._embedder = embedder
         self._name = name
         self._version = version
+        # read once per decision: its parts are fixed at construction, so hash them once
+        self._fingerprint = sha256_text(name, search.describe().summary(), version)
 
     @property
     def store(self) -> ScoredSearch:  # type: ignore[override]
@@ -222,7 +224,7 @@ class ScoredKnowledge(ChunkOnly, Searching):
 
     @property
     def fingerprint(self) -> str:
-        return sha256_text(self._name, self.describe().summary(), self._version)
+        return self._fingerprint
 
     @property
     def corpus_hash(self) -> str:
