@@ -134,6 +134,15 @@ def test_no_base_url_names_both_variables() -> None:
         load_dense_embedder("openai:minilm")
 
 
+@pytest.mark.parametrize("variable", ["RAGBOUND_EMBED_BATCH_SIZE", "RAGBOUND_EMBED_TIMEOUT"])
+@pytest.mark.parametrize("value", ["0", "-3", "nan", "inf", "abc"])
+def test_a_bad_setting_is_named(variable: str, value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGBOUND_EMBED_BASE_URL", "http://127.0.0.1:1/v1")
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(InputError, match=rf"\${variable} must be a positive number"):
+        OpenAIEmbedder("minilm")
+
+
 def test_a_closed_port_names_the_url_and_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.embedders.conftest import free_port
 

@@ -13,6 +13,7 @@ the environment, never from the spec, so a knowledge base's manifest holds no UR
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -59,7 +60,7 @@ def _positive_env(name: str, default: float) -> float:
         value = float(found[1])
     except ValueError:
         value = 0.0
-    if value <= 0:
+    if not math.isfinite(value) or value <= 0:  # nan and inf too: both reach int() or httpx
         raise InputError(f"${name} must be a positive number, got {found[1]!r}")
     return value
 
