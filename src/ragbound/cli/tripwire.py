@@ -85,6 +85,10 @@ def add(
     base (not bm25). --json prints the change: action, at, ids, topics, source, n_after and
     set_hash (the hash of the tripwire set after it).
 
+    On a knowledge base attached to Chroma or Qdrant the tripwires go into that collection,
+    as the RAR paper designed them: one record each, with its vector and the metadata
+    ragbound_tripwire (its topic); the knowledge never returns or counts them.
+
     One writer at a time changes a knowledge base (add, calibrate, tripwire add or remove):
     the texts are embedded first, then the change waits for another writer (up to
     $RAGBOUND_LOCK_TIMEOUT seconds, 60 by default) and is applied to the set as it is then.
@@ -135,7 +139,9 @@ def list_(
     history: Annotated[bool, typer.Option(help="Show every recorded change.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Topics and counts of the tripwires, and the hash of the set.
+    """Topics and counts of the tripwires, the hash of the set, and where they are kept (the
+    folder, or the collection an attached knowledge base reads: there every record whose
+    metadata holds ``ragbound_tripwire`` is one, whoever added it).
 
     --history adds every recorded add and remove: time, action, ids, topics, source, and the
     size and hash of the set after it. --json prints every tripwire (id, text, topic,
@@ -148,6 +154,7 @@ def list_(
         return
     out = console()
     out.print(topics_table(store.topics(), store.manifest.set_hash))
+    out.print(f"kept in {store.where}")
     if history:
         out.print(history_table(store.manifest.history))
 

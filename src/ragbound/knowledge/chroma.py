@@ -55,11 +55,13 @@ from ragbound.knowledge.postgres import (
     row_cosines,
 )
 from ragbound.knowledge.segments import FineUnits, same_dir
+from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG, is_tripwire
 from ragbound.stores import Hits, QueryKind, Retriever, SearchInfo
 from ragbound.stores.base import query_vectors
 
 if TYPE_CHECKING:
     from ragbound.knowledge.base import KnowledgeBase
+    from ragbound.knowledge.chroma_tripwires import ChromaTripwires
 
 Space = Literal["l2", "cosine", "ip"]
 Scalar = str | int | float | bool
@@ -245,30 +247,38 @@ def index_settings(collection: Any) -> tuple[Space, dict[str, int]]:
 
 
 # ----------------------------------------------------------------------- the records
-def read_rows(collection: Any, location: ChromaLocation) -> tuple[list[str], list[Chunk]]:
-    """(Chroma ids, chunks) of every record the filter selects, in id order: chunk id =
-    hash of id and text, doc_id = the ``doc_field`` metadata or the id."""
+def read_rows(
+    collection: Any, location: ChromaLocation
+) -> tuple[list[str], list[Chunk], list[str]]:
+    """(Chroma ids, chunks) of every record the filter selects, in id order, and the topics
+    of the tripwire records among them (left out of the rows): chunk id = hash of id and
+    text, doc_id = the ``doc_field`` metadata or the id."""
     ids, documents, metadatas = [], [], []
-    offset = 0
-    while True:
-        page = collection.get(
-            where=location.filter(),
-            limit=PAGE,
-            offset=offset,
-            include=["documents", "metadatas"],
-        )
+    for page in pages(collection, location.filter(), ["documents", "metadatas"]):
         ids += page["ids"]
         documents += page["documents"] or [None] * len(page["ids"])
         metadatas += page["metadatas"] or [None] * len(page["ids"])
-        if len(page["ids"]) < PAGE:
-            break
-        offset += PAGE
+    topics = sorted({str(m[TRIPWIRE_FLAG]) for m in metadatas if is_tripwire(m)})
+    kept = [i for i, metadata in enumerate(metadatas) if not is_tripwire(metadata)]
+    ids, documents = [ids[i] for i in kept], [documents[i] for i in kept]
+    metadatas = [metadatas[i] for i in kept]
     if not ids:
         raise InputError(f"{location.describe()} has no records{location.filtered()}")
     _require_documents(ids, documents, location)
     order = sorted(range(len(ids)), key=ids.__getitem__)
     chunks = [_chunk(ids[i], documents[i], metadatas[i] or {}, location) for i in order]
-    return [ids[i] for i in order], chunks
+    return [ids[i] for i in order], chunks, topics
+
+
+def pages(collection: Any, where: dict[str, Any] | None, include: list[str]) -> Iterator[dict]:
+    """``collection.get`` page by page (PAGE records each)."""
+    offset = 0
+    while True:
+        page = collection.get(where=where, limit=PAGE, offset=offset, include=include)
+        yield page
+        if len(page["ids"]) < PAGE:
+            return
+        offset += PAGE
 
 
 def _require_documents(ids: list[str], documents: list[str | None], location: ChromaLocation):
@@ -444,17 +454,27 @@ class ChromaStore:
     """Nearest-neighbour search in a Chroma collection: a vector
     :class:`~ragbound.stores.Retriever` whose rows are the records ``keys`` lists (Chroma
     ids, in row order). Approximate (Chroma's HNSW graph); similarities from Chroma's
-    distances (:func:`similarities`), higher = closer."""
+    distances (:func:`similarities`), higher = closer.
+
+    Tripwire records are never rows: the search filters out the ``tripwire_topics`` known
+    when loaded, and drops (searching deeper) any flagged record added since."""
 
     query_kind: QueryKind = "vector"
 
     def __init__(
-        self, location: ChromaLocation, *, keys: Sequence[str], dimension: int, info: SearchInfo
+        self,
+        location: ChromaLocation,
+        *,
+        keys: Sequence[str],
+        dimension: int,
+        info: SearchInfo,
+        tripwire_topics: Sequence[str] = (),
     ):
         self.location = location
         self._rows = {key: row for row, key in enumerate(keys)}
         self._dimension = dimension
         self._info = info
+        self._where = knowledge_filter(location, tripwire_topics)
         self._collection: Any = None
 
     def __len__(self) -> int:
@@ -476,14 +496,19 @@ class ChromaStore:
         queries = query_vectors(queries, k, len(self), self._dimension)
         if not len(queries):
             return Hits(np.empty((0, k), np.float32), np.empty((0, k), np.int64))
-        with chroma_errors(self.location):
-            found = self._open().query(
-                query_embeddings=queries,
-                n_results=k,
-                where=self.location.filter(),
-                include=["distances"],
-            )
-        return self._hits(found["ids"], found["distances"], k)
+        depth = k
+        while True:
+            with chroma_errors(self.location):
+                found = self._open().query(
+                    query_embeddings=queries,
+                    n_results=depth,
+                    where=self._where,
+                    include=["distances", "metadatas"],
+                )
+            ids, distances, deeper = _without_tripwires(found, k, depth)
+            if not deeper:
+                return self._hits(ids, distances, k)
+            depth *= 2  # tripwires added since the load took places in the top k
 
     def _open(self) -> Any:
         if self._collection is None:
@@ -508,6 +533,33 @@ class ChromaStore:
         )
 
 
+def knowledge_filter(location: ChromaLocation, tripwire_topics: Sequence[str]) -> dict | None:
+    """The ``where`` of a knowledge search: the location's filter, and no tripwire of
+    ``tripwire_topics`` (a missing key passes Chroma's ``$nin``)."""
+    terms = [location.filter()] if location.filter() else []
+    if tripwire_topics:
+        terms.append({TRIPWIRE_FLAG: {"$nin": list(tripwire_topics)}})
+    if not terms:
+        return None
+    return terms[0] if len(terms) == 1 else {"$and": terms}
+
+
+def _without_tripwires(
+    found: dict, k: int, depth: int
+) -> tuple[list[list[str]], list[list[float]], bool]:
+    """Each query's first k ids and distances that are not tripwires; True when a query has
+    fewer than k left though the search returned all ``depth`` asked (search deeper)."""
+    ids, distances, deeper = [], [], False
+    for row_ids, row_distances, row_metadatas in zip(
+        found["ids"], found["distances"], found["metadatas"] or [], strict=True
+    ):
+        kept = [i for i, metadata in enumerate(row_metadatas) if not is_tripwire(metadata)]
+        deeper |= len(kept) < k and len(row_ids) == depth
+        ids.append([row_ids[i] for i in kept[:k]])
+        distances.append([row_distances[i] for i in kept[:k]])
+    return ids, distances, deeper
+
+
 # ----------------------------------------------------------------------- the backing
 class ChromaAttachedBacking:
     """Another application's Chroma collection (``attach chroma://...``), read in place."""
@@ -522,6 +574,7 @@ class ChromaAttachedBacking:
     def __init__(self, location: ChromaLocation, keys: Sequence[str] | None = None):
         self.location = location
         self.keys = None if keys is None else list(keys)  # each row's Chroma id, in row order
+        self.tripwire_topics: list[str] = []  # of the tripwire records seen when read
 
     @staticmethod
     def check_url(url: str) -> None:
@@ -542,7 +595,19 @@ class ChromaAttachedBacking:
         if self.keys is None:
             raise InputError("save this knowledge base first: its rows are searched in Chroma")
         dimension = kb.manifest.embedder.dimension
-        return ChromaStore(self.location, keys=self.keys, dimension=dimension, info=info)
+        return ChromaStore(
+            self.location,
+            keys=self.keys,
+            dimension=dimension,
+            info=info,
+            tripwire_topics=self.tripwire_topics,
+        )
+
+    def tripwire_collection(self) -> ChromaTripwires:
+        """The collection's tripwire records (``tripwire add`` writes them there)."""
+        from ragbound.knowledge.chroma_tripwires import ChromaTripwires
+
+        return ChromaTripwires(self.location)
 
     def describe(self, kb: KnowledgeBase, granularity: tuple[Granularity, ...]) -> SearchInfo:
         """Chroma's HNSW search: its space and HNSW parameters (approximate)."""
@@ -593,7 +658,7 @@ class ChromaAttachedBacking:
                     f"{self.location.space} it was attached with: attach it again"
                 )
             self.location = self.location.model_copy(update={"hnsw": hnsw})
-            self.keys, chunks = read_rows(collection, self.location)
+            self.keys, chunks, self.tripwire_topics = read_rows(collection, self.location)
         if corpus_hash(chunks) != manifest.corpus_hash:  # the application changed its records
             manifest = manifest.model_copy(
                 update={
@@ -636,7 +701,7 @@ class ChromaAttachedBacking:
             location = location.model_copy(
                 update={"where": typed_where(collection, location, where)}
             )
-            keys, chunks = read_rows(collection, location)
+            keys, chunks, topics = read_rows(collection, location)
             check_sample(collection, location, dense, sample_ids(keys, sample), len(keys))
         now = utc_now()
         manifest = KBManifest(
@@ -653,4 +718,6 @@ class ChromaAttachedBacking:
             segments=[],
             backing=ChromaRecord(kind="chroma-attached", location=location),
         )
-        return cls(location, keys), manifest, chunks, dense
+        backing = cls(location, keys)
+        backing.tripwire_topics = topics
+        return backing, manifest, chunks, dense

@@ -54,17 +54,20 @@ from ragbound.knowledge.backing import Capabilities, Loaded, refuse_missing
 from ragbound.knowledge.local import SegmentBacking
 from ragbound.knowledge.manifest import BackingRecord, KBManifest, Segment, corpus_hash
 from ragbound.knowledge.postgres import DEFAULT_SAMPLE, SAME_EMBEDDER_COSINE, row_cosines
+from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG
 from ragbound.stores import Hits, Retriever, SearchInfo
 from ragbound.stores.base import query_vectors
 
 if TYPE_CHECKING:
     from ragbound.knowledge.base import KnowledgeBase
+    from ragbound.knowledge.qdrant_tripwires import QdrantTripwires
 
 SERVER_SCHEME, FOLDER_SCHEME = "qdrant", "qdrant+path"
 DEFAULT_PORT = 6333  # Qdrant's REST port
 # LangChain's QdrantVectorStore keeps the text under page_content (LlamaIndex: --text-field text)
 DEFAULT_TEXT_FIELD = "page_content"
 PAGE = 256  # points per scroll request at attach
+NESTED_METADATA = "metadata"  # where LangChain's Qdrant store keeps a document's metadata
 TIMEOUT = 10  # seconds a server request may take
 UNIT_NORM = 1e-3  # |norm - 1| allowed for Euclid's 1 - d²/2 to be the cosine
 SCORE_TOLERANCE = 1e-4  # converted score vs the similarity computed here, on the sample
@@ -248,17 +251,30 @@ def qdrant_errors(location: QdrantLocation) -> Iterator[None]:
 
 # ------------------------------------------------------------------- filters and payloads
 def _filter(location: QdrantLocation, *, with_text: bool = True) -> Any:
-    """The points an attached collection lends: ``where`` equalities, and a non-empty text
-    field (``with_text``). None when nothing is filtered."""
+    """The points an attached collection lends: ``where`` equalities, and (``with_text``) a
+    non-empty text field and no tripwire flag. None when nothing is filtered."""
     from qdrant_client import models
 
     must = [_equals(models, key, value) for key, value in sorted(location.where.items())]
     must_not = []
     if with_text:
         must_not = [models.IsEmptyCondition(is_empty=models.PayloadField(key=location.text_field))]
+        must.append(flagged(models, present=False))  # a tripwire is never a row
     if not must and not must_not:
         return None
     return models.Filter(must=must or None, must_not=must_not or None)
+
+
+def flagged(models: Any, *, present: bool) -> Any:
+    """The condition "the point is a tripwire" (``present``) or "is not" (a missing, null or
+    empty flag), the flag at the payload's top or under ``metadata`` (LangChain's layout)."""
+    empty = [
+        models.IsEmptyCondition(is_empty=models.PayloadField(key=key))
+        for key in (TRIPWIRE_FLAG, f"{NESTED_METADATA}.{TRIPWIRE_FLAG}")
+    ]
+    if present:
+        return models.Filter(should=[models.Filter(must_not=[e]) for e in empty])
+    return models.Filter(must=empty)
 
 
 def _equals(models: Any, key: str, value: str) -> Any:
@@ -477,6 +493,12 @@ class QdrantAttachedBacking(SegmentBacking):
         if granularity != ("chunk",):
             refuse_missing(self, units=granularity)
         return search_info(self.location)
+
+    def tripwire_collection(self) -> QdrantTripwires:
+        """The collection's tripwire points (``tripwire add`` writes them there)."""
+        from ragbound.knowledge.qdrant_tripwires import QdrantTripwires
+
+        return QdrantTripwires(self.location)
 
     def load(self, root: Path, manifest: KBManifest) -> Loaded:
         """The chunk file read at attach, after checking the collection still holds as many
@@ -733,7 +755,7 @@ def _check_sample(
         with_payload=True,
         with_vectors=[location.vector_name] if location.vector_name else True,
     )
-    stored = np.array([_vector_of(record, location) for record in records], dtype=np.float64)
+    stored = np.array([vector_of(record, location) for record in records], dtype=np.float64)
     texts = [payload_value(record.payload, location.text_field) for record in records]
     fresh = np.asarray(dense.encode(texts), dtype=np.float64)
     median = float(np.median(row_cosines(stored, fresh)))
@@ -749,7 +771,7 @@ def _check_sample(
     _check_scores(client, location, [ids[str(r.id)] for r in records], stored, fresh)
 
 
-def _vector_of(record: Any, location: QdrantLocation) -> list[float]:
+def vector_of(record: Any, location: QdrantLocation) -> list[float]:
     vector = record.vector
     return vector[location.vector_name] if isinstance(vector, dict) else vector
 

@@ -16,6 +16,7 @@ from ragbound.embedders import set_cpu_threads
 from ragbound.embedders.sentence import release_freed_memory
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
 from ragbound.gate import Decision, Gate
+from ragbound.knowledge.layout import TRIPWIRE_MANIFEST
 from ragbound.knowledge.query import QueryTexts
 from ragbound.locking import writer_lock
 from ragbound.serve.batcher import Batcher
@@ -25,7 +26,6 @@ from ragbound.serve.metrics import Registry, service_registry
 from ragbound.serve.querylog import LoggedLine, QueryLog, fired_topics
 from ragbound.serve.settings import ServeSettings
 from ragbound.tripwires import TripwireChange, TripwireGuard, TripwireStore, load_rule
-from ragbound.tripwires.store import TRIPWIRE_MANIFEST
 
 GateSource = Gate | Callable[[], Gate]
 WARM_UP_QUERY = "warm-up query"

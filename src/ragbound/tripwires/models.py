@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
 from ragbound.artifacts import sha256_text
@@ -61,6 +63,11 @@ class TripwireManifest(BaseModel):
     """
 
     format: Literal["ragbound.tripwires/1"] = TRIPWIRE_FORMAT
+    home: Literal["folder", "collection"] = Field(
+        "folder",
+        description="where the set lives: generation files in the folder, or records in the "
+        "collection the knowledge base is attached to (this file then keeps the history)",
+    )
     generation: int = 0
     n_tripwires: int = 0
     set_hash: str = ""
@@ -77,3 +84,13 @@ def set_hash(tripwires: list[Tripwire]) -> str:
         return ""
     ordered = sorted(tripwires, key=lambda t: t.id)
     return sha256_text(*(f"{t.id}\x1f{t.topic}\x1f{t.text}" for t in ordered))[:16]
+
+
+@dataclass(frozen=True)
+class TripwireSet:
+    """A committed set as its home holds it: the manifest, the tripwires and their float32
+    vectors (rows aligned)."""
+
+    manifest: TripwireManifest
+    tripwires: list[Tripwire]
+    vectors: np.ndarray

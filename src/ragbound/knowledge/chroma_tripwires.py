@@ -1,0 +1,79 @@
+"""The tripwire records of an attached Chroma collection (see
+:mod:`ragbound.tripwires.collection`): read by scanning the metadata (Chroma cannot filter
+on a key being present), written with their vectors and texts, deleted by id."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ragbound.knowledge.chroma import (
+    PAGE,
+    ChromaLocation,
+    chroma_errors,
+    connect,
+    open_collection,
+    pages,
+)
+from ragbound.knowledge.tripwire_records import StoredRecords, is_tripwire
+
+KEY_PREFIX = "ragbound-tripwire-"  # the Chroma id of a tripwire written by ragbound
+
+
+class ChromaTripwires:
+    """Tripwire records of one Chroma collection, on its server."""
+
+    def __init__(self, location: ChromaLocation):
+        self.location = location
+
+    def describe(self) -> str:
+        return self.location.describe()
+
+    def key_of(self, tripwire_id: str) -> str:
+        return KEY_PREFIX + tripwire_id
+
+    def read(self) -> StoredRecords:
+        """Every flagged record (any metadata filter aside), with its stored vector."""
+        with chroma_errors(self.location):
+            collection = self._open()
+            flagged = [
+                key
+                for page in pages(collection, None, ["metadatas"])
+                for key, metadata in zip(page["ids"], page["metadatas"] or [], strict=True)
+                if is_tripwire(metadata)
+            ]
+            found = [
+                collection.get(
+                    ids=flagged[at : at + PAGE], include=["documents", "metadatas", "embeddings"]
+                )
+                for at in range(0, len(flagged), PAGE)
+            ]
+        vectors = [np.asarray(page["embeddings"], np.float32) for page in found]
+        return StoredRecords(
+            keys=[key for page in found for key in page["ids"]],
+            texts=[text or "" for page in found for text in page["documents"]],
+            metadatas=[dict(m) for page in found for m in page["metadatas"]],
+            vectors=np.concatenate(vectors) if vectors else np.empty((0, 0), np.float32),
+        )
+
+    def write(self, records: StoredRecords) -> None:
+        """Add the records (their vectors as given: nothing is embedded by Chroma)."""
+        with chroma_errors(self.location):
+            collection = self._open()
+            for at in range(0, len(records.keys), PAGE):
+                part = slice(at, at + PAGE)
+                collection.add(
+                    ids=records.keys[part],
+                    embeddings=records.vectors[part],
+                    documents=records.texts[part],
+                    metadatas=records.metadatas[part],
+                )
+
+    def delete(self, keys: Sequence[str]) -> None:
+        with chroma_errors(self.location):
+            self._open().delete(ids=list(keys))
+
+    def _open(self) -> Any:
+        return open_collection(connect(self.location), self.location)

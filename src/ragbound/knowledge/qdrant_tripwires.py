@@ -1,0 +1,113 @@
+"""The tripwire points of an attached Qdrant collection (see
+:mod:`ragbound.tripwires.collection`): selected by the flag in their payload, written with
+their vectors and texts, deleted by id.
+
+A point ragbound writes keeps its text under the collection's text field and the flag beside
+it, or, when the text field is LangChain's ``page_content``, under ``metadata`` as LangChain's
+Qdrant store does: so the application's own framework reads it back as a flagged document.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ragbound.knowledge.qdrant import (
+    DEFAULT_TEXT_FIELD,
+    NESTED_METADATA,
+    PAGE,
+    QdrantLocation,
+    flagged,
+    open_client,
+    payload_value,
+    qdrant_errors,
+    vector_of,
+)
+from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG, StoredRecords
+
+
+class QdrantTripwires:
+    """Tripwire points of one Qdrant collection (a server or an embedded folder)."""
+
+    def __init__(self, location: QdrantLocation):
+        self.location = location
+
+    def describe(self) -> str:
+        return self.location.describe()
+
+    def key_of(self, tripwire_id: str) -> str:
+        """A point id Qdrant takes (a UUID), the same for the same tripwire id."""
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"ragbound-tripwire:{tripwire_id}"))
+
+    def read(self) -> StoredRecords:
+        """Every flagged point (any ``where`` filter aside), with its stored vector."""
+        from qdrant_client import models
+
+        client, points, offset = open_client(self.location), [], None
+        with qdrant_errors(self.location):
+            while True:
+                page, offset = client.scroll(
+                    self.location.collection,
+                    scroll_filter=models.Filter(must=[flagged(models, present=True)]),
+                    limit=PAGE,
+                    offset=offset,
+                    with_payload=True,
+                    with_vectors=[self.location.vector_name] if self.location.vector_name else True,
+                )
+                points += page
+                if offset is None:
+                    break
+        vectors = [vector_of(point, self.location) for point in points]
+        return StoredRecords(
+            keys=[str(point.id) for point in points],
+            texts=[str(payload_value(p.payload, self.location.text_field) or "") for p in points],
+            metadatas=[_metadata(point.payload or {}) for point in points],
+            vectors=np.asarray(vectors, np.float32) if vectors else np.empty((0, 0), np.float32),
+        )
+
+    def write(self, records: StoredRecords) -> None:
+        from qdrant_client import models
+
+        points = [
+            models.PointStruct(
+                id=key,
+                vector=self._vector(vector),
+                payload=self._payload(text, metadata),
+            )
+            for key, text, metadata, vector in zip(*records, strict=True)
+        ]
+        client = open_client(self.location)
+        with qdrant_errors(self.location):
+            for at in range(0, len(points), PAGE):
+                client.upsert(self.location.collection, points[at : at + PAGE], wait=True)
+
+    def delete(self, keys: Sequence[str]) -> None:
+        from qdrant_client import models
+
+        client = open_client(self.location)
+        with qdrant_errors(self.location):
+            client.delete(
+                self.location.collection,
+                points_selector=models.PointIdsList(points=list(keys)),
+                wait=True,
+            )
+
+    def _vector(self, vector: np.ndarray) -> Any:
+        values = np.asarray(vector, np.float32).tolist()
+        return {self.location.vector_name: values} if self.location.vector_name else values
+
+    def _payload(self, text: str, metadata: dict[str, Any]) -> dict[str, Any]:
+        if self.location.text_field == DEFAULT_TEXT_FIELD:
+            return {DEFAULT_TEXT_FIELD: text, NESTED_METADATA: dict(metadata)}
+        return {self.location.text_field: text, **metadata}
+
+
+def _metadata(payload: dict[str, Any]) -> dict[str, Any]:
+    """The flag and its fields, from the payload's top or its ``metadata`` object."""
+    nested = payload.get(NESTED_METADATA)
+    if isinstance(nested, dict) and TRIPWIRE_FLAG in nested:
+        return dict(nested)
+    return dict(payload)

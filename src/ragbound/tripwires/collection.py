@@ -1,0 +1,187 @@
+"""Tripwires kept in the user's own collection, as the RAR paper designed them.
+
+On a knowledge base attached to another application's store (Chroma, Qdrant), ``ragbound
+tripwire add`` writes each tripwire into that collection as a record of its own: the
+tripwire's text, its vector (made by the knowledge base's embedder) and metadata flagging it:
+
+    ragbound_tripwire           the topic: what makes the record a tripwire
+    ragbound_tripwire_id        the tripwire's id (default: the record's id)
+    ragbound_tripwire_severity  low, medium or high (optional)
+    ragbound_tripwire_note      for people reading a rejection (optional)
+    ragbound_tripwire_source    where the text came from (optional)
+
+So a record an application adds itself, through its framework's ``add_documents``, with
+``ragbound_tripwire`` in its metadata is a tripwire too. The collection is the source of
+truth: the set is read from it whenever the tripwires are opened. The knowledge-base folder
+keeps only ``tripwires.json``, the history of the changes made through ragbound (its set hash
+and count are those of the collection when read). A flagged record is never a row of the
+knowledge: the attached backings leave it out of their chunks and their search, so it is
+never returned as context nor counted by the calibration's nearest-chunk statistics.
+
+The tripwires are read back with their stored vectors and searched exactly in-process (they
+are few); the merged top k of that search and of the knowledge's is the top k one search over
+both would return (exactly so when the knowledge is searched exactly).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ragbound.artifacts import write_json
+from ragbound.errors import ArtifactError, InputError
+from ragbound.faults import crash_point
+from ragbound.knowledge import KnowledgeBase
+from ragbound.knowledge.layout import TRIPWIRE_MANIFEST
+from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG, StoredRecords
+from ragbound.tripwires.folder import check_vectors, empty_vectors, kb_root, read_history
+from ragbound.tripwires.models import (
+    Tripwire,
+    TripwireChange,
+    TripwireManifest,
+    TripwireSet,
+    set_hash,
+)
+
+_FIELDS = ("id", "severity", "note", "source")  # Tripwire fields kept as flag-prefixed keys
+
+
+class TripwireCollection(Protocol):
+    """The tripwire records of one collection, as an attached backing reaches them."""
+
+    def describe(self) -> str:
+        """The collection, for messages."""
+        ...
+
+    def read(self) -> StoredRecords:
+        """Every record flagged ``ragbound_tripwire``, with its stored vector."""
+        ...
+
+    def write(self, records: StoredRecords) -> None:
+        """Insert these records (ids not present yet)."""
+        ...
+
+    def delete(self, keys: Sequence[str]) -> None:
+        """Delete the records with these ids."""
+        ...
+
+    def key_of(self, tripwire_id: str) -> str:
+        """The record id a tripwire written by ragbound gets."""
+        ...
+
+
+def tripwire_metadata(tripwire: Tripwire) -> dict[str, str]:
+    """The metadata flagging ``tripwire``'s record (no None values: stores refuse them)."""
+    metadata = {TRIPWIRE_FLAG: tripwire.topic}
+    for field in _FIELDS:
+        value = getattr(tripwire, field)
+        if value is not None:
+            metadata[f"{TRIPWIRE_FLAG}_{field}"] = value
+    return metadata
+
+
+def tripwire_of(key: str, text: str, metadata: dict[str, Any], where: str) -> Tripwire:
+    """The tripwire a flagged record holds (InputError naming the record when it is not one)."""
+    fields = {field: metadata.get(f"{TRIPWIRE_FLAG}_{field}") for field in _FIELDS}
+    fields = {name: str(value) for name, value in fields.items() if value not in (None, "")}
+    fields.setdefault("id", key)
+    try:
+        return Tripwire(text=text or "", topic=str(metadata[TRIPWIRE_FLAG]), **fields)
+    except ValueError as exc:
+        reason = str(exc).splitlines()[-1].strip()
+        raise InputError(f"{where}: record {key!r} is flagged as a tripwire but {reason}") from None
+
+
+def records_of(
+    collection: TripwireCollection, tripwires: Sequence[Tripwire], vectors: np.ndarray
+) -> StoredRecords:
+    """The records that hold ``tripwires`` (their vectors rows aligned)."""
+    return StoredRecords(
+        keys=[collection.key_of(t.id) for t in tripwires],
+        texts=[t.text for t in tripwires],
+        metadatas=[tripwire_metadata(t) for t in tripwires],
+        vectors=np.ascontiguousarray(vectors, dtype=np.float32),
+    )
+
+
+def read_set(collection: TripwireCollection) -> tuple[list[Tripwire], np.ndarray, list[str]]:
+    """The collection's tripwires in id order, their vectors and record ids (rows aligned).
+
+    InputError when two records carry one tripwire id.
+    """
+    stored = collection.read()
+    where = collection.describe()
+    tripwires = [
+        tripwire_of(key, text, metadata, where)
+        for key, text, metadata in zip(stored.keys, stored.texts, stored.metadatas, strict=True)
+    ]
+    order = sorted(range(len(tripwires)), key=lambda i: tripwires[i].id)
+    repeated = sorted(i for i, n in Counter(t.id for t in tripwires).items() if n > 1)
+    if repeated:
+        raise InputError(f"{where}: several records hold tripwire id {repeated[0]!r}")
+    vectors = stored.vectors[order] if len(order) else stored.vectors
+    return [tripwires[i] for i in order], vectors, [stored.keys[i] for i in order]
+
+
+class CollectionHome:
+    """Tripwires as flagged records of the collection a knowledge base is attached to;
+    ``tripwires.json`` in the folder keeps the history of changes made through ragbound."""
+
+    def __init__(self, collection: TripwireCollection):
+        self.collection = collection
+        self._keys: dict[str, str] = {}  # tripwire id -> record id, as last read
+
+    def describe(self, kb: KnowledgeBase) -> str:
+        return self.collection.describe()
+
+    def read(self, kb: KnowledgeBase) -> TripwireSet:
+        """The set the collection holds now; the manifest is the folder's history with the
+        collection's count and set hash."""
+        history = read_history(kb)
+        if history.home == "folder" and history.n_tripwires:
+            raise ArtifactError(
+                f"{kb_root(kb)} holds {history.n_tripwires} tripwires as files, added before "
+                f"they were kept in {self.collection.describe()}: remove tripwires.json and "
+                "the tripwires folder, then add them again (they go into the collection)"
+            )
+        tripwires, vectors, keys = read_set(self.collection)
+        vectors = vectors if tripwires else empty_vectors(kb)
+        check_vectors(vectors, len(tripwires), kb, f"tripwire vectors in {self.describe(kb)}")
+        self._keys = {t.id: key for t, key in zip(tripwires, keys, strict=True)}
+        manifest = history.model_copy(
+            update={
+                "home": "collection",
+                "n_tripwires": len(tripwires),
+                "set_hash": set_hash(tripwires),
+                "texts_sha256": None,
+                "vectors_sha256": None,
+            }
+        )
+        return TripwireSet(manifest, tripwires, vectors)
+
+    def tidy(self, root: Path, generation: int) -> None:
+        """Nothing to tidy: a change is one write to the collection."""
+
+    def commit(
+        self,
+        kb: KnowledgeBase,
+        new: TripwireSet,
+        change: TripwireChange,
+    ) -> TripwireManifest:
+        """Write the added records (or delete the removed ones), then the history."""
+        changed = set(change.ids)
+        if change.action == "add":
+            rows = [i for i, t in enumerate(new.tripwires) if t.id in changed]
+            added = [new.tripwires[i] for i in rows]
+            self.collection.write(records_of(self.collection, added, new.vectors[rows]))
+            self._keys |= {t.id: self.collection.key_of(t.id) for t in added}
+        else:
+            self.collection.delete([self._keys.pop(i) for i in change.ids])
+        crash_point(f"tripwires.{change.action}:collection-written")
+        manifest = new.manifest.model_copy(update={"home": "collection"})
+        write_json(kb_root(kb) / TRIPWIRE_MANIFEST, manifest.model_dump(mode="json"))
+        return manifest
