@@ -99,3 +99,12 @@ def endpoint_env(infinity_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """``$RAGBOUND_EMBED_BASE_URL`` pointing at the infinity server, for this test."""
     monkeypatch.setenv("RAGBOUND_EMBED_BASE_URL", infinity_url)
     return infinity_url
+
+
+@pytest.fixture(scope="module")
+def module_endpoint_env(infinity_url: str) -> Iterator[str]:
+    """``$RAGBOUND_EMBED_BASE_URL`` pointing at the infinity server, for this test module
+    (for module-scoped fixtures: a service started once, say)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAGBOUND_EMBED_BASE_URL", infinity_url)
+        yield infinity_url

@@ -15,11 +15,20 @@ pytest.importorskip("qdrant_client", reason="qdrant-client is not installed (the
 
 from ragbound.detect import Guard
 from ragbound.errors import ArtifactError, InputError
+from ragbound.gate import Gate
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.qdrant import release
 from tests.cli.runner import run
 from tests.qdrantfill import fill
-from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
+from tests.serve.server import (
+    ChildServer,
+    check_all,
+    free_port,
+    prepare_served,
+    serve_refused,
+    served_kb,
+)
+from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 QUERIES = IN_KNOWLEDGE[:4] + OUT_OF_KNOWLEDGE[:3]
 DISTANCES = ("Cosine", "Dot", "Euclid")
@@ -193,3 +202,37 @@ def test_urls_and_what_a_server_search_records(tmp_path: Path, monkeypatch):
     info = search_info(hnsw)
     assert not info.exact and info.parameters["hnsw_ef"] == 64 and info.parameters["m"] == 16
     assert search_info(hnsw.model_copy(update={"search": "exact"})).exact
+
+
+def test_serve_decides_on_a_folder_and_holds_it(
+    monkeypatch, capsys, local: KnowledgeBase, minilm_kb_dir: Path, tmp_path: Path
+):
+    """``ragbound serve`` on an embedded folder decides as the local knowledge base; while it
+    runs it holds the folder, so another ragbound process on it is refused in one line."""
+    url = _fill(local, tmp_path / "q")
+    calibration = IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10]  # MORE_IN_KNOWLEDGE[12] held out
+    kb_dir = prepare_served(KnowledgeBase.attach(url, tmp_path / "kb").path, calibration)
+    release(tmp_path / "q")  # this process's client: let the service open the folder
+    ours = Gate.load(served_kb(minilm_kb_dir, tmp_path / "local", calibration))
+    queries = [MORE_IN_KNOWLEDGE[12], OUT_OF_KNOWLEDGE[0]]
+    server = ChildServer(str(kb_dir)).ready()
+    try:
+        replies = check_all(server.url, queries)
+        code, _, err = run(monkeypatch, capsys, "check", str(kb_dir), queries[0])
+        second = serve_refused(str(kb_dir), "--port", str(free_port()))
+    finally:
+        assert server.stop() == 0
+    assert [r["action"] for r in replies] == [d.action for d in ours.decide_many(queries)]
+    assert [r["action"] for r in replies] == ["answer", "abstain"]
+    local_p = [d.test.p_value for d in ours.decide_many(queries)]
+    assert [r["test"]["p_value"] for r in replies] == pytest.approx(local_p, abs=1e-9)
+    for refused_code, refused_err in ((code, err), (second.returncode, second.stderr)):
+        assert refused_code == 2, refused_err
+        assert refused_err.count("\n") == 1 and "is held by another process" in refused_err
+        assert "ragbound serve" in refused_err and "/v1/tripwires" in refused_err
+    try:  # the service gone, the folder is free again
+        code, out, err = run(monkeypatch, capsys, "check", str(kb_dir), queries[0], "--json")
+        assert code == 0, err
+        assert json.loads(out)["p_value"] == pytest.approx(local_p[0], abs=1e-9)
+    finally:
+        release(tmp_path / "q")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -19,9 +18,8 @@ from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.report import load_run, record_evaluation, record_shift, record_windows, write_report
 from ragbound.stats import ks_two_sample
+from tests.browser import launch, needs_chromium, page_errors
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, MORE_OUT_OF_KNOWLEDGE, OUT_OF_KNOWLEDGE
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")
@@ -124,31 +122,16 @@ def test_text_from_the_run_folder_is_escaped(run_dir: Path, tmp_path: Path) -> N
     assert "&lt;B&gt;KS&lt;/B&gt;" in page and "&lt;i&gt;20&lt;/i&gt;" in page
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None or importlib.util.find_spec("playwright") is None,
-    reason="needs Debian's chromium (apt install chromium) and the playwright package",
-)
+@needs_chromium
 def test_the_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
     run = load_run(run_dir)
     out = write_report(run, tmp_path / "report.html")
-    errors: list[str] = []
     with sync_playwright() as driver:
-        browser = driver.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
+        browser = launch(driver)
         page = browser.new_page()
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        errors = page_errors(page)
         page.goto(out.as_uri())
         page.wait_for_load_state("load")
         widths = page.eval_on_selector_all(

@@ -26,24 +26,35 @@ READ = "read-token-0123456789abcdef"
 ADMIN = "admin-token-0123456789abcdef"
 RULE = TripwireRule(k=3, proportion=None, rank=1)
 SRC = Path(__file__).resolve().parents[2] / "src"
+SERVED = IN_KNOWLEDGE + MORE_IN_KNOWLEDGE  # the calibration queries of a served KB
 
 
-def served_kb(minilm_kb_dir: Path, target: Path) -> Path:
+def served_kb(minilm_kb_dir: Path, target: Path, calibration: list[str] = SERVED) -> Path:
     """The bees-and-trains knowledge base, calibrated on 28 queries (enough for the monitor),
     with a saved tripwire rule (rank 1 in the top 3) and no tripwires yet."""
     shutil.copytree(minilm_kb_dir, target)
-    kb = KnowledgeBase.load(target)
-    Guard.calibrate(kb, IN_KNOWLEDGE + MORE_IN_KNOWLEDGE, k=4, alpha=0.1).save()
-    save_rule(target, RULE)
-    return target
+    return prepare_served(target, calibration)
 
 
-def guarded_kb(minilm_kb_dir: Path, target: Path) -> Path:
-    """The served knowledge base with the bees-and-trains tripwires."""
-    served_kb(minilm_kb_dir, target)
+def prepare_served(kb_dir: Path, calibration: list[str] = SERVED) -> Path:
+    """Calibrate the bees-and-trains knowledge base at ``kb_dir`` (local or attached) on
+    ``calibration`` and save the tripwire rule, as :func:`served_kb` serves it."""
+    kb = KnowledgeBase.load(kb_dir)
+    Guard.calibrate(kb, calibration, k=4, alpha=0.1).save()
+    save_rule(kb_dir, RULE)
+    return kb_dir
+
+
+def add_tripwires(kb_dir: Path) -> Path:
+    """Add the bees-and-trains tripwires to the knowledge base at ``kb_dir``."""
     tripwires = [Tripwire(id=tripwire_id(t["topic"], t["text"]), **t) for t in TRIPWIRES]
-    TripwireStore.open(KnowledgeBase.load(target)).add(tripwires)
-    return target
+    TripwireStore.open(KnowledgeBase.load(kb_dir)).add(tripwires)
+    return kb_dir
+
+
+def guarded_kb(minilm_kb_dir: Path, target: Path, calibration: list[str] = SERVED) -> Path:
+    """The served knowledge base with the bees-and-trains tripwires."""
+    return add_tripwires(served_kb(minilm_kb_dir, target, calibration))
 
 
 def token_file(folder: Path) -> Path:
@@ -54,6 +65,28 @@ def token_file(folder: Path) -> Path:
 
 def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+def stats(url: str) -> dict:
+    """The service's ``GET /v1/stats`` (the dashboard's JSON), read with the read token."""
+    response = httpx.get(f"{url}/v1/stats", headers=auth(READ))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def check_all(url: str, queries: list[str]) -> list[dict]:
+    """The service's decisions on ``queries`` (one ``POST /v1/check/batch``, read token)."""
+    response = httpx.post(
+        f"{url}/v1/check/batch", json={"queries": queries}, headers=auth(READ), timeout=60
+    )
+    assert response.status_code == 200, response.text
+    return response.json()["results"]
+
+
+def ask(query: str, system: str | None = None) -> list[dict[str, str]]:
+    """The chat messages asking ``query`` (after ``system``, when given)."""
+    messages = [{"role": "system", "content": system}] if system else []
+    return [*messages, {"role": "user", "content": query}]
 
 
 def wait_ready(url: str, timeout: float = 90.0, process: subprocess.Popen | None = None) -> None:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import re
-import shutil
 from pathlib import Path
 
 import httpx
@@ -19,13 +17,22 @@ from ragbound.serve.dashboard import (
     RECENT_FORBIDDEN,
     DashboardState,
 )
-from tests.serve.server import ADMIN, READ, ThreadServer, auth, served_kb, wait_ready
+from tests.browser import needs_chromium
+from tests.serve.dashboard_page import SCRIPTED, assert_the_page_updates
+from tests.serve.server import (
+    ADMIN,
+    READ,
+    ThreadServer,
+    auth,
+    check_all,
+    served_kb,
+    stats,
+    wait_ready,
+)
 from tests.texts import MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
-from tests.tripwires.tripwire_texts import TRIPWIRES, UNSAFE
+from tests.tripwires.tripwire_texts import TRIPWIRES
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 WINDOW = 5
-SCRIPTED = f"<script>alert('x')</script> {UNSAFE[1]}"
 
 
 @pytest.fixture(scope="module")
@@ -46,20 +53,6 @@ def url(kb_dir: Path):
         )
         assert added.status_code == 200, added.text
         yield url
-
-
-def stats(url: str) -> dict:
-    response = httpx.get(f"{url}/v1/stats", headers=auth(READ))
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
-def check_all(url: str, queries: list[str]) -> list[dict]:
-    response = httpx.post(
-        f"{url}/v1/check/batch", json={"queries": queries}, headers=auth(READ), timeout=60
-    )
-    assert response.status_code == 200, response.text
-    return response.json()["results"]
 
 
 def test_stats_count_the_decisions_and_keep_the_forbidden_ones(url: str) -> None:
@@ -155,54 +148,7 @@ def test_the_page_has_a_strict_policy_and_no_external_asset(url: str) -> None:
     assert nonce not in again.headers["Content-Security-Policy"]  # fresh per response
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None or importlib.util.find_spec("playwright") is None,
-    reason="needs Debian's chromium (apt install chromium) and the playwright package",
-)
+@needs_chromium
 def test_the_page_updates_in_headless_chromium(url: str) -> None:
-    from playwright.sync_api import sync_playwright
-
-    check_all(url, [SCRIPTED])
-    errors: list[str] = []
-    with sync_playwright() as driver:
-        browser = driver.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        context = browser.new_context(http_credentials={"username": "dash", "password": READ})
-        page = context.new_page()
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(f"{url}/dashboard")
-        total = stats(url)["total"]
-        page.wait_for_function(  # the first poll; a blocked script never gets here
-            "n => document.getElementById('count-total').textContent === String(n)",
-            arg=total,
-            timeout=10_000,
-        )
-        first_query = page.inner_text("#forbidden td.query")
-        scripts = page.eval_on_selector_all("script", "nodes => nodes.length")
-        bars = page.eval_on_selector_all("#hist rect", "nodes => nodes.length")
-        answered = int(page.inner_text("#count-answer"))
-
-        made = check_all(url, MORE_IN_KNOWLEDGE[8:11])
-        gained = sum(r["action"] == "answer" for r in made)
-        page.wait_for_function(  # the next poll, about 2 s later
-            "n => document.getElementById('count-total').textContent === String(n)",
-            arg=total + len(made),
-            timeout=15_000,
-        )
-        answered_after = int(page.inner_text("#count-answer"))
-        timeline = page.eval_on_selector_all("#timeline circle", "nodes => nodes.length")
-        browser.close()
-    assert errors == []  # no script error, no CSP violation (both are console errors)
-    assert first_query == SCRIPTED and scripts == 1  # shown as text, not run as markup
-    assert bars == P_VALUE_BINS and timeline >= 1
-    assert answered_after == answered + gained and gained >= 1
+    check_all(url, MORE_IN_KNOWLEDGE[:WINDOW])  # a whole monitor window: a timeline to draw
+    assert_the_page_updates(url)

@@ -19,7 +19,7 @@ from ragbound.errors import InputError
 from ragbound.gate import DEFAULT_ABSTENTION, DEFAULT_REFUSAL, Gate
 from ragbound.serve import GatewaySettings, ServeSettings, Tokens, create_app
 from ragbound.serve.gateway import ChatRequest, check_context_template, last_user_text
-from tests.serve.server import READ, ThreadServer, free_port, guarded_kb, wait_ready
+from tests.serve.server import READ, ThreadServer, ask, free_port, guarded_kb, wait_ready
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 from tests.tripwires.tripwire_texts import UNSAFE
 
@@ -61,11 +61,6 @@ def client(url: str) -> openai.OpenAI:
 def upstream_answers(upstream: ScriptedUpstream):
     upstream.status = 200
     yield
-
-
-def ask(query: str, system: str | None = None) -> list[dict[str, str]]:
-    messages = [{"role": "system", "content": system}] if system else []
-    return [*messages, {"role": "user", "content": query}]
 
 
 # --------------------------------------------------------------------------- answer

@@ -208,9 +208,11 @@ def _open_folder(qdrant_client: Any, folder: str) -> Any:
         if "already accessed" not in str(exc):
             raise
         raise InputError(
-            f"the Qdrant folder {folder} is held by another process (embedded Qdrant allows one "
-            "client per folder): stop it or close its client, or serve the folder with a Qdrant "
-            "server and attach qdrant://HOST:PORT/COLLECTION"
+            f"the Qdrant folder {folder} is held by another process (embedded Qdrant lets one "
+            "process open a folder: the application writing it, or a ragbound serve of a "
+            "knowledge base attached to it): stop it or close its client (ask a running "
+            "service over HTTP instead: /v1/check, /v1/tripwires), or serve the folder with a "
+            "Qdrant server and attach qdrant://HOST:PORT/COLLECTION"
         ) from None
 
 

@@ -1,0 +1,56 @@
+"""The dashboard page driven in Debian's headless chromium (with playwright): the checks any
+served knowledge base's page must pass, local or attached."""
+
+from __future__ import annotations
+
+from ragbound.serve.dashboard import P_VALUE_BINS
+from tests.browser import launch, page_errors
+from tests.serve.server import READ, check_all, stats
+from tests.texts import MORE_IN_KNOWLEDGE
+from tests.tripwires.tripwire_texts import UNSAFE
+
+# a forbidden query holding markup: the page must show it as text, never run it
+SCRIPTED = f"<script>alert('x')</script> {UNSAFE[1]}"
+
+
+def assert_the_page_updates(url: str) -> None:
+    """Open ``url``/dashboard after a forbidden ``SCRIPTED`` query; check the page shows it as
+    text, draws the histogram and a dot per monitor window, and counts three more decisions at
+    its next poll, with no script error nor CSP violation. The service needs the
+    bees-and-trains tripwires."""
+    from playwright.sync_api import sync_playwright
+
+    check_all(url, [SCRIPTED])
+    with sync_playwright() as driver:
+        browser = launch(driver)
+        context = browser.new_context(http_credentials={"username": "dash", "password": READ})
+        page = context.new_page()
+        errors = page_errors(page)
+        page.goto(f"{url}/dashboard")
+        total = stats(url)["total"]
+        page.wait_for_function(  # the first poll; a blocked script never gets here
+            "n => document.getElementById('count-total').textContent === String(n)",
+            arg=total,
+            timeout=10_000,
+        )
+        first_query = page.inner_text("#forbidden td.query")
+        scripts = page.eval_on_selector_all("script", "nodes => nodes.length")
+        bars = page.eval_on_selector_all("#hist rect", "nodes => nodes.length")
+        answered = int(page.inner_text("#count-answer"))
+
+        made = check_all(url, MORE_IN_KNOWLEDGE[8:11])
+        gained = sum(r["action"] == "answer" for r in made)
+        page.wait_for_function(  # the next poll, about 2 s later
+            "n => document.getElementById('count-total').textContent === String(n)",
+            arg=total + len(made),
+            timeout=15_000,
+        )
+        answered_after = int(page.inner_text("#count-answer"))
+        timeline = page.eval_on_selector_all("#timeline circle", "nodes => nodes.length")
+        browser.close()
+    monitor = stats(url)["monitor"]
+    assert errors == []  # no script error, no CSP violation (both are console errors)
+    assert first_query == SCRIPTED and scripts == 1  # shown as text, not run as markup
+    assert bars == P_VALUE_BINS
+    assert timeline == (len(monitor["windows"]) if monitor else 0)
+    assert answered_after == answered + gained and gained >= 1
