@@ -35,6 +35,7 @@ from ragbound.errors import InputError
 from ragbound.knowledge.protocol import Searching
 from ragbound.knowledge.query import QueryEmbedder
 from ragbound.knowledge.retriever import ChunkOnly
+from ragbound.knowledge.tripwire_records import is_tripwire
 from ragbound.stats.statistics import STATISTICS
 from ragbound.stores import Hits, SearchInfo
 
@@ -47,6 +48,21 @@ ORDER_TOLERANCE = 1e-6
 
 Found = tuple[str | None, str, float, Any]
 """One search result: the document's id (None: none), its text, its score, the original."""
+MET_LIMIT = 4096  # tripwire results kept per thread until read
+
+
+def metadata_of(original: Any) -> dict[str, Any] | None:
+    """A framework result's metadata: LangChain's and LlamaIndex's ``metadata``, Haystack's
+    ``meta``."""
+    for name in ("metadata", "meta"):
+        value = getattr(original, name, None)
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def _key(query: Any) -> bytes | str:
+    return query if isinstance(query, str) else np.asarray(query, np.float32).tobytes()
 
 
 class Rows:
@@ -110,6 +126,10 @@ class ScoredSearch:
         self.rows = Rows(self.backend)
         self._dimension = 0
         self.calls = 0
+        self._local = threading.local()
+        # results searched beyond k, so that this many tripwires in the top need no second
+        # search (set when tripwires are declared: the rule's k)
+        self.tripwire_margin = 0
 
     @property
     def dimension(self) -> int:
@@ -137,8 +157,10 @@ class ScoredSearch:
         )
 
     def search(self, queries: Any, k: int) -> Hits:
-        """Top-k rows of each query, one framework call per query; InputError when it
-        returns fewer than ``k``."""
+        """Top-k rows of each query, one framework call per query (another, deeper, only when
+        tripwire documents took places in the top k); InputError when it returns fewer than
+        ``k`` documents that are not tripwires. The tripwires a search met are kept for
+        :meth:`flagged` (per thread)."""
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
             raise InputError(f"k must be a positive integer, got {k!r}")
         if self.query_kind == "vector":
@@ -146,22 +168,54 @@ class ScoredSearch:
             self._dimension = int(queries.shape[1])
         sims, rows = [], []
         for query in queries:
-            self.calls += 1
-            found = self._search_one(query, int(k))
-            if len(found) < k:
+            knowledge, tripwires = self._search_knowledge(query, int(k))
+            if len(knowledge) < k:
                 raise InputError(
-                    f"the store returned {len(found)} documents for k={k}: it holds fewer "
+                    f"the store returned {len(knowledge)} documents for k={k}: it holds fewer "
                     "than k (or returns fewer, or a filter dropped them); use a smaller k"
                 )
-            sign = -1.0 if self.scores == "distance" else 1.0
-            row = [sign * float(score) for _, _, score, _ in found[:k]]
-            check_order(row, self.scores)
-            sims.append(row)
-            rows.append([self.rows.row_of(key, text, obj) for key, text, _, obj in found[:k]])
+            self._met()[_key(query)] = tripwires
+            sims.append([similarity for similarity, _ in knowledge[:k]])
+            rows.append([self.rows.row_of(*found[:2], found[3]) for _, found in knowledge[:k]])
         return Hits(
             np.array(sims, dtype=np.float32).reshape(-1, k),
             np.array(rows, dtype=np.int64).reshape(-1, k),
         )
+
+    def flagged(self, query: Any) -> list[tuple[float, Found]] | None:
+        """The tripwire documents (similarity, result) the latest search of ``query`` in this
+        thread met above its k-th document, nearest first (None: not searched); forgotten
+        once read."""
+        return self._met().pop(_key(query), None)
+
+    def _search_knowledge(
+        self, query: Any, k: int
+    ) -> tuple[list[tuple[float, Found]], list[tuple[float, Found]]]:
+        """(similarity, result) of the documents and of the tripwires, nearest first."""
+        depth = k + self.tripwire_margin
+        while True:
+            self.calls += 1
+            found = self._search_one(query, depth)
+            sign = -1.0 if self.scores == "distance" else 1.0
+            scored = [(sign * float(result[2]), result) for result in found]
+            check_order([similarity for similarity, _ in scored], self.scores)
+            flags = [is_tripwire(metadata_of(result[3])) for result in found]
+            knowledge = [pair for pair, flag in zip(scored, flags, strict=True) if not flag]
+            if len(knowledge) >= k or len(found) < depth:
+                bound = knowledge[k - 1][0] if len(knowledge) >= k else -np.inf
+                tripwires = [
+                    pair
+                    for pair, flag in zip(scored, flags, strict=True)
+                    if flag and pair[0] >= bound
+                ]
+                return knowledge, tripwires
+            depth *= 2  # tripwires took places in the top k: search deeper once more
+
+    def _met(self) -> dict[bytes | str, list[tuple[float, Found]]]:
+        met = getattr(self._local, "met", None)
+        if met is None or len(met) > MET_LIMIT:  # a caller that never reads them
+            met = self._local.met = {}
+        return met
 
     def _search_one(self, query: Any, k: int) -> list[Found]:
         raise NotImplementedError

@@ -37,6 +37,12 @@ saved with ``guard.save(folder=...)`` and opened with ``Guard.load_for(knowledge
 is refused against another embedder, store class or score mode, but it cannot see documents
 added to or removed from the same store unless ``version`` changes.
 
+Tripwires live in the same store, as the RAR paper designed: add them as documents flagged
+with metadata ``ragbound_tripwire`` (:func:`tripwire_documents`) and give the retriever the
+same list (``tripwires=``). Each search returns them among the knowledge; they are never rows
+of the knowledge nor returned as context, and the tripwire rule reads them from that one
+search (:mod:`ragbound.adapters._flagged`).
+
 Example:
     >>> store = InMemoryVectorStore(embeddings)  # doctest: +SKIP
     >>> knowledge = VectorStoreKnowledge(store, embeddings, name="minilm")  # doctest: +SKIP
@@ -73,6 +79,8 @@ from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
 from ragbound.gate import Decision, Gate
 from ragbound.knowledge.query import QueryEmbedder
+from ragbound.tripwires import Tripwire, TripwireGuard, TripwireRule
+from ragbound.tripwires.collection import tripwire_metadata
 
 try:
     from langchain_core.callbacks import (
@@ -95,6 +103,7 @@ __all__ = [
     "RagboundEmbeddings",
     "VectorStoreKnowledge",
     "VectorStoreSearch",
+    "tripwire_documents",
 ]
 
 
@@ -222,11 +231,17 @@ class GuardedVectorStoreRetriever(BaseRetriever):
     own documents come back, each with the decision (without its context) in
     ``metadata["ragbound"]``; the decision is also ``last_decision`` and a custom callback
     event named ``ragbound_decision`` (as :class:`~ragbound.adapters.langchain.GatedRetriever`).
+    ``tripwires``: the tripwire documents added to the store (:func:`tripwire_documents`;
+    an empty list still applies the rule to flagged documents met), decided by
+    ``tripwire_rule`` (default :meth:`TripwireRule.default`); None: no tripwire rule (flagged
+    documents are still never returned).
     """
 
     guard: Guard
     k: int = 4
     on_block: OnBlock = "empty"
+    tripwires: list[Tripwire] | None = None
+    tripwire_rule: TripwireRule | None = None
     _gate: Gate | None = PrivateAttr(default=None)
     _last_decision: Decision | None = PrivateAttr(default=None)
 
@@ -257,7 +272,7 @@ class GuardedVectorStoreRetriever(BaseRetriever):
     def decide(self, query: str) -> Decision:
         """The decision on one query: one embedding, one search of the store."""
         if self._gate is None:
-            self._gate = Gate(self.guard, context_k=self.k)
+            self._gate = Gate(self.guard, self._tripwire_guard(), context_k=self.k)
         decision = self._gate.decide(query)
         self._last_decision = decision
         return decision
@@ -276,9 +291,29 @@ class GuardedVectorStoreRetriever(BaseRetriever):
         await areport(decision, run_manager)
         return self._documents(decision)
 
+    def _tripwire_guard(self) -> TripwireGuard | None:
+        if self.tripwires is None:
+            return None
+        from ragbound.adapters._flagged import FlaggedTripwires
+
+        rule = self.tripwire_rule or TripwireRule.default()
+        kb: Any = self.guard.kb
+        flagged = FlaggedTripwires(kb, self.tripwires, margin=rule.k)
+        return TripwireGuard(kb, rule, tripwires=flagged)
+
     def _documents(self, decision: Decision) -> list[Document]:
         if blocked(decision, self.on_block):
             return []
         knowledge: VectorStoreKnowledge = self.guard.kb  # type: ignore[assignment]
         found = [knowledge.original(chunk.chunk_id) for chunk in decision.neighbours]
         return annotated(found, decision)
+
+
+def tripwire_documents(tripwires: list[Tripwire]) -> list[Document]:
+    """LangChain documents for ``tripwires`` (ids = tripwire ids, metadata flagging each), for
+    the store's ``add_documents``.
+
+    Example:
+        >>> store.add_documents(tripwire_documents(read_tripwires("t.jsonl")))  # doctest: +SKIP
+    """
+    return [Document(t.text, id=t.id, metadata=tripwire_metadata(t)) for t in tripwires]

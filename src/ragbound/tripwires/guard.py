@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
@@ -28,7 +28,23 @@ from ragbound.stats.tripwire import (
     tripwire_features,
 )
 from ragbound.stores import Hits
+from ragbound.tripwires.models import Tripwire, TripwireManifest
 from ragbound.tripwires.store import TripwireStore
+
+
+class TripwireSource(Protocol):
+    """What the guard reads of a tripwire set: :class:`~ragbound.tripwires.TripwireStore`, or
+    a framework store's flagged documents (:mod:`ragbound.adapters._flagged`)."""
+
+    kb: Any
+    manifest: TripwireManifest
+    tripwires: list[Tripwire]
+    vectors: np.ndarray
+
+    def __len__(self) -> int: ...
+
+    def search(self, query_vectors: Any, k: int) -> Hits: ...
+
 
 # Measured in benchmarks/tripwire_default.py (685 HarmfulQA tripwires, PubMedQA knowledge,
 # 3 splits): false rejection <= 1.0% on TruthfulQA and <= 1.6% on XSTest safe, against 56%
@@ -249,7 +265,7 @@ class TripwireGuard:
         kb: Knowledge,
         rule: TripwireRule | None = None,
         *,
-        tripwires: TripwireStore | None = None,
+        tripwires: TripwireSource | None = None,
     ):
         """Check queries against ``kb`` merged with ``tripwires`` (default: the set saved in
         ``kb``'s folder). ``kb`` may be any :class:`~ragbound.knowledge.protocol.Knowledge`;
@@ -375,9 +391,11 @@ def _saved_tripwires(kb: Knowledge) -> TripwireStore:
     return TripwireStore.open(kb)
 
 
-def _check_same_embedder(kb: Knowledge, tripwires: TripwireStore) -> None:
+def _check_same_embedder(kb: Knowledge, tripwires: TripwireSource) -> None:
     """The tripwires' vectors must be comparable with the knowledge's similarities."""
     theirs = tripwires.kb
+    if theirs is kb:  # found by the knowledge's own search (a framework store's flags)
+        return
     if theirs.embedder_name != kb.embedder_name or theirs.dimension != kb.store.dimension:
         raise InputError(
             f"the tripwires were embedded by {theirs.embedder_name} ({theirs.dimension} "

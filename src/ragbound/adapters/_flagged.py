@@ -1,0 +1,99 @@
+"""Tripwires in a framework's own store, found by the search itself (the RAR paper's design).
+
+The application adds its tripwires to its vector store as documents flagged with metadata
+``ragbound_tripwire`` (the topic), e.g. ``vectorstore.add_documents(tripwire_documents(...))``.
+The framework's search returns them among the knowledge; :class:`~ragbound.adapters._scored.
+ScoredSearch` keeps them out of the knowledge's rows and remembers them, and
+:class:`FlaggedTripwires` hands them to the :class:`~ragbound.tripwires.TripwireGuard` as that
+query's tripwire hits: one search decides both. The set the application declares (the
+tripwires it added) is embedded once, for the rule's floor and the set's hash; a flagged
+document outside it still counts, under its own id and topic.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ragbound.adapters._scored import Found, ScoredKnowledge, metadata_of
+from ragbound.artifacts import sha256_text
+from ragbound.stores import Hits
+from ragbound.tripwires import Tripwire, TripwireManifest
+from ragbound.tripwires.collection import tripwire_of
+from ragbound.tripwires.files import check_unique_ids
+from ragbound.tripwires.models import set_hash
+
+
+class FlaggedTripwires:
+    """The tripwire set a :class:`~ragbound.tripwires.TripwireGuard` reads on a framework
+    store: ``search`` answers with the flagged documents the knowledge's search met.
+
+    ``tripwires``: the set the application added to its store (may be empty: then the rule's
+    fixed floor, or none, applies, as for a set of fewer than two).
+    """
+
+    def __init__(
+        self, knowledge: ScoredKnowledge, tripwires: Sequence[Tripwire], *, margin: int = 5
+    ):
+        """``margin``: results the knowledge's search fetches beyond its depth, so that up to
+        that many tripwires among the nearest cost no second search (the rule's k)."""
+        declared = list(tripwires)
+        check_unique_ids(declared, "the declared tripwires")
+        self.kb = knowledge
+        self.tripwires = declared  # then any other flagged document met, in order met
+        self.vectors = _embedded(knowledge, declared)
+        self.manifest = TripwireManifest(
+            home="collection",
+            embedder_identity=knowledge.embedder_name,
+            n_tripwires=len(declared),
+            set_hash=set_hash(declared),
+        )
+        self._rows = {t.id: row for row, t in enumerate(declared)}
+        self._lock = threading.Lock()
+        knowledge.store.tripwire_margin = max(knowledge.store.tripwire_margin, margin)
+
+    def __len__(self) -> int:
+        return len(self.tripwires)
+
+    def topics(self) -> dict[str, int]:
+        return dict(sorted(Counter(t.topic for t in self.tripwires).items()))
+
+    def search(self, queries: Any, k: int) -> Hits:
+        """Each query's flagged documents (at most ``k``), nearest first, as rows of
+        ``tripwires``; rows with fewer are padded with -inf (never merged in)."""
+        found = [self._met(query, k)[:k] for query in queries]
+        width = max((len(row) for row in found), default=0)
+        sims = np.full((len(found), width), -np.inf, dtype=np.float32)
+        rows = np.zeros((len(found), width), dtype=np.int64)
+        for i, row in enumerate(found):
+            for j, (similarity, result) in enumerate(row):
+                sims[i, j], rows[i, j] = similarity, self._row_of(result)
+        return Hits(sims, rows)
+
+    def _met(self, query: Any, k: int) -> list[tuple[float, Found]]:
+        met = self.kb.store.flagged(query)
+        if met is None:  # called without the knowledge's search (TripwireGuard.check)
+            self.kb.store.search(np.asarray([query]) if not isinstance(query, str) else [query], k)
+            met = self.kb.store.flagged(query) or []
+        return met
+
+    def _row_of(self, result: Found) -> int:
+        key, text, _, original = result
+        metadata = metadata_of(original) or {}
+        tripwire = tripwire_of(key or sha256_text(text)[:16], text, metadata, "the store")
+        with self._lock:
+            row = self._rows.get(tripwire.id)
+            if row is None:
+                row = self._rows[tripwire.id] = len(self.tripwires)
+                self.tripwires.append(tripwire)
+            return row
+
+
+def _embedded(knowledge: ScoredKnowledge, tripwires: list[Tripwire]) -> np.ndarray:
+    if not tripwires or knowledge.query_embedder() is None:
+        return np.empty((0, 0), np.float32)
+    return np.asarray(knowledge.embed([t.text for t in tripwires]), np.float32)

@@ -1,0 +1,116 @@
+"""Tripwires inside the user's LangChain store (RAR's design): documents flagged with
+``ragbound_tripwire`` in langchain-core's real InMemoryVectorStore; the guarded retriever's one
+search decides the test and the rule, the same verdicts as ragbound's own tripwire files, and
+never returns a tripwire."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("langchain_core")
+
+from ragbound.adapters.langchain_store import (
+    GuardedVectorStoreRetriever,
+    VectorStoreKnowledge,
+    tripwire_documents,
+)
+from ragbound.detect import Guard
+from ragbound.gate import Gate
+from ragbound.knowledge import KnowledgeBase
+from ragbound.tripwires import TripwireGuard, read_tripwires
+from tests.adapters.test_langchain_store import CALIBRATION, CountingStore, MiniLMEmbeddings
+from tests.tripwires.tripwire_texts import (
+    OFF_TOPIC,
+    SAFE,
+    UNSAFE,
+    tripwired_copy,
+    write_tripwire_file,
+)
+
+QUERIES = UNSAFE + SAFE + [OFF_TOPIC]
+
+
+@pytest.fixture(scope="module")
+def own(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Gate:
+    """ragbound's own folder, calibrated alike, with the tripwires as files."""
+    kb = tripwired_copy(minilm_kb_dir, tmp_path_factory.mktemp("own") / "kb")
+    return Gate(Guard.calibrate(kb, CALIBRATION, k=4, alpha=0.1), TripwireGuard(kb), context_k=3)
+
+
+@pytest.fixture(scope="module")
+def tripwires(tmp_path_factory: pytest.TempPathFactory) -> list:
+    return read_tripwires(write_tripwire_file(tmp_path_factory.mktemp("t") / "t.jsonl"))
+
+
+@pytest.fixture(scope="module")
+def flagged_store(minilm_kb_dir: Path, tripwires: list) -> CountingStore:
+    kb = KnowledgeBase.load(minilm_kb_dir)
+    store = CountingStore(MiniLMEmbeddings(kb.embedder))
+    store.add_texts([c.text for c in kb.chunks], ids=[c.id for c in kb.chunks])
+    store.add_documents(tripwire_documents(tripwires))
+    return store
+
+
+@pytest.fixture(scope="module")
+def plain_guard(minilm_kb_dir: Path) -> Guard:
+    """The same store without tripwires, calibrated alike: the knowledge the test must see."""
+    kb = KnowledgeBase.load(minilm_kb_dir)
+    store = CountingStore(MiniLMEmbeddings(kb.embedder))
+    store.add_texts([c.text for c in kb.chunks], ids=[c.id for c in kb.chunks])
+    return Guard.calibrate(VectorStoreKnowledge(store, name="minilm"), CALIBRATION, k=4, alpha=0.1)
+
+
+def _retriever(store: CountingStore, tripwires: list | None) -> GuardedVectorStoreRetriever:
+    knowledge = VectorStoreKnowledge(store, name="minilm")
+    guard = Guard.calibrate(knowledge, CALIBRATION, k=4, alpha=0.1)
+    return GuardedVectorStoreRetriever(guard=guard, k=3, tripwires=tripwires)
+
+
+def test_one_search_decides_like_ragbounds_own_tripwire_files(
+    flagged_store: CountingStore, tripwires: list, own: Gate, plain_guard: Guard
+) -> None:
+    retriever = _retriever(flagged_store, tripwires)
+    ours = own.decide_many(QUERIES)
+    for query, expected in zip(QUERIES, ours, strict=True):
+        documents = retriever.invoke(query)
+        decision = retriever.last_decision
+        assert decision.action == expected.action, query
+        # the tripwires change nothing in the test (ragbound's folder and the store may
+        # break a tie between a query and a calibration question apart: compare like with like)
+        assert decision.test.p_value == plain_guard.check(query).p_value
+        mine, theirs = decision.tripwires, expected.tripwires
+        assert [t.id for t in mine.triggers] == [t.id for t in theirs.triggers]
+        np.testing.assert_allclose(
+            [t.similarity for t in mine.triggers],
+            [t.similarity for t in theirs.triggers],
+            atol=1e-5,
+        )
+        assert mine.tripwire_set == theirs.tripwire_set and mine.floor.value == pytest.approx(
+            theirs.floor.value
+        )
+        assert not any("ragbound_tripwire" in d.metadata for d in documents)
+    assert {d.action for d in ours} == {"reject", "answer", "abstain"}
+
+
+def test_one_search_per_query_and_tripwires_are_never_knowledge(
+    flagged_store: CountingStore, tripwires: list
+) -> None:
+    retriever = _retriever(flagged_store, tripwires)
+    for query in (SAFE[0], UNSAFE[0], OFF_TOPIC):
+        before = flagged_store.searches
+        retriever.invoke(query)
+        assert flagged_store.searches == before + 1
+    knowledge = retriever.guard.kb
+    assert not any(c.text in {t.text for t in tripwires} for c in knowledge.chunks)
+
+
+def test_without_a_declared_set_flagged_documents_are_still_not_returned(
+    flagged_store: CountingStore,
+) -> None:
+    retriever = _retriever(flagged_store, None)
+    documents = retriever.invoke(UNSAFE[1])
+    assert retriever.last_decision.tripwires is None
+    assert not any("ragbound_tripwire" in d.metadata for d in documents)
