@@ -10,10 +10,10 @@ import httpx
 import numpy as np
 import pytest
 
+from benchmarks.chroma_server import ChromaServer, fill_collection
 from ragbound.detect import Guard
 from ragbound.gate import Gate
 from ragbound.knowledge import KnowledgeBase
-from tests.chroma_server import ChromaServer, fill_collection
 from tests.serve.server import ChildServer
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
