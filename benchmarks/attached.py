@@ -207,13 +207,14 @@ def langchain_latency(server, embedder, calibration: list[str], queries: list[st
         VectorStoreKnowledge,
     )
 
+    client = server.client()
     store = Chroma(
         collection_name=COLLECTION,
         embedding_function=RagboundEmbeddings(embedder),
-        client=server.client(),
+        client=client,
         create_collection_if_not_exists=False,
     )
-    size = store._collection.count()
+    size = client.get_collection(COLLECTION).count()
     knowledge = VectorStoreKnowledge(store, name=SPEC, scores="relevance", size=size)
     guard = Guard.calibrate(knowledge, calibration, k=native_guard.K, alpha=ALPHA)
     bare = store.as_retriever(search_kwargs={"k": native_guard.CONTEXT_K})
