@@ -48,7 +48,9 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks
 
 # each benchmark writes its own section of docs/benchmarks.md (raw numbers in bench_out/);
-# `$(BIN)/python -m benchmarks.run shift|tripwires|synthetic|llm-speed|warm-synth` reruns one
+# `$(BIN)/python -m benchmarks.run shift|tripwires|synthetic|llm-speed|warm-synth` reruns one;
+# the `attached` part (a Chroma collection embedded through infinity-emb) needs `make infinity`
+# first, or $$RAGBOUND_INFINITY naming an infinity_emb, and is skipped (with the reason) without
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
 

@@ -85,20 +85,7 @@ def native_guard_markdown(results: dict) -> list[str]:
     part = results.get("native_guard")
     if not part:
         return []
-    rows = [
-        [
-            "bare `store.as_retriever()`",
-            f"{part['bare_p50_ms']:.2f}",
-            f"{part['bare_p99_ms']:.2f}",
-            "",
-        ],
-        [
-            "`GuardedVectorStoreRetriever`",
-            f"{part['guarded_p50_ms']:.2f}",
-            f"{part['guarded_p99_ms']:.2f}",
-            f"{part['ratio_p50']:.3f} (target <= {TARGET_RATIO})",
-        ],
-    ]
+    rows = latency_rows(part, "bare `store.as_retriever()`", "`GuardedVectorStoreRetriever`")
     extra = part.get("extra_p50_ms")
     intro = (
         f"The bundled sample corpus ({part['n_chunks']} chunks, MiniLM) in langchain-core's "
@@ -107,13 +94,26 @@ def native_guard_markdown(results: dict) -> list[str]:
         f"(mss, k = {part['k']}, {part['n_calibration']} calibration questions) searches the "
         "store once per query and decides from those scores."
         + ("" if extra is None else f" Median per-query extra time of the guard: {extra:.2f} ms.")
-        + _load_note(part.get("load_average"))
+        + load_note(part.get("load_average"))
     )
     header = ["retriever", "p50 ms", "p99 ms", "p50 ratio to bare"]
     return ["", intro, "", *markdown_table(header, rows), ""]
 
 
-def _load_note(load: float | None) -> str:
+def latency_rows(part: dict, bare: str, guarded: str) -> list[list[str]]:
+    """The bare and the guarded retriever's p50 / p99 rows, the guarded with the p50 ratio."""
+    return [
+        [bare, f"{part['bare_p50_ms']:.2f}", f"{part['bare_p99_ms']:.2f}", ""],
+        [
+            guarded,
+            f"{part['guarded_p50_ms']:.2f}",
+            f"{part['guarded_p99_ms']:.2f}",
+            f"{part['ratio_p50']:.3f} (target <= {TARGET_RATIO})",
+        ],
+    ]
+
+
+def load_note(load: float | None) -> str:
     if load is None:
         return ""
     return (

@@ -28,6 +28,9 @@ synthetic questions on the COVID-QA halves (BENCH_NEAR_SYNTH_SEEDS, BENCH_NEAR_S
 ``million`` (benchmarks/million.py): float16 vs float32 AUROC and the 1,000,000-chunk row.
 ``native-guard`` (benchmarks/native_guard.py): the guard on a LangChain vector store against
 the bare retriever, p50 latency (the bundled sample corpus: needs no data set).
+``attached`` (benchmarks/attached.py): the PubMedQA corpus in a Chroma collection embedded
+through infinity-emb, attached, against the exact knowledge base; and a guarded LangChain
+retriever over it (needs chromadb and infinity-emb, else skipped with the reason).
 Environment: RAGBOUND_DATA (data folder), BENCH_MEMORY_CHUNKS (default 100000; 0 skips),
 BENCH_MILLION_CHUNKS (default 1000000; 0 keeps only the float16 quality table),
 BENCH_SYNTH (default 1; 0 skips the LLM parts), BENCH_SYNTH_STEPS (default all: "1,2,3,4,5").
@@ -49,6 +52,7 @@ from rich.table import Table
 
 from benchmarks import (
     approx,
+    attached,
     baselines,
     datasets,
     doc2query,
@@ -153,6 +157,11 @@ def main() -> None:
         results["approx"] = approx.approx_part(corpus, calibration, ik_test, ook)
         save(results, ["approx"])
         return
+    if sys.argv[1:] == ["attached"]:
+        results = saved_results()
+        results["attached"] = attached_part(corpus, calibration, ik_test, ook)
+        save(results, ["attached"])
+        return
     if sys.argv[1:] == ["million"]:
         results = saved_results()
         results["million"] = million.million_part(OUT, corpus, calibration, ik_test, ook)
@@ -231,6 +240,7 @@ def main() -> None:
     if importlib.util.find_spec("ray") is not None:
         results["ray"] = ray_scoring.ray_part(OUT)
     results["near"] = near_part()
+    results["attached"] = attached_part(corpus, calibration, ik_test, ook)
     save(results, SECTIONS)  # before the long memory run, so its failure loses nothing
     monitor_schemes.main()
     pvalue_validity.main()
@@ -244,6 +254,26 @@ def main() -> None:
     save(results, ["lexical-scale"])
     print_speed(results)
     console.print(f"results saved to {OUT / 'results.json'}")
+
+
+def attached_part(
+    corpus, calibration: list[str], ik_test: list[str], ook: dict[str, list[str]]
+) -> dict:
+    """benchmarks/attached.py, its tables printed; ``{"skipped": reason}`` without chromadb
+    or infinity-emb."""
+    reason = attached.missing_reason()
+    if reason:
+        console.print(f"[yellow]skipping the attached Chroma part: {reason}[/]")
+        return {"skipped": reason}
+    part = attached.attached_part(corpus, calibration, ik_test, ook)
+    header, rows = attached.quality_table(part)
+    console.print(
+        _rich_table("attached Chroma collection vs the exact knowledge base", header, rows)
+    )
+    header, rows = attached.langchain_table(part)
+    if rows:
+        console.print(_rich_table("guarded LangChain retriever over Chroma", header, rows))
+    return part
 
 
 def shift_part(guard: Guard, ook: dict[str, list[str]], ik_test: list[str]) -> dict:
@@ -805,6 +835,7 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "llm-speed": ("Local LLM generation speed", llm_speed_markdown),
     "warm-synth": ("Synthetic queries on a warm cache", warm_synth_markdown),
     "native-guard": (native_guard.TITLE, native_guard.native_guard_markdown),
+    "attached": (attached.TITLE, attached.attached_markdown),
 }
 
 

@@ -397,6 +397,16 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def stop_process(process: subprocess.Popen, timeout: float) -> None:
+    """SIGTERM a server child, and SIGKILL it if it has not exited after ``timeout`` s."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 class ServerChild:
     """``ragbound serve KB --log LOG`` in a child process on loopback, with ``setting``'s
     thread count (``--threads N``; nothing for torch's default)."""

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.chroma_server import ChromaServer, chroma_binary, running_chroma
 from benchmarks.pgserver import PASSWORD, Server, binaries, missing_user, running_server
-from tests.chroma_server import ChromaServer, chroma_binary, running_chroma
 from tests.texts import TOPICS
 
 

@@ -17,11 +17,11 @@ import numpy as np
 import openai
 import pytest
 
+from benchmarks.chroma_server import ChromaServer, fill_collection
 from benchmarks.instant_upstream import REPLY, ScriptedUpstream
 from ragbound.gate import DEFAULT_ABSTENTION, DEFAULT_REFUSAL, Gate
 from ragbound.knowledge import KnowledgeBase
 from tests.browser import needs_chromium
-from tests.chroma_server import ChromaServer, fill_collection
 from tests.serve.dashboard_page import SCRIPTED, assert_the_page_updates
 from tests.serve.server import (
     READ,

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.chroma_server import ChromaServer, fill_collection
 from ragbound.detect import Guard
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
-from tests.chroma_server import ChromaServer, fill_collection
 from tests.cli.runner import run
 from tests.serve.server import free_port
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE

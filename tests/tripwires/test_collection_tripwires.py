@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.chroma_server import ChromaServer, fill_collection
 from ragbound.detect import Guard
 from ragbound.errors import ArtifactError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG
 from ragbound.tripwires import TripwireGuard, TripwireStore, read_tripwires
-from tests.chroma_server import ChromaServer, fill_collection
 from tests.cli.runner import run
 from tests.qdrantfill import fill
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE

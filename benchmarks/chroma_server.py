@@ -1,5 +1,6 @@
-"""A throw-away Chroma server for the tests (``chroma run``, the CLI chromadb ships), and a
-collection filled with the tiny corpus's MiniLM vectors as another application would."""
+"""A throw-away Chroma server (``chroma run``, the CLI chromadb ships) for the tests and
+benchmarks/attached.py, and a collection filled with given vectors as another application
+would (``collection.add``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.serve.server import free_port
+from benchmarks.serve import free_port, stop_process
 
 STARTUP_SECONDS = 60.0
 
@@ -60,12 +61,7 @@ def running_chroma(data: Path) -> Iterator[ChromaServer]:
         _wait_for_heartbeat(process, port, data / "chroma.log")
         yield ChromaServer("127.0.0.1", port)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, 10)
         log.close()
 
 

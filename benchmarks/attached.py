@@ -1,0 +1,332 @@
+"""Another application's Chroma collection, embedded by an OpenAI-compatible endpoint.
+
+``python -m benchmarks.run attached`` (issue 28's two targets for an attached store):
+
+1. The PubMedQA corpus's chunks (the same chunks as ragbound's own knowledge base of the
+   quality part) go into a Chroma collection on a real ``chroma run`` server on loopback,
+   with vectors computed by ``--embedder openai:minilm`` against infinity-emb serving the
+   bundled MiniLM on loopback, added the way an application adds them
+   (``collection.add(ids, embeddings, documents, metadatas)``, cosine space). ragbound
+   attaches the collection (``KnowledgeBase.attach``) and calibrates the default statistic
+   (mss, k = 32) on the quality part's 500 calibration questions; the row beside it is
+   ragbound's own exact knowledge base with the local MiniLM on the same chunks, calibrated
+   on the same questions. Each row gives the false-positive rate at alpha = 0.05 on the 500
+   held-out PubMedQA questions (and its mean over random halves, as the approx part does),
+   AUROC against MMLU-Med and TruthfulQA (paper protocol: 10 runs x 300 per side, seed 0),
+   and the ``check`` p50 next to embedding the query alone. Target: AUROC and FPR within
+   0.005 of the exact knowledge base.
+2. The same collection through langchain-chroma's ``Chroma`` vector store (the embedder
+   wrapped as LangChain ``Embeddings`` by ``RagboundEmbeddings``): the bare
+   ``store.as_retriever()`` against ``GuardedVectorStoreRetriever`` over
+   ``VectorStoreKnowledge(store, scores="relevance")`` (langchain-chroma has no search by
+   vector with scores, so the store embeds the query itself in both), interleaved as in
+   benchmarks/native_guard.py. Target: guarded p50 at most 1.05 x the bare one's. Skipped,
+   with the reason, without langchain-chroma.
+
+Needs chromadb (``ragbound[chroma]``, its ``chroma`` executable beside this Python) and
+infinity-emb (``make infinity``, or ``$RAGBOUND_INFINITY`` naming its ``infinity_emb``);
+without either the part is skipped with the reason. Run with OMP_NUM_THREADS=1.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks import datasets, native_guard
+from benchmarks.approx import split_fpr
+from benchmarks.doc import markdown_table
+from benchmarks.timing import latency, timed
+from ragbound.detect import Guard
+from ragbound.detect.evaluate import ScoredSets, evaluate
+from ragbound.knowledge import KnowledgeBase
+
+TITLE = "An attached Chroma collection embedded by an endpoint (infinity-emb)"
+K = 32
+ALPHA = 0.05
+STATISTIC = "mss"
+TARGET = 0.005
+TARGET_RATIO = native_guard.TARGET_RATIO
+COLLECTION = "pubmedqa"
+SPEC = "openai:minilm"
+BASE_URL_ENV = "RAGBOUND_EMBED_BASE_URL"
+LATENCY_IK, LATENCY_OOK = 80, 40  # questions per LangChain latency pass (x REPEATS)
+
+
+def missing_reason() -> str | None:
+    """Why the part cannot run here (chromadb or infinity-emb absent), or None."""
+    from benchmarks.chroma_server import chroma_binary
+    from benchmarks.infinity_server import missing_reason as infinity_missing
+
+    if importlib.util.find_spec("chromadb") is None:
+        return "chromadb is not installed: pip install 'ragbound[chroma]'"
+    if chroma_binary() is None:
+        return "the chroma executable is missing beside this Python: pip install 'ragbound[chroma]'"
+    return infinity_missing()
+
+
+def attached_part(
+    corpus: Path, calibration: list[str], ik_test: list[str], ook: dict[str, list[str]]
+) -> dict:
+    """Both rows of the quality table and, with langchain-chroma, the retriever latency."""
+    from benchmarks.chroma_server import running_chroma
+    from ragbound.embedders import load_dense_embedder
+
+    local, build_s = timed(
+        lambda: KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
+    )
+    part: dict = {
+        "n_chunks": len(local.chunks),
+        "k": K,
+        "alpha": ALPHA,
+        "statistic": STATISTIC,
+        "ook": list(ook),
+        "n_calibration": len(calibration),
+        "n_ik_test": len(ik_test),
+        "omp_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
+        "local_build_s": build_s,
+    }
+    exact = quality_row("ragbound exact, local minilm", local, calibration, ik_test, ook)
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        with _serving(tmp), running_chroma(tmp) as server:
+            embedder = load_dense_embedder(SPEC)
+            part.update(fill(server, embedder, local))
+            kb = KnowledgeBase.attach(
+                server.url(COLLECTION), tmp / "kb", embedder=SPEC, doc_field="doc_id"
+            )
+            part["search"] = kb.describe().model_dump()
+            label = "Chroma collection, attached (endpoint vectors)"
+            part["rows"] = [exact, quality_row(label, kb, calibration, ik_test, ook)]
+            if importlib.util.find_spec("langchain_chroma") is None:
+                part["langchain"] = {"skipped": "langchain-chroma is not installed"}
+            else:
+                queries = ik_test[:LATENCY_IK] + ook["MMLU-Med"][:LATENCY_OOK]
+                part["langchain"] = langchain_latency(server, embedder, calibration, queries)
+    part["differences"] = differences(part)
+    return part
+
+
+def fill(server, embedder, local: KnowledgeBase) -> dict:
+    """Embed ``local``'s chunks with ``embedder`` (the endpoint) and add them to a new
+    collection as an application would; the embedding throughput and agreement."""
+    from benchmarks.chroma_server import fill_collection
+
+    texts = [chunk.text for chunk in local.chunks]
+    vectors, embed_s = timed(lambda: np.asarray(embedder.encode(texts), dtype=np.float32))
+    fill_collection(
+        server,
+        COLLECTION,
+        texts,
+        vectors,
+        ids=[chunk.id for chunk in local.chunks],
+        space="cosine",
+        metadatas=[{"doc_id": chunk.doc_id} for chunk in local.chunks],
+    )
+    return {
+        "endpoint_embed_s": embed_s,
+        "endpoint_chunks_per_s": len(texts) / embed_s,
+        "endpoint_vs_local_min_cosine": float(np.min(np.sum(vectors * local.vectors, axis=1))),
+    }
+
+
+@contextmanager
+def _serving(tmp: Path) -> Iterator[str]:
+    """infinity serving MiniLM as ``minilm``, with ``$RAGBOUND_EMBED_BASE_URL`` pointing at
+    it while the block runs (restored after)."""
+    from benchmarks.infinity_server import infinity_executable, running_infinity
+
+    executable = infinity_executable()
+    assert executable is not None  # missing_reason() said so
+    before = os.environ.get(BASE_URL_ENV)
+    with running_infinity(executable, tmp / "infinity.log", served=("minilm",)) as base_url:
+        os.environ[BASE_URL_ENV] = base_url
+        try:
+            yield base_url
+        finally:
+            if before is None:
+                os.environ.pop(BASE_URL_ENV, None)
+            else:
+                os.environ[BASE_URL_ENV] = before
+
+
+def quality_row(
+    label: str,
+    kb: KnowledgeBase,
+    calibration: list[str],
+    ik_test: list[str],
+    ook: dict[str, list[str]],
+) -> dict:
+    """Calibrate on ``calibration`` (k = K, the default statistic) and measure: FPR at ALPHA
+    on ``ik_test`` and over random halves, AUROC per OoK set, check p50 vs embedding alone.
+    Each query set is searched once."""
+    guard, calibrate_s = timed(lambda: Guard.calibrate(kb, calibration, k=K))
+    found = {name: guard.search_rows(texts) for name, texts in {"ik": ik_test, **ook}.items()}
+    detector = guard.detector(STATISTIC, ALPHA)
+    _, p_in = detector.score_p_value(found["ik"])
+    row = {
+        "search": label,
+        "embedder": kb.manifest.embedder_spec,
+        "calibrate_s": calibrate_s,
+        "fpr": float(np.mean(np.asarray(p_in) <= ALPHA)),
+    }
+    pool = np.concatenate([guard.search_rows(calibration), found["ik"]])
+    row["fpr_splits"] = split_fpr(guard, STATISTIC, pool, pool)
+    scores_in = detector.score(found["ik"])
+    for name, texts in ook.items():
+        scored = ScoredSets(scores_in, detector.score(found[name]), detector.critical_value_)
+        report = evaluate(guard, ik_test, texts, statistics=[STATISTIC], scored={STATISTIC: scored})
+        row[f"auroc_{name}"] = report.statistics[STATISTIC].auroc
+    lat = latency(guard, ik_test[:50] + ook["TruthfulQA"][:50])
+    row["check_p50_ms"], row["embed_p50_ms"] = lat["check_p50_ms"], lat["embed_p50_ms"]
+    return row
+
+
+def differences(part: dict) -> dict:
+    """Attached minus exact, per measure, and whether each is within TARGET."""
+    exact, attached = part["rows"]
+    keys = ["fpr", "fpr_splits", *(f"auroc_{name}" for name in part["ook"])]
+    diffs = {key: attached[key] - exact[key] for key in keys}
+    judged = ["fpr", *(f"auroc_{name}" for name in part["ook"])]
+    return {**diffs, "target_met": all(abs(diffs[key]) <= TARGET for key in judged)}
+
+
+def langchain_latency(server, embedder, calibration: list[str], queries: list[str]) -> dict:
+    """p50 / p99 of the bare and the guarded LangChain retriever over the collection."""
+    from langchain_chroma import Chroma
+
+    from ragbound.adapters.langchain_store import (
+        GuardedVectorStoreRetriever,
+        RagboundEmbeddings,
+        VectorStoreKnowledge,
+    )
+
+    client = server.client()
+    store = Chroma(
+        collection_name=COLLECTION,
+        embedding_function=RagboundEmbeddings(embedder),
+        client=client,
+        create_collection_if_not_exists=False,
+    )
+    size = client.get_collection(COLLECTION).count()
+    knowledge = VectorStoreKnowledge(store, name=SPEC, scores="relevance", size=size)
+    guard = Guard.calibrate(knowledge, calibration, k=native_guard.K, alpha=ALPHA)
+    bare = store.as_retriever(search_kwargs={"k": native_guard.CONTEXT_K})
+    guarded = GuardedVectorStoreRetriever(guard=guard, k=native_guard.CONTEXT_K)
+    return {
+        "n_calibration": guard.calibration.manifest.n_queries,
+        "k": native_guard.K,
+        "context_k": native_guard.CONTEXT_K,
+        **native_guard.paired_latency(bare.invoke, guarded.invoke, queries * native_guard.REPEATS),
+        "load_average": os.getloadavg()[0],
+    }
+
+
+LATENCY_HEADER = ["retriever", "p50 ms", "p99 ms", "p50 ratio to bare"]
+QUALITY_HEADER = [
+    "search",
+    "embedder",
+    "FPR at alpha 0.05 (held-out)",
+    "FPR, random halves",
+    "AUROC MMLU-Med",
+    "AUROC TruthfulQA",
+    "check p50 ms (embed alone)",
+]
+
+
+def attached_markdown(results: dict) -> list[str]:
+    """The section's Markdown lines from the saved results (none when not run)."""
+    part = results.get("attached")
+    if not part or "rows" not in part:
+        return []
+    header, rows = quality_table(part)
+    diffs = part["differences"]
+    met = "met" if diffs["target_met"] else "NOT met"
+    intro = (
+        f"The PubMedQA corpus ({part['n_chunks']} chunks, those of the quality part) in a "
+        "Chroma collection on a `chroma run` server on loopback (cosine space, Chroma's HNSW "
+        f"search), its vectors computed by `--embedder {SPEC}` against infinity-emb serving "
+        f"the bundled MiniLM on loopback ({part['endpoint_chunks_per_s']:.1f} chunks/s over HTTP, "
+        f"{part['endpoint_embed_s']:.0f} s; the lowest cosine between a chunk's endpoint "
+        f"vector and its local one: {part['endpoint_vs_local_min_cosine']:.6f}), added with "
+        "`collection.add(ids, embeddings, documents, metadatas)` and attached with "
+        "`KnowledgeBase.attach`. Against ragbound's own exact knowledge base with the local "
+        f"MiniLM on the same chunks. Both calibrated on the same {part['n_calibration']} "
+        f"PubMedQA questions ({part['statistic']}, k = {part['k']}); FPR at alpha = "
+        f"{part['alpha']} on the {part['n_ik_test']} held-out PubMedQA questions, and its "
+        f"mean over {SPLITS_NOTE}; AUROC 10 runs x 300 per side; check p50 on 100 queries next "
+        f"to embedding the query alone, interleaved; OMP_NUM_THREADS={part['omp_threads']}. "
+        f"Target: AUROC and held-out FPR within {TARGET} of the exact knowledge base: "
+        f"**{met}**."
+    )
+    lines = ["", intro, "", *markdown_table(header, rows), ""]
+    return lines + _langchain_lines(part.get("langchain") or {})
+
+
+def quality_table(part: dict) -> tuple[list[str], list[list[str]]]:
+    """Header and rows: exact, attached, and their differences."""
+    rows = [_quality_cells(row, part["ook"]) for row in part["rows"]]
+    diffs = part["differences"]
+    rows.append(
+        [
+            "attached - exact",
+            "",
+            f"{diffs['fpr']:+.4f}",
+            f"{diffs['fpr_splits']:+.4f}",
+            *(f"{diffs[f'auroc_{name}']:+.4f}" for name in part["ook"]),
+            "",
+        ]
+    )
+    return QUALITY_HEADER, rows
+
+
+def langchain_table(part: dict) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the LangChain latency table (no rows when it was skipped)."""
+    lc = part.get("langchain") or {}
+    if "ratio_p50" not in lc:
+        return LATENCY_HEADER, []
+    bare, guarded = "bare `Chroma.as_retriever()`", "`GuardedVectorStoreRetriever`"
+    return LATENCY_HEADER, native_guard.latency_rows(lc, bare, guarded)
+
+
+SPLITS_NOTE = (
+    "20 random halves of all PubMedQA questions (calibrated and tested on the same search)"
+)
+
+
+def _quality_cells(row: dict, ook: list[str]) -> list[str]:
+    return [
+        row["search"],
+        f"`{row['embedder']}`",
+        f"{row['fpr']:.4f}",
+        f"{row['fpr_splits']:.4f}",
+        *(f"{row[f'auroc_{name}']:.4f}" for name in ook),
+        f"{row['check_p50_ms']:.1f} ({row['embed_p50_ms']:.1f})",
+    ]
+
+
+def _langchain_lines(lc: dict) -> list[str]:
+    if "skipped" in lc:
+        return [f"Guarded LangChain retriever over the collection: skipped ({lc['skipped']}).", ""]
+    if not lc:
+        return []
+    met = "met" if lc["ratio_p50"] <= TARGET_RATIO else "NOT met"
+    intro = (
+        "**Guarded LangChain retriever over the same collection**: langchain-chroma's `Chroma` "
+        f"vector store (embeddings: `RagboundEmbeddings` over `{SPEC}`), {lc['n']} retrievals "
+        "each (held-out PubMedQA and MMLU-Med questions, interleaved), "
+        f"{lc['context_k']} documents returned. The guard (mss, k = {lc['k']}, "
+        f"{lc['n_calibration']} calibration questions) reads the store's relevance scores "
+        '(`scores="relevance"`: langchain-chroma has no search by vector with scores, so the '
+        "store embeds the query, once, in both), one search per query. Median per-query extra "
+        f"time of the guard: {lc['extra_p50_ms']:.2f} ms. Target: p50 ratio at most "
+        f"{TARGET_RATIO}: **{met}**." + native_guard.load_note(lc.get("load_average"))
+    )
+    header, rows = langchain_table({"langchain": lc})
+    return [intro, "", *markdown_table(header, rows), ""]
