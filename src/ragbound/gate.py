@@ -188,7 +188,11 @@ class Gate:
         hits = kb.store.search(prepared.searched, depth)
         # the combined statistic searches every indexed unit itself (a second embedding)
         scored = self.guard.score(texts, hits=None if self.guard.is_learned() else hits)
-        verdicts = self._tripwire_verdicts(texts, vectors, hits)
+        # tripwires a framework's own search met are keyed by what it searched (texts too)
+        reads_search = getattr(self.tripwires and self.tripwires.tripwires, "reads_search", False)
+        verdicts = self._tripwire_verdicts(
+            texts, prepared.searched if reads_search else vectors, hits
+        )
         return [self._decision(i, text, scored, hits, verdicts) for i, text in enumerate(texts)]
 
     def _tripwire_verdicts(

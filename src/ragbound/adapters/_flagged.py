@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,16 +36,25 @@ class FlaggedTripwires:
     fixed floor, or none, applies, as for a set of fewer than two).
     """
 
+    reads_search = True  # its hits come from the knowledge's search, keyed by what it searched
+
     def __init__(
-        self, knowledge: ScoredKnowledge, tripwires: Sequence[Tripwire], *, margin: int = 5
+        self,
+        knowledge: ScoredKnowledge,
+        tripwires: Sequence[Tripwire],
+        *,
+        margin: int = 5,
+        embed: Callable[[list[str]], Any] | None = None,
     ):
         """``margin``: results the knowledge's search fetches beyond its depth, so that up to
-        that many tripwires among the nearest cost no second search (the rule's k)."""
+        that many tripwires among the nearest cost no second search (the rule's k).
+        ``embed``: embeds the declared texts for the floor (default: the knowledge's query
+        embedder; without either, the rule's fixed floor applies)."""
         declared = list(tripwires)
         check_unique_ids(declared, "the declared tripwires")
         self.kb = knowledge
         self.tripwires = declared  # then any other flagged document met, in order met
-        self.vectors = _embedded(knowledge, declared)
+        self.vectors = _embedded(knowledge, declared, embed)
         self.manifest = TripwireManifest(
             home="collection",
             embedder_identity=knowledge.embedder_name,
@@ -93,7 +102,16 @@ class FlaggedTripwires:
             return row
 
 
-def _embedded(knowledge: ScoredKnowledge, tripwires: list[Tripwire]) -> np.ndarray:
-    if not tripwires or knowledge.query_embedder() is None:
+def _embedded(
+    knowledge: ScoredKnowledge,
+    tripwires: list[Tripwire],
+    embed: Callable[[list[str]], Any] | None,
+) -> np.ndarray:
+    """The declared tripwires' unit vectors (none: no way to embed them, or scores that are
+    not the cosine: a floor derived from cosines would not be on their scale)."""
+    if embed is None and knowledge.query_embedder() is not None:
+        embed = knowledge.embed
+    if not tripwires or embed is None or not knowledge.store.exact_scores:
         return np.empty((0, 0), np.float32)
-    return np.asarray(knowledge.embed([t.text for t in tripwires]), np.float32)
+    vectors = np.asarray(embed([t.text for t in tripwires]), np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)

@@ -171,8 +171,10 @@ class ScoredSearch:
             knowledge, tripwires = self._search_knowledge(query, int(k))
             if len(knowledge) < k:
                 raise InputError(
-                    f"the store returned {len(knowledge)} documents for k={k}: it holds fewer "
-                    "than k (or returns fewer, or a filter dropped them); use a smaller k"
+                    f"the store returned {len(knowledge)} documents for k={k}"
+                    + (f" besides {len(tripwires)} tripwires" if tripwires else "")
+                    + ": it holds fewer than k (or returns fewer, or a filter dropped them); "
+                    "use a smaller k, or let the retriever return more"
                 )
             self._met()[_key(query)] = tripwires
             sims.append([similarity for similarity, _ in knowledge[:k]])

@@ -34,6 +34,7 @@ from ragbound.detect import Guard
 from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
 from ragbound.gate import Decision, Gate
+from ragbound.tripwires import Tripwire, TripwireGuard, TripwireRule
 
 try:
     from llama_index.core.base.base_retriever import BaseRetriever
@@ -102,6 +103,11 @@ class GuardedLlamaIndexRetriever(BaseRetriever):
     ``guard``: a :class:`~ragbound.detect.Guard` over a :class:`LlamaIndexKnowledge`; ``k``:
     nodes returned on ``answer``; ``on_block``: ``"empty"`` returns no nodes on ``abstain``,
     ``"raise"`` raises ``QueryBlocked``. ``last_decision`` holds the latest decision.
+    ``tripwires``: the tripwire nodes added to the index (metadata ``ragbound_tripwire``),
+    decided by ``tripwire_rule`` (default :meth:`TripwireRule.default`, its floor derived
+    from their vectors by ``embed_model``, default the retriever's own) from the same one
+    retrieval: the retriever's ``similarity_top_k`` must leave room for them beside the
+    knowledge.
     """
 
     def __init__(
@@ -110,6 +116,9 @@ class GuardedLlamaIndexRetriever(BaseRetriever):
         k: int = 4,
         *,
         on_block: OnBlock = "empty",
+        tripwires: list[Tripwire] | None = None,
+        tripwire_rule: TripwireRule | None = None,
+        embed_model: Any = None,
         callback_manager: CallbackManager | None = None,
     ):
         if not isinstance(guard.kb, LlamaIndexKnowledge):
@@ -119,7 +128,8 @@ class GuardedLlamaIndexRetriever(BaseRetriever):
         super().__init__(callback_manager=callback_manager)
         self.guard = guard
         self.on_block = check_on_block(on_block)
-        self._gate = Gate(guard, context_k=k)
+        tripwire_guard = _tripwire_guard(guard.kb, tripwires, tripwire_rule, embed_model)
+        self._gate = Gate(guard, tripwire_guard, context_k=k)
         self.last_decision: Decision | None = None
 
     def decide(self, query: str) -> Decision:
@@ -135,3 +145,21 @@ class GuardedLlamaIndexRetriever(BaseRetriever):
         knowledge: LlamaIndexKnowledge = self.guard.kb  # type: ignore[assignment]
         nodes = [knowledge.original(chunk.chunk_id) for chunk in decision.neighbours]
         return annotated(nodes, decision)
+
+
+def _tripwire_guard(
+    knowledge: LlamaIndexKnowledge,
+    tripwires: list[Tripwire] | None,
+    rule: TripwireRule | None,
+    embed_model: Any,
+) -> TripwireGuard | None:
+    if tripwires is None:
+        return None
+    from ragbound.adapters._flagged import FlaggedTripwires
+
+    rule = rule or TripwireRule.default()
+    # a VectorIndexRetriever keeps the index's embed model
+    model = embed_model or getattr(knowledge.store.retriever, "_embed_model", None)
+    embed = model.get_text_embedding_batch if model is not None else None
+    flagged = FlaggedTripwires(knowledge, tripwires, margin=rule.k, embed=embed)
+    return TripwireGuard(knowledge, rule, tripwires=flagged)

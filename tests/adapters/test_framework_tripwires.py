@@ -1,7 +1,7 @@
-"""Tripwires inside the user's LangChain store (RAR's design): documents flagged with
-``ragbound_tripwire`` in langchain-core's real InMemoryVectorStore; the guarded retriever's one
-search decides the test and the rule, the same verdicts as ragbound's own tripwire files, and
-never returns a tripwire."""
+"""Tripwires inside the user's framework store (RAR's design): documents flagged with
+``ragbound_tripwire`` in langchain-core's real InMemoryVectorStore and in a real LlamaIndex
+VectorStoreIndex; the guarded retriever's one search decides the test and the rule, with the
+same verdicts as ragbound's own tripwire files, and never returns a tripwire."""
 
 from __future__ import annotations
 
@@ -11,17 +11,24 @@ import numpy as np
 import pytest
 
 pytest.importorskip("langchain_core")
+pytest.importorskip("llama_index.core")
+
+from llama_index.core import VectorStoreIndex
+from llama_index.core.schema import TextNode
 
 from ragbound.adapters.langchain_store import (
     GuardedVectorStoreRetriever,
     VectorStoreKnowledge,
     tripwire_documents,
 )
+from ragbound.adapters.llamaindex_retriever import GuardedLlamaIndexRetriever, LlamaIndexKnowledge
 from ragbound.detect import Guard
 from ragbound.gate import Gate
 from ragbound.knowledge import KnowledgeBase
 from ragbound.tripwires import TripwireGuard, read_tripwires
+from ragbound.tripwires.collection import tripwire_metadata
 from tests.adapters.test_langchain_store import CALIBRATION, CountingStore, MiniLMEmbeddings
+from tests.adapters.test_llamaindex_retriever import Counting, MiniLMEmbedding
 from tests.tripwires.tripwire_texts import (
     OFF_TOPIC,
     SAFE,
@@ -63,6 +70,15 @@ def plain_guard(minilm_kb_dir: Path) -> Guard:
     return Guard.calibrate(VectorStoreKnowledge(store, name="minilm"), CALIBRATION, k=4, alpha=0.1)
 
 
+def _same_tripwire_verdict(mine, theirs) -> None:
+    assert [t.id for t in mine.triggers] == [t.id for t in theirs.triggers]
+    np.testing.assert_allclose(
+        [t.similarity for t in mine.triggers], [t.similarity for t in theirs.triggers], atol=1e-5
+    )
+    assert mine.tripwire_set == theirs.tripwire_set
+    assert mine.floor.value == pytest.approx(theirs.floor.value, abs=1e-5)
+
+
 def _retriever(store: CountingStore, tripwires: list | None) -> GuardedVectorStoreRetriever:
     knowledge = VectorStoreKnowledge(store, name="minilm")
     guard = Guard.calibrate(knowledge, CALIBRATION, k=4, alpha=0.1)
@@ -81,16 +97,7 @@ def test_one_search_decides_like_ragbounds_own_tripwire_files(
         # the tripwires change nothing in the test (ragbound's folder and the store may
         # break a tie between a query and a calibration question apart: compare like with like)
         assert decision.test.p_value == plain_guard.check(query).p_value
-        mine, theirs = decision.tripwires, expected.tripwires
-        assert [t.id for t in mine.triggers] == [t.id for t in theirs.triggers]
-        np.testing.assert_allclose(
-            [t.similarity for t in mine.triggers],
-            [t.similarity for t in theirs.triggers],
-            atol=1e-5,
-        )
-        assert mine.tripwire_set == theirs.tripwire_set and mine.floor.value == pytest.approx(
-            theirs.floor.value
-        )
+        _same_tripwire_verdict(decision.tripwires, expected.tripwires)
         assert not any("ragbound_tripwire" in d.metadata for d in documents)
     assert {d.action for d in ours} == {"reject", "answer", "abstain"}
 
@@ -114,3 +121,33 @@ def test_without_a_declared_set_flagged_documents_are_still_not_returned(
     documents = retriever.invoke(UNSAFE[1])
     assert retriever.last_decision.tripwires is None
     assert not any("ragbound_tripwire" in d.metadata for d in documents)
+
+
+def test_a_llamaindex_retriever_finds_the_tripwire_nodes_in_its_one_retrieval(
+    minilm_kb_dir: Path, tripwires: list, own: Gate
+) -> None:
+    kb = KnowledgeBase.load(minilm_kb_dir)
+    nodes = [TextNode(id_=c.id, text=c.text) for c in kb.chunks] + [
+        TextNode(
+            id_=t.id,
+            text=t.text,
+            metadata=tripwire_metadata(t),
+            excluded_embed_metadata_keys=list(tripwire_metadata(t)),
+        )
+        for t in tripwires
+    ]
+    index = VectorStoreIndex(nodes, embed_model=MiniLMEmbedding(kb=kb))
+    retriever = Counting(index.as_retriever(similarity_top_k=10))
+    knowledge = LlamaIndexKnowledge(retriever, name="minilm")
+    guard = Guard.calibrate(knowledge, CALIBRATION, k=4, alpha=0.1)
+    guarded = GuardedLlamaIndexRetriever(
+        guard, k=3, tripwires=tripwires, embed_model=MiniLMEmbedding(kb=kb)
+    )
+    for query, expected in zip(QUERIES, own.decide_many(QUERIES), strict=True):
+        before = retriever.calls
+        nodes_returned = guarded.retrieve(query)
+        assert retriever.calls == before + 1
+        decision = guarded.last_decision
+        assert decision.action == expected.action, query
+        _same_tripwire_verdict(decision.tripwires, expected.tripwires)
+        assert not any("ragbound_tripwire" in n.node.metadata for n in nodes_returned)
