@@ -3,7 +3,6 @@ chunks (embedded by ragbound's bundled MiniLM), against ragbound's own folder.""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -19,12 +18,7 @@ from ragbound.adapters.llamaindex_retriever import GuardedLlamaIndexRetriever, L
 from ragbound.detect import Guard
 from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
-from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
-
-CALIBRATION = IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10]
-CHECKED = MORE_IN_KNOWLEDGE[10:] + OUT_OF_KNOWLEDGE
-ANSWERED = MORE_IN_KNOWLEDGE[12]
-ABSTAINED = OUT_OF_KNOWLEDGE[0]
+from tests.adapters.native_texts import ABSTAINED, ANSWERED, CALIBRATION, CHECKED
 
 
 class MiniLMEmbedding(BaseEmbedding):
@@ -55,11 +49,6 @@ class Counting(BaseRetriever):
     def _retrieve(self, query_bundle: QueryBundle) -> list:
         self.calls += 1
         return self.inner.retrieve(query_bundle)
-
-
-@pytest.fixture(scope="module")
-def kb(minilm_kb_dir: Path) -> KnowledgeBase:
-    return KnowledgeBase.load(minilm_kb_dir)
 
 
 @pytest.fixture(scope="module")
