@@ -153,8 +153,7 @@ class ScoredSearch:
                     f"the store returned {len(found)} documents for k={k}: it holds fewer "
                     "than k (or returns fewer, or a filter dropped them); use a smaller k"
                 )
-            sign = -1.0 if self.scores == "distance" else 1.0
-            row = [sign * float(score) for _, _, score, _ in found[:k]]
+            row = [self.flipped(float(score)) for _, _, score, _ in found[:k]]
             check_order(row, self.scores)
             sims.append(row)
             rows.append([self.rows.row_of(key, text, obj) for key, text, _, obj in found[:k]])
@@ -162,6 +161,11 @@ class ScoredSearch:
             np.array(sims, dtype=np.float32).reshape(-1, k),
             np.array(rows, dtype=np.int64).reshape(-1, k),
         )
+
+    def flipped(self, value: float) -> float:
+        """A score as a similarity (higher = closer), or back: ``distance`` negates, the
+        other modes keep the value."""
+        return -value if self.scores == "distance" else value
 
     def _search_one(self, query: Any, k: int) -> list[Found]:
         raise NotImplementedError
