@@ -81,6 +81,7 @@ def test_the_guarded_retriever_retrieves_once_and_decides(index: VectorStoreInde
     assert guarded.last_decision is not None and guarded.last_decision.action == "answer"
     plain = index.as_retriever(similarity_top_k=3).retrieve(ANSWERED)
     assert [n.node.node_id for n in nodes] == [n.node.node_id for n in plain]
+    assert [n.score for n in nodes] == pytest.approx([n.score for n in plain], rel=1e-6)
     assert nodes[0].node.metadata["ragbound"]["action"] == "answer"
     assert "ragbound" not in nodes[0].node.get_content(MetadataMode.LLM)
     assert guarded.retrieve(ABSTAINED) == [] and guarded.last_decision.action == "abstain"

@@ -35,6 +35,7 @@ from ragbound.errors import InputError
 from ragbound.knowledge.protocol import Searching
 from ragbound.knowledge.query import QueryEmbedder
 from ragbound.knowledge.retriever import ChunkOnly
+from ragbound.results import Neighbour
 from ragbound.stats.statistics import STATISTICS
 from ragbound.stores import Hits, SearchInfo
 
@@ -241,3 +242,10 @@ class ScoredKnowledge(ChunkOnly, Searching):
     def original(self, chunk_id: str) -> Any:
         """The framework's own result (document, node) behind a decision neighbour's id."""
         return self._search.rows.by_chunk_id[chunk_id]
+
+    def rescored(self, neighbours: Sequence[Neighbour]) -> list[tuple[Any, float]]:
+        """The framework's results behind a decision's neighbours, nearest first, each with
+        the score (in the framework's units) this search gave it: the result kept is the one
+        the first search returned, scored for that search's query."""
+        flipped = self._search.flipped
+        return [(self.original(n.chunk_id), flipped(n.similarity)) for n in neighbours]

@@ -324,8 +324,5 @@ class GuardedHaystackRetriever:
         """The retriever's documents behind the decision's neighbours, each scored by this
         search (the one kept is the first search's copy, scored for another query)."""
         knowledge: HaystackKnowledge = self.guard.kb  # type: ignore[assignment]
-        score = knowledge.store.flipped
-        return [
-            dataclasses.replace(knowledge.original(n.chunk_id), score=score(n.similarity))
-            for n in decision.neighbours
-        ]
+        found = knowledge.rescored(decision.neighbours)
+        return [dataclasses.replace(doc, score=score) for doc, score in found]

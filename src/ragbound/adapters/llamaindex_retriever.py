@@ -133,5 +133,5 @@ class GuardedLlamaIndexRetriever(BaseRetriever):
         if blocked(decision, self.on_block):
             return []
         knowledge: LlamaIndexKnowledge = self.guard.kb  # type: ignore[assignment]
-        nodes = [knowledge.original(chunk.chunk_id) for chunk in decision.neighbours]
-        return annotated(nodes, decision)
+        found = knowledge.rescored(decision.neighbours)
+        return annotated([NodeWithScore(node=n.node, score=s) for n, s in found], decision)
