@@ -25,7 +25,8 @@ How the retriever's scores become similarities (higher = closer), ``scores``:
   Any other retriever: ``"cosine"``, as for the other frameworks.
 - ``"cosine"``: the scores are cosine similarities: every statistic, and p-values equal
   ragbound's own exact folder over the same texts. Declared on a ``"dot_product"`` store, each
-  query vector must have norm 1 (within 1e-3), else the query is refused.
+  query vector must have norm 1 (within 1e-3), else the query is refused; the documents'
+  vectors are not read: declare it only when the embedder normalises (MiniLM does).
 - ``"similarity"`` / ``"distance"`` / ``"relevance"``: order only, the rank statistics (see
   :mod:`ragbound.adapters._scored`). A retriever built with ``scale_score=True`` is refused
   anything but ``"relevance"``.
@@ -38,7 +39,8 @@ Example:
     >>> retriever = InMemoryEmbeddingRetriever(store)  # doctest: +SKIP
     >>> knowledge = HaystackKnowledge(retriever, embedder, name="minilm")  # doctest: +SKIP
     >>> guard = Guard.calibrate(knowledge, questions, k=4, alpha=0.1)  # doctest: +SKIP
-    >>> out = GuardedHaystackRetriever(guard, k=3).run("Who won the 1998 world cup?")
+    >>> guarded = GuardedHaystackRetriever(guard, k=3)  # doctest: +SKIP
+    >>> out = guarded.run("Who won the 1998 world cup?")  # doctest: +SKIP
     >>> out["documents"], out["decision"].action  # doctest: +SKIP
     ([], 'abstain')
 """
