@@ -1,15 +1,24 @@
-"""One calibrated MiniLM knowledge base with tripwires, shared by the framework adapter tests."""
+"""What the framework adapter tests share: the MiniLM folder loaded, and a calibrated copy with
+tripwires."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from ragbound.tripwires import TripwireRule
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 from tests.tripwires.tripwire_texts import UNSAFE, write_tripwire_file
+
+if TYPE_CHECKING:
+    from ragbound.knowledge import KnowledgeBase
+
+# Haystack posts usage events from Pipeline.run unless told not to (read when it is imported)
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
 # the rule of tests/test_gate.py: a tripwire ranked first in the merged top 3 rejects
 RULE = TripwireRule(k=3, proportion=None, rank=1)
@@ -33,3 +42,11 @@ def gated_kb_dir(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     write_tripwire_file(source)
     TripwireStore.open(kb).add(read_tripwires(source))
     return target
+
+
+@pytest.fixture(scope="module")
+def kb(minilm_kb_dir: Path) -> KnowledgeBase:
+    """The bees-and-trains MiniLM folder, loaded (the framework-native tests compare to it)."""
+    from ragbound.knowledge import KnowledgeBase
+
+    return KnowledgeBase.load(minilm_kb_dir)

@@ -27,7 +27,8 @@ from ragbound.gate import Gate
 from ragbound.knowledge import KnowledgeBase
 from ragbound.tripwires import TripwireGuard, read_tripwires
 from ragbound.tripwires.collection import tripwire_metadata
-from tests.adapters.test_langchain_store import CALIBRATION, CountingStore, MiniLMEmbeddings
+from tests.adapters.native_texts import CALIBRATION
+from tests.adapters.test_langchain_store import CountingStore, MiniLMEmbeddings
 from tests.adapters.test_llamaindex_retriever import Counting, MiniLMEmbedding
 from tests.tripwires.tripwire_texts import (
     OFF_TOPIC,
@@ -151,3 +152,37 @@ def test_a_llamaindex_retriever_finds_the_tripwire_nodes_in_its_one_retrieval(
         assert decision.action == expected.action, query
         _same_tripwire_verdict(decision.tripwires, expected.tripwires)
         assert not any("ragbound_tripwire" in n.node.metadata for n in nodes_returned)
+
+
+def test_a_haystack_retriever_finds_the_tripwire_documents_in_its_one_search(
+    minilm_kb_dir: Path, tripwires: list, own: Gate
+) -> None:
+    from haystack import Document
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    from ragbound.adapters.haystack_retriever import (
+        GuardedHaystackRetriever,
+        HaystackKnowledge,
+        RagboundDocumentEmbedder,
+        tripwire_documents,
+    )
+    from tests.adapters.test_haystack_retriever import CountingEmbedder, CountingRetriever
+
+    kb = KnowledgeBase.load(minilm_kb_dir)
+    store = InMemoryDocumentStore(embedding_similarity_function="cosine")
+    documents = [Document(id=c.id, content=c.text) for c in kb.chunks] + tripwire_documents(
+        tripwires
+    )
+    store.write_documents(RagboundDocumentEmbedder(kb.embedder).run(documents)["documents"])
+    retriever = CountingRetriever(store)
+    knowledge = HaystackKnowledge(retriever, CountingEmbedder(kb.embedder), name="minilm")
+    guard = Guard.calibrate(knowledge, CALIBRATION, k=4, alpha=0.1)
+    guarded = GuardedHaystackRetriever(guard, k=3, tripwires=tripwires)
+    for query, expected in zip(QUERIES, own.decide_many(QUERIES), strict=True):
+        before = len(CountingRetriever.top_ks)
+        out = guarded.run(query)
+        assert len(CountingRetriever.top_ks) == before + 1
+        decision = guarded.last_decision
+        assert decision.action == expected.action, query
+        _same_tripwire_verdict(decision.tripwires, expected.tripwires)
+        assert not any("ragbound_tripwire" in d.meta for d in out["documents"])

@@ -24,12 +24,8 @@ from ragbound.detect import Guard
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.protocol import Knowledge
-from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
-
-CALIBRATION = IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10]
-CHECKED = MORE_IN_KNOWLEDGE[10:] + OUT_OF_KNOWLEDGE
-ANSWERED = MORE_IN_KNOWLEDGE[12]
-ABSTAINED = OUT_OF_KNOWLEDGE[0]
+from tests.adapters.native_texts import ABSTAINED, ANSWERED, CALIBRATION, CHECKED
+from tests.texts import OUT_OF_KNOWLEDGE
 
 
 class MiniLMEmbeddings(RagboundEmbeddings):
@@ -55,11 +51,6 @@ class CountingStore(InMemoryVectorStore):
 
     def _select_relevance_score_fn(self) -> Any:
         return lambda score: (1.0 + score) / 2.0
-
-
-@pytest.fixture(scope="module")
-def kb(minilm_kb_dir: Path) -> KnowledgeBase:
-    return KnowledgeBase.load(minilm_kb_dir)
 
 
 @pytest.fixture(scope="module")

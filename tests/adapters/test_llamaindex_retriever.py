@@ -3,7 +3,6 @@ chunks (embedded by ragbound's bundled MiniLM), against ragbound's own folder.""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -19,12 +18,7 @@ from ragbound.adapters.llamaindex_retriever import GuardedLlamaIndexRetriever, L
 from ragbound.detect import Guard
 from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
-from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
-
-CALIBRATION = IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10]
-CHECKED = MORE_IN_KNOWLEDGE[10:] + OUT_OF_KNOWLEDGE
-ANSWERED = MORE_IN_KNOWLEDGE[12]
-ABSTAINED = OUT_OF_KNOWLEDGE[0]
+from tests.adapters.native_texts import ABSTAINED, ANSWERED, CALIBRATION, CHECKED
 
 
 class MiniLMEmbedding(BaseEmbedding):
@@ -58,11 +52,6 @@ class Counting(BaseRetriever):
 
 
 @pytest.fixture(scope="module")
-def kb(minilm_kb_dir: Path) -> KnowledgeBase:
-    return KnowledgeBase.load(minilm_kb_dir)
-
-
-@pytest.fixture(scope="module")
 def index(kb: KnowledgeBase) -> VectorStoreIndex:
     """The chunks as nodes, embedded as their text alone (their metadata kept out)."""
     nodes = [
@@ -92,6 +81,7 @@ def test_the_guarded_retriever_retrieves_once_and_decides(index: VectorStoreInde
     assert guarded.last_decision is not None and guarded.last_decision.action == "answer"
     plain = index.as_retriever(similarity_top_k=3).retrieve(ANSWERED)
     assert [n.node.node_id for n in nodes] == [n.node.node_id for n in plain]
+    assert [n.score for n in nodes] == pytest.approx([n.score for n in plain], rel=1e-6)
     assert nodes[0].node.metadata["ragbound"]["action"] == "answer"
     assert "ragbound" not in nodes[0].node.get_content(MetadataMode.LLM)
     assert guarded.retrieve(ABSTAINED) == [] and guarded.last_decision.action == "abstain"

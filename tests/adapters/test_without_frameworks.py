@@ -46,6 +46,7 @@ def run_without_frameworks(code: str) -> subprocess.CompletedProcess[str]:
         ("llamaindex", "llamaindex"),
         ("llamaindex_retriever", "llamaindex"),
         ("haystack", "haystack"),
+        ("haystack_retriever", "haystack"),
     ],
 )
 def test_an_adapter_without_its_framework_names_the_extra(module: str, extra: str) -> None:

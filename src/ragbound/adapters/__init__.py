@@ -15,7 +15,10 @@ Each adapter is its own module and needs its framework, installed with an extra:
   :class:`GuardedLlamaIndexRetriever`, the guard on the user's own LlamaIndex retriever, one
   retrieval per query (same extra);
 - ``ragbound.adapters.haystack``: :class:`GateComponent`, a Haystack component
-  (``pip install 'ragbound[haystack]'``).
+  (``pip install 'ragbound[haystack]'``);
+- ``ragbound.adapters.haystack_retriever``: :class:`HaystackKnowledge` and
+  :class:`GuardedHaystackRetriever`, the guard on the user's own Haystack embedding retriever,
+  one search per query (same extra).
 
 Importing this package imports no framework; importing an adapter module without its framework
 raises an ``ImportError`` naming the extra to install.

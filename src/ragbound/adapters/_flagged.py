@@ -22,7 +22,7 @@ import numpy as np
 from ragbound.adapters._scored import Found, ScoredKnowledge, metadata_of
 from ragbound.artifacts import sha256_text
 from ragbound.stores import Hits
-from ragbound.tripwires import Tripwire, TripwireManifest
+from ragbound.tripwires import Tripwire, TripwireGuard, TripwireManifest, TripwireRule
 from ragbound.tripwires.collection import tripwire_of
 from ragbound.tripwires.files import check_unique_ids
 from ragbound.tripwires.models import set_hash
@@ -115,3 +115,18 @@ def _embedded(
         return np.empty((0, 0), np.float32)
     vectors = np.asarray(embed([t.text for t in tripwires]), np.float32)
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def flagged_guard(
+    knowledge: ScoredKnowledge,
+    tripwires: Sequence[Tripwire] | None,
+    rule: TripwireRule | None = None,
+    embed: Callable[[list[str]], Any] | None = None,
+) -> TripwireGuard | None:
+    """The tripwire guard of a framework store holding ``tripwires`` (None: no rule), by
+    ``rule`` (default :meth:`TripwireRule.default`); the search fetches the rule's k more."""
+    if tripwires is None:
+        return None
+    rule = rule or TripwireRule.default()
+    flagged = FlaggedTripwires(knowledge, tripwires, margin=rule.k, embed=embed)
+    return TripwireGuard(knowledge, rule, tripwires=flagged)

@@ -36,6 +36,7 @@ from ragbound.knowledge.protocol import Searching
 from ragbound.knowledge.query import QueryEmbedder
 from ragbound.knowledge.retriever import ChunkOnly
 from ragbound.knowledge.tripwire_records import is_tripwire
+from ragbound.results import Neighbour
 from ragbound.stats.statistics import STATISTICS
 from ragbound.stores import Hits, SearchInfo
 
@@ -198,8 +199,7 @@ class ScoredSearch:
         while True:
             self.calls += 1
             found = self._search_one(query, depth)
-            sign = -1.0 if self.scores == "distance" else 1.0
-            scored = [(sign * float(result[2]), result) for result in found]
+            scored = [(self.flipped(float(result[2])), result) for result in found]
             check_order([similarity for similarity, _ in scored], self.scores)
             flags = [is_tripwire(metadata_of(result[3])) for result in found]
             knowledge = [pair for pair, flag in zip(scored, flags, strict=True) if not flag]
@@ -218,6 +218,11 @@ class ScoredSearch:
         if met is None or len(met) > MET_LIMIT:  # a caller that never reads them
             met = self._local.met = {}
         return met
+
+    def flipped(self, value: float) -> float:
+        """A score as a similarity (higher = closer), or back: ``distance`` negates, the
+        other modes keep the value."""
+        return -value if self.scores == "distance" else value
 
     def _search_one(self, query: Any, k: int) -> list[Found]:
         raise NotImplementedError
@@ -293,3 +298,10 @@ class ScoredKnowledge(ChunkOnly, Searching):
     def original(self, chunk_id: str) -> Any:
         """The framework's own result (document, node) behind a decision neighbour's id."""
         return self._search.rows.by_chunk_id[chunk_id]
+
+    def rescored(self, neighbours: Sequence[Neighbour]) -> list[tuple[Any, float]]:
+        """The framework's results behind a decision's neighbours, nearest first, each with
+        the score (in the framework's units) this search gave it: the result kept is the one
+        the first search returned, scored for that search's query."""
+        flipped = self._search.flipped
+        return [(self.original(n.chunk_id), flipped(n.similarity)) for n in neighbours]

@@ -117,12 +117,20 @@ class GateComponent:
 
     def _outputs(self, decision: Decision, documents: list[Document] | None) -> dict[str, Any]:
         if decision.action != "answer":
-            return {"documents": [], "decision": decision, "blocked": decision}
+            return routed(decision, [])
         if documents is None:
             found = context_documents(decision)
         else:
             found = annotated(documents, decision) if self.annotate else documents
-        return {"documents": found, "decision": decision, "query": decision.query}
+        return routed(decision, found)
+
+
+def routed(decision: Decision, documents: list[Document]) -> dict[str, Any]:
+    """A component's outputs: ``documents`` and ``decision`` always, ``query`` on ``answer``
+    (to run the generation branch), ``blocked`` otherwise (to run a refusal branch)."""
+    if decision.action != "answer":
+        return {"documents": documents, "decision": decision, "blocked": decision}
+    return {"documents": documents, "decision": decision, "query": decision.query}
 
 
 def context_documents(decision: Decision) -> list[Document]:

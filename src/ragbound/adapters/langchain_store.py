@@ -79,7 +79,7 @@ from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
 from ragbound.gate import Decision, Gate
 from ragbound.knowledge.query import QueryEmbedder
-from ragbound.tripwires import Tripwire, TripwireGuard, TripwireRule
+from ragbound.tripwires import Tripwire, TripwireRule
 from ragbound.tripwires.collection import tripwire_metadata
 
 try:
@@ -272,7 +272,10 @@ class GuardedVectorStoreRetriever(BaseRetriever):
     def decide(self, query: str) -> Decision:
         """The decision on one query: one embedding, one search of the store."""
         if self._gate is None:
-            self._gate = Gate(self.guard, self._tripwire_guard(), context_k=self.k)
+            from ragbound.adapters._flagged import flagged_guard
+
+            tripwires = flagged_guard(self.guard.kb, self.tripwires, self.tripwire_rule)  # type: ignore[arg-type]
+            self._gate = Gate(self.guard, tripwires, context_k=self.k)
         decision = self._gate.decide(query)
         self._last_decision = decision
         return decision
@@ -290,16 +293,6 @@ class GuardedVectorStoreRetriever(BaseRetriever):
         decision = await run_in_executor(None, self.decide, query)
         await areport(decision, run_manager)
         return self._documents(decision)
-
-    def _tripwire_guard(self) -> TripwireGuard | None:
-        if self.tripwires is None:
-            return None
-        from ragbound.adapters._flagged import FlaggedTripwires
-
-        rule = self.tripwire_rule or TripwireRule.default()
-        kb: Any = self.guard.kb
-        flagged = FlaggedTripwires(kb, self.tripwires, margin=rule.k)
-        return TripwireGuard(kb, rule, tripwires=flagged)
 
     def _documents(self, decision: Decision) -> list[Document]:
         if blocked(decision, self.on_block):

@@ -143,8 +143,8 @@ class GuardedLlamaIndexRetriever(BaseRetriever):
         if blocked(decision, self.on_block):
             return []
         knowledge: LlamaIndexKnowledge = self.guard.kb  # type: ignore[assignment]
-        nodes = [knowledge.original(chunk.chunk_id) for chunk in decision.neighbours]
-        return annotated(nodes, decision)
+        found = knowledge.rescored(decision.neighbours)
+        return annotated([NodeWithScore(node=n.node, score=s) for n, s in found], decision)
 
 
 def _tripwire_guard(
@@ -153,13 +153,9 @@ def _tripwire_guard(
     rule: TripwireRule | None,
     embed_model: Any,
 ) -> TripwireGuard | None:
-    if tripwires is None:
-        return None
-    from ragbound.adapters._flagged import FlaggedTripwires
+    from ragbound.adapters._flagged import flagged_guard
 
-    rule = rule or TripwireRule.default()
     # a VectorIndexRetriever keeps the index's embed model
     model = embed_model or getattr(knowledge.store.retriever, "_embed_model", None)
     embed = model.get_text_embedding_batch if model is not None else None
-    flagged = FlaggedTripwires(knowledge, tripwires, margin=rule.k, embed=embed)
-    return TripwireGuard(knowledge, rule, tripwires=flagged)
+    return flagged_guard(knowledge, tripwires, rule, embed)

@@ -1,0 +1,351 @@
+"""Haystack, natively: the guard sits on the user's own embedding retriever, one search per query.
+
+:class:`HaystackKnowledge` is :class:`~ragbound.knowledge.protocol.Knowledge` over a Haystack
+embedding retriever (``run(query_embedding=..., top_k=...) -> {"documents": [...]}``, each
+``Document`` with a ``score``, e.g. ``InMemoryEmbeddingRetriever``) and the text embedder its
+documents were embedded with: ``Guard.calibrate(knowledge, questions)`` calibrates on the scores
+that retriever returns. :class:`GuardedHaystackRetriever` (a Haystack component) embeds each
+query once, runs the retriever once at ``top_k = max(k, guard.k)``, decides from those scores
+and returns the first ``k`` documents on ``answer`` (none on ``reject`` / ``abstain``), with
+the decision, as :class:`~ragbound.adapters.haystack.GateComponent` does.
+
+The embedder: a Haystack text embedder component (``run(text=...) -> {"embedding": [...]}``,
+warmed up before its first query), or a ragbound dense embedder (``encode`` / ``encode_one``,
+e.g. ``load_dense_embedder("minilm")``, the bundled MiniLM, offline). :class:`RagboundTextEmbedder`
+and :class:`RagboundDocumentEmbedder` are Haystack components over a ragbound embedder, to fill
+the store and embed queries in a pipeline with the same vectors.
+
+How the retriever's scores become similarities (higher = closer), ``scores``:
+
+- ``None`` (default): read from an ``InMemoryEmbeddingRetriever``: ``"relevance"`` when it was
+  built with ``scale_score=True`` (cosine becomes ``(1 + cosine) / 2``, a dot product
+  ``sigmoid(dot / 100)``: increasing transforms), else ``"cosine"`` when its
+  ``InMemoryDocumentStore`` has ``embedding_similarity_function="cosine"``, else
+  ``"similarity"`` (the store's default ``"dot_product"``: the cosine only for unit vectors).
+  Any other retriever: ``"cosine"``, as for the other frameworks.
+- ``"cosine"``: the scores are cosine similarities: every statistic, and p-values equal
+  ragbound's own exact folder over the same texts. Declared on a ``"dot_product"`` store, each
+  query vector must have norm 1 (within 1e-3), else the query is refused; the documents'
+  vectors are not read: declare it only when the embedder normalises (MiniLM does).
+- ``"similarity"`` / ``"distance"`` / ``"relevance"``: order only, the rank statistics (see
+  :mod:`ragbound.adapters._scored`). A retriever built with ``scale_score=True`` is refused
+  anything but ``"relevance"``.
+
+Rows are keyed by ``Document.id``; ``len()`` is ``size`` (documents in the store, when given;
+it bounds k). The fingerprint is ``name`` (the embedding model), the retriever's class, the
+score mode, the similarity and ``version`` (bump it when the store's documents change).
+
+Example:
+    >>> retriever = InMemoryEmbeddingRetriever(store)  # doctest: +SKIP
+    >>> knowledge = HaystackKnowledge(retriever, embedder, name="minilm")  # doctest: +SKIP
+    >>> guard = Guard.calibrate(knowledge, questions, k=4, alpha=0.1)  # doctest: +SKIP
+    >>> guarded = GuardedHaystackRetriever(guard, k=3)  # doctest: +SKIP
+    >>> out = guarded.run("Who won the 1998 world cup?")  # doctest: +SKIP
+    >>> out["documents"], out["decision"].action  # doctest: +SKIP
+    ([], 'abstain')
+"""
+
+import asyncio
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from ragbound.adapters._common import OnBlock, blocked, check_on_block, missing_extra
+from ragbound.adapters._flagged import flagged_guard
+from ragbound.adapters._scored import Found, ScoredKnowledge, ScoredSearch, ScoreKind
+from ragbound.adapters.haystack import annotated, routed
+from ragbound.detect import Guard
+from ragbound.embedders.base import Similarity
+from ragbound.errors import InputError
+from ragbound.gate import Decision, Gate
+from ragbound.knowledge.query import QueryEmbedder
+from ragbound.tripwires import Tripwire, TripwireRule
+from ragbound.tripwires.collection import tripwire_metadata
+
+try:
+    from haystack import Document, component
+    from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
+except ImportError as error:
+    raise missing_extra("haystack-ai", "haystack", error) from error
+
+__all__ = [
+    "GuardedHaystackRetriever",
+    "HaystackEmbedder",
+    "HaystackKnowledge",
+    "HaystackSearch",
+    "RagboundDocumentEmbedder",
+    "RagboundTextEmbedder",
+    "tripwire_documents",
+]
+
+UNIT_NORM_TOLERANCE = 1e-3
+"""How far from 1 a query vector's norm may be when a dot product is declared cosine."""
+
+
+class HaystackEmbedder:
+    """A :class:`~ragbound.knowledge.query.QueryEmbedder` over a Haystack text embedder
+    component: each query is one ``run(text=...)`` (warmed up before the first)."""
+
+    def __init__(self, text_embedder: Any):
+        if not callable(getattr(text_embedder, "run", None)):
+            raise InputError(
+                f"{type(text_embedder).__name__} is not a Haystack text embedder (no run)"
+            )
+        self.text_embedder = text_embedder
+        self._warm = False
+
+    def warm_up(self) -> None:
+        """Warm the component up (load its model) once."""
+        if not self._warm and callable(getattr(self.text_embedder, "warm_up", None)):
+            self.text_embedder.warm_up()
+        self._warm = True
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        self.warm_up()
+        vectors = [self.text_embedder.run(text=t)["embedding"] for t in texts]
+        return np.asarray(vectors, dtype=np.float32)
+
+    def encode_one(self, text: str) -> np.ndarray:
+        return self.encode([text])
+
+
+@component
+class RagboundTextEmbedder:
+    """A Haystack text embedder over a ragbound dense embedder (e.g.
+    ``load_dense_embedder("minilm")``): ``run(text) -> {"embedding": list[float]}``."""
+
+    def __init__(self, embedder: QueryEmbedder):
+        self.embedder = embedder
+        self.model = _model_of(embedder)
+
+    @component.output_types(embedding=list[float])
+    def run(self, text: str) -> dict[str, Any]:
+        """The query's vector, as the ragbound embedder gives it."""
+        vector = np.asarray(self.embedder.encode_one(text), dtype=np.float32)[0]
+        return {"embedding": vector.tolist()}
+
+
+@component
+class RagboundDocumentEmbedder:
+    """A Haystack document embedder over a ragbound dense embedder: copies of the documents
+    with ``embedding`` set from their ``content`` (the originals untouched)."""
+
+    def __init__(self, embedder: QueryEmbedder):
+        self.embedder = embedder
+        self.model = _model_of(embedder)
+
+    @component.output_types(documents=list[Document])
+    def run(self, documents: list[Document]) -> dict[str, Any]:
+        """The documents with their vectors (float lists), in the order given."""
+        if not documents:
+            return {"documents": []}
+        vectors = np.asarray(self.embedder.encode([d.content or "" for d in documents]))
+        embedded = [
+            dataclasses.replace(doc, embedding=vector.astype(np.float32).tolist())
+            for doc, vector in zip(documents, vectors, strict=True)
+        ]
+        return {"documents": embedded}
+
+
+def _model_of(embedder: QueryEmbedder) -> str:
+    """A ragbound embedder's model name (its class name when it has none)."""
+    return str(getattr(embedder, "name", "") or type(embedder).__name__)
+
+
+def _embedder_name(embedder: Any) -> str:
+    model = getattr(embedder, "model", None) or getattr(embedder, "name", None)
+    kind = type(embedder).__name__
+    return f"{kind}:{model}" if isinstance(model, str) and model else kind
+
+
+def query_embedder(embedder: Any) -> QueryEmbedder:
+    """A ragbound embedder as it is; a Haystack text embedder component wrapped."""
+    if callable(getattr(embedder, "encode_one", None)):
+        return embedder
+    return HaystackEmbedder(embedder)
+
+
+def inferred_scores(retriever: Any) -> ScoreKind:
+    """The score mode an ``InMemoryEmbeddingRetriever`` gives (see the module's notes);
+    ``"cosine"`` for any other retriever."""
+    if not isinstance(retriever, InMemoryEmbeddingRetriever):
+        return "cosine"
+    if retriever.scale_score:
+        return "relevance"
+    function = retriever.document_store.embedding_similarity_function
+    return "cosine" if function == "cosine" else "similarity"
+
+
+class HaystackSearch(ScoredSearch):
+    """A :class:`~ragbound.stores.Retriever` over a Haystack embedding retriever: query
+    vectors, one ``run(query_embedding=..., top_k=k)`` per query (similarities higher =
+    closer). ``exact`` defaults to True for ``InMemoryEmbeddingRetriever`` (a full scan)."""
+
+    query_kind = "vector"
+
+    def __init__(
+        self,
+        retriever: Any,
+        *,
+        scores: ScoreKind | None = None,
+        similarity: Similarity = "cosine",
+        size: int | None = None,
+        exact: bool | None = None,
+    ):
+        if not callable(getattr(retriever, "run", None)):
+            raise InputError(f"{type(retriever).__name__} is not a Haystack retriever (no run)")
+        self.backend = f"haystack:{type(retriever).__name__}"
+        scores = inferred_scores(retriever) if scores is None else scores
+        if exact is None:
+            exact = isinstance(retriever, InMemoryEmbeddingRetriever)
+        super().__init__(scores=scores, similarity=similarity, size=size, exact=exact)
+        if getattr(retriever, "scale_score", False) is True and scores != "relevance":
+            raise InputError(
+                f"{type(retriever).__name__} scales its scores (scale_score=True): only their "
+                "order is known; declare scores='relevance' or build it with scale_score=False"
+            )
+        self.retriever = retriever
+        self._unit_queries = scores == "cosine" and _dot_product(retriever)
+
+    def _search_one(self, query: Any, k: int) -> list[Found]:
+        if self._unit_queries:
+            _check_unit_norm(query)
+        vector = [float(x) for x in query]
+        found = self.retriever.run(query_embedding=vector, top_k=k)["documents"]
+        if any(doc.score is None for doc in found):
+            raise InputError(
+                "the retriever returned documents without a score: it cannot be tested"
+            )
+        return [(doc.id, doc.content or "", float(doc.score), doc) for doc in found]
+
+
+def _dot_product(retriever: Any) -> bool:
+    store = getattr(retriever, "document_store", None)
+    return getattr(store, "embedding_similarity_function", None) == "dot_product"
+
+
+def _check_unit_norm(query: np.ndarray) -> None:
+    norm = float(np.linalg.norm(query))
+    if abs(norm - 1.0) > UNIT_NORM_TOLERANCE:
+        raise InputError(
+            f"the query vector's norm is {norm:.4f}: a dot_product store's scores are cosine "
+            "only for unit vectors; normalise the embeddings or declare scores='similarity'"
+        )
+
+
+class HaystackKnowledge(ScoredKnowledge):
+    """:class:`~ragbound.knowledge.protocol.Knowledge` over a Haystack embedding retriever.
+
+    ``embedder``: what the store's vectors come from (a Haystack text embedder component or a
+    ragbound dense embedder); ``name`` names it in the fingerprint (default: its class and
+    model name). ``scores``, ``similarity``, ``size`` and ``exact`` describe the retriever's
+    search (:class:`HaystackSearch`); ``version`` tags the store's contents.
+    """
+
+    def __init__(
+        self,
+        retriever: Any,
+        embedder: Any,
+        *,
+        name: str | None = None,
+        scores: ScoreKind | None = None,
+        similarity: Similarity = "cosine",
+        size: int | None = None,
+        exact: bool | None = None,
+        version: str = "",
+    ):
+        search = HaystackSearch(
+            retriever, scores=scores, similarity=similarity, size=size, exact=exact
+        )
+        name = name or _embedder_name(embedder)
+        super().__init__(search, query_embedder(embedder), name=name, version=version)
+
+
+@component
+class GuardedHaystackRetriever:
+    """A Haystack component that searches the guard's retriever once per query.
+
+    ``guard``: a :class:`~ragbound.detect.Guard` over a :class:`HaystackKnowledge`
+    (calibrated, or loaded with ``Guard.load_for``); ``k``: documents returned on ``answer``
+    (the retriever runs at ``top_k = max(k, guard.k)``); ``on_block``: ``"empty"`` returns no
+    documents on ``reject`` / ``abstain``, ``"raise"`` raises ``QueryBlocked``.
+
+    ``run(query)`` returns ``documents`` (the retriever's own, nearest first, copies with the
+    decision in ``meta["ragbound"]``; empty when blocked) and ``decision`` always, ``query``
+    only on ``answer`` and ``blocked`` only on ``reject`` / ``abstain`` (to route branches).
+    ``last_decision`` holds the latest decision. It holds a loaded guard: not serialisable.
+    ``tripwires``: the tripwire documents written to the store (``meta`` flagged with
+    ``ragbound_tripwire``, see :func:`tripwire_documents`), decided by ``tripwire_rule`` from
+    the same one search; never returned.
+    """
+
+    def __init__(
+        self,
+        guard: Guard,
+        k: int = 4,
+        *,
+        on_block: OnBlock = "empty",
+        tripwires: list[Tripwire] | None = None,
+        tripwire_rule: TripwireRule | None = None,
+    ):
+        if not isinstance(guard.kb, HaystackKnowledge):
+            raise InputError("the guard must be calibrated on a HaystackKnowledge")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InputError(f"k must be a positive integer (documents returned), got {k!r}")
+        self.guard = guard
+        self.k = k
+        self.on_block = check_on_block(on_block)
+        self._gate = Gate(guard, flagged_guard(guard.kb, tripwires, tripwire_rule), context_k=k)
+        self.last_decision: Decision | None = None
+
+    def warm_up(self) -> None:
+        """Warm the query embedder up (a Haystack component loads its model)."""
+        embedder = self.guard.kb.query_embedder()
+        if isinstance(embedder, HaystackEmbedder):
+            embedder.warm_up()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Refused: the component holds a loaded guard (save it with ``guard.save``)."""
+        raise InputError(
+            "a GuardedHaystackRetriever holds a loaded guard and cannot be serialised: save "
+            "the calibration with guard.save(folder=...) and build the component in code"
+        )
+
+    def decide(self, query: str) -> Decision:
+        """The decision on one query: one embedding, one run of the retriever."""
+        decision = self._gate.decide(query)
+        self.last_decision = decision
+        return decision
+
+    @component.output_types(
+        documents=list[Document], decision=Decision, query=str, blocked=Decision
+    )
+    def run(self, query: str) -> dict[str, Any]:
+        """Decide ``query``; the retriever's documents on ``answer`` only."""
+        return self._outputs(self.decide(query))
+
+    @component.output_types(
+        documents=list[Document], decision=Decision, query=str, blocked=Decision
+    )
+    async def run_async(self, query: str) -> dict[str, Any]:
+        """:meth:`run` for ``AsyncPipeline``: the decision is made in a worker thread."""
+        return self._outputs(await asyncio.to_thread(self.decide, query))
+
+    def _outputs(self, decision: Decision) -> dict[str, Any]:
+        if blocked(decision, self.on_block):
+            return routed(decision, [])
+        return routed(decision, annotated(self._found(decision), decision))
+
+    def _found(self, decision: Decision) -> list[Document]:
+        """The retriever's documents behind the decision's neighbours, each scored by this
+        search (the one kept is the first search's copy, scored for another query)."""
+        knowledge: HaystackKnowledge = self.guard.kb  # type: ignore[assignment]
+        found = knowledge.rescored(decision.neighbours)
+        return [dataclasses.replace(doc, score=score) for doc, score in found]
+
+
+def tripwire_documents(tripwires: list[Tripwire]) -> list[Document]:
+    """Haystack documents for ``tripwires`` (ids = tripwire ids, ``meta`` flagging each), to
+    embed and write to the store beside the knowledge."""
+    return [Document(id=t.id, content=t.text, meta=tripwire_metadata(t)) for t in tripwires]
