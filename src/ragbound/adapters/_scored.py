@@ -91,6 +91,15 @@ class Rows:
             return row
 
 
+def check_guard_on(guard: Any, kind: type, k: object, returned: str) -> None:
+    """InputError unless ``guard`` was calibrated on ``kind`` and ``k`` (the ``returned``
+    items on ``answer``) is a positive integer."""
+    if not isinstance(guard.kb, kind):
+        raise InputError(f"the guard must be calibrated on a {kind.__name__}")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise InputError(f"k must be a positive integer ({returned} returned), got {k!r}")
+
+
 def check_order(similarities: list[float], scores: ScoreKind) -> None:
     """Searches list nearest first: similarities must not grow down the list."""
     if any(b > a + ORDER_TOLERANCE for a, b in pairwise(similarities)):

@@ -53,7 +53,13 @@ import numpy as np
 
 from ragbound.adapters._common import OnBlock, blocked, check_on_block, missing_extra
 from ragbound.adapters._flagged import flagged_guard
-from ragbound.adapters._scored import Found, ScoredKnowledge, ScoredSearch, ScoreKind
+from ragbound.adapters._scored import (
+    Found,
+    ScoredKnowledge,
+    ScoredSearch,
+    ScoreKind,
+    check_guard_on,
+)
 from ragbound.adapters.haystack import annotated, routed
 from ragbound.detect import Guard
 from ragbound.embedders.base import Similarity
@@ -289,10 +295,7 @@ class GuardedHaystackRetriever:
         tripwires: list[Tripwire] | None = None,
         tripwire_rule: TripwireRule | None = None,
     ):
-        if not isinstance(guard.kb, HaystackKnowledge):
-            raise InputError("the guard must be calibrated on a HaystackKnowledge")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InputError(f"k must be a positive integer (documents returned), got {k!r}")
+        check_guard_on(guard, HaystackKnowledge, k, "documents")
         self.guard = guard
         self.k = k
         self.on_block = check_on_block(on_block)

@@ -28,7 +28,13 @@ from __future__ import annotations
 from typing import Any
 
 from ragbound.adapters._common import OnBlock, blocked, check_on_block, missing_extra
-from ragbound.adapters._scored import Found, ScoredKnowledge, ScoredSearch, ScoreKind
+from ragbound.adapters._scored import (
+    Found,
+    ScoredKnowledge,
+    ScoredSearch,
+    ScoreKind,
+    check_guard_on,
+)
 from ragbound.adapters.llamaindex import annotated
 from ragbound.detect import Guard
 from ragbound.embedders.base import Similarity
@@ -121,10 +127,7 @@ class GuardedLlamaIndexRetriever(BaseRetriever):
         embed_model: Any = None,
         callback_manager: CallbackManager | None = None,
     ):
-        if not isinstance(guard.kb, LlamaIndexKnowledge):
-            raise InputError("the guard must be calibrated on a LlamaIndexKnowledge")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InputError(f"k must be a positive integer (nodes returned), got {k!r}")
+        check_guard_on(guard, LlamaIndexKnowledge, k, "nodes")
         super().__init__(callback_manager=callback_manager)
         self.guard = guard
         self.on_block = check_on_block(on_block)
