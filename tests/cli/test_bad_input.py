@@ -261,6 +261,7 @@ ROWS: list[tuple[str, str]] = [
     ("check {kb} bees --evidence -1", "'--evidence': must be at least 0"),
     ("check {kb} bees --evidence abc", "'--evidence'"),
     ("check {kb} bees --force=yes", "'--force'"),
+    ("serve {kb} --force=yes", "'--force'"),
     ("check {kb} bees --json=yes", "'--json'"),
     # ---------------------------------------------------------------------- evaluate
     ("evaluate {kb} --in-knowledge {held}", "Missing option '--out-of-knowledge'"),

@@ -68,3 +68,23 @@ def test_a_canary_moved_before_start_is_not_ready(minilm_kb_dir: Path, tmp_path:
     app = create_app(lambda: Gate.load(kb_dir), ServeSettings(canary_minutes=0))
     with ThreadServer(app) as url:
         assert "--force" in _until(url, ready=False).json()["error"]
+
+
+def test_force_serves_with_moved_canaries_and_shows_the_move(
+    minilm_kb_dir: Path, tmp_path: Path
+) -> None:
+    kb_dir = served_kb(minilm_kb_dir, tmp_path / "kb")
+    path = kb_dir / "calibration" / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest["canaries"][1]["similarities"][0] -= 0.3
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+    settings = ServeSettings(canary_minutes=0.005, force=True)
+    app = create_app(lambda: Gate.load(kb_dir, force=True), settings)
+    with ThreadServer(app) as url:
+        answer = _until(url, ready=True)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["canary"]["largest_move"] == pytest.approx(0.3, abs=1e-5)
+        time.sleep(0.6)  # a few rechecks: still ready
+        assert httpx.get(f"{url}/readyz").status_code == 200
+        check = httpx.post(f"{url}/v1/check", json={"query": "What do bees make?"})
+        assert check.status_code == 200

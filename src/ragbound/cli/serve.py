@@ -68,6 +68,14 @@ def serve(
             "at start.",
         ),
     ] = 10.0,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Serve even when the calibration was made against another knowledge base or "
+            "search, or its canaries have moved (/readyz stays ready and shows the move).",
+        ),
+    ] = False,
     upstream: Annotated[
         str | None,
         typer.Option(
@@ -163,12 +171,13 @@ def serve(
         gateway=gateway,
         threads=threads,
         canary_minutes=canary_minutes,
+        force=force,
     )
     # refused before the model loads: a port in use, a --log file the service did not write
     sockets = bind_sockets(host, port)
     if log is not None:
         check_query_log(log)
-    app = create_app(Gate.load(kb_dir), settings)
+    app = create_app(Gate.load(kb_dir, force=force), settings)
     sys.stderr.write(
         f"ragbound serve: {kb_dir} on http://{host}:{port}"
         f"{'' if tokens else ' (no tokens: loopback only)'}"

@@ -74,8 +74,10 @@ class Service:
             gate = self.gate if self.gate is not None else self._loader()  # type: ignore[misc]
             gate.decide(WARM_UP_QUERY)  # not logged: loads the model before the first request
             check = self.check_canaries(gate)
-            if not check.ok:
+            if not check.ok and not self.settings.force:
                 raise IncompatibleArtifactError(check.message())
+            if not check.ok:
+                sys.stderr.write(f"warning: serving anyway (--force): {check.message()}\n")
             self.monitor = self._start_monitor(gate)
             self._tripwire_stamp = _stamp(gate)
             self.gate = gate
@@ -115,6 +117,10 @@ class Service:
                 sys.stderr.write(f"warning: the canaries were not searched: {exc}\n")
             return
         if not isinstance(check, CanaryCheck) or check.ok == self.ready:
+            return
+        if self.settings.force:  # reported in /readyz and /metrics, never made not ready
+            if not check.ok:
+                sys.stderr.write(f"warning: serving anyway (--force): {check.message()}\n")
             return
         self.ready = check.ok
         self.error = None if check.ok else f"IncompatibleArtifactError: {check.message()}"

@@ -49,7 +49,8 @@ class ServeSettings:
     beside the log). ``gateway``: also serve ``POST /v1/chat/completions`` in front of an
     OpenAI-compatible server (None: no gateway). ``threads``: torch's CPU threads for the
     embedder (None: torch's default). ``canary_minutes``: minutes between searches of the
-    calibration's canaries (:mod:`ragbound.detect.canary`; 0: only at start).
+    calibration's canaries (:mod:`ragbound.detect.canary`; 0: only at start). ``force``: a
+    moved canary is reported (``/readyz``, ``/metrics``, stderr) but keeps the service ready.
     """
 
     host: str = "127.0.0.1"
@@ -64,6 +65,7 @@ class ServeSettings:
     gateway: GatewaySettings | None = None
     threads: int | None = None
     canary_minutes: float = 10.0
+    force: bool = False
 
     def __post_init__(self) -> None:
         if not self.canary_minutes >= 0:
