@@ -18,6 +18,7 @@ from ragbound.errors import ArtifactError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG
 from ragbound.tripwires import TripwireGuard, TripwireStore, read_tripwires
+from ragbound.tripwires.store import tripwire_collection
 from tests.cli.runner import run
 from tests.qdrantfill import fill
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
@@ -156,7 +157,7 @@ def test_qdrant_holds_the_tripwires_and_decides_like_the_files(
     store = _added_to(kb, tmp_path)
     _same_verdicts(TripwireGuard(KnowledgeBase.load(kb.path)).check_many(QUERIES), own_verdicts)
     _knowledge_untouched(kb, before, len(local))
-    stored = kb.backing.tripwire_collection().read()
+    stored = tripwire_collection(kb).read()
     assert all(TRIPWIRE_FLAG in m for m in stored.metadatas) and len(stored.keys) == 4
     store.remove(ids=[store.tripwires[0].id])
     assert len(TripwireStore.open(KnowledgeBase.load(kb.path))) == 3

@@ -61,7 +61,6 @@ from ragbound.stores.base import query_vectors
 
 if TYPE_CHECKING:
     from ragbound.knowledge.base import KnowledgeBase
-    from ragbound.knowledge.chroma_tripwires import ChromaTripwires
 
 Space = Literal["l2", "cosine", "ip"]
 Scalar = str | int | float | bool
@@ -602,12 +601,6 @@ class ChromaAttachedBacking:
             info=info,
             tripwire_topics=self.tripwire_topics,
         )
-
-    def tripwire_collection(self) -> ChromaTripwires:
-        """The collection's tripwire records (``tripwire add`` writes them there)."""
-        from ragbound.knowledge.chroma_tripwires import ChromaTripwires
-
-        return ChromaTripwires(self.location)
 
     def describe(self, kb: KnowledgeBase, granularity: tuple[Granularity, ...]) -> SearchInfo:
         """Chroma's HNSW search: its space and HNSW parameters (approximate)."""

@@ -60,7 +60,6 @@ from ragbound.stores.base import query_vectors
 
 if TYPE_CHECKING:
     from ragbound.knowledge.base import KnowledgeBase
-    from ragbound.knowledge.qdrant_tripwires import QdrantTripwires
 
 SERVER_SCHEME, FOLDER_SCHEME = "qdrant", "qdrant+path"
 DEFAULT_PORT = 6333  # Qdrant's REST port
@@ -495,12 +494,6 @@ class QdrantAttachedBacking(SegmentBacking):
         if granularity != ("chunk",):
             refuse_missing(self, units=granularity)
         return search_info(self.location)
-
-    def tripwire_collection(self) -> QdrantTripwires:
-        """The collection's tripwire points (``tripwire add`` writes them there)."""
-        from ragbound.knowledge.qdrant_tripwires import QdrantTripwires
-
-        return QdrantTripwires(self.location)
 
     def load(self, root: Path, manifest: KBManifest) -> Loaded:
         """The chunk file read at attach, after checking the collection still holds as many

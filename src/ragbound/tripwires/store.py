@@ -26,7 +26,7 @@ from ragbound.knowledge.layout import KB_FORMAT, LOCK_WHAT, MANIFEST
 from ragbound.knowledge.manifest import KBManifest
 from ragbound.locking import writer_lock
 from ragbound.stores import ExactStore, Hits, Retriever
-from ragbound.tripwires.collection import CollectionHome
+from ragbound.tripwires.collection import CollectionHome, TripwireCollection
 from ragbound.tripwires.files import check_unique_ids
 from ragbound.tripwires.folder import FolderHome, check_vectors, kb_root
 from ragbound.tripwires.models import (
@@ -57,8 +57,23 @@ class Home(Protocol):
 
 def home_of(kb: KnowledgeBase) -> Home:
     """The collection of an attached backing that can hold tripwires, else the folder."""
-    collection = getattr(kb.backing, "tripwire_collection", None)
-    return CollectionHome(collection()) if collection is not None else FolderHome()
+    collection = tripwire_collection(kb)
+    return CollectionHome(collection) if collection is not None else FolderHome()
+
+
+def tripwire_collection(kb: KnowledgeBase) -> TripwireCollection | None:
+    """The tripwire records of the collection ``kb`` is attached to (Chroma, Qdrant), or None
+    for a backing whose store cannot hold them."""
+    kind = kb.backing.kind
+    if kind == "chroma-attached":
+        from ragbound.knowledge.chroma_tripwires import ChromaTripwires
+
+        return ChromaTripwires(kb.backing.location)  # type: ignore[attr-defined]
+    if kind == "qdrant-attached":
+        from ragbound.knowledge.qdrant_tripwires import QdrantTripwires
+
+        return QdrantTripwires(kb.backing.location)  # type: ignore[attr-defined]
+    return None
 
 
 class TripwireStore:
