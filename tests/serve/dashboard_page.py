@@ -37,6 +37,8 @@ def assert_the_page_updates(url: str) -> None:
         scripts = page.eval_on_selector_all("script", "nodes => nodes.length")
         bars = page.eval_on_selector_all("#hist rect", "nodes => nodes.length")
         answered = int(page.inner_text("#count-answer"))
+        fit_n = int(page.inner_text("#fit-n"))
+        approximate_shown = page.is_visible("#approximate")
 
         made = check_all(url, MORE_IN_KNOWLEDGE[8:11])
         gained = sum(r["action"] == "answer" for r in made)
@@ -48,7 +50,10 @@ def assert_the_page_updates(url: str) -> None:
         answered_after = int(page.inner_text("#count-answer"))
         timeline = page.eval_on_selector_all("#timeline circle", "nodes => nodes.length")
         browser.close()
-    monitor = stats(url)["monitor"]
+    after = stats(url)
+    monitor = after["monitor"]
+    assert fit_n == min(total, after["fit"]["window"])  # the flagged share's window
+    assert approximate_shown == after["approximate"]
     assert errors == []  # no script error, no CSP violation (both are console errors)
     assert first_query == SCRIPTED and scripts == 1  # shown as text, not run as markup
     assert bars == P_VALUE_BINS
