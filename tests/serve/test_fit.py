@@ -4,6 +4,7 @@ HTTP, a real MiniLM gate."""
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 from collections.abc import Iterator
@@ -17,7 +18,9 @@ from ragbound.detect.calibration import APPROXIMATE
 from ragbound.gate import Gate
 from ragbound.knowledge import KnowledgeBase
 from ragbound.serve import ServeSettings, Tokens, create_app
-from tests.browser import launch, needs_chromium, page_errors
+from ragbound.serve.fit import _flag_rank, _lower_tail
+from tests.browser import needs_chromium
+from tests.serve.dashboard_page import open_dashboard
 from tests.serve.server import (
     ADMIN,
     READ,
@@ -138,11 +141,7 @@ def test_the_dashboard_shows_the_flagged_share_and_that_p_values_are_approximate
     check_all(loose_url, INSIDE)
     fit = stats(loose_url)["fit"]
     with sync_playwright() as driver:
-        browser = launch(driver)
-        context = browser.new_context(http_credentials={"username": "dash", "password": READ})
-        page = context.new_page()
-        errors = page_errors(page)
-        page.goto(f"{loose_url}/dashboard")
+        browser, page, errors = open_dashboard(driver, loose_url)
         page.wait_for_function(  # the first poll
             "n => document.getElementById('fit-n').textContent === String(n)",
             arg=fit["n"],
@@ -158,3 +157,18 @@ def test_the_dashboard_shows_the_flagged_share_and_that_p_values_are_approximate
     assert visible and banner == APPROXIMATE
     assert shown["fit-share"] == "0.0%" and shown["fit-alpha"] == "30.0%"
     assert shown["fit-verdict"].startswith("fewer flagged than alpha allows")
+
+
+@pytest.mark.parametrize(("alpha", "n_calibration", "rank"), [(0.05, 19, 1), (0.05, 18, None)])
+def test_the_rank_a_conformal_p_value_must_pass(alpha, n_calibration, rank) -> None:
+    # p <= alpha needs a score above the k-th largest of n, k = floor(alpha (n + 1))
+    assert _flag_rank(alpha, n_calibration) == rank
+
+
+def test_the_lower_tail_of_none_flagged_is_a_ratio_of_beta_functions() -> None:
+    # P(0 of m | flag rate ~ Beta(k, b)) = B(k, b + m) / B(k, b) = prod (b + i) / (k + b + i)
+    k, n_cal, m = 5, 16, 40
+    b = n_cal + 1 - k
+    expected = math.prod((b + i) / (k + b + i) for i in range(m))
+    assert _lower_tail(0, m, k, n_cal) == pytest.approx(expected)
+    assert _lower_tail(m, m, k, n_cal) == pytest.approx(1.0)
