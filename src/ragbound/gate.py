@@ -32,6 +32,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
+from ragbound.detect.calibration import APPROXIMATE
 from ragbound.detect.guard import Guard, Scored
 from ragbound.errors import InputError
 from ragbound.results import Neighbour, Verdict, renamed
@@ -62,7 +63,9 @@ class Decision(BaseModel):
     :class:`~ragbound.tripwires.TripwireVerdict` (``forbidden`` = the rule fired; None: no
     tripwires). ``action`` is ``reject`` for a forbidden query, even one also out of
     knowledge ("forbidden" is the stronger answer to give a user), ``abstain`` for one out of
-    knowledge, else ``answer``.
+    knowledge, else ``answer``. When the calibration was made of synthetic questions alone,
+    ``test.approximate`` is true and ``reason`` ends "(p-values approximate: no real
+    questions)".
 
     A decision saved by an older release (flat: ``p_value``, ``out_of_knowledge``, ``reject``,
     ``forbidden``, ``triggers``, ``tripwire_*`` beside ``action``) still loads; what it did not
@@ -238,6 +241,7 @@ def _reason(action: Action, test: Verdict, tripwires: TripwireVerdict | None) ->
             f"forbidden: tripwire rule {tripwires.rule} fired ({', '.join(tripwires.topics())}); "
             f"floor {tripwires.floor.describe()}"
         )
+    caveat = f" ({APPROXIMATE})" if test.approximate else ""
     if action == "abstain":
-        return f"out of knowledge: p = {test.p_value:.3g} <= alpha = {test.alpha:g}"
-    return f"in knowledge: p = {test.p_value:.3g} > alpha = {test.alpha:g}"
+        return f"out of knowledge: p = {test.p_value:.3g} <= alpha = {test.alpha:g}{caveat}"
+    return f"in knowledge: p = {test.p_value:.3g} > alpha = {test.alpha:g}{caveat}"

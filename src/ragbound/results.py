@@ -42,7 +42,8 @@ class Verdict(BaseModel):
     alpha, i.e. the query is judged out of the knowledge base's knowledge. ``critical_value``
     is the score at and above which queries are out of knowledge (None when no score can
     reach alpha with this many calibration queries). ``neighbours``: the nearest chunks, as
-    evidence.
+    evidence. ``approximate``: the calibration was made of synthetic questions alone, so the
+    p-value is only approximate (false on a verdict saved before it was recorded).
 
     A Verdict saved by an older release, with ``reject`` for ``out_of_knowledge``, still
     loads.
@@ -59,6 +60,11 @@ class Verdict(BaseModel):
     n_calibration: int | None = Field(
         description="calibration queries behind the p-value (None only in a decision saved "
         "by an older release, which did not keep it)"
+    )
+    approximate: bool = Field(
+        default=False,
+        description="p-values approximate: no real questions (the calibration's null holds "
+        "synthetic questions alone)",
     )
     neighbours: list[Neighbour] = Field(default_factory=list)
 

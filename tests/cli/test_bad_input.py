@@ -236,6 +236,8 @@ ROWS: list[tuple[str, str]] = [
     ("calibrate {kb} --queries {queries} --real-queries {missing}", "no such file"),
     ("calibrate {kb} --queries {queries} --real-queries {dir}", "not a file"),
     ("calibrate {kb} --queries {queries} --k 3 --real-queries {bad_utf8}", "not UTF-8"),
+    ("calibrate {kb} --queries {queries} --questions human", "'--questions': must be one of"),
+    ("calibrate {kb} --queries {queries} --questions ''", "'--questions': must be one of"),
     ("calibrate {kb} --queries {queries} --null-queries {missing}", "no such file"),
     ("calibrate {kb} --queries {queries} --null-queries {dir}", "not a file"),
     ("calibrate {kb} --queries {queries} --statistic combined --null-queries {bad_utf8}", "UTF-8"),

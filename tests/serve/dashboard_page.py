@@ -3,6 +3,8 @@ served knowledge base's page must pass, local or attached."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ragbound.serve.dashboard import P_VALUE_BINS
 from tests.browser import launch, page_errors
 from tests.serve.server import READ, check_all, stats
@@ -11,6 +13,17 @@ from tests.tripwires.tripwire_texts import UNSAFE
 
 # a forbidden query holding markup: the page must show it as text, never run it
 SCRIPTED = f"<script>alert('x')</script> {UNSAFE[1]}"
+
+
+def open_dashboard(driver: Any, url: str) -> tuple[Any, Any, list[str]]:
+    """The browser, the ``url``/dashboard page logged in with the read token, and the list
+    its script and console errors go to."""
+    browser = launch(driver)
+    context = browser.new_context(http_credentials={"username": "dash", "password": READ})
+    page = context.new_page()
+    errors = page_errors(page)
+    page.goto(f"{url}/dashboard")
+    return browser, page, errors
 
 
 def assert_the_page_updates(url: str) -> None:
@@ -22,11 +35,7 @@ def assert_the_page_updates(url: str) -> None:
 
     check_all(url, [SCRIPTED])
     with sync_playwright() as driver:
-        browser = launch(driver)
-        context = browser.new_context(http_credentials={"username": "dash", "password": READ})
-        page = context.new_page()
-        errors = page_errors(page)
-        page.goto(f"{url}/dashboard")
+        browser, page, errors = open_dashboard(driver, url)
         total = stats(url)["total"]
         page.wait_for_function(  # the first poll; a blocked script never gets here
             "n => document.getElementById('count-total').textContent === String(n)",
@@ -37,6 +46,8 @@ def assert_the_page_updates(url: str) -> None:
         scripts = page.eval_on_selector_all("script", "nodes => nodes.length")
         bars = page.eval_on_selector_all("#hist rect", "nodes => nodes.length")
         answered = int(page.inner_text("#count-answer"))
+        fit_n = int(page.inner_text("#fit-n"))
+        approximate_shown = page.is_visible("#approximate")
 
         made = check_all(url, MORE_IN_KNOWLEDGE[8:11])
         gained = sum(r["action"] == "answer" for r in made)
@@ -48,7 +59,10 @@ def assert_the_page_updates(url: str) -> None:
         answered_after = int(page.inner_text("#count-answer"))
         timeline = page.eval_on_selector_all("#timeline circle", "nodes => nodes.length")
         browser.close()
-    monitor = stats(url)["monitor"]
+    after = stats(url)
+    monitor = after["monitor"]
+    assert fit_n == min(total, after["fit"]["window"])  # the flagged share's window
+    assert approximate_shown == after["approximate"]
     assert errors == []  # no script error, no CSP violation (both are console errors)
     assert first_query == SCRIPTED and scripts == 1  # shown as text, not run as markup
     assert bars == P_VALUE_BINS

@@ -83,7 +83,7 @@ def test_generation_draws_chunks_until_n_questions_pass_the_filters(
     assert "magnetic resonance imaging" in system
     assert any(chunk.text in user for chunk in kb.chunks)
     assert queries[0].prompt_id == "synth-query" and queries[0].prompt_version == 2
-    assert queries[0].model == "scripted"
+    assert queries[0].model == "scripted" and queries[0].source == "llm:scripted"
     assert len({q.chunk_id for q in queries}) == 3
 
     out = tmp_path / "synthetic.jsonl"

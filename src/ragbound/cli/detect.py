@@ -28,13 +28,15 @@ from ragbound.cli.common import (
     progress,
     write_plots,
 )
+from ragbound.corpus.provenance import DECLARED_ORIGINS
+from ragbound.detect.calibration import APPROXIMATE
 from ragbound.detect.config import AUTO, COMBINED, DEFAULTS, TAU_AUTO, DetectorConfig
 from ragbound.stats import P_VALUE_METHODS
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from ragbound.detect.calibration import CalibrationManifest
+    from ragbound.detect.calibration import CalibrationManifest, NullQuestions
     from ragbound.detect.combined import Selection
     from ragbound.results import EvaluationReport, Verdict
 
@@ -123,6 +125,15 @@ def calibrate(
             callback=validate.seed,
         ),
     ] = 0,
+    questions: Annotated[
+        str | None,
+        typer.Option(
+            "--questions",
+            help="Where the questions that make the null came from: real or synthetic "
+            "(default: read from each record: `ragbound synth` output is synthetic).",
+            callback=validate.choice(*DECLARED_ORIGINS),
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Build the empirical null from in-knowledge queries; save it in KB_DIR/calibration/.
@@ -142,8 +153,17 @@ def calibrate(
     score the k chunks' relevance logits instead of their similarities: about k
     cross-encoder passes per query, measured in docs/benchmarks.md. --json prints path,
     n_queries, k, tau, statistic, alpha, p_value_method, granularity, reranker,
-    critical_value, kb_fingerprint, synthetic_check (with --real-queries) and selection
-    (with auto).
+    critical_value, kb_fingerprint, questions, synthetic_check (with --real-queries) and
+    selection (with auto).
+
+    Calibrate on a few dozen real in-knowledge questions first. The manifest records where
+    the questions that make the null came from (questions: origin real, synthetic, mixed or
+    unknown, with counts): --questions real|synthetic declares it, else each record says
+    (`ragbound synth` writes source "llm:MODEL"; a record with source "real" is real; a line
+    of text is of unknown origin). A null of synthetic questions alone gives approximate
+    p-values: check, the decisions and the service say "p-values approximate: no real
+    questions" (on some corpora such a null flagged 29% of real in-knowledge questions at
+    alpha 0.05).
 
     --real-queries FILE (a few dozen real user questions, read with the default query
     fields) checks that the --queries score like them, at level 0.05 by two tests on the
@@ -179,6 +199,7 @@ def calibrate(
     false-positive rate is valid on average but varies from one set of 20 to another.
     """
     from ragbound.corpus import load_queries
+    from ragbound.corpus.provenance import question_origins
     from ragbound.detect import Guard
     from ragbound.errors import InputError
     from ragbound.knowledge import KnowledgeBase
@@ -216,6 +237,7 @@ def calibrate(
             seed=seed if learned else None,
             queries_source=str(null_file),
             progress=progress(json_out),
+            questions=questions or question_origins(null_file, field=null_field),  # type: ignore[arg-type]
         )
     for warning in caught:
         sys.stderr.write(f"warning: {warning.message}\n")
@@ -235,6 +257,7 @@ def calibrate(
         "critical_value": critical,
         "kb_fingerprint": kb.fingerprint,
     }
+    info["questions"] = guard.calibration.manifest.questions.model_dump()
     if synthetic_check is not None:
         info["synthetic_check"] = synthetic_check.model_dump(mode="json")
     if selection is not None:
@@ -255,6 +278,21 @@ def calibrate(
         f"{guard.config.statistic} critical value at "
         f"alpha={alpha}: {critical:.4f}; saved to {folder}"
     )
+    console().print(questions_line(guard.calibration.manifest.questions))
+
+
+def questions_line(null: NullQuestions) -> str:
+    """One line on the null's questions; for synthetic ones alone, that p-values are only
+    approximate and what to do."""
+    line = f"null: {null.describe()}"
+    if null.approximate:
+        return (
+            f"[yellow]{line}: {APPROXIMATE}[/]; add a few dozen real questions (calibrate on "
+            f"them, or --null-queries REAL_FILE with --statistic {AUTO})"
+        )
+    if null.origin == "unknown":
+        return f"{line}; --questions real|synthetic records where they came from"
+    return line
 
 
 def n_learning(manifest: CalibrationManifest) -> int:
@@ -316,9 +354,11 @@ def check(
 
     --json prints one object per query with query, statistic, score, p_value,
     out_of_knowledge, alpha, critical_value (null when no score can reach alpha with this
-    calibration), k, n_calibration and neighbours (rank, chunk_id, doc_id, source,
-    similarity, text). A calibration made before the knowledge base changed, or with another
-    search (exact vs HNSW, another ef_search), is refused unless --force.
+    calibration), k, n_calibration, approximate (true when the calibration's questions are
+    all synthetic: p-values approximate, no real questions; also a line under the table) and
+    neighbours (rank, chunk_id, doc_id, source, similarity, text). A calibration made before
+    the knowledge base changed, or with another search (exact vs HNSW, another ef_search),
+    is refused unless --force.
     """
     from ragbound.detect import Guard
 
@@ -332,6 +372,11 @@ def check(
             emit_json(verdict)
         return
     console().print(verdict_table(verdicts))
+    if guard.approximate:
+        console().print(
+            f"[yellow]{APPROXIMATE}[/] (the calibration's questions were all written by an "
+            "LLM): calibrate on a few dozen real ones"
+        )
 
 
 def evaluate(

@@ -45,6 +45,7 @@ from ragbound.artifacts import (
     write_jsonl,
     write_npy,
 )
+from ragbound.corpus.provenance import QuestionOrigin
 from ragbound.corpus.units import Granularity, granularity_label, parse_granularity
 from ragbound.detect.canary import Canary
 from ragbound.detect.combined import CombinedModel, Selection
@@ -58,6 +59,80 @@ from ragbound.results import SyntheticCheck
 from ragbound.stores import SearchInfo
 
 CALIBRATION_FORMAT = "ragbound.calibration/1"
+APPROXIMATE = "p-values approximate: no real questions"
+"""What every place that shows p-values says of a calibration made of synthetic questions."""
+QuestionsLabel = Literal["real", "synthetic", "mixed", "unknown"]
+
+
+class NullQuestions(BaseModel):
+    """Where the questions that make a calibration's null came from (``origin``).
+
+    ``synthetic``: every one was written by an LLM, so the p-values are only approximate
+    (``approximate``); ``real``: every one is a real question; ``mixed``: some synthetic,
+    some not; ``unknown``: none is synthetic but some are of unknown origin (a file that does
+    not say, and nothing declared). ``declared``: set by ``calibrate --questions`` (or
+    ``Guard.calibrate(questions="real" | "synthetic")``) rather than read from the records
+    (:mod:`ragbound.corpus.provenance`).
+    """
+
+    origin: QuestionsLabel = "unknown"
+    n_real: int = 0
+    n_synthetic: int = 0
+    n_unknown: int = 0
+    declared: bool = False
+
+    @classmethod
+    def of(cls, origins: Sequence[QuestionOrigin], *, declared: bool = False) -> NullQuestions:
+        """The label and counts of the null's questions' origins."""
+        counts = {name: origins.count(name) for name in ("real", "synthetic", "unknown")}
+        return cls(
+            origin=_label(counts, len(origins)),
+            n_real=counts["real"],
+            n_synthetic=counts["synthetic"],
+            n_unknown=counts["unknown"],
+            declared=declared,
+        )
+
+    @property
+    def approximate(self) -> bool:
+        """No real question is in the null: every one was written by an LLM."""
+        return self.origin == "synthetic"
+
+    def describe(self) -> str:
+        """In words, e.g. ``"200 questions: 200 synthetic (from the records)"``."""
+        counts = (
+            ("real", self.n_real),
+            ("synthetic", self.n_synthetic),
+            ("of unknown origin", self.n_unknown),
+        )
+        parts = ", ".join(f"{n} {name}" for name, n in counts if n)
+        how = "declared" if self.declared else "from the records"
+        total = self.n_real + self.n_synthetic + self.n_unknown
+        return f"{total} questions: {parts or 'none'} ({how})"
+
+
+def _label(counts: dict[str, int], n: int) -> QuestionsLabel:
+    if n and counts["synthetic"] == n:
+        return "synthetic"
+    if counts["synthetic"]:
+        return "mixed"
+    return "real" if n and counts["real"] == n else "unknown"
+
+
+def _old_questions(data: dict[str, Any]) -> dict[str, Any]:
+    """What a manifest written before the null's questions were recorded can still say.
+
+    Its ``synthetic_check.synthetic`` (``calibrate --real-queries``) recorded that every null
+    question came from ``ragbound synth``: synthetic. Otherwise nothing was recorded, and the
+    questions are of unknown origin: treated as before (p-values not marked approximate), not
+    claimed real.
+    """
+    check = data.get("synthetic_check")
+    n = data.get("n_queries")
+    n = n if isinstance(n, int) else 0
+    if isinstance(check, dict) and check.get("synthetic") is True:
+        return {"origin": "synthetic", "n_synthetic": n}
+    return {"origin": "unknown", "n_unknown": n}
 
 
 class CalibrationManifest(BaseModel):
@@ -94,14 +169,19 @@ class CalibrationManifest(BaseModel):
     # a few calibration queries and their top-k as searched then (ragbound.detect.canary),
     # searched again at load; empty in calibrations made before they were recorded
     canaries: list[Canary] = []
+    # where the null's questions came from (older manifests: see _old_questions)
+    questions: NullQuestions = NullQuestions()
 
     @model_validator(mode="before")
     @classmethod
     def _nest_flat_parameters(cls, data: Any) -> Any:
-        """Accept the older layout with the detector's parameters at the top level."""
+        """Accept the older layout with the detector's parameters at the top level, and a
+        manifest from before the null's questions were recorded."""
         if isinstance(data, dict) and "detector" not in data:
             data = dict(data)
             data["detector"] = {n: data.pop(n) for n in DETECTOR_PARAMS if n in data}
+        if isinstance(data, dict) and "questions" not in data:
+            data = {**data, "questions": _old_questions(data)}
         return data
 
 

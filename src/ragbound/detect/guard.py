@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ragbound.corpus.provenance import DeclaredOrigin, QuestionOrigin, origins_of
 from ragbound.detect.boundary import BoundaryDetector
-from ragbound.detect.calibration import Calibration
+from ragbound.detect.calibration import Calibration, NullQuestions
 from ragbound.detect.canary import CanaryCheck, check_canaries, record_canaries, verify_canaries
 from ragbound.detect.combined import CombinedModel
 from ragbound.detect.config import (
@@ -34,6 +35,8 @@ from ragbound.results import Neighbour, Verdict
 from ragbound.stores import Hits
 
 PREVIEW_CHARS = 240
+Questions = DeclaredOrigin | Mapping[str, QuestionOrigin]
+"""Where calibration questions came from: all real, all synthetic, or each by its text."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class Guard:
         progress: bool = False,
         null_queries: Sequence[str] | None = None,
         seed: int | None = None,
+        questions: Questions | None = None,
         **params: Any,
     ) -> Guard:
         """Calibrate on in-knowledge queries: the empirical null new queries are tested against.
@@ -130,11 +134,19 @@ class Guard:
         in both leaves the learning, with a warning. ``null_queries`` and ``seed`` are
         refused with the other statistics, which learn nothing.
 
+        ``questions``: where the questions that make the null came from, kept in the
+        manifest (``questions``, a :class:`NullQuestions`): ``"real"`` or ``"synthetic"`` for
+        all of them, or a mapping of each question to its origin
+        (:func:`ragbound.corpus.provenance.question_origins` reads it from a query file);
+        None: unknown. A null of synthetic questions alone marks every verdict
+        ``approximate`` ("p-values approximate: no real questions").
+
         Example (synthetic questions teach the score, real ones certify it)::
 
             guard = Guard.calibrate(kb, synthetic, statistic="auto", null_queries=real,
-                                    queries_source="real.txt")
+                                    queries_source="real.txt", questions="real")
         """
+        origins_of((), questions)  # a bad value is refused before any search
         if "tau" in params:
             params["tau"] = resolve_tau(params["tau"], kb.embedder_name)
         statistic = params.pop("statistic", None) or (config or DEFAULTS).statistic
@@ -151,6 +163,7 @@ class Guard:
                 seed=seed,
                 queries_source=queries_source,
                 progress=progress,
+                questions=questions,
             )
         if null_queries is not None or seed is not None:
             raise InputError(
@@ -181,7 +194,7 @@ class Guard:
             reranker_revision=None if reranker is None else reranker.revision,
             granularity=kb.granularity,
         )
-        guard = cls(kb, calibration).record_canaries()
+        guard = cls(kb, calibration).record_canaries().record_questions(questions)
         guard._reranker = reranker
         _warn_if_powerless(len(queries), config.alpha)
         return guard
@@ -200,6 +213,7 @@ class Guard:
         seed: int | None,
         queries_source: str,
         progress: bool,
+        questions: Questions | None,
     ) -> Guard:
         """:meth:`calibrate` with ``combined`` or ``auto`` (:mod:`ragbound.detect.select`)."""
         config = (config or DEFAULTS).updated(**params)
@@ -226,7 +240,7 @@ class Guard:
         picked = learned.picked_single
         if picked is None:
             calibration = combined_calibration(kb, learned, config, seed, queries_source)
-            return cls(kb, calibration).record_canaries()
+            return cls(kb, calibration).record_canaries().record_questions(questions)
         guard = cls.calibrate(
             kb,
             learned.conformal,
@@ -234,6 +248,7 @@ class Guard:
             granularity=picked.granularity,
             queries_source=queries_source,
             progress=progress,
+            questions=questions,
         )
         manifest = guard.calibration.manifest
         guard.calibration.manifest = manifest.model_copy(update={"selection": learned.selection})
@@ -294,6 +309,20 @@ class Guard:
         guard = cls(kb, Calibration.load(Path(kb_dir)), force=force, granularity=granularity)
         guard.verify_canaries(force=force)
         return guard
+
+    def record_questions(self, questions: Questions | None) -> Guard:
+        """Keep where the null's questions came from in the manifest (self); ``questions`` as
+        in :meth:`calibrate`."""
+        origins = origins_of(self.calibration.queries, questions)
+        null = NullQuestions.of(origins, declared=isinstance(questions, str))
+        manifest = self.calibration.manifest.model_copy(update={"questions": null})
+        self.calibration.manifest = manifest
+        return self
+
+    @property
+    def approximate(self) -> bool:
+        """The null holds synthetic questions alone: its p-values are only approximate."""
+        return self.calibration.manifest.questions.approximate
 
     def record_canaries(self) -> Guard:
         """Search the calibration's canaries now and keep them in its manifest (self)."""
@@ -421,6 +450,7 @@ class Guard:
             critical_value=scored.critical_value,
             k=scored.k,
             n_calibration=scored.n_calibration,
+            approximate=self.approximate,
             neighbours=self.neighbours(scored.hits, row, evidence),
         )
 

@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException
 
 from ragbound._version import __version__
 from ragbound.corpus import validate_query
+from ragbound.detect.calibration import APPROXIMATE
 from ragbound.errors import ArtifactError, InputError
 from ragbound.gate import Decision
 from ragbound.serve.auth import Role, allows
@@ -298,7 +299,9 @@ def _add_ops_routes(app: FastAPI, service: Service) -> None:
     )
     async def readyz() -> JSONResponse:
         """200 once the model is loaded and the calibration present; 503 before, on failure,
-        or while the calibration's canaries have moved (``canary``: their last search)."""
+        or while the calibration's canaries have moved (``canary``: their last search).
+        ``approximate`` (with ``note`` "p-values approximate: no real questions"): the
+        calibration's questions are all synthetic; ``questions`` says where they came from."""
         gate = service.gate
         if not service.ready or gate is None:
             error = service.error or "the model is loading"
@@ -312,6 +315,9 @@ def _add_ops_routes(app: FastAPI, service: Service) -> None:
             calibration_id=gate.guard.calibration.manifest.id,
             tripwire_set=gate.tripwires.tripwires.manifest.set_hash if gate.tripwires else None,
             canary=service.canary,
+            questions=gate.guard.calibration.manifest.questions,
+            approximate=gate.guard.approximate,
+            note=APPROXIMATE if gate.guard.approximate else None,
         )
         return JSONResponse(body.model_dump())
 
@@ -323,7 +329,9 @@ def _add_ops_routes(app: FastAPI, service: Service) -> None:
         tags=["ops"],
     )
     async def metrics() -> PlainTextResponse:
-        """Prometheus text: latency, decisions, p-values, tripwire hits, the shift monitor."""
+        """Prometheus text: latency, decisions, p-values, tripwire hits, the shift monitor, the
+        share of decided queries flagged beside alpha (``ragbound_p_at_most_alpha_share``,
+        ``ragbound_alpha``), whether the calibration is approximate."""
         return PlainTextResponse(service.metrics.render(), media_type=PROMETHEUS_TEXT)
 
 

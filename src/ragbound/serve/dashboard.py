@@ -2,10 +2,11 @@
 
 ``GET /v1/stats`` answers :meth:`DashboardState.snapshot` (decision counts since the start,
 the p-value histogram of the last ``RECENT_DECISIONS`` decisions, the recent forbidden queries
-(those rejected) with their tripwires, the shift monitor's windows). ``GET /dashboard``
-answers one self-contained HTML page (``dashboard.html``: inline CSS and JS, no external
-asset) that polls it, sent with a content-security policy allowing only its own inline code,
-by a nonce fresh per response.
+(those rejected) with their tripwires, the shift monitor's windows, the share of decided
+queries flagged beside alpha, and whether the calibration's p-values are approximate).
+``GET /dashboard`` answers one self-contained HTML page (``dashboard.html``: inline CSS and
+JS, no external asset) that polls it, sent with a content-security policy allowing only its
+own inline code, by a nonce fresh per response.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ragbound.detect.calibration import APPROXIMATE, NullQuestions
 from ragbound.gate import Decision
 from ragbound.results import WindowResult
+from ragbound.serve.fit import FitShown
 from ragbound.serve.querylog import shown_query
 from ragbound.serve.settings import LogQueries
 from ragbound.tripwires import TripwireVerdict
@@ -90,6 +93,15 @@ class Stats(BaseModel):
     p_values: PValueHistogram
     forbidden: list[ForbiddenShown] = Field(description="newest first")
     monitor: Timeline | None = Field(description="null: no shift monitor")
+    fit: FitShown | None = Field(
+        None, description="the share of the last decided queries flagged, beside alpha"
+    )
+    questions: NullQuestions | None = Field(
+        None, description="where the calibration's questions came from (null before loading)"
+    )
+    approximate: bool = Field(
+        False, description=f"{APPROXIMATE} (the calibration's questions are all synthetic)"
+    )
 
 
 class DashboardState:
@@ -129,9 +141,17 @@ class DashboardState:
         )
 
     def snapshot(
-        self, ready: bool, windows: Sequence[WindowResult] | None, window_size: int
+        self,
+        ready: bool,
+        windows: Sequence[WindowResult] | None,
+        window_size: int,
+        *,
+        fit: FitShown | None = None,
+        questions: NullQuestions | None = None,
     ) -> Stats:
-        """``windows``: the shift monitor's recent windows (None: there is no monitor)."""
+        """``windows``: the shift monitor's recent windows (None: there is no monitor);
+        ``fit`` the flagged share (:mod:`ragbound.serve.fit`); ``questions`` the calibration's
+        (None: not loaded yet)."""
         with self._lock:
             counts = {action: self._counts[action] for action in ACTIONS}
             p_values = list(self._p_values)
@@ -147,6 +167,9 @@ class DashboardState:
             p_values=_histogram(p_values),
             forbidden=forbidden,
             monitor=None if windows is None else _timeline(windows, window_size),
+            fit=fit,
+            questions=questions,
+            approximate=questions is not None and questions.approximate,
         )
 
 

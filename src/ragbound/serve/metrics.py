@@ -133,6 +133,12 @@ def service_registry() -> Registry:
         "ragbound_canary_largest_move",
         "The canaries' largest similarity move since calibration at their last search.",
     )
+    registry.gauge(
+        "ragbound_calibration_approximate",
+        "1 when the calibration's questions are all synthetic (p-values approximate: no real "
+        "questions), else 0.",
+    )
+    _declare_fit(registry)
     for action in ("answer", "abstain", "reject"):
         registry.inc("ragbound_decisions_total", 0, action=action)
     for name in ("ragbound_monitor_windows_total", "ragbound_monitor_alarms_total"):
@@ -140,4 +146,34 @@ def service_registry() -> Registry:
     registry.set("ragbound_monitor_last_p_value", math.nan)
     registry.set("ragbound_canary_largest_move", math.nan)
     registry.set("ragbound_ready", 0)
+    registry.set("ragbound_calibration_approximate", math.nan)
     return registry
+
+
+def _declare_fit(registry: Registry) -> None:
+    """The flagged share against alpha (:mod:`ragbound.serve.fit`), listed before any
+    decision: NaN until the first."""
+    registry.counter(
+        "ragbound_p_at_most_alpha_total",
+        "Decided queries whose p-value is at most alpha (flagged by the boundary test).",
+    )
+    registry.gauge(
+        "ragbound_p_at_most_alpha_share",
+        "Share of the last decided queries with p-value <= alpha; below alpha beyond noise, "
+        "the calibration is looser than the traffic.",
+    )
+    registry.gauge("ragbound_p_at_most_alpha_window", "Decided queries behind that share.")
+    registry.gauge("ragbound_alpha", "The decisions' alpha.")
+    registry.gauge(
+        "ragbound_p_at_most_alpha_expected",
+        "The share of in-knowledge queries a fitting calibration flags (alpha rounded down to "
+        "the calibration's size); out-of-knowledge queries add to it.",
+    )
+    registry.inc("ragbound_p_at_most_alpha_total", 0)
+    registry.set("ragbound_p_at_most_alpha_window", 0)
+    for name in (
+        "ragbound_p_at_most_alpha_share",
+        "ragbound_alpha",
+        "ragbound_p_at_most_alpha_expected",
+    ):
+        registry.set(name, math.nan)

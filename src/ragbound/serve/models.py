@@ -6,6 +6,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from ragbound.detect.calibration import APPROXIMATE, NullQuestions
 from ragbound.detect.canary import CanaryCheck
 from ragbound.gate import Decision
 from ragbound.tripwires import Tripwire, TripwireChange
@@ -114,3 +115,9 @@ class Readiness(BaseModel):
     tripwire_set: str | None = None
     # the calibration's canaries at their last search (ragbound.detect.canary); None before
     canary: CanaryCheck | None = None
+    # where the calibration's questions came from; None before the calibration is loaded
+    questions: NullQuestions | None = None
+    approximate: bool = Field(
+        False, description=f"{APPROXIMATE} (the calibration's questions are all synthetic)"
+    )
+    note: str | None = Field(None, description=f"'{APPROXIMATE}' when approximate")

@@ -22,6 +22,7 @@ from ragbound.locking import writer_lock
 from ragbound.serve.batcher import Batcher
 from ragbound.serve.dashboard import DashboardState, Stats
 from ragbound.serve.drift import ServiceMonitor
+from ragbound.serve.fit import FitWatch
 from ragbound.serve.metrics import Registry, service_registry
 from ragbound.serve.querylog import LoggedLine, QueryLog, fired_topics
 from ragbound.serve.settings import ServeSettings
@@ -45,6 +46,7 @@ class Service:
         self.settings = settings
         self.metrics: Registry = service_registry()
         self.dashboard = DashboardState(settings.log_queries)
+        self.fit = FitWatch(self.metrics)
         self.gate: Gate | None = gate if isinstance(gate, Gate) else None
         self._loader = None if isinstance(gate, Gate) else gate
         self.ready = False
@@ -83,6 +85,7 @@ class Service:
             self.gate = gate
             self.ready = True
             self.metrics.set("ragbound_ready", 1)
+            self.metrics.set("ragbound_calibration_approximate", int(gate.guard.approximate))
             if self.settings.canary_minutes > 0:
                 threading.Thread(
                     target=self._watch_canaries, name="ragbound-canary", daemon=True
@@ -161,6 +164,7 @@ class Service:
         if self.monitor is not None:
             self.monitor.feed(logged, self.log.size if self.log is not None else None)
         self._count(decisions)
+        self.fit.record(decisions)
         self.dashboard.record(decisions)
         self._trim_now_and_then(len(queries))
         return decisions
@@ -177,7 +181,14 @@ class Service:
         """The dashboard's data (``GET /v1/stats``)."""
         monitor = self.monitor
         windows = list(monitor.recent) if monitor is not None else None
-        return self.dashboard.snapshot(self.ready, windows, self.settings.monitor_window)
+        gate = self.gate
+        return self.dashboard.snapshot(
+            self.ready,
+            windows,
+            self.settings.monitor_window,
+            fit=self.fit.snapshot(),
+            questions=None if gate is None else gate.guard.calibration.manifest.questions,
+        )
 
     def _log(self, decisions: Sequence[Decision]) -> list[LoggedLine]:
         if self.log is not None:

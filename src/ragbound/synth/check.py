@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ragbound.corpus import load_query_records
+from ragbound.corpus.provenance import SYNTH_FIELDS
 from ragbound.detect import Guard
 from ragbound.detect.shift import reference_scores
 from ragbound.results import SyntheticCheck
@@ -32,8 +33,6 @@ from ragbound.stats import bonferroni_alpha, calibration_mismatch
 
 # The check's level: each of its two tests runs at half of it (stated in every warning).
 CHECK_LEVEL = 0.05
-# Fields every line of `ragbound synth` output carries (SyntheticQuery).
-PROVENANCE_FIELDS = ("chunk_id", "prompt_id", "prompt_version", "model")
 
 
 def synthetic_provenance(path: Path, field: str | None = None) -> dict[str, list[str]] | None:
@@ -43,7 +42,7 @@ def synthetic_provenance(path: Path, field: str | None = None) -> dict[str, list
     contexts: set[str] = set()
     for record, _ in load_query_records(path, field=field):
         data = record.data
-        if not isinstance(data, dict) or not all(name in data for name in PROVENANCE_FIELDS):
+        if not isinstance(data, dict) or not all(name in data for name in SYNTH_FIELDS):
             return None
         prompts.add(f"{data['prompt_id']}@{data['prompt_version']}")
         contexts.add(str(data.get("context") or "unrecorded"))

@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ragbound.artifacts import write_jsonl
+from ragbound.corpus.provenance import LLM_SOURCE
 from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import (
@@ -92,6 +93,7 @@ class SyntheticQuery(BaseModel):
         default="", description="how the context's document was found (DocumentStructure.label)"
     )
     model: str
+    source: str = Field(default="", description="who wrote it: llm:MODEL")
     created_at: str
     cached: bool = False
 
@@ -431,6 +433,7 @@ def _provenance(
         prompt_version=prompt.version,
         context=structure.label,
         model=result.response.model,
+        source=f"{LLM_SOURCE}{result.response.model}",
         created_at=result.response.created_at,
         cached=result.response.cached,
     )
