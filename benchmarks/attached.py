@@ -74,13 +74,11 @@ def missing_reason() -> str | None:
 def attached_part(
     corpus: Path, calibration: list[str], ik_test: list[str], ook: dict[str, list[str]]
 ) -> dict:
-    """Both rows of the quality table and, with langchain-chroma, the retriever latency."""
-    from benchmarks.chroma_server import running_chroma
-    from ragbound.embedders import load_dense_embedder
+    """Both rows of the quality table; with langchain-chroma, the retriever latency; and the
+    tripwires in the collection against ragbound's own (``part["tripwires"]``)."""
+    from benchmarks.attached_tripwires import tripwire_part
 
-    local, build_s = timed(
-        lambda: KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
-    )
+    local, build_s = local_kb(corpus)
     part: dict = {
         "n_chunks": len(local.chunks),
         "k": K,
@@ -93,24 +91,45 @@ def attached_part(
         "local_build_s": build_s,
     }
     exact = quality_row("ragbound exact, local minilm", local, calibration, ik_test, ook)
+    with attached_collection(local) as (server, embedder, kb, filled):
+        part.update(filled)
+        part["search"] = kb.describe().model_dump()
+        label = "Chroma collection, attached (endpoint vectors)"
+        part["rows"] = [exact, quality_row(label, kb, calibration, ik_test, ook)]
+        if importlib.util.find_spec("langchain_chroma") is None:
+            part["langchain"] = {"skipped": "langchain-chroma is not installed"}
+        else:
+            queries = ik_test[:LATENCY_IK] + ook["MMLU-Med"][:LATENCY_OOK]
+            part["langchain"] = langchain_latency(server, embedder, calibration, queries)
+        part["tripwires"] = tripwire_part(local, kb, server, COLLECTION)
+    part["differences"] = differences(part)
+    return part
+
+
+def local_kb(corpus: Path) -> tuple[KnowledgeBase, float]:
+    """ragbound's own exact knowledge base of ``corpus`` (local MiniLM) and its build time."""
+    return timed(
+        lambda: KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
+    )
+
+
+@contextmanager
+def attached_collection(local: KnowledgeBase) -> Iterator[tuple]:
+    """infinity-emb and ``chroma run`` on loopback, ``local``'s chunks embedded through the
+    endpoint into a new collection, attached: ``(server, embedder, kb, fill measures)``
+    while the block runs (both servers stopped and their data removed after)."""
+    from benchmarks.chroma_server import running_chroma
+    from ragbound.embedders import load_dense_embedder
+
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         with _serving(tmp), running_chroma(tmp) as server:
             embedder = load_dense_embedder(SPEC)
-            part.update(fill(server, embedder, local))
+            filled = fill(server, embedder, local)
             kb = KnowledgeBase.attach(
                 server.url(COLLECTION), tmp / "kb", embedder=SPEC, doc_field="doc_id"
             )
-            part["search"] = kb.describe().model_dump()
-            label = "Chroma collection, attached (endpoint vectors)"
-            part["rows"] = [exact, quality_row(label, kb, calibration, ik_test, ook)]
-            if importlib.util.find_spec("langchain_chroma") is None:
-                part["langchain"] = {"skipped": "langchain-chroma is not installed"}
-            else:
-                queries = ik_test[:LATENCY_IK] + ook["MMLU-Med"][:LATENCY_OOK]
-                part["langchain"] = langchain_latency(server, embedder, calibration, queries)
-    part["differences"] = differences(part)
-    return part
+            yield server, embedder, kb, filled
 
 
 def fill(server, embedder, local: KnowledgeBase) -> dict:
