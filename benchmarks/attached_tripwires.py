@@ -148,8 +148,8 @@ def attached_tripwires_markdown(results: dict) -> list[str]:
     intro = (
         f"The tripwire set of the tripwire parts ({part['n_tripwires']} HarmfulQA questions, "
         f"half of each of {part['n_topics']} in-topic subtopics, seed {part['seed']}) added with "
-        "`TripwireStore.open(kb).add` both into the attached Chroma collection of the section "
-        "above (flagged records, vectors by `openai:minilm` through infinity-emb) and as files "
+        f"`TripwireStore.open(kb).add` both into {_collection(part)} (flagged records, vectors "
+        "by `openai:minilm` through infinity-emb) and as files "
         "into ragbound's own exact knowledge base (local MiniLM). Adding them to the collection "
         f"took {part['collection_add_s']:.1f} s, of which embedding the texts through the "
         f"endpoint takes about {part['endpoint_embed_s']:.1f} s (measured apart, just before). "
@@ -192,6 +192,16 @@ def tripwire_table(part: dict) -> tuple[list[str], list[list[str]]]:
         row += [str(agreement["pattern_differs"]), f"{agreement['max_abs_similarity_diff']:.1e}"]
         rows.append(row)
     return header, rows
+
+
+def _collection(part: dict) -> str:
+    if "fill" not in part:  # run with the section above, on its collection
+        return "the attached Chroma collection of the section above"
+    return (
+        "an attached Chroma collection set up as in the section above, again "
+        "(`python -m benchmarks.run attached-tripwires`: "
+        f"{part['fill']['endpoint_chunks_per_s']:.1f} chunks/s through the endpoint)"
+    )
 
 
 def _floor(value: float | None) -> str:
