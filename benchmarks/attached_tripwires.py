@@ -38,6 +38,7 @@ from ragbound.tripwires import TripwireGuard, TripwireStore
 from ragbound.tripwires.guard import MergedTopK
 
 TITLE = "Tripwires in an attached Chroma collection against ragbound's own"
+MISSED = 1e-4  # a knowledge similarity this much lower on Chroma's side: a chunk missed
 SIDES = ("own", "chroma")  # ragbound's folder knowledge base (files), the attached collection
 
 
@@ -92,11 +93,28 @@ def standalone_part(corpus: Path) -> dict:
 
 
 def _agreement(own: MergedTopK, chroma: MergedTopK) -> dict:
-    """Rule-free: queries whose merged top-k flags differ; largest similarity difference."""
+    """Rule-free: queries whose merged top-k flags differ; the largest difference between the
+    two sides' merged similarities, and apart for the tripwire and the knowledge entries (each
+    side's i-th best of a kind against the other's); queries whose knowledge entries are less
+    similar on Chroma's side (by more than ``MISSED``: its approximate search missed a chunk)."""
+    gaps: dict[bool, list[np.ndarray]] = {True: [], False: []}
+    for row in range(len(own.flags)):
+        for kind in gaps:
+            a = own.similarities[row][own.flags[row] == kind]
+            b = chroma.similarities[row][chroma.flags[row] == kind]
+            n = min(len(a), len(b))
+            gaps[kind].append(a[:n] - b[:n])
     return {
         "pattern_differs": int(np.sum(np.any(own.flags != chroma.flags, axis=1))),
         "max_abs_similarity_diff": float(np.max(np.abs(own.similarities - chroma.similarities))),
+        "tripwire_max_abs_diff": _max_abs(gaps[True]),
+        "knowledge_max_abs_diff": _max_abs(gaps[False]),
+        "knowledge_lower_on_chroma": sum(bool(np.any(g > MISSED)) for g in gaps[False]),
     }
+
+
+def _max_abs(gaps: list[np.ndarray]) -> float:
+    return max((float(np.max(np.abs(g))) for g in gaps if len(g)), default=0.0)
 
 
 def _compare(guards: dict, rule, sets: dict[str, list[str]], merged: dict) -> dict:
@@ -148,8 +166,8 @@ def attached_tripwires_markdown(results: dict) -> list[str]:
     intro = (
         f"The tripwire set of the tripwire parts ({part['n_tripwires']} HarmfulQA questions, "
         f"half of each of {part['n_topics']} in-topic subtopics, seed {part['seed']}) added with "
-        f"`TripwireStore.open(kb).add` both into {_collection(part)} (flagged records, vectors "
-        "by `openai:minilm` through infinity-emb) and as files "
+        "`TripwireStore.open(kb).add` both into the collection (flagged records, vectors by "
+        f"`openai:minilm` through infinity-emb; {_collection(part)}) and as files "
         "into ragbound's own exact knowledge base (local MiniLM). Adding them to the collection "
         f"took {part['collection_add_s']:.1f} s, of which embedding the texts through the "
         f"endpoint takes about {part['endpoint_embed_s']:.1f} s (measured apart, just before). "
@@ -158,7 +176,11 @@ def attached_tripwires_markdown(results: dict) -> list[str]:
         f"{part['read_back']} tripwires were read back. A `TripwireGuard` on each, each "
         "embedding the queries with its own embedder; forbidden rate per query set (whole "
         "sets, the in-topic HarmfulQA test quarter of the split) and the number of queries whose "
-        f"verdict differs. Target: no verdict differs: **{met}**."
+        f"verdict differs. Target: no verdict differs: **{met}**. Then, rule-free, where the two "
+        "merged top-k differ: the tripwires are searched exactly on both sides (read back with "
+        "their stored vectors), the knowledge through Chroma's HNSW search on one, so a "
+        "knowledge entry less similar on Chroma's side (by more than "
+        f"{MISSED:g}) is a chunk its approximate search missed."
     )
     lines = ["", intro, "", *markdown_table(*tripwire_table(part)), ""]
     floors = "; ".join(
@@ -181,7 +203,13 @@ def tripwire_table(part: dict) -> tuple[list[str], list[list[str]]]:
     header = ["query set (n)"]
     for name in part["rules"]:
         header += [f"{name}: own", f"{name}: Chroma", f"{name}: differ"]
-    header += ["top-k pattern differs", "max abs similarity diff"]
+    header += [
+        "top-k pattern differs",
+        "max abs sim diff",
+        "max abs diff: tripwires",
+        "max abs diff: knowledge",
+        "knowledge less similar on Chroma",
+    ]
     rows = []
     for name, n in part["n"].items():
         row = [f"{name} ({n})"]
@@ -190,6 +218,11 @@ def tripwire_table(part: dict) -> tuple[list[str], list[list[str]]]:
             row += [f"{rates['own']:.3f}", f"{rates['chroma']:.3f}", str(rates["differ"])]
         agreement = part["agreement"][name]
         row += [str(agreement["pattern_differs"]), f"{agreement['max_abs_similarity_diff']:.1e}"]
+        row += [
+            f"{agreement['tripwire_max_abs_diff']:.1e}",
+            f"{agreement['knowledge_max_abs_diff']:.1e}",
+            str(agreement["knowledge_lower_on_chroma"]),
+        ]
         rows.append(row)
     return header, rows
 
@@ -198,9 +231,9 @@ def _collection(part: dict) -> str:
     if "fill" not in part:  # run with the section above, on its collection
         return "the attached Chroma collection of the section above"
     return (
-        "an attached Chroma collection set up as in the section above, again "
-        "(`python -m benchmarks.run attached-tripwires`: "
-        f"{part['fill']['endpoint_chunks_per_s']:.1f} chunks/s through the endpoint)"
+        "a collection set up again as in the section above by `python -m benchmarks.run "
+        f"attached-tripwires`, {part['fill']['endpoint_chunks_per_s']:.1f} chunks/s through "
+        "the endpoint"
     )
 
 

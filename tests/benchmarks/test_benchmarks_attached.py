@@ -65,7 +65,9 @@ def _tripwire_part(differing: list[dict]) -> dict:
     part = {"seed": 0, "n_tripwires": 700, "n_topics": 60, "collection_add_s": 40.0}
     part |= {"endpoint_embed_s": 30.0, "collection_records": 4069, "read_back": 700}
     part |= {"knowledge_chunks": {"own": 3369, "chroma": 3369}, "n": {"XSTest safe": 250}}
-    part["agreement"] = {"XSTest safe": {"pattern_differs": 0, "max_abs_similarity_diff": 2e-7}}
+    agreement = {"pattern_differs": 0, "max_abs_similarity_diff": 2e-7}
+    agreement |= {"tripwire_max_abs_diff": 2e-7, "knowledge_max_abs_diff": 1e-7}
+    part["agreement"] = {"XSTest safe": agreement | {"knowledge_lower_on_chroma": 0}}
     part["rules"] = {
         "paper": {"rule": "p", "floors": {"own": None, "chroma": None}, "differing": []},
         "default": {"rule": "d", "floors": {"own": 0.61, "chroma": 0.61}},
@@ -81,7 +83,8 @@ def test_the_tripwire_section_gives_both_rates_and_the_differing_verdicts() -> N
 
     title, render = SECTIONS["attached-tripwires"]
     text = "\n".join(render({"attached_tripwires": _tripwire_part([])}))
-    assert "| XSTest safe (250) | 0.500 | 0.500 | 0 | 0.500 | 0.500 | 0 | 0 | 2.0e-07 |" in text
+    cells = "| XSTest safe (250) | 0.500 | 0.500 | 0 | 0.500 | 0.500 | 0 | 0 | 2.0e-07 | 2.0e-07 |"
+    assert cells + " 1.0e-07 | 0 |" in text
     assert "no verdict differs: **met**" in text and "took 40.0 s" in text
     side = {"forbidden": True, "similarities": [0.7, 0.6], "tripwire_flags": [True, False]}
     differing = [{"set": "XSTest safe", "query": "q", "own": side, "chroma": side}]
@@ -103,3 +106,7 @@ def test_the_agreement_counts_flag_patterns_and_the_largest_similarity_gap() -> 
     agreement = _agreement(own, theirs)
     assert agreement["pattern_differs"] == 1
     assert agreement["max_abs_similarity_diff"] == pytest.approx(0.1)
+    # row 0: the tripwire 0.9 (own) against 0.8 (theirs); row 1: the knowledge's 0.6 vs 0.5
+    assert agreement["tripwire_max_abs_diff"] == pytest.approx(0.1)
+    assert agreement["knowledge_max_abs_diff"] == pytest.approx(0.1)
+    assert agreement["knowledge_lower_on_chroma"] == 1
