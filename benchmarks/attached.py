@@ -1,6 +1,6 @@
 """Another application's Chroma collection, embedded by an OpenAI-compatible endpoint.
 
-``python -m benchmarks.run attached`` (issue 28's two targets for an attached store):
+``python -m benchmarks.run attached`` (issue 28's three targets for an attached store):
 
 1. The PubMedQA corpus's chunks (the same chunks as ragbound's own knowledge base of the
    quality part) go into a Chroma collection on a real ``chroma run`` server on loopback,
@@ -22,6 +22,10 @@
    vector with scores, so the store embeds the query itself in both), interleaved as in
    benchmarks/native_guard.py. Target: guarded p50 at most 1.05 x the bare one's. Skipped,
    with the reason, without langchain-chroma.
+
+3. Tripwires in the collection reject the same queries as ragbound's own tripwire files:
+   benchmarks/attached_tripwires.py, on the same collection (``attached-tripwires`` runs it
+   alone, on a collection set up again); its own docs section.
 
 Needs chromadb (``ragbound[chroma]``, its ``chroma`` executable beside this Python) and
 infinity-emb (``make infinity``, or ``$RAGBOUND_INFINITY`` naming its ``infinity_emb``);
