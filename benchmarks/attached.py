@@ -1,6 +1,6 @@
 """Another application's Chroma collection, embedded by an OpenAI-compatible endpoint.
 
-``python -m benchmarks.run attached`` (issue 28's two targets for an attached store):
+``python -m benchmarks.run attached`` (issue 28's three targets for an attached store):
 
 1. The PubMedQA corpus's chunks (the same chunks as ragbound's own knowledge base of the
    quality part) go into a Chroma collection on a real ``chroma run`` server on loopback,
@@ -22,6 +22,10 @@
    vector with scores, so the store embeds the query itself in both), interleaved as in
    benchmarks/native_guard.py. Target: guarded p50 at most 1.05 x the bare one's. Skipped,
    with the reason, without langchain-chroma.
+
+3. Tripwires in the collection reject the same queries as ragbound's own tripwire files:
+   benchmarks/attached_tripwires.py, on the same collection (``attached-tripwires`` runs it
+   alone, on a collection set up again); its own docs section.
 
 Needs chromadb (``ragbound[chroma]``, its ``chroma`` executable beside this Python) and
 infinity-emb (``make infinity``, or ``$RAGBOUND_INFINITY`` naming its ``infinity_emb``);
@@ -74,13 +78,11 @@ def missing_reason() -> str | None:
 def attached_part(
     corpus: Path, calibration: list[str], ik_test: list[str], ook: dict[str, list[str]]
 ) -> dict:
-    """Both rows of the quality table and, with langchain-chroma, the retriever latency."""
-    from benchmarks.chroma_server import running_chroma
-    from ragbound.embedders import load_dense_embedder
+    """Both rows of the quality table; with langchain-chroma, the retriever latency; and the
+    tripwires in the collection against ragbound's own (``part["tripwires"]``)."""
+    from benchmarks.attached_tripwires import tripwire_part
 
-    local, build_s = timed(
-        lambda: KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
-    )
+    local, build_s = local_kb(corpus)
     part: dict = {
         "n_chunks": len(local.chunks),
         "k": K,
@@ -93,24 +95,45 @@ def attached_part(
         "local_build_s": build_s,
     }
     exact = quality_row("ragbound exact, local minilm", local, calibration, ik_test, ook)
+    with attached_collection(local) as (server, embedder, kb, filled):
+        part.update(filled)
+        part["search"] = kb.describe().model_dump()
+        label = "Chroma collection, attached (endpoint vectors)"
+        part["rows"] = [exact, quality_row(label, kb, calibration, ik_test, ook)]
+        if importlib.util.find_spec("langchain_chroma") is None:
+            part["langchain"] = {"skipped": "langchain-chroma is not installed"}
+        else:
+            queries = ik_test[:LATENCY_IK] + ook["MMLU-Med"][:LATENCY_OOK]
+            part["langchain"] = langchain_latency(server, embedder, calibration, queries)
+        part["tripwires"] = tripwire_part(local, kb, server, COLLECTION)
+    part["differences"] = differences(part)
+    return part
+
+
+def local_kb(corpus: Path) -> tuple[KnowledgeBase, float]:
+    """ragbound's own exact knowledge base of ``corpus`` (local MiniLM) and its build time."""
+    return timed(
+        lambda: KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
+    )
+
+
+@contextmanager
+def attached_collection(local: KnowledgeBase) -> Iterator[tuple]:
+    """infinity-emb and ``chroma run`` on loopback, ``local``'s chunks embedded through the
+    endpoint into a new collection, attached: ``(server, embedder, kb, fill measures)``
+    while the block runs (both servers stopped and their data removed after)."""
+    from benchmarks.chroma_server import running_chroma
+    from ragbound.embedders import load_dense_embedder
+
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         with _serving(tmp), running_chroma(tmp) as server:
             embedder = load_dense_embedder(SPEC)
-            part.update(fill(server, embedder, local))
+            filled = fill(server, embedder, local)
             kb = KnowledgeBase.attach(
                 server.url(COLLECTION), tmp / "kb", embedder=SPEC, doc_field="doc_id"
             )
-            part["search"] = kb.describe().model_dump()
-            label = "Chroma collection, attached (endpoint vectors)"
-            part["rows"] = [exact, quality_row(label, kb, calibration, ik_test, ook)]
-            if importlib.util.find_spec("langchain_chroma") is None:
-                part["langchain"] = {"skipped": "langchain-chroma is not installed"}
-            else:
-                queries = ik_test[:LATENCY_IK] + ook["MMLU-Med"][:LATENCY_OOK]
-                part["langchain"] = langchain_latency(server, embedder, calibration, queries)
-    part["differences"] = differences(part)
-    return part
+            yield server, embedder, kb, filled
 
 
 def fill(server, embedder, local: KnowledgeBase) -> dict:

@@ -30,7 +30,9 @@ synthetic questions on the COVID-QA halves (BENCH_NEAR_SYNTH_SEEDS, BENCH_NEAR_S
 the bare retriever, p50 latency (the bundled sample corpus: needs no data set).
 ``attached`` (benchmarks/attached.py): the PubMedQA corpus in a Chroma collection embedded
 through infinity-emb, attached, against the exact knowledge base; and a guarded LangChain
-retriever over it (needs chromadb and infinity-emb, else skipped with the reason).
+retriever over it (needs chromadb and infinity-emb, else skipped with the reason); and the
+tripwire set added into the collection against the same set as files (benchmarks/
+attached_tripwires.py), which ``attached-tripwires`` runs alone on a collection set up again.
 Environment: RAGBOUND_DATA (data folder), BENCH_MEMORY_CHUNKS (default 100000; 0 skips),
 BENCH_MILLION_CHUNKS (default 1000000; 0 keeps only the float16 quality table),
 BENCH_SYNTH (default 1; 0 skips the LLM parts), BENCH_SYNTH_STEPS (default all: "1,2,3,4,5").
@@ -53,6 +55,7 @@ from rich.table import Table
 from benchmarks import (
     approx,
     attached,
+    attached_tripwires,
     baselines,
     datasets,
     doc2query,
@@ -159,8 +162,13 @@ def main() -> None:
         return
     if sys.argv[1:] == ["attached"]:
         results = saved_results()
-        results["attached"] = attached_part(corpus, calibration, ik_test, ook)
-        save(results, ["attached"])
+        attached_parts(results, corpus, calibration, ik_test, ook)
+        save(results, ["attached", "attached-tripwires"])
+        return
+    if sys.argv[1:] == ["attached-tripwires"]:  # the collection's tripwires alone
+        results = saved_results()
+        results["attached_tripwires"] = attached_tripwire_part(corpus)
+        save(results, ["attached-tripwires"])
         return
     if sys.argv[1:] == ["million"]:
         results = saved_results()
@@ -240,7 +248,7 @@ def main() -> None:
     if importlib.util.find_spec("ray") is not None:
         results["ray"] = ray_scoring.ray_part(OUT)
     results["near"] = near_part()
-    results["attached"] = attached_part(corpus, calibration, ik_test, ook)
+    attached_parts(results, corpus, calibration, ik_test, ook)
     save(results, SECTIONS)  # before the long memory run, so its failure loses nothing
     monitor_schemes.main()
     pvalue_validity.main()
@@ -274,6 +282,35 @@ def attached_part(
     if rows:
         console.print(_rich_table("guarded LangChain retriever over Chroma", header, rows))
     return part
+
+
+def attached_parts(
+    results: dict, corpus, calibration: list[str], ik_test: list[str], ook: dict[str, list[str]]
+) -> None:
+    """``results["attached"]`` and ``results["attached_tripwires"]`` (one set-up for both)."""
+    part = attached_part(corpus, calibration, ik_test, ook)
+    results["attached"] = part
+    results["attached_tripwires"] = part.pop("tripwires", None) or {"skipped": part.get("skipped")}
+    _print_attached_tripwires(results["attached_tripwires"])
+
+
+def attached_tripwire_part(corpus) -> dict:
+    """benchmarks/attached_tripwires.py alone, its table printed."""
+    reason = attached.missing_reason()
+    if reason:
+        console.print(f"[yellow]skipping the attached tripwire part: {reason}[/]")
+        return {"skipped": reason}
+    part = attached_tripwires.standalone_part(corpus)
+    _print_attached_tripwires(part)
+    return part
+
+
+def _print_attached_tripwires(part: dict) -> None:
+    if "rules" not in part:
+        console.print(f"[yellow]attached tripwires: skipped ({part.get('skipped')})[/]")
+        return
+    header, rows = attached_tripwires.tripwire_table(part)
+    console.print(_rich_table("tripwires in the Chroma collection vs as files", header, rows))
 
 
 def shift_part(guard: Guard, ook: dict[str, list[str]], ik_test: list[str]) -> dict:
@@ -836,6 +873,10 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "warm-synth": ("Synthetic queries on a warm cache", warm_synth_markdown),
     "native-guard": (native_guard.TITLE, native_guard.native_guard_markdown),
     "attached": (attached.TITLE, attached.attached_markdown),
+    "attached-tripwires": (
+        attached_tripwires.TITLE,
+        attached_tripwires.attached_tripwires_markdown,
+    ),
 }
 
 

@@ -41,15 +41,7 @@ TARGET_FRR = 0.05  # on TruthfulQA and XSTest safe (issue 15)
 
 def tripwire_default_part(kb: KnowledgeBase, out_dir: Path) -> dict:
     """Rates per rule, set and seed; the derived floor per seed; the density table."""
-    fixed = {
-        "HarmfulQA held-out topics": splits(SEEDS[0])["test_held_out"],
-        "DangerousQA": datasets.dangerousqa(),
-        "XSTest unsafe": datasets.xstest("unsafe"),
-        "TruthfulQA": datasets.truthfulqa_questions(),
-        "XSTest safe": datasets.xstest("safe"),
-        "PubMedQA": datasets.pubmedqa_questions(),
-    }
-    vectors = {name: kb.embed(queries) for name, queries in fixed.items()}
+    vectors = {name: kb.embed(queries) for name, queries in fixed_sets().items()}
     runs = []
     for seed in SEEDS:
         data = splits(seed)
@@ -60,6 +52,18 @@ def tripwire_default_part(kb: KnowledgeBase, out_dir: Path) -> dict:
             density = _density(guarded, data, seed_vectors)
     n = {name: len(v) for name, v in seed_vectors.items()}
     return {"runs": runs, "density": density, "n": n, "seeds": list(SEEDS)}
+
+
+def fixed_sets() -> dict[str, list[str]]:
+    """The query sets every seed shares (all but the in-topic HarmfulQA test quarter), whole."""
+    return {
+        "HarmfulQA held-out topics": splits(SEEDS[0])["test_held_out"],
+        "DangerousQA": datasets.dangerousqa(),
+        "XSTest unsafe": datasets.xstest("unsafe"),
+        "TruthfulQA": datasets.truthfulqa_questions(),
+        "XSTest safe": datasets.xstest("safe"),
+        "PubMedQA": datasets.pubmedqa_questions(),
+    }
 
 
 def _rates(kb: KnowledgeBase, vectors: dict[str, np.ndarray]) -> dict:
