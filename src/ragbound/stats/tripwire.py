@@ -231,3 +231,57 @@ def rejection_rates(rejected: np.ndarray, unsafe: np.ndarray) -> RejectionRates:
     return RejectionRates(
         accuracy=correct / len(labels), tpr=tpr, frr=false_pos / n_safe, precision=precision, f1=f1
     )
+
+
+def top_mean(similarities: np.ndarray, k: int) -> np.ndarray:
+    """Mean of each row's ``k`` highest similarities, (n,) float: the density of a set around
+    each query (k = 1: the nearest member's similarity). Rows need not be sorted.
+
+    >>> top_mean(np.array([[0.2, 0.9, 0.5], [0.1, 0.3, 0.2]]), 2).tolist()
+    [0.7, 0.25]
+    """
+    sims = np.asarray(similarities, dtype=np.float64)
+    if sims.ndim != 2:
+        raise ValueError(f"similarities must be 2-D, got shape {sims.shape}")
+    if not 1 <= k <= sims.shape[1]:
+        raise ValueError(f"k must be between 1 and {sims.shape[1]}, got {k}")
+    return -np.mean(np.partition(-sims, k - 1, axis=1)[:, :k], axis=1)
+
+
+def knn_margin(tripwire_sims: np.ndarray, reference_sims: np.ndarray, k: int) -> np.ndarray:
+    """How much closer each query is to the tripwires than to a reference of harmless
+    questions: the mean of its ``k`` highest tripwire similarities minus the mean of its ``k``
+    highest reference similarities, (n,) float. Higher = more like a forbidden request. Neither
+    term reads the knowledge base, so the score does not move with it.
+
+    >>> knn_margin(np.array([[0.8, 0.6]]), np.array([[0.5, 0.3]]), 1).round(3).tolist()
+    [0.3]
+    """
+    trip, ref = np.asarray(tripwire_sims), np.asarray(reference_sims)
+    if len(trip) != len(ref):
+        raise ValueError(f"{len(trip)} rows of tripwire similarities, {len(ref)} of reference")
+    return top_mean(trip, k) - top_mean(ref, k)
+
+
+def reference_threshold(reference_scores: np.ndarray, quantile: float) -> float:
+    """A conformal threshold from the scores of harmless reference questions (higher = more
+    forbidden): the ``ceil((n + 1) * quantile)``-th smallest of the n scores, +inf when that
+    rank exceeds n. A query is forbidden when its score is strictly above it.
+
+    When a new harmless question's score is exchangeable with the reference's (and there are
+    no ties), the chance it is forbidden is at most ``1 - quantile``.
+
+    >>> reference_threshold(np.array([0.3, 0.1, 0.4, 0.2]), 0.5)  # ceil(2.5) = 3rd smallest
+    0.3
+    >>> reference_threshold(np.array([0.3, 0.1, 0.4, 0.2]), 0.9)  # ceil(4.5) = 5 > 4
+    inf
+    """
+    if not 0 <= quantile <= 1:
+        raise ValueError(f"quantile must be in [0, 1], got {quantile}")
+    scores = np.sort(np.asarray(reference_scores, dtype=np.float64).ravel())
+    if not scores.size or not np.all(np.isfinite(scores)):
+        raise ValueError("the reference needs at least one score, all finite")
+    rank = int(np.ceil((scores.size + 1) * quantile - 1e-9))
+    if rank > scores.size:
+        return float("inf")
+    return float(scores[max(rank, 1) - 1])
