@@ -13,10 +13,11 @@ local generation speed (see benchmarks/synthetic.py, baselines.py, llm_speed.py)
 ``python -m benchmarks.run synthetic|shift|near|approx|million|ray|tripwires|tripwire-default|
 tripwire-rule|llm-speed`` runs only that part and merges it into the saved results.
 ``python -m benchmarks.run serve [--requests N] [--per-level N] [--threads N|default]`` is
-``make bench-serve`` (benchmarks/serve.py: the HTTP service against in-process decisions; raw numbers in
-bench_out/serve.json). The tripwire parts (benchmarks/tripwires.py, tripwire_default.py) need
-HarmfulQA and XSTest (``tripwire-rule``, benchmarks/tripwire_rule.py: every rule's curve on
-harmful sources left out of the tripwires); BENCH_CASCADE_N sets its LLM cascade subset (default 30 per side).
+``make bench-serve`` (benchmarks/serve.py: the HTTP service against in-process decisions; raw
+numbers in bench_out/serve.json). The tripwire parts (benchmarks/tripwires.py,
+tripwire_default.py, and tripwire_rule.py: every rule's curve on harmful sources left out of
+the tripwires) need HarmfulQA and XSTest; BENCH_CASCADE_N sets its LLM cascade subset (default
+30 per side).
 The near part (benchmarks/near.py) needs COVID-QA too; BENCH_NEAR_SEEDS sets its splits (5).
 ``near-mpnet``: the same splits with all-mpnet-base-v2 (its COVID-QA knowledge base, 27,891
 vectors, took 85 minutes to build on 2 shared cores, once; cached under bench_out/near-mpnet/);
