@@ -15,6 +15,7 @@ from ragbound.stats import (
     tripwire_features,
 )
 from ragbound.stats.tripwire import (
+    critical_floor,
     knn_margin,
     nearest_other_similarities,
     reference_threshold,
@@ -221,3 +222,45 @@ def test_top_mean_between_kth_and_max(sims: np.ndarray, k: int) -> None:
     got = top_mean(sims, k)
     assert np.all(got >= kth - 1e-12) and np.all(got <= sims.max(axis=1) + 1e-12)
     assert np.all(top_mean(sims, 1) >= got - 1e-12)  # the mean falls as k grows
+
+
+def test_per_query_floor() -> None:
+    f = tripwire_features(FLAGS, SIMS, floor=np.array([0.75, 0.0, 0.35]))
+    assert f.proportion.tolist() == [0.2, 0.0, 0.4]  # 0.9 | none | 0.4 and 0.8
+    with pytest.raises(ValueError, match="one value per query"):
+        tripwire_features(FLAGS, SIMS, floor=np.array([0.1, 0.2]))
+
+
+def test_critical_floor_by_hand() -> None:
+    paper = {"proportion": 0.5, "rank": 1}
+    # query 0: rank 1 is a tripwire at 0.9 -> 0.9; query 1: no tripwire -> -inf;
+    # query 2: tripwires at ranks 2-4 (0.8, 0.4, 0.3): three of five only with the 0.3 counted
+    got = critical_floor(FLAGS, SIMS, **paper)
+    assert got.tolist() == [0.9, -np.inf, 0.3]
+    assert critical_floor(FLAGS, SIMS, rank=2).tolist() == [0.9, -np.inf, 0.8]
+    # rr_sum >= 0.8 needs 1/2 + 1/3 (the 0.8 and the 0.4): floor 0.4
+    assert critical_floor(FLAGS, SIMS, rr_sum=0.8).tolist() == [0.9, -np.inf, 0.4]
+    # all: proportion >= 0.4 and rank <= 2 -> query 0 at 0.7 (two tripwires), query 2 at 0.4
+    both = critical_floor(FLAGS, SIMS, proportion=0.4, rank=2, combine="all")
+    assert both.tolist() == [0.7, -np.inf, 0.4]
+
+
+@given(
+    arrays(bool, (4, 5)),
+    arrays(np.float64, (4, 5), elements=st.floats(-1, 1)),
+    st.sampled_from([0.2, 0.4, 0.5, 0.6, 1.0]),
+    st.integers(1, 5),
+    st.sampled_from(["any", "all"]),
+    arrays(np.float64, 3, elements=st.floats(-1, 1)),
+)
+def test_critical_floor_is_where_the_rule_stops(
+    flags: np.ndarray, sims: np.ndarray, p: float, r: int, combine: str, floors: np.ndarray
+) -> None:
+    """At any floor, the rule rejects exactly the queries whose critical floor is at least it."""
+    sims = -np.sort(-sims, axis=1)  # a merged top-k is sorted
+    critical = critical_floor(flags, sims, proportion=p, rank=r, combine=combine)
+    for floor in [*floors, -np.inf]:
+        features = tripwire_features(flags, sims, floor=floor)
+        decided = rule_decisions(features, proportion=p, rank=r, combine=combine)
+        expected = (critical >= floor) & np.isfinite(critical)  # -inf: at no floor
+        assert decided.tolist() == expected.tolist()

@@ -34,20 +34,32 @@ class TripwireFeatures:
     k: int
 
 
-def counted(flags: np.ndarray, similarities: np.ndarray, floor: float = NO_FLOOR) -> np.ndarray:
-    """Tripwire flags with those below the similarity floor cleared, (n, k) bool."""
+def counted(
+    flags: np.ndarray, similarities: np.ndarray, floor: float | np.ndarray = NO_FLOOR
+) -> np.ndarray:
+    """Tripwire flags with those below the similarity floor cleared, (n, k) bool. ``floor`` is
+    one value, or one per query (n,)."""
     flags = np.asarray(flags, dtype=bool)
     if flags.ndim != 2 or flags.shape != np.shape(similarities):
         raise ValueError(
             f"flags {flags.shape} and similarities {np.shape(similarities)} must be equal 2-D"
         )
-    return flags & (np.asarray(similarities, dtype=float) >= floor)
+    floors = np.asarray(floor, dtype=float)
+    if floors.ndim == 1:
+        if floors.shape != (len(flags),):
+            raise ValueError(f"floor {floors.shape} must hold one value per query ({len(flags)})")
+        floors = floors[:, None]
+    return flags & (np.asarray(similarities, dtype=float) >= floors)
 
 
 def tripwire_features(
-    flags: np.ndarray, similarities: np.ndarray, k: int | None = None, floor: float = NO_FLOOR
+    flags: np.ndarray,
+    similarities: np.ndarray,
+    k: int | None = None,
+    floor: float | np.ndarray = NO_FLOOR,
 ) -> TripwireFeatures:
-    """Features of the first ``k`` columns (all when None) of a merged top-k.
+    """Features of the first ``k`` columns (all when None) of a merged top-k; ``floor`` is one
+    value or one per query.
 
     Example: one query whose top 4 are [tripwire, doc, tripwire, doc]:
 
@@ -91,6 +103,42 @@ def rule_decisions(
     if combine == "all":
         return fired.all(axis=1)
     raise ValueError(f"combine must be 'any' or 'all', got {combine!r}")
+
+
+def critical_floor(
+    flags: np.ndarray,
+    similarities: np.ndarray,
+    k: int | None = None,
+    *,
+    proportion: float | None = None,
+    rank: int | None = None,
+    rr_sum: float | None = None,
+    combine: str = "any",
+) -> np.ndarray:
+    """The highest similarity floor at which the rule still rejects each query, (n,) float:
+    the rule rejects at floor f exactly when f <= this value, a finite one (-inf: the rule
+    rejects at no floor, not even with every tripwire counted).
+
+    Raising the floor only ever uncounts tripwires, and every condition needs at least one
+    counted tripwire, so the answer is one of the query's tripwire similarities: the highest at
+    which the rule (:func:`rule_decisions`) fires. A floor rule's whole trade-off curve is one
+    threshold on this score.
+
+    >>> critical_floor(np.array([[1, 0, 1, 1]]), np.array([[0.9, 0.8, 0.7, 0.6]]), proportion=0.5)
+    array([0.7])
+    """
+    flags = np.asarray(flags, dtype=bool)
+    k = flags.shape[1] if k is None else k
+    sims = np.asarray(similarities, dtype=np.float64)
+    tripwire_sims = np.where(counted(flags, sims)[:, :k], sims[:, :k], -np.inf)
+    best = np.full(len(flags), -np.inf)
+    conditions = {"proportion": proportion, "rank": rank, "rr_sum": rr_sum}
+    for j in range(k):
+        floor = tripwire_sims[:, j]
+        features = tripwire_features(flags, sims, k, np.where(np.isfinite(floor), floor, np.inf))
+        fires = rule_decisions(features, combine=combine, **conditions) & np.isfinite(floor)
+        best = np.where(fires, np.maximum(best, floor), best)
+    return best
 
 
 def condition_matrix(
