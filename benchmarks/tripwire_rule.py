@@ -400,6 +400,8 @@ def tripwire_rule_markdown(results: dict) -> list[str]:
         f"{ref.get('sharp', 0)} sharp-worded harmless questions written for it; thresholds at "
         "quantiles of the general part's scores). See benchmarks/tripwire_rule.py.",
         "",
+        _verdict(part, names),
+        "",
         "*Upper bound: the highest recall any threshold on each rule's score reaches within the "
         "target false-positive rates, the threshold chosen on the test questions themselves (a "
         "frontier, not a rule; the paper's rule and today's floor share one score, the highest "
@@ -454,6 +456,25 @@ def tripwire_rule_markdown(results: dict) -> list[str]:
             "",
         ]
     return lines
+
+
+def _verdict(part: dict, names: list[str]) -> str:
+    """One sentence: does any rule meet the target on every split, and how far the best is."""
+    target = BUDGETS.index((TARGET["ordinary"], TARGET["xstest_safe"]))
+    worst = {
+        rule: min(by_split[s][target]["recall"] for s in names)
+        for rule, by_split in part["frontier"].items()
+    }
+    best = max(worst, key=lambda rule: worst[rule])
+    met = [rule for rule, w in worst.items() if w >= TARGET["recall"]]
+    if met:
+        return f"**Within reach on every split: {', '.join(met)}** (upper bound below)."
+    return (
+        f"**No rule reaches the target on every split, even with its threshold chosen on the test "
+        f"questions**: the best worst-split recall within the target false-positive rates is "
+        f"{worst[best]:.2f} ({best}), {TARGET['recall'] - worst[best]:.2f} short of "
+        f"{TARGET['recall']:.2f}."
+    )
 
 
 def _frontier_rows(part: dict, names: list[str], budget: int) -> list[list[str]]:

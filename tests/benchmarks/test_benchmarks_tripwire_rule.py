@@ -105,4 +105,5 @@ def test_markdown_of_a_small_part() -> None:
     assert "| paper | 0.90 (0.5) | 0.90 (0.5) | 0.90 | 0.90 | 0.00 |" in text
     assert "| probe | none | none | 0.00 | 0.00 | 0.85 |" in text
     assert "the closest" in text  # probe has no knob within the targets
+    assert "best worst-split recall within the target false-positive rates is 0.50" in text
     assert tripwire_rule_markdown({}) == []
