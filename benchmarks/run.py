@@ -16,8 +16,8 @@ tripwire-rule|llm-speed`` runs only that part and merges it into the saved resul
 ``make bench-serve`` (benchmarks/serve.py: the HTTP service against in-process decisions; raw
 numbers in bench_out/serve.json). The tripwire parts (benchmarks/tripwires.py,
 tripwire_default.py, and tripwire_rule.py: every rule's curve on harmful sources left out of
-the tripwires) need HarmfulQA and XSTest; BENCH_CASCADE_N sets its LLM cascade subset (default
-30 per side).
+the tripwires; ``tripwire-rule-mpnet``: its candidates with MPNet) need HarmfulQA and XSTest;
+BENCH_CASCADE_N sets its LLM cascade subset (default 30 per side).
 The near part (benchmarks/near.py) needs COVID-QA too; BENCH_NEAR_SEEDS sets its splits (5).
 ``near-mpnet``: the same splits with all-mpnet-base-v2 (its COVID-QA knowledge base, 27,891
 vectors, took 85 minutes to build on 2 shared cores, once; cached under bench_out/near-mpnet/);
@@ -75,7 +75,11 @@ from benchmarks.doc import machine_description, markdown_table, write_section
 from benchmarks.energy_tau import energy_tau_markdown, energy_tau_part
 from benchmarks.timing import latency, timed
 from benchmarks.tripwire_default import tripwire_default_markdown, tripwire_default_part
-from benchmarks.tripwire_rule import tripwire_rule_markdown, tripwire_rule_part
+from benchmarks.tripwire_rule import (
+    tripwire_rule_markdown,
+    tripwire_rule_mpnet_markdown,
+    tripwire_rule_part,
+)
 from ragbound.detect import Guard
 from ragbound.detect.evaluate import evaluate, split_queries, statistic_scores
 from ragbound.knowledge import KnowledgeBase
@@ -196,6 +200,11 @@ def main() -> None:
         kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
         results["tripwire_rule"] = tripwire_rule_part(kb)
         save(results, ["tripwire-rule"])
+        return
+    if sys.argv[1:] == ["tripwire-rule-mpnet"]:  # the candidates with MPNet (~10 min, no KB)
+        results = saved_results()
+        results["tripwire_rule_mpnet"] = tripwire_rule_part(None, "mpnet")
+        save(results, ["tripwire-rule-mpnet"])
         return
     if sys.argv[1:] == ["llm-speed"]:
         results = saved_results()
@@ -847,6 +856,10 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "tripwire-rule": (
         "Tripwires: every rule's trade-off curve on held-out harmful sources",
         tripwire_rule_markdown,
+    ),
+    "tripwire-rule-mpnet": (
+        "Tripwires: the knowledge-independent candidates with MPNet",
+        tripwire_rule_mpnet_markdown,
     ),
     "synthetic": ("Synthetic vs real calibration and the baselines", synthetic_markdown),
     "llm-speed": ("Local LLM generation speed", llm_speed_markdown),

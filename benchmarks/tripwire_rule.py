@@ -131,14 +131,31 @@ def _key(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def tripwire_rule_part(kb: KnowledgeBase) -> dict:
-    """Every rule's curve on every split (see the module docstring)."""
+def tripwire_rule_part(kb: KnowledgeBase | None, embedder: str = "minilm") -> dict:
+    """Every rule's curve on every split (see the module docstring).
+
+    Without ``kb``, only the candidates (they never read the knowledge), with ``embedder``'s
+    vectors: the embedder check (``tripwire-rule-mpnet``), which needs no knowledge base.
+    """
     harmful, harmless = harmful_sets(), harmless_sets()
     reference = reference_questions()
-    vectors = {name: kb.embed(texts) for name, texts in {**harmful, **harmless}.items()}
-    knowledge = {name: kb.store.search(v, K).similarities for name, v in vectors.items()}
-    ref_vectors = {part: kb.embed(texts) for part, texts in reference.items()}
-    curves: dict[str, dict[str, list[dict]]] = {rule: {} for rule in RULES}
+    if kb is None:
+        from ragbound.embedders.registry import load_dense_embedder
+
+        model = load_dense_embedder(embedder)
+
+        def embed(texts: list[str]) -> np.ndarray:
+            return np.asarray(model.encode(texts), dtype=np.float32)
+    else:
+        embed = kb.embed
+    vectors = {name: embed(texts) for name, texts in {**harmful, **harmless}.items()}
+    knowledge = {
+        name: None if kb is None else kb.store.search(v, K).similarities
+        for name, v in vectors.items()
+    }
+    ref_vectors = {part: embed(texts) for part, texts in reference.items()}
+    rules = RULES if kb is not None else CANDIDATES
+    curves: dict[str, dict[str, list[dict]]] = {rule: {} for rule in rules}
     frontier: dict[str, dict[str, list[dict]]] = {}
     sizes = {}
     for split, (sources, held) in splits().items():
@@ -155,7 +172,9 @@ def tripwire_rule_part(kb: KnowledgeBase) -> dict:
             for source in held
         }
         harm_vectors = np.vstack([vectors[s][idx] for s, idx in test.items()])
-        harm_knowledge = np.vstack([knowledge[s][idx] for s, idx in test.items()])
+        harm_knowledge = (
+            None if kb is None else np.vstack([knowledge[s][idx] for s, idx in test.items()])
+        )
         sizes[split] = {"tripwires": len(tripwires), "held_out": len(harm_vectors)}
         queries = {"harmful": (harm_vectors, harm_knowledge)} | {
             name: (vectors[name], knowledge[name]) for name in harmless
@@ -173,6 +192,7 @@ def tripwire_rule_part(kb: KnowledgeBase) -> dict:
         "n": {name: len(texts) for name, texts in {**harmful, **harmless}.items()},
         "reference": {part: len(texts) for part, texts in reference.items()},
         "target": TARGET,
+        "embedder": embedder,
     }
 
 
@@ -191,6 +211,18 @@ def _rule_curves(
 ) -> tuple[dict[str, list[dict]], dict[str, dict[str, np.ndarray]]]:
     """The curve points of every rule on one split, and each rule's score per query set (the
     floor rules' score: the critical floor)."""
+    out: dict[str, list[dict]] = {}
+    all_scores: dict[str, dict[str, np.ndarray]] = {}
+    if queries["harmful"][1] is not None:
+        out, all_scores = _floor_curves(tripwires, queries)
+    _candidate_curves(tripwires, queries, reference, out, all_scores)
+    return out, all_scores
+
+
+def _floor_curves(
+    tripwires: np.ndarray, queries: dict[str, tuple[np.ndarray, np.ndarray]]
+) -> tuple[dict[str, list[dict]], dict[str, dict[str, np.ndarray]]]:
+    """The paper's rule and today's floor: curves and their one score (the critical floor)."""
     trip_sims = {name: v @ tripwires.T for name, (v, _) in queries.items()}
     merged = {}
     for name, (_, know) in queries.items():
@@ -220,6 +252,18 @@ def _rule_curves(
             for name, (flags, sims) in merged.items()
         }
     }
+    return out, all_scores
+
+
+def _candidate_curves(
+    tripwires: np.ndarray,
+    queries: dict[str, tuple[np.ndarray, np.ndarray | None]],
+    reference: dict[str, np.ndarray],
+    out: dict[str, list[dict]],
+    all_scores: dict[str, dict[str, np.ndarray]],
+) -> None:
+    """The knowledge-independent candidates' curves and scores, added to ``out`` and
+    ``all_scores``."""
     general = reference["general"]
     everything = np.vstack(list(reference.values()))
     scorers = {
@@ -237,7 +281,6 @@ def _rule_curves(
             threshold = reference_threshold(general_scores, q)
             point = _rates({label: s > threshold for label, s in scores.items()})
             out[name].append({"knob": f"q{q:g}", "threshold": threshold} | point)
-    return out, all_scores
 
 
 def _frontier(scores: dict[str, np.ndarray]) -> list[dict]:
@@ -359,9 +402,24 @@ def _cell(point: dict) -> str:
 
 def tripwire_rule_markdown(results: dict) -> list[str]:
     """The part's tables as Markdown lines (empty when it has not run)."""
-    part = results.get("tripwire_rule")
+    return _markdown(results.get("tripwire_rule"))
+
+
+def tripwire_rule_mpnet_markdown(results: dict) -> list[str]:
+    """The embedder check's tables (the candidates with MPNet), empty when it has not run."""
+    return _markdown(results.get("tripwire_rule_mpnet"))
+
+
+def _markdown(part: dict | None) -> list[str]:
     if not part or "curves" not in part:
         return []
+    embedder = part.get("embedder", "minilm")
+    setting = (
+        f"Tripwires from some harmful sources in the PubMedQA knowledge base ({embedder})"
+        if FLOOR_SCORE in part["frontier"]
+        else f"The candidates alone (they never read the knowledge), {embedder} vectors: tripwires "
+        "from some harmful sources"
+    )
     names = list(part["sizes"])
     sizes = part["sizes"]
     best = best_points(part)
@@ -388,9 +446,9 @@ def tripwire_rule_markdown(results: dict) -> list[str]:
         )
     ref = part["reference"]
     lines = [
-        "Tripwires from some harmful sources in the PubMedQA knowledge base (MiniLM), tested on "
-        "the sources left out (split: tripwire sources -> held-out sources; the header gives "
-        "tripwires / held-out harmful questions, repeats of a tripwire removed). Harmless: "
+        f"{setting}, tested on the sources left out (split: tripwire sources -> held-out "
+        "sources; the header gives tripwires / held-out harmful questions, repeats of a "
+        "tripwire removed). Harmless: "
         f"ordinary = TruthfulQA ({part['n']['TruthfulQA']}), MMLU-Med ({part['n']['MMLU-Med']}) "
         f"and PubMedQA ({part['n']['PubMedQA']}, the knowledge's own questions); XSTest safe "
         f"({part['n'][XS_SAFE]}). Target: recall >= {TARGET['recall']:.0%}, <= "
