@@ -462,8 +462,13 @@ def _markdown(part: dict | None) -> list[str]:
         "",
         "*Upper bound: the highest recall any threshold on each rule's score reaches within the "
         "target false-positive rates, the threshold chosen on the test questions themselves (a "
-        "frontier, not a rule; the paper's rule and today's floor share one score, the highest "
-        "floor at which the rule still fires)*",
+        "frontier, not a rule"
+        + (
+            "; the paper's rule and today's floor share one score, the highest floor at which "
+            "the rule still fires)*"
+            if FLOOR_SCORE in part["frontier"]
+            else ")*"
+        ),
         "",
         *markdown_table(header, _frontier_rows(part, names, 1)),
         "",
