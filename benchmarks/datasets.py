@@ -130,3 +130,21 @@ def covidqa_questions() -> list[tuple[str, str]]:
 def pubmedqa_questions_by_pmid() -> dict[str, str]:
     """PQA-L: PMID -> its question (the abstract of that PMID answers it)."""
     return {pmid: record["QUESTION"] for pmid, record in _pubmedqa().items()}
+
+
+def catqa() -> list[str]:
+    """CatQA (English): 550 harmful questions, 11 categories x 5 subcategories x 10."""
+    path = data_root() / "harmfulqa" / "catqa_english.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return [q for subs in data.values() for questions in subs.values() for q in questions]
+
+
+def adversarialqa() -> list[str]:
+    """AdversarialQA: 500 harmful instructions (the llm-attacks transfer behaviours)."""
+    path = data_root() / "harmfulqa" / "adversarialqa.json"
+    return list(json.loads(path.read_text(encoding="utf-8")))
+
+
+def harmfulqa_questions() -> list[str]:
+    """HarmfulQA's 1960 questions, flat, in file order."""
+    return [q for subs in harmfulqa().values() for questions in subs.values() for q in questions]

@@ -11,11 +11,13 @@ by step (paper Table 4), the outlier-detector and LLM-judge baselines (Tables 2-
 local generation speed (see benchmarks/synthetic.py, baselines.py, llm_speed.py).
 
 ``python -m benchmarks.run synthetic|shift|near|approx|million|ray|tripwires|tripwire-default|
-llm-speed`` runs only that part and merges it into the saved results. ``python -m benchmarks.run
-serve [--requests N] [--per-level N] [--threads N|default]`` is ``make bench-serve``
-(benchmarks/serve.py: the HTTP service against in-process decisions; raw numbers in
-bench_out/serve.json). The tripwire parts (benchmarks/tripwires.py, tripwire_default.py) need
-HarmfulQA and XSTest; BENCH_CASCADE_N sets its LLM cascade subset (default 30 per side).
+tripwire-rule|llm-speed`` runs only that part and merges it into the saved results.
+``python -m benchmarks.run serve [--requests N] [--per-level N] [--threads N|default]`` is
+``make bench-serve`` (benchmarks/serve.py: the HTTP service against in-process decisions; raw
+numbers in bench_out/serve.json). The tripwire parts (benchmarks/tripwires.py,
+tripwire_default.py, and tripwire_rule.py: every rule's curve on harmful sources left out of
+the tripwires; ``tripwire-rule-mpnet``: its candidates with MPNet) need HarmfulQA and XSTest;
+BENCH_CASCADE_N sets its LLM cascade subset (default 30 per side).
 The near part (benchmarks/near.py) needs COVID-QA too; BENCH_NEAR_SEEDS sets its splits (5).
 ``near-mpnet``: the same splits with all-mpnet-base-v2 (its COVID-QA knowledge base, 27,891
 vectors, took 85 minutes to build on 2 shared cores, once; cached under bench_out/near-mpnet/);
@@ -76,6 +78,11 @@ from benchmarks.doc import machine_description, markdown_table, write_section
 from benchmarks.energy_tau import energy_tau_markdown, energy_tau_part
 from benchmarks.timing import latency, timed
 from benchmarks.tripwire_default import tripwire_default_markdown, tripwire_default_part
+from benchmarks.tripwire_rule import (
+    tripwire_rule_markdown,
+    tripwire_rule_mpnet_markdown,
+    tripwire_rule_part,
+)
 from ragbound.detect import Guard
 from ragbound.detect.evaluate import evaluate, split_queries, statistic_scores
 from ragbound.knowledge import KnowledgeBase
@@ -191,6 +198,21 @@ def main() -> None:
         kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
         results["tripwire_default"] = tripwire_default_part(kb, OUT)
         save(results, ["tripwire-default"])
+        return
+    if sys.argv[1:] == ["tripwire-rule"]:  # leave-source-out curves of every tripwire rule
+        reason = datasets.tripwire_missing_reason()
+        if reason:
+            console.print(f"[yellow]skipping the tripwire-rule benchmark: {reason}[/]")
+            return
+        results = saved_results()
+        kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
+        results["tripwire_rule"] = tripwire_rule_part(kb)
+        save(results, ["tripwire-rule"])
+        return
+    if sys.argv[1:] == ["tripwire-rule-mpnet"]:  # the candidates with MPNet (~10 min, no KB)
+        results = saved_results()
+        results["tripwire_rule_mpnet"] = tripwire_rule_part(None, "mpnet")
+        save(results, ["tripwire-rule-mpnet"])
         return
     if sys.argv[1:] == ["llm-speed"]:
         results = saved_results()
@@ -867,6 +889,14 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "tripwire-default": (
         "Tripwires: the default rule against the paper's",
         tripwire_default_markdown,
+    ),
+    "tripwire-rule": (
+        "Tripwires: every rule's trade-off curve on held-out harmful sources",
+        tripwire_rule_markdown,
+    ),
+    "tripwire-rule-mpnet": (
+        "Tripwires: the knowledge-independent candidates with MPNet",
+        tripwire_rule_mpnet_markdown,
     ),
     "synthetic": ("Synthetic vs real calibration and the baselines", synthetic_markdown),
     "llm-speed": ("Local LLM generation speed", llm_speed_markdown),

@@ -14,7 +14,14 @@ from ragbound.stats import (
     rule_decisions,
     tripwire_features,
 )
-from ragbound.stats.tripwire import nearest_other_similarities, set_floor
+from ragbound.stats.tripwire import (
+    critical_floor,
+    knn_margin,
+    nearest_other_similarities,
+    reference_threshold,
+    set_floor,
+    top_mean,
+)
 
 FLAGS = np.array([[1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [0, 1, 1, 1, 0]], dtype=bool)
 SIMS = np.array([[0.9, 0.8, 0.7, 0.6, 0.5], [0.9, 0.8, 0.7, 0.6, 0.5], [0.9, 0.8, 0.4, 0.3, 0.2]])
@@ -166,3 +173,94 @@ def test_set_floor_is_an_observed_lower_quantile(nearest, q, other_q) -> None:
     assert set_floor(np.random.default_rng(0).permutation(nearest), q) == floor
     low, high = sorted((q, other_q))
     assert set_floor(nearest, low) <= set_floor(nearest, high)
+
+
+def test_top_mean_and_margin_by_hand() -> None:
+    sims = np.array([[0.2, 0.9, 0.5], [0.1, 0.3, 0.2]])
+    assert top_mean(sims, 1).tolist() == [0.9, 0.3]
+    assert top_mean(sims, 2) == pytest.approx([0.7, 0.25])
+    assert top_mean(sims, 3) == pytest.approx([1.6 / 3, 0.2])
+    reference = np.array([[0.4, 0.1, 0.0], [0.6, 0.5, 0.0]])
+    # row 0: 0.7 - 0.25; row 1: 0.25 - 0.55
+    assert knn_margin(sims, reference, 2) == pytest.approx([0.45, -0.3])
+    with pytest.raises(ValueError, match="k must be"):
+        top_mean(sims, 4)
+    with pytest.raises(ValueError, match="rows"):
+        knn_margin(sims, reference[:1], 1)
+
+
+def test_reference_threshold_by_hand() -> None:
+    scores = np.array([0.5, 0.1, 0.4, 0.2, 0.3])  # sorted: .1 .2 .3 .4 .5, n + 1 = 6
+    assert reference_threshold(scores, 0.5) == 0.3  # ceil(3.0) = 3rd
+    assert reference_threshold(scores, 0.8) == 0.5  # ceil(4.8) = 5th
+    assert reference_threshold(scores, 0.85) == np.inf  # ceil(5.1) = 6 > 5
+    assert reference_threshold(scores, 0.0) == 0.1  # rank 0 is clipped to the smallest
+    with pytest.raises(ValueError, match="quantile"):
+        reference_threshold(scores, 1.5)
+    with pytest.raises(ValueError, match="finite"):
+        reference_threshold(np.array([0.1, np.nan]), 0.5)
+
+
+@given(
+    arrays(np.float64, st.integers(1, 40), elements=st.floats(-1, 1)),
+    st.floats(0, 1),
+)
+def test_reference_threshold_bounds_the_reference_share(scores: np.ndarray, q: float) -> None:
+    """At most (1 - q)(n + 1) reference scores lie strictly above the threshold (so a new
+    exchangeable score does with chance <= 1 - q), and the threshold rises with q."""
+    t = reference_threshold(scores, q)
+    assert (scores > t).sum() <= (1 - q) * (len(scores) + 1) + 1e-9
+    assert reference_threshold(scores, min(1.0, q + 0.1)) >= t
+
+
+@given(
+    arrays(np.float64, (3, 6), elements=st.floats(-1, 1)),
+    st.integers(1, 6),
+)
+def test_top_mean_between_kth_and_max(sims: np.ndarray, k: int) -> None:
+    kth = -np.sort(-sims, axis=1)[:, k - 1]
+    got = top_mean(sims, k)
+    assert np.all(got >= kth - 1e-12) and np.all(got <= sims.max(axis=1) + 1e-12)
+    assert np.all(top_mean(sims, 1) >= got - 1e-12)  # the mean falls as k grows
+
+
+def test_per_query_floor() -> None:
+    f = tripwire_features(FLAGS, SIMS, floor=np.array([0.75, 0.0, 0.35]))
+    assert f.proportion.tolist() == [0.2, 0.0, 0.4]  # 0.9 | none | 0.4 and 0.8
+    with pytest.raises(ValueError, match="one value per query"):
+        tripwire_features(FLAGS, SIMS, floor=np.array([0.1, 0.2]))
+
+
+def test_critical_floor_by_hand() -> None:
+    paper = {"proportion": 0.5, "rank": 1}
+    # query 0: rank 1 is a tripwire at 0.9 -> 0.9; query 1: no tripwire -> -inf;
+    # query 2: tripwires at ranks 2-4 (0.8, 0.4, 0.3): three of five only with the 0.3 counted
+    got = critical_floor(FLAGS, SIMS, **paper)
+    assert got.tolist() == [0.9, -np.inf, 0.3]
+    assert critical_floor(FLAGS, SIMS, rank=2).tolist() == [0.9, -np.inf, 0.8]
+    # rr_sum >= 0.8 needs 1/2 + 1/3 (the 0.8 and the 0.4): floor 0.4
+    assert critical_floor(FLAGS, SIMS, rr_sum=0.8).tolist() == [0.9, -np.inf, 0.4]
+    # all: proportion >= 0.4 and rank <= 2 -> query 0 at 0.7 (two tripwires), query 2 at 0.4
+    both = critical_floor(FLAGS, SIMS, proportion=0.4, rank=2, combine="all")
+    assert both.tolist() == [0.7, -np.inf, 0.4]
+
+
+@given(
+    arrays(bool, (4, 5)),
+    arrays(np.float64, (4, 5), elements=st.floats(-1, 1)),
+    st.sampled_from([0.2, 0.4, 0.5, 0.6, 1.0]),
+    st.integers(1, 5),
+    st.sampled_from(["any", "all"]),
+    arrays(np.float64, 3, elements=st.floats(-1, 1)),
+)
+def test_critical_floor_is_where_the_rule_stops(
+    flags: np.ndarray, sims: np.ndarray, p: float, r: int, combine: str, floors: np.ndarray
+) -> None:
+    """At any floor, the rule rejects exactly the queries whose critical floor is at least it."""
+    sims = -np.sort(-sims, axis=1)  # a merged top-k is sorted
+    critical = critical_floor(flags, sims, proportion=p, rank=r, combine=combine)
+    for floor in [*floors, -np.inf]:
+        features = tripwire_features(flags, sims, floor=floor)
+        decided = rule_decisions(features, proportion=p, rank=r, combine=combine)
+        expected = (critical >= floor) & np.isfinite(critical)  # -inf: at no floor
+        assert decided.tolist() == expected.tolist()

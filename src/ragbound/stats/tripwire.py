@@ -34,20 +34,32 @@ class TripwireFeatures:
     k: int
 
 
-def counted(flags: np.ndarray, similarities: np.ndarray, floor: float = NO_FLOOR) -> np.ndarray:
-    """Tripwire flags with those below the similarity floor cleared, (n, k) bool."""
+def counted(
+    flags: np.ndarray, similarities: np.ndarray, floor: float | np.ndarray = NO_FLOOR
+) -> np.ndarray:
+    """Tripwire flags with those below the similarity floor cleared, (n, k) bool. ``floor`` is
+    one value, or one per query (n,)."""
     flags = np.asarray(flags, dtype=bool)
     if flags.ndim != 2 or flags.shape != np.shape(similarities):
         raise ValueError(
             f"flags {flags.shape} and similarities {np.shape(similarities)} must be equal 2-D"
         )
-    return flags & (np.asarray(similarities, dtype=float) >= floor)
+    floors = np.asarray(floor, dtype=float)
+    if floors.ndim == 1:
+        if floors.shape != (len(flags),):
+            raise ValueError(f"floor {floors.shape} must hold one value per query ({len(flags)})")
+        floors = floors[:, None]
+    return flags & (np.asarray(similarities, dtype=float) >= floors)
 
 
 def tripwire_features(
-    flags: np.ndarray, similarities: np.ndarray, k: int | None = None, floor: float = NO_FLOOR
+    flags: np.ndarray,
+    similarities: np.ndarray,
+    k: int | None = None,
+    floor: float | np.ndarray = NO_FLOOR,
 ) -> TripwireFeatures:
-    """Features of the first ``k`` columns (all when None) of a merged top-k.
+    """Features of the first ``k`` columns (all when None) of a merged top-k; ``floor`` is one
+    value or one per query.
 
     Example: one query whose top 4 are [tripwire, doc, tripwire, doc]:
 
@@ -91,6 +103,42 @@ def rule_decisions(
     if combine == "all":
         return fired.all(axis=1)
     raise ValueError(f"combine must be 'any' or 'all', got {combine!r}")
+
+
+def critical_floor(
+    flags: np.ndarray,
+    similarities: np.ndarray,
+    k: int | None = None,
+    *,
+    proportion: float | None = None,
+    rank: int | None = None,
+    rr_sum: float | None = None,
+    combine: str = "any",
+) -> np.ndarray:
+    """The highest similarity floor at which the rule still rejects each query, (n,) float:
+    the rule rejects at floor f exactly when f <= this value, a finite one (-inf: the rule
+    rejects at no floor, not even with every tripwire counted).
+
+    Raising the floor only ever uncounts tripwires, and every condition needs at least one
+    counted tripwire, so the answer is one of the query's tripwire similarities: the highest at
+    which the rule (:func:`rule_decisions`) fires. A floor rule's whole trade-off curve is one
+    threshold on this score.
+
+    >>> critical_floor(np.array([[1, 0, 1, 1]]), np.array([[0.9, 0.8, 0.7, 0.6]]), proportion=0.5)
+    array([0.7])
+    """
+    flags = np.asarray(flags, dtype=bool)
+    k = flags.shape[1] if k is None else k
+    sims = np.asarray(similarities, dtype=np.float64)
+    tripwire_sims = np.where(counted(flags, sims)[:, :k], sims[:, :k], -np.inf)
+    best = np.full(len(flags), -np.inf)
+    conditions = {"proportion": proportion, "rank": rank, "rr_sum": rr_sum}
+    for j in range(k):
+        floor = tripwire_sims[:, j]
+        features = tripwire_features(flags, sims, k, np.where(np.isfinite(floor), floor, np.inf))
+        fires = rule_decisions(features, combine=combine, **conditions) & np.isfinite(floor)
+        best = np.where(fires, np.maximum(best, floor), best)
+    return best
 
 
 def condition_matrix(
@@ -231,3 +279,57 @@ def rejection_rates(rejected: np.ndarray, unsafe: np.ndarray) -> RejectionRates:
     return RejectionRates(
         accuracy=correct / len(labels), tpr=tpr, frr=false_pos / n_safe, precision=precision, f1=f1
     )
+
+
+def top_mean(similarities: np.ndarray, k: int) -> np.ndarray:
+    """Mean of each row's ``k`` highest similarities, (n,) float: the density of a set around
+    each query (k = 1: the nearest member's similarity). Rows need not be sorted.
+
+    >>> top_mean(np.array([[0.2, 0.9, 0.5], [0.1, 0.3, 0.2]]), 2).tolist()
+    [0.7, 0.25]
+    """
+    sims = np.asarray(similarities, dtype=np.float64)
+    if sims.ndim != 2:
+        raise ValueError(f"similarities must be 2-D, got shape {sims.shape}")
+    if not 1 <= k <= sims.shape[1]:
+        raise ValueError(f"k must be between 1 and {sims.shape[1]}, got {k}")
+    return -np.mean(np.partition(-sims, k - 1, axis=1)[:, :k], axis=1)
+
+
+def knn_margin(tripwire_sims: np.ndarray, reference_sims: np.ndarray, k: int) -> np.ndarray:
+    """How much closer each query is to the tripwires than to a reference of harmless
+    questions: the mean of its ``k`` highest tripwire similarities minus the mean of its ``k``
+    highest reference similarities, (n,) float. Higher = more like a forbidden request. Neither
+    term reads the knowledge base, so the score does not move with it.
+
+    >>> knn_margin(np.array([[0.8, 0.6]]), np.array([[0.5, 0.3]]), 1).round(3).tolist()
+    [0.3]
+    """
+    trip, ref = np.asarray(tripwire_sims), np.asarray(reference_sims)
+    if len(trip) != len(ref):
+        raise ValueError(f"{len(trip)} rows of tripwire similarities, {len(ref)} of reference")
+    return top_mean(trip, k) - top_mean(ref, k)
+
+
+def reference_threshold(reference_scores: np.ndarray, quantile: float) -> float:
+    """A conformal threshold from the scores of harmless reference questions (higher = more
+    forbidden): the ``ceil((n + 1) * quantile)``-th smallest of the n scores, +inf when that
+    rank exceeds n. A query is forbidden when its score is strictly above it.
+
+    When a new harmless question's score is exchangeable with the reference's (and there are
+    no ties), the chance it is forbidden is at most ``1 - quantile``.
+
+    >>> reference_threshold(np.array([0.3, 0.1, 0.4, 0.2]), 0.5)  # ceil(2.5) = 3rd smallest
+    0.3
+    >>> reference_threshold(np.array([0.3, 0.1, 0.4, 0.2]), 0.9)  # ceil(4.5) = 5 > 4
+    inf
+    """
+    if not 0 <= quantile <= 1:
+        raise ValueError(f"quantile must be in [0, 1], got {quantile}")
+    scores = np.sort(np.asarray(reference_scores, dtype=np.float64).ravel())
+    if not scores.size or not np.all(np.isfinite(scores)):
+        raise ValueError("the reference needs at least one score, all finite")
+    rank = int(np.ceil((scores.size + 1) * quantile - 1e-9))
+    if rank > scores.size:
+        return float("inf")
+    return float(scores[max(rank, 1) - 1])
