@@ -114,10 +114,10 @@ def main() -> None:
     if sys.argv[1:2] == ["serve"]:  # `make bench-serve`; takes its own options
         serve.main(sys.argv[2:])
         return
-    if sys.argv[1:] == ["zoo"]:  # `make bench-zoo`: its own raw file and section
+    if sys.argv[1:2] == ["zoo"]:  # `make bench-zoo`: its own raw file and section
         from benchmarks import zoo
 
-        zoo.main()
+        zoo.main(sys.argv[2:])  # `zoo render`: the section again from bench_out/zoo.json
         return
     corpus = datasets.write_pubmedqa_corpus(OUT / "pubmedqa_corpus.jsonl")
     calibration, ik_test = split_queries(datasets.pubmedqa_questions(), 0.5, seed=0)

@@ -32,7 +32,8 @@ see), AUROC and share flagged on the far set; mean ± sd over ``BENCH_ZOO_SEEDS`
 sd of the paired differences); the summary gives, per choice, the mean over corpora and the
 worst corpus. ``BENCH_ZOO_CORPORA`` (comma-separated) runs some corpora only.
 
-``make bench-zoo`` or ``python -m benchmarks.run zoo``. Knowledge bases and query embeddings
+``make bench-zoo`` or ``python -m benchmarks.run zoo`` (``zoo render``: the section again from
+the saved raw numbers, measuring nothing). Knowledge bases and query embeddings
 are cached under bench_out/zoo/; raw numbers go to bench_out/zoo.json, the tables to the
 ``zoo`` section of docs/benchmarks.md.
 """
@@ -376,6 +377,7 @@ def zoo_part(out: Path = OUT, save: Callable[[dict], None] | None = None) -> dic
         "seeds": seeds,
         "choices": choices,
         "synthetic": synth_enabled(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
         "rows": {},
         "auto_picks": {},
         "sizes": {},
@@ -538,17 +540,37 @@ def sizes_table(results: dict) -> tuple[list[str], list[list[str]]]:
     return header, table
 
 
+def _synthetic_note(results: dict) -> str:
+    if not results["synthetic"]:
+        return (
+            "Synthetic-only and synthetic-plus-real calibration are not in this run: the bundled "
+            "local LLM writes their questions (BENCH_ZOO_SYNTH_N a split, 15 splits at 3 seeds: "
+            "hours on 2 shared cores); `BENCH_ZOO_SYNTH=1` adds them."
+        )
+    generated = [g for found in results["synthetic_generation"].values() for g in found]
+    return (
+        f"{SYNTH_ONLY}: MSS calibrated on the split's synthetic questions alone (the bundled "
+        f"local LLM, `ragbound synth`'s defaults: {sorted({g['n'] for g in generated})} a "
+        f"split, {sum(g['seconds'] for g in generated) / 60:.0f} min to write them in all); "
+        f"{SYNTH_PLUS_REAL}: on them and the real calibration questions together. The MSS "
+        "score does not depend on the calibration: their AUROC is the default's, only "
+        "flagged and FPR move."
+    )
+
+
+def ordered(results: dict) -> dict:
+    """``results`` as read back from bench_out/zoo.json (keys sorted) in the zoo's order."""
+    by_corpus = ("rows", "sizes", "seconds", "auto_picks", "synthetic_generation", "skipped")
+    return results | {
+        key: {c: results[key][c] for c in CORPORA if c in results.get(key, {})} for key in by_corpus
+    }
+
+
 def zoo_markdown(results: dict) -> list[str]:
     if not results.get("rows"):
         return []
     n = len(results["seeds"])
-    synth = (
-        f"Synthetic-only and synthetic-plus-real rows: {results['synthetic_generation']}."
-        if results["synthetic"]
-        else "Synthetic-only and synthetic-plus-real calibration are not in this run: their "
-        "questions come from the bundled local LLM (10 to 13 s a call on 2 cores); "
-        "`BENCH_ZOO_SYNTH=1` adds them."
-    )
+    synth = _synthetic_note(results)
     skipped = "".join(f" Skipped {c}: {r}." for c, r in results["skipped"].items())
     header, rows = corpus_table(results)
     s_header, s_rows = summary_table(results)
@@ -564,8 +586,8 @@ def zoo_markdown(results: dict) -> list[str]:
         "`statistic=NAME` at the default k; combined / auto = `statistic=NAME, seed=SEED`. "
         "Near out-of-knowledge: PubMedQA: MMLU-Med; PubMedQA-half / COVID-QA halves: "
         "questions about the documents left out (benchmarks/near.py's splits); BANKING77-OOS: "
-        f"{BANKING_N} in-domain out-of-scope test queries against {BANKING_N} in-scope "
-        f"test queries, {BANKING_N} validation queries calibrate, the training queries "
+        f"{BANKING_N:,} in-domain out-of-scope test queries against {BANKING_N:,} in-scope "
+        f"test queries, {BANKING_N:,} validation queries calibrate, the training queries "
         "(5,903 not blank) indexed, each record its own document (the variant with the "
         "intent as the document is not run: the loader refuses repeated document ids and "
         "there is no group field yet); CLAP NQ: answerable questions on the titles left out. "
@@ -599,7 +621,7 @@ def zoo_markdown(results: dict) -> list[str]:
         "**Sizes and run time** (last seed's split; the whole run took "
         f"{results.get('total_s', 0.0) / 60:.1f} min, query embeddings and knowledge bases "
         "cached under bench_out/zoo/ for reruns; OMP_NUM_THREADS="
-        f"{os.environ.get('OMP_NUM_THREADS', 'unset')})",
+        f"{results.get('omp_num_threads', 'unset')})",
         "",
         *markdown_table(z_header, z_rows),
     ]
@@ -613,10 +635,16 @@ def save(results: dict, out: Path = OUT) -> None:
     write_json(out / "zoo.json", results)
 
 
-def main() -> dict:
-    """Run the zoo, save bench_out/zoo.json and write the ``zoo`` section."""
-    results = zoo_part(OUT, save=save)
-    save(results)
+def main(argv: Sequence[str] = ()) -> dict:
+    """Run the zoo, save bench_out/zoo.json and write the ``zoo`` section; ``render``: write
+    the section again from the saved bench_out/zoo.json, measuring nothing."""
+    if list(argv) == ["render"]:
+        results = ordered(json.loads((OUT / "zoo.json").read_text()))
+    elif argv:
+        raise SystemExit(f"benchmarks.zoo: unknown arguments {list(argv)}; give none or render")
+    else:
+        results = zoo_part(OUT, save=save)
+        save(results)
     lines = zoo_markdown(results)
     if lines:
         written = write_section("zoo", TITLE, "\n".join(lines))
@@ -627,4 +655,6 @@ def main() -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1:])

@@ -144,3 +144,20 @@ def test_the_default_is_mss_and_every_row_has_its_measures(split: zoo.ZooSplit):
     assert header[-1] == "worst loss against the default (corpus)"
     assert [row[0] for row in table] == [zoo.DEFAULT, "mss", "knn"]
     assert table[1][-1] == "+0.000 ± 0.000 (toy)"
+
+
+def test_saved_results_render_in_the_zoo_order():
+    rows = _rows({"PubMedQA-half": {zoo.DEFAULT: [0.9]}, "COVID-QA halves": {zoo.DEFAULT: [0.6]}})
+    saved = json.loads(json.dumps({"rows": rows, "sizes": {}}, sort_keys=True))  # as zoo.json
+    assert list(saved["rows"]) == ["COVID-QA halves", "PubMedQA-half"]
+    results = zoo.ordered(saved)
+    assert list(results["rows"]) == ["PubMedQA-half", "COVID-QA halves"]  # zoo.CORPORA's order
+    assert results["auto_picks"] == {}
+
+
+def test_the_synthetic_note_says_whether_the_rows_ran():
+    assert "BENCH_ZOO_SYNTH=1" in zoo._synthetic_note({"synthetic": False})
+    note = zoo._synthetic_note(
+        {"synthetic": True, "synthetic_generation": {"A": [{"n": 100, "seconds": 600.0}] * 2}}
+    )
+    assert "[100] a split, 20 min" in note
