@@ -31,6 +31,9 @@ def test_banking77oos_has_its_published_splits():
     oos = datasets.banking77oos("id-oos_test")
     assert len(oos) == 1076 and {intent for _, intent in oos} == {"oos"}
     assert all(query for query, _ in train + oos)
+    # the zoo's two corpora of them: a record a document, or an intent a document
+    assert len({doc.id for doc in zoo.banking_documents()}) == 5903
+    assert len({doc.id for doc in zoo.banking_documents(by_intent=True)}) == 50
 
 
 @clapnq
