@@ -611,7 +611,7 @@ def zoo_markdown(results: dict) -> list[str]:
         f"{BANKING_N:,} in-domain out-of-scope test queries against {BANKING_N:,} in-scope "
         f"test queries, {BANKING_N:,} validation queries calibrate, the training queries "
         "(5,903 not blank) indexed, each record its own document (the variant with the "
-        'intent as the document id is its own corpus, "BANKING77-OOS, intent as document": '
+        f'intent as the document id is its own corpus, "{BY_INTENT}": '
         "built with `KnowledgeBase.from_documents`, which takes repeated ids as given, "
         "while `ragbound index --id-field` refuses them and there is no group field yet; "
         "leave-documents-out then leaves a whole intent out; a variant of the same "
