@@ -11,7 +11,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 
 INFINITY_VENV := .venv-infinity
 
-.PHONY: install demo test lint bench bench-abstention bench-serve clean infinity
+.PHONY: install demo test lint bench bench-abstention bench-serve bench-zoo clean infinity
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,12 @@ bench-abstention: $(STAMP)
 # default, RSS over 100,000 requests (BENCH_SERVE_REQUESTS=2000 BENCH_SERVE_PER_LEVEL=100: quick)
 bench-serve: $(STAMP)
 	$(BIN)/python -m benchmarks.run serve
+
+# every automatic choice (each statistic, combined, auto) against the default on the corpus zoo:
+# PubMedQA, PubMedQA-half, COVID-QA halves, BANKING77-OOS, CLAP NQ (BENCH_ZOO_SEEDS, default 3;
+# BENCH_ZOO_CORPORA picks some; BENCH_ZOO_SYNTH=1 adds synthetic calibration: the local LLM, slow)
+bench-zoo: $(STAMP)
+	$(BIN)/python -m benchmarks.run zoo
 
 clean:
 	rm -rf $(VENV) $(INFINITY_VENV) build *.egg-info src/*.egg-info .pytest_cache

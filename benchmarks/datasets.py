@@ -148,3 +148,64 @@ def adversarialqa() -> list[str]:
 def harmfulqa_questions() -> list[str]:
     """HarmfulQA's 1960 questions, flat, in file order."""
     return [q for subs in harmfulqa().values() for questions in subs.values() for q in questions]
+
+
+BANKING77_SPLITS = ("train", "valid", "test", "id-oos_valid", "id-oos_test")
+
+
+def banking77oos_missing_reason() -> str | None:
+    """Why BANKING77-OOS cannot be used here, or None when it is present."""
+    root = data_root() / "banking77oos"
+    needed = [root / split / name for split in BANKING77_SPLITS for name in ("seq.in", "label")]
+    absent = [str(p) for p in needed if not p.is_file()]
+    return f"BANKING77-OOS not found: {', '.join(absent)}" if absent else None
+
+
+def banking77oos(split: str) -> list[tuple[str, str]]:
+    """BANKING77-OOS ``split`` (train 5,905, valid 1,506, test 2,000 in-scope lines;
+    id-oos_valid 530, id-oos_test 1,080 in-domain out-of-scope) as (query, intent) pairs;
+    the intent is "oos" in the id-oos splits. Blank queries (2 in train, 2 in id-oos_valid,
+    4 in id-oos_test, as published) are left out."""
+    if split not in BANKING77_SPLITS:
+        raise ValueError(f"split {split!r}: choose among {', '.join(BANKING77_SPLITS)}")
+    folder = data_root() / "banking77oos" / split
+    queries = (folder / "seq.in").read_text(encoding="utf-8").splitlines()
+    labels = (folder / "label").read_text(encoding="utf-8").splitlines()
+    if len(queries) != len(labels):
+        raise ValueError(f"{folder}: {len(queries)} queries but {len(labels)} labels")
+    pairs = zip(queries, labels, strict=True)
+    return [(q.strip(), label.strip()) for q, label in pairs if q.strip()]
+
+
+CLAPNQ_KINDS = ("answerable", "unanswerable")
+
+
+def clapnq_missing_reason() -> str | None:
+    """Why CLAP NQ cannot be used here, or None when it is present."""
+    root = data_root() / "clapnq"
+    needed = [root / f"clapnq_dev_{kind}.jsonl" for kind in CLAPNQ_KINDS]
+    absent = [str(p) for p in needed if not p.is_file()]
+    return f"CLAP NQ not found: {', '.join(absent)}" if absent else None
+
+
+def clapnq(kind: str) -> list[dict[str, str]]:
+    """The 300 CLAP NQ dev questions of ``kind`` (answerable, unanswerable), each as
+    {id, question, title, text}: its Wikipedia passage's title and text (one passage each)."""
+    if kind not in CLAPNQ_KINDS:
+        raise ValueError(f"kind {kind!r}: choose among {', '.join(CLAPNQ_KINDS)}")
+    path = data_root() / "clapnq" / f"clapnq_dev_{kind}.jsonl"
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        for passage in record["passages"]:
+            rows.append(
+                {
+                    "id": str(record["id"]),
+                    "question": record["input"].strip(),
+                    "title": passage["title"],
+                    "text": passage["text"],
+                }
+            )
+    return rows

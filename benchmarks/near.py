@@ -159,14 +159,18 @@ class CachedEmbedder(SentenceTransformerEmbedder):
 
 # ----------------------------------------------------------------------- knowledge bases
 def cached_kb(
-    folder: Path, documents: Callable[[], list[Document]], embedder: CachedEmbedder, spec: str
+    folder: Path,
+    documents: Callable[[], list[Document]],
+    embedder: CachedEmbedder,
+    spec: str,
+    granularity: str = INDEXED,
 ) -> tuple[KnowledgeBase, float | None]:
-    """The knowledge base saved in ``folder`` (all granularities, embedder ``spec``), built
-    if absent or stale.
+    """The knowledge base saved in ``folder`` (units of ``granularity``, default all three;
+    embedder ``spec``), built if absent or stale.
 
     Returns it and the build seconds (None when it came from the cache).
     """
-    units = unit_params(INDEXED, WINDOW_SENTENCES)
+    units = unit_params(granularity, WINDOW_SENTENCES)
     try:
         kb = KnowledgeBase.load(folder, embedder=embedder)
         if kb.manifest.units == units:

@@ -14,7 +14,10 @@ local generation speed (see benchmarks/synthetic.py, baselines.py, llm_speed.py)
 tripwire-rule|llm-speed`` runs only that part and merges it into the saved results.
 ``python -m benchmarks.run serve [--requests N] [--per-level N] [--threads N|default]`` is
 ``make bench-serve`` (benchmarks/serve.py: the HTTP service against in-process decisions; raw
-numbers in bench_out/serve.json). The tripwire parts (benchmarks/tripwires.py,
+numbers in bench_out/serve.json). ``python -m benchmarks.run zoo`` is ``make bench-zoo``
+(benchmarks/zoo.py: every automatic choice against the default on PubMedQA, PubMedQA-half,
+COVID-QA halves, BANKING77-OOS and CLAP NQ; BENCH_ZOO_SEEDS, BENCH_ZOO_CORPORA, BENCH_ZOO_SYNTH;
+raw numbers in bench_out/zoo.json). The tripwire parts (benchmarks/tripwires.py,
 tripwire_default.py, and tripwire_rule.py: every rule's curve on harmful sources left out of
 the tripwires; ``tripwire-rule-mpnet``: its candidates with MPNet) need HarmfulQA and XSTest;
 BENCH_CASCADE_N sets its LLM cascade subset (default 30 per side).
@@ -120,6 +123,11 @@ def main() -> None:
         return
     if sys.argv[1:2] == ["serve"]:  # `make bench-serve`; takes its own options
         serve.main(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["zoo"]:  # `make bench-zoo`: its own raw file and section
+        from benchmarks import zoo
+
+        zoo.main(sys.argv[2:])  # `zoo render`: the section again from bench_out/zoo.json
         return
     corpus = datasets.write_pubmedqa_corpus(OUT / "pubmedqa_corpus.jsonl")
     calibration, ik_test = split_queries(datasets.pubmedqa_questions(), 0.5, seed=0)
