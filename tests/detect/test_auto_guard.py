@@ -246,6 +246,20 @@ def test_index_suggests_a_grouping_field_and_records_the_one_given(monkeypatch, 
     )
     assert code == 0 and "hint" not in err
     assert json.loads(out)["group_field"] == "topic"
+    code, out, err = run(
+        monkeypatch,
+        capsys,
+        "index",
+        str(corpus),
+        "--out",
+        str(tmp_path / "b"),
+        "--embedder",
+        "bm25",
+        "--group-field",
+        "topic",
+        "--overwrite",
+    )
+    assert code == 0 and "grouped by topic (8 groups)" in " ".join(out.split()), err
     assert KnowledgeBase.load(tmp_path / "b").groups()[0] == "topic=lost_card"
 
 

@@ -557,6 +557,8 @@ def _report_kb(kb: KnowledgeBase, verb: str, json_out: bool) -> None:
     where = "" if location is None else f", rows in {location.describe()}"
     if not search.exact:
         where += f", search {search.summary()}"
+    if m.group_field is not None:
+        where += f", grouped by {m.group_field} ({len(set(kb.groups()))} groups)"
     console().print(
         f"{verb} [bold]{kb.path}[/]: {m.n_documents} documents, {m.n_chunks} chunks, "
         f"embedder {m.embedder.name} ({m.embedder.similarity}), fingerprint {kb.fingerprint}"
