@@ -218,47 +218,19 @@ def test_index_suggests_a_grouping_field_and_records_the_one_given(monkeypatch, 
             for d in documents()
         )
     )
-    code, _, err = run(
-        monkeypatch,
-        capsys,
-        "index",
-        str(corpus),
-        "--out",
-        str(tmp_path / "a"),
-        "--embedder",
-        "bm25",
-    )
+
+    def index(out: str, *options: str) -> tuple[int, str, str]:
+        where = ["--out", str(tmp_path / out), "--embedder", "bm25"]
+        return run(monkeypatch, capsys, "index", str(corpus), *where, *options)
+
+    code, _, err = index("a")
     assert code == 0
     assert "field 'topic' has 8 values, 10 records each" in err
     assert "--group-field topic" in err
-    code, out, err = run(
-        monkeypatch,
-        capsys,
-        "index",
-        str(corpus),
-        "--out",
-        str(tmp_path / "b"),
-        "--embedder",
-        "bm25",
-        "--group-field",
-        "topic",
-        "--json",
-    )
+    code, out, err = index("b", "--group-field", "topic", "--json")
     assert code == 0 and "hint" not in err
     assert json.loads(out)["group_field"] == "topic"
-    code, out, err = run(
-        monkeypatch,
-        capsys,
-        "index",
-        str(corpus),
-        "--out",
-        str(tmp_path / "b"),
-        "--embedder",
-        "bm25",
-        "--group-field",
-        "topic",
-        "--overwrite",
-    )
+    code, out, err = index("b", "--group-field", "topic", "--overwrite")
     assert code == 0 and "grouped by topic (8 groups)" in " ".join(out.split()), err
     assert KnowledgeBase.load(tmp_path / "b").groups()[0] == "topic=lost_card"
 
