@@ -150,6 +150,17 @@ def test_the_group_field_is_kept_and_refused_when_no_record_has_it(
         KnowledgeBase.from_documents(documents(), embedder="bm25", group_field="topc")
 
 
+def test_a_knowledge_base_made_before_groups_masks_its_documents(tmp_path: Path):
+    KnowledgeBase.from_documents(documents(), embedder="bm25").save(tmp_path / "kb")
+    path = tmp_path / "kb" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    assert manifest.pop("group_field") is None
+    path.write_text(json.dumps(manifest))
+    older = KnowledgeBase.load(tmp_path / "kb")
+    assert older.group_field is None
+    assert older.groups() == [f"doc:{c.doc_id}" for c in older.chunks]
+
+
 # ----------------------------------------------------------------- the pure decision rule
 def candidate(statistic: str, auc: float, granularity: str = "chunk", k: int = 1) -> Candidate:
     return Candidate(statistic=statistic, k=k, granularity=granularity, auroc=auc, flagged=0.5)
