@@ -173,6 +173,14 @@ GOOD = ProxyShape(n_groups=150, sibling_share=0.1)
 
 def test_a_clear_winner_on_a_proxy_that_moves_the_questions_stands():
     assert keep_default_because(COMBINED, MSS, 0.90, 250, 250, GOOD) is None
+    lexical = ProxyShape(n_groups=150, sibling_share=None)  # BM25: no scale for the margin
+    assert keep_default_because(COMBINED, MSS, 0.90, 250, 250, lexical) is None
+
+
+def test_lexical_knowledge_counts_groups_but_no_siblings():
+    bm25 = KnowledgeBase.from_documents(documents(), embedder="bm25", group_field="topic")
+    shape = proxy_shape(learning_features(bm25))
+    assert shape == ProxyShape(n_groups=len(TOPICS), sibling_share=None)
 
 
 @pytest.mark.parametrize(

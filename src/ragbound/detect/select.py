@@ -165,18 +165,20 @@ class ProxyShape:
     (``sibling_share``: within :data:`SIBLING_MARGIN`, a near-duplicate sibling left behind)."""
 
     n_groups: int
-    sibling_share: float
+    sibling_share: float | None
 
 
 def proxy_shape(learning: QueryFeatures) -> ProxyShape:
-    """The :class:`ProxyShape` of a learning part's masked queries (all units together)."""
+    """The :class:`ProxyShape` of a learning part's masked queries (all units together).
+    The sibling share is None for lexical knowledge: BM25 scores have no fixed scale for
+    :data:`SIBLING_MARGIN` to be read on (it is set on embedding similarities)."""
     rows = learning.masked_rows
-    if len(rows) == 0:
-        return ProxyShape(0, 0.0)
+    groups = set().union(*(learning.masked_groups[int(i)] for i in rows))
+    if len(rows) == 0 or learning.references is None:  # references: dense knowledge only
+        return ProxyShape(len(groups), None)
     view = learning.views[-1]
     full = learning.hits[view].similarities[rows, 0]
     masked = learning.masked_hits[view].similarities[:, 0]
-    groups = set().union(*(learning.masked_groups[int(i)] for i in rows))
     return ProxyShape(len(groups), float(np.mean(masked >= full - SIBLING_MARGIN)))
 
 
@@ -204,7 +206,7 @@ def keep_default_because(
             f"only {shape.n_groups} groups were left out (under {MIN_GROUPS}): too few topics "
             "to tell candidates apart"
         )
-    if shape.sibling_share > MAX_SIBLING_SHARE:
+    if shape.sibling_share is not None and shape.sibling_share > MAX_SIBLING_SHARE:
         return (
             f"{shape.sibling_share:.0%} of the left-out queries still find a chunk about as "
             f"close (within {SIBLING_MARGIN}): near-duplicate siblings stay behind "
