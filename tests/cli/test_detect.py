@@ -193,7 +193,7 @@ def test_calibrate_auto_prints_its_candidates_and_check_uses_the_pick(
     assert json.loads(out)["statistic"] == "combined"
     code, out, err = run(monkeypatch, capsys, *args)
     text = " ".join(out.split())
-    assert code == 0 and "(picked)" in out and "kept the default, chunk mss: only " in text, err
+    assert code == 0 and "(picked)" in out and "kept chunk mss (the default): only " in text, err
     assert all(len(line) <= 80 for line in out.splitlines())
 
 

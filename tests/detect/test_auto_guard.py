@@ -104,8 +104,8 @@ def test_near_duplicate_records_without_a_group_keep_mss_and_say_why(plain: Know
     # each record is its own document: masking three leaves seven siblings that answer it
     assert selection.n_groups >= MIN_GROUPS
     assert selection.sibling_share > 0.5
-    assert "near-duplicate siblings" in selection.kept_default_because
-    assert selection.reason().startswith("kept the default, chunk mss: ")
+    assert "near-duplicate sibling" in selection.kept_default_because
+    assert selection.reason().startswith("kept chunk mss (the default): ")
     assert "--group-field" in selection.reason()
 
 
@@ -138,7 +138,7 @@ def test_eight_groups_are_too_few_and_auto_says_so(grouped: KnowledgeBase):
     selection = guard.calibration.manifest.selection
     assert selection.n_groups == len(TOPICS) < MIN_GROUPS
     assert selection.picked.label == "chunk mss"
-    assert selection.kept_default_because.startswith(f"only {len(TOPICS)} groups were left out")
+    assert selection.kept_default_because.startswith(f"only {len(TOPICS)} groups left out")
 
 
 def test_the_group_field_is_kept_and_refused_when_no_record_has_it(
@@ -186,9 +186,9 @@ def test_lexical_knowledge_counts_groups_but_no_siblings():
 @pytest.mark.parametrize(
     ("shape", "best", "fragment"),
     [
-        (ProxyShape(19, 0.1), 0.90, "only 19 groups were left out (under 20)"),
-        (ProxyShape(150, 0.7), 0.90, "70% of the left-out queries still find a chunk"),
-        (GOOD, 0.58, "no candidate separates the left-out queries (best AUROC 0.580 < 0.6)"),
+        (ProxyShape(19, 0.1), 0.90, "only 19 groups left out (under 20)"),
+        (ProxyShape(150, 0.7), 0.90, "70% of left-out queries kept a near-duplicate sibling"),
+        (GOOD, 0.58, "no candidate separates left-out queries (best AUROC 0.580)"),
     ],
 )
 def test_a_proxy_that_cannot_simulate_an_uncovered_topic_keeps_the_default(
@@ -204,7 +204,7 @@ def test_the_pick_must_beat_mss_by_more_than_its_standard_error():
     assert reason is not None and f"within one standard error ({error:.3f})" in reason
     ahead = candidate("energy", 0.80 + error * 1.5, k=4)
     assert keep_default_because(ahead, MSS, 0.85, 250, 250, GOOD) is None
-    assert "no candidate beats it" in keep_default_because(MSS, MSS, 0.80, 250, 250, GOOD)
+    assert "nothing beats it" in keep_default_because(MSS, MSS, 0.80, 250, 250, GOOD)
 
 
 def test_the_default_is_mss_at_the_knowledge_bases_granularity():

@@ -250,7 +250,7 @@ def test_auto_records_its_candidates_and_check_uses_the_pick(kb: KnowledgeBase):
     assert selection.n_groups == 17
     assert selection.picked == selection.default
     assert selection.default.label == "chunk,sentence mss"
-    assert selection.kept_default_because.startswith("only 17 groups were left out")
+    assert selection.kept_default_because.startswith("only 17 groups left out")
     keys = [(-c.auroc, -c.flagged) for c in selection.candidates]
     assert keys == sorted(keys)
     labels = {c.label for c in selection.candidates}

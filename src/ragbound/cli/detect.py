@@ -190,7 +190,7 @@ def calibrate(
     the simplest within one standard error of the best and calibrates it on the other half,
     unless it keeps the default (MSS) because the left-out queries cannot stand for an
     uncovered topic: fewer than 20 groups left out, most left-out queries still finding a
-    chunk within 0.07 of their nearest (near-duplicate siblings: index --group-field;
+    chunk within 0.06 of their nearest (near-duplicate siblings: index --group-field;
     embedders only, BM25 scores have no scale for it), no
     candidate above AUROC 0.6, or the proposal not ahead of MSS by more than its standard
     error. It prints the candidates and one line saying what it picked and why

@@ -530,13 +530,13 @@ class Selection(BaseModel):
     def reason(self) -> str:
         """One line: what was picked, against what, and why."""
         if self.kept_default_because is not None:
-            return f"kept the default, {self.picked.label}: {self.kept_default_because}"
+            return f"kept {self.picked.label} (the default): {self.kept_default_because}"
         if self.default is None:
             return f"picked {self.picked.label}: the simplest within one standard error"
         return (
             f"picked {self.picked.label}: AUROC {self.picked.auroc:.3f} against "
-            f"{self.default.auroc:.3f} for the default ({self.default.label}), more than one "
-            f"standard error apart; {self.n_groups} groups left out"
+            f"{self.default.auroc:.3f} for the default {self.default.label}, over one "
+            f"standard error ahead; {self.n_groups} groups left out"
         )
 
 

@@ -78,8 +78,10 @@ MIN_GROUPS = 20
 # MAX_SIBLING_SHARE of them (the median drop under the margin) and the proxy is mostly
 # in-knowledge questions relabelled. Median drops with MiniLM: BANKING77-OOS one record per
 # training query 0.043 (auto's pick lost 0.18 AUROC there), COVID-QA articles 0.094 (its
-# pick gained 0.18), PubMedQA 0.26; the margin sits between the first two.
-SIBLING_MARGIN = 0.07
+# pick gained 0.18), PubMedQA 0.26. The margin sits between the first two, where the shares
+# are about as far from one half on either side (BANKING77-OOS above, COVID-QA's three
+# seeded splits below). Set on two corpora: a corpus between them can fall either way.
+SIBLING_MARGIN = 0.06
 MAX_SIBLING_SHARE = 0.5
 # No candidate separating the masked from the full-index queries better than this: the
 # proxy does not move the questions, and its ranking is noise.
@@ -202,24 +204,17 @@ def keep_default_because(
     left behind, no candidate separating the proxy, ``proposed`` not ahead of the default
     by more than its standard error (``n_in`` full-index and ``n_out`` masked queries)."""
     if shape.n_groups < MIN_GROUPS:
-        return (
-            f"only {shape.n_groups} groups were left out (under {MIN_GROUPS}): too few topics "
-            "to tell candidates apart"
-        )
+        return f"only {shape.n_groups} groups left out (under {MIN_GROUPS}): too few topics"
     if shape.sibling_share is not None and shape.sibling_share > MAX_SIBLING_SHARE:
         return (
-            f"{shape.sibling_share:.0%} of the left-out queries still find a chunk about as "
-            f"close (within {SIBLING_MARGIN}): near-duplicate siblings stay behind "
-            "(index --group-field NAME masks them together)"
+            f"{shape.sibling_share:.0%} of left-out queries kept a near-duplicate sibling "
+            "(index --group-field)"
         )
     if best_auroc < MIN_PROXY_AUROC:
-        return (
-            f"no candidate separates the left-out queries (best AUROC {best_auroc:.3f} < "
-            f"{MIN_PROXY_AUROC})"
-        )
+        return f"no candidate separates left-out queries (best AUROC {best_auroc:.3f})"
     error = stats.auroc_standard_error(proposed.auroc, n_in, n_out)
     if proposed == default:
-        return f"no candidate beats it by more than one standard error ({error:.3f})"
+        return f"nothing beats it by over one standard error ({error:.3f})"
     if proposed.auroc - default.auroc <= error:
         return (
             f"{proposed.label} beats it by {proposed.auroc - default.auroc:.3f}, within one "
