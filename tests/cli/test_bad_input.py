@@ -45,6 +45,10 @@ ROWS: list[tuple[str, str]] = [
     ("index {records} --out {new} --embedder bm25 --chunk-words 5 --overlap 9", "overlap must"),
     ("index {records} --out {new} --embedder bm25 --text-field nosuch", "(field 'nosuch')"),
     ("index {records} --out {new} --embedder bm25 --id-field nosuch", "(field 'nosuch')"),
+    (
+        "index {records} --out {new} --embedder bm25 --group-field nosuch",
+        "group field 'nosuch': no record has a value for it",
+    ),
     ("index {records} --out {kb}", "already holds a knowledge base"),
     ("index {records} --out {new} --vector-dtype int8", "must be one of float32, float16"),
     (

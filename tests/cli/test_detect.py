@@ -177,8 +177,11 @@ def test_calibrate_auto_prints_its_candidates_and_check_uses_the_pick(
     picked = info["selection"]["picked"]
     assert info["statistic"] == picked["statistic"]
     assert info["n_queries"] == len(IN_KNOWLEDGE) // 2  # the other half learned
-    best = info["selection"]["candidates"][0]
-    assert picked["auroc"] >= best["auroc"] - info["selection"]["tolerance"]
+    best, proposed = info["selection"]["candidates"][0], info["selection"]["proposed"]
+    assert proposed["auroc"] >= best["auroc"] - info["selection"]["tolerance"]
+    # ten documents: too few to tell candidates apart, so auto keeps the default and says why
+    assert picked == info["selection"]["default"] and picked["statistic"] == "mss"
+    assert info["selection"]["kept_default_because"].startswith("only ")
     code, out, err = run(monkeypatch, capsys, "check", str(kb), "bees", "--json")
     assert code == 0, err
     assert json.loads(out)["statistic"] == picked["statistic"]
@@ -189,7 +192,9 @@ def test_calibrate_auto_prints_its_candidates_and_check_uses_the_pick(
     code, out, err = run(monkeypatch, capsys, "check", str(kb), "bees", "--json")
     assert json.loads(out)["statistic"] == "combined"
     code, out, err = run(monkeypatch, capsys, *args)
-    assert code == 0 and "(picked)" in out and "one standard error" in " ".join(out.split()), err
+    text = " ".join(out.split())
+    assert code == 0 and "(picked)" in out and "kept chunk mss (the default): only " in text, err
+    assert all(len(line) <= 80 for line in out.splitlines())
 
 
 def test_evaluate_reports_the_sample_it_drew_and_warns_when_a_file_is_small(

@@ -241,10 +241,16 @@ def test_auto_records_its_candidates_and_check_uses_the_pick(kb: KnowledgeBase):
     guard = Guard.calibrate(kb, _lines("in_knowledge.txt"), DEFAULTS, statistic="auto")
     selection = guard.calibration.manifest.selection
     assert selection is not None and selection.tolerance > 0
-    best = selection.candidates[0]
-    assert selection.picked.auroc >= best.auroc - selection.tolerance
-    simpler = [c for c in selection.candidates if complexity(c) < complexity(selection.picked)]
+    best, proposed = selection.candidates[0], selection.proposed
+    assert proposed is not None and proposed.auroc >= best.auroc - selection.tolerance
+    simpler = [c for c in selection.candidates if complexity(c) < complexity(proposed)]
     assert all(c.auroc < best.auroc - selection.tolerance for c in simpler)
+    # 17 documents: too few to tell candidates apart, so the default (MSS at the knowledge
+    # base's granularity) is kept, and the selection says why
+    assert selection.n_groups == 17
+    assert selection.picked == selection.default
+    assert selection.default.label == "chunk,sentence mss"
+    assert selection.kept_default_because.startswith("only 17 groups left out")
     keys = [(-c.auroc, -c.flagged) for c in selection.candidates]
     assert keys == sorted(keys)
     labels = {c.label for c in selection.candidates}

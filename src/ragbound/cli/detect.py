@@ -71,7 +71,7 @@ def calibrate(
         typer.Option(
             help=_help("statistic")
             + f" The default for check. {AUTO}: the candidate with the most power on "
-            "leave-documents-out queries (see below).",
+            "leave-documents-out queries, or mss when those cannot tell (see below).",
             callback=validate.calibration_statistic,
         ),
     ] = DEFAULTS.statistic,
@@ -186,9 +186,16 @@ def calibrate(
     conformal (valid when new in-knowledge queries are exchangeable with those). --statistic
     auto compares every statistic but entropy (not monotone in the similarities) x k (1, 4,
     8, 32) x indexed granularity, and combined, by how well it tells the learning half's
-    queries from themselves left out (AUROC, then the share flagged at --alpha), picks the
-    best and calibrates it on the other half; it prints the candidates, and the manifest
-    keeps them. Both search with every indexed unit (no --granularity, --k or --reranker).
+    queries from themselves left out (AUROC, then the share flagged at --alpha), proposes
+    the simplest within one standard error of the best and calibrates it on the other half,
+    unless it keeps the default (MSS) because the left-out queries cannot stand for an
+    uncovered topic: fewer than 20 groups left out, most left-out queries still finding a
+    chunk within 0.06 of their nearest (near-duplicate siblings: index --group-field;
+    embedders only, BM25 scores have no scale for it), no
+    candidate above AUROC 0.6, or the proposal not ahead of MSS by more than its standard
+    error. It prints the candidates and one line saying what it picked and why
+    (kept_default_because in the manifest's selection). Both search with every indexed
+    unit (no --granularity, --k or --reranker).
 
     --null-queries FILE (with combined or auto; read with the default query fields): the
     --queries all learn, and the questions in FILE alone make the null, so the p-value is
@@ -267,6 +274,7 @@ def calibrate(
         return
     if selection is not None:
         console().print(candidate_table(selection))
+        console().print(selection.reason(), markup=False)
     used = guard.calibration.manifest.n_queries
     learners = n_learning(guard.calibration.manifest)
     console().print(
@@ -307,20 +315,20 @@ def candidate_table(selection: Selection, shown: int = 12) -> Table:
     of them are in --json)."""
     from rich.table import Table
 
+    groups = "" if selection.n_groups is None else f", {selection.n_groups} groups"
     table = Table(
-        title=f"--statistic auto: power on {selection.n_learning_masked} leave-documents-out "
-        f"queries of the learning half ({selection.n_learning} queries), alpha="
-        f"{selection.alpha}; best {min(shown, len(selection.candidates))} of "
-        f"{len(selection.candidates)}; picked: the simplest within one standard error "
-        f"({selection.tolerance:.3f}) of the best AUROC"
+        title=f"--statistic auto: best {min(shown, len(selection.candidates))} of "
+        f"{len(selection.candidates)} candidates on {selection.n_learning_masked} of "
+        f"{selection.n_learning} learning queries left out{groups} (alpha={selection.alpha})"
     )
     for column in ("candidate", "flagged", "AUROC"):
         table.add_column(column, justify="right")
     rows = list(selection.candidates[:shown])
-    if selection.picked not in rows:
-        rows.append(selection.picked)
+    rows += [c for c in (selection.proposed, selection.picked) if c and c not in rows]
     for candidate in rows:
         mark = " (picked)" if candidate == selection.picked else ""
+        if candidate == selection.proposed and candidate != selection.picked:
+            mark = " (proposed)"
         table.add_row(candidate.label + mark, f"{candidate.flagged:.3f}", f"{candidate.auroc:.3f}")
     return table
 

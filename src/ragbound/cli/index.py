@@ -69,6 +69,14 @@ def index(
             "object keyed by id, else file and line; @line: file and line always)."
         ),
     ] = None,
+    group_field: Annotated[
+        str | None,
+        typer.Option(
+            help="Field of JSONL/CSV/JSON records whose records, sharing its value, are one "
+            "group for calibrate --statistic auto | combined (an intent, an FAQ category, an "
+            "article title; default: each document alone)."
+        ),
+    ] = None,
     overwrite: Annotated[
         bool,
         typer.Option(
@@ -147,6 +155,17 @@ def index(
     or its key in a JSON object keyed by id, else file and line; --id-field @line for file and
     line always), and its other fields are kept as metadata. Empty documents are skipped.
 
+    --group-field NAME: records sharing the value of field NAME (an intent, an FAQ category,
+    an article title) are one group when calibrate --statistic auto or combined leaves a
+    question's documents out of the search to learn what an uncovered topic looks like;
+    without it each document is left out alone, and a topic spread over many short records
+    leaves siblings behind (auto then keeps MSS and says why). A record without the field is
+    its own group; a field no record has is an error. Without --group-field, index suggests
+    one (one line) when the records carry a field that looks like a grouping (at least 90%
+    of records have it, at least 2 values, 3 or more records per value on average); it is
+    not applied on its own: a field such as a language or a source would leave out half the
+    corpus at once.
+
     The text is split into sentences (blingfire) and packed into chunks of whole sentences; only
     a sentence longer than --chunk-words is cut. Then each chunk is embedded.
 
@@ -156,9 +175,9 @@ def index(
     rest of its chunk) and still returns chunks as evidence. It costs one vector per unit
     (about 10 per 200-word chunk for sentences) and a search over them. calibrate
     --granularity picks among the units indexed; check uses the calibration's. --json prints
-    path, n_documents, n_chunks, embedder, granularity, n_units, fingerprint and search. A
-    duplicate document id, a corpus with no documents, or a knowledge base already in --out
-    (without --overwrite) is an error.
+    path, n_documents, n_chunks, group_field, embedder, granularity, n_units, fingerprint and
+    search. A duplicate document id, a corpus with no documents, or a knowledge base already
+    in --out (without --overwrite) is an error.
 
     --overwrite replaces the knowledge base in place: the new files are written beside the
     old ones and one manifest replace commits them, so a crash leaves the old knowledge base
@@ -211,11 +230,30 @@ def index(
         overlap=overlap,
         text_field=text_field,
         id_field=id_field,
+        group_field=group_field,
         units=unit_params(granularity, window_sentences),
         progress=progress(json_out),
         vector_dtype=vector_dtype,
     )
     _report_kb(kb, "indexed", json_out)
+    if group_field is None:
+        _suggest_group_field(kb)
+
+
+def _suggest_group_field(kb: KnowledgeBase) -> None:
+    """One line naming a record field that looks like a grouping, when there is one."""
+    from ragbound.corpus.groups import suggest_group_field
+
+    records = {chunk.doc_id: chunk.metadata for chunk in kb.chunks}  # one per document
+    found = suggest_group_field(list(records.values()))
+    if found is not None:
+        name, n_values = found
+        notice(
+            f"hint: the records' field {name!r} has {n_values} values, "
+            f"{len(records) / n_values:.0f} records each on average; if each value is one "
+            f"topic, index with --group-field {name} so that calibrate --statistic auto "
+            "leaves a topic out whole"
+        )
 
 
 def _hnsw_choice(
@@ -504,6 +542,7 @@ def _report_kb(kb: KnowledgeBase, verb: str, json_out: bool) -> None:
                 "path": str(kb.path),
                 "n_documents": m.n_documents,
                 "n_chunks": m.n_chunks,
+                "group_field": m.group_field,
                 "embedder": m.embedder.name,
                 "granularity": ",".join(m.units.granularity),
                 "n_units": sum(s.n_units for s in m.segments),
@@ -518,6 +557,8 @@ def _report_kb(kb: KnowledgeBase, verb: str, json_out: bool) -> None:
     where = "" if location is None else f", rows in {location.describe()}"
     if not search.exact:
         where += f", search {search.summary()}"
+    if m.group_field is not None:
+        where += f", grouped by {m.group_field} ({len(set(kb.groups()))} groups)"
     console().print(
         f"{verb} [bold]{kb.path}[/]: {m.n_documents} documents, {m.n_chunks} chunks, "
         f"embedder {m.embedder.name} ({m.embedder.similarity}), fingerprint {kb.fingerprint}"

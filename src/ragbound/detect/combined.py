@@ -24,10 +24,12 @@ feature, and far questions (MMLU-Med, TruthfulQA) lost AUROC in the benchmark.
 Learning without labels (leave-documents-out): a calibration query is an in-knowledge
 example with the full index, and a near out-of-knowledge example when the document of its
 nearest chunk (and of its ``MASK_NEIGHBOURS`` next-nearest chunks) is masked out of the
-search: the same question, about a document the knowledge base now lacks. Masking drops
+search: the same question, about a document the knowledge base now lacks. A knowledge base
+indexed with a group field (``index --group-field``, :mod:`ragbound.corpus.groups`) masks
+whole groups instead (every record of an intent, of an FAQ category). Masking drops
 rows from the search results (the BM25 candidates' too); the index is not rebuilt. A
 masked example's query similarity leaves out the learning queries about the masked
-documents too (a reference query is about the document of its nearest chunk).
+groups too (a reference query is about the group of its nearest chunk).
 
 **What the p-value's guarantee rests on.** The calibration queries are split (seeded) into a
 learning part and a conformal part. The model (feature scaling and weights) is learned from
@@ -173,7 +175,10 @@ class QueryFeatures:
         self.features = self._features(self.hits, everyone, own, self.lexical)
         self.masked_hits: dict[tuple[Granularity, ...], Hits] = {}
         self.masked_rows = np.zeros(0, dtype=np.int64)
+        self.groups: list[str] = []  # per chunk row, its group (masked queries only)
+        self.masked_groups: list[set[str]] = []  # per query, the groups its masking left out
         if masked:
+            self.groups = kb.groups()
             docs = self._masked_documents(self.hits[self.views[-1]])
             masks = self._rows_of(docs)
             found = {
@@ -183,9 +188,10 @@ class QueryFeatures:
             # only rows every view could fill (a document covering most chunks leaves fewer)
             self.masked_hits = {v: _subset(h, kept[kept_v]) for v, (h, kept_v) in found.items()}
             self.masked_rows = np.flatnonzero(kept)
-            about: dict[str, set[int]] = {}  # document -> the queries about it
+            about: dict[str, set[int]] = {}  # group -> the queries about it
             for j, row in enumerate(self.hits[self.views[-1]].indices[:, 0]):
-                about.setdefault(self.kb.chunks[int(row)].doc_id, set()).add(j)
+                about.setdefault(self.groups[int(row)], set()).add(j)
+            self.masked_groups = docs
             left_out = [{i}.union(*(about.get(d, ()) for d in docs[i])) for i in self.masked_rows]
             lexical = lexical_candidates(
                 kb,
@@ -198,18 +204,17 @@ class QueryFeatures:
             )
 
     def _masked_documents(self, hits: Hits) -> list[set[str]]:
-        """Per query, the documents left out: its nearest chunk's (and the next
-        MASK_NEIGHBOURS chunks')."""
+        """Per query, the groups left out (documents, unless the knowledge base names a
+        group field): its nearest chunk's (and the next MASK_NEIGHBOURS chunks')."""
         return [
-            {self.kb.chunks[int(r)].doc_id for r in top}
-            for top in hits.indices[:, : 1 + MASK_NEIGHBOURS]
+            {self.groups[int(r)] for r in top} for top in hits.indices[:, : 1 + MASK_NEIGHBOURS]
         ]
 
     def _rows_of(self, documents: list[set[str]]) -> list[np.ndarray]:
-        """Per query, the chunk rows of its documents."""
+        """Per query, the chunk rows of its groups."""
         doc_rows: dict[str, list[int]] = {}
-        for row, chunk in enumerate(self.kb.chunks):
-            doc_rows.setdefault(chunk.doc_id, []).append(row)
+        for row, group in enumerate(self.groups):
+            doc_rows.setdefault(group, []).append(row)
         return [
             np.array(sorted(r for d in docs for r in doc_rows[d]), dtype=np.int64)
             for docs in documents
@@ -495,9 +500,12 @@ class Candidate(BaseModel):
 class Selection(BaseModel):
     """What ``calibrate --statistic auto`` picked and why: every candidate, best AUROC first.
 
-    ``picked`` is the simplest candidate whose AUROC is within ``tolerance`` of the best's:
-    one standard error of the best's AUROC (Hanley-McNeil). A selection saved before the rule
-    has tolerance 0: it picked the best AUROC.
+    ``proposed`` is the simplest candidate whose AUROC is within ``tolerance`` of the best's:
+    one standard error of the best's AUROC (Hanley-McNeil). ``picked`` is ``proposed``, or
+    the ``default`` (MSS) when ``kept_default_because`` says why not: the proxy could not
+    simulate an uncovered topic, or ``proposed`` is not ahead of the default by more than
+    its standard error (:func:`ragbound.detect.select.keep_default_because`). A selection
+    saved before the rule has tolerance 0: it picked the best AUROC.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -509,6 +517,27 @@ class Selection(BaseModel):
     n_learning_masked: int
     seed: int
     tolerance: float = 0.0
+    # what the one-standard-error rule proposed, and why the default was kept instead
+    # (:func:`ragbound.detect.select.keep_default_because`); None in older selections
+    proposed: Candidate | None = None
+    default: Candidate | None = None
+    kept_default_because: str | None = None
+    # groups the learning queries' masking left out, and the share of masked queries whose
+    # nearest chunk stayed about as close (:class:`ragbound.detect.select.ProxyShape`)
+    n_groups: int | None = None
+    sibling_share: float | None = None
+
+    def reason(self) -> str:
+        """One line: what was picked, against what, and why."""
+        if self.kept_default_because is not None:
+            return f"kept {self.picked.label} (the default): {self.kept_default_because}"
+        if self.default is None:
+            return f"picked {self.picked.label}: the simplest within one standard error"
+        return (
+            f"picked {self.picked.label}: AUROC {self.picked.auroc:.3f} against "
+            f"{self.default.auroc:.3f} for the default {self.default.label}, over one "
+            f"standard error ahead; {self.n_groups} groups left out"
+        )
 
 
 def learn(learning: QueryFeatures) -> LinearScore:

@@ -123,8 +123,10 @@ class Guard:
         ``statistic="combined"`` learns one score from several retrieval signals
         (:mod:`ragbound.detect.combined`); ``statistic="auto"`` ranks every candidate
         (statistic x k x granularity, and combined) on leave-documents-out queries and
-        calibrates the simplest within one standard error of the best
-        (:mod:`ragbound.detect.select`; the manifest's ``selection`` keeps them all). Both
+        calibrates the simplest within one standard error of the best, or MSS when the
+        left-out queries cannot tell or the pick does not beat MSS by a standard error
+        (:mod:`ragbound.detect.select`; the manifest's ``selection`` keeps them all and
+        ``kept_default_because`` says why). Both
         split ``queries`` (seeded by ``seed``, default 0) into a learning part and a
         conformal part that alone makes the null, search every indexed unit and choose k:
         ``k``, ``reranker`` and ``granularity`` are refused (a ``config``'s k is not used).

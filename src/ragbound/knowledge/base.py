@@ -22,6 +22,7 @@ import numpy as np
 
 from ragbound.artifacts import read_manifest, utc_now
 from ragbound.corpus import Chunk, ChunkingParams, Document, load_documents
+from ragbound.corpus.groups import check_group_field
 from ragbound.corpus.units import (
     Granularity,
     UnitParams,
@@ -133,6 +134,7 @@ class KnowledgeBase(Searching):
         overlap: int = 40,
         text_field: str = "text",
         id_field: str | None = None,
+        group_field: str | None = None,
         units: UnitParams | None = None,
         batch_size: int = 64,
         progress: bool = False,
@@ -144,6 +146,8 @@ class KnowledgeBase(Searching):
 
         ``units`` adds fine units (sentences, windows) beside the chunks; see
         :func:`ragbound.corpus.units.unit_params`.
+        ``group_field``: a metadata field (an intent, a category) whose records are one group
+        for leave-documents-out (:mod:`ragbound.corpus.groups`); refused when no record has it.
         ``vector_dtype`` is how the vectors are stored (``float32``, or ``float16``: half the
         disk and memory, similarities within about 1e-3; search computes in float32).
         ``staging`` is a folder (``staging_dir(target)`` for the folder it will be saved in)
@@ -164,6 +168,7 @@ class KnowledgeBase(Searching):
             units=units,
             text_field=text_field,
             id_field=id_field,
+            group_field=group_field,
             sources=[str(p) for p in paths],
             batch_size=batch_size,
             progress=progress,
@@ -182,6 +187,7 @@ class KnowledgeBase(Searching):
         units: UnitParams | None = None,
         text_field: str = "text",
         id_field: str | None = None,
+        group_field: str | None = None,
         sources: Sequence[str] = (),
         batch_size: int = 64,
         progress: bool = False,
@@ -194,6 +200,8 @@ class KnowledgeBase(Searching):
         spec = canonical_spec(embedder)
         backing = _checked_backing(backing, spec, units, vector_dtype)
         chunking = chunking or ChunkingParams()
+        if group_field is not None:
+            check_group_field(documents, group_field)
         chunks = chunk_corpus(documents, chunking)
         dense = None if is_lexical(spec) else load_dense_embedder(spec)
         info = bm25_info() if dense is None else dense.info
@@ -208,6 +216,7 @@ class KnowledgeBase(Searching):
             text_field=text_field,
             id_field=id_field,
             record_ids="record",
+            group_field=group_field,
             n_chunks=len(chunks),
             n_documents=len(documents),
             corpus_hash=corpus_hash(chunks),
@@ -682,6 +691,11 @@ class KnowledgeBase(Searching):
     @property
     def fingerprint(self) -> str:
         return self.manifest.fingerprint
+
+    @property
+    def group_field(self) -> str | None:
+        """The metadata field grouping records for leave-documents-out (None: documents)."""
+        return self.manifest.group_field
 
     @property
     def dimension(self) -> int:

@@ -70,6 +70,9 @@ class KBManifest(BaseModel):
     # without id_field, a record's id is its id field or key, else its file and line
     # ("record"); file and line always in manifests older than that default ("line")
     record_ids: Literal["line", "record"] = "line"
+    # the metadata field whose value groups records for leave-documents-out (an intent, a
+    # category; ragbound.corpus.groups); None (and in older manifests): each document alone
+    group_field: str | None = None
     # fine units indexed beside the chunks; the default (chunks only) in older manifests
     units: UnitParams = UnitParams()
     n_chunks: int

@@ -20,6 +20,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ragbound.corpus import Chunk
+from ragbound.corpus.groups import chunk_groups
 from ragbound.corpus.units import Granularity
 from ragbound.errors import InputError
 from ragbound.knowledge.query import Prepared, QueryEmbedder, prepare
@@ -38,6 +39,8 @@ class Knowledge(Protocol):
     - ``indexed``: the granularities :meth:`at_granularity` can give (``("chunk",)`` unless
       fine units were indexed).
     - ``path``: the folder a calibration is saved in (None: not saved anywhere).
+    - ``groups()``: per chunk row, the group leave-documents-out masks together (its
+      document, or the value of the knowledge base's group field).
     """
 
     @property
@@ -80,6 +83,8 @@ class Knowledge(Protocol):
 
     def chunk_at(self, row: int) -> Chunk: ...
 
+    def groups(self) -> list[str]: ...
+
 
 class Searching:
     """What :class:`Knowledge` derives from ``store``, ``query_embedder()`` and ``chunks``;
@@ -87,6 +92,9 @@ class Searching:
 
     store: Retriever
     chunks: Sequence[Chunk]
+    # the metadata field grouping records for leave-documents-out (a KnowledgeBase's comes
+    # from its manifest; other knowledge masks each document alone)
+    group_field: str | None = None
 
     def query_embedder(self) -> QueryEmbedder | None:
         raise NotImplementedError
@@ -114,6 +122,11 @@ class Searching:
 
     def chunk_at(self, row: int) -> Chunk:
         return self.chunks[int(row)]
+
+    def groups(self) -> list[str]:
+        """Per chunk row, its group for leave-documents-out
+        (:func:`ragbound.corpus.groups.chunk_groups`)."""
+        return chunk_groups(self.chunks, self.group_field)
 
 
 def check_statistic(kb: object, statistic: str) -> None:
