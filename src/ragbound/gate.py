@@ -192,7 +192,7 @@ class Gate:
         # the combined statistic searches every indexed unit itself (a second embedding)
         scored = self.guard.score(texts, hits=None if self.guard.is_learned() else hits)
         # tripwires a framework's own search met are keyed by what it searched (texts too)
-        reads_search = getattr(self.tripwires and self.tripwires.tripwires, "reads_search", False)
+        reads_search = self.tripwires is not None and self.tripwires.tripwires.reads_search
         verdicts = self._tripwire_verdicts(
             texts, prepared.searched if reads_search else vectors, hits
         )

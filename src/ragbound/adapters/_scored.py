@@ -138,7 +138,8 @@ class ScoredSearch:
         self.calls = 0
         self._local = threading.local()
         # results searched beyond k, so that this many tripwires in the top need no second
-        # search (set when tripwires are declared: the rule's k)
+        # search (set when tripwires are declared: the rule's k; 0: none declared, and the
+        # tripwires a search meets are only left out, not kept for the rule)
         self.tripwire_margin = 0
 
     @property
@@ -186,7 +187,8 @@ class ScoredSearch:
                     + ": it holds fewer than k (or returns fewer, or a filter dropped them); "
                     "use a smaller k, or let the retriever return more"
                 )
-            self._met()[_key(query)] = tripwires
+            if self.tripwire_margin:  # tripwires declared: the rule reads what this met
+                self._met()[_key(query)] = tripwires
             sims.append([similarity for similarity, _ in knowledge[:k]])
             rows.append([self.rows.row_of(*found[:2], found[3]) for _, found in knowledge[:k]])
         return Hits(

@@ -40,6 +40,9 @@ class TripwireSource(Protocol):
     manifest: TripwireManifest
     tripwires: list[Tripwire]
     vectors: np.ndarray
+    # True when ``search`` answers from the knowledge's own search of the same queries
+    # (keyed by what was searched: texts too), False when it searches query vectors itself
+    reads_search: bool
 
     def __len__(self) -> int: ...
 

@@ -91,6 +91,8 @@ class TripwireStore:
         {'weapons': 12}
     """
 
+    reads_search = False  # searches the query vectors it is given
+
     def __init__(
         self,
         kb: KnowledgeBase,
