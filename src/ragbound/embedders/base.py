@@ -28,6 +28,10 @@ class EmbedderInfo(BaseModel):
     similarity: Similarity
     kind: Literal["dense", "lexical"]
     max_seq_length: int | None = None
+    # what computed the vectors of a local model ("torch" or "onnx", whose vectors agree to a
+    # tested tolerance, so it is not part of the identity); None for servers, BM25 and
+    # manifests written before it was recorded
+    runtime: Literal["torch", "onnx"] | None = None
 
     def identity(self) -> str:
         """The parts that change what a similarity means (used in fingerprints)."""

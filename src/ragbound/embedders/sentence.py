@@ -28,7 +28,8 @@ _THREADS: dict[str, int] = {}  # the CPU threads asked for, applied when torch l
 
 
 def set_cpu_threads(threads: int) -> None:
-    """Let torch use ``threads`` CPU threads for embedding (process-wide). On a shared machine
+    """Let torch and ONNX Runtime use ``threads`` CPU threads for embedding (process-wide;
+    ONNX Runtime sessions opened after the call). On a shared machine
     fewer threads than cores avoid oversubscription, which slows each query many times over.
 
     Applied at once if torch is loaded, else when a local model loads it: a process whose
@@ -36,6 +37,11 @@ def set_cpu_threads(threads: int) -> None:
     _THREADS["torch"] = threads
     if "torch" in sys.modules:
         apply_cpu_threads()
+
+
+def cpu_threads() -> int | None:
+    """The thread count given to :func:`set_cpu_threads` (None: the runtime's default)."""
+    return _THREADS.get("torch")
 
 
 def apply_cpu_threads() -> None:
@@ -131,6 +137,7 @@ class SentenceTransformerEmbedder:
                 similarity="cosine",
                 kind="dense",
                 max_seq_length=int(model.max_seq_length),
+                runtime="torch",
             )
         return self._info
 

@@ -1,0 +1,152 @@
+"""Export a sentence-transformers folder to ONNX once, from its installed weights, and check
+the graph against torch before anyone uses it.
+
+The export (torch's TorchScript-based exporter, no download) lands in
+``<cache>/onnx/<key>/model.onnx`` with ``verified.json`` beside it: the smallest cosine between
+the two runtimes' vectors over :data:`PROBE`. A graph below :data:`MIN_COSINE` is kept on disk
+(so the check is not redone) but refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from ragbound.embedders.layout import SentenceLayout
+from ragbound.embedders.packaged import cache_dir
+from ragbound.embedders.sentence import model_revision
+from ragbound.errors import InputError
+
+# Vectors of the two runtimes must agree to this cosine on every probe text (measured on the
+# bundled MiniLM and MPNet: 1 - 1e-7 or closer); a knowledge base indexed with one runtime is
+# searched with the other only because of this check.
+MIN_COSINE = 1 - 1e-5
+
+# Short, long (truncated at max_seq_length), punctuation, numbers, non-Latin and empty texts.
+PROBE = (
+    "What does a p-value below alpha mean for a retrieval query?",
+    "How do I kill a Python process that hangs?",
+    "BM25 weighs a term by its inverse document frequency.",
+    "Café, naïve, résumé: accents survive tokenisation; 東京 and Москва do too.",
+    "",
+    "A",
+    "The knowledge base holds 12,345 chunks of 200 words with a 40-word overlap. " * 30,
+    "tripwire | forbidden | request -> rejected; score=0.83 (k=32)",
+)
+_VERDICT = "verified.json"
+
+
+def exported_model(folder: Path, layout: SentenceLayout) -> Path:
+    """The verified ONNX graph of ``folder``, exported on first use (needs torch once)."""
+    target = cache_dir() / "onnx" / export_key(folder)
+    if not (target / _VERDICT).is_file():
+        _export_into(target, folder, layout)
+    verdict = json.loads((target / _VERDICT).read_text(encoding="utf-8"))
+    if verdict["min_cosine"] < MIN_COSINE:
+        raise InputError(
+            f"the ONNX export of {folder} does not reproduce torch (smallest cosine "
+            f"{verdict['min_cosine']:.7f} < {MIN_COSINE}); use RAGBOUND_EMBED_RUNTIME=torch"
+        )
+    return target / "model.onnx"
+
+
+def export_verdict(folder: Path) -> dict | None:
+    """The recorded check of ``folder``'s export (None before it was exported)."""
+    path = cache_dir() / "onnx" / export_key(folder) / _VERDICT
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def export_key(folder: Path) -> str:
+    """Changes with the model's files (configs, and each weight file's size and mtime: a
+    fine-tuned copy has the base model's configs and sizes) and with its place."""
+    digest = hashlib.sha256(f"{folder.resolve()}|{model_revision(folder)}".encode())
+    for path in sorted(folder.rglob("*")):
+        if path.suffix in (".safetensors", ".bin"):
+            digest.update(f"{path.name}|{path.stat().st_mtime_ns}".encode())
+    return f"{folder.name}-{digest.hexdigest()[:16]}"
+
+
+def _export_into(target: Path, folder: Path, layout: SentenceLayout) -> None:
+    if sys.stderr.isatty():
+        print(f"ragbound: exporting {folder.name} to ONNX once, into {target}", file=sys.stderr)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        model = Path(tmp) / "model.onnx"
+        torch_vectors = export_graph(folder, model)
+        verdict = verify(model, folder, layout, torch_vectors)
+        (Path(tmp) / _VERDICT).write_text(json.dumps(verdict, indent=2), encoding="utf-8")
+        # another process may have finished first: its export is as good as this one
+        with contextlib.suppress(OSError):
+            os.replace(tmp, target)
+            Path(tmp).mkdir()  # TemporaryDirectory removes what it made
+
+
+def export_graph(folder: Path, out: Path) -> np.ndarray:
+    """Write the transformer of ``folder`` as an ONNX graph (token states out); return
+    sentence-transformers' vectors of :data:`PROBE` for the check."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    model = SentenceTransformer(str(folder), device="cpu")
+    transformer = model[0].auto_model.eval()
+    names = list(model[0].tokenizer.model_input_names)
+    sample = model[0].tokenizer(["a short one", "and a longer second text"], padding=True,
+                                return_tensors="pt")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            _token_states(transformer, names),
+            tuple(sample[name] for name in names),
+            str(out),
+            input_names=names,
+            output_names=["token_states"],
+            dynamic_axes={name: {0: "batch", 1: "tokens"} for name in [*names, "token_states"]},
+            opset_version=17,
+            dynamo=False,
+        )
+    return model.encode(list(PROBE), normalize_embeddings=True, convert_to_numpy=True)
+
+
+def _token_states(transformer, names: list[str]):  # noqa: ANN001, ANN202 - torch objects
+    """The transformer called by keyword (its positional order changes between versions),
+    returning the token states."""
+    import torch
+
+    class TokenStates(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.transformer = transformer
+
+        def forward(self, *inputs):  # noqa: ANN002, ANN202 - tensors in ``names`` order
+            return self.transformer(**dict(zip(names, inputs, strict=True))).last_hidden_state
+
+    return TokenStates()
+
+
+def verify(model: Path, folder: Path, layout: SentenceLayout, torch_vectors: np.ndarray) -> dict:
+    """Compare the graph's vectors of :data:`PROBE` with torch's: the smallest cosine."""
+    import onnxruntime
+    import torch
+
+    from ragbound.embedders.onnx import OnnxRunner
+
+    runner = OnnxRunner(model, folder, layout)
+    ours = np.vstack([runner.run([text]) for text in PROBE])
+    unit = torch_vectors / np.maximum(np.linalg.norm(torch_vectors, axis=1, keepdims=True), 1e-12)
+    ours = ours / np.maximum(np.linalg.norm(ours, axis=1, keepdims=True), 1e-12)
+    return {
+        "min_cosine": float(np.min(np.sum(unit * ours, axis=1))),
+        "probe_texts": len(PROBE),
+        "torch": torch.__version__,
+        "onnxruntime": onnxruntime.__version__,
+    }
