@@ -171,6 +171,10 @@ class CalibrationManifest(BaseModel):
     canaries: list[Canary] = []
     # where the null's questions came from (older manifests: see _old_questions)
     questions: NullQuestions = NullQuestions()
+    # what embedded the calibration queries of a local model ("torch" or "onnx"; their vectors
+    # agree to the cosine checked at export, so either runtime checks against this null); None
+    # for servers, BM25 and calibrations made before it was recorded
+    embed_runtime: str | None = None
 
     @model_validator(mode="before")
     @classmethod

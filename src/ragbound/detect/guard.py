@@ -27,6 +27,7 @@ from ragbound.detect.config import (
 )
 from ragbound.detect.rerank import CrossEncoderReranker, relevance_rows
 from ragbound.detect.select import combined_calibration, learn_from_queries
+from ragbound.embedders.base import DenseEmbedder
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.protocol import Knowledge, check_statistic
@@ -196,7 +197,7 @@ class Guard:
             reranker_revision=None if reranker is None else reranker.revision,
             granularity=kb.granularity,
         )
-        guard = cls(kb, calibration).record_canaries().record_questions(questions)
+        guard = cls(kb, calibration).recorded(questions)
         guard._reranker = reranker
         _warn_if_powerless(len(queries), config.alpha)
         return guard
@@ -242,7 +243,7 @@ class Guard:
         picked = learned.picked_single
         if picked is None:
             calibration = combined_calibration(kb, learned, config, seed, queries_source)
-            return cls(kb, calibration).record_canaries().record_questions(questions)
+            return cls(kb, calibration).recorded(questions)
         guard = cls.calibrate(
             kb,
             learned.conformal,
@@ -319,6 +320,19 @@ class Guard:
         null = NullQuestions.of(origins, declared=isinstance(questions, str))
         manifest = self.calibration.manifest.model_copy(update={"questions": null})
         self.calibration.manifest = manifest
+        return self
+
+    def recorded(self, questions: Questions | None) -> Guard:
+        """Keep in the manifest what a later check compares (self): canaries, where the
+        null's questions came from, and what embedded them."""
+        return self.record_canaries().record_questions(questions).record_runtime()
+
+    def record_runtime(self) -> Guard:
+        """Keep what embedded the calibration queries (``torch``, ``onnx``) in the manifest."""
+        embedder = self.kb.query_embedder()
+        runtime = embedder.info.runtime if isinstance(embedder, DenseEmbedder) else None
+        update = {"embed_runtime": runtime}
+        self.calibration.manifest = self.calibration.manifest.model_copy(update=update)
         return self
 
     @property
