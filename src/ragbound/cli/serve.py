@@ -53,9 +53,18 @@ def serve(
     threads: Annotated[
         int,
         typer.Option(
-            help="CPU threads torch may use to embed queries. 1 by default: a thread per core "
-            "oversubscribes a machine shared with other work; raise it on a machine the "
-            "service has to itself.",
+            help="CPU threads each worker's embedder (ONNX Runtime or torch) may use. 1 by "
+            "default: a thread per core oversubscribes a machine shared with other work; raise "
+            "it on a machine the service has to itself.",
+            callback=validate.positive_int,
+        ),
+    ] = 1,
+    workers: Annotated[
+        int,
+        typer.Option(
+            help="Processes behind the one port, each with its own model; they share the "
+            "--log (whole lines), the tripwires (a change through any is used by all within a "
+            "second), the shift monitor (run by the supervisor on the log) and /metrics.",
             callback=validate.positive_int,
         ),
     ] = 1,
@@ -172,18 +181,33 @@ def serve(
         threads=threads,
         canary_minutes=canary_minutes,
         force=force,
+        workers=workers,
     )
     # refused before the model loads: a port in use, a --log file the service did not write
     sockets = bind_sockets(host, port)
     if log is not None:
         check_query_log(log)
-    app = create_app(Gate.load(kb_dir, force=force), settings)
-    sys.stderr.write(
+    started = (
         f"ragbound serve: {kb_dir} on http://{host}:{port}"
         f"{'' if tokens else ' (no tokens: loopback only)'}"
+        f"{f', {workers} workers' if workers > 1 else ''}"
         f"{f', log {log} ({log_queries})' if log else ''}"
         f"{f', gateway to {upstream}' if upstream else ''}\n"
     )
+    if workers > 1:
+        from ragbound.detect.guard import Guard
+        from ragbound.serve.workers import serve_workers
+
+        sys.stderr.write(started)
+        serve_workers(
+            lambda: Gate.load(kb_dir, force=force),
+            lambda: Guard.open(kb_dir, force=force),
+            settings,
+            sockets,
+        )
+        return
+    app = create_app(Gate.load(kb_dir, force=force), settings)
+    sys.stderr.write(started)
     serve_on(app, sockets, host, port)
 
 

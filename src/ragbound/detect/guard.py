@@ -307,11 +307,24 @@ class Guard:
         force: bool = False,
         granularity: str | Sequence[str] | None = None,
     ) -> Guard:
-        """Open a saved knowledge base and its calibration (refused if they do not match)."""
-        kb = KnowledgeBase.load(kb_dir)
-        guard = cls(kb, Calibration.load(Path(kb_dir)), force=force, granularity=granularity)
+        """Open a saved knowledge base and its calibration (refused if they do not match, or
+        if the canaries moved: :meth:`verify_canaries`)."""
+        guard = cls.open(kb_dir, force=force, granularity=granularity)
         guard.verify_canaries(force=force)
         return guard
+
+    @classmethod
+    def open(
+        cls,
+        kb_dir: str | Path,
+        *,
+        force: bool = False,
+        granularity: str | Sequence[str] | None = None,
+    ) -> Guard:
+        """As :meth:`load` without searching the canaries: nothing is embedded (the shift
+        monitor of a service's supervisor reads the calibration only)."""
+        kb = KnowledgeBase.load(kb_dir)
+        return cls(kb, Calibration.load(Path(kb_dir)), force=force, granularity=granularity)
 
     def record_questions(self, questions: Questions | None) -> Guard:
         """Keep where the null's questions came from in the manifest (self); ``questions`` as

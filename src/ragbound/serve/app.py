@@ -7,6 +7,7 @@ Routes: ``POST /v1/check``, ``POST /v1/check/batch``, ``GET/POST/DELETE /v1/trip
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
@@ -74,7 +75,10 @@ def create_app(gate: GateSource, settings: ServeSettings | None = None) -> FastA
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await service.batcher.start()
-        start_loading(service)
+        if settings.worker is None:
+            start_loading(service)  # /healthz answers while the model loads
+        else:  # a worker accepts once ready: the others answer meanwhile
+            await asyncio.to_thread(service.load)
         try:
             yield
         finally:
@@ -332,7 +336,7 @@ def _add_ops_routes(app: FastAPI, service: Service) -> None:
         """Prometheus text: latency, decisions, p-values, tripwire hits, the shift monitor, the
         share of decided queries flagged beside alpha (``ragbound_p_at_most_alpha_share``,
         ``ragbound_alpha``), whether the calibration is approximate."""
-        return PlainTextResponse(service.metrics.render(), media_type=PROMETHEUS_TEXT)
+        return PlainTextResponse(service.metrics_text(), media_type=PROMETHEUS_TEXT)
 
 
 # -------------------------------------------------------------------- dashboard

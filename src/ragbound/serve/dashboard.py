@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from ragbound.detect.calibration import APPROXIMATE, NullQuestions
 from ragbound.gate import Decision
 from ragbound.results import WindowResult
-from ragbound.serve.fit import FitShown
+from ragbound.serve.fit import FitShown, merged_fit
 from ragbound.serve.querylog import shown_query
 from ragbound.serve.settings import LogQueries
 from ragbound.tripwires import TripwireVerdict
@@ -166,11 +166,42 @@ class DashboardState:
             total=sum(counts.values()),
             p_values=_histogram(p_values),
             forbidden=forbidden,
-            monitor=None if windows is None else _timeline(windows, window_size),
+            monitor=None if windows is None else timeline(windows, window_size),
             fit=fit,
             questions=questions,
             approximate=questions is not None and questions.approximate,
         )
+
+
+def merged_stats(parts: Sequence[Stats], monitor: Timeline | None) -> Stats:
+    """The service's dashboard data from its workers' (``parts``, this worker's first):
+    counts and p-value bins added up, forbidden queries newest first, and the supervisor's
+    shift monitor."""
+    counts = {action: sum(p.counts.get(action, 0) for p in parts) for action in ACTIONS}
+    bins = [sum(column) for column in zip(*(p.p_values.counts for p in parts), strict=True)]
+    n = sum(bins)
+    forbidden = sorted((f for p in parts for f in p.forbidden), key=lambda f: -f.time)
+    fits = [p.fit for p in parts if p.fit is not None]
+    return parts[0].model_copy(
+        update={
+            "ready": all(p.ready for p in parts),
+            "started": min(p.started for p in parts),
+            "counts": counts,
+            "total": sum(counts.values()),
+            "p_values": parts[0].p_values.model_copy(
+                update={"n": n, "counts": bins, "expected_per_bin": n / P_VALUE_BINS}
+            ),
+            "forbidden": forbidden[:RECENT_FORBIDDEN],
+            "monitor": monitor,
+            "fit": merged_fit(fits) if fits else None,
+        }
+    )
+
+
+def timeline(windows: Sequence[WindowResult], window_size: int) -> Timeline:
+    """The shift monitor's windows as the dashboard shows them (oldest first)."""
+    shown = [WindowShown(**w.model_dump()) for w in windows]
+    return Timeline(window_size=window_size, windows=shown, alarms=sum(w.alarm for w in shown))
 
 
 def _histogram(p_values: list[float]) -> PValueHistogram:
@@ -183,11 +214,6 @@ def _histogram(p_values: list[float]) -> PValueHistogram:
         counts=counts,
         expected_per_bin=len(p_values) / P_VALUE_BINS,
     )
-
-
-def _timeline(windows: Sequence[WindowResult], window_size: int) -> Timeline:
-    shown = [WindowShown(**w.model_dump()) for w in windows]
-    return Timeline(window_size=window_size, windows=shown, alarms=sum(w.alarm for w in shown))
 
 
 def new_nonce() -> str:

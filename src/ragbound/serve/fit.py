@@ -56,6 +56,7 @@ class FitShown(BaseModel):
         "than the traffic"
     )
     below: bool = Field(description=f"lower_tail_p <= {FIT_LEVEL}: fewer flagged than alpha")
+    n_calibration: int | None = Field(None, description="the calibration's size")
 
 
 class FitWatch:
@@ -94,18 +95,38 @@ class FitWatch:
         with self._lock:
             n, flagged = len(self._flags), sum(self._flags)
             alpha, n_cal = self._alpha, self._n_calibration
-        rank = _flag_rank(alpha, n_cal)
-        tail = None if rank is None or n_cal is None else _lower_tail(flagged, n, rank, n_cal)
-        return FitShown(
-            n=n,
-            window=self.window,
-            flagged=flagged,
-            share=flagged / n if n else None,
-            alpha=alpha,
-            expected_at_least=_expected(rank, n_cal),
-            lower_tail_p=tail,
-            below=tail is not None and tail <= FIT_LEVEL,
-        )
+        return fit_shown(n, self.window, flagged, alpha, n_cal)
+
+
+def fit_shown(
+    n: int, window: int, flagged: int, alpha: float | None, n_cal: int | None
+) -> FitShown:
+    """``flagged`` of the last ``n`` decisions at ``alpha``, with the lower tail of the count."""
+    rank = _flag_rank(alpha, n_cal)
+    tail = None if rank is None or n_cal is None else _lower_tail(flagged, n, rank, n_cal)
+    return FitShown(
+        n=n,
+        window=window,
+        flagged=flagged,
+        share=flagged / n if n else None,
+        alpha=alpha,
+        expected_at_least=_expected(rank, n_cal),
+        lower_tail_p=tail,
+        below=tail is not None and tail <= FIT_LEVEL,
+        n_calibration=n_cal,
+    )
+
+
+def merged_fit(parts: Sequence[FitShown]) -> FitShown:
+    """The workers' windows as one: their decisions and flags added up."""
+    known = [p for p in parts if p.alpha is not None] or list(parts)
+    return fit_shown(
+        sum(p.n for p in parts),
+        sum(p.window for p in parts),
+        sum(p.flagged for p in parts),
+        known[0].alpha,
+        known[0].n_calibration,
+    )
 
 
 def _flag_rank(alpha: float | None, n_calibration: int | None) -> int | None:

@@ -57,7 +57,8 @@ class _TooLarge(Exception):
 
 
 class RequestLimits:
-    """ASGI middleware: the body-size limit (413) and the latency and status metrics."""
+    """ASGI middleware: the body-size limit (413), the latency and status metrics, and (with
+    workers) the ``X-Ragbound-Worker`` header naming the process that answered."""
 
     def __init__(self, app, service: Service):
         self.app = app
@@ -69,10 +70,14 @@ class RequestLimits:
             return
         started = time.perf_counter()
         status = {"code": 500}
+        role = self.service.settings.worker
+        # which worker answered (with --workers): for operators and the tests of balancing
+        worker = [] if role is None else [(b"x-ragbound-worker", role.name.encode())]
 
         async def send_counting(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
+                message = {**message, "headers": [*message.get("headers", []), *worker]}
             await send(message)
 
         try:

@@ -2,6 +2,11 @@
 
 Counters, gauges and histograms with labels; every update and the rendering take one lock,
 so request handlers on the event loop and the decision thread may update them together.
+
+Several processes (``ragbound serve --workers N``) each keep a registry and publish its
+:meth:`Registry.snapshot`; :func:`merged` adds them up as Prometheus' multiprocess mode does:
+counters and histograms are summed, and each gauge says how it merges (``min``, ``max``,
+ignoring NaN, or ``all``: one sample per process, labelled ``worker``).
 """
 
 from __future__ import annotations
@@ -9,12 +14,14 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Sequence
+from typing import Literal
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 P_VALUE_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 Labels = tuple[tuple[str, str], ...]
+GaugeMerge = Literal["all", "min", "max"]
 
 
 class Registry:
@@ -26,12 +33,15 @@ class Registry:
         self._values: dict[str, dict[Labels, float]] = {}
         self._buckets: dict[str, tuple[float, ...]] = {}
         self._hist: dict[str, dict[Labels, list[float]]] = {}  # counts per bucket, sum, count
+        self._merge: dict[str, GaugeMerge] = {}
 
     def counter(self, name: str, help_text: str) -> None:
         self._declare(name, "counter", help_text)
 
-    def gauge(self, name: str, help_text: str) -> None:
+    def gauge(self, name: str, help_text: str, merge: GaugeMerge = "all") -> None:
+        """``merge``: how processes' values combine (see :func:`merged`)."""
         self._declare(name, "gauge", help_text)
+        self._merge[name] = merge
 
     def histogram(self, name: str, help_text: str, buckets: Sequence[float]) -> None:
         self._declare(name, "histogram", help_text)
@@ -63,6 +73,38 @@ class Registry:
             row[-2] += value
             row[-1] += 1
 
+    def snapshot(self) -> dict:
+        """Everything, as plain JSON, for :func:`merged` in another process."""
+        with self._lock:
+            return {
+                "help": {
+                    name: [*kind_help, self._merge.get(name)]
+                    for name, kind_help in self._help.items()
+                },
+                "buckets": {name: list(b) for name, b in self._buckets.items()},
+                "values": {
+                    n: [[list(map(list, k)), v] for k, v in d.items()]
+                    for n, d in self._values.items()
+                },
+                "hist": {
+                    n: [[list(map(list, k)), list(r)] for k, r in d.items()]
+                    for n, d in self._hist.items()
+                },
+            }
+
+    def add_sample(self, name: str, key: Labels, value: float, worker: str) -> None:
+        """Add process ``worker``'s sample of counter or gauge ``name`` (see :func:`merged`)."""
+        values = self._values[name]
+        merge = self._merge.get(name, "all")
+        if self._help[name][0] == "counter":
+            values[key] = values.get(key, 0.0) + value
+        elif merge == "all":
+            values[tuple(sorted((*key, ("worker", worker))))] = value
+        elif key not in values or math.isnan(values[key]):
+            values[key] = value
+        elif not math.isnan(value):
+            values[key] = min(values[key], value) if merge == "min" else max(values[key], value)
+
     def render(self) -> str:
         """The exposition text: HELP and TYPE, then the samples (histograms cumulative)."""
         out: list[str] = []
@@ -89,6 +131,31 @@ class Registry:
             lines.append(f"{name}_sum{_labels(key)} {_number(row[-2])}")
             lines.append(f"{name}_count{_labels(key)} {_number(row[-1])}")
         return lines
+
+
+def merged(snapshots: dict[str, dict]) -> Registry:
+    """One registry holding the processes' snapshots (by process name) added up: counters and
+    histograms summed; a gauge by its merge mode (``min`` / ``max`` over the values that are
+    not NaN, NaN when none is; ``all``: each process's sample labelled ``worker=NAME``)."""
+    total = Registry()
+    for worker, snapshot in sorted(snapshots.items()):
+        for name, (kind, help_text, merge) in snapshot["help"].items():
+            if name not in total._help:
+                total._declare(name, kind, help_text)
+                total._merge[name] = merge or "all"
+                if kind == "histogram":
+                    total._buckets[name] = tuple(snapshot["buckets"][name])
+                    total._hist[name] = {}
+            for key, value in snapshot["values"].get(name, []):
+                total.add_sample(name, _tuple_key(key), value, worker)
+            for key, row in snapshot["hist"].get(name, []):
+                old = total._hist[name].setdefault(_tuple_key(key), [0.0] * len(row))
+                total._hist[name][_tuple_key(key)] = [a + b for a, b in zip(old, row, strict=True)]
+    return total
+
+
+def _tuple_key(key: list) -> Labels:
+    return tuple((str(name), str(value)) for name, value in key)
 
 
 def _key(labels: dict[str, str]) -> Labels:
@@ -125,28 +192,41 @@ def service_registry() -> Registry:
     registry.histogram("ragbound_p_value", "P-values of the decided queries.", P_VALUE_BUCKETS)
     registry.counter("ragbound_tripwire_hits_total", "Tripwires that fired, by topic.")
     registry.histogram("ragbound_batch_queries", "Queries per embedding batch.", BATCH_BUCKETS)
-    registry.gauge("ragbound_monitor_last_p_value", "The shift monitor's last window p-value.")
-    registry.counter("ragbound_monitor_windows_total", "Shift-monitor windows tested.")
-    registry.counter("ragbound_monitor_alarms_total", "Shift-monitor windows that alarmed.")
-    registry.gauge("ragbound_ready", "1 when the model is loaded and calibrated, else 0.")
+    declare_monitor(registry)
+    registry.gauge(
+        "ragbound_ready", "1 when the model is loaded and calibrated (every worker), else 0.", "min"
+    )
     registry.gauge(
         "ragbound_canary_largest_move",
         "The canaries' largest similarity move since calibration at their last search.",
+        "max",
     )
     registry.gauge(
         "ragbound_calibration_approximate",
         "1 when the calibration's questions are all synthetic (p-values approximate: no real "
         "questions), else 0.",
+        "max",
     )
     _declare_fit(registry)
     for action in ("answer", "abstain", "reject"):
         registry.inc("ragbound_decisions_total", 0, action=action)
-    for name in ("ragbound_monitor_windows_total", "ragbound_monitor_alarms_total"):
-        registry.inc(name, 0)
-    registry.set("ragbound_monitor_last_p_value", math.nan)
     registry.set("ragbound_canary_largest_move", math.nan)
     registry.set("ragbound_ready", 0)
     registry.set("ragbound_calibration_approximate", math.nan)
+    return registry
+
+
+def declare_monitor(registry: Registry) -> Registry:
+    """The shift monitor's metrics (the service's, or a supervisor's alone), before any
+    window: 0 windows, NaN p-value."""
+    registry.gauge(
+        "ragbound_monitor_last_p_value", "The shift monitor's last window p-value.", "max"
+    )
+    registry.counter("ragbound_monitor_windows_total", "Shift-monitor windows tested.")
+    registry.counter("ragbound_monitor_alarms_total", "Shift-monitor windows that alarmed.")
+    for name in ("ragbound_monitor_windows_total", "ragbound_monitor_alarms_total"):
+        registry.inc(name, 0)
+    registry.set("ragbound_monitor_last_p_value", math.nan)
     return registry
 
 
@@ -163,11 +243,12 @@ def _declare_fit(registry: Registry) -> None:
         "the calibration is looser than the traffic.",
     )
     registry.gauge("ragbound_p_at_most_alpha_window", "Decided queries behind that share.")
-    registry.gauge("ragbound_alpha", "The decisions' alpha.")
+    registry.gauge("ragbound_alpha", "The decisions' alpha.", "max")
     registry.gauge(
         "ragbound_p_at_most_alpha_expected",
         "The share of in-knowledge queries a fitting calibration flags (alpha rounded down to "
         "the calibration's size); out-of-knowledge queries add to it.",
+        "max",
     )
     registry.inc("ragbound_p_at_most_alpha_total", 0)
     registry.set("ragbound_p_at_most_alpha_window", 0)

@@ -18,12 +18,14 @@ appended to it or cut from it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import hashlib
 import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,11 +49,18 @@ class LoggedLine:
 
 
 class QueryLog:
-    """Appends decisions to a JSONL file durably; one writer thread at a time (a lock)."""
+    """Appends decisions to a JSONL file durably; one writer thread at a time (a lock).
 
-    def __init__(self, path: Path, mode: LogQueries = "full"):
+    ``shared``: the workers of one service append to the log together, each batch written and
+    fsync-ed under an exclusive ``flock`` of the file, so lines stay whole and in time order;
+    the supervisor cut the torn tail before they started, and a worker does not know the line
+    numbers (its :class:`LoggedLine` have ``line`` 0: the supervisor's monitor reads the file).
+    """
+
+    def __init__(self, path: Path, mode: LogQueries = "full", *, shared: bool = False):
         self.path = Path(path)
         self.mode = mode
+        self.shared = shared
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         check_query_log(self.path)
@@ -59,30 +68,49 @@ class QueryLog:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o640)
         except OSError as exc:
             raise InputError(f"{self.path}: cannot open the query log ({exc.strerror})") from None
-        self.size = _cut_torn_tail(self._fd)
-        self.lines, self._last_time = _count_lines(self.path)
+        if shared:
+            self.size, self.lines, self._last_time = 0, 0, 0.0
+        else:
+            self.size = _cut_torn_tail(self._fd)
+            self.lines, self._last_time = _count_lines(self.path)
         _fsync_dir(self.path.parent)
 
     def append(self, decisions: Sequence[Decision]) -> list[LoggedLine]:
         """Write one line per decision, flush and fsync; return where each landed."""
-        with self._lock:
+        with self._lock, self._file_lock():
+            if self.shared:  # where the other workers left the end (whole, see _whole_end)
+                self.size = _whole_end(self._fd)
+            # taken under the file's lock: no line is earlier than the one before it
             now = max(dt.datetime.now(dt.UTC).timestamp(), self._last_time)
-            rows, logged = [], []
-            for decision in decisions:
-                self.lines += 1
-                rows.append(self._row(decision, now))
-                logged.append(LoggedLine(self.lines, now, decision.test.score))
+            step = 0 if self.shared else 1  # a shared log's line numbers are not known here
+            rows = [self._row(decision, now) for decision in decisions]
+            logged = [
+                LoggedLine(self.lines + step * (i + 1), now, decision.test.score)
+                for i, decision in enumerate(decisions)
+            ]
             data = "".join(rows).encode()
             try:
                 _write_all(self._fd, data)
                 os.fsync(self._fd)
             except OSError:  # e.g. a full disk: cut what got written, never leave half a line
                 os.ftruncate(self._fd, self.size)
-                self.lines -= len(rows)
                 raise
+            self.lines += step * len(rows)
             self.size += len(data)
             self._last_time = now
             return logged
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        """The file's exclusive lock while a shared log is written (nothing otherwise)."""
+        if not self.shared:
+            yield
+            return
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def _row(self, decision: Decision, now: float) -> str:
         row: dict[str, object] = {
@@ -217,6 +245,15 @@ def _cut_torn_tail(fd: int) -> int:
         os.ftruncate(fd, keep)
         os.fsync(fd)
     return keep
+
+
+def _whole_end(fd: int) -> int:
+    """The size of a shared log, first cutting a line a worker killed mid-write left torn (so
+    the next lines do not follow half of one); one byte read when the end is whole."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    return _cut_torn_tail(fd)
 
 
 def _count_lines(path: Path) -> tuple[int, float]:

@@ -19,18 +19,21 @@ from ragbound.gate import Decision, Gate
 from ragbound.knowledge.layout import TRIPWIRE_MANIFEST
 from ragbound.knowledge.query import QueryTexts
 from ragbound.locking import writer_lock
+from ragbound.results import WindowResult
 from ragbound.serve.batcher import Batcher
-from ragbound.serve.dashboard import DashboardState, Stats
+from ragbound.serve.dashboard import DashboardState, Stats, merged_stats, timeline
 from ragbound.serve.drift import ServiceMonitor
 from ragbound.serve.fit import FitWatch
-from ragbound.serve.metrics import Registry, service_registry
+from ragbound.serve.metrics import Registry, merged, service_registry
 from ragbound.serve.querylog import LoggedLine, QueryLog, fired_topics
 from ragbound.serve.settings import ServeSettings
+from ragbound.serve.shared import MONITOR, PUBLISH_EVERY_S, publish, published
 from ragbound.tripwires import TripwireChange, TripwireGuard, TripwireStore, load_rule
 
 GateSource = Gate | Callable[[], Gate]
 WARM_UP_QUERY = "warm-up query"
 TRIM_EVERY = 2_000  # queries between returns of freed heap pages to the OS
+TRIPWIRE_POLL_S = 0.5  # a tripwire changed elsewhere is in use within this, with or without traffic
 
 
 class Service:
@@ -59,7 +62,10 @@ class Service:
         self._tripwire_stamp: tuple[int, int] | None = None
         self._held = contextlib.ExitStack()
         self.log: QueryLog | None = None
-        if settings.log is not None:
+        if settings.log is not None and settings.worker is not None:
+            # the supervisor holds the log's writer lock and cut its torn tail before forking
+            self.log = QueryLog(settings.log, settings.log_queries, shared=True)
+        elif settings.log is not None:
             with contextlib.ExitStack() as held:  # the lock is released if the log is refused
                 held.enter_context(writer_lock(settings.log, what="query log", timeout=0))
                 self.log = QueryLog(settings.log, settings.log_queries)
@@ -80,19 +86,52 @@ class Service:
                 raise IncompatibleArtifactError(check.message())
             if not check.ok:
                 sys.stderr.write(f"warning: serving anyway (--force): {check.message()}\n")
-            self.monitor = self._start_monitor(gate)
+            # with workers, the supervisor monitors the shared log: each decision counted once
+            self.monitor = None if self.settings.worker else self._start_monitor(gate)
             self._tripwire_stamp = _stamp(gate)
             self.gate = gate
             self.ready = True
             self.metrics.set("ragbound_ready", 1)
             self.metrics.set("ragbound_calibration_approximate", int(gate.guard.approximate))
+            self._start(self._watch_tripwires, "ragbound-tripwires")
             if self.settings.canary_minutes > 0:
-                threading.Thread(
-                    target=self._watch_canaries, name="ragbound-canary", daemon=True
-                ).start()
+                self._start(self._watch_canaries, "ragbound-canary")
+            if self.settings.worker is not None:
+                self._start(self._publish_now_and_then, "ragbound-publish")
         except Exception as exc:  # reported by /readyz; the process stays up for /healthz
             self.error = f"{type(exc).__name__}: {exc}"
             sys.stderr.write(f"error: the service is not ready: {exc}\n")
+
+    def _start(self, target: Callable[[], None], name: str) -> None:
+        threading.Thread(target=target, name=name, daemon=True).start()
+
+    def _watch_tripwires(self) -> None:
+        """Load tripwires changed by another process (a worker, ``ragbound tripwire``) within
+        :data:`TRIPWIRE_POLL_S` even without traffic: on the decision thread, between batches."""
+        while not self._stopping.wait(TRIPWIRE_POLL_S):
+            with contextlib.suppress(RuntimeError):  # the decision thread is shutting down
+                self.batcher.run_on_worker_now(self._current_gate)
+
+    # ----------------------------------------------------------------- workers
+    def _publish_now_and_then(self) -> None:
+        while not self._stopping.wait(PUBLISH_EVERY_S):
+            self.publish()
+
+    def publish(self) -> None:
+        """Show this worker's metrics and dashboard data to the others."""
+        role = self.settings.worker
+        if role is not None:
+            payload = {"metrics": self.metrics.snapshot(), "stats": self._own_stats().model_dump()}
+            publish(role.shared, role.name, payload)
+
+    def metrics_text(self) -> str:
+        """``/metrics``: this process's, or with workers the whole service's."""
+        role = self.settings.worker
+        if role is None:
+            return self.metrics.render()
+        self.publish()
+        found = published(role.shared)
+        return merged({name: item["metrics"] for name, item in found.items()}).render()
 
     # ----------------------------------------------------------------- canaries
     def check_canaries(self, gate: Gate) -> CanaryCheck:
@@ -178,7 +217,21 @@ class Service:
             release_freed_memory()
 
     def stats(self) -> Stats:
-        """The dashboard's data (``GET /v1/stats``)."""
+        """The dashboard's data (``GET /v1/stats``): with workers, the whole service's."""
+        role = self.settings.worker
+        if role is None:
+            return self._own_stats()
+        self.publish()
+        found = published(role.shared)
+        parts = [Stats(**item["stats"]) for item in found.values() if "stats" in item]
+        watched = found.get(MONITOR, {}).get("windows")
+        monitor = None
+        if watched is not None:
+            windows = [WindowResult(**w) for w in watched]
+            monitor = timeline(windows, self.settings.monitor_window)
+        return merged_stats(parts, monitor)
+
+    def _own_stats(self) -> Stats:
         monitor = self.monitor
         windows = list(monitor.recent) if monitor is not None else None
         gate = self.gate

@@ -40,6 +40,15 @@ class Batching:
 
 
 @dataclass(frozen=True)
+class WorkerRole:
+    """One process of a service run with several workers: ``name`` (its index) and the
+    folder where the processes publish their metrics and dashboard state."""
+
+    name: str
+    shared: Path
+
+
+@dataclass(frozen=True)
 class ServeSettings:
     """Everything ``create_app`` needs besides the gate.
 
@@ -51,6 +60,8 @@ class ServeSettings:
     embedder (None: torch's default). ``canary_minutes``: minutes between searches of the
     calibration's canaries (:mod:`ragbound.detect.canary`; 0: only at start). ``force``: a
     moved canary is reported (``/readyz``, ``/metrics``, stderr) but keeps the service ready.
+    ``workers``: processes behind the port (:mod:`ragbound.serve.workers`); ``worker``: set in
+    each of them, the name it publishes under and the folder the processes share.
     """
 
     host: str = "127.0.0.1"
@@ -66,8 +77,12 @@ class ServeSettings:
     threads: int | None = None
     canary_minutes: float = 10.0
     force: bool = False
+    workers: int = 1
+    worker: WorkerRole | None = None
 
     def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise InputError(f"workers must be >= 1, got {self.workers}")
         if not self.canary_minutes >= 0:
             raise InputError(f"canary_minutes must be >= 0, got {self.canary_minutes}")
         if self.log_queries not in LOG_QUERY_MODES:

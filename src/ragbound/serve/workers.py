@@ -1,0 +1,237 @@
+"""``ragbound serve --workers N``: N processes behind one port on one host.
+
+The supervisor (the process that was started) binds the port, takes the query log's writer
+lock and cuts its torn tail, makes a folder the processes share, and forks the workers before
+it loads anything (a fork after a model's threads started is not safe). Each worker loads the
+knowledge base and calibration and warms its model before it accepts a connection (meanwhile
+the others answer, or the connections wait in the listen queue), then serves on the inherited
+sockets (the kernel spreads the connections) and appends to the one log under a file lock
+(:class:`QueryLog` ``shared``).
+
+The supervisor alone reads the log: it feeds the shift monitor every worker's decisions once,
+and publishes the monitor's metrics and windows (:mod:`ragbound.serve.shared`) for whichever
+worker answers ``/metrics`` or ``/v1/stats``. It starts a worker again when one dies, and on
+SIGTERM or Ctrl-C stops them all (SIGTERM, then SIGKILL after ``STOP_GRACE_S``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from ragbound.detect.guard import Guard
+from ragbound.errors import ArtifactError, InputError, RagboundError
+from ragbound.gate import Gate
+from ragbound.locking import writer_lock
+from ragbound.serve.drift import ServiceMonitor
+from ragbound.serve.metrics import Registry, declare_monitor
+from ragbound.serve.querylog import QueryLog, read_scores
+from ragbound.serve.service import WARM_UP_QUERY
+from ragbound.serve.settings import ServeSettings, WorkerRole
+from ragbound.serve.shared import MONITOR, PUBLISH_EVERY_S, publish
+
+STOP_GRACE_S = 10.0
+QUICK_DEATH_S = 5.0  # a worker that dies this soon after its start counts as failing to start
+MAX_QUICK_DEATHS = 5  # in a row: the service stops instead of forking forever
+
+Loader = Callable[[], Gate]
+
+
+def serve_workers(
+    load: Loader,
+    load_monitored: Callable[[], Guard],
+    settings: ServeSettings,
+    sockets: list[socket.socket],
+) -> None:
+    """Run ``settings.workers`` workers on ``sockets`` until SIGTERM or Ctrl-C.
+
+    ``load``: what each worker calls to open its gate; ``load_monitored``: the supervisor's
+    guard for the shift monitor (opened without embedding anything)."""
+    shared = Path(tempfile.mkdtemp(prefix="ragbound-serve-"))
+    with contextlib.ExitStack() as held:
+        held.callback(shutil.rmtree, shared, ignore_errors=True)
+        log = None
+        if settings.log is not None:
+            held.enter_context(writer_lock(settings.log, what="query log", timeout=0))
+            log = QueryLog(settings.log, settings.log_queries)  # cuts a torn tail
+            held.callback(log.close)
+        supervisor = Supervisor(load, settings, sockets, shared)
+        supervisor.start()
+        held.callback(supervisor.stop)
+        watch = LogWatch.start(load_monitored, settings, log, shared)
+        if watch is not None:
+            held.callback(watch.close)
+        supervisor.run(watch)
+
+
+class Supervisor:
+    """Forks the workers, starts again one that dies, stops them all."""
+
+    def __init__(
+        self, load: Loader, settings: ServeSettings, sockets: list[socket.socket], shared: Path
+    ):
+        self.load = load
+        self.settings = settings
+        self.sockets = sockets
+        self.shared = shared
+        self.children: dict[int, int] = {}  # pid -> worker index
+        self.born: dict[int, float] = {}  # worker index -> monotonic start
+        self.quick_deaths = 0
+        self.stopping = False
+
+    def start(self) -> None:
+        for index in range(self.settings.workers):
+            self._fork(index)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._ask_to_stop)
+
+    def _ask_to_stop(self, signum: int, frame: object) -> None:
+        self.stopping = True
+
+    def run(self, watch: LogWatch | None) -> None:
+        """Until asked to stop: reap and restart workers, feed the monitor."""
+        while not self.stopping:
+            self._reap()
+            if watch is not None:
+                watch.catch_up()
+            time.sleep(0.1 if watch is None else PUBLISH_EVERY_S / 2)
+
+    def _fork(self, index: int) -> None:
+        pid = os.fork()
+        if pid == 0:  # the worker: never returns into the supervisor's code
+            os._exit(self._work(index))
+        self.children[pid] = index
+        self.born[index] = time.monotonic()
+
+    def _work(self, index: int) -> int:
+        from ragbound.serve.app import create_app
+        from ragbound.serve.listen import serve_on
+
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            # loaded before accepting: a worker started again takes no request it would 503
+            gate = self.load()
+            gate.decide(WARM_UP_QUERY)
+            role = WorkerRole(name=str(index), shared=self.shared)
+            settings = dataclasses.replace(self.settings, worker=role)
+            serve_on(create_app(gate, settings), self.sockets, settings.host, settings.port)
+            return 0
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else 1
+        except RagboundError as exc:
+            sys.stderr.write(f"error: worker {index}: {exc}\n")
+            return 1
+        except BaseException:
+            traceback.print_exc()
+            return 1
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            index = self.children.pop(pid)
+            if self.stopping:
+                continue
+            self._count_death(index, status)
+            sys.stderr.write(f"warning: worker {index} {_ended(status)}; starting it again\n")
+            self._fork(index)
+
+    def _count_death(self, index: int, status: int) -> None:
+        quick = time.monotonic() - self.born[index] < QUICK_DEATH_S
+        self.quick_deaths = self.quick_deaths + 1 if quick else 0
+        if self.quick_deaths >= MAX_QUICK_DEATHS:
+            self.stopping = True
+            raise InputError(
+                f"worker {index} {_ended(status)} {self.quick_deaths} times in a row within "
+                f"{QUICK_DEATH_S:g} s of starting: the service stops (see the errors above)"
+            )
+
+    def stop(self) -> None:
+        """SIGTERM every worker, wait for them, SIGKILL what is left after the grace."""
+        self.stopping = True
+        for pid in self.children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        while self.children and time.monotonic() < deadline:
+            self._reap()
+            time.sleep(0.05)
+        for pid in list(self.children):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            self.children.pop(pid, None)
+
+
+class LogWatch:
+    """The shift monitor of a service with workers: reads the lines they appended to the
+    shared log since the last look, and publishes its metrics and windows."""
+
+    def __init__(self, monitor: ServiceMonitor, registry: Registry, log: Path, shared: Path):
+        self.monitor = monitor
+        self.registry = registry
+        self.log = log
+        self.shared = shared
+
+    @classmethod
+    def start(
+        cls,
+        load_monitored: Callable[[], Guard],
+        settings: ServeSettings,
+        log: QueryLog | None,
+        shared: Path,
+    ) -> LogWatch | None:
+        """The watch, or None (with a warning) when there is no log or no monitor can run."""
+        if log is None:
+            sys.stderr.write("warning: no shift monitor: with --workers it reads the --log\n")
+            return None
+        registry = declare_monitor(Registry())
+        try:
+            guard = load_monitored()
+            state = settings.state_path()
+            monitor = ServiceMonitor(guard, settings.monitor_window, registry, log, state)
+        except (InputError, ArtifactError) as exc:
+            sys.stderr.write(f"warning: no shift monitor: {exc}\n")
+            return None
+        watch = cls(monitor, registry, log.path, shared)
+        watch.publish()
+        return watch
+
+    def catch_up(self) -> None:
+        """Feed the monitor the whole lines appended since its last look."""
+        state = self.monitor.state
+        found = read_scores(self.log, state.offset, state.line + 1)
+        if found:
+            self.monitor.feed([line for line, _ in found], found[-1][1])
+            self.publish()
+
+    def publish(self) -> None:
+        windows = [w.model_dump(mode="json") for w in self.monitor.recent]
+        publish(self.shared, MONITOR, {"metrics": self.registry.snapshot(), "windows": windows})
+
+    def close(self) -> None:
+        with contextlib.suppress(InputError, OSError):
+            self.catch_up()
+        self.monitor.close()
+
+
+def _ended(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"was killed by signal {os.WTERMSIG(status)}"
+    return f"exited with status {os.waitstatus_to_exitcode(status)}"
