@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ragbound.embedders.layout import SentenceLayout
+from ragbound.embedders.onnx_runner import OnnxRunner
 from ragbound.embedders.packaged import cache_dir
 from ragbound.embedders.sentence import model_revision
 from ragbound.errors import InputError
@@ -138,8 +139,6 @@ def verify(model: Path, folder: Path, layout: SentenceLayout, torch_vectors: np.
     """Compare the graph's vectors of :data:`PROBE` with torch's: the smallest cosine."""
     import onnxruntime
     import torch
-
-    from ragbound.embedders.onnx import OnnxRunner
 
     runner = OnnxRunner(model, folder, layout)
     ours = np.vstack([runner.run([text]) for text in PROBE])
