@@ -4,8 +4,7 @@ A bundled model (or any sentence-transformers folder of the plain shape, see
 :mod:`ragbound.embedders.layout`) is exported once from its installed weights into the cache
 and checked against torch there (:mod:`ragbound.embedders.onnx_export`); the embedding itself
 (:mod:`ragbound.embedders.onnx_runner`) only tokenises, runs the graph and pools, so a process
-that embeds with it never
-imports torch, transformers or sentence-transformers.
+that embeds with it never imports torch, transformers or sentence-transformers.
 """
 
 from __future__ import annotations
