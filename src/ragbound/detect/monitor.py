@@ -47,6 +47,7 @@ from ragbound.detect.shift import reference_scores
 from ragbound.errors import ArtifactError, InputError, where
 from ragbound.faults import crash_point
 from ragbound.locking import writer_lock
+from ragbound.logseries import file_id, remaining, series
 from ragbound.progress import progress_bar
 from ragbound.records import case_hint
 from ragbound.results import WindowResult
@@ -114,6 +115,9 @@ class MonitorState(BaseModel):
     kb_fingerprint: str
     settings: dict[str, str | float | int | None]
     offset: int = 0
+    # the file ``offset`` is in (ragbound.logseries.file_id: the place survives a rotation);
+    # None: the log itself (states saved before logs rotated)
+    file: str | None = None
     line: int = 0
     last_time: float | None = None
     windows: int = 0
@@ -125,6 +129,10 @@ class MonitorState(BaseModel):
         default=None, description="the current period of the period correction"
     )
     period_tested: int = Field(default=0, description="windows tested in the current period")
+
+
+Place = tuple[str, int]
+"""Where a reader is in a log's series: the file's identity and the byte offset after a line."""
 
 
 @dataclass(frozen=True)
@@ -381,10 +389,13 @@ class ShiftMonitor:
 
     # ------------------------------------------------------------------- logs
     def new_state(self, log: Path) -> MonitorState:
+        """A state at the start of ``log``'s series (its oldest rotated file, if any)."""
+        files = series(log)
         return MonitorState(
             log=str(log.resolve()),
             kb_fingerprint=self.guard.kb.fingerprint,
             settings=self.settings(),
+            file=file_id(files[0]) if files else None,
         )
 
     def follow(
@@ -418,16 +429,23 @@ class ShiftMonitor:
 
     def _follow(self, log: Path, state_path: Path | None, progress: bool) -> Iterator[WindowResult]:
         state = self.resume(log, state_path)
-        remaining = max(0, log.stat().st_size - state.offset)
-        with progress_bar(remaining, "monitoring (bytes)", progress) as advance:
-            for batch in _batches(self._records(log, state), self.score_batch):
+        todo = remaining(log, state.file, state.offset)
+        # bytes read so far = where a file's bytes begin in the unread stream + offset in it
+        begins, unread = {}, 0
+        for file, start in todo:
+            begins[file_id(file)] = unread - start
+            unread += max(0, file.stat().st_size - start)
+        done = 0
+        with progress_bar(unread, "monitoring (bytes)", progress) as advance:
+            for batch in _batches(self._records(todo, state), self.score_batch):
                 records = [record for record, _ in batch]
                 scores = self._score([record.query for record in records])
                 lines = np.array([record.line for record in records])
                 times = np.array([record.time for record in records])
                 windows = self.feed_scores(state, lines, times, scores)
-                advance(batch[-1][1] - state.offset)
-                state.offset, state.line = batch[-1][1], records[-1].line
+                (state.file, state.offset), state.line = batch[-1][1], records[-1].line
+                advance(begins[state.file] + state.offset - done)
+                done = begins[state.file] + state.offset
                 state.last_time = float(times[-1])
                 yield from windows
                 if state_path:
@@ -435,22 +453,28 @@ class ShiftMonitor:
         if state_path:
             save_state(state_path, state)
 
-    def _records(self, log: Path, state: MonitorState) -> Iterator[tuple[LogRecord, int]]:
-        previous = state.last_time
-        for record, offset in read_log(
-            log,
-            offset=state.offset,
-            first_line=state.line + 1,
-            time_field=self.time_field,
-            query_field=self.query_field,
-        ):
-            if previous is not None and record.time < previous:
-                raise InputError(
-                    f"{where(log, record.line, self.time_field)}: timestamps out of order "
-                    f"({iso(record.time)} is before the previous {iso(previous)}); sort the log"
-                )
-            previous = record.time
-            yield record, offset
+    def _records(
+        self, todo: list[tuple[Path, int]], state: MonitorState
+    ) -> Iterator[tuple[LogRecord, Place]]:
+        """The records from the state's place on, across rotated files, numbered on."""
+        previous, line = state.last_time, state.line
+        for log, start in todo:
+            place = file_id(log)
+            for record, offset in read_log(
+                log,
+                offset=start,
+                first_line=line + 1,
+                time_field=self.time_field,
+                query_field=self.query_field,
+            ):
+                if previous is not None and record.time < previous:
+                    raise InputError(
+                        f"{where(log, record.line, self.time_field)}: timestamps out of order "
+                        f"({iso(record.time)} is before the previous {iso(previous)}); sort "
+                        "the log"
+                    )
+                previous, line = record.time, record.line
+                yield record, (place, offset)
 
     def _score(self, queries: list[str]) -> np.ndarray:
         if self.search is not None and not self.guard.is_learned(self.statistic):
@@ -490,8 +514,7 @@ class ShiftMonitor:
                 f"{state_path} was made with other settings ({state.settings}); "
                 "use the same ones or a new state file"
             )
-        if log.stat().st_size < state.offset:
-            raise InputError(f"{log} is shorter than when it was last read: it was replaced")
+        remaining(log, state.file, state.offset)  # InputError when replaced or gone
         return state
 
 
@@ -545,9 +568,9 @@ def _check_arl(correction: str, arl: float | None) -> float | None:
 
 
 def _batches(
-    items: Iterable[tuple[LogRecord, int]], size: int
-) -> Iterator[list[tuple[LogRecord, int]]]:
-    batch: list[tuple[LogRecord, int]] = []
+    items: Iterable[tuple[LogRecord, Place]], size: int
+) -> Iterator[list[tuple[LogRecord, Place]]]:
+    batch: list[tuple[LogRecord, Place]] = []
     for item in items:
         batch.append(item)
         if len(batch) == size:
