@@ -1,0 +1,128 @@
+"""OpenTelemetry spans of a real gate (the bees-and-trains MiniLM knowledge base with
+tripwires, as the service tests serve it), read back with the SDK's in-memory exporter; the
+gateway's spans are tested in ``tests/serve/test_gateway.py``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ragbound import tracing
+from ragbound.gate import Gate
+from tests.cli.runner import run
+from tests.serve.server import free_port, guarded_kb
+from tests.spans import STEPS, children, named, no_query_text, recording
+from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
+from tests.tripwires.tripwire_texts import UNSAFE
+
+QUERIES = {"answer": IN_KNOWLEDGE[0], "abstain": OUT_OF_KNOWLEDGE[0], "reject": UNSAFE[1]}
+
+
+@pytest.fixture(scope="module")
+def gate(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Gate:
+    return Gate.load(guarded_kb(minilm_kb_dir, tmp_path_factory.mktemp("tracing") / "kb"))
+
+
+@pytest.fixture
+def spans():
+    with recording() as exporter:
+        yield exporter
+
+
+# ----------------------------------------------------------------------------- gate
+@pytest.mark.parametrize("action", list(QUERIES))
+def test_a_decision_is_one_decide_span_over_its_four_steps(gate: Gate, spans, action) -> None:
+    query = QUERIES[action]
+    decision = gate.decide(query)
+    assert decision.action == action
+    (decide,) = named(spans, "ragbound.decide")
+    assert decide.parent is None
+    assert [s.name for s in children(spans, decide)] == STEPS
+    attributes = decide.attributes
+    assert attributes["ragbound.action"] == action
+    assert attributes["ragbound.p_value"] == pytest.approx(decision.test.p_value)
+    assert attributes["ragbound.statistic"] == decision.test.statistic
+    assert attributes["ragbound.k"] == decision.test.k
+    assert attributes["ragbound.batch_size"] == 1
+    if action == "reject":
+        assert attributes["ragbound.tripwire.topics"] == tuple(decision.tripwires.topics())
+    else:
+        assert "ragbound.tripwire.topics" not in attributes
+    (tripwires,) = named(spans, "ragbound.tripwires")
+    assert tripwires.attributes["ragbound.forbidden"] == int(action == "reject")
+    (statistic,) = named(spans, "ragbound.statistic")
+    assert statistic.attributes["ragbound.statistic"] == decision.test.statistic
+    assert no_query_text(spans, query)
+
+
+def test_a_batch_is_one_span_with_a_decision_event_per_query(gate: Gate, spans) -> None:
+    decisions = gate.decide_many(list(QUERIES.values()))
+    (decide,) = named(spans, "ragbound.decide")
+    assert decide.attributes["ragbound.batch_size"] == 3
+    assert "ragbound.action" not in decide.attributes  # one action per query: in the events
+    events = [e for e in decide.events if e.name == "ragbound.decision"]
+    assert [e.attributes["ragbound.index"] for e in events] == [0, 1, 2]
+    assert [e.attributes["ragbound.action"] for e in events] == list(QUERIES)
+    for event, decision in zip(events, decisions, strict=True):
+        assert event.attributes["ragbound.p_value"] == pytest.approx(decision.test.p_value)
+    fired = tuple(decisions[2].tripwires.topics())
+    assert fired and events[2].attributes["ragbound.tripwire.topics"] == fired
+    assert all("ragbound.tripwire.topics" not in e.attributes for e in events[:2])
+    assert len(named(spans, "ragbound.embed")) == 1  # the batch is embedded once
+
+
+def test_nothing_is_recorded_with_tracing_off(gate: Gate) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.enable(provider)
+    tracing.disable()
+    assert gate.decide(QUERIES["answer"]).action == "answer"
+    assert exporter.get_finished_spans() == ()
+    assert tracing.span("ragbound.decide", batch_size=1) is tracing.OFF
+    assert tracing.joined([None]) is tracing.OFF and tracing.current_context() is None
+
+
+def test_work_for_several_callers_links_to_each(spans) -> None:
+    """The service's batch of several requests: its span is linked to each request's span
+    (and is nobody's child); one request's batch is that request's child."""
+    contexts, callers = [], []
+    for name in ("request-1", "request-2"):
+        with tracing.span(name) as caller:
+            contexts.append(tracing.current_context())
+            callers.append(caller.get_span_context())
+    with tracing.joined(contexts), tracing.span("ragbound.decide"), tracing.span("ragbound.embed"):
+        pass
+    with tracing.joined(contexts[:1]), tracing.span("alone"):
+        pass
+    (decide,) = named(spans, "ragbound.decide")
+    assert decide.parent is None
+    assert [link.context.span_id for link in decide.links] == [c.span_id for c in callers]
+    (embed,) = named(spans, "ragbound.embed")
+    assert embed.parent.span_id == decide.context.span_id and not embed.links
+    (alone,) = named(spans, "alone")
+    assert alone.parent.span_id == callers[0].span_id
+
+
+# ------------------------------------------------------------------------------ CLI
+def test_tracing_without_the_extra_is_one_error_line(monkeypatch, capsys, gate: Gate) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # as if not installed
+    args = ["serve", str(gate.guard.kb.path), "--port", str(free_port()), "--tracing"]
+    code, _, err = run(monkeypatch, capsys, *args)
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: tracing needs the tracing extra")
+    assert "pip install 'ragbound[tracing]'" in err and not tracing.enabled()
+
+
+def test_an_unknown_exporter_is_one_error_line(monkeypatch, capsys, gate: Gate) -> None:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "zipkin")
+    args = ["serve", str(gate.guard.kb.path), "--port", str(free_port()), "--tracing"]
+    code, _, err = run(monkeypatch, capsys, *args)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "OTEL_TRACES_EXPORTER='zipkin'" in err and "otlp, console" in err
+    assert not tracing.enabled()
