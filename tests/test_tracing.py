@@ -4,6 +4,8 @@ gateway's spans are tested in ``tests/serve/test_gateway.py``."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ragbound import tracing
+from ragbound.errors import InputError
 from ragbound.gate import Gate
 from tests.cli.runner import run
 from tests.serve.server import free_port, guarded_kb
@@ -20,6 +23,7 @@ from tests.spans import STEPS, children, named, no_query_text, recording
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 from tests.tripwires.tripwire_texts import UNSAFE
 
+SRC = Path(__file__).resolve().parents[1] / "src"
 QUERIES = {"answer": IN_KNOWLEDGE[0], "abstain": OUT_OF_KNOWLEDGE[0], "reject": UNSAFE[1]}
 
 
@@ -88,6 +92,18 @@ def test_nothing_is_recorded_with_tracing_off(gate: Gate) -> None:
     assert tracing.joined([None]) is tracing.OFF and tracing.current_context() is None
 
 
+def test_ragbound_decides_without_opentelemetry_installed(gate: Gate) -> None:
+    code = (
+        "import sys; sys.modules['opentelemetry'] = None\n"  # as if not installed
+        "from ragbound.gate import Gate\n"
+        "print(Gate.load(sys.argv[1]).decide(sys.argv[2]).action)"
+    )
+    argv = [sys.executable, "-c", code, str(gate.guard.kb.path), QUERIES["answer"]]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=child_env())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "answer"
+
+
 def test_work_for_several_callers_links_to_each(spans) -> None:
     """The service's batch of several requests: its span is linked to each request's span
     (and is nobody's child); one request's batch is that request's child."""
@@ -111,12 +127,16 @@ def test_work_for_several_callers_links_to_each(spans) -> None:
 
 # ------------------------------------------------------------------------------ CLI
 def test_tracing_without_the_extra_is_one_error_line(monkeypatch, capsys, gate: Gate) -> None:
-    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # as if not installed
+    # the serve extra's FastAPI brings opentelemetry-api: the SDK is what may be missing
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.resources", None)  # not installed
     args = ["serve", str(gate.guard.kb.path), "--port", str(free_port()), "--tracing"]
     code, _, err = run(monkeypatch, capsys, *args)
     assert code == 2 and err.count("\n") == 1, err
-    assert err.startswith("error: tracing needs the tracing extra")
+    assert err.startswith("error: tracing needs the tracing extra (opentelemetry-sdk is not")
     assert "pip install 'ragbound[tracing]'" in err and not tracing.enabled()
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # nor the API, in Python
+    with pytest.raises(InputError, match=r"extra \(opentelemetry-api is not installed"):
+        tracing.enable()
 
 
 def test_an_unknown_exporter_is_one_error_line(monkeypatch, capsys, gate: Gate) -> None:
@@ -126,3 +146,9 @@ def test_an_unknown_exporter_is_one_error_line(monkeypatch, capsys, gate: Gate) 
     assert code == 2 and err.count("\n") == 1, err
     assert "OTEL_TRACES_EXPORTER='zipkin'" in err and "otlp, console" in err
     assert not tracing.enabled()
+
+
+def child_env() -> dict[str, str]:
+    return os.environ | {
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])
+    }

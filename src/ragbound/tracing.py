@@ -24,13 +24,15 @@ A query's text is never recorded (spans leave the process): only what it was dec
 
 The service decides concurrent requests in one batch on a worker thread (see
 :mod:`ragbound.serve.batcher`): a batch of one request is a child of that request's span;
-a batch of several requests is a span of its own, linked to each request's span.
+a batch of several requests is a span of its own, linked to each request's span. (FastAPI
+0.165 records a server span per request, ``POST /v1/check``, with the same provider.)
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
@@ -190,7 +192,7 @@ def _exporter() -> Any:
     if name == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-        return ConsoleSpanExporter()
+        return ConsoleSpanExporter(out=sys.stderr)
     if name != "otlp":
         raise InputError(
             f"OTEL_TRACES_EXPORTER={name!r}: ragbound exports spans with one of "
@@ -211,7 +213,8 @@ def _exporter() -> Any:
 
 
 def _missing(exc: ImportError) -> InputError:
+    sdk = (exc.name or "").startswith("opentelemetry.sdk")
     return InputError(
-        f"tracing needs the tracing extra ({exc.name or 'opentelemetry'} is missing): "
-        "pip install 'ragbound[tracing]'"
+        f"tracing needs the tracing extra (opentelemetry-{'sdk' if sdk else 'api'} is not "
+        "installed): pip install 'ragbound[tracing]'"
     )
