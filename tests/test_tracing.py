@@ -4,6 +4,7 @@ gateway's spans are tested in ``tests/serve/test_gateway.py``."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -13,10 +14,13 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanContext
 
 from ragbound import tracing
 from ragbound.errors import InputError
 from ragbound.gate import Gate
+from ragbound.serve.batcher import Batcher
+from ragbound.serve.settings import Batching
 from tests.cli.runner import run
 from tests.serve.server import free_port, guarded_kb
 from tests.spans import STEPS, children, named, no_query_text, recording
@@ -104,25 +108,42 @@ def test_ragbound_decides_without_opentelemetry_installed(gate: Gate) -> None:
     assert done.stdout.strip() == "answer"
 
 
-def test_work_for_several_callers_links_to_each(spans) -> None:
-    """The service's batch of several requests: its span is linked to each request's span
-    (and is nobody's child); one request's batch is that request's child."""
-    contexts, callers = [], []
-    for name in ("request-1", "request-2"):
-        with tracing.span(name) as caller:
-            contexts.append(tracing.current_context())
-            callers.append(caller.get_span_context())
-    with tracing.joined(contexts), tracing.span("ragbound.decide"), tracing.span("ragbound.embed"):
-        pass
-    with tracing.joined(contexts[:1]), tracing.span("alone"):
-        pass
-    (decide,) = named(spans, "ragbound.decide")
-    assert decide.parent is None
-    assert [link.context.span_id for link in decide.links] == [c.span_id for c in callers]
-    (embed,) = named(spans, "ragbound.embed")
-    assert embed.parent.span_id == decide.context.span_id and not embed.links
-    (alone,) = named(spans, "alone")
-    assert alone.parent.span_id == callers[0].span_id
+def test_the_service_s_batch_is_its_request_s_child_or_linked_to_each_request(spans) -> None:
+    """The batcher decides concurrent requests in one batch on its worker thread: a batch of
+    one request is that request's child; one of several is nobody's child, linked to each
+    request's span (and its own children are not)."""
+
+    def process(queries: list[str]) -> list[str]:
+        with tracing.span("ragbound.decide", batch_size=len(queries)), tracing.span("step"):
+            return queries
+
+    async def request(batcher: Batcher, name: str, query: str) -> SpanContext:
+        with tracing.span(name) as span:
+            await batcher.submit([query])
+            return span.get_span_context()
+
+    async def scenario() -> tuple[list[SpanContext], SpanContext]:
+        batcher = Batcher(process, Batching(max_wait_ms=0, max_queries=8))
+        await batcher.start()
+        try:
+            together = await asyncio.gather(
+                request(batcher, "r1", "a"), request(batcher, "r2", "b")
+            )
+            return list(together), await request(batcher, "r3", "c")
+        finally:
+            await batcher.stop()
+
+    together, alone = asyncio.run(scenario())
+    batched, single = named(spans, "ragbound.decide")
+    assert batched.attributes["ragbound.batch_size"] == 2 and batched.parent is None
+    assert {link.context.span_id for link in batched.links} == {c.span_id for c in together}
+    assert single.attributes["ragbound.batch_size"] == 1 and not single.links
+    assert single.parent.span_id == alone.span_id
+    for step in named(spans, "step"):
+        assert not step.links and step.parent.span_id in (
+            batched.context.span_id,
+            single.context.span_id,
+        )
 
 
 # ------------------------------------------------------------------------------ CLI
