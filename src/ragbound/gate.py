@@ -32,6 +32,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
+import ragbound.tracing as tracing
 from ragbound.detect.calibration import APPROXIMATE
 from ragbound.detect.guard import Guard, Scored
 from ragbound.errors import InputError
@@ -182,21 +183,38 @@ class Gate:
         return self.decide_many([query])[0]
 
     def decide_many(self, queries: Sequence[str]) -> list[Decision]:
-        """Decisions for a batch, in input order; the batch is embedded and searched together."""
+        """Decisions for a batch, in input order; the batch is embedded and searched together.
+
+        With tracing on (:mod:`ragbound.tracing`), one ``ragbound.decide`` span for the batch
+        and a child span for each step."""
         kb = self.guard.kb
-        prepared = kb.prepare(queries)  # validated once, embedded once
-        texts, vectors = prepared.texts, prepared.vectors
-        rule_k = self.tripwires.rule.k if self.tripwires is not None else 0
-        depth = max(self.guard.k, self.context_k, rule_k)
-        hits = kb.store.search(prepared.searched, depth)
-        # the combined statistic searches every indexed unit itself (a second embedding)
-        scored = self.guard.score(texts, hits=None if self.guard.is_learned() else hits)
-        # tripwires a framework's own search met are keyed by what it searched (texts too)
-        reads_search = self.tripwires is not None and self.tripwires.tripwires.reads_search
-        verdicts = self._tripwire_verdicts(
-            texts, prepared.searched if reads_search else vectors, hits
-        )
-        return [self._decision(i, text, scored, hits, verdicts) for i, text in enumerate(texts)]
+        with tracing.span("ragbound.decide", batch_size=len(queries)) as span:
+            with tracing.span("ragbound.embed"):
+                prepared = kb.prepare(queries)  # validated once, embedded once
+            texts, vectors = prepared.texts, prepared.vectors
+            rule_k = self.tripwires.rule.k if self.tripwires is not None else 0
+            depth = max(self.guard.k, self.context_k, rule_k)
+            with tracing.span("ragbound.search", depth=depth):
+                hits = kb.store.search(prepared.searched, depth)
+            with tracing.span("ragbound.statistic") as step:
+                # the combined statistic searches every indexed unit itself (a second embedding)
+                scored = self.guard.score(texts, hits=None if self.guard.is_learned() else hits)
+                if step.is_recording():
+                    step.set_attributes(tracing.named(_test_attributes(scored)))
+            with tracing.span("ragbound.tripwires") as step:
+                # tripwires a framework's own search met are keyed by what it searched (texts too)
+                reads_search = self.tripwires is not None and self.tripwires.tripwires.reads_search
+                verdicts = self._tripwire_verdicts(
+                    texts, prepared.searched if reads_search else vectors, hits
+                )
+                if verdicts is not None and step.is_recording():
+                    step.set_attributes({"ragbound.forbidden": sum(v.forbidden for v in verdicts)})
+            decisions = [
+                self._decision(i, text, scored, hits, verdicts) for i, text in enumerate(texts)
+            ]
+            if span.is_recording():
+                _trace_decisions(span, scored, decisions)
+        return decisions
 
     def _tripwire_verdicts(
         self, texts: Sequence[str], vectors: np.ndarray | None, hits: Hits
@@ -232,6 +250,30 @@ class Gate:
             calibration_id=self.guard.calibration.manifest.id,
             tripwire_set=self.tripwires.tripwires.manifest.set_hash if self.tripwires else None,
         )
+
+
+def fired_topics(decision: Decision) -> list[str]:
+    """The topics of the tripwires that made the query forbidden (none when it is not)."""
+    tripwires = decision.tripwires
+    return tripwires.topics() if tripwires is not None and tripwires.forbidden else []
+
+
+def _test_attributes(scored: Scored) -> dict[str, Any]:
+    return {"statistic": scored.statistic, "k": scored.k, "alpha": scored.alpha}
+
+
+def _trace_decisions(span: Any, scored: Scored, decisions: list[Decision]) -> None:
+    """The batch's test on its ``ragbound.decide`` span, and one event per decision (the
+    attributes of the span itself too for a batch of one); never the query's text."""
+    span.set_attributes(tracing.named(_test_attributes(scored)))
+    for i, decision in enumerate(decisions):
+        fired = fired_topics(decision) or None
+        attributes = tracing.named(
+            {"action": decision.action, "p_value": decision.test.p_value, "tripwire.topics": fired}
+        )
+        span.add_event("ragbound.decision", {"ragbound.index": i, **attributes})
+        if len(decisions) == 1:
+            span.set_attributes(attributes)
 
 
 def _reason(action: Action, test: Verdict, tripwires: TripwireVerdict | None) -> str:

@@ -369,6 +369,7 @@ ROWS: list[tuple[str, str]] = [
     ("serve {kb} --log-queries some", "'--log-queries': must be one of full, hash, none"),
     ("serve {kb} --threads 0", "'--threads'"),
     ("serve {kb} --workers 0", "'--workers'"),
+    ("serve {kb} --tracing=yes", "'--tracing'"),
     ("serve {kb} --upstream ftp://host/v1", "'--upstream': must be an http:// or https:// URL"),
     ("serve {kb} --upstream-key-file {file}", "need --upstream"),
     ("serve {kb} --upstream http://127.0.0.1:9/v1 --upstream-key-file {missing}", "no such file"),

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from opentelemetry.trace import StatusCode
 
 from benchmarks.instant_upstream import REPLY, ScriptedUpstream
 from ragbound.errors import InputError
@@ -20,6 +21,7 @@ from ragbound.gate import DEFAULT_ABSTENTION, DEFAULT_REFUSAL, Gate
 from ragbound.serve import GatewaySettings, ServeSettings, Tokens, create_app
 from ragbound.serve.gateway import ChatRequest, check_context_template, last_user_text
 from tests.serve.server import READ, ThreadServer, ask, free_port, guarded_kb, wait_ready
+from tests.spans import STEPS, children, named, no_query_text, recording
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 from tests.tripwires.tripwire_texts import UNSAFE
 
@@ -206,6 +208,47 @@ def test_the_gateway_needs_a_read_token(url: str) -> None:
 def test_without_an_upstream_there_is_no_gateway_route(gate) -> None:
     paths = {getattr(route, "path", None) for route in create_app(gate).routes}
     assert "/v1/check" in paths and "/v1/chat/completions" not in paths
+
+
+# ------------------------------------------------------------------------ tracing
+@pytest.fixture
+def spans():
+    with recording() as exporter:
+        yield exporter
+
+
+def test_tracing_puts_the_decision_and_the_upstream_call_under_the_chat(client, spans) -> None:
+    query = IN_KNOWLEDGE[6]
+    raw = client.chat.completions.with_raw_response.create(model="m", messages=ask(query))
+    assert raw.headers["x-ragbound-action"] == "answer"
+    (request,) = named(spans, "ragbound.chat")
+    assert request.parent is None
+    assert request.attributes["ragbound.action"] == "answer"
+    p_value = raw.parse().model_extra["ragbound"]["test"]["p_value"]
+    assert request.attributes["ragbound.p_value"] == pytest.approx(p_value)
+    assert [s.name for s in children(spans, request)] == ["ragbound.decide", "ragbound.upstream"]
+    (decide,) = named(spans, "ragbound.decide")
+    assert [s.name for s in children(spans, decide)] == STEPS
+    assert decide.attributes["ragbound.p_value"] == pytest.approx(p_value)
+    (call,) = named(spans, "ragbound.upstream")
+    assert call.status.status_code != StatusCode.ERROR
+    assert no_query_text(spans, query)
+
+
+def test_tracing_shows_no_upstream_call_on_abstain_and_reject(client, spans) -> None:
+    for query in (OUT_OF_KNOWLEDGE[2], UNSAFE[1]):
+        client.chat.completions.create(model="m", messages=ask(query))
+    actions = [s.attributes["ragbound.action"] for s in named(spans, "ragbound.chat")]
+    assert actions == ["abstain", "reject"]
+    assert not named(spans, "ragbound.upstream")
+
+
+def test_tracing_marks_an_upstream_failure_as_an_error(client, upstream, spans) -> None:
+    upstream.status = 500
+    with pytest.raises(openai.InternalServerError):
+        client.chat.completions.create(model="m", messages=ask(IN_KNOWLEDGE[7]))
+    (call,) = named(spans, "ragbound.upstream")
+    assert call.status.status_code == StatusCode.ERROR
 
 
 # ------------------------------------------------------------------------ the parts

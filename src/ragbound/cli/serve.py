@@ -85,6 +85,17 @@ def serve(
             "search, or its canaries have moved (/readyz stays ready and shows the move).",
         ),
     ] = False,
+    tracing: Annotated[
+        bool,
+        typer.Option(
+            "--tracing",
+            help="Export OpenTelemetry spans of each decision (embed, search, statistic, "
+            "tripwires; the upstream call in the gateway) with its action and p-value, never "
+            "the query's text: over OTLP, configured by the standard OTEL_EXPORTER_OTLP_* "
+            "variables (OTEL_TRACES_EXPORTER=console: to stderr). Needs the tracing extra "
+            "and opentelemetry-exporter-otlp.",
+        ),
+    ] = False,
     upstream: Annotated[
         str | None,
         typer.Option(
@@ -183,6 +194,10 @@ def serve(
         force=force,
         workers=workers,
     )
+    if tracing:  # refused before the model loads, like a port in use or a foreign --log
+        import ragbound.tracing as spans
+
+        spans.enable()
     # refused before the model loads: a port in use, a --log file the service did not write
     sockets = bind_sockets(host, port)
     if log is not None:
@@ -192,7 +207,8 @@ def serve(
         f"{'' if tokens else ' (no tokens: loopback only)'}"
         f"{f', {workers} workers' if workers > 1 else ''}"
         f"{f', log {log} ({log_queries})' if log else ''}"
-        f"{f', gateway to {upstream}' if upstream else ''}\n"
+        f"{f', gateway to {upstream}' if upstream else ''}"
+        f"{', tracing' if tracing else ''}\n"
     )
     if workers > 1:
         from ragbound.detect.guard import Guard

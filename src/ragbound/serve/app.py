@@ -21,6 +21,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Str
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
+import ragbound.tracing as tracing
 from ragbound._version import __version__
 from ragbound.corpus import validate_query
 from ragbound.detect.calibration import APPROXIMATE
@@ -400,27 +401,41 @@ def _add_gateway_routes(app: FastAPI, service: Service, upstream: Upstream) -> N
         know"), ``answer`` goes upstream with the retrieved chunks as context. The decision is
         in the ``ragbound`` field (the first chunk of a stream) and the ``X-Ragbound-*``
         headers."""
-        decision = (await _decide(service, [last_user_text(body)]))[0]
-        headers = decision_headers(decision)
-        if decision.action != "answer":
-            text = replies[decision.action]
-            if body.stream:
-                stream = own_stream(body, decision, text)
-                return _sse(stream, headers)
-            return JSONResponse(own_completion(body, decision, text), headers=headers)
-        template = upstream.settings.context_template
-        forwarded = (
-            body.model_dump(exclude_unset=True)
-            if template is None
-            else with_context(body, decision, template)
-        )
-        try:
+        with tracing.span("ragbound.chat", stream=body.stream) as span:
+            decision = (await _decide(service, [last_user_text(body)]))[0]
+            if span.is_recording():
+                span.set_attributes(
+                    tracing.named({"action": decision.action, "p_value": decision.test.p_value})
+                )
+            return await _chat_reply(body, decision, upstream, replies)
+
+
+async def _chat_reply(
+    body: ChatRequest, decision: Decision, upstream: Upstream, replies: dict[str, str]
+):
+    """The gateway's own reply to a ``reject`` or ``abstain``, else the upstream's."""
+    headers = decision_headers(decision)
+    if decision.action != "answer":
+        text = replies[decision.action]
+        if body.stream:
+            stream = own_stream(body, decision, text)
+            return _sse(stream, headers)
+        return JSONResponse(own_completion(body, decision, text), headers=headers)
+    template = upstream.settings.context_template
+    forwarded = (
+        body.model_dump(exclude_unset=True)
+        if template is None
+        else with_context(body, decision, template)
+    )
+    try:
+        # on a stream, until the upstream's headers: the relay goes on after the route returns
+        with tracing.span("ragbound.upstream", stream=body.stream):
             if body.stream:
                 return _sse(await upstream.stream(forwarded, decision), headers)
             return JSONResponse(await upstream.complete(forwarded, decision), headers=headers)
-        except UpstreamError as exc:  # its own error body when it sent one, with the decision
-            error = exc.body if isinstance(exc.body, dict) else {"error": str(exc)}
-            return JSONResponse(error, status_code=exc.status, headers=headers)
+    except UpstreamError as exc:  # its own error body when it sent one, with the decision
+        error = exc.body if isinstance(exc.body, dict) else {"error": str(exc)}
+        return JSONResponse(error, status_code=exc.status, headers=headers)
 
 
 def _sse(events, headers: dict[str, str]) -> StreamingResponse:

@@ -12,6 +12,10 @@ answers 503). One whose deadline has passed when its batch is formed is left out
 it is not decided, so not logged, and the log holds only decisions that were answered. What
 remains: a request that times out while its batch is being decided (on the worker thread,
 which cannot be interrupted) is decided and logged, though its caller was answered 503.
+
+With tracing on, each request's trace context goes with it to the worker: a batch of one
+request is decided as a child of its span, a batch of several linked to each one's
+(:func:`ragbound.tracing.joined`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import ragbound.tracing as tracing
 from ragbound.gate import Decision
 from ragbound.serve.settings import Batching
 
@@ -32,6 +37,7 @@ class _Pending:
     queries: list[str]
     future: asyncio.Future[list[Decision]] = field(repr=False)
     deadline: float | None = None  # event-loop time; None: no timeout
+    trace: object = None  # the caller's trace context (None: tracing is off)
 
     def wanted(self, now: float) -> bool:
         """Still to be decided: not answered yet (a timeout cancels it) and not past its
@@ -72,7 +78,7 @@ class Batcher:
             raise RuntimeError("the batcher is not started")
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        pending = _Pending(queries, loop.create_future(), deadline)
+        pending = _Pending(queries, loop.create_future(), deadline, tracing.current_context())
         self._queue.append(pending)
         self._arrived.set()
         # the timer starts after the deadline is taken: it never fires before the deadline
@@ -131,8 +137,9 @@ class Batcher:
         if not live:
             return
         queries = [q for p in live for q in p.queries]
+        contexts = [p.trace for p in live]
         try:
-            decisions = await loop.run_in_executor(self._worker, self.process, queries)
+            decisions = await loop.run_in_executor(self._worker, self._process, contexts, queries)
         except Exception as exc:
             if len(live) == 1:
                 _fail(live[0], exc)
@@ -146,6 +153,10 @@ class Batcher:
             if not pending.future.done():
                 pending.future.set_result(decisions[start:end])
             start = end
+
+    def _process(self, contexts: list[object], queries: list[str]) -> list[Decision]:
+        with tracing.joined(contexts):
+            return self.process(queries)
 
 
 def _fail(pending: _Pending, exc: Exception) -> None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragbound.errors import InputError, where
-from ragbound.gate import Decision
+from ragbound.gate import Decision, fired_topics
 from ragbound.serve.settings import LogQueries
 
 _TAIL_SCAN = 1 << 16
@@ -132,12 +132,6 @@ class QueryLog:
     def close(self) -> None:
         with self._lock:
             os.close(self._fd)
-
-
-def fired_topics(decision: Decision) -> list[str]:
-    """The topics of the tripwires that made the query forbidden (none when it is not)."""
-    tripwires = decision.tripwires
-    return tripwires.topics() if tripwires is not None and tripwires.forbidden else []
 
 
 def shown_query(query: str, mode: LogQueries) -> str | None:

@@ -15,7 +15,7 @@ from ragbound.detect.canary import CanaryCheck
 from ragbound.embedders import set_cpu_threads
 from ragbound.embedders.sentence import release_freed_memory
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
-from ragbound.gate import Decision, Gate
+from ragbound.gate import Decision, Gate, fired_topics
 from ragbound.knowledge.layout import TRIPWIRE_MANIFEST
 from ragbound.knowledge.query import QueryTexts
 from ragbound.locking import writer_lock
@@ -25,7 +25,7 @@ from ragbound.serve.dashboard import DashboardState, Stats, merged_stats, timeli
 from ragbound.serve.drift import ServiceMonitor
 from ragbound.serve.fit import FitWatch
 from ragbound.serve.metrics import Registry, merged, service_registry
-from ragbound.serve.querylog import LoggedLine, QueryLog, fired_topics
+from ragbound.serve.querylog import LoggedLine, QueryLog
 from ragbound.serve.settings import ServeSettings
 from ragbound.serve.shared import MONITOR, PUBLISH_EVERY_S, publish, published
 from ragbound.tripwires import TripwireChange, TripwireGuard, TripwireStore, load_rule
