@@ -254,7 +254,7 @@ def test_a_torn_last_line_is_cut_and_numbering_continues(tmp_path: Path) -> None
     assert landed[0].line == 3
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [line["query"] for line in lines] == ["one", "two", "three"]
-    assert [item.line for item, _ in read_scores(path, 0, 1)] == [1, 2, 3]
+    assert [item.line for item, _ in read_scores(path, (None, 0), 1)] == [1, 2, 3]
 
 
 _SHIFT_LINE = '{"time": "2026-11-01T10:00:00Z", "query": "What do bees make?"}\n'
@@ -303,7 +303,7 @@ def test_a_damaged_line_after_the_monitor_s_state_is_named(tmp_path: Path) -> No
     with path.open("a") as handle:
         handle.write(_SHIFT_LINE)
     with pytest.raises(InputError, match=rf"^{path}:2: not a decision with its time and score$"):
-        read_scores(path, 0, 1)
+        read_scores(path, (None, 0), 1)
 
 
 def test_the_service_decides_without_a_monitor_when_its_log_cannot_be_replayed(

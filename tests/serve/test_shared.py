@@ -95,4 +95,4 @@ def test_shared_writers_append_whole_lines_and_cut_a_line_a_killed_one_tore(
     assert landed[0].line == 0  # a shared writer does not know the line numbers
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [line["query"] for line in lines] == ["a", "b", "c", "d"]
-    assert [item.line for item, _ in read_scores(path, 0, 1)] == [1, 2, 3, 4]
+    assert [item.line for item, _ in read_scores(path, (None, 0), 1)] == [1, 2, 3, 4]

@@ -16,6 +16,7 @@ from ragbound.records import read_text
 
 if TYPE_CHECKING:
     from ragbound.serve.gateway import GatewaySettings
+    from ragbound.serve.settings import Rotation
 
 LOG_QUERY_MODES = ("full", "hash", "none")
 
@@ -40,6 +41,22 @@ def serve(
         typer.Option(
             help="Append every decision to this JSONL query log (durable before the answer).",
             callback=validate.output_file,
+        ),
+    ] = None,
+    log_max_bytes: Annotated[
+        str | None,
+        typer.Option(
+            help="Start a new --log file before it passes this size (100MB, 1GiB): the full "
+            "one becomes LOG.000001, LOG.000002, ...; shift --queries LOG reads them all.",
+            callback=validate.byte_size,
+        ),
+    ] = None,
+    log_rotate: Annotated[
+        str | None,
+        typer.Option(
+            help="daily: start a new --log file at each new UTC day (with or without "
+            "--log-max-bytes).",
+            callback=validate.choice("daily"),
         ),
     ] = None,
     log_queries: Annotated[
@@ -193,6 +210,7 @@ def serve(
         canary_minutes=canary_minutes,
         force=force,
         workers=workers,
+        rotation=_rotation(log, log_max_bytes, log_rotate),
     )
     if tracing:  # refused before the model loads, like a port in use or a foreign --log
         import ragbound.tracing as spans
@@ -225,6 +243,15 @@ def serve(
     app = create_app(Gate.load(kb_dir, force=force), settings)
     sys.stderr.write(started)
     serve_on(app, sockets, host, port)
+
+
+def _rotation(log: Path | None, max_bytes: object, every: str | None) -> Rotation:
+    """The log's rotation from the options (``max_bytes``: validate.byte_size's int)."""
+    from ragbound.serve.settings import Rotation
+
+    if log is None and (max_bytes is not None or every is not None):
+        raise InputError("--log-max-bytes and --log-rotate rotate the --log: give --log")
+    return Rotation(max_bytes=max_bytes, daily=every == "daily")  # type: ignore[arg-type]
 
 
 def _gateway(

@@ -8,6 +8,7 @@ Optional options pass ``None`` through; repeated options are checked item by ite
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -138,6 +139,21 @@ http_url = _each(_http_url)
 def at_least(least: int) -> Callable[[int | None], int | None]:
     """Integers with a floor other than 0 or 1 (e.g. a reply length cap)."""
     return _each(_at_least(least))  # type: ignore[return-value]
+
+
+_BYTE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9}
+_BYTE_UNITS |= {"KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+
+
+def byte_size(value: str | None) -> int | None:
+    """A size in bytes: ``100000000``, ``100MB`` or ``1GiB`` (at least 1 byte)."""
+    if value is None:
+        return None
+    found = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", value)
+    unit = found.group(2).upper() if found else None
+    if found is None or unit not in _BYTE_UNITS or int(found.group(1)) < 1:
+        raise typer.BadParameter(f"must be a size such as 100000000, 100MB or 1GiB; got {value!r}")
+    return int(found.group(1)) * _BYTE_UNITS[unit]
 
 
 def choice(*allowed: str) -> Callable[[str | None], str | None]:

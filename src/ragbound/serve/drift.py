@@ -74,33 +74,52 @@ class ServiceMonitor:
         except (InputError, ArtifactError) as exc:  # another calibration or damaged: start over
             sys.stderr.write(f"warning: {exc}; the shift monitor starts a new state\n")
             state = self.monitor.new_state(self.log.path)
-        replay = read_scores(self.log.path, state.offset, state.line + 1)
-        if replay:
-            self._feed(state, [line for line, _ in replay], replay[-1][1])
+        self._replay(state)
         self._save(state)
         return state
 
-    def feed(self, logged: Sequence[LoggedLine], log_size: int | None = None) -> None:
-        """Add a batch's decisions (in log order); ``log_size``: the log's size after them."""
+    def catch_up(self) -> int:
+        """Feed the whole lines other processes appended to the log's series since the
+        state's place (the workers of a service); how many."""
         with self._lock:
-            self._feed(self.state, logged, log_size)
-            if self.state_path and time.monotonic() - self._saved_at >= SAVE_EVERY_S:
-                self._save(self.state)
+            count = self._replay(self.state)
+            self._save_now_and_then()
+        return count
+
+    def _replay(self, state: MonitorState) -> int:
+        assert self.log is not None, "a monitor without a log has nothing to read"
+        found = read_scores(self.log.path, (state.file, state.offset), state.line + 1)
+        if found:
+            self._feed(state, [line for line, _ in found], found[-1][1])
+        return len(found)
+
+    def feed(self, logged: Sequence[LoggedLine], place: tuple[str, int] | None = None) -> None:
+        """Add a batch's decisions (in log order); ``place``: where the log ends after them
+        (:attr:`QueryLog.place`)."""
+        with self._lock:
+            self._feed(self.state, logged, place)
+            self._save_now_and_then()
+
+    def _save_now_and_then(self) -> None:
+        if self.state_path and time.monotonic() - self._saved_at >= SAVE_EVERY_S:
+            self._save(self.state)
 
     def _feed(
-        self, state: MonitorState, logged: Sequence[LoggedLine], log_size: int | None
+        self, state: MonitorState, logged: Sequence[LoggedLine], place: tuple[str, int] | None
     ) -> None:
         if not logged:
             return
+        # numbered on from the state: the log's line numbers restart in each rotated file
+        lines = state.line + 1 + np.arange(len(logged))
         results = self.monitor.feed_scores(
             state,
-            np.array([item.line for item in logged]),
+            lines,
             np.array([item.time for item in logged]),
             np.array([item.score for item in logged]),
         )
-        state.line, state.last_time = logged[-1].line, logged[-1].time
-        if log_size is not None:  # before any save: the state covers exactly these lines
-            state.offset = log_size
+        state.line, state.last_time = int(lines[-1]), logged[-1].time
+        if place is not None:  # before any save: the state covers exactly these lines
+            state.file, state.offset = place
         for result in results:
             self.metrics.set("ragbound_monitor_last_p_value", result.p_value)
             self.metrics.inc("ragbound_monitor_windows_total")

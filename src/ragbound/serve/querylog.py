@@ -31,7 +31,8 @@ from pathlib import Path
 
 from ragbound.errors import InputError, where
 from ragbound.gate import Decision, fired_topics
-from ragbound.serve.settings import LogQueries
+from ragbound.logseries import file_id, next_rotated, remaining
+from ragbound.serve.settings import LogQueries, Rotation
 
 _TAIL_SCAN = 1 << 16
 _FIRST_LINE_MAX = 1 << 20  # far longer than any decision line (queries are capped)
@@ -57,33 +58,50 @@ class QueryLog:
     numbers (its :class:`LoggedLine` have ``line`` 0: the supervisor's monitor reads the file).
     """
 
-    def __init__(self, path: Path, mode: LogQueries = "full", *, shared: bool = False):
+    def __init__(
+        self,
+        path: Path,
+        mode: LogQueries = "full",
+        *,
+        shared: bool = False,
+        rotation: Rotation | None = None,
+    ):
         self.path = Path(path)
         self.mode = mode
         self.shared = shared
+        self.rotation = rotation or Rotation()
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         check_query_log(self.path)
-        try:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o640)
-        except OSError as exc:
-            raise InputError(f"{self.path}: cannot open the query log ({exc.strerror})") from None
+        # the workers' lock is a file of its own: the log's descriptor changes at a rotation
+        self._append_lock = (
+            _open(self.path.with_name(f".{self.path.name}.append")) if shared else None
+        )
+        self._fd = _open(self.path)
         if shared:
             self.size, self.lines, self._last_time = 0, 0, 0.0
         else:
             self.size = _cut_torn_tail(self._fd)
             self.lines, self._last_time = _count_lines(self.path)
+        self._day = _first_day(self._fd)
         _fsync_dir(self.path.parent)
+
+    @property
+    def place(self) -> tuple[str, int]:
+        """Where the last line written ends: the active file's identity and its size."""
+        return file_id(self._fd), self.size
 
     def append(self, decisions: Sequence[Decision]) -> list[LoggedLine]:
         """Write one line per decision, flush and fsync; return where each landed."""
         with self._lock, self._file_lock():
             if self.shared:  # where the other workers left the end (whole, see _whole_end)
+                self._follow_rotation()
                 self.size = _whole_end(self._fd)
             # taken under the file's lock: no line is earlier than the one before it
             now = max(dt.datetime.now(dt.UTC).timestamp(), self._last_time)
             step = 0 if self.shared else 1  # a shared log's line numbers are not known here
             rows = [self._row(decision, now) for decision in decisions]
+            self._rotate_if_due(now, sum(len(row.encode()) for row in rows))
             logged = [
                 LoggedLine(self.lines + step * (i + 1), now, decision.test.score)
                 for i, decision in enumerate(decisions)
@@ -98,19 +116,49 @@ class QueryLog:
             self.lines += step * len(rows)
             self.size += len(data)
             self._last_time = now
+            self._day = self._day or _day(now)
             return logged
+
+    def _rotate_if_due(self, now: float, adding: int) -> None:
+        """Start a new file before a batch that would pass the size limit, or on a new UTC
+        day: the batch is written whole into the new file (nothing lost at the instant)."""
+        rotation = self.rotation
+        if self.size == 0:
+            return
+        full = rotation.max_bytes is not None and self.size + adding > rotation.max_bytes
+        new_day = rotation.daily and self._day is not None and self._day != _day(now)
+        if not (full or new_day):
+            return
+        os.rename(self.path, next_rotated(self.path))  # readers keep their place by identity
+        self._reopen()
+
+    def _follow_rotation(self) -> None:
+        """Reopen the log when another worker rotated it since this one last wrote."""
+        try:
+            current = file_id(self.path)
+        except FileNotFoundError:
+            current = None
+        if current != file_id(self._fd):
+            self._reopen()
+
+    def _reopen(self) -> None:
+        fd = _open(self.path)
+        _fsync_dir(self.path.parent)
+        os.close(self._fd)
+        self._fd, self.size, self.lines = fd, os.fstat(fd).st_size, 0
+        self._day = _first_day(fd)
 
     @contextlib.contextmanager
     def _file_lock(self) -> Iterator[None]:
-        """The file's exclusive lock while a shared log is written (nothing otherwise)."""
-        if not self.shared:
+        """The workers' exclusive lock while a shared log is written (nothing otherwise)."""
+        if self._append_lock is None:
             yield
             return
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        fcntl.flock(self._append_lock, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            fcntl.flock(self._append_lock, fcntl.LOCK_UN)
 
     def _row(self, decision: Decision, now: float) -> str:
         row: dict[str, object] = {
@@ -132,6 +180,8 @@ class QueryLog:
     def close(self) -> None:
         with self._lock:
             os.close(self._fd)
+            if self._append_lock is not None:
+                os.close(self._append_lock)
 
 
 def shown_query(query: str, mode: LogQueries) -> str | None:
@@ -194,31 +244,38 @@ def _torn_tail_problem(tail: bytes, size: int) -> str | None:
     return None
 
 
-def read_scores(path: Path, offset: int, first_line: int) -> list[tuple[LoggedLine, int]]:
-    """(line, byte offset after it) for each whole line of the log from ``offset`` on: what
-    the monitor needs to catch up after a restart, without embedding anything again.
+def read_scores(
+    path: Path, place: tuple[str | None, int], first_line: int
+) -> list[tuple[LoggedLine, tuple[str, int]]]:
+    """(line, place after it) for each whole line of the log's series from ``place`` (a file
+    identity, None for the log itself, and a byte offset) on, numbered from ``first_line``:
+    what a monitor needs to catch up after a restart or a rotation, without embedding
+    anything again.
 
     Raises InputError ``FILE:LINE: ...`` for a line that is not a decision with its time and
-    score."""
+    score, and when the file of ``place`` is gone or shorter (:func:`remaining`)."""
     found = []
     number = first_line - 1
-    with path.open("rb") as handle:
-        handle.seek(offset)
-        for raw in handle:
-            if not raw.endswith(b"\n"):
-                break
-            number += 1
-            offset += len(raw)
-            try:
-                item = json.loads(raw)
-                stamp = dt.datetime.fromisoformat(item["time"]).timestamp()
-                score = float(item["score"])
-            except (ValueError, KeyError, TypeError):
-                raise InputError(
-                    f"{where(path, number)}: not a decision with its time and score"
-                ) from None
-            found.append((LoggedLine(number, stamp, score), offset))
+    for file, offset in remaining(path, *place):
+        identity = file_id(file)
+        with file.open("rb") as handle:
+            handle.seek(offset)
+            for raw in handle:
+                if not raw.endswith(b"\n"):
+                    break
+                number += 1
+                offset += len(raw)
+                found.append((_scored(raw, file, number), (identity, offset)))
     return found
+
+
+def _scored(raw: bytes, path: Path, number: int) -> LoggedLine:
+    try:
+        item = json.loads(raw)
+        stamp = dt.datetime.fromisoformat(item["time"]).timestamp()
+        return LoggedLine(number, stamp, float(item["score"]))
+    except (ValueError, KeyError, TypeError):
+        raise InputError(f"{where(path, number)}: not a decision with its time and score") from None
 
 
 def _cut_torn_tail(fd: int) -> int:
@@ -239,6 +296,30 @@ def _cut_torn_tail(fd: int) -> int:
         os.ftruncate(fd, keep)
         os.fsync(fd)
     return keep
+
+
+def _open(path: Path) -> int:
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o640)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open the query log ({exc.strerror})") from None
+
+
+def _day(seconds: float) -> int:
+    """The UTC day of a time (days since the epoch)."""
+    return int(seconds // 86_400)
+
+
+def _first_day(fd: int) -> int | None:
+    """The UTC day of a log file's first line (None: empty, or unreadable)."""
+    head = os.pread(fd, _FIRST_LINE_MAX, 0)
+    end = head.find(b"\n")
+    if end < 0:
+        return None
+    try:
+        return _day(dt.datetime.fromisoformat(json.loads(head[:end])["time"]).timestamp())
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _whole_end(fd: int) -> int:

@@ -64,11 +64,13 @@ class Service:
         self.log: QueryLog | None = None
         if settings.log is not None and settings.worker is not None:
             # the supervisor holds the log's writer lock and cut its torn tail before forking
-            self.log = QueryLog(settings.log, settings.log_queries, shared=True)
+            self.log = QueryLog(
+                settings.log, settings.log_queries, shared=True, rotation=settings.rotation
+            )
         elif settings.log is not None:
             with contextlib.ExitStack() as held:  # the lock is released if the log is refused
                 held.enter_context(writer_lock(settings.log, what="query log", timeout=0))
-                self.log = QueryLog(settings.log, settings.log_queries)
+                self.log = QueryLog(settings.log, settings.log_queries, rotation=settings.rotation)
                 self._held = held.pop_all()
         self.batcher = Batcher(self.decide_batch, settings.batching)
 
@@ -201,7 +203,7 @@ class Service:
         self.metrics.observe("ragbound_batch_queries", len(queries))
         logged = self._log(decisions)
         if self.monitor is not None:
-            self.monitor.feed(logged, self.log.size if self.log is not None else None)
+            self.monitor.feed(logged, self.log.place if self.log is not None else None)
         self._count(decisions)
         self.fit.record(decisions)
         self.dashboard.record(decisions)

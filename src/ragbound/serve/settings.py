@@ -40,6 +40,19 @@ class Batching:
 
 
 @dataclass(frozen=True)
+class Rotation:
+    """When the query log starts a new file (:mod:`ragbound.logseries`): past ``max_bytes``
+    (None: no limit) and/or at each new UTC day (``daily``)."""
+
+    max_bytes: int | None = None
+    daily: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_bytes is not None and self.max_bytes < 1:
+            raise InputError(f"log max_bytes must be >= 1, got {self.max_bytes}")
+
+
+@dataclass(frozen=True)
 class WorkerRole:
     """One process of a service run with several workers: ``name`` (its index) and the
     folder where the processes publish their metrics and dashboard state."""
@@ -60,6 +73,7 @@ class ServeSettings:
     embedder (None: torch's default). ``canary_minutes``: minutes between searches of the
     calibration's canaries (:mod:`ragbound.detect.canary`; 0: only at start). ``force``: a
     moved canary is reported (``/readyz``, ``/metrics``, stderr) but keeps the service ready.
+    ``rotation``: when the log starts a new file.
     ``workers``: processes behind the port (:mod:`ragbound.serve.workers`); ``worker``: set in
     each of them, the name it publishes under and the folder the processes share.
     """
@@ -79,6 +93,7 @@ class ServeSettings:
     force: bool = False
     workers: int = 1
     worker: WorkerRole | None = None
+    rotation: Rotation = field(default_factory=Rotation)
 
     def __post_init__(self) -> None:
         if self.workers < 1:

@@ -35,7 +35,7 @@ from ragbound.gate import Gate
 from ragbound.locking import writer_lock
 from ragbound.serve.drift import ServiceMonitor
 from ragbound.serve.metrics import Registry, declare_monitor
-from ragbound.serve.querylog import QueryLog, read_scores
+from ragbound.serve.querylog import QueryLog
 from ragbound.serve.service import WARM_UP_QUERY
 from ragbound.serve.settings import ServeSettings, WorkerRole
 from ragbound.serve.shared import MONITOR, PUBLISH_EVERY_S, publish
@@ -215,10 +215,7 @@ class LogWatch:
 
     def catch_up(self) -> None:
         """Feed the monitor the whole lines appended since its last look."""
-        state = self.monitor.state
-        found = read_scores(self.log, state.offset, state.line + 1)
-        if found:
-            self.monitor.feed([line for line, _ in found], found[-1][1])
+        if self.monitor.catch_up():
             self.publish()
 
     def publish(self) -> None:
