@@ -152,3 +152,39 @@ def test_workers_rotate_one_log_between_them(kb_dir: Path, tmp_path: Path) -> No
     assert [line["time"] for line in lines] == sorted(line["time"] for line in lines)
     state = load_state(log.with_name(log.name + ".monitor.json"))
     assert (state.line, state.windows) == (100, 2)
+
+
+def test_shift_and_score_merge_the_replicas_logs_and_their_rotated_files(
+    kb_dir: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    from tests.cli.runner import run
+
+    first, second = tmp_path / "replica-a.jsonl", tmp_path / "replica-b.jsonl"
+    logs = [QueryLog(first, rotation=Rotation(max_bytes=5 * LINE_BYTES)), QueryLog(second)]
+    asked = [f"{QUERIES[i % len(QUERIES)]} ({i})" for i in range(30)]
+    for i, query in enumerate(asked):
+        logs[i % 2].append([_decision(query)])
+    for log in logs:
+        log.close()
+    assert rotated(first)
+    code, out, err = run(
+        monkeypatch, capsys, "shift", str(kb_dir), "--queries", str(first),
+        "--queries", str(second), "--window", "10", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    windows = [json.loads(line) for line in out.splitlines()]
+    assert [w["window"] for w in windows] == [0, 1, 2]  # 30 lines of both, each once
+    assert "2 logs merged, no state" in err
+    scores = tmp_path / "scores.jsonl"
+    code, _, err = run(
+        monkeypatch, capsys, "score", str(kb_dir), str(first), str(second), "--out", str(scores)
+    )
+    assert code == 0, err
+    rows = [json.loads(line) for line in scores.read_text().splitlines()]
+    assert [row["query"] for row in rows] == asked  # time order across the replicas
+    assert {row["source"] for row in rows} >= {"replica-a.jsonl.000001", "replica-b.jsonl"}
+    code, _, err = run(
+        monkeypatch, capsys, "shift", str(kb_dir), "--queries", str(first),
+        "--queries", str(second), "--state", str(tmp_path / "s.json"),
+    )  # fmt: skip
+    assert code == 2 and "--state follows one log" in err

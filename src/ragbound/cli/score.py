@@ -28,9 +28,11 @@ from ragbound.errors import InputError
 def score(
     kb_dir: CalibratedKbArg,
     log: Annotated[
-        Path,
+        list[Path],
         typer.Argument(
-            help="A query log (JSONL with query and time) or any query file.",
+            help="A query log (JSONL with query and time; its rotated files LOG.000001, ... "
+            "first) or any query file; several (one log per replica) are merged by time, "
+            "each row's source naming its file.",
             callback=validate.existing_file,
         ),
     ],
@@ -52,7 +54,7 @@ def score(
     force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Write the out-of-knowledge p-value of every query in LOG.
+    """Write the out-of-knowledge p-value of every query in LOG (or several).
 
     One row per query, in file order: line, time (as logged, or null), query, score (the
     statistic, higher = more out of knowledge), p_value and out_of_knowledge (p_value <=

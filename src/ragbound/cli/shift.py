@@ -38,10 +38,12 @@ RAY_SCORE_BATCH = 32_768
 def shift(
     kb_dir: Annotated[Path, typer.Argument(help="Knowledge-base directory (calibrated).")],
     queries: Annotated[
-        Path,
+        list[Path],
         typer.Option(
             "--queries",
-            help="A query log (JSONL with time and query) or a query file.",
+            help="A query log (JSONL with time and query; its rotated files LOG.000001, ... "
+            "are read first) or a query file. Several logs (one per replica) are merged by "
+            "time and monitored from their start on each run (--state follows one log).",
             callback=validate.existing_file,
         ),
     ],
@@ -166,10 +168,14 @@ def shift(
             return None
         return make_search(guard, "ray", address=address, workers=workers, statistic=statistic)
 
-    if window is None and not is_log(queries, time_field):
+    if len(queries) > 1 and not all(is_log(log, time_field) for log in queries):
+        raise InputError("several --queries are merged as query logs: give JSONL logs only")
+    if len(queries) > 1 and state is not None:
+        raise InputError("--state follows one log: give one --queries log with it")
+    if window is None and not is_log(queries[0], time_field):
         guard = Guard.load(kb_dir, force=force)
         search = ray_search(guard)
-        _shift_batch(guard, queries, field, test, statistic, alpha, run, json_out, search)
+        _shift_batch(guard, queries[0], field, test, statistic, alpha, run, json_out, search)
         return
     if test != "ks":
         raise InputError("a query log is monitored with the KS test; use --test ks")
@@ -233,7 +239,7 @@ def _shift_batch(
 def _shift_log(
     guard,
     search,
-    log: Path,
+    logs: list[Path],
     spec,
     step,
     alpha,
@@ -251,8 +257,8 @@ def _shift_log(
     from ragbound.detect.monitor import SCORE_BATCH, ShiftMonitor
     from ragbound.report import RunData, record_windows
 
-    if state is None:
-        state = guard.kb.path / "monitor" / f"{sha256_text(str(log.resolve()))[:16]}.json"
+    if state is None and len(logs) == 1:
+        state = guard.kb.path / "monitor" / f"{sha256_text(str(logs[0].resolve()))[:16]}.json"
     monitor = ShiftMonitor(
         guard,
         spec,
@@ -270,9 +276,12 @@ def _shift_log(
     out = None if json_out else console()
     tested = alarms = 0
     seen = []
-    results = monitor.follow(
-        log, state, progress=progress(json_out), restart=restart, on_wait=notice
-    )
+    if len(logs) == 1:
+        results = monitor.follow(
+            logs[0], state, progress=progress(json_out), restart=restart, on_wait=notice
+        )
+    else:
+        results = monitor.follow_merged(logs)
     for result in results:
         tested += 1
         alarms += result.alarm
@@ -289,10 +298,8 @@ def _shift_log(
                 f"alpha={result.alpha:.3g}  {flag}"
             )
         sys.stdout.flush()  # shown before the state that counts the window as done is saved
-    summary = (
-        f"{tested} window(s) tested, {alarms} alarm(s); state saved to {state} "
-        f"(windows of {spec.describe()})"
-    )
+    kept = f"state saved to {state}" if state else f"{len(logs)} logs merged, no state"
+    summary = f"{tested} window(s) tested, {alarms} alarm(s); {kept} (windows of {spec.describe()})"
     if tested == 0:
         summary = f"no window completed: the log has fewer new queries than one window; {summary}"
     sys.stderr.write(summary + "\n")

@@ -7,6 +7,8 @@ from the similarities, the same way on either engine.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,8 +18,10 @@ import numpy as np
 from ragbound.artifacts import write_atomically, write_jsonl
 from ragbound.corpus import load_query_records
 from ragbound.detect.guard import Guard
+from ragbound.detect.monitor import parse_time
 from ragbound.engines import Search
 from ragbound.errors import InputError
+from ragbound.logseries import series
 
 SCORE_FORMATS = (".jsonl", ".parquet")
 
@@ -36,10 +40,14 @@ class ScoreTable:
     out_of_knowledge: np.ndarray
     statistic: str
     alpha: float
+    # the file of each row when several were scored (rotated files, replicas' logs)
+    source: list[str] | None = None
 
     def rows(self) -> list[dict[str, Any]]:
+        sources = [{"source": name} for name in self.source] if self.source else None
         return [
             {
+                **(sources[i] if sources else {}),
                 "line": int(self.line[i]),
                 "time": self.time[i],
                 "query": self.query[i],
@@ -53,7 +61,7 @@ class ScoreTable:
 
 def score_file(
     guard: Guard,
-    path: str | Path,
+    path: str | Path | Sequence[str | Path],
     search: Search,
     *,
     field: str | None = None,
@@ -61,10 +69,21 @@ def score_file(
     statistic: str | None = None,
     alpha: float | None = None,
 ) -> ScoreTable:
-    """Score every query of ``path`` (a query log or any query file) with the guard's
-    calibration; ``search`` gives the top-k similarities (see :mod:`ragbound.engines`)."""
-    records = load_query_records(path, field=field)
-    queries = [query for _, query in records]
+    """Score every query of ``path`` (a query log or any query file; a log's rotated files
+    ``LOG.000001``, ... first) with the guard's calibration; ``search`` gives the top-k
+    similarities (see :mod:`ragbound.engines`). Several paths (one log per replica of a
+    service): their rows merged by time (file order when a row has no time), each row's
+    ``source`` naming its file."""
+    paths = [path] if isinstance(path, str | Path) else list(path)
+    files = [file for given in paths for file in series(Path(given)) or [Path(given)]]
+    records = [
+        (record, query, file)
+        for file in files
+        for record, query in load_query_records(file, field=field)
+    ]
+    if len(paths) > 1:
+        records.sort(key=lambda item: _sort_time(item[0].fields.get(time_field)))
+    queries = [query for _, query, _ in records]
     if guard.is_learned(statistic):  # the combined score searches itself, in this process
         scored = guard.score(queries, statistic=statistic, alpha=alpha)
         scores, p_values, label, level = (
@@ -78,8 +97,9 @@ def score_file(
         scores, p_values = detector.score_p_value(search(queries))
         label, level = detector.statistic, detector.alpha
     return ScoreTable(
-        line=np.array([record.line for record, _ in records]),
-        time=[record.fields.get(time_field) for record, _ in records],
+        line=np.array([record.line for record, _, _ in records]),
+        time=[record.fields.get(time_field) for record, _, _ in records],
+        source=[file.name for _, _, file in records] if len(files) > 1 else None,
         query=queries,
         score=scores,
         p_value=p_values,
@@ -87,6 +107,14 @@ def score_file(
         statistic=label,
         alpha=level,
     )
+
+
+def _sort_time(value: Any) -> float:
+    """A row's time for merging logs (a row without one keeps its place at the start)."""
+    try:
+        return parse_time(value, "time")
+    except InputError:
+        return -math.inf
 
 
 def check_score_output(path: Path) -> None:
@@ -112,7 +140,9 @@ def write_scores(table: ScoreTable, path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    sources = {"source": pa.array(table.source, pa.string())} if table.source else {}
     columns = {
+        **sources,
         "line": pa.array(table.line, pa.int64()),
         "time": pa.array([None if t is None else str(t) for t in table.time], pa.string()),
         "query": pa.array(table.query, pa.string()),

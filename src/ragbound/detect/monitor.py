@@ -30,9 +30,10 @@ False alarms over many windows (``correction``; the guarantees and their proofs 
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -452,6 +453,26 @@ class ShiftMonitor:
                     save_state(state_path, state)
         if state_path:
             save_state(state_path, state)
+
+    def follow_merged(self, logs: Sequence[str | Path]) -> Iterator[WindowResult]:
+        """Test every window of several logs (one per replica of a service, each with its
+        rotated files) merged in time order, from their start: a state follows one log, so
+        each call reads them all again. Lines are numbered in the merged order."""
+        state = self.new_state(Path(logs[0]))
+        streams = []
+        for log in map(Path, logs):
+            if not log.is_file():
+                raise InputError(f"{log}: no such log file")
+            todo = [(file, 0) for file in series(log)]
+            streams.append(self._records(todo, self.new_state(log)))
+        merged = heapq.merge(*streams, key=lambda item: item[0].time)
+        for batch in _batches(merged, self.score_batch):
+            records = [record for record, _ in batch]
+            lines = state.line + 1 + np.arange(len(records))
+            times = np.array([record.time for record in records])
+            scores = self._score([record.query for record in records])
+            yield from self.feed_scores(state, lines, times, scores)
+            state.line, state.last_time = int(lines[-1]), float(times[-1])
 
     def _records(
         self, todo: list[tuple[Path, int]], state: MonitorState
