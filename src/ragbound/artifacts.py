@@ -67,6 +67,16 @@ def write_npy(path: Path, array: np.ndarray) -> None:
     write_atomically(path, lambda handle: np.save(handle, array, allow_pickle=False))
 
 
+def file_stamp(path: Path) -> tuple[int, int] | None:
+    """The identity of a file replaced atomically (:func:`write_atomically`): its inode and
+    modification time, both new at every commit; None when it is missing."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
+
+
 def read_json(path: Path, what: str) -> Any:
     """Read a JSON artifact; a missing or corrupt file is an ArtifactError naming it."""
     try:

@@ -17,7 +17,8 @@ from ragbound.detect import Guard
 from ragbound.errors import ArtifactError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG
-from ragbound.tripwires import TripwireGuard, TripwireStore, read_tripwires
+from ragbound.tripwires import TripwireGuard, TripwireStore, TripwireWatch, read_tripwires
+from ragbound.tripwires.collection import COLLECTION_POLL_S
 from ragbound.tripwires.store import tripwire_collection
 from tests.cli.runner import run
 from tests.qdrantfill import fill
@@ -161,6 +162,24 @@ def test_qdrant_holds_the_tripwires_and_decides_like_the_files(
     assert all(TRIPWIRE_FLAG in m for m in stored.metadatas) and len(stored.keys) == 4
     store.remove(ids=[store.tripwires[0].id])
     assert len(TripwireStore.open(KnowledgeBase.load(kb.path))) == 3
+
+
+def test_a_watch_sees_a_change_made_through_another_attach_folder(
+    local: KnowledgeBase, tmp_path: Path
+):
+    """Two hosts' folders over one collection: the watch on B reads the collection, so A's
+    add moves B's version though B's own folder never changes."""
+    url = fill(tmp_path / "qdrant", local.chunks, local.vectors)
+    here = KnowledgeBase.attach(url, tmp_path / "a")
+    watch = TripwireWatch(KnowledgeBase.attach(url, tmp_path / "b"))
+    assert watch.interval == COLLECTION_POLL_S
+    before, stamp = watch.version(), watch.local()
+    assert watch.version() == before  # reading it changes nothing
+    store = _added_to(here, tmp_path)
+    added = watch.version()
+    assert added != before and watch.local() == stamp is None
+    store.remove(topics=["harm"])
+    assert watch.version() not in (before, added)
 
 
 def test_tripwires_left_as_files_are_refused_on_a_collection(local: KnowledgeBase, tmp_path: Path):

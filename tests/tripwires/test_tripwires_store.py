@@ -12,7 +12,14 @@ import pytest
 
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
-from ragbound.tripwires import TripwireFields, TripwireStore, read_tripwires, tripwire_id
+from ragbound.tripwires import (
+    TripwireFields,
+    TripwireStore,
+    TripwireWatch,
+    read_tripwires,
+    tripwire_id,
+)
+from ragbound.tripwires.folder import FOLDER_POLL_S
 from tests.tripwires.tripwire_texts import TRIPWIRES
 
 
@@ -179,3 +186,14 @@ def test_threads_adding_at_once_through_one_store_both_land(kb: KnowledgeBase) -
     assert {t.id for t in reopened.tripwires} == {t.id for half in halves for t in half}
     expected = kb.embed([t.text for t in reopened.tripwires])
     np.testing.assert_allclose(reopened.vectors, expected, atol=1e-5)
+
+
+def test_a_watch_on_the_folder_is_the_stamp_of_tripwires_json(kb: KnowledgeBase) -> None:
+    watch = TripwireWatch(kb)
+    assert watch.interval == FOLDER_POLL_S and watch.version() is None is watch.local()
+    store = TripwireStore.open(kb)
+    store.add(read_tripwires(write_jsonl(kb.path / "t.jsonl", TRIPWIRES[:2])))
+    first = watch.version()
+    assert first is not None and first == watch.local() == watch.version()
+    store.remove(ids=[store.tripwires[0].id])
+    assert watch.version() != first

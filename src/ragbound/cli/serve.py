@@ -177,8 +177,10 @@ def serve(
     Without --token-file the service needs no token and binds only a loopback address. With
     it (tokens of 16 characters or more), /v1/check and /metrics need a read or admin token
     and /v1/tripwires an admin token (Authorization: Bearer TOKEN). Tripwires changed with
-    ragbound tripwire add/remove are picked up too. Concurrent requests are decided in one
-    embedding batch.
+    ragbound tripwire add/remove are picked up too, and on a knowledge base attached to a
+    Chroma or Qdrant collection, changes another replica (or the application) made in the
+    collection, within about two seconds: replicas on several hosts share their tripwires so
+    (docs/deploy.md). Concurrent requests are decided in one embedding batch.
     With --log, each decision is a JSON line (time, query, action, p_value, score, ...)
     written and fsync-ed before the answer; the shift monitor runs on the decisions' scores
     and its state is kept beside the log (LOG.monitor.json), so a restart resumes it. A --log

@@ -34,8 +34,10 @@ class ChromaTripwires:
     def key_of(self, tripwire_id: str) -> str:
         return KEY_PREFIX + tripwire_id
 
-    def read(self) -> StoredRecords:
-        """Every flagged record (any metadata filter aside), with its stored vector."""
+    def read(self, vectors: bool = True) -> StoredRecords:
+        """Every flagged record (any metadata filter aside), with its stored vector (none,
+        an empty array, when not ``vectors``)."""
+        include = ["documents", "metadatas", *(["embeddings"] if vectors else [])]
         with chroma_errors(self.location):
             collection = self._open()
             flagged = [
@@ -45,17 +47,15 @@ class ChromaTripwires:
                 if is_tripwire(metadata)
             ]
             found = [
-                collection.get(
-                    ids=flagged[at : at + PAGE], include=["documents", "metadatas", "embeddings"]
-                )
+                collection.get(ids=flagged[at : at + PAGE], include=include)
                 for at in range(0, len(flagged), PAGE)
             ]
-        vectors = [np.asarray(page["embeddings"], np.float32) for page in found]
+        rows = [np.asarray(page["embeddings"], np.float32) for page in found if vectors]
         return StoredRecords(
             keys=[key for page in found for key in page["ids"]],
             texts=[text or "" for page in found for text in page["documents"]],
             metadatas=[dict(m) for page in found for m in page["metadatas"]],
-            vectors=np.concatenate(vectors) if vectors else np.empty((0, 0), np.float32),
+            vectors=np.concatenate(rows) if rows else np.empty((0, 0), np.float32),
         )
 
     def write(self, records: StoredRecords) -> None:

@@ -42,8 +42,12 @@ class QdrantTripwires:
         """A point id Qdrant takes (a UUID), the same for the same tripwire id."""
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"ragbound-tripwire:{tripwire_id}"))
 
-    def read(self) -> StoredRecords:
-        """Every flagged point (any ``where`` filter aside), with its stored vector."""
+    def read(self, vectors: bool = True) -> StoredRecords:
+        """Every flagged point (any ``where`` filter aside), with its stored vector (none, an
+        empty array, when not ``vectors``)."""
+        wanted: Any = False
+        if vectors:
+            wanted = [self.location.vector_name] if self.location.vector_name else True
         from qdrant_client import models
 
         client, points, offset = open_client(self.location), [], None
@@ -55,17 +59,17 @@ class QdrantTripwires:
                     limit=PAGE,
                     offset=offset,
                     with_payload=True,
-                    with_vectors=[self.location.vector_name] if self.location.vector_name else True,
+                    with_vectors=wanted,
                 )
                 points += page
                 if offset is None:
                     break
-        vectors = [vector_of(point, self.location) for point in points]
+        rows = [vector_of(point, self.location) for point in points] if vectors else []
         return StoredRecords(
             keys=[str(point.id) for point in points],
             texts=[str(payload_value(p.payload, self.location.text_field) or "") for p in points],
             metadatas=[_metadata(point.payload or {}) for point in points],
-            vectors=np.asarray(vectors, np.float32) if vectors else np.empty((0, 0), np.float32),
+            vectors=np.asarray(rows, np.float32) if rows else np.empty((0, 0), np.float32),
         )
 
     def write(self, records: StoredRecords) -> None:

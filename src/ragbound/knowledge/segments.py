@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from ragbound.artifacts import (
     check_sha256,
     file_sha256,
+    file_stamp,
     iter_jsonl,
     read_npy,
     write_jsonl,
@@ -120,11 +121,7 @@ def same_dir(a: Path, b: Path) -> bool:
 
 def manifest_stamp(root: Path) -> tuple[int, int] | None:
     """Identity of the committed manifest file: every commit replaces it by a new inode."""
-    try:
-        stat = (root / MANIFEST).stat()
-    except FileNotFoundError:
-        return None
-    return stat.st_ino, stat.st_mtime_ns
+    return file_stamp(root / MANIFEST)
 
 
 def fresh_name(seg_dir: Path, seq: int, taken: set[str]) -> str:

@@ -4,19 +4,18 @@ the query log, the shift monitor and the metrics. The routes in ``app`` stay thi
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
 from ragbound.detect.canary import CanaryCheck
 from ragbound.embedders import set_cpu_threads
 from ragbound.embedders.sentence import release_freed_memory
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
+from ragbound.faults import crash_point
 from ragbound.gate import Decision, Gate, fired_topics
-from ragbound.knowledge.layout import TRIPWIRE_MANIFEST
 from ragbound.knowledge.query import QueryTexts
 from ragbound.locking import writer_lock
 from ragbound.results import WindowResult
@@ -28,12 +27,19 @@ from ragbound.serve.metrics import Registry, merged, service_registry
 from ragbound.serve.querylog import LoggedLine, QueryLog
 from ragbound.serve.settings import ServeSettings
 from ragbound.serve.shared import MONITOR, PUBLISH_EVERY_S, publish, published
-from ragbound.tripwires import TripwireChange, TripwireGuard, TripwireStore, load_rule
+from ragbound.tripwires import (
+    TripwireChange,
+    TripwireGuard,
+    TripwireStore,
+    TripwireWatch,
+    load_rule,
+)
 
 GateSource = Gate | Callable[[], Gate]
 WARM_UP_QUERY = "warm-up query"
 TRIM_EVERY = 2_000  # queries between returns of freed heap pages to the OS
-TRIPWIRE_POLL_S = 0.5  # a tripwire changed elsewhere is in use within this, with or without traffic
+SLOW_READ_FACTOR = 10  # a slow read of the tripwire home waits this many times its length
+UNREAD = object()  # no version of the tripwire home was read
 
 
 class Service:
@@ -59,7 +65,9 @@ class Service:
         self._stopping = threading.Event()
         self._lines = 0  # decisions so far when there is no log
         self._since_trim = 0
-        self._tripwire_stamp: tuple[int, int] | None = None
+        self._watch: TripwireWatch | None = None
+        self._tripwire_stamp: tuple[int, int] | None = None  # the folder's tripwires.json
+        self._tripwire_version: Hashable = UNREAD  # the home's, as last read
         self._held = contextlib.ExitStack()
         self.log: QueryLog | None = None
         if settings.log is not None and settings.worker is not None:
@@ -90,7 +98,11 @@ class Service:
                 sys.stderr.write(f"warning: serving anyway (--force): {check.message()}\n")
             # with workers, the supervisor monitors the shared log: each decision counted once
             self.monitor = None if self.settings.worker else self._start_monitor(gate)
-            self._tripwire_stamp = _stamp(gate)
+            self._watch = TripwireWatch(gate.guard.kb)
+            if self._watch.home is not None:
+                # read again, after the versions: a change made since the gate was loaded (by
+                # another worker or replica, while this one warmed up) is not missed
+                gate = self._swap(gate)
             self.gate = gate
             self.ready = True
             self.metrics.set("ragbound_ready", 1)
@@ -108,11 +120,30 @@ class Service:
         threading.Thread(target=target, name=name, daemon=True).start()
 
     def _watch_tripwires(self) -> None:
-        """Load tripwires changed by another process (a worker, ``ragbound tripwire``) within
-        :data:`TRIPWIRE_POLL_S` even without traffic: on the decision thread, between batches."""
-        while not self._stopping.wait(TRIPWIRE_POLL_S):
+        """Load tripwires changed elsewhere (a worker, ``ragbound tripwire``, a replica on
+        another host writing to the shared collection) even without traffic, within the
+        home's poll interval (:class:`TripwireWatch`): read here, loaded on the decision
+        thread between batches, only when the version moved."""
+        assert self._watch is not None
+        delay = self._watch.interval
+        while not self._stopping.wait(delay):
+            started = time.monotonic()
+            version = self._read_version()
+            # a collection so big that reading its tripwires is slow is not read back to back
+            delay = max(self._watch.interval, SLOW_READ_FACTOR * (time.monotonic() - started))
+            if version is UNREAD or version == self._tripwire_version:
+                continue
             with contextlib.suppress(RuntimeError):  # the decision thread is shutting down
-                self.batcher.run_on_worker_now(self._current_gate)
+                self.batcher.run_on_worker_now(lambda seen=version: self._current_gate(seen))
+
+    def _read_version(self) -> Hashable:
+        """The tripwire home's version; UNREAD (and a warning) when it cannot be read."""
+        try:
+            return self._watch.version() if self._watch is not None else None
+        except (InputError, ArtifactError) as exc:  # e.g. the collection's server is down
+            if not self._stopping.is_set():
+                sys.stderr.write(f"warning: the tripwires were not checked for changes: {exc}\n")
+            return UNREAD
 
     # ----------------------------------------------------------------- workers
     def _publish_now_and_then(self) -> None:
@@ -202,6 +233,7 @@ class Service:
         decisions = gate.decide_many(QueryTexts(queries))  # the route validated them
         self.metrics.observe("ragbound_batch_queries", len(queries))
         logged = self._log(decisions)
+        crash_point("serve.decide:logged")  # durable in the log, not answered yet
         if self.monitor is not None:
             self.monitor.feed(logged, self.log.place if self.log is not None else None)
         self._count(decisions)
@@ -271,41 +303,37 @@ class Service:
         self._swap(gate)
         return change
 
-    def _current_gate(self) -> Gate:
-        """The gate, rebuilt first when the stored tripwires changed under it (``ragbound
-        tripwire add`` from another process): one ``stat`` per batch."""
+    def _current_gate(self, version: Hashable = UNREAD) -> Gate:
+        """The gate, rebuilt first when the stored tripwires changed under it: the folder's
+        ``tripwires.json`` (one ``stat`` per batch: ``ragbound tripwire add`` or another
+        worker on this host) or ``version``, the home's as the watcher read it (a replica on
+        another host)."""
         gate = self.gate
         if gate is None:
             raise RuntimeError("the gate is not loaded")
-        if _stamp(gate) != self._tripwire_stamp:
+        stamp = self._watch.local() if self._watch is not None else None
+        moved = version is not UNREAD and version != self._tripwire_version
+        if stamp != self._tripwire_stamp or moved:
             try:
-                return self._swap(gate)
+                return self._swap(gate, version)
             except (InputError, ArtifactError) as exc:  # keep deciding with the set we have
                 sys.stderr.write(f"warning: the changed tripwires were not loaded: {exc}\n")
-                self._tripwire_stamp = _stamp(gate)
+                self._tripwire_stamp = stamp
+                self._tripwire_version = version if moved else self._tripwire_version
         return gate
 
-    def _swap(self, gate: Gate) -> Gate:
-        """A new gate with the committed tripwires (same rule), swapped in whole."""
+    def _swap(self, gate: Gate, version: Hashable = UNREAD) -> Gate:
+        """A new gate with the committed tripwires (same rule), swapped in whole. The
+        versions are taken before the set is read: a change meanwhile is loaded next time."""
         kb = gate.guard.kb
+        stamp = self._watch.local() if self._watch is not None else None
+        version = self._read_version() if version is UNREAD else version
         rule = gate.tripwires.rule if gate.tripwires is not None else load_rule(Path(kb.path))
         guard = TripwireGuard(kb, rule)
         fresh = Gate(gate.guard, guard if len(guard.tripwires) else None, context_k=gate.context_k)
-        self._tripwire_stamp = _stamp(fresh)
+        self._tripwire_stamp, self._tripwire_version = stamp, version
         self.gate = fresh
         return fresh
-
-
-def _stamp(gate: Gate) -> tuple[int, int] | None:
-    """When and how big the tripwire manifest is (None: none, or not a dense base)."""
-    kb = gate.guard.kb
-    if kb.path is None or kb.manifest.embedder.kind != "dense":
-        return None
-    try:
-        info = os.stat(Path(kb.path) / TRIPWIRE_MANIFEST)
-    except FileNotFoundError:
-        return None
-    return info.st_mtime_ns, info.st_size
 
 
 def start_loading(service: Service) -> threading.Thread:

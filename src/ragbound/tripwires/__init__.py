@@ -21,7 +21,7 @@ from ragbound.tripwires.guard import (
     save_rule,
 )
 from ragbound.tripwires.models import Tripwire, TripwireChange, TripwireManifest, tripwire_id
-from ragbound.tripwires.store import TripwireStore
+from ragbound.tripwires.store import TripwireStore, TripwireWatch
 from ragbound.tripwires.tune import RuleScore, TuningResult, tune_rule
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "TripwireRule",
     "TripwireStore",
     "TripwireVerdict",
+    "TripwireWatch",
     "TuningResult",
     "load_rule",
     "read_labelled",

@@ -25,6 +25,7 @@ both would return (exactly so when the knowledge is searched exactly).
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,7 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ragbound.artifacts import write_json
+from ragbound.artifacts import sha256_text, write_json
 from ragbound.errors import ArtifactError, InputError
 from ragbound.faults import crash_point
 from ragbound.knowledge import KnowledgeBase
@@ -48,6 +49,7 @@ from ragbound.tripwires.models import (
 )
 
 _FIELDS = ("id", "severity", "note", "source")  # Tripwire fields kept as flag-prefixed keys
+COLLECTION_POLL_S = 2.0  # between reads of a collection's tripwire records by a service
 
 
 class TripwireCollection(Protocol):
@@ -57,8 +59,9 @@ class TripwireCollection(Protocol):
         """The collection, for messages."""
         ...
 
-    def read(self) -> StoredRecords:
-        """Every record flagged ``ragbound_tripwire``, with its stored vector."""
+    def read(self, vectors: bool = True) -> StoredRecords:
+        """Every record flagged ``ragbound_tripwire``, with its stored vector (when
+        ``vectors``)."""
         ...
 
     def write(self, records: StoredRecords) -> None:
@@ -131,6 +134,9 @@ class CollectionHome:
     """Tripwires as flagged records of the collection a knowledge base is attached to;
     ``tripwires.json`` in the folder keeps the history of changes made through ragbound."""
 
+    # a version is a read of the flagged records (Chroma: a scan of every record's metadata)
+    poll_s = COLLECTION_POLL_S
+
     def __init__(self, collection: TripwireCollection):
         self.collection = collection
         self._keys: dict[str, str] = {}  # tripwire id -> record id, as last read
@@ -162,6 +168,17 @@ class CollectionHome:
             }
         )
         return TripwireSet(manifest, tripwires, vectors)
+
+    def version(self, kb: KnowledgeBase) -> str:
+        """A digest of the flagged records' ids, texts and metadata (no vectors read): it
+        changes with the set, whoever changed it (a replica on another host, the
+        application itself)."""
+        stored = self.collection.read(vectors=False)
+        rows = sorted(
+            f"{key}\x1f{text}\x1f{json.dumps(metadata, sort_keys=True, default=str)}"
+            for key, text, metadata in zip(stored.keys, stored.texts, stored.metadatas, strict=True)
+        )
+        return sha256_text(*rows)
 
     def tidy(self, root: Path, generation: int) -> None:
         """Nothing to tidy: a change is one write to the collection."""

@@ -23,6 +23,7 @@ import numpy as np
 from ragbound.artifacts import (
     check_sha256,
     file_sha256,
+    file_stamp,
     iter_jsonl,
     read_json,
     read_npy,
@@ -43,9 +44,17 @@ from ragbound.tripwires.models import (
     set_hash,
 )
 
+FOLDER_POLL_S = 0.5  # between looks at tripwires.json by a service (one stat)
+
 
 class FolderHome:
     """Tripwires as generation files in the knowledge-base folder."""
+
+    poll_s = FOLDER_POLL_S
+
+    def version(self, kb: KnowledgeBase) -> tuple[int, int] | None:
+        """The identity of ``tripwires.json`` (None: no tripwires were ever added)."""
+        return file_stamp(kb_root(kb) / TRIPWIRE_MANIFEST)
 
     def describe(self, kb: KnowledgeBase) -> str:
         return f"{kb_root(kb)}"

@@ -12,23 +12,28 @@ touched, so its fingerprint and every calibration made against it stay valid.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from ragbound.artifacts import read_manifest, utc_now
+from ragbound.artifacts import file_stamp, read_manifest, utc_now
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
-from ragbound.knowledge.layout import KB_FORMAT, LOCK_WHAT, MANIFEST
+from ragbound.knowledge.layout import KB_FORMAT, LOCK_WHAT, MANIFEST, TRIPWIRE_MANIFEST
 from ragbound.knowledge.manifest import KBManifest
 from ragbound.locking import writer_lock
 from ragbound.stores import ExactStore, Hits, Retriever
 from ragbound.tripwires.collection import CollectionHome, TripwireCollection
 from ragbound.tripwires.files import check_unique_ids
-from ragbound.tripwires.folder import FolderHome, check_vectors, kb_root
+from ragbound.tripwires.folder import (
+    FOLDER_POLL_S,
+    FolderHome,
+    check_vectors,
+    kb_root,
+)
 from ragbound.tripwires.models import (
     Tripwire,
     TripwireChange,
@@ -39,9 +44,14 @@ from ragbound.tripwires.models import (
 
 
 class Home(Protocol):
-    """Where a tripwire set lives: it reads the committed set and commits a new one."""
+    """Where a tripwire set lives: it reads the committed set and commits a new one;
+    ``version`` changes whenever the set may have (asked every ``poll_s`` by a service)."""
+
+    poll_s: float
 
     def describe(self, kb: KnowledgeBase) -> str: ...
+
+    def version(self, kb: KnowledgeBase) -> Hashable: ...
 
     def read(self, kb: KnowledgeBase) -> TripwireSet: ...
 
@@ -74,6 +84,32 @@ def tripwire_collection(kb: KnowledgeBase) -> TripwireCollection | None:
 
         return QdrantTripwires(kb.backing.location)  # type: ignore[attr-defined]
     return None
+
+
+class TripwireWatch:
+    """Whether the tripwire set stored for a knowledge base changed, for a long-running
+    service.
+
+    ``local()`` is one ``stat`` of the folder's ``tripwires.json``, cheap enough for every
+    batch: every change made through ragbound on this host rewrites it, whatever the home.
+    ``version()`` asks the home, every ``interval`` seconds and off the decision thread: the
+    same stat for the folder, for a collection a digest of its flagged records read without
+    vectors, so that a change made through a replica on another host (or by the application
+    itself) is seen. Both are None for a knowledge base that cannot hold tripwires.
+    """
+
+    def __init__(self, kb: KnowledgeBase):
+        dense = kb.path is not None and kb.manifest.embedder.kind == "dense"
+        self.kb = kb
+        self.home: Home | None = home_of(kb) if dense else None
+        self.interval = self.home.poll_s if self.home is not None else FOLDER_POLL_S
+
+    def local(self) -> tuple[int, int] | None:
+        return file_stamp(kb_root(self.kb) / TRIPWIRE_MANIFEST) if self.home else None
+
+    def version(self) -> Hashable:
+        """The home's version (ArtifactError or InputError when a collection is unreachable)."""
+        return self.home.version(self.kb) if self.home is not None else None
 
 
 class TripwireStore:
