@@ -7,9 +7,10 @@ into bench_out/kb-serve and reused. Queries are a seeded mix of held-out questio
 half of PubMedQA (mostly ``answer``), TruthfulQA (mostly ``abstain``) and HarmfulQA's in-topic
 test quarter (mostly ``reject``).
 
-For each torch thread setting (1, and torch's default on this machine) a fresh
-``ragbound serve KB --log FILE [--threads N]`` child runs on loopback (OMP/MKL_NUM_THREADS
-removed from its environment), and is warmed up by 256 requests from 64 clients. Then:
+For each setting (one process with ``--threads`` N, default 1; then ``--workers 2`` with one
+thread each, the two cores) a fresh ``ragbound serve KB --log FILE --threads N [--workers W]``
+child runs on loopback (the embedder on ONNX Runtime, the default; OMP/MKL_NUM_THREADS removed
+from its environment), and is warmed up by 256 requests from 64 clients. Then:
 
 - one client: each query is decided in-process (``Gate.decide``, this process set to the same
   thread count) and sent to the server, alternately, so both see the same machine load;
@@ -17,17 +18,18 @@ removed from its environment), and is warmed up by 256 requests from 64 clients.
   p50/p99 latency (ms, measured by the client), throughput (answered requests/s), errors
   (any status but 200, or no answer).
 
-The primary setting (``--threads``, default 1) runs every level, then the memory run: the
-server's RSS (VmRSS) before and after ``--requests`` more ``/v1/check`` requests from 64
-clients (and after each tenth of them, to tell a leak from allocator warm-up). The other
-setting runs 1 and 16 clients, so the service's default thread count can be chosen with
-numbers: torch's default uses every core, which on a loaded 2-core machine can turn a 25 ms
-query into hundreds of milliseconds.
+The primary setting runs every level, then the memory run: the server's RSS (VmRSS) before
+and after ``--requests`` more ``/v1/check`` requests from 64 clients (and after each tenth of
+them, to tell a leak from allocator warm-up). The workers setting runs 1 and 16 clients (its
+RSS is the sum over the supervisor and the workers). Beside each setting, the bare
+batch-embedding throughput of the same queries in the same run: a fresh process embeds the
+pool in batches of 16 with the setting's total thread count (threads x workers), the ceiling
+the service's 16-client throughput is compared with.
 
 Options (each also an environment variable): ``--requests`` / BENCH_SERVE_REQUESTS (memory
 run, default 100000; 0 skips it), ``--per-level`` / BENCH_SERVE_PER_LEVEL (requests per
-concurrency level, default 1000), ``--threads`` / BENCH_SERVE_THREADS (primary setting: a
-number or ``default``; default 1). Raw numbers go to bench_out/serve.json; the tables to
+concurrency level, default 1000), ``--threads`` / BENCH_SERVE_THREADS (the primary
+setting's embedding threads; default 1). Raw numbers go to bench_out/serve.json; the tables to
 the ``serve`` section of docs/benchmarks.md (and stdout).
 """
 
@@ -88,6 +90,7 @@ class Target:
 TARGETS = (
     Target("one client: HTTP p50 / in-process decide p50", "http1_over_decide_p50", "<=", 1.15),
     Target("16 clients: throughput / one client's", "throughput16_over_1", ">=", 3.0),
+    Target("16 clients: throughput / bare batch embedding", "throughput16_over_embed", ">=", 0.85),
     Target("16 clients: p99, ms", "p99_16_ms", "<=", 250.0),
     Target("16 clients: errors", "errors_16", "<=", 0.0),
     Target("RSS growth over the memory run, %", "rss_growth_pct", "<", 5.0),
@@ -136,6 +139,9 @@ def measures(setting: dict) -> dict[str, float | None]:
     return {
         "http1_over_decide_p50": ratio(one.get("p50_ms"), decide_p50),
         "throughput16_over_1": ratio(sixteen.get("throughput_per_s"), one.get("throughput_per_s")),
+        "throughput16_over_embed": ratio(
+            sixteen.get("throughput_per_s"), setting.get("embed_per_s")
+        ),
         "p99_16_ms": sixteen.get("p99_ms"),
         "errors_16": sixteen.get("errors"),
         "rss_growth_pct": memory.get("growth_pct"),
@@ -169,7 +175,7 @@ def serve_markdown(part: dict) -> list[str]:
         "decided in-process and over HTTP alternately. Throughput: answered requests/s.",
         "",
         *markdown_table(
-            ["torch threads", "clients", "requests", "p50 ms", "p99 ms", "req/s", "errors"],
+            ["setting", "clients", "requests", "p50 ms", "p99 ms", "req/s", "errors"],
             latency_rows(settings),
         ),
         "",
@@ -178,9 +184,10 @@ def serve_markdown(part: dict) -> list[str]:
         "Median of the per-query ratios HTTP / in-process decide (one client, same query, "
         "back to back; steadier than the ratio of the p50s on a busy machine): "
         + "; ".join(
-            f"threads {s['label']}: {_ratio(s['levels']['1'].get('paired_ratio_p50'))}"
-            for s in settings
+            f"{s['label']}: {_ratio(s['levels']['1'].get('paired_ratio_p50'))}" for s in settings
         )
+        + ". Bare batch embedding (batches of 16, same queries, same run): "
+        + "; ".join(f"{s['label']}: {_rate(s.get('embed_per_s'))} queries/s" for s in settings)
         + ".",
     ]
     memory = next((s["memory"] for s in settings if s.get("memory")), None)
@@ -227,7 +234,7 @@ def _latency_row(label: str, clients: str, summary: dict) -> list[str]:
 def target_header(settings: list[dict]) -> list[str]:
     header = ["target", "bound"]
     for setting in settings:
-        header += [f"threads {setting['label']}", "verdict"]
+        header += [setting["label"], "verdict"]
     return header
 
 
@@ -262,7 +269,7 @@ def _ratio(value: float | None) -> str:
 class Options:
     requests: int
     per_level: int
-    threads: str  # a number, or "default" (torch's own choice)
+    threads: int  # the primary setting's embedding threads
 
 
 def parse_options(argv: Sequence[str]) -> Options:
@@ -284,46 +291,57 @@ def parse_options(argv: Sequence[str]) -> Options:
     )
     parser.add_argument(
         "--threads",
-        default=env("BENCH_SERVE_THREADS", "1"),
-        help="torch threads of the primary setting: a number or 'default'",
+        type=int,
+        default=int(env("BENCH_SERVE_THREADS", "1")),
+        help="embedding threads of the primary setting",
     )
     args = parser.parse_args(list(argv))
-    if args.requests < 0 or args.per_level < 1:
-        parser.error("--requests must be >= 0 and --per-level >= 1")
-    if args.threads != "default" and not (args.threads.isdigit() and int(args.threads) > 0):
-        parser.error(f"--threads must be a positive number or 'default', got {args.threads!r}")
+    if args.requests < 0 or args.per_level < 1 or args.threads < 1:
+        parser.error("--requests must be >= 0, --per-level and --threads >= 1")
     return Options(args.requests, args.per_level, args.threads)
 
 
 @dataclass(frozen=True)
-class ThreadSetting:
-    """How many torch threads the server and the in-process gate use."""
+class ServeSetting:
+    """The service's processes (``--workers``) and each one's embedding threads."""
 
     threads: int
-    torch_default: bool  # True: the server is left to torch's own choice
+    workers: int = 1
 
     @property
     def label(self) -> str:
-        return f"{self.threads} (torch default)" if self.torch_default else str(self.threads)
+        each = f"{self.threads} thread{'s' if self.threads > 1 else ''}"
+        return each if self.workers == 1 else f"{self.workers} workers x {each}"
 
 
-def thread_settings(primary: str) -> list[ThreadSetting]:
-    """The primary setting first, then the other of {1, torch's default} (if different)."""
-    default = ThreadSetting(torch_default_threads(), torch_default=True)
-    one = ThreadSetting(1, torch_default=default.threads == 1)
-    first = default if primary == "default" else ThreadSetting(int(primary), torch_default=False)
-    other = default if first.threads == 1 else one
-    return [first] if other.threads == first.threads else [first, other]
+def serve_settings(threads: int) -> list[ServeSetting]:
+    """The primary setting (one process, ``threads``), then two workers of one thread."""
+    return [ServeSetting(threads), ServeSetting(1, workers=2)]
 
 
-def torch_default_threads() -> int:
-    """torch.get_num_threads() in a fresh interpreter without the thread variables."""
-    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
-    code = "import torch; print(torch.get_num_threads())"
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+def bare_embedding_rate(queries: Sequence[str], threads: int) -> float:
+    """Queries/s of embedding ``queries`` in batches of 16 in a fresh process with ``threads``
+    ONNX Runtime threads (the service's embedder, nothing else)."""
+    code = (
+        "import json, sys, time\n"
+        "from ragbound.embedders import load_dense_embedder, set_cpu_threads\n"
+        f"set_cpu_threads({threads})\n"
+        "queries = json.load(sys.stdin)\n"
+        "embedder = load_dense_embedder('minilm')\n"
+        "embedder.encode(queries[:32], batch_size=16)\n"
+        "began = time.perf_counter()\n"
+        "embedder.encode(queries, batch_size=16)\n"
+        "print(len(queries) / (time.perf_counter() - began))\n"
     )
-    return int(out.stdout.strip())
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(list(queries)),
+        env=server_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(out.stdout.strip())
 
 
 # ----------------------------------------------------------------- data
@@ -408,21 +426,20 @@ def stop_process(process: subprocess.Popen, timeout: float) -> None:
 
 
 class ServerChild:
-    """``ragbound serve KB --log LOG`` in a child process on loopback, with ``setting``'s
-    thread count (``--threads N``; nothing for torch's default)."""
+    """``ragbound serve KB --log LOG --threads N [--workers W]`` in a child process on
+    loopback."""
 
-    def __init__(self, kb_dir: Path, setting: ThreadSetting, work: Path, extra: Sequence[str] = ()):
+    def __init__(self, kb_dir: Path, setting: ServeSetting, work: Path, extra: Sequence[str] = ()):
         work.mkdir(parents=True, exist_ok=True)
-        self.log = work / f"log-threads{setting.threads}.jsonl"
+        self.log = work / f"log-threads{setting.threads}-workers{setting.workers}.jsonl"
         for stale in (self.log, self.log.with_name(self.log.name + ".monitor.json")):
             stale.unlink(missing_ok=True)  # a fresh log and monitor for each server
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "-m", "ragbound.cli", "serve", str(kb_dir)]
         command += ["--port", str(self.port), "--log", str(self.log), *extra]
-        if not setting.torch_default:
-            command += ["--threads", str(setting.threads)]
-        self.stderr_path = work / f"server-threads{setting.threads}.stderr"
+        command += ["--threads", str(setting.threads), "--workers", str(setting.workers)]
+        self.stderr_path = work / f"server-threads{setting.threads}-{setting.workers}.stderr"
         self._stderr = self.stderr_path.open("wb")
         self.process = subprocess.Popen(
             command,
@@ -470,16 +487,24 @@ class ServerChild:
         raise TimeoutError(f"{self.url} not ready after {timeout:.0f} s")
 
     def rss_mb(self) -> float:
-        """The server's resident set size (VmRSS), MB."""
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        raise RuntimeError(f"no VmRSS for process {self.process.pid}")
+        """The service's resident set size (VmRSS), MB: with workers, the sum over the
+        supervisor and its children."""
+        pids = [self.process.pid]
+        for task in Path(f"/proc/{self.process.pid}/task").iterdir():
+            pids += [int(pid) for pid in (task / "children").read_text().split()]
+        return sum(_rss_mb(pid) for pid in pids)
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
 
 
 def server_env() -> dict[str, str]:
     """The child's environment: this checkout's src first, and no OMP/MKL thread variables
-    (``--threads`` sets the count; without it torch picks its own default)."""
+    (``--threads`` sets the count)."""
     env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH")) if p)
     return env
@@ -564,7 +589,7 @@ def paired_single(gate: Gate, url: str, queries: Sequence[str], requests: int) -
 
 
 def measure_gateway(
-    gate: Gate, kb_dir: Path, setting: ThreadSetting, pool: list[str], requests: int
+    gate: Gate, kb_dir: Path, setting: ServeSetting, pool: list[str], requests: int
 ) -> dict:
     """Gateway overhead on ``answer`` (issue 15 target: <= 1.2 x in-process decide p50).
 
@@ -677,22 +702,26 @@ def decision_shares(gate: Gate, queries: Sequence[str]) -> dict[str, float]:
 def measure_setting(
     gate: Gate,
     kb_dir: Path,
-    setting: ThreadSetting,
+    setting: ServeSetting,
     pool: list[str],
     options: Options,
     primary: bool,
 ) -> dict:
-    """One thread setting: its server, the levels, and (primary) the memory run."""
-    from ragbound.embedders import set_cpu_threads
-
-    set_cpu_threads(setting.threads)  # the in-process gate matches the server
+    """One setting: its server, the levels, the bare embedding rate, and (primary) the
+    memory run."""
     levels = LEVELS if primary else COMPARE_LEVELS
-    print(f"threads {setting.label}: starting ragbound serve...", flush=True)
+    print(f"{setting.label}: starting ragbound serve...", flush=True)
+    result: dict = {
+        "label": setting.label,
+        "threads": setting.threads,
+        "workers": setting.workers,
+        "levels": {},
+        "embed_per_s": bare_embedding_rate(pool, setting.threads * setting.workers),
+    }
     with ServerChild(kb_dir, setting, WORK) as server:
         run_clients(server.url, pool, MEMORY_CLIENTS, 4 * MEMORY_CLIENTS)  # warm-up
         for query in pool[:20]:
             gate.decide(query)
-        result: dict = {"label": setting.label, "threads": setting.threads, "levels": {}}
         for clients in levels:
             offset = (clients * 97) % len(pool)  # each level starts elsewhere in the pool
             queries = pool[offset:] + pool[:offset]
@@ -759,6 +788,9 @@ def serve_part(argv: Sequence[str] = ()) -> dict:
     reason = datasets.tripwire_missing_reason()
     if reason:
         raise SystemExit(f"the serve benchmark needs the tripwire sets: {reason}")
+    from ragbound.embedders import set_cpu_threads
+
+    set_cpu_threads(options.threads)  # the in-process gate's embedder, as the primary server's
     gate = served_gate()
     sets = query_mix()
     pool = interleave(sets)
@@ -776,7 +808,7 @@ def serve_part(argv: Sequence[str] = ()) -> dict:
         "actions": decision_shares(gate, pool),
         "settings": [],
     }
-    for i, setting in enumerate(thread_settings(options.threads)):
+    for i, setting in enumerate(serve_settings(options.threads)):
         part["settings"].append(measure_setting(gate, KB_DIR, setting, pool, options, i == 0))
     part["elapsed_s"] = time.monotonic() - began
     OUT.mkdir(exist_ok=True)
