@@ -11,7 +11,7 @@ by step (paper Table 4), the outlier-detector and LLM-judge baselines (Tables 2-
 local generation speed (see benchmarks/synthetic.py, baselines.py, llm_speed.py).
 
 ``python -m benchmarks.run synthetic|shift|near|approx|million|ray|tripwires|tripwire-default|
-tripwire-rule|llm-speed`` runs only that part and merges it into the saved results.
+tripwire-rule|tripwire-llm|llm-speed`` runs only that part and merges it into the saved results.
 ``python -m benchmarks.run serve [--requests N] [--per-level N] [--threads N|default]`` is
 ``make bench-serve`` (benchmarks/serve.py: the HTTP service against in-process decisions; raw
 numbers in bench_out/serve.json). ``python -m benchmarks.run zoo`` is ``make bench-zoo``
@@ -19,7 +19,9 @@ numbers in bench_out/serve.json). ``python -m benchmarks.run zoo`` is ``make ben
 COVID-QA halves, BANKING77-OOS and CLAP NQ; BENCH_ZOO_SEEDS, BENCH_ZOO_CORPORA, BENCH_ZOO_SYNTH;
 raw numbers in bench_out/zoo.json). The tripwire parts (benchmarks/tripwires.py,
 tripwire_default.py, and tripwire_rule.py: every rule's curve on harmful sources left out of
-the tripwires; ``tripwire-rule-mpnet``: its candidates with MPNet) need HarmfulQA and XSTest;
+the tripwires; ``tripwire-rule-mpnet``: its candidates with MPNet; ``tripwire-llm``,
+tripwire_llm.py: the local LLM judging what probe-general flags, BENCH_TRIPWIRE_LLM_N prompts
+per set, BENCH_TRIPWIRE_LLM_GROUNDED its grounded splits) need HarmfulQA and XSTest;
 BENCH_CASCADE_N sets its LLM cascade subset (default 30 per side).
 The near part (benchmarks/near.py) needs COVID-QA too; BENCH_NEAR_SEEDS sets its splits (5).
 ``near-mpnet``: the same splits with all-mpnet-base-v2 (its COVID-QA knowledge base, 27,891
@@ -81,6 +83,7 @@ from benchmarks.doc import machine_description, markdown_table, write_section
 from benchmarks.energy_tau import energy_tau_markdown, energy_tau_part
 from benchmarks.timing import latency, timed
 from benchmarks.tripwire_default import tripwire_default_markdown, tripwire_default_part
+from benchmarks.tripwire_llm import tripwire_llm_markdown, tripwire_llm_part
 from benchmarks.tripwire_rule import (
     tripwire_rule_markdown,
     tripwire_rule_mpnet_markdown,
@@ -120,6 +123,16 @@ def main() -> None:
     reason = datasets.missing_reason()
     if reason:
         console.print(f"[yellow]skipping the benchmark: {reason}[/]")
+        return
+    if sys.argv[1:] == ["tripwire-llm"]:  # an LLM judge behind probe-general (the local LLM)
+        reason = datasets.tripwire_missing_reason()
+        if reason:
+            console.print(f"[yellow]skipping the tripwire-llm benchmark: {reason}[/]")
+            return
+        results = saved_results()
+        results["tripwire_llm"] = tripwire_llm_part()
+        save(results, ["tripwire-llm"])
+        print("\n".join(tripwire_llm_markdown(results)))
         return
     if sys.argv[1:2] == ["serve"]:  # `make bench-serve`; takes its own options
         serve.main(sys.argv[2:])
@@ -905,6 +918,10 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "tripwire-rule-mpnet": (
         "Tripwires: the knowledge-independent candidates with MPNet",
         tripwire_rule_mpnet_markdown,
+    ),
+    "tripwire-llm": (
+        "Tripwires: an LLM judge behind the embedding rule (cascade)",
+        tripwire_llm_markdown,
     ),
     "synthetic": ("Synthetic vs real calibration and the baselines", synthetic_markdown),
     "llm-speed": ("Local LLM generation speed", llm_speed_markdown),
