@@ -21,6 +21,7 @@ from ragbound.embedders.layout import SentenceLayout
 from ragbound.embedders.sentence import check_model_folder, cpu_threads, model_revision
 from ragbound.progress import progress_bar
 
+
 class OnnxRunner:
     """One exported graph and its tokenizer: texts in, pooled float32 vectors out."""
 
@@ -37,9 +38,7 @@ class OnnxRunner:
         options.intra_op_num_threads = cpu_threads() or 0
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
-        self.session = ort.InferenceSession(
-            str(model), options, providers=["CPUExecutionProvider"]
-        )
+        self.session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         self.inputs = {i.name for i in self.session.get_inputs()}
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:
@@ -120,7 +119,9 @@ class OnnxEmbedder:
         if self._runner is None:
             from ragbound.embedders.onnx_export import exported_model
 
-            self._runner = OnnxRunner(exported_model(self.folder, self.layout), self.folder, self.layout)
+            self._runner = OnnxRunner(
+                exported_model(self.folder, self.layout), self.folder, self.layout
+            )
         return self._runner
 
     def encode(

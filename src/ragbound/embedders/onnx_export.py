@@ -100,8 +100,9 @@ def export_graph(folder: Path, out: Path) -> np.ndarray:
     model = SentenceTransformer(str(folder), device="cpu")
     transformer = model[0].auto_model.eval()
     names = list(model[0].tokenizer.model_input_names)
-    sample = model[0].tokenizer(["a short one", "and a longer second text"], padding=True,
-                                return_tensors="pt")
+    sample = model[0].tokenizer(
+        ["a short one", "and a longer second text"], padding=True, return_tensors="pt"
+    )
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
@@ -117,7 +118,7 @@ def export_graph(folder: Path, out: Path) -> np.ndarray:
     return model.encode(list(PROBE), normalize_embeddings=True, convert_to_numpy=True)
 
 
-def _token_states(transformer, names: list[str]):  # noqa: ANN001, ANN202 - torch objects
+def _token_states(transformer, names: list[str]):
     """The transformer called by keyword (its positional order changes between versions),
     returning the token states."""
     import torch
@@ -127,7 +128,7 @@ def _token_states(transformer, names: list[str]):  # noqa: ANN001, ANN202 - torc
             super().__init__()
             self.transformer = transformer
 
-        def forward(self, *inputs):  # noqa: ANN002, ANN202 - tensors in ``names`` order
+        def forward(self, *inputs):
             return self.transformer(**dict(zip(names, inputs, strict=True))).last_hidden_state
 
     return TokenStates()
