@@ -35,6 +35,8 @@ synthetic questions on the COVID-QA halves (BENCH_NEAR_SYNTH_SEEDS, BENCH_NEAR_S
 ``million`` (benchmarks/million.py): float16 vs float32 AUROC and the 1,000,000-chunk row.
 ``native-guard`` (benchmarks/native_guard.py): the guard on a LangChain vector store against
 the bare retriever, p50 latency (the bundled sample corpus: needs no data set).
+``cli-start`` (benchmarks/cli_start.py): whole-process wall time of ``ragbound --help`` and a
+one-query ``check`` (ONNX and torch) against a bare process that embeds one query with torch.
 ``attached`` (benchmarks/attached.py): the PubMedQA corpus in a Chroma collection embedded
 through infinity-emb, attached, against the exact knowledge base; and a guarded LangChain
 retriever over it (needs chromadb and infinity-emb, else skipped with the reason); and the
@@ -64,6 +66,7 @@ from benchmarks import (
     attached,
     attached_tripwires,
     baselines,
+    cli_start,
     datasets,
     doc2query,
     lexical_scale,
@@ -114,11 +117,16 @@ def main() -> None:
 
         near_synth.main()
         return
-    if sys.argv[1:] == ["native-guard"]:  # the bundled sample corpus: needs no data set
+    sample_parts = {  # the bundled sample corpus: they need no data set
+        "native-guard": ("native_guard", native_guard.native_guard_part),
+        "cli-start": ("cli_start", cli_start.cli_start_part),
+    }
+    if len(sys.argv) == 2 and sys.argv[1] in sample_parts:
+        key, run_part = sample_parts[sys.argv[1]]
         results = saved_results()
-        results["native_guard"] = native_guard.native_guard_part()
-        save(results, ["native-guard"])
-        print(json.dumps(results["native_guard"], indent=2))
+        results[key] = run_part()
+        save(results, [sys.argv[1]])
+        print(json.dumps(results[key], indent=2))
         return
     reason = datasets.missing_reason()
     if reason:
@@ -927,6 +935,7 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "llm-speed": ("Local LLM generation speed", llm_speed_markdown),
     "warm-synth": ("Synthetic queries on a warm cache", warm_synth_markdown),
     "native-guard": (native_guard.TITLE, native_guard.native_guard_markdown),
+    "cli-start": (cli_start.TITLE, cli_start.cli_start_markdown),
     "attached": (attached.TITLE, attached.attached_markdown),
     "attached-tripwires": (
         attached_tripwires.TITLE,

@@ -15,8 +15,9 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ragbound._lazy import lazy_attributes
 from ragbound._version import __version__
 
 _LAZY = {
@@ -54,10 +55,4 @@ if TYPE_CHECKING:
     from ragbound.results import EvaluationReport, Verdict
 
 
-def __getattr__(name: str) -> Any:
-    """Import public names on first use so ``import ragbound`` stays instant."""
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'ragbound' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())

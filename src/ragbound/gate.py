@@ -33,9 +33,12 @@ import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
 import ragbound.tracing as tracing
-from ragbound.detect.calibration import APPROXIMATE
 from ragbound.detect.guard import Guard, Scored
+from ragbound.detect.names import APPROXIMATE
 from ragbound.errors import InputError
+from ragbound.gate_texts import DEFAULT_ABSTENTION as DEFAULT_ABSTENTION  # re-exported
+from ragbound.gate_texts import DEFAULT_CONTEXT_TEMPLATE as DEFAULT_CONTEXT_TEMPLATE
+from ragbound.gate_texts import DEFAULT_REFUSAL as DEFAULT_REFUSAL
 from ragbound.results import Neighbour, Verdict, renamed
 from ragbound.stores import Hits
 from ragbound.tripwires.guard import (
@@ -48,11 +51,6 @@ from ragbound.tripwires.guard import (
 Action = Literal["answer", "abstain", "reject"]
 ACTIONS: tuple[Action, ...] = ("answer", "abstain", "reject")
 DEFAULT_CONTEXT_K = 5
-# What an application says instead of answering, and how it hands the chunks to its LLM: one
-# wording for the gateway and the adapters.
-DEFAULT_REFUSAL = "I can't help with that request."
-DEFAULT_ABSTENTION = "I don't know: the question is outside what my documents cover."
-DEFAULT_CONTEXT_TEMPLATE = "Answer from these passages of the knowledge base:\n\n{context}"
 
 
 class Decision(BaseModel):

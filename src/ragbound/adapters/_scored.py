@@ -37,7 +37,7 @@ from ragbound.knowledge.query import QueryEmbedder
 from ragbound.knowledge.retriever import ChunkOnly
 from ragbound.knowledge.tripwire_records import is_tripwire
 from ragbound.results import Neighbour
-from ragbound.stats.statistics import STATISTICS
+from ragbound.stats.names import STATISTICS
 from ragbound.stores import Hits, SearchInfo
 
 ScoreKind = Literal["cosine", "similarity", "distance", "relevance"]

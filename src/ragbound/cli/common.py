@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import BaseModel
 
 from ragbound.cli import validate
 from ragbound.errors import InputError
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
     from rich.console import Console
 
     from ragbound.llm import LLM
@@ -139,7 +139,8 @@ def notice(message: str) -> None:
 
 def emit_json(obj: BaseModel | dict) -> None:
     """Write one JSON object as a line on stdout."""
-    text = obj.model_dump_json() if isinstance(obj, BaseModel) else json.dumps(obj)
+    dump = getattr(obj, "model_dump_json", None)  # a pydantic model (pydantic not imported here)
+    text = dump() if dump is not None else json.dumps(obj)
     sys.stdout.write(text + "\n")
 
 

@@ -28,10 +28,20 @@ from ragbound.cli.common import (
     progress,
     write_plots,
 )
-from ragbound.corpus.provenance import DECLARED_ORIGINS
-from ragbound.detect.calibration import APPROXIMATE
-from ragbound.detect.config import AUTO, COMBINED, DEFAULTS, TAU_AUTO, DetectorConfig
-from ragbound.stats import P_VALUE_METHODS
+from ragbound.corpus.origins import DECLARED_ORIGINS
+from ragbound.detect.names import (
+    APPROXIMATE,
+    AUTO,
+    COMBINED,
+    DEFAULT_ALPHA,
+    DEFAULT_K,
+    DEFAULT_P_VALUE_METHOD,
+    DEFAULT_STATISTIC,
+    DEFAULT_TAU,
+    DESCRIPTIONS,
+    TAU_AUTO,
+)
+from ragbound.stats.names import P_VALUE_METHODS
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -43,7 +53,7 @@ if TYPE_CHECKING:
 
 def _help(name: str) -> str:
     """An option's help: the description of the DetectorConfig field it sets."""
-    return DetectorConfig.model_fields[name].description or ""
+    return DESCRIPTIONS[name]
 
 
 CalibratedKbArg = Annotated[Path, typer.Argument(help="Calibrated knowledge-base directory.")]
@@ -58,14 +68,14 @@ def calibrate(
     field: FieldOpt = None,
     k: Annotated[
         int, typer.Option("--k", help=_help("k"), callback=validate.positive_int)
-    ] = DEFAULTS.k,
+    ] = DEFAULT_K,
     tau: Annotated[
         str,
         typer.Option(
             help=_help("tau") + " 'auto' takes the embedder's training temperature.",
             callback=validate.temperature,
         ),
-    ] = str(DEFAULTS.tau),
+    ] = str(DEFAULT_TAU),
     statistic: Annotated[
         str,
         typer.Option(
@@ -74,17 +84,17 @@ def calibrate(
             "leave-documents-out queries, or mss when those cannot tell (see below).",
             callback=validate.calibration_statistic,
         ),
-    ] = DEFAULTS.statistic,
+    ] = DEFAULT_STATISTIC,
     alpha: Annotated[
         float,
         typer.Option(
             help="The default significance level for check.", callback=validate.probability
         ),
-    ] = DEFAULTS.alpha,
+    ] = DEFAULT_ALPHA,
     p_value_method: Annotated[
         str,
         typer.Option(help=_help("p_value_method"), callback=validate.choice(*P_VALUE_METHODS)),
-    ] = DEFAULTS.p_value_method,
+    ] = DEFAULT_P_VALUE_METHOD,
     reranker: Annotated[
         Path | None,
         typer.Option(help=_help("reranker"), callback=validate.reranker),

@@ -9,12 +9,16 @@ keeps its traceback.
 from __future__ import annotations
 
 import os
+import sys
 from types import TracebackType
+from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
 from typer import TyperException
 
 from ragbound.errors import RagboundError
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 USAGE = 2  # bad input or usage
 INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C
@@ -28,8 +32,8 @@ def describe(exc: BaseException) -> str | None:
         return _usage(exc)
     if isinstance(exc, RagboundError):
         return str(exc)
-    if isinstance(exc, ValidationError):
-        return _validation(exc)
+    if _is_validation_error(exc):
+        return _validation(exc)  # type: ignore[arg-type]
     if isinstance(exc, UnicodeDecodeError):
         return _undecodable(exc)
     if isinstance(exc, OSError):
@@ -37,6 +41,12 @@ def describe(exc: BaseException) -> str | None:
     if isinstance(exc, ValueError):
         return str(exc) or type(exc).__name__
     return None
+
+
+def _is_validation_error(exc: BaseException) -> bool:
+    """A pydantic ValidationError, without importing pydantic: none exists if it never loaded."""
+    pydantic_core = sys.modules.get("pydantic_core")  # where pydantic's ValidationError lives
+    return pydantic_core is not None and isinstance(exc, pydantic_core.ValidationError)
 
 
 def one_line(message: str) -> str:

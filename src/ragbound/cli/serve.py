@@ -11,7 +11,7 @@ import typer
 from ragbound.cli import validate
 from ragbound.cli.detect import CalibratedKbArg
 from ragbound.errors import InputError
-from ragbound.gate import DEFAULT_ABSTENTION, DEFAULT_CONTEXT_TEMPLATE, DEFAULT_REFUSAL
+from ragbound.gate_texts import DEFAULT_ABSTENTION, DEFAULT_CONTEXT_TEMPLATE, DEFAULT_REFUSAL
 from ragbound.records import read_text
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from ragbound.cli.common import (
     progress,
     write_plots,
 )
-from ragbound.detect.config import DEFAULTS
+from ragbound.detect.names import DEFAULT_ALPHA
 from ragbound.errors import InputError
 
 TESTS = ("ks", "mmd")
@@ -66,7 +66,7 @@ def shift(
         typer.Option(
             help="Significance level (whole stream for a log).", callback=validate.probability
         ),
-    ] = DEFAULTS.alpha,
+    ] = DEFAULT_ALPHA,
     correction: Annotated[
         str,
         typer.Option(

@@ -168,23 +168,23 @@ def choice(*allowed: str) -> Callable[[str | None], str | None]:
 
 def statistic(value: str | None) -> str | None:
     """A test statistic name (mss, knn, ...), checked against the statistics ragbound has."""
-    from ragbound.stats import STATISTICS
+    from ragbound.stats.names import STATISTICS
 
     return choice(*STATISTICS)(value)
 
 
 def checked_statistic(value: str | None) -> str | None:
     """A statistic check can test: one of ragbound's, or the learned combined score."""
-    from ragbound.detect.config import COMBINED
-    from ragbound.stats import STATISTICS
+    from ragbound.detect.names import COMBINED
+    from ragbound.stats.names import STATISTICS
 
     return choice(*STATISTICS, COMBINED)(value)
 
 
 def calibration_statistic(value: str | None) -> str | None:
     """A statistic to calibrate: one of ragbound's, combined, or auto (picked by power)."""
-    from ragbound.detect.config import AUTO, COMBINED
-    from ragbound.stats import STATISTICS
+    from ragbound.detect.names import AUTO, COMBINED
+    from ragbound.stats.names import STATISTICS
 
     return choice(*STATISTICS, COMBINED, AUTO)(value)
 

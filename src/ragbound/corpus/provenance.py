@@ -23,16 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Literal, get_args
 
+from ragbound.corpus.origins import DECLARED_ORIGINS, DeclaredOrigin, QuestionOrigin
 from ragbound.corpus.queries import MAX_QUERY_CHARS, load_query_records
 from ragbound.errors import InputError
 
-QuestionOrigin = Literal["real", "synthetic", "unknown"]
-"""Where one question came from."""
-DeclaredOrigin = Literal["real", "synthetic"]
-"""What a user may declare for every question of a calibration (``--questions``)."""
-DECLARED_ORIGINS: tuple[str, ...] = get_args(DeclaredOrigin)
 SYNTH_FIELDS = ("chunk_id", "prompt_id", "prompt_version", "model")
 """Fields every line of ``ragbound synth`` output carries (its SyntheticQuery)."""
 LLM_SOURCE = "llm:"

@@ -50,6 +50,7 @@ from ragbound.corpus.units import Granularity, granularity_label, parse_granular
 from ragbound.detect.canary import Canary
 from ragbound.detect.combined import CombinedModel, Selection
 from ragbound.detect.config import DETECTOR_PARAMS, DetectorConfig
+from ragbound.detect.names import APPROXIMATE as APPROXIMATE  # re-exported
 from ragbound.errors import ArtifactError, IncompatibleArtifactError
 from ragbound.faults import crash_point
 from ragbound.knowledge.layout import CALIBRATION_DIR, KB_FORMAT, LOCK_WHAT, MANIFEST
@@ -59,8 +60,6 @@ from ragbound.results import SyntheticCheck
 from ragbound.stores import SearchInfo
 
 CALIBRATION_FORMAT = "ragbound.calibration/1"
-APPROXIMATE = "p-values approximate: no real questions"
-"""What every place that shows p-values says of a calibration made of synthetic questions."""
 QuestionsLabel = Literal["real", "synthetic", "mixed", "unknown"]
 
 

@@ -1,8 +1,9 @@
 """DetectorConfig: the online test's parameters, their defaults and their validation, once.
 
 Every other place that needs k, tau, the statistic, alpha or the p-value method (the
-detector, the Guard, the calibration manifest, the CLI's option defaults and help) reads
-them from here.
+detector, the Guard, the calibration manifest) reads them from here; their defaults and
+descriptions are plain constants in ``detect.names``, which the CLI's option defaults and
+help read without loading pydantic.
 """
 
 from __future__ import annotations
@@ -12,26 +13,13 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from ragbound.detect import names
+from ragbound.detect.names import AUTO as AUTO  # re-exported, as are the names used here
+from ragbound.detect.names import COMBINED, DEFAULT_STATISTIC, DESCRIPTIONS, TAU_AUTO
 from ragbound.errors import InputError
-from ragbound.stats import STATISTICS, PValueMethod
+from ragbound.stats.names import STATISTICS, PValueMethod
 
-# The paper finds the best statistic differs by corpus; MSS won on its PubMed corpus and on
-# ours (README, "Choosing the statistic"), and it needs no neighbour beyond the first.
-DEFAULT_STATISTIC = "mss"
-# a score learned at calibration (ragbound.detect.combined), not a function of k similarities
-COMBINED = "combined"
-# calibrate only: pick the statistic, k and granularity by estimated power (detect.select)
-AUTO = "auto"
-
-Alpha = Annotated[
-    float,
-    Field(
-        gt=0,
-        lt=1,
-        allow_inf_nan=False,
-        description="Significance level in (0, 1): a query is out of knowledge when p <= alpha.",
-    ),
-]
+Alpha = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False, description=DESCRIPTIONS["alpha"])]
 
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
@@ -49,40 +37,16 @@ class DetectorConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    statistic: str = Field(
-        DEFAULT_STATISTIC,
-        description=(
-            f"Test statistic, higher = more out of knowledge: {', '.join(STATISTICS)}, or "
-            f"{COMBINED} (a score learned at calibration from several of them)."
-        ),
-    )
-    k: int = Field(32, ge=1, description="Nearest chunks retrieved per query (the paper's k = 32).")
+    statistic: str = Field(DEFAULT_STATISTIC, description=DESCRIPTIONS["statistic"])
+    k: int = Field(names.DEFAULT_K, ge=1, description=DESCRIPTIONS["k"])
     tau: float = Field(
-        1.0,
-        gt=0,
-        allow_inf_nan=False,
-        description=(
-            "Temperature of the energy statistic, in similarity units. The paper's 1.0 makes "
-            "energy rank queries like avgknn on cosine similarities; a contrastive embedder's "
-            "training temperature (0.05 for MiniLM) lets the nearest chunks dominate."
-        ),
+        names.DEFAULT_TAU, gt=0, allow_inf_nan=False, description=DESCRIPTIONS["tau"]
     )
-    alpha: Alpha = 0.05
+    alpha: Alpha = names.DEFAULT_ALPHA
     p_value_method: PValueMethod = Field(
-        "conformal",
-        description=(
-            "conformal: (1 + #{null >= t}) / (n + 1), exactly valid; "
-            "paper: eq. 2, #{null > t} / (n + 1), can be 0 and slightly anti-conservative."
-        ),
+        names.DEFAULT_P_VALUE_METHOD, description=DESCRIPTIONS["p_value_method"]
     )
-    reranker: str | None = Field(
-        None,
-        description=(
-            "Local cross-encoder folder: its relevance logits of the k retrieved chunks, "
-            "sorted descending, replace their similarities in every statistic (k "
-            "cross-encoder passes per query). None: the similarities."
-        ),
-    )
+    reranker: str | None = Field(None, description=DESCRIPTIONS["reranker"])
 
     @field_validator("statistic")
     @classmethod
@@ -126,7 +90,6 @@ DEFAULTS = DetectorConfig()
 # sentence-transformers train script of these models multiplies cosine similarities by
 # scale = 20 before a cross-entropy over in-batch negatives, i.e. temperature 1 / 20.
 TRAINING_TEMPERATURES: dict[str, float] = {"all-MiniLM-L6-v2": 0.05, "all-mpnet-base-v2": 0.05}
-TAU_AUTO = "auto"
 
 
 def resolve_tau(tau: float | str, embedder_name: str) -> float | str:

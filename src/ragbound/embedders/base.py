@@ -8,6 +8,9 @@ from typing import Literal, Protocol, runtime_checkable
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+ENDPOINT_PREFIX = "openai:"
+"""How an ``--embedder`` spec names a model behind an OpenAI-compatible server."""
+
 Similarity = Literal["cosine", "dot", "bm25"]
 
 

@@ -21,12 +21,11 @@ from typing import Any
 import httpx
 import numpy as np
 
-from ragbound.embedders.base import EmbedderInfo
+from ragbound.embedders.base import ENDPOINT_PREFIX, EmbedderInfo
 from ragbound.errors import InputError
 from ragbound.http_retry import backoff_delay, env_setting, parse_retry_after
 from ragbound.progress import progress_bar
 
-ENDPOINT_PREFIX = "openai:"
 BASE_URL_ENV = ("RAGBOUND_EMBED_BASE_URL", "OPENAI_BASE_URL")
 API_KEY_ENV = ("RAGBOUND_EMBED_API_KEY", "OPENAI_API_KEY")
 BATCH_SIZE_ENV = "RAGBOUND_EMBED_BATCH_SIZE"

@@ -8,8 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from ragbound.embedders.base import QueryDenseEmbedder
-from ragbound.embedders.endpoint import ENDPOINT_PREFIX, OpenAIEmbedder
+from ragbound.embedders.base import ENDPOINT_PREFIX, QueryDenseEmbedder
 from ragbound.embedders.layout import read_layout
 from ragbound.embedders.onnx import OnnxEmbedder
 from ragbound.embedders.onnx_export import exported_model
@@ -40,6 +39,8 @@ def load_dense_embedder(spec: str, *, runtime: str | None = None) -> QueryDenseE
     folder. A local model runs on ``runtime`` (``auto``, ``onnx`` or ``torch``; default
     ``$RAGBOUND_EMBED_RUNTIME``, else ``auto``)."""
     if is_endpoint(spec):
+        from ragbound.embedders.endpoint import OpenAIEmbedder  # httpx: only for a server
+
         return OpenAIEmbedder(spec.removeprefix(ENDPOINT_PREFIX))
     if spec == "minilm":
         return local_embedder(minilm_path(), "all-MiniLM-L6-v2", runtime)

@@ -26,7 +26,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragbound.errors import InputError
-from ragbound.gate import DEFAULT_ABSTENTION, DEFAULT_CONTEXT_TEMPLATE, DEFAULT_REFUSAL, Decision
+from ragbound.gate import Decision
+from ragbound.gate_texts import DEFAULT_ABSTENTION, DEFAULT_CONTEXT_TEMPLATE, DEFAULT_REFUSAL
 from ragbound.serve.models import Text
 
 DECISION_FIELD = "ragbound"

@@ -9,7 +9,9 @@ Names load from their submodule on first use, so importing one constant (say
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ragbound._lazy import lazy_attributes
 
 _SOURCES: dict[str, str] = {
     "accuracy": "ragbound.stats.agreement",
@@ -33,8 +35,8 @@ _SOURCES: dict[str, str] = {
     "wilson_interval": "ragbound.stats.metrics",
     "EmpiricalNull": "ragbound.stats.null",
     "NeighbourNull": "ragbound.stats.null",
-    "PValueMethod": "ragbound.stats.null",
-    "P_VALUE_METHODS": "ragbound.stats.null",
+    "PValueMethod": "ragbound.stats.names",
+    "P_VALUE_METHODS": "ragbound.stats.names",
     "leave_one_out_p_values": "ragbound.stats.null",
     "meta_null_scores": "ragbound.stats.null",
     "meta_scores": "ragbound.stats.null",
@@ -52,9 +54,9 @@ _SOURCES: dict[str, str] = {
     "median_bandwidth": "ragbound.stats.shift",
     "mmd_permutation_test": "ragbound.stats.shift",
     "alpha_spending": "ragbound.stats.spending",
-    "META": "ragbound.stats.statistics",
-    "STATISTICS": "ragbound.stats.statistics",
-    "UNIVARIATE": "ragbound.stats.statistics",
+    "META": "ragbound.stats.names",
+    "STATISTICS": "ragbound.stats.names",
+    "UNIVARIATE": "ragbound.stats.names",
     "avgknn": "ragbound.stats.statistics",
     "combine_p_values": "ragbound.stats.statistics",
     "energy": "ragbound.stats.statistics",
@@ -161,11 +163,10 @@ if TYPE_CHECKING:
         tpr_at_fpr,
         wilson_interval,
     )
+    from ragbound.stats.names import META, P_VALUE_METHODS, STATISTICS, UNIVARIATE, PValueMethod
     from ragbound.stats.null import (
-        P_VALUE_METHODS,
         EmpiricalNull,
         NeighbourNull,
-        PValueMethod,
         leave_one_out_p_values,
         meta_null_scores,
         meta_scores,
@@ -187,9 +188,6 @@ if TYPE_CHECKING:
     )
     from ragbound.stats.spending import alpha_spending
     from ragbound.stats.statistics import (
-        META,
-        STATISTICS,
-        UNIVARIATE,
         avgknn,
         combine_p_values,
         energy,
@@ -211,12 +209,4 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name from its submodule on first use (PEP 562)."""
-    if name in _SOURCES:
-        import importlib
-
-        value = getattr(importlib.import_module(_SOURCES[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'ragbound.stats' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_attributes(__name__, _SOURCES, globals())

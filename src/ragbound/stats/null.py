@@ -48,10 +48,8 @@ from ragbound.stats._validate import (
     check_choice,
     check_open_unit,
 )
-from ragbound.stats.statistics import META, combine_p_values
-
-PValueMethod = Literal["conformal", "paper"]
-P_VALUE_METHODS: tuple[str, ...] = ("conformal", "paper")
+from ragbound.stats.names import META, P_VALUE_METHODS, PValueMethod
+from ragbound.stats.statistics import combine_p_values
 
 
 def _p_from_count(count: NDArray[np.int64] | int, n: int, method: str) -> FloatArray | float:

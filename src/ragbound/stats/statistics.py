@@ -16,13 +16,10 @@ from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import log_softmax, logsumexp
 
 from ragbound.stats._validate import FloatArray, as_pvals, as_sims, check_choice, check_positive
-
-UNIVARIATE: tuple[str, ...] = ("mss", "knn", "avgknn", "entropy", "energy")
-META: tuple[str, ...] = ("fisher", "simes")
-STATISTICS: tuple[str, ...] = UNIVARIATE + META
+from ragbound.stats.names import META, UNIVARIATE
+from ragbound.stats.names import STATISTICS as STATISTICS  # re-exported (its home is names)
 
 
 def mss(sims: ArrayLike) -> FloatArray:
@@ -47,6 +44,8 @@ def entropy(sims: ArrayLike) -> FloatArray:
     as more out-of-knowledge, so there is no sign flip. The range is [0, log k]; a constant row
     gives exactly log k. Computed from the log-softmax, so it is stable for large similarities.
     """
+    from scipy.special import log_softmax  # scipy.special takes 0.2 s to import: mss needs none
+
     log_p = log_softmax(as_sims(sims), axis=1)
     return -(np.exp(log_p) * log_p).sum(axis=1)
 
@@ -57,6 +56,8 @@ def energy(sims: ArrayLike, tau: float = 1.0) -> FloatArray:
     ``tau`` is the softmax temperature (> 0, same units as the similarities). The energy lies in
     ``[mss - tau * log k, mss]``: lower similarities give a higher (more OoK) energy.
     """
+    from scipy.special import logsumexp
+
     tau = check_positive(tau, "tau")
     return -tau * logsumexp(as_sims(sims) / tau, axis=1)
 

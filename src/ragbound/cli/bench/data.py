@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import BaseModel
 
 from ragbound.cli import validate
 from ragbound.cli.common import (
@@ -20,6 +19,7 @@ from ragbound.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
     from rich.table import Table
 
     from ragbound.bench.models import FilteredSet, QASet
