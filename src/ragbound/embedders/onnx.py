@@ -76,6 +76,8 @@ class OnnxEmbedder:
         if not texts:
             return out
         runner = self.runner()
+        if len(texts) <= batch_size:  # one batch (the request path): no length sort needed
+            return np.ascontiguousarray(runner.run(list(texts)))
         order = np.argsort(runner.token_counts(texts), kind="stable")
         with progress_bar(len(texts), "embedding", progress and sys.stderr.isatty()) as advance:
             for first in range(0, len(texts), batch_size):

@@ -28,6 +28,9 @@ class OnnxRunner:
         options.intra_op_num_threads = cpu_threads() or 0
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        # a memory plan is cached per input shape, and queries come in every shape: off, the
+        # process stays flat (measured: 1,500 batches of random shapes, +1 MB against +28 MB)
+        options.enable_mem_pattern = False
         self.session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         self.inputs = {i.name for i in self.session.get_inputs()}
 
