@@ -11,7 +11,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 
 INFINITY_VENV := .venv-infinity
 
-.PHONY: install demo test lint bench bench-abstention bench-serve bench-zoo clean infinity
+.PHONY: install demo test lint docs bench bench-abstention bench-serve bench-zoo clean infinity
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 
+# the documentation site (mkdocs.yml, docs/) into site/; --strict fails on a broken link or anchor
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
 # each benchmark writes its own section of docs/benchmarks.md (raw numbers in bench_out/);
 # `$(BIN)/python -m benchmarks.run shift|tripwires|synthetic|llm-speed|warm-synth` reruns one;
 # the `attached` part (a Chroma collection embedded through infinity-emb) needs `make infinity`
@@ -70,4 +74,4 @@ bench-zoo: $(STAMP)
 	$(BIN)/python -m benchmarks.run zoo
 
 clean:
-	rm -rf $(VENV) $(INFINITY_VENV) build *.egg-info src/*.egg-info .pytest_cache
+	rm -rf $(VENV) $(INFINITY_VENV) build site *.egg-info src/*.egg-info .pytest_cache

@@ -28,8 +28,8 @@ def index(
         str,
         typer.Option(
             help=(
-                "minilm (default), mpnet, bm25, openai:MODEL (a server: see README), or a "
-                "local model folder."
+                "minilm (default), mpnet, bm25, openai:MODEL (a server: see "
+                "docs/embedders.md), or a local model folder."
             )
         ),
     ] = "minilm",

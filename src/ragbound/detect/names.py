@@ -9,7 +9,8 @@ from __future__ import annotations
 from ragbound.stats.names import STATISTICS
 
 # The paper finds the best statistic differs by corpus; MSS won on its PubMed corpus and on
-# ours (README, "Choosing the statistic"), and it needs no neighbour beyond the first.
+# ours (docs/online-test.md, "Choosing the statistic"), and it needs no neighbour beyond the
+# first.
 DEFAULT_STATISTIC = "mss"
 # a score learned at calibration (ragbound.detect.combined), not a function of k similarities
 COMBINED = "combined"
