@@ -22,9 +22,10 @@ The primary setting runs every level, then the memory run: the server's RSS (VmR
 and after ``--requests`` more ``/v1/check`` requests from 64 clients (and after each tenth of
 them, to tell a leak from allocator warm-up). The workers setting runs 1 and 16 clients (its
 RSS is the sum over the supervisor and the workers). Beside each setting, the bare
-batch-embedding throughput of the same queries in the same run: a fresh process embeds the
-pool in batches of 16 with the setting's total thread count (threads x workers), the ceiling
-the service's 16-client throughput is compared with.
+batch-embedding throughput of the same queries in the same run: just before and just after
+the 16-client level (their mean, so both see the machine as loaded), a fresh process embeds
+that level's queries in batches of 16 with the setting's total thread count (threads x
+workers): the ceiling the service's 16-client throughput is compared with.
 
 Options (each also an environment variable): ``--requests`` / BENCH_SERVE_REQUESTS (memory
 run, default 100000; 0 skips it), ``--per-level`` / BENCH_SERVE_PER_LEVEL (requests per
@@ -716,8 +717,8 @@ def measure_setting(
         "threads": setting.threads,
         "workers": setting.workers,
         "levels": {},
-        "embed_per_s": bare_embedding_rate(pool, setting.threads * setting.workers),
     }
+    embed_threads = setting.threads * setting.workers
     with ServerChild(kb_dir, setting, WORK) as server:
         run_clients(server.url, pool, MEMORY_CLIENTS, 4 * MEMORY_CLIENTS)  # warm-up
         for query in pool[:20]:
@@ -729,6 +730,11 @@ def measure_setting(
                 result["decide"], level = paired_single(
                     gate, server.url, queries, options.per_level
                 )
+            elif clients == 16:  # the bare embedding just before and after, as loaded
+                before = bare_embedding_rate(queries[: options.per_level], embed_threads)
+                level = run_clients(server.url, queries, clients, options.per_level)
+                after = bare_embedding_rate(queries[: options.per_level], embed_threads)
+                result["embed_per_s"] = (before + after) / 2
             else:
                 level = run_clients(server.url, queries, clients, options.per_level)
             result["levels"][str(clients)] = level
