@@ -1,3 +1,5 @@
+import sys
+
 import bm25s
 import hypothesis.strategies as st
 import numpy as np
@@ -183,7 +185,12 @@ def test_float16_memory_mapped_rows_widened_in_blocks_equal_the_float32_search(t
     np.testing.assert_array_equal(narrow.similarities, same.similarities)
 
 
-def test_widening_float16_is_exact_for_every_value():
+@pytest.mark.parametrize("torch_loaded", [True, False])
+def test_widening_float16_is_exact_for_every_value(monkeypatch, torch_loaded: bool):
+    if torch_loaded:
+        import torch  # noqa: F401 - loaded: the vectorised conversion is used
+    else:  # a process that never imported torch (ONNX Runtime) widens with numpy
+        monkeypatch.setitem(sys.modules, "torch", None)
     every = np.arange(2**16, dtype=np.uint16).view(np.float16).reshape(-1, 8)
     finite = every[np.isfinite(every).all(axis=1)]
     np.testing.assert_array_equal(widened(finite, np.dtype(np.float32)), finite.astype(np.float32))

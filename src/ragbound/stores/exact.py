@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
@@ -141,13 +142,13 @@ def widened(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``block`` converted to ``dtype`` exactly (float16 to float32 loses nothing).
 
     numpy converts float16 one value at a time (about 1.5 ns each here: a million 384-d rows
-    took 5x the float32 search); torch's conversion is vectorised (F16C) and equally exact.
+    took 5x the float32 search); torch's conversion is vectorised (F16C) and equally exact,
+    so it is used when the process has loaded torch anyway.
     """
-    if block.dtype != np.float16 or dtype != np.float32:
-        return block.astype(dtype)
-    try:
-        import torch
-    except ImportError:  # torch is a dependency, but the store works without it
+    torch = sys.modules.get("torch")
+    # only when torch is loaded already: a process embedding with ONNX Runtime (a one-query
+    # check, the service) does not pay a second of importing it for this
+    if block.dtype != np.float16 or dtype != np.float32 or torch is None:
         return block.astype(dtype)
     quiet = block.flags.writeable or _warned_once
     source = torch.from_numpy(block) if quiet else _tensor_quietly(torch, block)
