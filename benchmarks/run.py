@@ -17,7 +17,9 @@ tripwire-rule|tripwire-llm|llm-speed`` runs only that part and merges it into th
 numbers in bench_out/serve.json). ``python -m benchmarks.run zoo`` is ``make bench-zoo``
 (benchmarks/zoo.py: every automatic choice against the default on PubMedQA, PubMedQA-half,
 COVID-QA halves, BANKING77-OOS and CLAP NQ; BENCH_ZOO_SEEDS, BENCH_ZOO_CORPORA, BENCH_ZOO_SYNTH;
-raw numbers in bench_out/zoo.json). The tripwire parts (benchmarks/tripwires.py,
+raw numbers in bench_out/zoo.json). ``int8`` (benchmarks/int8.py): dynamic int8 MiniLM against
+the fp32 ONNX default on the zoo's corpora, one seed (BENCH_INT8_SEED, BENCH_INT8_CORPORA;
+raw numbers in bench_out/int8.json). The tripwire parts (benchmarks/tripwires.py,
 tripwire_default.py, and tripwire_rule.py: every rule's curve on harmful sources left out of
 the tripwires; ``tripwire-rule-mpnet``: its candidates with MPNet; ``tripwire-llm``,
 tripwire_llm.py: the local LLM judging what probe-general flags, BENCH_TRIPWIRE_LLM_N prompts
@@ -149,6 +151,11 @@ def main() -> None:
         from benchmarks import zoo
 
         zoo.main(sys.argv[2:])  # `zoo render`: the section again from bench_out/zoo.json
+        return
+    if sys.argv[1:2] == ["int8"]:  # dynamic int8 MiniLM against fp32 on the zoo
+        from benchmarks import int8
+
+        int8.main(sys.argv[2:])  # `int8 render`: the section again from bench_out/int8.json
         return
     corpus = datasets.write_pubmedqa_corpus(OUT / "pubmedqa_corpus.jsonl")
     calibration, ik_test = split_queries(datasets.pubmedqa_questions(), 0.5, seed=0)
