@@ -16,8 +16,9 @@ tripwire-rule|llm-speed`` runs only that part and merges it into the saved resul
 ``make bench-serve`` (benchmarks/serve.py: the HTTP service against in-process decisions; raw
 numbers in bench_out/serve.json). ``python -m benchmarks.run zoo`` is ``make bench-zoo``
 (benchmarks/zoo.py: every automatic choice against the default on PubMedQA, PubMedQA-half,
-COVID-QA halves, BANKING77-OOS and CLAP NQ; BENCH_ZOO_SEEDS, BENCH_ZOO_CORPORA, BENCH_ZOO_SYNTH;
-raw numbers in bench_out/zoo.json). The tripwire parts (benchmarks/tripwires.py,
+COVID-QA halves, BANKING77-OOS and CLAP NQ; BENCH_ZOO_SEEDS, BENCH_ZOO_CORPORA; raw numbers in
+bench_out/zoo.json; BENCH_ZOO_SYNTH=1: synthetic calibration instead, bench_out/zoo_synth.json).
+The tripwire parts (benchmarks/tripwires.py,
 tripwire_default.py, and tripwire_rule.py: every rule's curve on harmful sources left out of
 the tripwires; ``tripwire-rule-mpnet``: its candidates with MPNet) need HarmfulQA and XSTest;
 BENCH_CASCADE_N sets its LLM cascade subset (default 30 per side).
