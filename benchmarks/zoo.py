@@ -46,6 +46,7 @@ bench_out/zoo.json, the tables to the ``zoo`` section of docs/benchmarks.md.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -709,6 +710,14 @@ def synth_questions(results: dict, corpus: str, choice: str) -> str:
     return " + ".join(f"{n:,}" for n in (n_synth, n_real) if n) or "0"
 
 
+def fpr_spread(n: int, alpha: float = ALPHA) -> tuple[float, float]:
+    """Mean and sd of the held-out FPR of one draw of ``n`` exchangeable calibration questions:
+    Beta(n + 1 - k, k), k = ceil((n + 1)(1 - alpha)) (conformal conditional coverage)."""
+    k = math.ceil((n + 1) * (1 - alpha))
+    a, b = n + 1 - k, k
+    return a / (a + b), math.sqrt(a * b / ((a + b) ** 2 * (a + b + 1)))
+
+
 def synth_corpus_table(results: dict) -> tuple[list[str], list[list[str]]]:
     """One row per corpus x choice: FPR, its difference to the default's, near flagged, AUROC."""
     header = [
@@ -833,13 +842,18 @@ def synth_markdown(results: dict) -> list[str]:
         + f". Every row is MSS at the default (`Guard.calibrate(kb, questions)`), checked "
         f"with `ragbound check`'s conformal p-values at alpha = {ALPHA} on the held-out real "
         "in-knowledge questions (FPR) and the near out-of-knowledge ones (flagged, AUROC). "
-        f"Synthetic: {results['synthetic_n']} questions a split asked of the bundled local LLM "
-        "(`ragbound synth`'s defaults); n real: the first n of one seeded order of the split's "
+        f"Synthetic: {results['synthetic_n']} questions a split (BENCH_ZOO_SYNTH_N; the "
+        "default is 100) asked of the bundled local LLM (`ragbound synth`'s defaults, "
+        "generation time below); n real: the first n of one seeded order of the split's "
         "real calibration questions (20 within 50 within 100), added to the synthetic ones or "
         "alone; default and synthetic + real: all of them. FPR minus the default's: against the "
         "default calibrated on all real calibration questions (paired by seed). The MSS score "
         "does not depend on the calibration: AUROC is the default's on every row, only FPR "
-        "and flagged move.",
+        "and flagged move. One seed is one draw: with n exchangeable (real) calibration "
+        "questions a draw's held-out FPR is Beta(n + 1 - k, k), k = ceil((n + 1)(1 - alpha)), "
+        "mean ± sd "
+        + ", ".join("{:.3f} ± {:.3f}".format(*fpr_spread(n)) + f" at n = {n}" for n in REAL_COUNTS)
+        + ": a small real sample's FPR is far from alpha on its own.",
         "",
         f"**Summary** ({', '.join(VARIANTS)} left out): synthetic only, worst corpus FPR "
         + ("" if worst is None else f"{worst[0]:.3f} ({worst[1]})")

@@ -210,3 +210,9 @@ def test_real_needed_is_the_fewest_real_questions_within_the_slack():
     assert zoo.real_needed(rows(mixes), synthetic=True) == "50"
     assert zoo.real_needed(rows(mixes), synthetic=False) == "none of 20, 50, 100"
     assert zoo.worst_fpr(rows(mixes), zoo.SYNTH_ONLY) == (0.3, "A")
+
+
+def test_the_fpr_of_one_draw_of_n_calibration_questions():
+    assert zoo.fpr_spread(20) == (pytest.approx(1 / 21), pytest.approx(0.0454, abs=1e-4))
+    mean, sd = zoo.fpr_spread(100)
+    assert mean == pytest.approx(5 / 101) and sd == pytest.approx(0.0215, abs=1e-4)
