@@ -69,7 +69,9 @@ bench-serve: $(STAMP)
 
 # every automatic choice (each statistic, combined, auto) against the default on the corpus zoo:
 # PubMedQA, PubMedQA-half, COVID-QA halves, BANKING77-OOS, CLAP NQ (BENCH_ZOO_SEEDS, default 3;
-# BENCH_ZOO_CORPORA picks some; BENCH_ZOO_SYNTH=1 adds synthetic calibration: the local LLM, slow)
+# BENCH_ZOO_CORPORA picks some; BENCH_ZOO_SYNTH=1 runs synthetic calibration instead, alone and
+# with 20/50/100/all real questions, BENCH_ZOO_SYNTH_N a split: the local LLM, slow; its own
+# section, zoo-synth)
 bench-zoo: $(STAMP)
 	$(BIN)/python -m benchmarks.run zoo
 

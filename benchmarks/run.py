@@ -16,10 +16,11 @@ tripwire-rule|tripwire-llm|llm-speed`` runs only that part and merges it into th
 ``make bench-serve`` (benchmarks/serve.py: the HTTP service against in-process decisions; raw
 numbers in bench_out/serve.json). ``python -m benchmarks.run zoo`` is ``make bench-zoo``
 (benchmarks/zoo.py: every automatic choice against the default on PubMedQA, PubMedQA-half,
-COVID-QA halves, BANKING77-OOS and CLAP NQ; BENCH_ZOO_SEEDS, BENCH_ZOO_CORPORA, BENCH_ZOO_SYNTH;
-raw numbers in bench_out/zoo.json). ``int8`` (benchmarks/int8.py): dynamic int8 MiniLM against
-the fp32 ONNX default on the zoo's corpora, one seed (BENCH_INT8_SEED, BENCH_INT8_CORPORA;
-raw numbers in bench_out/int8.json). The tripwire parts (benchmarks/tripwires.py,
+COVID-QA halves, BANKING77-OOS and CLAP NQ; BENCH_ZOO_SEEDS, BENCH_ZOO_CORPORA; raw numbers in
+bench_out/zoo.json; BENCH_ZOO_SYNTH=1: synthetic calibration instead, bench_out/zoo_synth.json).
+``int8`` (benchmarks/int8.py): dynamic int8 MiniLM against the fp32 ONNX default on the zoo's
+corpora, one seed (BENCH_INT8_SEED, BENCH_INT8_CORPORA; raw numbers in bench_out/int8.json).
+The tripwire parts (benchmarks/tripwires.py,
 tripwire_default.py, and tripwire_rule.py: every rule's curve on harmful sources left out of
 the tripwires; ``tripwire-rule-mpnet``: its candidates with MPNet; ``tripwire-llm``,
 tripwire_llm.py: the local LLM judging what probe-general flags, BENCH_TRIPWIRE_LLM_N prompts

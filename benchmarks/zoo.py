@@ -20,10 +20,15 @@ does by default: 200-word chunks, 40 words of overlap, chunk units only):
 TruthfulQA is the far set beside every corpus. Choices (rows): the default (``Guard.calibrate``
 with no options: MSS), each statistic of :data:`ragbound.stats.STATISTICS` at the default k,
 ``combined`` and ``auto`` (``Guard.calibrate(..., statistic=NAME, seed=SEED)``); each checked as
-``ragbound check`` does (``Guard.score``: conformal p-values, flagged when p <= alpha). With
-``BENCH_ZOO_SYNTH=1`` also synthetic-only and synthetic-plus-real calibration (MSS), from
-``BENCH_ZOO_SYNTH_N`` (default 100) questions the bundled local LLM writes per split (slow on
-2 cores: opt-in; replies cached in ``~/.cache/ragbound/llm``).
+``ragbound check`` does (``Guard.score``: conformal p-values, flagged when p <= alpha).
+
+``BENCH_ZOO_SYNTH=1`` runs the synthetic-calibration zoo instead (issue 29, item 3): the
+default beside MSS (``Guard.calibrate(kb, questions)``) calibrated on ``BENCH_ZOO_SYNTH_N``
+(default 100) questions the bundled local LLM writes per split, alone, with 20, 50 or 100 of
+the split's real calibration questions (one seeded sample, so 20 within 50 within 100) or with
+all of them, and on 20, 50 or 100 real questions alone (:data:`SYNTH_MIXES`). Slow on 2 cores
+(opt-in; replies cached in ``~/.cache/ragbound/llm``, so a rerun is cheap); raw numbers to
+bench_out/zoo_synth.json, tables to the ``zoo-synth`` section (the ``zoo`` section untouched).
 
 Columns: AUROC (in-knowledge test vs near), the share of near flagged at alpha = 0.05, the
 held-out false-positive rate at alpha = 0.05 (in-knowledge questions the calibration did not
@@ -33,14 +38,15 @@ sd of the paired differences); the summary gives, per choice, the mean over corp
 worst corpus. ``BENCH_ZOO_CORPORA`` (comma-separated) runs some corpora only.
 
 ``make bench-zoo`` or ``python -m benchmarks.run zoo`` (``zoo render``: the section again from
-the saved raw numbers, measuring nothing). Knowledge bases and query embeddings
-are cached under bench_out/zoo/; raw numbers go to bench_out/zoo.json, the tables to the
-``zoo`` section of docs/benchmarks.md.
+the saved raw numbers, measuring nothing; with ``BENCH_ZOO_SYNTH=1``, the ``zoo-synth`` one).
+Knowledge bases and query embeddings are cached under bench_out/zoo/; raw numbers go to
+bench_out/zoo.json, the tables to the ``zoo`` section of docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -71,7 +77,17 @@ DEFAULT = "default (mss)"
 SYNTH_ONLY = "synthetic only (mss)"
 SYNTH_PLUS_REAL = "synthetic + real (mss)"
 CHOICES: tuple[str, ...] = (DEFAULT, *STATISTICS, COMBINED, AUTO)
-SYNTH_CHOICES = (SYNTH_ONLY, SYNTH_PLUS_REAL)
+REAL_COUNTS = (20, 50, 100)
+# the synthetic zoo's choices (MSS): name -> (with the synthetic questions, how many real
+# calibration questions: None all of them)
+SYNTH_MIXES: dict[str, tuple[bool, int | None]] = {
+    SYNTH_ONLY: (True, 0),
+    **{f"synthetic + {n} real (mss)": (True, n) for n in REAL_COUNTS},
+    SYNTH_PLUS_REAL: (True, None),
+    **{f"{n} real (mss)": (False, n) for n in REAL_COUNTS},
+}
+SYNTH_CHOICES = (DEFAULT, *SYNTH_MIXES)
+FPR_SLACK = 0.02  # "the FPR is back": at most ALPHA + FPR_SLACK on every corpus
 BY_INTENT = "BANKING77-OOS by intent"
 CORPORA = (
     "PubMedQA",
@@ -256,16 +272,27 @@ SPLITS: dict[str, Callable[[KnowledgeBase, int], ZooSplit]] = {
 
 
 # ------------------------------------------------------------------------------ scoring
+def mixed_questions(
+    synthetic: Sequence[str], real: Sequence[str], n_real: int | None, seed: int
+) -> list[str]:
+    """``synthetic`` then ``n_real`` of the ``real`` questions (None: all), the first of one
+    seeded order: the same seed gives nested samples (20 of them within 50 within 100)."""
+    order = np.random.default_rng(seed).permutation(len(real))[:n_real]
+    return [*synthetic, *(real[i] for i in (range(len(real)) if n_real is None else order))]
+
+
 def calibrate(split: ZooSplit, choice: str, seed: int) -> Guard:
     """The guard of ``choice``, as ``ragbound calibrate`` makes it on the split's questions."""
     if choice == DEFAULT:
         return Guard.calibrate(split.kb, split.calibration)
     if choice in (COMBINED, AUTO):
         return Guard.calibrate(split.kb, split.calibration, statistic=choice, seed=seed)
-    if choice == SYNTH_ONLY:
-        return Guard.calibrate(split.kb, split.synthetic)
-    if choice == SYNTH_PLUS_REAL:
-        return Guard.calibrate(split.kb, [*split.synthetic, *split.calibration])
+    if choice in SYNTH_MIXES:
+        synthetic, real = SYNTH_MIXES[choice]
+        questions = mixed_questions(
+            split.synthetic if synthetic else [], split.calibration, real, seed
+        )
+        return Guard.calibrate(split.kb, questions)
     return Guard.calibrate(split.kb, split.calibration, statistic=choice)
 
 
@@ -369,14 +396,42 @@ def synth_enabled() -> bool:
     return os.environ.get("BENCH_ZOO_SYNTH", "0") not in ("", "0")
 
 
+def synth_n() -> int:
+    return int_value("BENCH_ZOO_SYNTH_N", "100", 1, "100")
+
+
+def timed_local_llm():
+    """The bundled local model, its replies cached, summing the seconds of its calls (a
+    cached reply keeps its original call's): what writing the questions cost."""
+    from benchmarks.near_synth import make_local_llm
+    from ragbound.llm import CachedLLM
+
+    class TimedLLM(CachedLLM):
+        seconds = 0.0
+
+        async def acomplete(self, *args, **kwargs):
+            response = await super().acomplete(*args, **kwargs)
+            self.seconds += response.seconds
+            return response
+
+    cached = make_local_llm()
+    return TimedLLM(cached.llm, cached.cache)
+
+
 def add_synthetic(split: ZooSplit, corpus: str, seed: int, llm) -> dict:
-    """The split's synthetic questions from the local LLM (``ragbound synth``'s defaults)."""
+    """The split's synthetic questions from the local LLM (``ragbound synth``'s defaults);
+    how many, the wall seconds of this run and the LLM's seconds (its calls' own time)."""
     from benchmarks.near_synth import synthetic_questions
 
-    n = int_value("BENCH_ZOO_SYNTH_N", "100", 1, "100")
     folder = CACHE / "synthetic" / corpus.replace(" ", "_")
-    split.synthetic, info = synthetic_questions(split.kb, llm, n, seed, folder)
-    return {"seconds": info["seconds"], "n": len(split.synthetic)}
+    before = llm.seconds
+    split.synthetic, info = synthetic_questions(split.kb, llm, synth_n(), seed, folder)
+    return {
+        "seconds": info["seconds"],
+        "llm_seconds": llm.seconds - before,
+        "n": len(split.synthetic),
+        "requested": info["report"]["requested"],
+    }
 
 
 def zoo_part(out: Path = OUT, save: Callable[[dict], None] | None = None) -> dict:
@@ -384,14 +439,10 @@ def zoo_part(out: Path = OUT, save: Callable[[dict], None] | None = None) -> dic
     each corpus (so a long run keeps what it measured)."""
     seeds = list(range(int_value("BENCH_ZOO_SEEDS", "3", 1, "3")))
     corpora = _corpora()
-    choices = [*CHOICES, *(SYNTH_CHOICES if synth_enabled() else ())]
+    choices = list(SYNTH_CHOICES if synth_enabled() else CHOICES)
     cache = out / "zoo"
     embedder = near.CachedEmbedder(load_dense_embedder(SPEC), cache / "query-cache")
-    llm = None
-    if synth_enabled():
-        from benchmarks.near_synth import make_local_llm
-
-        llm = make_local_llm()
+    llm = timed_local_llm() if synth_enabled() else None
     results: dict = {
         "embedder": SPEC,
         "granularity": GRANULARITY,
@@ -399,6 +450,7 @@ def zoo_part(out: Path = OUT, save: Callable[[dict], None] | None = None) -> dic
         "seeds": seeds,
         "choices": choices,
         "synthetic": synth_enabled(),
+        "synthetic_n": synth_n() if synth_enabled() else None,
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
         "rows": {},
         "auto_picks": {},
@@ -562,22 +614,10 @@ def sizes_table(results: dict) -> tuple[list[str], list[list[str]]]:
     return header, table
 
 
-def _synthetic_note(results: dict) -> str:
-    if not results["synthetic"]:
-        return (
-            "Synthetic-only and synthetic-plus-real calibration are not in this run: the bundled "
-            "local LLM writes their questions (BENCH_ZOO_SYNTH_N a split, 15 splits at 3 seeds: "
-            "hours on 2 shared cores); `BENCH_ZOO_SYNTH=1` adds them."
-        )
-    generated = [g for found in results["synthetic_generation"].values() for g in found]
-    return (
-        f"{SYNTH_ONLY}: MSS calibrated on the split's synthetic questions alone (the bundled "
-        f"local LLM, `ragbound synth`'s defaults: {sorted({g['n'] for g in generated})} a "
-        f"split, {sum(g['seconds'] for g in generated) / 60:.0f} min to write them in all); "
-        f"{SYNTH_PLUS_REAL}: on them and the real calibration questions together. The MSS "
-        "score does not depend on the calibration: their AUROC is the default's, only "
-        "flagged and FPR move."
-    )
+SYNTH_NOTE = (
+    "Synthetic calibration (the bundled local LLM's questions, alone or with 20, 50, 100 or "
+    "all real ones) is its own run and section, zoo-synth (`BENCH_ZOO_SYNTH=1`)."
+)
 
 
 def ordered(results: dict) -> dict:
@@ -592,7 +632,7 @@ def zoo_markdown(results: dict) -> list[str]:
     if not results.get("rows"):
         return []
     n = len(results["seeds"])
-    synth = _synthetic_note(results)
+    synth = SYNTH_NOTE
     skipped = "".join(f" Skipped {c}: {r}." for c, r in results["skipped"].items())
     header, rows = corpus_table(results)
     s_header, s_rows = summary_table(results)
@@ -654,28 +694,236 @@ def zoo_markdown(results: dict) -> list[str]:
     return lines
 
 
+def _value(values: Sequence[float] | None) -> str:
+    """Mean (± sd when over more than one seed)."""
+    if not values:
+        return ""
+    return f"{np.mean(values):.3f}" + (f" ± {np.std(values):.3f}" if len(values) > 1 else "")
+
+
+def synth_questions(results: dict, corpus: str, choice: str) -> str:
+    """How many questions ``choice`` calibrated on (synthetic + real), last seed."""
+    synthetic, real = SYNTH_MIXES.get(choice, (False, None))
+    n_real = results["sizes"][corpus]["calibration"]
+    n_real = n_real if real is None else min(real, n_real)
+    n_synth = results["synthetic_generation"][corpus][-1]["n"] if synthetic else 0
+    return " + ".join(f"{n:,}" for n in (n_synth, n_real) if n) or "0"
+
+
+def fpr_spread(n: int, alpha: float = ALPHA) -> tuple[float, float]:
+    """Mean and sd of the held-out FPR of one draw of ``n`` exchangeable calibration questions:
+    Beta(n + 1 - k, k), k = ceil((n + 1)(1 - alpha)) (conformal conditional coverage)."""
+    k = math.ceil((n + 1) * (1 - alpha))
+    a, b = n + 1 - k, k
+    return a / (a + b), math.sqrt(a * b / ((a + b) ** 2 * (a + b + 1)))
+
+
+def synth_corpus_table(results: dict) -> tuple[list[str], list[list[str]]]:
+    """One row per corpus x choice: FPR, its difference to the default's, near flagged, AUROC."""
+    header = [
+        "corpus",
+        "choice",
+        "calibration questions (synthetic + real)",
+        f"held-out FPR at {ALPHA}",
+        "FPR minus the default's",
+        f"near flagged at {ALPHA}",
+        "AUROC (in vs near)",
+    ]
+    table = []
+    for corpus, choices in results["rows"].items():
+        default = choices.get(DEFAULT, {}).get("fpr")
+        for choice in results["choices"]:
+            found = choices.get(choice, {})
+            if "fpr" not in found:
+                table.append([corpus, choice, f"refused: {found.get('error', ['not run'])[0]}"])
+                table[-1] += [""] * 4
+                continue
+            diff = ""
+            if choice != DEFAULT and default and len(default) == len(found["fpr"]):
+                diff = f"{np.mean(np.subtract(found['fpr'], default)):+.3f}"
+            cells = [_value(found.get(m)) for m in ("fpr", "flagged", "auroc")]
+            n = synth_questions(results, corpus, choice)
+            table.append([corpus, choice, n, cells[0], diff, *cells[1:]])
+    return header, table
+
+
+def worst_fpr(rows: dict[str, dict], choice: str) -> tuple[float, str] | None:
+    """The highest held-out FPR (mean over seeds) of ``choice`` over corpora, and where."""
+    fprs = {
+        c: float(np.mean(found[choice]["fpr"]))
+        for c, found in rows.items()
+        if "fpr" in found.get(choice, {})
+    }
+    return None if not fprs else max((v, c) for c, v in fprs.items())
+
+
+def real_needed(rows: dict[str, dict], synthetic: bool) -> str:
+    """Which real-question counts (of REAL_COUNTS, then all), with the synthetic questions or
+    without, bring the FPR to at most ALPHA + FPR_SLACK on every corpus, and which do not."""
+    within, beyond = [], []
+    for choice, (with_synth, real) in SYNTH_MIXES.items():
+        if with_synth == synthetic and real != 0 and (worst := worst_fpr(rows, choice)):
+            (within if worst[0] <= ALPHA + FPR_SLACK else beyond).append(str(real or "all"))
+    return f"{', '.join(within) or 'none'}" + (f" (not {', '.join(beyond)})" if beyond else "")
+
+
+def synth_summary_table(results: dict) -> tuple[list[str], list[list[str]]]:
+    """One row per choice: mean and worst FPR over corpora, corpora within the slack."""
+    header = [
+        "choice",
+        f"mean held-out FPR at {ALPHA}",
+        "worst corpus FPR (corpus)",
+        f"corpora with FPR <= {ALPHA + FPR_SLACK:.2f}",
+        f"mean near flagged at {ALPHA}",
+        "mean AUROC (in vs near)",
+    ]
+    rows = {c: found for c, found in results["rows"].items() if c not in VARIANTS}
+    table = []
+    for choice in results["choices"]:
+        found = [c[choice] for c in rows.values() if "fpr" in c.get(choice, {})]
+        fprs = [float(np.mean(f["fpr"])) for f in found]
+        worst = worst_fpr(rows, choice)
+        within = sum(v <= ALPHA + FPR_SLACK for v in fprs)
+        means = [
+            f"{np.mean([np.mean(f[m]) for f in found]):.3f}" if found else ""
+            for m in ("fpr", "flagged", "auroc")
+        ]
+        table.append(
+            [
+                choice,
+                means[0],
+                "" if worst is None else f"{worst[0]:.3f} ({worst[1]})",
+                f"{within} of {len(fprs)}",
+                *means[1:],
+            ]
+        )
+    return header, table
+
+
+def generation_table(results: dict) -> tuple[list[str], list[list[str]]]:
+    header = [
+        "corpus",
+        "synthetic questions kept (LLM calls)",
+        "LLM min (its calls' own time)",
+        "this run's generation s (cached replies: ~0)",
+    ]
+    table = [
+        [
+            corpus,
+            " / ".join(f"{g['n']} ({g['requested']})" for g in found),
+            f"{sum(g['llm_seconds'] for g in found) / 60:.1f}",
+            f"{sum(g['seconds'] for g in found):.0f}",
+        ]
+        for corpus, found in results["synthetic_generation"].items()
+    ]
+    return header, table
+
+
+def synth_markdown(results: dict) -> list[str]:
+    """The ``zoo-synth`` section: what synthetic-only calibration gives per corpus and what
+    20, 50, 100 or all real questions add (or give alone)."""
+    if not results.get("rows"):
+        return []
+    ran = list(results["rows"])
+    not_run = [c for c in CORPORA if c not in ran and c not in results["skipped"]]
+    rows = {c: found for c, found in results["rows"].items() if c not in VARIANTS}
+    worst = worst_fpr(rows, SYNTH_ONLY)
+    slack = ALPHA + FPR_SLACK
+    header, table = synth_corpus_table(results)
+    s_header, s_table = synth_summary_table(results)
+    g_header, g_table = generation_table(results)
+    lines = [
+        f"The corpus zoo's splits (see the zoo section) at {len(results['seeds'])} seed(s) "
+        f"({', '.join(map(str, results['seeds']))}); corpora run: {', '.join(ran)}"
+        + (f"; not run: {', '.join(not_run)}" if not_run else "")
+        + "".join(f"; skipped {c}: {r}" for c, r in results["skipped"].items())
+        + f". Every row is MSS at the default (`Guard.calibrate(kb, questions)`), checked "
+        f"with `ragbound check`'s conformal p-values at alpha = {ALPHA} on the held-out real "
+        "in-knowledge questions (FPR) and the near out-of-knowledge ones (flagged, AUROC). "
+        f"Synthetic: {results['synthetic_n']} questions a split (BENCH_ZOO_SYNTH_N; the "
+        "default is 100) asked of the bundled local LLM (`ragbound synth`'s defaults, "
+        "generation time below); n real: the first n of one seeded order of the split's "
+        "real calibration questions (20 within 50 within 100), added to the synthetic ones or "
+        "alone; default and synthetic + real: all of them. FPR minus the default's: against the "
+        "default calibrated on all real calibration questions (paired by seed). The MSS score "
+        "does not depend on the calibration: AUROC is the default's on every row, only FPR "
+        "and flagged move. One seed is one draw: with n exchangeable (real) calibration "
+        "questions a draw's held-out FPR is Beta(n + 1 - k, k), k = ceil((n + 1)(1 - alpha)), "
+        "mean ± sd "
+        + ", ".join("{:.3f} ± {:.3f}".format(*fpr_spread(n)) + f" at n = {n}" for n in REAL_COUNTS)
+        + ": a small real sample's FPR is far from alpha on its own.",
+        "",
+        f"**Summary** ({', '.join(VARIANTS)} left out): synthetic only, worst corpus FPR "
+        + ("" if worst is None else f"{worst[0]:.3f} ({worst[1]})")
+        + f"; real questions added to the synthetic ones that bring the FPR to at most "
+        f"{slack:.2f} (alpha + {FPR_SLACK}) on every corpus: {real_needed(rows, True)}; real "
+        f"questions alone that do: {real_needed(rows, False)} (one draw each: see the spread "
+        "above).",
+        "",
+        *markdown_table(s_header, s_table),
+        "",
+        "**Per corpus**",
+        "",
+        *markdown_table(header, table),
+        "",
+        "**Writing the synthetic questions** (per corpus, one entry a seed; the LLM's time is "
+        "its calls' own, a cached reply keeping its original call's; OMP_NUM_THREADS="
+        f"{results.get('omp_num_threads', 'unset')}; the whole run took "
+        f"{results.get('total_s', 0.0) / 60:.1f} min)",
+        "",
+        *markdown_table(g_header, g_table),
+    ]
+    return lines
+
+
 TITLE = "Corpus zoo: every automatic choice against the default"
 
 
+SYNTH_TITLE = "Corpus zoo: synthetic calibration, and what real questions add"
+
+
+def raw_path(synthetic: bool, out: Path = OUT) -> Path:
+    return out / ("zoo_synth.json" if synthetic else "zoo.json")
+
+
 def save(results: dict, out: Path = OUT) -> None:
-    write_json(out / "zoo.json", results)
+    write_json(raw_path(results["synthetic"], out), results)
+
+
+def write(results: dict) -> Path | None:
+    """The run's section (``zoo``, or ``zoo-synth`` for the synthetic run) if anything ran."""
+    synthetic = results["synthetic"]
+    lines = synth_markdown(results) if synthetic else zoo_markdown(results)
+    if not lines:
+        return None
+    name, title = ("zoo-synth", SYNTH_TITLE) if synthetic else ("zoo", TITLE)
+    return write_section(name, title, "\n".join(lines))
+
+
+def keep(results: dict) -> None:
+    """Save the raw numbers; the synthetic run (hours) also writes its section as it goes."""
+    save(results)
+    if results["synthetic"]:
+        write(results)
 
 
 def main(argv: Sequence[str] = ()) -> dict:
-    """Run the zoo, save bench_out/zoo.json and write the ``zoo`` section; ``render``: write
-    the section again from the saved bench_out/zoo.json, measuring nothing."""
+    """Run the zoo (``BENCH_ZOO_SYNTH=1``: the synthetic one), save its raw numbers and write
+    its section; ``render``: write the section again from the saved raw numbers, measuring
+    nothing."""
+    path = raw_path(synth_enabled())
     if list(argv) == ["render"]:
-        results = ordered(json.loads((OUT / "zoo.json").read_text()))
+        results = ordered(json.loads(path.read_text()))
     elif argv:
         raise SystemExit(f"benchmarks.zoo: unknown arguments {list(argv)}; give none or render")
     else:
-        results = zoo_part(OUT, save=save)
+        results = zoo_part(OUT, save=keep)
         save(results)
-    lines = zoo_markdown(results)
-    if lines:
-        written = write_section("zoo", TITLE, "\n".join(lines))
-        print(f"raw numbers: {OUT / 'zoo.json'}; tables written to {written}")
-    header, rows = summary_table(results) if results["rows"] else ([], [])
+    written = write(results)
+    if written:
+        print(f"raw numbers: {path}; tables written to {written}")
+    table = synth_summary_table if results["synthetic"] else summary_table
+    header, rows = table(results) if results["rows"] else ([], [])
     print("\n".join(markdown_table(header, rows)) if rows else "nothing ran")
     return results
 

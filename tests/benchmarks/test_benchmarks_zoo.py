@@ -158,9 +158,62 @@ def test_saved_results_render_in_the_zoo_order():
     assert results["auto_picks"] == {}
 
 
-def test_the_synthetic_note_says_whether_the_rows_ran():
-    assert "BENCH_ZOO_SYNTH=1" in zoo._synthetic_note({"synthetic": False})
-    note = zoo._synthetic_note(
-        {"synthetic": True, "synthetic_generation": {"A": [{"n": 100, "seconds": 600.0}] * 2}}
-    )
-    assert "[100] a split, 20 min" in note
+def test_mixed_questions_are_nested_seeded_samples_after_the_synthetic_ones():
+    real = [f"real {i}" for i in range(300)]
+    samples = {n: zoo.mixed_questions([], real, n, seed=3) for n in zoo.REAL_COUNTS}
+    assert [len(samples[n]) for n in zoo.REAL_COUNTS] == list(zoo.REAL_COUNTS)
+    assert samples[50][:20] == samples[20] and samples[100][:50] == samples[50]  # 20 in 50 in 100
+    assert zoo.mixed_questions([], real, 20, seed=4) != samples[20]
+    assert zoo.mixed_questions(["s1", "s2"], real, None, seed=3) == ["s1", "s2", *real]
+    assert zoo.mixed_questions(["s1"], real[:5], 20, seed=3)[0] == "s1"  # fewer than asked: all
+    assert sorted(zoo.mixed_questions(["s1"], real[:5], 20, seed=3)[1:]) == real[:5]
+
+
+@pytest.mark.filterwarnings("ignore:.*calibration queries cannot flag anything")
+def test_the_synthetic_zoo_rows_and_section(split: zoo.ZooSplit):
+    split.synthetic = list(IN_KNOWLEDGE)
+    rows = zoo.split_rows(split, seed=0, choices=zoo.SYNTH_CHOICES)
+    assert all("fpr" in row for row in rows.values())
+    results = {
+        "rows": {},
+        "seeds": [0],
+        "choices": list(zoo.SYNTH_CHOICES),
+        "synthetic": True,
+        "synthetic_n": len(IN_KNOWLEDGE),
+        "skipped": {},
+        "sizes": {"PubMedQA": split.sizes()},
+        "synthetic_generation": {
+            "PubMedQA": [{"n": 7, "requested": 8, "seconds": 0.1, "llm_seconds": 120.0}]
+        },
+    }
+    zoo.collect(results["rows"], "PubMedQA", rows)
+    text = "\n".join(zoo.synth_markdown(results))
+    assert "not run: PubMedQA-half" in text
+    assert "| PubMedQA | 7 (8) | 2.0 | 0 |" in text
+    _, table = zoo.synth_corpus_table(results)
+    by_choice = {row[1]: row for row in table}
+    assert by_choice[zoo.DEFAULT][4] == ""  # no difference against itself
+    assert by_choice["synthetic + 20 real (mss)"][2] == f"7 + {len(split.calibration)}"
+    assert by_choice["20 real (mss)"][2] == f"{len(split.calibration)}"
+
+
+def test_real_needed_says_which_real_question_counts_are_within_the_slack():
+    def rows(fprs: dict[str, float]) -> dict:
+        return {"A": {c: {"fpr": [v]} for c, v in fprs.items()}}
+
+    mixes = {
+        zoo.SYNTH_ONLY: 0.3,
+        "synthetic + 20 real (mss)": 0.2,
+        "synthetic + 50 real (mss)": 0.06,
+        "20 real (mss)": 0.1,
+    }
+    mixes["synthetic + 100 real (mss)"] = 0.08
+    assert zoo.real_needed(rows(mixes), synthetic=True) == "50 (not 20, 100)"
+    assert zoo.real_needed(rows(mixes), synthetic=False) == "none (not 20)"
+    assert zoo.worst_fpr(rows(mixes), zoo.SYNTH_ONLY) == (0.3, "A")
+
+
+def test_the_fpr_of_one_draw_of_n_calibration_questions():
+    assert zoo.fpr_spread(20) == (pytest.approx(1 / 21), pytest.approx(0.0454, abs=1e-4))
+    mean, sd = zoo.fpr_spread(100)
+    assert mean == pytest.approx(5 / 101) and sd == pytest.approx(0.0215, abs=1e-4)
