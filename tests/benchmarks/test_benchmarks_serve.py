@@ -23,9 +23,21 @@ from benchmarks.serve import (
 )
 
 
-def setting(label: str, levels: dict, decide_p50: float, memory: dict | None = None) -> dict:
+def setting(
+    label: str,
+    levels: dict,
+    decide_p50: float,
+    memory: dict | None = None,
+    embed_per_s: float | None = None,
+) -> dict:
     decide = level_summary([decide_p50], 1.0, 0)
-    return {"label": label, "decide": decide, "levels": levels, "memory": memory}
+    return {
+        "label": label,
+        "decide": decide,
+        "levels": levels,
+        "memory": memory,
+        "embed_per_s": embed_per_s,
+    }
 
 
 def test_a_level_summary_is_percentiles_of_the_answered_and_throughput_over_wall_time() -> None:
@@ -89,12 +101,13 @@ def test_the_targets_table_has_a_column_pair_per_setting_and_skips_unmeasured_ro
         "1": level_summary([10.0], seconds=0.01, errors=0),  # 100/s
         "16": level_summary([50.0] * 4, seconds=0.01, errors=0),  # 400/s
     }
-    primary = setting("1", levels, decide_p50=10.0, memory={"growth_pct": 7.0})
-    other = setting("2 (torch default)", levels, decide_p50=5.0)
+    primary = setting("1 thread", levels, 10.0, memory={"growth_pct": 7.0}, embed_per_s=500.0)
+    other = setting("2 workers x 1 thread", levels, decide_p50=5.0, embed_per_s=400.0)
     rows = {row[0]: row[2:] for row in target_rows([primary, other])}
     assert len(rows) == len(TARGETS) - 1  # no gateway row
     assert rows["one client: HTTP p50 / in-process decide p50"] == ["1", "pass", "2", "fail"]
     assert rows["16 clients: throughput / one client's"] == ["4", "pass", "4", "pass"]
+    assert rows["16 clients: throughput / bare batch embedding"] == ["0.8", "fail", "1", "pass"]
     assert rows["RSS growth over the memory run, %"] == ["7", "fail", "", ""]
 
 
@@ -118,15 +131,19 @@ def test_the_markdown_names_every_setting_level_and_the_memory_run() -> None:
         "kb": "a test KB",
         "query_mix": {"A": 2, "B": 1},
         "actions": {"answer": 0.5, "abstain": 0.25, "reject": 0.25},
-        "settings": [setting("1", levels, 8.0, memory), setting("2 (torch default)", levels, 9.0)],
+        "settings": [
+            setting("1 thread", levels, 8.0, memory, embed_per_s=120.0),
+            setting("2 workers x 1 thread", levels, 9.0, embed_per_s=150.0),
+        ],
     }
     text = "\n".join(serve_markdown(part))
-    assert "| 2 (torch default) | 16 | 2 | 50.0 | 50.0 | 100.0 | 1 |" in text
-    assert "| 1 | in-process decide | 1 | 8.0 | 8.0 |  |  |" in text
+    assert "| 2 workers x 1 thread | 16 | 2 | 50.0 | 50.0 | 100.0 | 1 |" in text
+    assert "| 1 thread | in-process decide | 1 | 8.0 | 8.0 |  |  |" in text
     assert "2,000 `/v1/check` requests from 64 clients" in text
     assert "after each tenth: 402, 404 MB; growth over the second half 0.5%" in text
     assert "answer 50%, abstain 25%, reject 25%" in text
-    assert "threads 1: 1.23; threads 2 (torch default): 1.23." in text
+    assert "1 thread: 1.23; 2 workers x 1 thread: 1.23." in text
+    assert "1 thread: 120.0 queries/s; 2 workers x 1 thread: 150.0 queries/s." in text
 
 
 @pytest.mark.parametrize(
@@ -148,9 +165,9 @@ def test_interleave_keeps_every_query_in_a_seeded_order() -> None:
 
 def test_options_come_from_the_command_line_over_the_environment(monkeypatch) -> None:
     monkeypatch.setenv("BENCH_SERVE_REQUESTS", "2000")
-    monkeypatch.setenv("BENCH_SERVE_THREADS", "default")
+    monkeypatch.setenv("BENCH_SERVE_THREADS", "2")
     options = parse_options(["--per-level", "50"])
-    assert (options.requests, options.per_level, options.threads) == (2000, 50, "default")
+    assert (options.requests, options.per_level, options.threads) == (2000, 50, 2)
     assert parse_options(["--requests", "0", "--threads", "2"]).requests == 0
     for bad in (["--threads", "0"], ["--threads", "many"], ["--per-level", "0"]):
         with pytest.raises(SystemExit):

@@ -372,7 +372,7 @@ def test_the_service_monitor_resumes_holds_its_state_and_deletes_a_crashed_save(
     log = QueryLog(tmp_path / "log.jsonl")
     state_path = tmp_path / "log.jsonl.monitor.json"
     first = ServiceMonitor(guard, 2, service_registry(), log, state_path)
-    first.feed(log.append([_decision(f"q{i}") for i in range(3)]), log.size)
+    first.feed(log.append([_decision(f"q{i}") for i in range(3)]), log.place)
     first.close()
     stale = tmp_path / ".log.jsonl.monitor.json.3kq_z1.tmp"  # a save killed before its rename
     stale.write_text("{", encoding="utf-8")
