@@ -13,13 +13,16 @@ INFINITY_VENV := .venv-infinity
 
 .PHONY: install demo test lint docs bench bench-abstention bench-serve bench-zoo clean infinity
 
+# each install step says what it does and how long it took (pip itself stays quiet)
+STEP := scripts/step
+
 $(STAMP): pyproject.toml Makefile
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	@$(STEP) "[1/4] create $(VENV)" $(PYTHON) -m venv $(VENV)
+	@$(STEP) "[2/4] upgrade pip" $(BIN)/pip install --quiet --upgrade pip
 	# CPU torch first: a plain torch requirement would pull a multi-GB CUDA build.
-	$(BIN)/pip install --quiet $(TORCH)
-	CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(BIN)/pip install --quiet -e '.[dev,mpnet,local,baselines,serve,langchain,llamaindex,haystack,ray,postgres,hnsw,chroma,qdrant]'
-	touch $(STAMP)
+	@$(STEP) "[3/4] install CPU torch ($(TORCH))" $(BIN)/pip install --quiet $(TORCH)
+	@CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(STEP) "[4/4] install ragbound and its extras (a cold run builds llama-cpp-python: minutes)" $(BIN)/pip install --quiet -e '.[dev,mpnet,local,baselines,serve,langchain,llamaindex,haystack,ray,postgres,hnsw,chroma,qdrant,tracing]'
+	@touch $(STAMP)
 
 install: $(STAMP)
 

@@ -67,10 +67,14 @@ def serve_workers(
             held.callback(log.close)
         supervisor = Supervisor(load, settings, sockets, shared)
         supervisor.start()
-        held.callback(supervisor.stop)
-        watch = LogWatch.start(load_monitored, settings, log, shared)
-        if watch is not None:
+        try:
+            watch = LogWatch.start(load_monitored, settings, log, shared)
+        except BaseException:
+            supervisor.stop()
+            raise
+        if watch is not None:  # closed after the workers stopped: their last lines count
             held.callback(watch.close)
+        held.callback(supervisor.stop)
         supervisor.run(watch)
 
 
