@@ -109,12 +109,17 @@ def test_the_runtime_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch)
         load_dense_embedder("minilm")
 
 
-def test_the_export_is_checked_once_and_keyed_by_the_weights(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+@pytest.fixture
+def copied_minilm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the bundled MiniLM folder, exported into a cache of its own."""
     monkeypatch.setenv("RAGBOUND_CACHE", str(tmp_path / "cache"))
     folder = tmp_path / "minilm"
     shutil.copytree(minilm_path(), folder)
+    return folder
+
+
+def test_the_export_is_checked_once_and_keyed_by_the_weights(copied_minilm: Path):
+    folder = copied_minilm
     layout = read_layout(folder)
     assert layout is not None and export_verdict(folder) is None
     model = exported_model(folder, layout)
@@ -130,12 +135,8 @@ def test_the_export_is_checked_once_and_keyed_by_the_weights(
     assert export_key(folder) != key and export_verdict(folder) is None
 
 
-def test_an_export_that_does_not_reproduce_torch_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
-    monkeypatch.setenv("RAGBOUND_CACHE", str(tmp_path / "cache"))
-    folder = tmp_path / "minilm"
-    shutil.copytree(minilm_path(), folder)
+def test_an_export_that_does_not_reproduce_torch_is_refused(copied_minilm: Path):
+    folder = copied_minilm
     layout = read_layout(folder)
     assert layout is not None
     model = exported_model(folder, layout)

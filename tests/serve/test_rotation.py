@@ -117,35 +117,33 @@ def _ask(url: str, queries: list[str]) -> None:
         list(pool.map(one, queries))
 
 
+def _served(server: ChildServer | Workers, queries: list[str]) -> int:
+    """Ask ``queries``, then stop the service: its exit status; killed whatever happens."""
+    try:
+        _ask(server.url, queries)
+        return server.stop()
+    finally:
+        server.kill()
+
+
 def test_the_service_rotates_its_log_and_its_monitor_follows(kb_dir: Path, tmp_path: Path) -> None:
     log = tmp_path / "decisions.jsonl"
     args = ("--log", str(log), "--log-max-bytes", "4KB")
-    server = ChildServer(str(kb_dir), *args).ready()
     queries = [f"{QUERIES[i % len(QUERIES)]} ({i})" for i in range(120)]
-    try:
-        _ask(server.url, queries)
-    finally:
-        assert server.stop() == 0
+    assert _served(ChildServer(str(kb_dir), *args).ready(), queries) == 0
     assert len(rotated(log)) >= 3
     assert sorted(_queries(_series_lines(log))) == sorted(queries)
     state = load_state(log.with_name(log.name + ".monitor.json"))
     assert (state.line, state.windows) == (120, 2)
     restarted = ChildServer(str(kb_dir), *args).ready()  # resumes in a rotated file's place
-    try:
-        _ask(restarted.url, ["Do bees sleep?"])
-    finally:
-        assert restarted.stop() == 0
+    assert _served(restarted, ["Do bees sleep?"]) == 0
     assert load_state(log.with_name(log.name + ".monitor.json")).line == 121
 
 
 def test_workers_rotate_one_log_between_them(kb_dir: Path, tmp_path: Path) -> None:
     log = tmp_path / "decisions.jsonl"
-    service = Workers(kb_dir, "--log", str(log), "--log-max-bytes", "4KB")
     queries = [f"{QUERIES[i % len(QUERIES)]} ({i})" for i in range(100)]
-    try:
-        _ask(service.url, queries)
-    finally:
-        assert service.stop() == 0
+    assert _served(Workers(kb_dir, "--log", str(log), "--log-max-bytes", "4KB"), queries) == 0
     assert len(rotated(log)) >= 3
     lines = _series_lines(log)
     assert sorted(_queries(lines)) == sorted(queries)  # each once, none torn

@@ -3,6 +3,7 @@ tripwires, the shift monitor and ``/metrics``; ``kill -9`` of the whole service.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -33,7 +34,11 @@ class Workers:
         self.process = subprocess.Popen(
             argv, env=child_env(), stderr=subprocess.PIPE, start_new_session=True
         )
-        wait_ready(self.url, process=self.process)
+        try:
+            wait_ready(self.url, process=self.process)
+        except BaseException:
+            self.kill()  # no worker outlives a start that failed
+            raise
 
     def workers(self) -> set[int]:
         found = subprocess.run(
@@ -42,8 +47,9 @@ class Workers:
         return {int(pid) for pid in found.split()}
 
     def kill(self) -> None:
-        """SIGKILL to the supervisor and every worker at once."""
-        if self.process.poll() is None:
+        """SIGKILL to the supervisor and every worker at once (workers left by a supervisor
+        that already exited too)."""
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=30)
 

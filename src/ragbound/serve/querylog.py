@@ -101,12 +101,12 @@ class QueryLog:
             now = max(dt.datetime.now(dt.UTC).timestamp(), self._last_time)
             step = 0 if self.shared else 1  # a shared log's line numbers are not known here
             rows = [self._row(decision, now) for decision in decisions]
-            self._rotate_if_due(now, sum(len(row.encode()) for row in rows))
+            data = "".join(rows).encode()
+            self._rotate_if_due(now, len(data))
             logged = [
                 LoggedLine(self.lines + step * (i + 1), now, decision.test.score)
                 for i, decision in enumerate(decisions)
             ]
-            data = "".join(rows).encode()
             try:
                 _write_all(self._fd, data)
                 os.fsync(self._fd)
