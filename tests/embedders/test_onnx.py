@@ -11,12 +11,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ragbound.detect import Guard
 from ragbound.embedders import SentenceTransformerEmbedder, load_dense_embedder
 from ragbound.embedders.layout import read_layout
 from ragbound.embedders.onnx import OnnxEmbedder
 from ragbound.embedders.onnx_export import MIN_COSINE, export_key, export_verdict, exported_model
+from ragbound.embedders.onnx_runner import GROUP_RATIO, GROUP_SLACK, length_groups
 from ragbound.embedders.packaged import minilm_path
 from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
@@ -90,6 +93,30 @@ def test_onnx_reproduces_torch_beyond_the_probe():
     # one query alone (no padding) is the same vector as in a padded batch
     np.testing.assert_allclose(onnx.encode_one(TEXTS[2])[0], ours[2], atol=1e-6)
     assert onnx.encode([]).shape == (0, 384)
+
+
+def test_a_batch_of_mixed_lengths_is_grouped_and_keeps_its_order():
+    onnx = load_dense_embedder("minilm", runtime="onnx")
+    together = onnx.encode(TEXTS, batch_size=len(TEXTS))  # one call: the request path
+    alone = np.vstack([onnx.encode_one(text) for text in TEXTS])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
+@given(st.lists(st.integers(min_value=1, max_value=512), max_size=40))
+def test_length_groups_partition_and_bound_the_padding(counts: list[int]):
+    groups = length_groups(counts)
+    assert sorted(i for group in groups for i in group) == list(range(len(counts)))
+    for group in groups:
+        shortest, longest = min(counts[i] for i in group), max(counts[i] for i in group)
+        assert longest <= shortest * GROUP_RATIO + GROUP_SLACK
+    firsts = [counts[group[0]] for group in groups]
+    assert firsts == sorted(firsts)
+
+
+def test_length_groups_by_hand():
+    # 8 and 9 share (9 <= 8 x 1.2 + 2); 12 > 11.6 starts a group; 30 and 31 share
+    assert length_groups([30, 8, 9, 31, 12]) == [[1, 2], [4], [0, 3]]
+    assert length_groups([]) == []
 
 
 def test_either_runtime_has_one_identity_and_says_which_it_is():

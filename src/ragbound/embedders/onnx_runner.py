@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ragbound.embedders.layout import SentenceLayout
-from ragbound.embedders.sentence import cpu_threads
+from ragbound.embedders.sentence import cpu_threads, limit_math_threads
 
 
 class OnnxRunner:
@@ -32,16 +33,26 @@ class OnnxRunner:
         # process stays flat (measured: 1,500 batches of random shapes, +1 MB against +28 MB)
         options.enable_mem_pattern = False
         self.session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        limit_math_threads()  # the libraries loaded with the model are held too
         self.inputs = {i.name for i in self.session.get_inputs()}
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:
         return [len(e.ids) for e in self.tokenizer.encode_batch(self._prepared(texts))]
 
     def run(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors of ``texts`` as one batch, shape (len(texts), dimension)."""
+        """Vectors of ``texts``, shape (len(texts), dimension): one forward pass per group of
+        near-equal token counts (:func:`length_groups`), so a short query is not padded to the
+        batch's longest."""
         encodings = self.tokenizer.encode_batch(self._prepared(texts))
+        vectors = np.empty((len(texts), self.layout.dimension), dtype=np.float32)
+        for group in length_groups([len(e.ids) for e in encodings]):
+            vectors[group] = self._forward([encodings[i] for i in group])
+        return vectors
+
+    def _forward(self, encodings: Sequence[Any]) -> np.ndarray:
+        """One padded batch through the graph; pooled unit vectors."""
         width = max(len(e.ids) for e in encodings)
-        ids = np.zeros((len(texts), width), dtype=np.int64)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
         mask = np.zeros_like(ids)
         types = np.zeros_like(ids)
         for row, e in enumerate(encodings):
@@ -54,6 +65,31 @@ class OnnxRunner:
 
     def _prepared(self, texts: Sequence[str]) -> list[str]:
         return [t.lower() for t in texts] if self.layout.lower_case else list(texts)
+
+
+# A group's longest query is at most this many times its shortest plus SLACK tokens. Measured on
+# 960 mixed served queries (PubMedQA, TruthfulQA, HarmfulQA) in batches of 16 as they came, one
+# thread: 178 queries/s padded to each batch's longest, 168 one at a time, 260 grouped.
+GROUP_RATIO = 1.2
+GROUP_SLACK = 2
+
+
+def length_groups(counts: Sequence[int]) -> list[list[int]]:
+    """Positions of ``counts`` (token counts) grouped for padding: ascending by count, a new
+    group begun when a count exceeds the group's first by more than GROUP_RATIO x it +
+    GROUP_SLACK tokens. Every position is in exactly one group.
+
+    >>> length_groups([30, 8, 9, 31, 12])
+    [[1, 2], [4], [0, 3]]
+    """
+    order = sorted(range(len(counts)), key=counts.__getitem__)
+    groups: list[list[int]] = []
+    for i in order:
+        if groups and counts[i] <= counts[groups[-1][0]] * GROUP_RATIO + GROUP_SLACK:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
 
 
 def pooled(hidden: np.ndarray, mask: np.ndarray, layout: SentenceLayout) -> np.ndarray:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ragbound.detect.canary import CanaryCheck
 from ragbound.embedders import set_cpu_threads
-from ragbound.embedders.sentence import release_freed_memory
+from ragbound.embedders.sentence import limit_math_threads, release_freed_memory
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
 from ragbound.faults import crash_point
 from ragbound.gate import Decision, Gate, fired_topics
@@ -90,6 +90,7 @@ class Service:
             if self.settings.threads is not None:
                 set_cpu_threads(self.settings.threads)
             gate = self.gate if self.gate is not None else self._loader()  # type: ignore[misc]
+            limit_math_threads()  # the libraries the gate loaded
             gate.decide(WARM_UP_QUERY)  # not logged: loads the model before the first request
             check = self.check_canaries(gate)
             if not check.ok and not self.settings.force:
