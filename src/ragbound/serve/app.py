@@ -114,7 +114,8 @@ _bearer = HTTPBearer(auto_error=False, description="read:TOKEN or admin:TOKEN fr
 def _require(service: Service, needed: Role):
     """A dependency admitting a token of role ``needed`` (any request when there are none)."""
 
-    def check(credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:
+    # async: FastAPI runs a plain function dependency on its thread pool, a hop per request
+    async def check(credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:
         _admit(service, credentials.credentials if credentials else None, needed)
 
     return check
