@@ -181,13 +181,14 @@ def test_a_browser_logs_in_with_a_token_through_the_page(
     assert seen["errors"] == []
     assert seen["refused"].startswith("The service refused this token (401")
     assert seen["zeros"] == "0" and seen["stored_after_wrong"] is None
-    assert seen["stored"] == READ and seen["cookies"] == []
+    assert seen["stored"] == READ and seen["cookies"] == [] and seen["forgotten"] is None
     assert not any(READ in u or WRONG in u for u in seen["urls"])  # never in an address
     assert f"Bearer {READ}" in seen["sent"]  # the token goes as a header
 
 
 def _log_in_wrong_then_right(url: str) -> dict:
-    """Drive the page: the form, a wrong token, the read token, more decisions, a reload."""
+    """Drive the page: the form, a wrong token, the read token, more decisions, a reload,
+    "forget token"."""
     from playwright.sync_api import sync_playwright
 
     shows_total = "n => document.getElementById('count-total').textContent === String(n)"
@@ -216,6 +217,40 @@ def _log_in_wrong_then_right(url: str) -> dict:
             assert tab.is_hidden("#login") and tab.is_visible("#forget")
             seen["stored"] = tab.evaluate(f"sessionStorage.getItem('{TOKEN_KEY}')")
             seen["cookies"] = tab.context.cookies()
+            tab.click("#forget")  # back to the form, the token gone
+            tab.wait_for_selector("#login", state="visible", timeout=10_000)
+            seen["forgotten"] = tab.evaluate(f"sessionStorage.getItem('{TOKEN_KEY}')")
         finally:
             browser.close()
     return seen
+
+
+@needs_chromium
+def test_without_tokens_the_page_asks_for_none(minilm_kb_dir: Path, tmp_path: Path) -> None:
+    """A real ``ragbound serve`` with no token file: numbers at once, no form, no header."""
+    from playwright.sync_api import sync_playwright
+
+    server = ChildServer(str(served_kb(minilm_kb_dir, tmp_path / "kb")))
+    try:
+        server.ready()
+        total = len(check_all(server.url, MORE_IN_KNOWLEDGE[:3]))
+        sent: list[str | None] = []
+        with sync_playwright() as driver:
+            browser = launch(driver)
+            try:
+                tab = browser.new_page()
+                errors = page_errors(tab)  # no 401 either
+                tab.on("request", lambda r: sent.append(r.headers.get("authorization")))
+                tab.goto(f"{server.url}/dashboard")
+                tab.wait_for_function(
+                    "n => document.getElementById('count-total').textContent === String(n)",
+                    arg=total,
+                    timeout=10_000,
+                )
+                hidden = tab.is_hidden("#login") and tab.is_hidden("#forget")
+            finally:
+                browser.close()
+    finally:
+        server.kill()
+    assert errors == [] and hidden
+    assert sent and set(sent) == {None}
