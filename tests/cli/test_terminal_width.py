@@ -30,10 +30,14 @@ def run_at_80(monkeypatch, capsys, tmp: Path, *args: str) -> str:
         assert code == 0, err
         shown[columns] = (out + err).replace(str(tmp), "<tmp>")
     text = shown[WIDTH]
-    too_long = [line for line in text.splitlines() if len(line) > WIDTH]
-    assert too_long == [], f"ragbound {args[0]}: lines over {WIDTH} columns"
+    assert_fits(text, args[0])
     assert text == shown[200], f"ragbound {args[0]}: wrapped or squeezed at {WIDTH} columns"
     return text
+
+
+def assert_fits(text: str, command: str) -> None:
+    too_long = [line for line in text.splitlines() if len(line) > WIDTH]
+    assert too_long == [], f"ragbound {command}: lines over {WIDTH} columns"
 
 
 @pytest.fixture
@@ -44,12 +48,13 @@ def kb(monkeypatch, capsys, minilm_kb_dir: Path, tmp_path: Path) -> Path:
     shutil.copytree(minilm_kb_dir, target)
     calibration = write_lines(tmp_path / "calibration.txt", IN_KNOWLEDGE + MORE_IN_KNOWLEDGE)
     source = write_tripwire_file(tmp_path / "tripwires.jsonl")
-    for args in (
-        ["calibrate", str(target), "--queries", str(calibration), "--k", "4"],
-        ["tripwire", "add", str(target), str(source), "--json"],
-    ):
-        code, _, err = run(monkeypatch, capsys, *args)
-        assert code == 0, err
+    args = ["calibrate", str(target), "--queries", str(calibration), "--k", "4"]
+    code, _, err = run(monkeypatch, capsys, *args)
+    assert code == 0, err
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    code, out, err = run(monkeypatch, capsys, "tripwire", "add", str(target), str(source))
+    assert code == 0 and "added 4 tripwire(s)" in out, err
+    assert_fits((out + err).replace(str(tmp_path), "<tmp>"), "tripwire add")
     return target
 
 

@@ -48,7 +48,7 @@ def _report_change(change, json_out: bool) -> None:
         emit_json(change)
         return
     verb = "added" if change.action == "add" else "removed"
-    console().print(
+    say(
         f"{verb} {len(change.ids)} tripwire(s) ({', '.join(change.topics)}); "
         f"{change.n_after} in the knowledge base, set {change.set_hash or '(empty)'}"
     )
