@@ -29,10 +29,15 @@ def launch(driver: Any) -> Any:
     return driver.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
 
 
-def page_errors(page: Any) -> list[str]:
+def page_errors(page: Any, ignored: tuple[str, ...] = ()) -> list[str]:
     """The list the ``page``'s script errors and console errors (a CSP violation is one) are
-    appended to from now on."""
+    appended to from now on, but for console errors holding one of ``ignored``."""
     errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+
+    def on_console(message: Any) -> None:
+        if message.type == "error" and not any(part in message.text for part in ignored):
+            errors.append(message.text)
+
+    page.on("console", on_console)
     page.on("pageerror", lambda e: errors.append(str(e)))
     return errors

@@ -2,7 +2,7 @@
 
 import json
 
-from tests.cli.runner import run
+from tests.cli.runner import run, write_log
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 
@@ -26,12 +26,7 @@ def test_shift_batch_and_log(monkeypatch, capsys, minilm_kb_dir, tmp_path):
     report = json.loads(out)
     assert report["test"] == "ks" and report["shifted"] and report["n_test"] == 16
 
-    log = tmp_path / "log.jsonl"
-    lines = [
-        {"time": f"2026-11-0{1 + i // 8}T10:{i % 60:02d}:00Z", "query": q}
-        for i, q in enumerate(MORE_IN_KNOWLEDGE[10:] + MORE_OUT_OF_KNOWLEDGE[:6])
-    ]
-    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    log = write_log(tmp_path / "log.jsonl", MORE_IN_KNOWLEDGE[10:] + MORE_OUT_OF_KNOWLEDGE[:6])
     args = ["shift", str(kb), "--queries", str(log), "--window", "6", "--json"]
     code, out, err = run(monkeypatch, capsys, *args)
     assert code == 0, err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
 # Help text is Markdown: --help reflows its paragraphs, and docs/cli.md shows it as written.
 HELP_MARKUP = "markdown"
 LLM_HELP = "local, local:/path/model.gguf or openai:MODEL."
+
+# what the commands print fits this many columns (a path longer than a line stays whole)
+WIDTH = 80
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (one object per line).")]
 KbArg = Annotated[Path, typer.Argument(help="Knowledge-base directory.")]
@@ -149,6 +153,33 @@ def console() -> Console:
     from rich.console import Console
 
     return Console()
+
+
+def wrap(text: str, width: int = WIDTH) -> str:
+    """``text`` in lines of at most ``width`` characters, broken at spaces only (a path stays
+    whole), the lines after the first indented by two."""
+    return textwrap.fill(
+        text, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+    )
+
+
+def say(text: str) -> None:
+    """Print ``text`` (rich markup) wrapped by :func:`wrap`, not again by the terminal's width."""
+    console().print(wrap(text), soft_wrap=True)
+
+
+def utc_text(iso: str) -> str:
+    """An ISO 8601 time as ``YYYY-MM-DD HH:MM:SS`` in UTC (cut to 19 characters when it does
+    not parse)."""
+    from datetime import UTC, datetime
+
+    try:
+        moment = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso[:19]
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def progress(json_out: bool) -> bool:

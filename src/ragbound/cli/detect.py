@@ -26,6 +26,8 @@ from ragbound.cli.common import (
     gather_queries,
     notice,
     progress,
+    say,
+    wrap,
     write_plots,
 )
 from ragbound.corpus.origins import DECLARED_ORIGINS
@@ -257,7 +259,7 @@ def calibrate(
             questions=questions or question_origins(null_file, field=null_field),  # type: ignore[arg-type]
         )
     for warning in caught:
-        sys.stderr.write(f"warning: {warning.message}\n")
+        sys.stderr.write(wrap(f"warning: {warning.message}") + "\n")
     from ragbound.cli.synth import check_against_real
 
     synthetic_check = check_against_real(
@@ -283,20 +285,22 @@ def calibrate(
         emit_json(info)
         return
     if selection is not None:
+        from rich.markup import escape
+
         console().print(candidate_table(selection))
-        console().print(selection.reason(), markup=False)
+        say(escape(f"{candidate_basis(selection)}. {selection.reason()}"))
     used = guard.calibration.manifest.n_queries
     learners = n_learning(guard.calibration.manifest)
-    console().print(
+    say(
         f"calibrated on {used} queries"
         + ("" if not learners else f" ({learners} other queries learned the score)")
         + f" (k={guard.k}, tau={guard.config.tau:g}"
         + ("" if guard.kb.granularity == ("chunk",) else f", {info['granularity']} units")
         + "); "
-        f"{guard.config.statistic} critical value at "
-        f"alpha={alpha}: {critical:.4f}; saved to {folder}"
+        f"{guard.config.statistic} critical value at alpha={alpha}: {critical:.4f}"
     )
-    console().print(questions_line(guard.calibration.manifest.questions))
+    say(f"saved to {folder}")
+    say(questions_line(guard.calibration.manifest.questions))
 
 
 def questions_line(null: NullQuestions) -> str:
@@ -325,11 +329,9 @@ def candidate_table(selection: Selection, shown: int = 12) -> Table:
     of them are in --json)."""
     from rich.table import Table
 
-    groups = "" if selection.n_groups is None else f", {selection.n_groups} groups"
     table = Table(
-        title=f"--statistic auto: best {min(shown, len(selection.candidates))} of "
-        f"{len(selection.candidates)} candidates on {selection.n_learning_masked} of "
-        f"{selection.n_learning} learning queries left out{groups} (alpha={selection.alpha})"
+        title=f"--statistic auto: best {min(shown, len(selection.candidates))} "
+        f"of {len(selection.candidates)}"
     )
     for column in ("candidate", "flagged", "AUROC"):
         table.add_column(column, justify="right")
@@ -341,6 +343,15 @@ def candidate_table(selection: Selection, shown: int = 12) -> Table:
             mark = " (proposed)"
         table.add_row(candidate.label + mark, f"{candidate.flagged:.3f}", f"{candidate.auroc:.3f}")
     return table
+
+
+def candidate_basis(selection: Selection) -> str:
+    """What the candidates of ``candidate_table`` were ranked on."""
+    groups = "" if selection.n_groups is None else f", {selection.n_groups} groups"
+    return (
+        f"Candidates ranked on {selection.n_learning_masked} of {selection.n_learning} "
+        f"learning queries left out{groups} (alpha={selection.alpha})"
+    )
 
 
 def check(
@@ -369,6 +380,8 @@ def check(
     Each query is retrieved and its statistic (higher = more out of knowledge) is compared
     with the calibration queries' values: p = (1 + the number of calibration queries
     scoring at least as high) / (n + 1). The query is out of knowledge when p <= alpha.
+    The table (80 columns) shows each query's p-value, verdict and nearest chunk; a long
+    query or source is cut short there.
 
     --json prints one object per query with query, statistic, score, p_value,
     out_of_knowledge, alpha, critical_value (null when no score can reach alpha with this
@@ -391,7 +404,7 @@ def check(
         return
     console().print(verdict_table(verdicts))
     if guard.approximate:
-        console().print(
+        say(
             f"[yellow]{APPROXIMATE}[/] (the calibration's questions were all written by an "
             "LLM): calibrate on a few dozen real ones"
         )
@@ -485,11 +498,10 @@ def _warn_when_smaller_than_samples(sizes: dict[Path, int], samples: int, runs: 
     notice(f"warning: {files} {verb} fewer than --samples {samples}; {what}")
 
 
-def verdict_table(verdicts: Sequence[Verdict], expected: Sequence[str] | None = None) -> Table:
-    """One row per verdict: query, statistic, p-value, decision and the nearest chunk.
-
-    ``expected`` optionally labels each row with what the query really is (for demos).
-    """
+def verdict_table(verdicts: Sequence[Verdict]) -> Table:
+    """One row per verdict in 80 columns: the query, its p-value, in or out of knowledge and
+    the nearest chunk (similarity and source); a long query or source is cut short (the
+    statistic's score and the whole texts are in --json)."""
     from rich.table import Table
 
     first = verdicts[0]
@@ -497,19 +509,15 @@ def verdict_table(verdicts: Sequence[Verdict], expected: Sequence[str] | None = 
         title=f"{first.statistic}, alpha={first.alpha}, k={first.k}, "
         f"{first.n_calibration} calibration queries"
     )
-    columns = ["query", "score", "p-value", "verdict", "nearest chunk"]
-    if expected is not None:
-        columns.insert(1, "really")
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for i, v in enumerate(verdicts):
+    table.add_column("query", max_width=24, no_wrap=True, overflow="ellipsis")
+    table.add_column("p-value", justify="right", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("nearest chunk", max_width=17, no_wrap=True, overflow="ellipsis")
+    for v in verdicts:
         near = v.neighbours[0] if v.neighbours else None
         evidence = f"{near.similarity:.3f} {near.source}" if near else ""
         label = "[red]out of knowledge[/]" if v.out_of_knowledge else "[green]in knowledge[/]"
-        row = [v.query, f"{v.score:.4f}", f"{v.p_value:.4f}", label, evidence]
-        if expected is not None:
-            row.insert(1, expected[i])
-        table.add_row(*row)
+        table.add_row(v.query, f"{v.p_value:.4f}", label, evidence)
     return table
 
 

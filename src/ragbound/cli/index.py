@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ragbound.cli import validate
-from ragbound.cli.common import JsonOpt, console, emit_json, notice, progress
+from ragbound.cli.common import JsonOpt, emit_json, notice, progress, say
 
 if TYPE_CHECKING:
     from ragbound.knowledge import KnowledgeBase
@@ -559,7 +559,7 @@ def _report_kb(kb: KnowledgeBase, verb: str, json_out: bool) -> None:
         where += f", search {search.summary()}"
     if m.group_field is not None:
         where += f", grouped by {m.group_field} ({len(set(kb.groups()))} groups)"
-    console().print(
+    say(
         f"{verb} [bold]{kb.path}[/]: {m.n_documents} documents, {m.n_chunks} chunks, "
         f"embedder {m.embedder.name} ({m.embedder.similarity}), fingerprint {kb.fingerprint}"
         f"{where}"

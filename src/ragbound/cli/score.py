@@ -20,6 +20,7 @@ from ragbound.cli.common import (
     WorkersOpt,
     emit_json,
     progress,
+    wrap,
 )
 from ragbound.cli.detect import CalibratedKbArg
 from ragbound.errors import InputError
@@ -100,8 +101,11 @@ def score(
         emit_json(summary)
         return
     sys.stderr.write(
-        f"scored {summary['n']} queries ({engine}): {flagged} out of knowledge at "
-        f"alpha = {table.alpha:g} ({table.statistic}); wrote {out}\n"
+        wrap(
+            f"scored {summary['n']} queries ({engine}): {flagged} out of knowledge at "
+            f"alpha = {table.alpha:g} ({table.statistic}); wrote {out}"
+        )
+        + "\n"
     )
 
 

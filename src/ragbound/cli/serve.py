@@ -171,8 +171,8 @@ def serve(
     {"results": [...]}. GET/POST/DELETE /v1/tripwires list, add and remove tripwires live
     (admin token). GET /healthz, /readyz, /metrics (Prometheus) and /openapi.json.
     GET /dashboard is a live page (decision counts, p-value histogram, recent forbidden queries,
-    the shift monitor's windows) fed by GET /v1/stats (JSON); both need a read token, which
-    a browser may give as the Basic-auth password.
+    the shift monitor's windows) fed by GET /v1/stats (JSON), which needs a read token: the
+    page, which holds no data, loads without one and asks for it.
 
     Without --token-file the service needs no token and binds only a loopback address. With
     it (tokens of 16 characters or more), /v1/check and /metrics need a read or admin token

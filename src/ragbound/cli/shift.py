@@ -23,6 +23,9 @@ from ragbound.cli.common import (
     emit_json,
     notice,
     progress,
+    say,
+    utc_text,
+    wrap,
     write_plots,
 )
 from ragbound.detect.names import DEFAULT_ALPHA
@@ -136,9 +139,11 @@ def shift(
     Log: each line is a JSON object with a timestamp (ISO 8601 or epoch seconds) and a
     query, in time order. Each full window of --window queries (or of log time) gets a KS
     test; windows do not overlap unless --step is smaller than the window. --correction sets
-    the level of each window so that false alarms stay rare over many windows. --json prints
-    one object per window: window, start, end, first_line, last_line, n, statistic, p_value,
-    alpha (this window's level), alarm, critical_value and score_statistic.
+    the level of each window so that false alarms stay rare over many windows. Without
+    --json each window is one row of 80 columns (window, UTC times of its first and last
+    query, n, KS distance, p-value, level, ALARM); --json prints one object per window:
+    window, start, end, first_line, last_line, n, statistic, p_value, alpha (this window's
+    level), alarm, critical_value and score_statistic.
 
     The monitor's state (byte offset, window counter, the open window's scores) is saved as
     it reads, by default in KB_DIR/monitor/, so a rerun reads only the lines appended since
@@ -229,10 +234,10 @@ def _shift_batch(
         return
     verdict = "[red]shift[/]" if report.shifted else "[green]no shift[/]"
     critical = f", critical value {report.critical_value:.4f}" if report.critical_value else ""
-    console().print(
-        f"{report.test.upper()} {report.statistic:.4f}{critical}, p = {report.p_value:.4g} "
-        f"({report.n_test} queries vs {report.n_reference} calibration queries): {verdict} "
-        f"at alpha = {alpha}"
+    say(
+        f"{report.test.upper()} {report.statistic:.4f}, p = {report.p_value:.4g}: {verdict} at "
+        f"alpha = {alpha} ({report.n_test} queries vs {report.n_reference} calibration "
+        f"queries{critical})"
     )
 
 
@@ -291,20 +296,34 @@ def _shift_log(
         if out is None:
             emit_json(result)
         else:
-            flag = "[red]ALARM[/]" if result.alarm else "ok"
-            out.print(
-                f"window {result.window:>4}  {result.start} .. {result.end}  n={result.n:<4} "
-                f"KS={result.statistic:.3f}  p={result.p_value:.3g}  "
-                f"alpha={result.alpha:.3g}  {flag}"
-            )
+            if tested == 1:
+                out.print(WINDOW_HEADER, highlight=False)
+            out.print(window_row(result), highlight=False)
         sys.stdout.flush()  # shown before the state that counts the window as done is saved
     kept = f"state saved to {state}" if state else f"{len(logs)} logs merged, no state"
-    summary = f"{tested} window(s) tested, {alarms} alarm(s); {kept} (windows of {spec.describe()})"
+    summary = f"{tested} window(s) tested, {alarms} alarm(s) (windows of {spec.describe()})"
     if tested == 0:
         summary = f"no window completed: the log has fewer new queries than one window; {summary}"
-    sys.stderr.write(summary + "\n")
+    sys.stderr.write(f"{wrap(summary)}\n{wrap(kept)}\n")
     if plot and seen:
         write_plots(RunData(path=plot, windows=seen), plot)
+
+
+# one window a line in 76 columns: the level is the window's alpha after the correction
+WINDOW_HEADER = (
+    f"{'#':>5} {'from (UTC)':<19} {'to':<14} {'n':>5} {'KS':>5} {'p-value':>8} {'level':>8}"
+)
+
+
+def window_row(result) -> str:
+    """A tested window as a row under ``WINDOW_HEADER`` (rich markup on an alarm)."""
+    start, end = utc_text(result.start), utc_text(result.end)
+    to = end[11:] if end[:10] == start[:10] else end[5:]  # the date again only if it changed
+    flag = "[red]ALARM[/]" if result.alarm else "ok"
+    return (
+        f"{result.window:>5} {start:<19} {to:<14} {result.n:>5} {result.statistic:>5.3f} "
+        f"{result.p_value:>8.3g} {result.alpha:>8.3g} {flag}"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -14,10 +14,10 @@ from ragbound.cli.common import (
     LlmOpt,
     SeedOpt,
     cached_llm,
-    console,
     emit_json,
     notice,
     progress,
+    say,
 )
 
 if TYPE_CHECKING:
@@ -144,9 +144,7 @@ def synth(
         emit_json(report)
         return
     dropped = ", ".join(f"{k}: {v}" for k, v in report.dropped.items()) or "none"
-    console().print(
-        f"wrote {report.kept} queries ({report.requested} LLM calls) to {out} (dropped: {dropped})"
-    )
+    say(f"wrote {report.kept} queries ({report.requested} LLM calls) to {out} (dropped: {dropped})")
 
 
 def check_against_real(

@@ -25,6 +25,8 @@ from ragbound.cli.common import (
     gather_queries,
     notice,
     progress,
+    say,
+    utc_text,
 )
 from ragbound.errors import InputError
 
@@ -46,7 +48,7 @@ def _report_change(change, json_out: bool) -> None:
         emit_json(change)
         return
     verb = "added" if change.action == "add" else "removed"
-    console().print(
+    say(
         f"{verb} {len(change.ids)} tripwire(s) ({', '.join(change.topics)}); "
         f"{change.n_after} in the knowledge base, set {change.set_hash or '(empty)'}"
     )
@@ -143,9 +145,10 @@ def list_(
     folder, or the collection an attached knowledge base reads: there every record whose
     metadata holds ``ragbound_tripwire`` is one, whoever added it).
 
-    --history adds every recorded add and remove: time, action, ids, topics, source, and the
-    size and hash of the set after it. --json prints every tripwire (id, text, topic,
-    severity, note, source) one per line, or with --history every change.
+    --history adds every recorded add (+n) and remove (-n): time, topics, the size and hash
+    of the set after it and its source (numbered under the table); the ids are in --json.
+    --json prints every tripwire (id, text, topic, severity, note, source) one per line, or
+    with --history every change.
     """
     store = _store(kb_dir)
     if json_out:
@@ -154,9 +157,12 @@ def list_(
         return
     out = console()
     out.print(topics_table(store.topics(), store.manifest.set_hash))
-    out.print(f"kept in {store.where}")
+    say(f"kept in {store.where}")
     if history:
-        out.print(history_table(store.manifest.history))
+        table, legend = history_table(store.manifest.history)
+        out.print(table)
+        for line in legend:
+            say(line)
 
 
 def generate(
@@ -295,9 +301,12 @@ def tune(
         emit_json(result)
         return
     out = console()
-    out.print(tuning_table(result))
+    table, legend = tuning_table(result)
+    out.print(table)
+    for line in legend:
+        say(line)
     if save:
-        out.print(f"saved the rule {result.best.rule.describe()} to {kb_dir}")
+        say(f"saved the rule {result.best.rule.describe()} to {kb_dir}")
 
 
 def check(
@@ -368,7 +377,7 @@ def topics_table(topics: dict[str, int], set_hash: str) -> Table:
     """Tripwires per topic."""
     from rich.table import Table
 
-    table = Table(title=f"{sum(topics.values())} tripwires, set {set_hash or '(empty)'}")
+    table = Table(title=f"{sum(topics.values())} tripwires", caption=f"set {set_hash or '(empty)'}")
     table.add_column("topic")
     table.add_column("tripwires", justify="right")
     for topic, count in topics.items():
@@ -376,28 +385,37 @@ def topics_table(topics: dict[str, int], set_hash: str) -> Table:
     return table
 
 
-def history_table(history: Sequence) -> Table:
-    """Every recorded add and remove."""
+def history_table(history: Sequence) -> tuple[Table, list[str]]:
+    """Every recorded add (+n) and remove (-n) in 80 columns, and the legend of its ``src``
+    column: ``src N: PATH`` a line (the tripwire ids are in --json)."""
     from rich.table import Table
 
     table = Table(title="tripwire changes")
-    for column in ("at", "action", "n", "topics", "source", "tripwires after", "set"):
-        table.add_column(column, overflow="fold")
+    table.add_column("at (UTC)", no_wrap=True)
+    table.add_column("change", justify="right", no_wrap=True)
+    table.add_column("topics", max_width=14, no_wrap=True, overflow="ellipsis")
+    table.add_column("after", justify="right", no_wrap=True)
+    table.add_column("set", no_wrap=True)
+    table.add_column("src", justify="right", no_wrap=True)
+    sources: list[str] = []
     for change in history:
+        if change.source and change.source not in sources:
+            sources.append(change.source)
+        sign = "+" if change.action == "add" else "-"
         table.add_row(
-            change.at,
-            change.action,
-            str(len(change.ids)),
+            utc_text(change.at)[:16],
+            f"{sign}{len(change.ids)}",
             ", ".join(change.topics),
-            change.source or "",
             str(change.n_after),
             change.set_hash,
+            str(sources.index(change.source) + 1) if change.source else "",
         )
-    return table
+    return table, [f"src {i}: {source}" for i, source in enumerate(sources, start=1)]
 
 
 def decisions_table(decisions: Sequence, rule: str, verdicts: dict | None = None) -> Table:
-    """One row per query: decision, the rule that fired and the tripwires that tripped.
+    """One row per query in 80 columns: decision, the rule that fired and the tripwires that
+    tripped, one a line (a long query or tripwire text is cut short: whole in --json).
 
     ``verdicts`` maps a row number to the cascade LLM's verdict on a query the tripwires passed.
     """
@@ -405,26 +423,29 @@ def decisions_table(decisions: Sequence, rule: str, verdicts: dict | None = None
 
     verdicts = verdicts or {}
     table = Table(title=f"tripwire rule: {rule}")
-    for column in ("query", "decision", "rule", "triggers (rank, similarity, topic: text)"):
-        table.add_column(column, overflow="fold")
+    table.add_column("query", max_width=16, no_wrap=True, overflow="ellipsis")
+    table.add_column("decision", no_wrap=True)
+    table.add_column("rule", max_width=10, no_wrap=True, overflow="ellipsis")
+    table.add_column("rank sim topic: text", max_width=23, no_wrap=True, overflow="ellipsis")
     for i, d in enumerate(decisions):
         triggers = "\n".join(
-            f"#{t.rank} {t.similarity:.3f} {t.topic}: {t.text[:80]}" for t in d.triggers
+            f"#{t.rank} {t.similarity:.3f} {t.topic}: {t.text}" for t in d.triggers
         )
         rule_text = d.rule or ""
         label = "[red]forbidden[/]" if d.forbidden else "[green]passed[/]"
         if i in verdicts:
             verdict = verdicts[i]
-            label = {True: "[red]forbidden (LLM)[/]", False: "[green]passed (LLM allows)[/]"}.get(
-                verdict.forbidden, "[yellow]passed (LLM error)[/]"
+            label = {True: "[red]forbidden (LLM)[/]", False: "[green]passed (LLM)[/]"}.get(
+                verdict.forbidden, "[yellow]passed (LLM err)[/]"
             )
             rule_text = "llm" if verdict.forbidden else ""
         table.add_row(d.query, label, rule_text, triggers)
     return table
 
 
-def tuning_table(result) -> Table:
-    """The best rules by the objective, and the paper's default rule on the same queries."""
+def tuning_table(result) -> tuple[Table, list[str]]:
+    """The best rules by the objective, and the paper's default rule on the same queries, as
+    numbered rows in 80 columns, and the legend giving each number's rule."""
     from rich.table import Table
 
     table = Table(
@@ -433,18 +454,20 @@ def tuning_table(result) -> Table:
         + f": {result.n_unsafe} unsafe, {result.n_safe} safe queries"
     )
     for column in ("rule", "accuracy", "TPR", "false rejection", "precision", "F1"):
-        table.add_column(column, justify="right" if column != "rule" else "left")
+        table.add_column(column, justify="right", no_wrap=True)
     rows = [(score, "") for score in result.top] + [(result.paper_default, " (paper default)")]
-    for score, note in rows:
+    legend = []
+    for number, (score, note) in enumerate(rows, start=1):
+        legend.append(f"rule {number}: {score.rule.describe()}{note}")
         table.add_row(
-            score.rule.describe() + note,
+            str(number),
             f"{score.accuracy:.3f}",
             f"{score.tpr:.3f}",
             f"{score.frr:.3f}",
             f"{score.precision:.3f}",
             f"{score.f1:.3f}",
         )
-    return table
+    return table, legend
 
 
 def build() -> typer.Typer:

@@ -56,7 +56,6 @@ from ragbound.serve.settings import ServeSettings
 from ragbound.tripwires import Tripwire, tripwire_id
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
-BASIC_CHALLENGE = 'Basic realm="ragbound", charset="UTF-8"'
 ERROR_CODES = (401, 403, 413, 422, 503)
 ERRORS = {code: {"model": ErrorBody} for code in ERROR_CODES}
 # a route answering text or HTML still answers its errors in JSON (a model would be documented
@@ -121,16 +120,17 @@ def _require(service: Service, needed: Role):
     return check
 
 
-def _require_browser(service: Service, needed: Role):
-    """As :func:`_require`, also taking the token as the password of HTTP Basic auth, so a
-    browser asks for it once and sends it again with the page's own requests."""
+def _require_bearer_or_basic(service: Service, needed: Role):
+    """As :func:`_require`, also taking the token as the password of HTTP Basic auth (``curl
+    -u any:TOKEN``). The challenge stays Bearer, so a browser never pops up its own login:
+    the dashboard page asks for the token itself."""
 
     def check(request: Request) -> None:
         scheme, _, value = request.headers.get("authorization", "").partition(" ")
         presented = value.strip() if scheme.lower() == "bearer" else None
         if scheme.lower() == "basic":
             presented = _basic_password(value.strip())
-        _admit(service, presented, needed, challenge=BASIC_CHALLENGE)
+        _admit(service, presented, needed)
 
     return check
 
@@ -142,17 +142,15 @@ def _basic_password(encoded: str) -> str | None:
         return None
 
 
-def _admit(service: Service, presented: str | None, needed: Role, challenge="Bearer") -> None:
+def _admit(service: Service, presented: str | None, needed: Role) -> None:
     tokens = service.settings.tokens
     if tokens is None:
         return
     if presented is None:
-        raise ApiError(
-            401, "missing bearer token (Authorization: Bearer TOKEN)", challenge=challenge
-        )
+        raise ApiError(401, "missing bearer token (Authorization: Bearer TOKEN)")
     role = tokens.role_of(presented)
     if role is None:
-        raise ApiError(401, "unknown bearer token", challenge=challenge)
+        raise ApiError(401, "unknown bearer token")
     if not allows(role, needed):
         raise ApiError(403, f"this needs an {needed} token")
 
@@ -343,7 +341,7 @@ def _add_ops_routes(app: FastAPI, service: Service) -> None:
 
 # -------------------------------------------------------------------- dashboard
 def _add_dashboard_routes(app: FastAPI, service: Service) -> None:
-    reader = [Depends(_require_browser(service, "read"))]
+    reader = [Depends(_require_bearer_or_basic(service, "read"))]
 
     @app.get("/v1/stats", response_model=Stats, dependencies=reader, tags=["ops"])
     async def stats() -> JSONResponse:
@@ -356,11 +354,12 @@ def _add_dashboard_routes(app: FastAPI, service: Service) -> None:
         "/dashboard",
         response_class=HTMLResponse,
         responses=JSON_ERRORS,  # type: ignore[arg-type]
-        dependencies=reader,
         tags=["ops"],
     )
     async def dashboard() -> HTMLResponse:
-        """One self-contained page polling ``/v1/stats`` every 2 s (strict CSP, no assets)."""
+        """One self-contained page polling ``/v1/stats`` every 2 s (strict CSP, no assets).
+        It holds no data, so it needs no token: with tokens, it asks for a read token and
+        sends it as ``Authorization: Bearer`` (kept in the tab's sessionStorage)."""
         nonce = new_nonce()
         headers = {
             "Content-Security-Policy": content_security_policy(nonce),

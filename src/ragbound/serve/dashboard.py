@@ -6,7 +6,9 @@ the p-value histogram of the last ``RECENT_DECISIONS`` decisions, the recent for
 queries flagged beside alpha, and whether the calibration's p-values are approximate).
 ``GET /dashboard`` answers one self-contained HTML page (``dashboard.html``: inline CSS and
 JS, no external asset) that polls it, sent with a content-security policy allowing only its
-own inline code, by a nonce fresh per response.
+own inline code, by a nonce fresh per response. The page holds no data and needs no token;
+when ``/v1/stats`` answers 401 it asks for one, keeps it in the tab's sessionStorage and
+sends it as ``Authorization: Bearer``.
 """
 
 from __future__ import annotations
