@@ -17,8 +17,15 @@ from collections.abc import AsyncIterator
 from fastapi import Depends, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
 import ragbound.tracing as tracing
@@ -195,21 +202,27 @@ def _add_check_routes(app: FastAPI, service: Service) -> None:
     reader = [Depends(_require(service, "read"))]
 
     @app.post("/v1/check", response_model=Decision, dependencies=reader, tags=["decide"])
-    async def check(body: CheckRequest) -> Decision:
+    async def check(body: CheckRequest) -> Response:
         """Decide one query: ``answer`` (with its context), ``abstain`` (out of knowledge) or
         ``reject`` (forbidden). The boundary test's verdict is in ``test``, the tripwires' in
         ``tripwires``."""
-        return (await _decide(service, [body.query]))[0]
+        return _json((await _decide(service, [body.query]))[0])
 
     @app.post("/v1/check/batch", response_model=BatchResponse, dependencies=reader, tags=["decide"])
-    async def check_batch(body: BatchRequest) -> BatchResponse:
+    async def check_batch(body: BatchRequest) -> Response:
         """Decide up to ``max_batch`` queries together, in order."""
         limit = service.settings.limits.max_batch
         if len(body.queries) > limit:
             raise ApiError(413, f"{len(body.queries)} queries; at most {limit}", "max_batch", limit)
         if not body.queries:
             raise ApiError(422, "no queries to decide")
-        return BatchResponse(results=await _decide(service, body.queries))
+        return _json(BatchResponse(results=await _decide(service, body.queries)))
+
+
+def _json(model: BaseModel) -> Response:
+    """``model`` as JSON, serialised once by pydantic: returned as a model, FastAPI would
+    validate it again against the route's response model (which still documents it)."""
+    return Response(model.model_dump_json(), media_type="application/json")
 
 
 async def _decide(service: Service, queries: list[str]) -> list[Decision]:
