@@ -28,7 +28,12 @@ from rich.markup import escape
 
 from ragbound.corpus import load_queries
 from ragbound.detect import Guard
-from ragbound.detect.evaluate import evaluate, split_queries, statistic_scores
+from ragbound.detect.evaluate import (
+    evaluate,
+    evaluation_inputs,
+    split_queries,
+    statistic_scores,
+)
 from ragbound.detect.monitor import ShiftMonitor, WindowResult, WindowSpec
 from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
@@ -114,7 +119,8 @@ def online_test(console: Console, out: Path) -> Demo:
     in_knowledge = load_queries(root / "in_knowledge.txt")
     out_of_knowledge = load_queries(root / "out_of_knowledge.txt")
     calibration, held_out = split_queries(in_knowledge, 0.5, seed=0)
-    guard = Guard.calibrate(kb, calibration, k=DEMO_K, alpha=ALPHA, queries_source="demo")
+    source = f"{root / 'in_knowledge.txt'} (a seeded half)"
+    guard = Guard.calibrate(kb, calibration, k=DEMO_K, alpha=ALPHA, queries_source=source)
     guard.save()
     detector = guard.detector()
     console.print(
@@ -205,13 +211,17 @@ def measure(demo: Demo) -> None:
 
     scored = statistic_scores(demo.guard, held, far)
     report = evaluate(demo.guard, held, far, samples=40, runs=10, seed=0, scored=scored)
-    record_evaluation(demo.run_dir, report, scored)
+    root = sample_corpus()
+    held_out = f"{root / 'in_knowledge.txt'} (the held-out half)"
+    inputs = evaluation_inputs(demo.guard, held_out, root / "out_of_knowledge.txt")
+    record_evaluation(demo.run_dir, report, scored, inputs)
     statistic = demo.guard.detector().statistic
     demo.console.print(
         f"\nmeasured at alpha={ALPHA}: {false_alarms}/{len(held)} held-out answerable "
         f"questions flagged ({false_alarms / len(held):.0%}),\n"
         f"{caught}/{len(far)} out-of-knowledge questions caught ({caught / len(far):.0%}); "
-        f"AUROC of {statistic} {report.statistics[statistic].auroc:.2f}"
+        f"AUROC of {statistic} {report.statistics[statistic].auroc:.2f}\n"
+        f"(AUROC: the mean of {report.runs} draws of {report.drawn_in} questions a side)"
     )
 
 
