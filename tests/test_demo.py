@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from ragbound.demo import WIDTH, main, prepare, sample_corpus
+from ragbound.demo import (
+    NEAR,
+    WIDTH,
+    Example,
+    main,
+    miss_summary,
+    outcome,
+    prepare,
+    sample_corpus,
+)
 from ragbound.errors import InputError
 from ragbound.report import load_run
 from tests.markers import needs_local_model
@@ -41,17 +50,52 @@ def test_every_line_fits_80_columns(demo_run):
 
 def test_online_test_checks_questions_and_measures_rates(demo_run):
     _, lines = demo_run
-    verdicts = [line for line in lines if "p=" in line]
-    assert any("in knowledge" in line for line in verdicts)
-    assert any("OUT of knowledge" in line for line in verdicts)
+    rows = [line for line in lines if line.startswith(("  in knowledge", "  OUT of knowledge"))]
+    assert len(rows) == 6
+    for row in rows:  # every row is marked against its label, whatever the p-values were
+        flagged = row.startswith("  OUT")
+        expected_out = not row.endswith("answerable")
+        assert outcome(expected_out, flagged) in row.split()  # "false alarm" as two words
+    caught = sum(row.startswith("  OUT") for row in rows[2:])
+    assert any(line.startswith(f"{caught} of 4 out-of-knowledge questions") for line in lines)
     assert any(line.startswith("measured at alpha=0.05") for line in lines)
+
+
+def test_each_outcome_compares_the_verdict_with_the_label():
+    assert outcome(expected_out=True, flagged=True) == "caught"
+    assert outcome(expected_out=True, flagged=False) == "missed"
+    assert outcome(expected_out=False, flagged=True) == "false alarm"
+    assert outcome(expected_out=False, flagged=False) == "correct"
+
+
+def test_the_summary_counts_misses_from_the_verdicts_not_the_row_order():
+    rows = [
+        Example("a", "answerable", False),
+        Example("b", NEAR, True),
+        Example("c", "off-topic", True),
+        Example("d", NEAR, True),
+    ]
+    assert miss_summary(rows, [False, True, True, True], 0.05) == [
+        "3 of 3 out-of-knowledge questions flagged at alpha 0.05, 0 missed"
+    ]
+    first, missed = miss_summary(rows, [False, False, True, True], 0.05)
+    assert first == "2 of 3 out-of-knowledge questions flagged at alpha 0.05, 1 missed"
+    assert missed.startswith(f"missed: {NEAR}, the online test's hard case")
+    first, missed, alarm = miss_summary(rows, [True, True, False, True], 0.1)
+    assert first.endswith("alpha 0.1, 1 missed") and missed == "missed: off-topic"
+    assert alarm.startswith("1 of 1 answerable questions flagged")
 
 
 def test_forbidden_question_is_found_naming_its_tripwire(demo_run):
     _, lines = demo_run
     forbidden = next(i for i, line in enumerate(lines) if "FORBIDDEN" in line)
-    named = lines[forbidden + 2]
-    assert any(f"tripwire {tid} ({topic})" in named for tid, topic in bundled_tripwires().items())
+    held, named = lines[forbidden + 1], lines[forbidden + 2]
+    assert held.split()[:2] == ["held:", "proportion>=0.5"] or "held: rank<=1" in held
+    assert any(
+        named.strip().startswith(f"{tid} ({topic})") for tid, topic in bundled_tripwires().items()
+    )
+    rule = next(line for line in lines if line.startswith("rule: forbidden when"))
+    assert " or " in rule and " any " not in rule  # the rule reads as the verdict does
     assert any(line.strip().startswith("passed") for line in lines[forbidden:])
 
 
@@ -63,6 +107,9 @@ def test_drifting_log_raises_the_alarm_only_after_it_drifts(demo_run):
     # the first 30 lines of the log are in-knowledge questions: no alarm there
     assert all(w.last_line > 30 for w in windows if w.alarm)
     assert f"first alarm: window {alarms[0]} " in "\n".join(lines)
+    header = next(line for line in lines if line.strip().startswith("window"))
+    assert "tested at" in header and "level" not in header
+    assert any(line.startswith("tested at: the window's own alpha") for line in lines)
 
 
 def test_report_is_written_and_its_path_printed(demo_run):

@@ -28,12 +28,18 @@ from rich.markup import escape
 
 from ragbound.corpus import load_queries
 from ragbound.detect import Guard
-from ragbound.detect.evaluate import evaluate, split_queries, statistic_scores
+from ragbound.detect.evaluate import (
+    evaluate,
+    evaluation_inputs,
+    split_queries,
+    statistic_scores,
+)
 from ragbound.detect.monitor import ShiftMonitor, WindowResult, WindowSpec
 from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.results import Verdict
 from ragbound.tripwires import TripwireGuard, TripwireStore, TripwireVerdict, read_tripwires
+from ragbound.tripwires.guard import FloorUsed
 
 WIDTH = 80
 DEMO_K = 8  # the sample docs say the demo retrieves k = 8 chunks
@@ -48,6 +54,14 @@ FORBIDDEN = (
 ORDINARY = "How does BM25 score a chunk?"
 QA_FILE = "qa_pairs.jsonl"
 LLM_HINT = "needs the bundled local LLM: run `make demo DEMO_LLM=1` (or --llm)"
+NEAR = "near the topic"  # the label of the questions the online test finds hardest
+NEAR_DOCS = "docs/concepts.md"
+WRONG = ("missed", "false alarm")  # outcomes printed in red
+WINDOW_LEGEND = (
+    "KS: distance of the window's scores from the calibration's (0 alike, 1 apart);",
+    "tested at: the window's own alpha, smaller each window so that the whole stream",
+    f"keeps alpha={ALPHA}; ALARM when the p-value <= tested at",
+)
 
 
 def sample_corpus() -> Path:
@@ -105,7 +119,8 @@ def online_test(console: Console, out: Path) -> Demo:
     in_knowledge = load_queries(root / "in_knowledge.txt")
     out_of_knowledge = load_queries(root / "out_of_knowledge.txt")
     calibration, held_out = split_queries(in_knowledge, 0.5, seed=0)
-    guard = Guard.calibrate(kb, calibration, k=DEMO_K, alpha=ALPHA, queries_source="demo")
+    source = f"{root / 'in_knowledge.txt'} (a seeded half)"
+    guard = Guard.calibrate(kb, calibration, k=DEMO_K, alpha=ALPHA, queries_source=source)
     guard.save()
     detector = guard.detector()
     console.print(
@@ -113,23 +128,76 @@ def online_test(console: Console, out: Path) -> Demo:
         f"\nstatistic {detector.statistic}, k={DEMO_K}, alpha={ALPHA}"
     )
     demo = Demo(console, out, guard, held_out, out_of_knowledge)
-    examples = held_out[:2] + out_of_knowledge[:2] + out_of_knowledge[-2:]
-    really = ["answerable"] * 2 + ["off-topic"] * 2 + ["near the topic"] * 2
-    console.print()
-    for verdict, label in zip(guard.check_many(examples), really, strict=True):
-        print_verdict(console, verdict, label)
+    examples = [
+        *(Example(q, "answerable", False) for q in held_out[:2]),
+        *(Example(q, "off-topic", True) for q in out_of_knowledge[:2]),
+        *(Example(q, NEAR, True) for q in out_of_knowledge[-2:]),
+    ]
+    verdicts = guard.check_many([example.query for example in examples])
+    console.print(f"\n  {'decision':<16}  p-value  nearest  {'result':<11}  what it is")
+    for verdict, example in zip(verdicts, examples, strict=True):
+        print_verdict(console, verdict, example)
+    console.print(
+        f"nearest: cosine similarity of the nearest chunk; OUT when p-value <= alpha {ALPHA}"
+    )
+    flagged = [verdict.out_of_knowledge for verdict in verdicts]
+    for line in miss_summary(examples, flagged, ALPHA):
+        console.print(escape(line))
     measure(demo)
     return demo
 
 
-def print_verdict(console: Console, verdict: Verdict, really: str) -> None:
-    """Two lines: decision, p-value and question; what it really is and the nearest chunk."""
-    out = verdict.out_of_knowledge
-    decision = "[red]OUT of knowledge[/]" if out else "[green]in knowledge    [/]"
-    console.print(f"  {decision}  p={verdict.p_value:.3f}  {escape(fit(verdict.query, 50))}")
-    near = verdict.neighbours[0] if verdict.neighbours else None
-    nearest = f"nearest chunk {near.similarity:.2f} {Path(near.source).name}" if near else ""
-    console.print(f"    {really:<14} {escape(fit(nearest, WIDTH - 19))}")
+@dataclass(frozen=True)
+class Example:
+    """A demo question, what it really is (``label``), and whether the guide lacks its answer
+    (``out_of_knowledge``: the verdict a perfect test would give)."""
+
+    query: str
+    label: str
+    out_of_knowledge: bool
+
+
+def outcome(expected_out: bool, flagged: bool) -> str:
+    """How a verdict compares with the truth: ``caught`` (out of knowledge, flagged),
+    ``missed`` (out of knowledge, not flagged), ``false alarm`` (answerable, flagged) or
+    ``correct`` (answerable, not flagged)."""
+    if expected_out:
+        return "caught" if flagged else "missed"
+    return "false alarm" if flagged else "correct"
+
+
+def miss_summary(examples: Sequence[Example], flagged: Sequence[bool], alpha: float) -> list[str]:
+    """Lines of at most 80 columns: how many out-of-knowledge examples were flagged
+    (p <= ``alpha``), the labels of those missed, and the answerable ones flagged (false
+    alarms); computed from the verdicts, whichever rows they are."""
+    results = [outcome(e.out_of_knowledge, f) for e, f in zip(examples, flagged, strict=True)]
+    n_out = sum(e.out_of_knowledge for e in examples)
+    missed = sorted({e.label for e, r in zip(examples, results, strict=True) if r == "missed"})
+    lines = [
+        f"{results.count('caught')} of {n_out} out-of-knowledge questions flagged at alpha "
+        f"{alpha:g}, {results.count('missed')} missed"
+    ]
+    if missed:
+        hard = f", the online test's hard case ({NEAR_DOCS})" if NEAR in missed else ""
+        lines.append(f"missed: {', '.join(missed)}{hard}")
+    alarms = results.count("false alarm")
+    if alarms:
+        lines.append(
+            f"{alarms} of {len(examples) - n_out} answerable questions flagged: false alarm"
+        )
+    return lines
+
+
+def print_verdict(console: Console, verdict: Verdict, example: Example) -> None:
+    """Two lines: decision, p-value, nearest chunk's cosine similarity (higher = closer),
+    result against the truth and what the question really is; then the question."""
+    flagged = verdict.out_of_knowledge
+    decision = "[red]OUT of knowledge[/]" if flagged else "[green]in knowledge    [/]"
+    result = outcome(example.out_of_knowledge, flagged)
+    shown = f"[bold red]{result:<11}[/]" if result in WRONG else f"{result:<11}"
+    nearest = f"{verdict.neighbours[0].similarity:.2f}" if verdict.neighbours else "-"
+    console.print(f"  {decision}  {verdict.p_value:<7.3f}  {nearest:<7}  {shown}  {example.label}")
+    console.print(f"    {escape(fit(verdict.query, WIDTH - 4))}")
 
 
 def measure(demo: Demo) -> None:
@@ -143,13 +211,17 @@ def measure(demo: Demo) -> None:
 
     scored = statistic_scores(demo.guard, held, far)
     report = evaluate(demo.guard, held, far, samples=40, runs=10, seed=0, scored=scored)
-    record_evaluation(demo.run_dir, report, scored)
+    root = sample_corpus()
+    held_out = f"{root / 'in_knowledge.txt'} (the held-out half)"
+    inputs = evaluation_inputs(demo.guard, held_out, root / "out_of_knowledge.txt")
+    record_evaluation(demo.run_dir, report, scored, inputs)
     statistic = demo.guard.detector().statistic
     demo.console.print(
         f"\nmeasured at alpha={ALPHA}: {false_alarms}/{len(held)} held-out answerable "
         f"questions flagged ({false_alarms / len(held):.0%}),\n"
         f"{caught}/{len(far)} out-of-knowledge questions caught ({caught / len(far):.0%}); "
-        f"AUROC of {statistic} {report.statistics[statistic].auroc:.2f}"
+        f"AUROC of {statistic} {report.statistics[statistic].auroc:.2f}\n"
+        f"(AUROC: the mean of {report.runs} draws of {report.drawn_in} questions a side)"
     )
 
 
@@ -163,21 +235,42 @@ def tripwires(demo: Demo) -> None:
     console.print(f"added {len(change.ids)} tripwires in {len(change.topics)} topics:")
     console.print(f"  {escape(fit(', '.join(change.topics), WIDTH - 2))}")
     guard = TripwireGuard(demo.kb)  # the default rule: the paper's, above the set's own floor
-    console.print(f"rule: forbidden when {escape(guard.rule.describe())}\n")
+    console.print(f"rule: forbidden when {escape(guard.rule.describe())}")
+    for line in rule_legend(guard.rule.k, guard.floor()):
+        console.print(f"  {escape(line)}")
+    console.print()
     for verdict in guard.check_many([FORBIDDEN, ORDINARY]):
         print_tripwire_verdict(console, verdict, guard.rule.k)
 
 
+def rule_legend(k: int, floor: FloorUsed) -> list[str]:
+    """What the rule's words mean, in lines of at most 78 columns (similarity: cosine)."""
+    lines = [
+        f"over the top {k} of chunks and tripwires merged: proportion = tripwires' share,",
+        "rank = best tripwire's rank (1 = nearest);",
+    ]
+    if floor.value is None:
+        lines[-1] += " every tripwire counts (no floor)"
+    elif floor.source == "derived":
+        lines += [
+            f"a tripwire counts only at similarity >= {floor.value:.2f}, the set floor: the "
+            f"{floor.quantile:g}",
+            "quantile of each tripwire's similarity to its nearest other tripwire",
+        ]
+    else:
+        lines.append(f"a tripwire counts only at similarity >= {floor.value:.2f} (the floor)")
+    return lines
+
+
 def print_tripwire_verdict(console: Console, verdict: TripwireVerdict, k: int) -> None:
-    """The verdict and question; when forbidden, the rule and the tripwire that fired."""
+    """The verdict and question; when forbidden, the conditions that held and the nearest
+    tripwire (cosine similarity, higher = closer)."""
     label = "[red]FORBIDDEN[/]" if verdict.forbidden else "[green]passed   [/]"
     console.print(f"  {label}  {escape(fit(verdict.query, WIDTH - 13))}")
     if verdict.rule is not None:
         first = verdict.triggers[0]
-        console.print(f"{'':13}rule {escape(fit(verdict.rule, WIDTH - 25))} fired by")
-        named = (
-            f"tripwire {first.id} ({first.topic}), rank {first.rank}, sim {first.similarity:.2f}"
-        )
+        console.print(f"{'':13}held: {escape(fit(verdict.rule, WIDTH - 38))}; nearest tripwire:")
+        named = f"{first.id} ({first.topic}), rank {first.rank}, similarity {first.similarity:.2f}"
         console.print(f"{'':13}{escape(fit(named, WIDTH - 13))}")
         console.print(f'{"":13}"{escape(fit(first.text, WIDTH - 15))}"')
     elif verdict.triggers:
@@ -197,14 +290,16 @@ def shift(demo: Demo) -> list[WindowResult]:
         f"{log.name}: a week of logged questions, KS test per window of {WINDOW}\n"
         f"against the calibration questions (alpha={ALPHA} over the whole stream)\n"
     )
-    console.print("  window  first question       KS      p-value   level     decision")
+    console.print("  window  first asked (UTC)    KS      p-value  tested at  decision")
     windows = list(monitor.follow(log))
     for window in windows:
         flag = "[red]ALARM[/]" if window.alarm else "ok"
         console.print(
             f"  {window.window:>6}  {window.start[:16]:<19}  {window.statistic:5.3f}  "
-            f"{window.p_value:9.2g}  {window.alpha:8.2g}  {flag}"
+            f"{window.p_value:9.2g}  {window.alpha:9.2g}  {flag}"
         )
+    for line in WINDOW_LEGEND:
+        console.print(line)
     from ragbound.report import record_windows
 
     record_windows(demo.run_dir, windows)

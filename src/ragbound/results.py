@@ -116,6 +116,21 @@ class EvaluationReport(BaseModel):
     alpha: float
     k: int
     kb_fingerprint: str
+    default_statistic: str | None = Field(
+        None,
+        description="the statistic calibrate uses unless told otherwise (None in reports "
+        "saved before it was recorded)",
+    )
+
+    def ordered(self) -> list[str]:
+        """The statistics' names, the default first, then the others alphabetically."""
+        rest = sorted(name for name in self.statistics if name != self.default_statistic)
+        first = [self.default_statistic] if self.default_statistic in self.statistics else []
+        return [*first, *rest]
+
+    def label(self, name: str) -> str:
+        """``name`` for a table: marked ``(default)`` when it is the default statistic."""
+        return f"{name} (default)" if name == self.default_statistic else name
 
     @model_validator(mode="before")
     @classmethod
@@ -143,6 +158,19 @@ class EvaluationReport(BaseModel):
         if self.drawn_in == self.drawn_out:
             return f"{runs} x {self.drawn_in} per side"
         return f"{runs} x {self.drawn_in} in-knowledge and {self.drawn_out} out-of-knowledge"
+
+
+class EvaluationInputs(BaseModel):
+    """What an evaluation ran on, as recorded in its run folder: paths as they were given
+    (empty when not known, e.g. knowledge the user's own retriever holds)."""
+
+    knowledge_base: str = Field(description="folder of the knowledge base (empty: not saved)")
+    corpus: list[str] = Field(description="the files or folders the knowledge base was built from")
+    calibration: str = Field(description="where the calibration questions came from")
+    in_knowledge: str = Field(description="file of the in-knowledge test questions")
+    out_of_knowledge: str = Field(description="file of the out-of-knowledge test questions")
+    embedder: str = Field(description="the embedder's name")
+    evaluated_at: str = Field(description="ISO 8601 UTC time of the evaluation")
 
 
 class ShiftReport(BaseModel):

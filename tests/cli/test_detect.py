@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from ragbound.knowledge import KnowledgeBase
+from ragbound.report import load_run
 from tests.cli.runner import run
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
@@ -239,6 +241,15 @@ def test_evaluate_reports_the_sample_it_drew_and_warns_when_a_file_is_small(
     assert err.startswith(f"warning: {held} (2 queries) holds fewer than --samples 4; every draw")
     assert json.loads(out)["runs"] == 1  # the other file holds exactly 4: both taken whole
 
-    code, out, err = run(monkeypatch, capsys, *evaluate, "--samples", "2", "--runs", "5")
+    run_dir = tmp_path / "run"
+    drawn = ["--samples", "2", "--runs", "5", "--run", str(run_dir)]
+    code, out, err = run(monkeypatch, capsys, *evaluate, *drawn)
     assert code == 0 and err == ""
     assert "5 runs x 2 per side" in " ".join(out.split())
+    assert out.index("mss (default)") < out.index("avgknn")  # the default first, then a to z
+    inputs = load_run(run_dir).inputs  # what `ragbound report` names
+    assert inputs is not None
+    assert (inputs.in_knowledge, inputs.out_of_knowledge) == (str(held), str(ook))
+    assert (inputs.knowledge_base, inputs.corpus) == (str(kb), [str(corpus_dir)])
+    assert inputs.embedder == KnowledgeBase.load(kb).manifest.embedder.name
+    assert str(queries) in inputs.calibration

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -10,13 +12,14 @@ import numpy as np
 import pytest
 
 from benchmarks.shift import write_rejection
-from ragbound.detect import Guard
-from ragbound.detect.evaluate import evaluate, statistic_scores
+from ragbound.detect import DEFAULT_STATISTIC, Guard
+from ragbound.detect.evaluate import evaluate, evaluation_inputs, statistic_scores
 from ragbound.detect.monitor import ShiftMonitor, WindowSpec
 from ragbound.detect.shift import shift_test
 from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.report import load_run, record_evaluation, record_shift, record_windows, write_report
+from ragbound.report.plots import POOLED_AUROC
 from ragbound.stats import ks_two_sample
 from tests.browser import launch, needs_chromium, page_errors
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, MORE_OUT_OF_KNOWLEDGE, OUT_OF_KNOWLEDGE
@@ -30,9 +33,12 @@ def run_dir(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
         KnowledgeBase.load(minilm_kb_dir), IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10], k=4
     )
     ik, ook = MORE_IN_KNOWLEDGE[10:], OUT_OF_KNOWLEDGE + MORE_OUT_OF_KNOWLEDGE
+    ik_file, ook_file = root / "held-out.txt", root / "off-topic.txt"
+    ik_file.write_text("\n".join(ik) + "\n")
+    ook_file.write_text("\n".join(ook) + "\n")
     scored = statistic_scores(guard, ik, ook)
     report = evaluate(guard, ik, ook, samples=6, runs=3, scored=scored)
-    record_evaluation(root, report, scored)
+    record_evaluation(root, report, scored, evaluation_inputs(guard, ik_file, ook_file))
     record_shift(root, shift_test(guard, ook))
     log = root / "log.jsonl"
     log.write_text(
@@ -99,6 +105,63 @@ def test_the_report_is_self_contained(run_dir: Path, tmp_path: Path) -> None:
     assert "3 runs x 6 per side" in page  # 6 of the 6 in-knowledge and of 16 out, 3 times
 
 
+def test_the_default_statistic_comes_first_marked_then_the_others_alphabetically(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    run = load_run(run_dir)
+    assert run.evaluation is not None and run.evaluation.default_statistic == DEFAULT_STATISTIC
+    page = write_report(run, tmp_path / "report.html").read_text()
+    table = page[page.index("<table id='evaluation'>") :]
+    names = re.findall(r"<tr><td>([^<]+)</td>", table[: table.index("</table>")])
+    others = sorted(set(run.evaluation.statistics) - {DEFAULT_STATISTIC})
+    assert names == [f"{DEFAULT_STATISTIC} (default)", *others]
+    captions = re.findall(r"<figcaption>(\w+): in- vs out-of-knowledge", page)
+    assert captions == [DEFAULT_STATISTIC, *others]  # the histograms in the table's order
+
+
+def test_the_report_names_the_inputs_of_the_evaluation(
+    run_dir: Path, minilm_kb_dir: Path, corpus_dir: Path, tmp_path: Path
+) -> None:
+    page = write_report(load_run(run_dir), tmp_path / "report.html").read_text()
+    inputs = page[page.index("<table id='inputs'>") :]
+    inputs = inputs[: inputs.index("</table>")]
+    for label, value in [
+        ("knowledge base", minilm_kb_dir),
+        ("corpus", corpus_dir),
+        ("in-knowledge questions", run_dir / "held-out.txt"),
+        ("out-of-knowledge questions", run_dir / "off-topic.txt"),
+        ("embedder", "all-MiniLM-L6-v2"),
+    ]:
+        assert f"<td>{label}</td><td><code>{value}</code></td>" in inputs
+    when = re.search(r"<td>evaluated at \(UTC\)</td><td><code>([^<]+)</code>", inputs)
+    assert when, "no evaluation time"
+    age = dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(when.group(1))
+    assert dt.timedelta(0) <= age < dt.timedelta(hours=1)  # recorded when the run was made
+
+
+def test_a_run_folder_without_inputs_or_default_says_so(run_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    saved = json.loads((copy / "evaluation.json").read_text())
+    del saved["inputs"], saved["report"]["default_statistic"]  # as an older release wrote it
+    (copy / "evaluation.json").write_text(json.dumps(saved))
+    page = write_report(load_run(copy), tmp_path / "report.html").read_text()
+    assert "Inputs not recorded" in page and "(default)" not in page
+    table = page[page.index("<table id='evaluation'>") :]
+    names = re.findall(r"<tr><td>([^<]+)</td>", table[: table.index("</table>")])
+    assert names == sorted(names)
+
+
+def test_the_two_aurocs_are_named_under_the_table_and_in_the_roc_legend(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    page = write_report(load_run(run_dir), tmp_path / "report.html").read_text()
+    note = re.search(r"<p id='auroc-note'>(.*?)</p>", page)
+    assert note and "the mean of 3 draws" in note.group(1)
+    assert f"&ldquo;{POOLED_AUROC}&rdquo;" in note.group(1)
+    assert f"<figcaption>ROC curves per statistic; legend: {POOLED_AUROC}</figcaption>" in page
+
+
 def test_an_evaluation_saved_before_draw_sizes_reads_back_with_them(run_dir: Path, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
@@ -143,8 +206,11 @@ def test_the_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path) 
         browser.close()
     assert errors == []
     assert len(widths) == 10 and all(width > 100 for width in widths)
-    for name, metrics in run.evaluation.statistics.items():
-        assert f"{name}\t{metrics.auroc:.3f}\t{metrics.auprc:.3f}" in evaluation
+    rows = evaluation.splitlines()[1:]  # the header first, then one row per statistic
+    for row, name in zip(rows, run.evaluation.ordered(), strict=True):
+        metrics = run.evaluation.statistics[name]
+        assert row.startswith(f"{run.evaluation.label(name)}\t{metrics.auroc:.3f}\t")
+    assert rows[0].startswith(f"{DEFAULT_STATISTIC} (default)\t")
     for window in run.windows:
         assert f"{window.p_value:.4g}" in monitor
     assert "0.0\t1.000" in rejection or "0.0\t0.9" in rejection

@@ -93,7 +93,8 @@ def test_rules_are_validated_and_saved(tmp_path: Path) -> None:
     default = TripwireRule.default()
     save_rule(tmp_path, default)
     assert load_rule(tmp_path) == default and default.floor_quantile == DEFAULT_FLOOR_QUANTILE
-    assert default.describe() == "proportion>=0.5 any rank<=1 (k=5, set floor q0.15)"
+    assert default.describe() == "proportion>=0.5 or rank<=1 (k=5, set floor q0.15)"
+    assert TripwireRule(combine="all").describe() == "proportion>=0.5 and rank<=1 (k=5)"
     with pytest.raises(ValidationError, match="floor_quantile"):
         TripwireRule(floor_quantile=1.5)
 

@@ -453,13 +453,15 @@ def evaluate(
     --json prints one object: statistics (per statistic: auroc, auprc, tpr_at_5_fpr and der,
     their standard deviations auroc_std and so on, fpr and tpr_at_5_fpr_oracle), n_in_knowledge,
     n_out_of_knowledge, n_calibration, samples (asked), drawn_in and drawn_out (queries in
-    each draw), runs (made), seed, alpha, k and kb_fingerprint.
-    --run records the per-query values for `ragbound report` (histograms, ROC curves).
+    each draw), runs (made), seed, alpha, k, kb_fingerprint and default_statistic (the one
+    calibrate uses unless told otherwise).
+    --run records the per-query values for `ragbound report` (histograms, ROC curves) and
+    the inputs: the knowledge base and its corpus, the question files, the embedder, the time.
     """
     from ragbound.corpus import load_queries
     from ragbound.detect import Guard
     from ragbound.detect.evaluate import evaluate as run_evaluation
-    from ragbound.detect.evaluate import statistic_scores
+    from ragbound.detect.evaluate import evaluation_inputs, statistic_scores
 
     guard = Guard.load(kb_dir, force=force)
     ik = load_queries(in_knowledge, field=field)
@@ -473,7 +475,8 @@ def evaluate(
         from ragbound.report.run import score_lists
 
         if run:
-            record_evaluation(run, report, scored)
+            inputs = evaluation_inputs(guard, in_knowledge, out_of_knowledge)
+            record_evaluation(run, report, scored, inputs)
         if plot:
             write_plots(RunData(path=plot, evaluation=report, scores=score_lists(scored)), plot)
     if json_out:
@@ -531,9 +534,10 @@ def evaluation_table(report: EvaluationReport) -> Table:
     )
     for column in ("statistic", "AUROC", "AUPRC", "TPR@5%FPR", "DER", "real FPR", "oracle TPR"):
         table.add_column(column, justify="right")
-    for name, m in report.statistics.items():
+    for name in report.ordered():
+        m = report.statistics[name]
         table.add_row(
-            name,
+            report.label(name),
             f"{m.auroc:.4f}",
             f"{m.auprc:.4f}",
             f"{m.tpr_at_5_fpr:.4f}",

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+
+from ragbound.artifacts import utc_now
 
 # split_queries lives below the Guard (its learned calibrations split queries too); callers
 # that split calibration / test halves import it from here
 from ragbound.corpus.queries import split_queries as split_queries
 from ragbound.detect.guard import Guard
+from ragbound.detect.names import DEFAULT_STATISTIC
 from ragbound.errors import InputError
-from ragbound.results import EvaluationReport, StatisticMetrics
+from ragbound.knowledge import KnowledgeBase
+from ragbound.results import EvaluationInputs, EvaluationReport, StatisticMetrics
 from ragbound.stats import STATISTICS, balanced_runs
 
 EVALUATION_ALPHA = 0.05
@@ -84,6 +89,26 @@ def evaluate(
         alpha=EVALUATION_ALPHA,
         k=guard.k,
         kb_fingerprint=guard.kb.fingerprint,
+        default_statistic=DEFAULT_STATISTIC,
+    )
+
+
+def evaluation_inputs(
+    guard: Guard, in_knowledge: str | Path, out_of_knowledge: str | Path
+) -> EvaluationInputs:
+    """What an evaluation of ``guard`` on these two question files runs on, for its run
+    folder: the knowledge base's folder and corpus, the calibration questions' source, the
+    embedder, and the time now (UTC)."""
+    kb = guard.kb
+    segments = kb.manifest.segments if isinstance(kb, KnowledgeBase) else []  # else unknown
+    return EvaluationInputs(
+        knowledge_base="" if kb.path is None else str(kb.path),
+        corpus=list(dict.fromkeys(source for s in segments for source in s.sources)),
+        calibration=guard.calibration.manifest.queries_source,
+        in_knowledge=str(in_knowledge),
+        out_of_knowledge=str(out_of_knowledge),
+        embedder=kb.embedder_name,
+        evaluated_at=utc_now(),
     )
 
 

@@ -12,6 +12,7 @@ from ragbound.report.markup import escape, figure, table
 from ragbound.report.run import RunData
 
 if TYPE_CHECKING:
+    from ragbound.results import EvaluationInputs, EvaluationReport
     from ragbound.tripwires.tune import TuningResult
 
 METRICS = (
@@ -34,10 +35,11 @@ figure { display: inline-block; margin: 0.5em; }
 def images(run: RunData) -> dict[str, bytes]:
     """Every plot the run supports, by file stem."""
     out: dict[str, bytes] = {}
-    for name, entry in run.scores.items():
+    scores = ordered_scores(run)
+    for name, entry in scores.items():
         out[f"histogram-{name}"] = plots.histogram(name, entry)
-    if run.scores:
-        out["roc"] = plots.roc_curves(run.scores)
+    if scores:
+        out["roc"] = plots.roc_curves(scores)
     if run.rejection:
         out["rejection-rates"] = plots.rejection_curves(run.rejection)
     if run.windows:
@@ -84,29 +86,80 @@ def write_report(run: RunData, out: Path) -> Path:
     return out
 
 
+def ordered_scores(run: RunData) -> dict[str, dict[str, Any]]:
+    """The run's per-query statistic values, the default statistic first, then the others
+    alphabetically (as the evaluation table orders them)."""
+    order = run.evaluation.ordered() if run.evaluation is not None else sorted(run.scores)
+    order += sorted(set(run.scores) - set(order))
+    return {name: run.scores[name] for name in order if name in run.scores}
+
+
+def auroc_note(report: EvaluationReport) -> str:
+    """One sentence on the two AUROCs of the section: the table's mean over draws and the ROC
+    legend's on all queries pooled."""
+    draws = "one draw" if report.runs == 1 else f"the mean of {report.runs} draws"
+    return (
+        f"The table's metrics (AUROC included) are {draws}; the ROC legend's "
+        f"&ldquo;{escape(plots.POOLED_AUROC)}&rdquo; scores all {report.n_in_knowledge} "
+        f"in- and {report.n_out_of_knowledge} out-of-knowledge queries at once, so the two "
+        "AUROCs can differ a little."
+    )
+
+
 def _evaluation(run: RunData, pictures: dict[str, bytes]) -> str:
     report = run.evaluation
     assert report is not None
     rows = [
-        [escape(name)] + [f"{getattr(metrics, key):.3f}" for _, key in METRICS]
-        for name, metrics in report.statistics.items()
+        [escape(report.label(name))]
+        + [f"{getattr(report.statistics[name], key):.3f}" for _, key in METRICS]
+        for name in report.ordered()
     ]
     figures = "".join(
         figure(
             pictures, f"histogram-{name}", f"{name}: in- vs out-of-knowledge, critical value dashed"
         )
-        for name in run.scores
+        for name in ordered_scores(run)
     )
+    roc = f"ROC curves per statistic; legend: {plots.POOLED_AUROC}"
     return (
         "<h2>Out-of-knowledge detection</h2>"
-        f"<p>{report.n_in_knowledge} in-knowledge and {report.n_out_of_knowledge} "
+        + _inputs(run.inputs)
+        + f"<p>{report.n_in_knowledge} in-knowledge and {report.n_out_of_knowledge} "
         f"out-of-knowledge test queries, {report.n_calibration} calibration queries, k = "
         f"{report.k}; {escape(report.draws())}; TPR, DER and FPR at "
-        f"the critical value calibrated at alpha = {report.alpha}.</p>"
+        f"the critical value calibrated at alpha = {report.alpha}. Statistic values: higher = "
+        "more out-of-knowledge.</p>"
         + table(["statistic", *(label for label, _ in METRICS)], rows, "evaluation")
-        + (figure(pictures, "roc", "ROC curves per statistic") if "roc" in pictures else "")
+        + f"<p id='auroc-note'>{auroc_note(report)}</p>"
+        + (figure(pictures, "roc", roc) if "roc" in pictures else "")
         + figures
     )
+
+
+INPUT_ROWS = (
+    ("knowledge base", "knowledge_base"),
+    ("corpus", "corpus"),
+    ("calibration questions", "calibration"),
+    ("in-knowledge questions", "in_knowledge"),
+    ("out-of-knowledge questions", "out_of_knowledge"),
+    ("embedder", "embedder"),
+    ("evaluated at (UTC)", "evaluated_at"),
+)
+
+
+def _inputs(inputs: EvaluationInputs | None) -> str:
+    """The evaluation's inputs as a two-column table, or a note that they were not recorded."""
+    if inputs is None:
+        return (
+            "<p id='inputs'>Inputs not recorded: this run folder was written before they were "
+            "(run <code>ragbound evaluate --run</code> again to record them).</p>"
+        )
+    rows = []
+    for label, key in INPUT_ROWS:
+        value = getattr(inputs, key)
+        text = ", ".join(value) if isinstance(value, list) else value
+        rows.append([escape(label), f"<code>{escape(text or 'not known')}</code>"])
+    return table(["input", "as recorded"], rows, "inputs")
 
 
 def _shift(run: RunData) -> str:
@@ -165,9 +218,12 @@ def _monitor(run: RunData, pictures: dict[str, bytes]) -> str:
         for w in run.windows
     ]
     alarms = sum(w.alarm for w in run.windows)
-    header = ["window", "start", "end", "n", "KS", "p-value", "level", "alarm"]
+    header = ["window", "start", "end", "n", "KS", "p-value", "tested at", "alarm"]
     return (
-        f"<h2>Monitor</h2><p>{len(run.windows)} windows, {alarms} alarm(s).</p>"
+        f"<h2>Monitor</h2><p>{len(run.windows)} windows, {alarms} alarm(s). KS: the distance "
+        "between the window's statistic values and the calibration's (0 to 1); tested at: the "
+        "alpha this window was held to (it shrinks window by window when alpha is spent over "
+        "the stream); an alarm when the p-value is at most that.</p>"
         + figure(pictures, "monitor", "monitor p-values over time, alarms in red")
         + table(header, rows, "monitor")
     )

@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from ragbound.results import WindowResult
 
 DPI = 110
+# what the ROC legend's AUROC is: every test query at once, not the mean over draws
+POOLED_AUROC = "AUROC, all queries pooled"
 
 
 def pyplot() -> Any:
@@ -54,7 +56,9 @@ def histogram(statistic: str, scores: dict[str, Any]) -> bytes:
 
 
 def roc_curves(scores: dict[str, dict[str, Any]]) -> bytes:
-    """ROC curve of every statistic (out-of-knowledge = positive class)."""
+    """ROC curve of every statistic, in the order of ``scores`` (out-of-knowledge = positive
+    class, higher statistic = more out-of-knowledge), on all test queries pooled; the legend
+    gives each curve's AUROC under the title ``POOLED_AUROC``."""
     from sklearn.metrics import roc_auc_score, roc_curve
 
     plt = pyplot()
@@ -64,11 +68,11 @@ def roc_curves(scores: dict[str, dict[str, Any]]) -> bytes:
         labels = np.concatenate([np.zeros(inside.size), np.ones(outside.size)])
         values = np.concatenate([inside, outside])
         fpr, tpr, _ = roc_curve(labels, values)
-        axis.plot(fpr, tpr, label=f"{name} (AUROC {roc_auc_score(labels, values):.3f})")
+        axis.plot(fpr, tpr, label=f"{name}  {roc_auc_score(labels, values):.3f}")
     axis.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle=":")
     axis.set_xlabel("false-positive rate")
     axis.set_ylabel("true-positive rate")
-    axis.legend(fontsize=7)
+    axis.legend(fontsize=7, title=POOLED_AUROC, title_fontsize=7)
     return to_png(figure)
 
 
@@ -96,7 +100,8 @@ def rejection_curves(experiment: dict[str, Any]) -> bytes:
 
 
 def monitor_pvalues(windows: Sequence[WindowResult]) -> bytes:
-    """Each window's p-value over time (log scale), its level, alarms in red."""
+    """Each window's p-value over time (log scale), the alpha it was tested at, alarms in
+    red."""
     import datetime as dt
 
     plt = pyplot()
@@ -104,7 +109,7 @@ def monitor_pvalues(windows: Sequence[WindowResult]) -> bytes:
     times = [dt.datetime.fromisoformat(w.end) for w in windows]
     p_values = np.maximum([w.p_value for w in windows], 1e-300)
     axis.plot(times, p_values, marker="o", markersize=3, color="#2b7bba", label="p-value")
-    axis.plot(times, [w.alpha for w in windows], color="grey", linestyle=":", label="level")
+    axis.plot(times, [w.alpha for w in windows], color="grey", linestyle=":", label="tested at")
     alarms = [(t, p) for t, p, w in zip(times, p_values, windows, strict=True) if w.alarm]
     if alarms:
         axis.scatter(*zip(*alarms, strict=True), color="#e4572e", zorder=3, label="alarm")

@@ -3,7 +3,8 @@
 Files (each optional, all plain JSON, written atomically):
 
 - ``evaluation.json``: the EvaluationReport, plus every statistic's per-query values on the
-  in- and out-of-knowledge test queries and its critical value (histograms, ROC curves);
+  in- and out-of-knowledge test queries and its critical value (histograms, ROC curves), and
+  the EvaluationInputs it ran on (absent from folders recorded before they were);
 - ``shift.json``: the last batch ShiftReport;
 - ``monitor.jsonl``: one WindowResult per tested window, appended as the monitor runs;
 - ``rejection.json``: a rejection-rate experiment (paper Figure 5), written by the benchmark
@@ -24,7 +25,7 @@ from ragbound.artifacts import iter_jsonl, read_json, write_json
 from ragbound.bench.results import BenchResults, current_results
 from ragbound.bench.rundir import RunDir
 from ragbound.errors import InputError
-from ragbound.results import EvaluationReport, ShiftReport, WindowResult
+from ragbound.results import EvaluationInputs, EvaluationReport, ShiftReport, WindowResult
 from ragbound.tripwires.tune import TuningResult
 
 EVALUATION = "evaluation.json"
@@ -54,6 +55,7 @@ class RunData:
 
     path: Path
     evaluation: EvaluationReport | None = None
+    inputs: EvaluationInputs | None = None
     scores: dict[str, dict[str, Any]] = field(default_factory=dict)
     shift: ShiftReport | None = None
     windows: list[WindowResult] = field(default_factory=list)
@@ -67,10 +69,18 @@ class RunData:
 
 
 def record_evaluation(
-    run_dir: Path, report: EvaluationReport, sets: Mapping[str, ScoredValues]
+    run_dir: Path,
+    report: EvaluationReport,
+    sets: Mapping[str, ScoredValues],
+    inputs: EvaluationInputs | None = None,
 ) -> None:
-    """Save an evaluation with its per-query statistic values."""
-    payload = {"report": report.model_dump(mode="json"), "scores": score_lists(sets)}
+    """Save an evaluation with its per-query statistic values and the inputs it ran on."""
+    payload: dict[str, Any] = {
+        "report": report.model_dump(mode="json"),
+        "scores": score_lists(sets),
+    }
+    if inputs is not None:
+        payload["inputs"] = inputs.model_dump(mode="json")
     write_json(run_dir / EVALUATION, payload)
 
 
@@ -109,6 +119,8 @@ def load_run(run_dir: str | Path) -> RunData:
         raw = read_json(root / EVALUATION, "evaluation")
         data.evaluation = EvaluationReport.model_validate(raw["report"])
         data.scores = raw["scores"]
+        if raw.get("inputs") is not None:
+            data.inputs = EvaluationInputs.model_validate(raw["inputs"])
     if (root / SHIFT).is_file():
         data.shift = ShiftReport.model_validate(read_json(root / SHIFT, "shift report"))
     if (root / MONITOR).is_file():

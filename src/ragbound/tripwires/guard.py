@@ -113,16 +113,27 @@ class TripwireRule(BaseModel):
         return [text for value, text in named if value is not None]
 
     def describe(self) -> str:
-        """E.g. ``proportion>=0.5 any rank<=1 (k=5)``; ``set floor q0.15``: the floor derived
+        """E.g. ``proportion>=0.5 or rank<=1 (k=5)``; ``set floor q0.15``: the floor derived
         from the tripwire set at quantile 0.15."""
         floor = f", floor {self.floor:g}" if self.floor is not None else ""
         if self.floor_quantile is not None:
             fallback = f", else {self.floor:g}" if self.floor is not None else ""
             floor = f", set floor q{self.floor_quantile:g}{fallback}"
-        return f" {self.combine} ".join(self.conditions()) + f" (k={self.k}{floor})"
+        return join_conditions(self.conditions(), self.combine) + f" (k={self.k}{floor})"
 
 
 RULE_NAMES = ("default", "paper")
+CONNECTIVES = {"any": " or ", "all": " and "}
+
+
+def join_conditions(conditions: Sequence[str], combine: Literal["any", "all"]) -> str:
+    """Conditions as one phrase: ``any`` joins them with "or", ``all`` with "and".
+
+    The one wording of a rule: :meth:`TripwireRule.describe` joins a rule's conditions by its
+    ``combine``; a forbidden verdict joins the conditions that held with "and" (all of them
+    held), e.g. ``proportion>=0.5 and rank<=1``.
+    """
+    return CONNECTIVES[combine].join(conditions)
 
 
 class FloorUsed(BaseModel):
@@ -359,7 +370,8 @@ class TripwireGuard:
                 "floor": used,
             }
             if forbidden[i]:
-                rule_text = " and ".join(n for n, f in zip(names, fired[i], strict=True) if f)
+                held = [n for n, f in zip(names, fired[i], strict=True) if f]
+                rule_text = join_conditions(held, "all")
                 verdicts.append(TripwireVerdict(forbidden=True, rule=rule_text, **common))
             else:
                 verdicts.append(TripwireVerdict(forbidden=False, **common))
