@@ -210,3 +210,8 @@ def test_the_shell_example_runs(
     for expected in expected_words(script):
         missing = [word for word in expected if word.strip(";,") not in printed]
         assert not missing, f"{missing} not in the output:\n{out.read_text()}"
+
+
+def test_output_lines_are_the_comment_lines_below_a_command() -> None:
+    block = "# a comment\nragbound check kb/ q\n# p-value 0.6 ...\n# in knowledge\n\n# comment\n"
+    assert expected_words(block) == [["p-value", "0.6"], ["in", "knowledge"]]
