@@ -140,8 +140,10 @@ class Venv:
         start = time.monotonic()
         done = subprocess.run(argv, cwd=self.work, env=self.env, capture_output=True, text=True)
         log[step] = round(time.monotonic() - start, 1)
-        if done.returncode != 0 and NETWORK.search(done.stderr):
-            pytest.skip(f"{step}: the package index is unreachable: {done.stderr[-1500:]}")
+        unreachable = [line for line in done.stderr.splitlines() if NETWORK.search(line)]
+        if done.returncode != 0 and unreachable:
+            tail = done.stderr[-1000:]
+            pytest.skip(f"{step}: the package index is unreachable: {unreachable[-1]}\n{tail}")
         assert done.returncode == 0, f"{step}: {argv}\n{done.stderr[-3000:]}"
 
 
