@@ -1,6 +1,7 @@
-"""Every Python example in the README and the docs runs (issue 31).
+"""Every Python and shell example in the README and the docs runs (issue 31).
 
-Each ```python fenced block of README.md and docs/*.md (but the generated cli.md and
+Each ```sh or ```bash block runs in bash as from a clone's root (see
+:func:`test_the_shell_example_runs`). Each ```python fenced block of README.md and docs/*.md (but the generated cli.md and
 benchmarks.md) is executed in a fresh namespace, with the working directory a temporary folder
 holding ``kb/``: the bundled sample corpus indexed with MiniLM, calibrated, with the bundled
 tripwires (what the README's tour leaves behind). A block that saves ``kb/`` itself gets no
@@ -8,15 +9,18 @@ tripwires (what the README's tour leaves behind). A block that saves ``kb/`` its
 before a block steers it:
 
 - ``<!-- example: continues -->``: the block continues the previous one (same namespace);
-- ``<!-- example: needs REASON -->``: the block needs a server this suite does not start, and
-  is skipped with that reason.
+- ``<!-- example: needs REASON -->``: the block needs what this suite cannot run (a server it
+  does not start, a Docker daemon, an install), and is skipped with that reason.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -76,7 +80,7 @@ def examples(page: Path, languages: tuple[str, ...] = ("python",)) -> list[Examp
 
 
 ALL = [example for page in PAGES for example in examples(page)]
-SHELL = examples(ROOT / "README.md", ("sh", "bash"))  # the tour: ragbound on the sample
+SHELL = [example for page in PAGES for example in examples(page, ("sh", "bash"))]
 
 
 @pytest.fixture(scope="module")
@@ -127,31 +131,87 @@ def test_examples_are_found() -> None:
     """The collector sees the blocks (a changed fence style would silently run nothing)."""
     pages = {example.page for example in ALL}
     assert {"README.md", "index.md", "frameworks.md", "gate.md"} <= pages
+    assert {"README.md", "service.md", "stores.md"} <= {example.page for example in SHELL}
+
+
+def expected_words(code: str) -> list[list[str]]:
+    """The words of each output line of a shell block: a ``# ...`` line right below a command
+    (or below another output line); ``...`` cut, the docs shorten the tables. A ``#`` line at
+    the top or after a blank line is a comment."""
+    found: list[list[str]] = []
+    below_command = False
+    for line in code.splitlines():
+        if line.startswith("# ") and below_command:
+            found.append(line[2:].removesuffix("...").split())
+        else:
+            below_command = bool(line.strip()) and not line.lstrip().startswith("#")
+    return found
+
+
+@functools.cache
+def own_network() -> list[str]:
+    """A prefix that runs a command in a network namespace of its own with only loopback up,
+    so a block serving on port 8000 meets no other process (empty when unsupported)."""
+    up = ["unshare", "--map-root-user", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "-"]
+    usable = shutil.which("unshare") and shutil.which("ip")
+    if usable and subprocess.run([*up, "true"], capture_output=True).returncode == 0:
+        return up
+    return []
+
+
+def path_with_ragbound(folder: Path) -> str:
+    """``PATH`` with ``folder`` first, holding ``ragbound`` (this checkout's CLI) and
+    ``python`` (this interpreter)."""
+    folder.mkdir()
+    for name, command in (("ragbound", "-m ragbound.cli "), ("python", "")):
+        script = folder / name  # a script, not a link: a venv's python finds its venv by path
+        script.write_text(f'#!/bin/sh\nexec "{sys.executable}" {command}"$@"\n')
+        script.chmod(0o755)
+    return f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 @pytest.mark.parametrize("example", SHELL, ids=[e.id for e in SHELL])
-def test_the_readme_shell_example_runs(example: Example, tmp_path: Path) -> None:
-    """Run from a clone's root (``src/`` linked in), ``ragbound`` being this checkout's CLI;
-    each word of a ``# ...`` line after a command is a word it must print (``...`` cut; the
-    README shortens the tables)."""
+def test_the_shell_example_runs(
+    example: Example, sample_kb: dict[str, Path], tmp_path: Path
+) -> None:
+    """Run as from a clone's root (``src/`` linked in), ``ragbound`` on ``PATH`` being this
+    checkout's CLI and ``kb/`` the sample's (unless the block writes ``--out kb``), in a
+    network namespace of its own where there is one; each word of an output line (see
+    :func:`expected_words`) must be printed. Whatever the block leaves running is killed."""
     if example.skip:
         pytest.skip(example.skip)
-    (tmp_path / "src").symlink_to(ROOT / "src")
-    cli = f'ragbound() {{ "{sys.executable}" -m ragbound.cli "$@"; }}\nset -e\n'
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "src").symlink_to(ROOT / "src")
+    script = "".join(example.code)
+    if not re.search(r"--out kb\b", script):
+        shutil.copytree(sample_kb["full"], work / "kb")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200", "NO_COLOR": "1"}
-    out = subprocess.run(
-        ["bash", "-c", cli + "".join(example.code)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    printed = {word.strip(";,") for word in out.stdout.translate(BORDERS).split()}
-    for code in example.code:
-        for line in code.splitlines():
-            if line.startswith("# "):
-                expected = line[2:].removesuffix("...").split()
-                missing = [word for word in expected if word.strip(";,") not in printed]
-                assert not missing, f"{missing} not in the output:\n{out.stdout}"
+    env["PATH"] = path_with_ragbound(tmp_path / "bin")
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    # to files: a server the block leaves in the background would hold a pipe open
+    with out.open("w") as stdout, err.open("w") as stderr:
+        block = subprocess.Popen(
+            [*own_network(), "bash", "-c", "set -e\n" + script],
+            cwd=work,
+            env=env,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+        )
+        try:
+            block.wait(timeout=300)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(block.pid, signal.SIGKILL)
+            block.wait()
+    assert block.returncode == 0, err.read_text()[-2000:]
+    printed = {word.strip(";,") for word in out.read_text().translate(BORDERS).split()}
+    for expected in expected_words(script):
+        missing = [word for word in expected if word.strip(";,") not in printed]
+        assert not missing, f"{missing} not in the output:\n{out.read_text()}"
+
+
+def test_output_lines_are_the_comment_lines_below_a_command() -> None:
+    block = "# a comment\nragbound check kb/ q\n# p-value 0.6 ...\n# in knowledge\n\n# comment\n"
+    assert expected_words(block) == [["p-value", "0.6"], ["in", "knowledge"]]

@@ -8,3 +8,11 @@ def test_help_lists_commands(monkeypatch, capsys):
     assert code == 0
     for command in ("index", "add", "calibrate", "check", "evaluate"):
         assert command in out
+
+
+def test_version_prints_the_package_version(monkeypatch, capsys):
+    from ragbound import __version__
+
+    code, out, _ = run(monkeypatch, capsys, "--version")
+    assert code == 0
+    assert out.strip() == f"ragbound {__version__}"

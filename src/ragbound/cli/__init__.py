@@ -11,6 +11,7 @@ import sys
 
 import typer
 
+from ragbound._version import __version__
 from ragbound.cli import bench, detect, index, report, score, serve, shift, synth, tripwire
 from ragbound.cli.common import HELP_MARKUP
 from ragbound.cli.failures import INTERRUPTED, USAGE, describe, one_line
@@ -27,11 +28,31 @@ def build_app() -> typer.Typer:
         pretty_exceptions_enable=False,  # a bug shows a plain traceback, without locals
         help="Know what your RAG system does not know: calibrated out-of-knowledge tests.",
     )
+    root.callback()(_root_options)
     for group in (index, detect, shift, score, report, synth, serve):
         group.register(root)
     root.add_typer(tripwire.build(), name="tripwire")
     root.add_typer(bench.build(), name="bench")
     return root
+
+
+def _show_version(value: bool) -> None:
+    """``--version``: print ``ragbound VERSION`` and exit before any command runs."""
+    if value:
+        sys.stdout.write(f"ragbound {__version__}\n")
+        raise typer.Exit()
+
+
+def _root_options(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_show_version,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
+) -> None:
+    """Know what your RAG system does not know: calibrated out-of-knowledge tests."""
 
 
 app = build_app()
