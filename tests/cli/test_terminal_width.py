@@ -76,6 +76,8 @@ def test_check_score_and_tripwire_tables_fit(monkeypatch, capsys, kb: Path, tmp_
     queries = [*MORE_IN_KNOWLEDGE[:2], OUT_OF_KNOWLEDGE[0], UNSAFE[0], SAFE[0]]
     text = run_at_80(monkeypatch, capsys, tmp_path, "check", str(kb), *queries)
     assert "in knowledge" in text and "out of knowledge" in text
+    flowing = " ".join(text.split())
+    assert all(" ".join(q.split()) in flowing for q in queries), "each query is printed whole"
     listed = run_at_80(monkeypatch, capsys, tmp_path, "tripwire", "list", str(kb), "--history")
     assert "harm" in listed and "sabotage" in listed
     checked = run_at_80(monkeypatch, capsys, tmp_path, "tripwire", "check", str(kb), *queries)

@@ -380,8 +380,8 @@ def check(
     Each query is retrieved and its statistic (higher = more out of knowledge) is compared
     with the calibration queries' values: p = (1 + the number of calibration queries
     scoring at least as high) / (n + 1). The query is out of knowledge when p <= alpha.
-    The table (80 columns) shows each query's p-value, verdict and nearest chunk; a long
-    query or source is cut short there.
+    Each query is printed whole, then its p-value, verdict and nearest chunk (similarity and
+    source), in 80 columns.
 
     --json prints one object per query with query, statistic, score, p_value,
     out_of_knowledge, alpha, critical_value (null when no score can reach alpha with this
@@ -402,7 +402,7 @@ def check(
         for verdict in verdicts:
             emit_json(verdict)
         return
-    console().print(verdict_table(verdicts))
+    print_verdicts(verdicts)
     if guard.approximate:
         say(
             f"[yellow]{APPROXIMATE}[/] (the calibration's questions were all written by an "
@@ -501,27 +501,23 @@ def _warn_when_smaller_than_samples(sizes: dict[Path, int], samples: int, runs: 
     notice(f"warning: {files} {verb} fewer than --samples {samples}; {what}")
 
 
-def verdict_table(verdicts: Sequence[Verdict]) -> Table:
-    """One row per verdict in 80 columns: the query, its p-value, in or out of knowledge and
-    the nearest chunk (similarity and source); a long query or source is cut short (the
-    statistic's score and the whole texts are in --json)."""
-    from rich.table import Table
+def print_verdicts(verdicts: Sequence[Verdict]) -> None:
+    """Each verdict in two lines of at most 80 columns: the query whole (wrapped at spaces),
+    then its p-value, in or out of knowledge, and the nearest chunk's similarity and source
+    (the statistic's score and the chunk's text are in --json)."""
+    from rich.markup import escape
 
     first = verdicts[0]
-    table = Table(
-        title=f"{first.statistic}, alpha={first.alpha}, k={first.k}, "
+    say(
+        f"{first.statistic}, alpha={first.alpha}, k={first.k}, "
         f"{first.n_calibration} calibration queries"
     )
-    table.add_column("query", max_width=24, no_wrap=True, overflow="ellipsis")
-    table.add_column("p-value", justify="right", no_wrap=True)
-    table.add_column("verdict", no_wrap=True)
-    table.add_column("nearest chunk", max_width=17, no_wrap=True, overflow="ellipsis")
     for v in verdicts:
+        say(escape(v.query))
+        label = "[red]out of knowledge[/]" if v.out_of_knowledge else "[green]in knowledge[/]    "
         near = v.neighbours[0] if v.neighbours else None
-        evidence = f"{near.similarity:.3f} {near.source}" if near else ""
-        label = "[red]out of knowledge[/]" if v.out_of_knowledge else "[green]in knowledge[/]"
-        table.add_row(v.query, f"{v.p_value:.4f}", label, evidence)
-    return table
+        evidence = f"  nearest {near.similarity:.3f} {escape(near.source)}" if near else ""
+        console().print(f"    p-value {v.p_value:.4f}  {label}{evidence}", soft_wrap=True)
 
 
 def evaluation_table(report: EvaluationReport) -> Table:
