@@ -20,7 +20,7 @@ from ragbound.embedders.base import EmbedderInfo
 from ragbound.embedders.layout import SentenceLayout
 from ragbound.embedders.onnx_export import exported_model
 from ragbound.embedders.onnx_runner import OnnxRunner
-from ragbound.embedders.sentence import check_model_folder, model_revision
+from ragbound.embedders.sentence import check_model_folder, cpu_threads, model_revision
 from ragbound.progress import progress_bar
 
 
@@ -63,7 +63,9 @@ class OnnxEmbedder:
         return self._info
 
     def runner(self) -> OnnxRunner:
-        if self._runner is None:
+        """The session, opened again when :func:`set_cpu_threads` changed the thread count
+        since it was opened (a service loads its gate before it applies ``--threads``)."""
+        if self._runner is None or self._runner.threads != cpu_threads():
             model = exported_model(self.folder, self.layout)
             self._runner = OnnxRunner(model, self.folder, self.layout)
         return self._runner

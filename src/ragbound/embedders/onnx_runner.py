@@ -26,7 +26,8 @@ class OnnxRunner:
         self.tokenizer.no_padding()
         options = ort.SessionOptions()
         # 0: ONNX Runtime picks (one per physical core); set_cpu_threads applies to it too
-        options.intra_op_num_threads = cpu_threads() or 0
+        self.threads = cpu_threads()  # a session keeps its count: a new one when it changes
+        options.intra_op_num_threads = self.threads or 0
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
         # a memory plan is cached per input shape, and queries come in every shape: off, the
