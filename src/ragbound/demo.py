@@ -26,6 +26,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from ragbound.cli.common import WIDTH, fit
 from ragbound.corpus import load_queries
 from ragbound.detect import Guard
 from ragbound.detect.evaluate import (
@@ -41,7 +42,6 @@ from ragbound.results import Verdict
 from ragbound.tripwires import TripwireGuard, TripwireStore, TripwireVerdict, read_tripwires
 from ragbound.tripwires.guard import FloorUsed
 
-WIDTH = 80
 DEMO_K = 8  # the sample docs say the demo retrieves k = 8 chunks
 ALPHA = 0.05
 WINDOW = 10  # logged questions per shift-test window
@@ -91,12 +91,6 @@ class Demo:
 def make_console(file=None) -> Console:
     """An 80-column console that never re-wraps: lines are cut to fit before printing."""
     return Console(width=WIDTH, soft_wrap=True, highlight=False, file=file)
-
-
-def fit(text: str, width: int) -> str:
-    """``text`` on one line of at most ``width`` characters (cut with '...')."""
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
 
 
 def heading(console: Console, title: str) -> None:

@@ -163,6 +163,12 @@ def wrap(text: str, width: int = WIDTH) -> str:
     )
 
 
+def fit(text: str, width: int = WIDTH) -> str:
+    """``text`` on one line of at most ``width`` characters (cut with '...')."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
+
+
 def say(text: str) -> None:
     """Print ``text`` (rich markup) wrapped by :func:`wrap`, not again by the terminal's width."""
     console().print(wrap(text), soft_wrap=True)

@@ -13,6 +13,7 @@ from ragbound.cli import validate
 from ragbound.cli.common import (
     HELP_MARKUP,
     LLM_HELP,
+    WIDTH,
     ConcurrencyOpt,
     JsonOpt,
     KbArg,
@@ -22,6 +23,7 @@ from ragbound.cli.common import (
     cached_llm,
     console,
     emit_json,
+    fit,
     gather_queries,
     notice,
     progress,
@@ -358,7 +360,7 @@ def check(
                 row["rule"] = "llm" if verdicts[i].forbidden else None
             emit_json(row)
         return
-    console().print(decisions_table(decisions, rule.describe(), verdicts))
+    print_decisions(decisions, rule.describe(), verdicts)
 
 
 def _cascade(spec: str, decisions, json_out: bool) -> dict:
@@ -413,34 +415,29 @@ def history_table(history: Sequence) -> tuple[Table, list[str]]:
     return table, [f"src {i}: {source}" for i, source in enumerate(sources, start=1)]
 
 
-def decisions_table(decisions: Sequence, rule: str, verdicts: dict | None = None) -> Table:
-    """One row per query in 80 columns: decision, the rule that fired and the tripwires that
-    tripped, one a line (a long query or tripwire text is cut short: whole in --json).
+def print_decisions(decisions: Sequence, rule: str, verdicts: dict | None = None) -> None:
+    """Each query whole (wrapped at spaces), then its decision and the conditions that held,
+    then the tripwires in its top k, one a line cut to 80 columns (whole in --json).
 
     ``verdicts`` maps a row number to the cascade LLM's verdict on a query the tripwires passed.
     """
-    from rich.table import Table
+    from rich.markup import escape
 
     verdicts = verdicts or {}
-    table = Table(title=f"tripwire rule: {rule}")
-    table.add_column("query", max_width=16, no_wrap=True, overflow="ellipsis")
-    table.add_column("decision", no_wrap=True)
-    table.add_column("rule", max_width=10, no_wrap=True, overflow="ellipsis")
-    table.add_column("rank sim topic: text", max_width=23, no_wrap=True, overflow="ellipsis")
+    say(f"tripwire rule: {escape(rule)}")
     for i, d in enumerate(decisions):
-        triggers = "\n".join(
-            f"#{t.rank} {t.similarity:.3f} {t.topic}: {t.text}" for t in d.triggers
-        )
-        rule_text = d.rule or ""
         label = "[red]forbidden[/]" if d.forbidden else "[green]passed[/]"
+        why = f"  held: {escape(d.rule)}" if d.rule else ""
         if i in verdicts:
             verdict = verdicts[i]
             label = {True: "[red]forbidden (LLM)[/]", False: "[green]passed (LLM)[/]"}.get(
-                verdict.forbidden, "[yellow]passed (LLM err)[/]"
+                verdict.forbidden, "[yellow]passed (LLM error)[/]"
             )
-            rule_text = "llm" if verdict.forbidden else ""
-        table.add_row(d.query, label, rule_text, triggers)
-    return table
+        say(escape(d.query))
+        console().print(f"    {label}{why}", soft_wrap=True)
+        for t in d.triggers:
+            line = fit(f"#{t.rank} {t.similarity:.3f} {t.topic}: {t.text}", WIDTH - 6)
+            console().print(f"      {escape(line)}", soft_wrap=True, highlight=False)
 
 
 def tuning_table(result) -> tuple[Table, list[str]]:
