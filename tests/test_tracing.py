@@ -84,6 +84,19 @@ def test_a_batch_is_one_span_with_a_decision_event_per_query(gate: Gate, spans) 
     assert len(named(spans, "ragbound.embed")) == 1  # the batch is embedded once
 
 
+def test_embedded_then_decided_is_decide_many_in_two_spans(gate: Gate, spans) -> None:
+    """A server embeds the next batch while this one is decided: the same decisions, the
+    embedding a span of its own beside ``ragbound.decide``."""
+    queries = list(QUERIES.values())
+    decisions = gate.decide_embedded(gate.embed(queries))
+    (embed,) = named(spans, "ragbound.embed")
+    (decide,) = named(spans, "ragbound.decide")
+    assert embed.parent is None and decide.parent is None
+    assert [s.name for s in children(spans, decide)] == STEPS[1:]
+    expected = gate.decide_many(queries)
+    assert [d.model_dump() for d in decisions] == [d.model_dump() for d in expected]
+
+
 def test_nothing_is_recorded_with_tracing_off(gate: Gate) -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

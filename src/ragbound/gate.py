@@ -39,6 +39,7 @@ from ragbound.errors import InputError
 from ragbound.gate_texts import DEFAULT_ABSTENTION as DEFAULT_ABSTENTION  # re-exported
 from ragbound.gate_texts import DEFAULT_CONTEXT_TEMPLATE as DEFAULT_CONTEXT_TEMPLATE
 from ragbound.gate_texts import DEFAULT_REFUSAL as DEFAULT_REFUSAL
+from ragbound.knowledge.query import Prepared
 from ragbound.results import Neighbour, Verdict, renamed
 from ragbound.stores import Hits
 from ragbound.tripwires.guard import (
@@ -185,33 +186,47 @@ class Gate:
 
         With tracing on (:mod:`ragbound.tracing`), one ``ragbound.decide`` span for the batch
         and a child span for each step."""
-        kb = self.guard.kb
         with tracing.span("ragbound.decide", batch_size=len(queries)) as span:
-            with tracing.span("ragbound.embed"):
-                prepared = kb.prepare(queries)  # validated once, embedded once
-            texts, vectors = prepared.texts, prepared.vectors
-            rule_k = self.tripwires.rule.k if self.tripwires is not None else 0
-            depth = max(self.guard.k, self.context_k, rule_k)
-            with tracing.span("ragbound.search", depth=depth):
-                hits = kb.store.search(prepared.searched, depth)
-            with tracing.span("ragbound.statistic") as step:
-                # the combined statistic searches every indexed unit itself (a second embedding)
-                scored = self.guard.score(texts, hits=None if self.guard.is_learned() else hits)
-                if step.is_recording():
-                    step.set_attributes(tracing.named(_test_attributes(scored)))
-            with tracing.span("ragbound.tripwires") as step:
-                # tripwires a framework's own search met are keyed by what it searched (texts too)
-                reads_search = self.tripwires is not None and self.tripwires.tripwires.reads_search
-                verdicts = self._tripwire_verdicts(
-                    texts, prepared.searched if reads_search else vectors, hits
-                )
-                if verdicts is not None and step.is_recording():
-                    step.set_attributes({"ragbound.forbidden": sum(v.forbidden for v in verdicts)})
-            decisions = [
-                self._decision(i, text, scored, hits, verdicts) for i, text in enumerate(texts)
-            ]
-            if span.is_recording():
-                _trace_decisions(span, scored, decisions)
+            return self._decide(self.embed(queries), span)
+
+    def embed(self, queries: Sequence[str]) -> Prepared:
+        """The first step of :meth:`decide_many`: the queries validated and embedded (span
+        ``ragbound.embed``). A server embeds the next batch this way while
+        :meth:`decide_embedded` decides the one before it."""
+        with tracing.span("ragbound.embed"):
+            return self.guard.kb.prepare(queries)  # validated once, embedded once
+
+    def decide_embedded(self, prepared: Prepared) -> list[Decision]:
+        """:meth:`decide_many` for a batch :meth:`embed` prepared, in its order (span
+        ``ragbound.decide`` without its ``ragbound.embed`` child)."""
+        with tracing.span("ragbound.decide", batch_size=len(prepared.texts)) as span:
+            return self._decide(prepared, span)
+
+    def _decide(self, prepared: Prepared, span: Any) -> list[Decision]:
+        kb = self.guard.kb
+        texts, vectors = prepared.texts, prepared.vectors
+        rule_k = self.tripwires.rule.k if self.tripwires is not None else 0
+        depth = max(self.guard.k, self.context_k, rule_k)
+        with tracing.span("ragbound.search", depth=depth):
+            hits = kb.store.search(prepared.searched, depth)
+        with tracing.span("ragbound.statistic") as step:
+            # the combined statistic searches every indexed unit itself (a second embedding)
+            scored = self.guard.score(texts, hits=None if self.guard.is_learned() else hits)
+            if step.is_recording():
+                step.set_attributes(tracing.named(_test_attributes(scored)))
+        with tracing.span("ragbound.tripwires") as step:
+            # tripwires a framework's own search met are keyed by what it searched (texts too)
+            reads_search = self.tripwires is not None and self.tripwires.tripwires.reads_search
+            verdicts = self._tripwire_verdicts(
+                texts, prepared.searched if reads_search else vectors, hits
+            )
+            if verdicts is not None and step.is_recording():
+                step.set_attributes({"ragbound.forbidden": sum(v.forbidden for v in verdicts)})
+        decisions = [
+            self._decision(i, text, scored, hits, verdicts) for i, text in enumerate(texts)
+        ]
+        if span.is_recording():
+            _trace_decisions(span, scored, decisions)
         return decisions
 
     def _tripwire_verdicts(

@@ -5,8 +5,7 @@ Off until :func:`enable` is called (``ragbound serve --tracing`` calls it), and 
 installed, ``span(...)`` is one check of a module attribute and returns a shared do-nothing
 context manager.
 
-The spans (tracer ``ragbound``), all from :meth:`ragbound.gate.Gate.decide_many` except the
-gateway's:
+The spans (tracer ``ragbound``), all from :class:`ragbound.gate.Gate` except the gateway's:
 
 - ``ragbound.decide``: one call of ``decide_many`` (one batch: its queries are embedded and
   searched together, so its children are timed once for all of them). Attributes
@@ -22,9 +21,12 @@ gateway's:
 
 A query's text is never recorded (spans leave the process): only what it was decided.
 
-The service decides concurrent requests in one batch on a worker thread (see
-:mod:`ragbound.serve.batcher`): a batch of one request is a child of that request's span;
-a batch of several requests is a span of its own, linked to each request's span. (FastAPI
+The service decides concurrent requests in one batch (see :mod:`ragbound.serve.batcher`),
+embedded on one thread (:meth:`~ragbound.gate.Gate.embed`) while the batch before is decided
+on another (:meth:`~ragbound.gate.Gate.decide_embedded`): there ``ragbound.embed`` is the
+sibling of ``ragbound.decide``, not its child. A batch of one request is a child of that
+request's span; a batch of several requests is a span of its own (each of the two), linked to
+each request's span. (FastAPI
 0.165 records a server span per request, ``POST /v1/check``, with the same provider.)
 """
 

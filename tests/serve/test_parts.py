@@ -194,8 +194,9 @@ def test_a_request_past_its_deadline_when_its_batch_forms_is_not_decided() -> No
 
 
 def test_a_slow_decision_times_out_and_the_batcher_goes_on() -> None:
-    """What remains: a request whose batch is already being decided when it times out is
-    decided (and the service logs it), though its caller got TimeoutError."""
+    """What remains: a request whose batch is already embedded or being decided when it
+    times out is decided (and the service logs it), though its caller got TimeoutError; one
+    still queued behind the full pipeline is not."""
     decided: list[list[str]] = []
     release = threading.Event()
 
@@ -211,18 +212,55 @@ def test_a_slow_decision_times_out_and_the_batcher_goes_on() -> None:
             slow = await asyncio.gather(
                 batcher.submit(["slow"], timeout=0.01), return_exceptions=True
             )
-            waiting = asyncio.create_task(batcher.submit(["queued"], timeout=0.01))
-            queued = await asyncio.gather(waiting, return_exceptions=True)
+            embedded = asyncio.create_task(batcher.submit(["embedded"], timeout=0.05))
+            await asyncio.sleep(0.02)  # embedded, its decision queued behind the slow one's
+            queued = asyncio.create_task(batcher.submit(["queued"], timeout=0.01))
+            late = await asyncio.gather(embedded, queued, return_exceptions=True)
             release.set()
-            return [*slow, *queued, await batcher.submit(["next"], timeout=60)]
+            return [*slow, *late, await batcher.submit(["next"], timeout=60)]
         finally:
             release.set()
             await batcher.stop()
 
-    slow, queued, after = asyncio.run(scenario())
-    assert isinstance(slow, TimeoutError) and isinstance(queued, TimeoutError)
+    slow, embedded, queued, after = asyncio.run(scenario())
+    assert all(isinstance(r, TimeoutError) for r in (slow, embedded, queued))
     assert after == ["NEXT"]
-    assert decided == [["slow"], ["next"]]
+    assert decided == [["slow"], ["embedded"], ["next"]]
+
+
+def test_the_next_batch_is_embedded_while_this_one_is_decided() -> None:
+    """Two threads, two stages: batch 2 is embedded while batch 1 is still being decided,
+    and the decisions keep batch order."""
+    events: list[str] = []
+    deciding = threading.Event()
+    embedded_meanwhile = threading.Event()
+
+    def prepare(queries: list[str]) -> list[str]:
+        events.append(f"embed {queries}")
+        if deciding.is_set():
+            embedded_meanwhile.set()
+        return [q.upper() for q in queries]
+
+    def process(prepared: list[str]) -> list[str]:
+        deciding.set()
+        embedded_meanwhile.wait(10 if prepared == ["A"] else 0)
+        events.append(f"decide {prepared}")
+        deciding.clear()
+        return prepared
+
+    async def scenario() -> list:
+        batcher = Batcher(process, Batching(max_wait_ms=0, max_queries=8), prepare=prepare)
+        await batcher.start()
+        try:
+            first = asyncio.create_task(batcher.submit(["a"]))
+            await asyncio.sleep(0.01)
+            return await asyncio.gather(first, batcher.submit(["b"]))
+        finally:
+            await batcher.stop()
+
+    assert asyncio.run(scenario()) == [["A"], ["B"]]
+    assert embedded_meanwhile.is_set()  # "b" was embedded while "a" was being decided
+    assert events == ["embed ['a']", "embed ['b']", "decide ['A']", "decide ['B']"]
 
 
 # ---------------------------------------------------------------------------- log

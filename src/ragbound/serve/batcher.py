@@ -1,21 +1,28 @@
-"""Coalesce concurrent requests into one embedding batch, decided on one worker thread.
+"""Coalesce concurrent requests into batches, embedded on one thread and decided on another.
 
 Requests queue up on the event loop. The loop takes every pending request at once; when the
-previous batch held more than one request (the service is under concurrent load) it also
-waits up to ``max_wait_ms`` for more, so that a lone client never pays the wait. A batch holds
-at most ``max_queries`` queries (a request is never split). ``process`` runs on a single
-worker thread: decide, log, monitor, in log order. A batch that fails is retried request by
-request, so one bad request cannot fail the others.
+previous batch held more than one request (the service is under concurrent load) and no batch
+is being decided, it also waits up to ``max_wait_ms`` for more, so that a lone client never
+pays the wait. A batch holds at most ``max_queries`` queries (a request is never split).
+
+Two stages, each on a thread of its own, so that one batch is embedded while the one before
+it is decided (the embedder, ONNX Runtime or torch, releases the GIL while it computes):
+``prepare`` (validate and embed) on the embedding thread, then ``process`` (search, test,
+log, monitor) on the decision thread, in batch order. The next batch is formed once this one
+is embedded and the one before it decided: at most two batches are in the pipeline. Closed-loop
+clients (each sends again once answered) thus split into two groups that take turns: one is
+embedded while the other is decided, answered and sends again. A batch that fails in either
+stage is retried request by request, so one bad request cannot fail the others.
 
 A request submitted with a ``timeout`` fails with TimeoutError once it passes (the service
 answers 503). One whose deadline has passed when its batch is formed is left out of the batch:
 it is not decided, so not logged, and the log holds only decisions that were answered. What
-remains: a request that times out while its batch is being decided (on the worker thread,
-which cannot be interrupted) is decided and logged, though its caller was answered 503.
+remains: a request that times out while its batch is being embedded or decided (threads that
+cannot be interrupted) is decided and logged, though its caller was answered 503.
 
-With tracing on, each request's trace context goes with it to the worker: a batch of one
-request is decided as a child of its span, a batch of several linked to each one's
-(:func:`ragbound.tracing.joined`).
+With tracing on, each request's trace context goes with it to both threads: a batch of one
+request is embedded and decided as a child of its span, a batch of several linked to each
+one's (:func:`ragbound.tracing.joined`).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import ragbound.tracing as tracing
 from ragbound.gate import Decision
@@ -48,14 +56,25 @@ class _Pending:
 
 
 class Batcher:
-    """``await submit(queries)`` -> their decisions; ``process(queries)`` decides a batch."""
+    """``await submit(queries)`` -> their decisions: ``process(prepare(queries))`` for a batch.
 
-    def __init__(self, process: Callable[[list[str]], list[Decision]], batching: Batching):
+    ``prepare`` (default: the queries as they are) runs on the embedding thread, ``process``
+    on the decision thread."""
+
+    def __init__(
+        self,
+        process: Callable[[Any], list[Decision]],
+        batching: Batching,
+        prepare: Callable[[list[str]], Any] = list,
+    ):
         self.process = process
+        self.prepare = prepare
         self.batching = batching
         self._queue: deque[_Pending] = deque()
         self._arrived: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._embedder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragbound-embed")
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragbound-decide")
         self._last_requests = 1
 
@@ -68,12 +87,15 @@ class Batcher:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        # the embedding thread hands batches to the decision thread: it is stopped first
+        self._embedder.shutdown(wait=True)
         self._worker.shutdown(wait=True)
+        await asyncio.gather(*self._in_flight, return_exceptions=True)
 
     async def submit(self, queries: list[str], timeout: float | None = None) -> list[Decision]:
         """Queue ``queries`` (already validated) and wait for their decisions; TimeoutError
         after ``timeout`` seconds (None: no limit), and then they are decided only when their
-        batch was already being decided."""
+        batch was already being embedded or decided."""
         if self._arrived is None:
             raise RuntimeError("the batcher is not started")
         loop = asyncio.get_running_loop()
@@ -93,10 +115,20 @@ class Batcher:
         return await asyncio.get_running_loop().run_in_executor(self._worker, work)
 
     async def _run(self) -> None:
+        deciding: asyncio.Task[None] | None = None  # the batch before this one
         while True:
             batch = await self._collect()
             self._last_requests = len(batch)
-            await self._decide(batch)
+            now = asyncio.get_running_loop().time()
+            live = [p for p in batch if p.wanted(now)]  # timed-out requests are not decided
+            if not live:
+                continue
+            task = asyncio.create_task(self._answer(live, await self._embed(live)))
+            self._in_flight.add(task)
+            task.add_done_callback(self._in_flight.discard)
+            if deciding is not None:  # at most two batches in the pipeline
+                await asyncio.wait([deciding])
+            deciding = task
 
     async def _wait_for_arrival(self, timeout: float | None) -> bool:
         assert self._arrived is not None
@@ -112,40 +144,60 @@ class Batcher:
     async def _collect(self) -> list[_Pending]:
         while not self._queue:
             await self._wait_for_arrival(None)
+        limit = self.batching.max_queries
         batch = [self._queue.popleft()]
         size = len(batch[0].queries)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.batching.max_wait_ms / 1000
-        while size < self.batching.max_queries:
+        while size < limit:
             if not self._queue:
                 remaining = deadline - loop.time()
-                if self._last_requests <= 1 or remaining <= 0:
+                # a batch being decided: its clients' next requests come with its answers,
+                # and an embedder that waited for them would sit idle meanwhile
+                if self._last_requests <= 1 or remaining <= 0 or self._in_flight:
                     break
                 if not await self._wait_for_arrival(remaining):
                     break
                 continue
-            if size + len(self._queue[0].queries) > self.batching.max_queries:
+            if size + len(self._queue[0].queries) > limit:
                 break  # never split a request
             batch.append(self._queue.popleft())
             size += len(batch[-1].queries)
         return batch
 
-    async def _decide(self, batch: list[_Pending]) -> None:
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        live = [p for p in batch if p.wanted(now)]  # timed-out requests are not decided
-        if not live:
-            return
+    async def _embed(self, live: list[_Pending]) -> Future[list[Decision]] | Exception:
+        """Embed the batch; its decision, queued on the decision thread, or what failed."""
         queries = [q for p in live for q in p.queries]
         contexts = [p.trace for p in live]
+        loop = asyncio.get_running_loop()
         try:
-            decisions = await loop.run_in_executor(self._worker, self._process, contexts, queries)
+            return await loop.run_in_executor(self._embedder, self._stages, contexts, queries)
+        except Exception as exc:
+            return exc
+
+    def _stages(self, contexts: list[object], queries: list[str]) -> Future[list[Decision]]:
+        """On the embedding thread: prepare, then queue the decision (so in batch order)."""
+        with tracing.joined(contexts):
+            prepared = self.prepare(queries)
+        return self._worker.submit(self._process, contexts, prepared)
+
+    def _process(self, contexts: list[object], prepared: Any) -> list[Decision]:
+        with tracing.joined(contexts):
+            return self.process(prepared)
+
+    async def _answer(
+        self, live: list[_Pending], decided: Future[list[Decision]] | Exception
+    ) -> None:
+        try:
+            if isinstance(decided, Exception):
+                raise decided
+            decisions = await asyncio.wrap_future(decided)
         except Exception as exc:
             if len(live) == 1:
                 _fail(live[0], exc)
                 return
             for pending in live:  # isolate the request that failed
-                await self._decide([pending])
+                await self._answer([pending], await self._embed([pending]))
             return
         start = 0
         for pending in live:
@@ -153,10 +205,6 @@ class Batcher:
             if not pending.future.done():
                 pending.future.set_result(decisions[start:end])
             start = end
-
-    def _process(self, contexts: list[object], queries: list[str]) -> list[Decision]:
-        with tracing.joined(contexts):
-            return self.process(queries)
 
 
 def _fail(pending: _Pending, exc: Exception) -> None:

@@ -16,7 +16,7 @@ from ragbound.embedders.sentence import limit_math_threads, release_freed_memory
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
 from ragbound.faults import crash_point
 from ragbound.gate import Decision, Gate, fired_topics
-from ragbound.knowledge.query import QueryTexts
+from ragbound.knowledge.query import Prepared, QueryTexts
 from ragbound.locking import writer_lock
 from ragbound.results import WindowResult
 from ragbound.serve.batcher import Batcher
@@ -80,7 +80,7 @@ class Service:
                 held.enter_context(writer_lock(settings.log, what="query log", timeout=0))
                 self.log = QueryLog(settings.log, settings.log_queries, rotation=settings.rotation)
                 self._held = held.pop_all()
-        self.batcher = Batcher(self.decide_batch, settings.batching)
+        self.batcher = Batcher(self.decide_batch, settings.batching, prepare=self.embed_batch)
 
     # ----------------------------------------------------------------- lifecycle
     def load(self) -> None:
@@ -228,10 +228,20 @@ class Service:
         self._held.close()
 
     # ----------------------------------------------------------------- decisions
-    def decide_batch(self, queries: list[str]) -> list[Decision]:
-        """Decide, log durably, feed the monitor and count: the batcher's worker runs this."""
+    def embed_batch(self, queries: list[str]) -> Prepared:
+        """Embed a batch: the batcher's embedding thread runs this, beside the decision of
+        the batch before (a tripwire change swaps the gate, never its knowledge base)."""
+        gate = self.gate
+        if gate is None:
+            raise RuntimeError("the gate is not loaded")
+        return gate.embed(QueryTexts(queries))  # the route validated them
+
+    def decide_batch(self, prepared: Prepared) -> list[Decision]:
+        """Decide, log durably, feed the monitor and count: the batcher's decision thread
+        runs this, on a batch :meth:`embed_batch` embedded."""
         gate = self._current_gate()  # one reference per batch: a change swaps it whole
-        decisions = gate.decide_many(QueryTexts(queries))  # the route validated them
+        decisions = gate.decide_embedded(prepared)
+        queries = prepared.texts
         self.metrics.observe("ragbound_batch_queries", len(queries))
         logged = self._log(decisions)
         crash_point("serve.decide:logged")  # durable in the log, not answered yet
