@@ -14,6 +14,8 @@ from its environment), and is warmed up by 256 requests from 64 clients. Then:
 
 - one client: each query is decided in-process (``Gate.decide``, this process set to the same
   thread count) and sent to the server, alternately, so both see the same machine load;
+  before each, a ``GET /healthz`` (a round trip that decides nothing), and after the level
+  an fsync probe on the log's disk: together the floor under one client's HTTP latency;
 - 4, 16 and 64 concurrent clients (threads, one keep-alive httpx client each, closed loop):
   p50/p99 latency (ms, measured by the client), throughput (answered requests/s), errors
   (any status but 200, or no answer).
@@ -211,6 +213,7 @@ def serve_markdown(part: dict) -> list[str]:
         )
         + ".",
     ]
+    lines += one_client_floor(settings[0])
     memory = next((s["memory"] for s in settings if s.get("memory")), None)
     if memory:
         lines += [
@@ -234,6 +237,25 @@ def serve_markdown(part: dict) -> list[str]:
             f"({gateway['errors']} errors).",
         ]
     return lines
+
+
+def one_client_floor(setting: dict) -> list[str]:
+    """What one client's HTTP p50 cannot go below, measured in the same run: decide, plus a
+    round trip that decides nothing (``GET /healthz``), plus an append and fsync of the log."""
+    decide = setting.get("decide", {}).get("p50_ms")
+    empty = setting["levels"].get("1", {}).get("healthz_p50_ms")
+    fsync = setting.get("fsync_p50_ms")
+    if decide is None or empty is None or fsync is None:
+        return []
+    floor = decide + empty + fsync
+    return [
+        "",
+        f"One client, {setting['label']}, where the time over decide goes: a round trip that "
+        f"decides nothing (`GET /healthz`, same client) p50 {empty:.2f} ms; an append and "
+        f"`fsync` of a 400-byte line on the log's disk p50 {fsync:.2f} ms. With decide's "
+        f"{_ms(decide)} ms that is {_ms(floor)} ms, {floor / decide:.2f} x decide, before the "
+        "request's own parsing, the hand-offs between threads and the answer's JSON.",
+    ]
 
 
 def latency_rows(settings: list[dict]) -> list[list[str]]:
@@ -593,11 +615,15 @@ def paired_single(gate: Gate, url: str, queries: Sequence[str], requests: int) -
 
     decide_ms: list[float] = []
     http_ms: list[float] = []
+    empty_ms: list[float] = []  # a round trip that decides nothing: the floor of HTTP's cost
     errors: Counter[str] = Counter()
     with httpx.Client(base_url=url, timeout=TIMEOUT_S) as client:
         client.get("/healthz")
         for n in range(requests):
             query = queries[n % len(queries)]
+            began = time.perf_counter()
+            client.get("/healthz").raise_for_status()
+            empty_ms.append((time.perf_counter() - began) * 1e3)
             began = time.perf_counter()
             gate.decide(query)
             decide_ms.append((time.perf_counter() - began) * 1e3)
@@ -614,8 +640,32 @@ def paired_single(gate: Gate, url: str, queries: Sequence[str], requests: int) -
     decide = level_summary(decide_ms, sum(decide_ms) / 1e3, 0)
     http = level_summary(http_ms, sum(http_ms) / 1e3, sum(errors.values()))
     paired = [h / d for h, d in zip(http_ms, decide_ms, strict=False)] if not errors else []
-    http |= {"clients": 1, "error_kinds": dict(errors), "paired_ratio_p50": percentile(paired, 50)}
+    http |= {
+        "clients": 1,
+        "error_kinds": dict(errors),
+        "paired_ratio_p50": percentile(paired, 50),
+        "healthz_p50_ms": percentile(empty_ms, 50),
+    }
     return decide, http
+
+
+def fsync_p50_ms(folder: Path, appends: int = 300) -> float | None:
+    """p50 of one append of a decision-sized line (400 bytes) and its ``fsync``, in a file
+    in ``folder`` (the log's disk): the durable log's cost before each answer."""
+    path = folder / "fsync-probe.jsonl"
+    line = b"{" + b"x" * 398 + b"\n"
+    times = []
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o644)
+    try:
+        for _ in range(appends):
+            began = time.perf_counter()
+            os.write(fd, line)
+            os.fsync(fd)
+            times.append((time.perf_counter() - began) * 1e3)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return percentile(times, 50)
 
 
 def measure_gateway(
@@ -759,6 +809,7 @@ def measure_setting(
                 result["decide"], level = paired_single(
                     gate, server.url, queries, options.per_level
                 )
+                result["fsync_p50_ms"] = fsync_p50_ms(server.log.parent)
             elif clients == 16:  # the bare embedding just before and after, as loaded
                 before = bare_embedding_rates(queries[: options.per_level], embed_threads)
                 level = run_clients(server.url, queries, clients, options.per_level)

@@ -9,10 +9,12 @@ from hypothesis import strategies as st
 from benchmarks.serve import (
     TARGETS,
     Target,
+    fsync_p50_ms,
     growth_pct,
     interleave,
     level_summary,
     measures,
+    one_client_floor,
     parse_options,
     percentile,
     ratio,
@@ -152,6 +154,17 @@ def test_the_markdown_names_every_setting_level_and_the_memory_run() -> None:
     assert "answer 50%, abstain 25%, reject 25%" in text
     assert "1 thread: 1.23; 2 workers x 1 thread: 1.23." in text
     assert "1 thread: 120.0 and 160.0; 2 workers x 1 thread: 150.0 and 200.0." in text
+
+
+def test_one_client_s_floor_adds_decide_an_empty_round_trip_and_an_fsync(tmp_path) -> None:
+    levels = {"1": level_summary([10.0], 0.01, 0) | {"healthz_p50_ms": 0.8}}
+    primary = setting("1 thread", levels, 8.0) | {"fsync_p50_ms": 0.25}
+    (blank, sentence) = one_client_floor(primary)
+    assert blank == ""
+    assert "p50 0.80 ms; an append" in sentence and "disk p50 0.25 ms" in sentence
+    assert "8.0 ms that is 9.1 ms, 1.13 x decide" in sentence
+    assert one_client_floor(setting("1 thread", {"1": level_summary([10.0], 0.01, 0)}, 8.0)) == []
+    assert 0 < fsync_p50_ms(tmp_path) < 1000 and not list(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize(
