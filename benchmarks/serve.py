@@ -213,7 +213,7 @@ def serve_markdown(part: dict) -> list[str]:
         )
         + ".",
     ]
-    lines += one_client_floor(settings[0])
+    lines += one_client_floor(settings[0]) + cores_used(settings)
     memory = next((s["memory"] for s in settings if s.get("memory")), None)
     if memory:
         lines += [
@@ -255,6 +255,24 @@ def one_client_floor(setting: dict) -> list[str]:
         f"`fsync` of a 400-byte line on the log's disk p50 {fsync:.2f} ms. With decide's "
         f"{_ms(decide)} ms that is {_ms(floor)} ms, {floor / decide:.2f} x decide, before the "
         "request's own parsing, the hand-offs between threads and the answer's JSON.",
+    ]
+
+
+def cores_used(settings: list[dict]) -> list[str]:
+    """How the machine's cores were shared at 16 clients: the service's processes and the
+    clients (this process's threads), in cores (CPU seconds per second)."""
+    shares = [
+        f"{s['label']}: the service {level['server_cores']:.2f}, the clients "
+        f"{level['client_cores']:.2f}"
+        for s in settings
+        if "server_cores" in (level := s["levels"].get("16", {}))
+    ]
+    if not shares:
+        return []
+    return [
+        "",
+        f"Cores used at 16 clients (the clients run on the same {os.cpu_count()} cores as the "
+        "service; the bare embedding had them to itself): " + "; ".join(shares) + ".",
     ]
 
 
@@ -538,13 +556,26 @@ class ServerChild:
             time.sleep(0.2)
         raise TimeoutError(f"{self.url} not ready after {timeout:.0f} s")
 
-    def rss_mb(self) -> float:
-        """The service's resident set size (VmRSS), MB: with workers, the sum over the
-        supervisor and its children."""
+    def pids(self) -> list[int]:
+        """The service's processes: the one given, or the supervisor and its workers."""
         pids = [self.process.pid]
         for task in Path(f"/proc/{self.process.pid}/task").iterdir():
             pids += [int(pid) for pid in (task / "children").read_text().split()]
-        return sum(_rss_mb(pid) for pid in pids)
+        return pids
+
+    def rss_mb(self) -> float:
+        """The service's resident set size (VmRSS), MB: with workers, the sum over the
+        supervisor and its children."""
+        return sum(_rss_mb(pid) for pid in self.pids())
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system, s) the service's processes have used so far."""
+        return sum(_cpu_seconds(pid) for pid in self.pids())
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_mb(pid: int) -> float:
@@ -812,7 +843,11 @@ def measure_setting(
                 result["fsync_p50_ms"] = fsync_p50_ms(server.log.parent)
             elif clients == 16:  # the bare embedding just before and after, as loaded
                 before = bare_embedding_rates(queries[: options.per_level], embed_threads)
+                server_cpu, client_cpu = server.cpu_seconds(), time.process_time()
                 level = run_clients(server.url, queries, clients, options.per_level)
+                # on one machine the clients' CPU is taken from the cores the server has
+                level["server_cores"] = (server.cpu_seconds() - server_cpu) / level["seconds"]
+                level["client_cores"] = (time.process_time() - client_cpu) / level["seconds"]
                 after = bare_embedding_rates(queries[: options.per_level], embed_threads)
                 result["embed_per_s"] = (before["batches"] + after["batches"]) / 2
                 result["embed_sorted_per_s"] = (before["sorted"] + after["sorted"]) / 2

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from benchmarks.serve import (
     TARGETS,
     Target,
+    cores_used,
     fsync_p50_ms,
     growth_pct,
     interleave,
@@ -165,6 +166,16 @@ def test_one_client_s_floor_adds_decide_an_empty_round_trip_and_an_fsync(tmp_pat
     assert "8.0 ms that is 9.1 ms, 1.13 x decide" in sentence
     assert one_client_floor(setting("1 thread", {"1": level_summary([10.0], 0.01, 0)}, 8.0)) == []
     assert 0 < fsync_p50_ms(tmp_path) < 1000 and not list(tmp_path.iterdir())
+
+
+def test_the_cores_each_side_used_at_16_clients_are_named_per_setting() -> None:
+    busy = level_summary([50.0], 0.01, 0) | {"server_cores": 1.234, "client_cores": 0.2}
+    one = setting("1 thread", {"16": busy}, 8.0)
+    other = setting("2 workers x 1 thread", {"16": level_summary([50.0], 0.01, 0)}, 8.0)
+    (blank, sentence) = cores_used([one, other])
+    assert blank == "" and "1 thread: the service 1.23, the clients 0.20." in sentence
+    assert "2 workers" not in sentence  # not measured there
+    assert cores_used([other]) == []
 
 
 @pytest.mark.parametrize(
