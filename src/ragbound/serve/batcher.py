@@ -144,12 +144,11 @@ class Batcher:
     async def _collect(self) -> list[_Pending]:
         while not self._queue:
             await self._wait_for_arrival(None)
-        limit = self.batching.max_queries
         batch = [self._queue.popleft()]
         size = len(batch[0].queries)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.batching.max_wait_ms / 1000
-        while size < limit:
+        while size < self.batching.max_queries:
             if not self._queue:
                 remaining = deadline - loop.time()
                 # a batch being decided: its clients' next requests come with its answers,
@@ -159,7 +158,7 @@ class Batcher:
                 if not await self._wait_for_arrival(remaining):
                     break
                 continue
-            if size + len(self._queue[0].queries) > limit:
+            if size + len(self._queue[0].queries) > self.batching.max_queries:
                 break  # never split a request
             batch.append(self._queue.popleft())
             size += len(batch[-1].queries)
