@@ -33,13 +33,24 @@ import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
 import ragbound.tracing as tracing
+from ragbound.conversation import Query, as_query, decided_text
 from ragbound.detect.guard import Guard, Scored
 from ragbound.detect.names import APPROXIMATE
+from ragbound.detect.reading import DEFAULT_READING, check_reading
 from ragbound.errors import InputError
 from ragbound.gate_texts import DEFAULT_ABSTENTION as DEFAULT_ABSTENTION  # re-exported
 from ragbound.gate_texts import DEFAULT_CONTEXT_TEMPLATE as DEFAULT_CONTEXT_TEMPLATE
 from ragbound.gate_texts import DEFAULT_REFUSAL as DEFAULT_REFUSAL
-from ragbound.knowledge.query import Prepared
+from ragbound.gate_turns import (
+    ConversationRead,
+    Embedded,
+    TurnVectors,
+    conversation_read,
+    other_turns,
+    read_batch,
+    vector_reader,
+)
+from ragbound.knowledge.query import QueryTexts
 from ragbound.results import Neighbour, Verdict, renamed
 from ragbound.stores import Hits
 from ragbound.tripwires.guard import (
@@ -85,6 +96,11 @@ class Decision(BaseModel):
     kb_fingerprint: str
     calibration_id: str
     tripwire_set: str | None = Field(description="hash of the tripwire set used (None: none)")
+    conversation: ConversationRead | None = Field(
+        None,
+        description="for a conversation: the turn decided (``query`` is its text) and how "
+        "the conversation was read (the text searched is ``test.query``); None: one query",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -143,6 +159,11 @@ class Gate:
     ``guard`` is a calibrated :class:`Guard`; ``tripwires`` a :class:`TripwireGuard` over the
     same knowledge base (None: no tripwires, nothing is ever ``reject``). ``context_k`` chunks
     are returned with each decision.
+
+    A conversation (OpenAI-style messages, or a :class:`~ragbound.conversation.Conversation`)
+    is decided at its last user turn, searched as ``reading`` reads it
+    (:mod:`ragbound.detect.reading`; default ``follow``); the tripwires see every user turn,
+    and the system and developer messages too with ``tripwire_instructions``.
     """
 
     def __init__(
@@ -151,14 +172,23 @@ class Gate:
         tripwires: TripwireGuard | None = None,
         *,
         context_k: int = DEFAULT_CONTEXT_K,
+        reading: str = DEFAULT_READING,
+        tripwire_instructions: bool = False,
     ):
         if isinstance(context_k, bool) or not isinstance(context_k, int) or context_k < 0:
             raise InputError(f"context_k must be an integer >= 0, got {context_k!r}")
         if tripwires is not None and tripwires.kb is not guard.kb:
             raise InputError("the tripwires must belong to the guard's knowledge base")
+        try:
+            self.reading = check_reading(reading)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
         self.guard = guard
         self.tripwires = tripwires
         self.context_k = min(context_k, len(guard.kb))
+        self.tripwire_instructions = tripwire_instructions
+        embedder = vector_reader(guard.kb)
+        self.turn_vectors = None if embedder is None else TurnVectors(embedder)
 
     @classmethod
     def load(
@@ -168,6 +198,8 @@ class Gate:
         rule: TripwireRule | None = None,
         context_k: int = DEFAULT_CONTEXT_K,
         force: bool = False,
+        reading: str = DEFAULT_READING,
+        tripwire_instructions: bool = False,
     ) -> Gate:
         """Open a calibrated knowledge base with its tripwires (if any) and saved rule."""
         guard = Guard.load(kb_dir, force=force)
@@ -175,35 +207,48 @@ class Gate:
         if guard.kb.manifest.embedder.kind == "dense":
             candidate = TripwireGuard(guard.kb, rule or load_rule(Path(kb_dir)))
             tripwires = candidate if len(candidate.tripwires) else None
-        return cls(guard, tripwires, context_k=context_k)
+        return cls(
+            guard,
+            tripwires,
+            context_k=context_k,
+            reading=reading,
+            tripwire_instructions=tripwire_instructions,
+        )
 
-    def decide(self, query: str) -> Decision:
-        """One query's decision."""
+    def decide(self, query: Query | Sequence[Any]) -> Decision:
+        """One decision: for a query string, or for a conversation (a list of OpenAI-style
+        messages, or a :class:`~ragbound.conversation.Conversation`) at its last user turn."""
         return self.decide_many([query])[0]
 
-    def decide_many(self, queries: Sequence[str]) -> list[Decision]:
-        """Decisions for a batch, in input order; the batch is embedded and searched together.
+    def decide_many(self, queries: Sequence[Query | Sequence[Any]]) -> list[Decision]:
+        """Decisions for a batch of queries and conversations, in input order; the batch is
+        embedded and searched together.
 
         With tracing on (:mod:`ragbound.tracing`), one ``ragbound.decide`` span for the batch
         and a child span for each step."""
         with tracing.span("ragbound.decide", batch_size=len(queries)) as span:
             return self._decide(self.embed(queries), span)
 
-    def embed(self, queries: Sequence[str]) -> Prepared:
-        """The first step of :meth:`decide_many`: the queries validated and embedded (span
-        ``ragbound.embed``). A server embeds the next batch this way while
-        :meth:`decide_embedded` decides the one before it."""
+    def embed(self, queries: Sequence[Query | Sequence[Any]]) -> Embedded:
+        """The first step of :meth:`decide_many`: each item read (a conversation into the text
+        searched), validated and embedded (span ``ragbound.embed``). A server embeds the next
+        batch this way while :meth:`decide_embedded` decides the one before it."""
         with tracing.span("ragbound.embed"):
-            return self.guard.kb.prepare(queries)  # validated once, embedded once
+            if isinstance(queries, QueryTexts) or all(isinstance(q, str) for q in queries):
+                prepared = self.guard.kb.prepare(queries)  # validated once, embedded once
+                return Embedded(tuple(prepared.texts), (), prepared)
+            items = [as_query(q, location=f"query {i + 1}") for i, q in enumerate(queries)]
+            return read_batch(items, self.reading, self.turn_vectors, self.guard.kb.prepare)
 
-    def decide_embedded(self, prepared: Prepared) -> list[Decision]:
+    def decide_embedded(self, embedded: Embedded) -> list[Decision]:
         """:meth:`decide_many` for a batch :meth:`embed` prepared, in its order (span
         ``ragbound.decide`` without its ``ragbound.embed`` child)."""
-        with tracing.span("ragbound.decide", batch_size=len(prepared.texts)) as span:
-            return self._decide(prepared, span)
+        with tracing.span("ragbound.decide", batch_size=len(embedded.texts)) as span:
+            return self._decide(embedded, span)
 
-    def _decide(self, prepared: Prepared, span: Any) -> list[Decision]:
+    def _decide(self, embedded: Embedded, span: Any) -> list[Decision]:
         kb = self.guard.kb
+        prepared = embedded.prepared
         texts, vectors = prepared.texts, prepared.vectors
         rule_k = self.tripwires.rule.k if self.tripwires is not None else 0
         depth = max(self.guard.k, self.context_k, rule_k)
@@ -220,10 +265,13 @@ class Gate:
             verdicts = self._tripwire_verdicts(
                 texts, prepared.searched if reads_search else vectors, hits
             )
+            if verdicts is not None and embedded.reads and not reads_search:
+                verdicts = self._across_turns(embedded, verdicts)
             if verdicts is not None and step.is_recording():
                 step.set_attributes({"ragbound.forbidden": sum(v.forbidden for v in verdicts)})
         decisions = [
-            self._decision(i, text, scored, hits, verdicts) for i, text in enumerate(texts)
+            self._decision(i, text, scored, hits, verdicts, embedded)
+            for i, text in enumerate(texts)
         ]
         if span.is_recording():
             _trace_decisions(span, scored, decisions)
@@ -237,6 +285,28 @@ class Gate:
         merged = self.tripwires.retrieve_vectors(vectors, self.tripwires.rule.k, hits)
         return self.tripwires.decide(texts, merged)
 
+    def _across_turns(
+        self, embedded: Embedded, verdicts: list[TripwireVerdict]
+    ) -> list[TripwireVerdict]:
+        """Each conversation's verdict, the other user turns (and instructions, if asked) met
+        too: the first of them found forbidden replaces a verdict that was not. Their
+        vectors come from the turn cache, so a chat's history is embedded once."""
+        assert self.tripwires is not None and self.turn_vectors is not None
+        owners, others = [], []
+        for i, (item, how) in enumerate(zip(embedded.items, embedded.reads, strict=True)):
+            for text in other_turns(item, how, instructions=self.tripwire_instructions):
+                owners.append(i)
+                others.append(text)
+        if not others:
+            return verdicts
+        vectors = self.turn_vectors(others)
+        merged = self.tripwires.retrieve_vectors(vectors, self.tripwires.rule.k)
+        found = list(verdicts)
+        for owner, verdict in zip(owners, self.tripwires.decide(others, merged), strict=True):
+            if verdict.forbidden and not found[owner].forbidden:
+                found[owner] = verdict
+        return found
+
     def _decision(
         self,
         i: int,
@@ -244,16 +314,18 @@ class Gate:
         scored: Scored,
         hits: Hits,
         verdicts: list[TripwireVerdict] | None,
+        embedded: Embedded,
     ) -> Decision:
         # the test's evidence is the decision's neighbours: not repeated inside it
         test = self.guard.verdict(text, scored, i, evidence=0)
+        item = embedded.items[i] if embedded.reads else text
         tripwires = verdicts[i] if verdicts is not None else None
         forbidden = tripwires is not None and tripwires.forbidden
         action: Action = (
             "reject" if forbidden else ("abstain" if test.out_of_knowledge else "answer")
         )
         return Decision(
-            query=text,
+            query=decided_text(item),
             action=action,
             reason=_reason(action, test, tripwires),
             test=test,
@@ -262,6 +334,7 @@ class Gate:
             kb_fingerprint=self.guard.kb.fingerprint,
             calibration_id=self.guard.calibration.manifest.id,
             tripwire_set=self.tripwires.tripwires.manifest.set_hash if self.tripwires else None,
+            conversation=conversation_read(item, embedded.reads[i]) if embedded.reads else None,
         )
 
 

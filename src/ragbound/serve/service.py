@@ -10,13 +10,15 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
+from ragbound.conversation import Query
 from ragbound.detect.canary import CanaryCheck
 from ragbound.embedders import set_cpu_threads
 from ragbound.embedders.sentence import limit_math_threads, release_freed_memory
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
 from ragbound.faults import crash_point
 from ragbound.gate import Decision, Gate, fired_topics
-from ragbound.knowledge.query import Prepared, QueryTexts
+from ragbound.gate_turns import Embedded
+from ragbound.knowledge.query import QueryTexts
 from ragbound.locking import writer_lock
 from ragbound.results import WindowResult
 from ragbound.serve.batcher import Batcher
@@ -228,15 +230,17 @@ class Service:
         self._held.close()
 
     # ----------------------------------------------------------------- decisions
-    def embed_batch(self, queries: list[str]) -> Prepared:
-        """Embed a batch: the batcher's embedding thread runs this, beside the decision of
-        the batch before (a tripwire change swaps the gate, never its knowledge base)."""
+    def embed_batch(self, queries: list[Query]) -> Embedded:
+        """Embed a batch of queries and conversations: the batcher's embedding thread runs
+        this, beside the decision of the batch before (a tripwire change swaps the gate, never
+        its knowledge base)."""
         gate = self.gate
         if gate is None:
             raise RuntimeError("the gate is not loaded")
-        return gate.embed(QueryTexts(queries))  # the route validated them
+        plain = all(isinstance(q, str) for q in queries)
+        return gate.embed(QueryTexts(queries) if plain else queries)  # the route validated them
 
-    def decide_batch(self, prepared: Prepared) -> list[Decision]:
+    def decide_batch(self, prepared: Embedded) -> list[Decision]:
         """Decide, log durably, feed the monitor and count: the batcher's decision thread
         runs this, on a batch :meth:`embed_batch` embedded."""
         gate = self._current_gate()  # one reference per batch: a change swaps it whole
