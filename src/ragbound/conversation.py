@@ -97,6 +97,13 @@ class Conversation:
             digest.update(f"{message.role}\x1f{message.text}\x1e".encode())
         return digest.hexdigest()[:16]
 
+    def turns(self) -> list[Conversation]:
+        """The conversation as it stood at each of its user turns, oldest first (the messages
+        after that turn left out): what calibrating on a logged chat decides, turn by turn.
+        Turns without text are skipped."""
+        cuts = [i + 1 for i, m in enumerate(self.messages) if m.role == "user" and m.text]
+        return [Conversation(self.messages[:cut], id=self.id) for cut in cuts]
+
     def previous_answer(self) -> str | None:
         """The assistant's last message before the decided turn (None when there is none)."""
         for message in reversed(self.before):

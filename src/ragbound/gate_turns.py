@@ -97,6 +97,15 @@ def read_batch(
     return Embedded(tuple(items), reads, Prepared(texts, vectors(list(texts))))
 
 
+def read_texts(kb, items: Sequence[Query], reading: str) -> list[str]:
+    """The texts ``kb``'s test searches for ``items`` under ``reading``, in order: what a
+    calibration made of conversations holds (each conversation cut at one user turn, see
+    :meth:`~ragbound.conversation.Conversation.turns`)."""
+    embedder = vector_reader(kb)
+    vectors = None if embedder is None else TurnVectors(embedder)
+    return [read(item, reading, vectors).text for item in items]
+
+
 def conversation_read(item: Query, how: Read) -> ConversationRead | None:
     """The decision's ``conversation`` field for ``item`` (None for a single query)."""
     if not isinstance(item, Conversation):

@@ -18,8 +18,16 @@ from opentelemetry.trace import StatusCode
 from benchmarks.instant_upstream import REPLY, ScriptedUpstream
 from ragbound.errors import InputError
 from ragbound.gate import DEFAULT_ABSTENTION, DEFAULT_REFUSAL, Gate
+from ragbound.gate_texts import DEFAULT_CONTEXT_TEMPLATE
 from ragbound.serve import GatewaySettings, ServeSettings, Tokens, create_app
-from ragbound.serve.gateway import ChatRequest, check_context_template, last_user_text
+from ragbound.serve.gateway import (
+    DEFAULT_CONTEXT_CHARS,
+    ChatRequest,
+    budgeted_context,
+    chat_conversation,
+    check_context_template,
+    cut_text,
+)
 from tests.serve.server import READ, ThreadServer, ask, free_port, guarded_kb, wait_ready
 from tests.spans import STEPS, children, named, no_query_text, recording
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
@@ -85,7 +93,9 @@ def test_answer_goes_upstream_with_the_chunks_as_context(client, upstream, gate)
     forwarded = upstream.received[-1]
     system, user = forwarded["messages"]
     assert system["role"] == "system" and system["content"].startswith("Be brief.\n\n")
-    for chunk in gate.decide(query).neighbours:
+    chunks = gate.decide(query).neighbours
+    assert sum(len(c.text) + 2 for c in chunks) < DEFAULT_CONTEXT_CHARS  # all fit the budget
+    for chunk in chunks:
         assert chunk.text in system["content"]
     assert user == {"role": "user", "content": query}
     assert forwarded["model"] == "local-model" and forwarded["temperature"] == 0.2
@@ -264,19 +274,80 @@ def test_a_bad_context_template_is_refused(template: str, fragment: str) -> None
     assert check_context_template("{{json}} {context}") == "{{json}} {context}"
 
 
-def test_last_user_text_joins_text_parts() -> None:
+def test_a_chat_is_decided_as_one_conversation_with_its_text_parts_joined() -> None:
     request = ChatRequest.model_validate(
         {
             "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Tell me about bees."},
+                {"role": "assistant", "content": "They make honey."},
                 {
                     "role": "user",
                     "content": [
                         {"type": "text", "text": "How do"},
                         {"type": "image_url", "image_url": {"url": "x"}},
-                        {"type": "text", "text": "bees dance?"},
+                        {"type": "text", "text": "they dance?"},
                     ],
-                }
-            ]
+                },
+            ],
+            "metadata": {"conversation_id": "chat-42"},
         }
     )
-    assert last_user_text(request) == "How do\nbees dance?"
+    chat = chat_conversation(request)
+    assert chat.last_user == "How do\nthey dance?"
+    assert chat.user_turns == ("Tell me about bees.", "How do\nthey dance?")
+    assert chat.instructions == ("Be brief.",) and chat.id == "chat-42"
+    request.model_extra["metadata"] = {"conversation_id": 42}  # not a string: no id
+    assert chat_conversation(request).id is None
+
+
+# ------------------------------------------------------------------ the context budget
+def test_the_context_budget_keeps_whole_chunks_nearest_first(gate) -> None:
+    decision = gate.decide(IN_KNOWLEDGE[0])
+    texts = [c.text for c in decision.neighbours]
+    assert len(texts) >= 3
+    assert budgeted_context(decision, 5, None) == "\n\n".join(texts)
+    assert budgeted_context(decision, 2, None) == "\n\n".join(texts[:2])
+    two = len(texts[0]) + 2 + len(texts[1])
+    assert budgeted_context(decision, 5, two) == "\n\n".join(texts[:2])
+    assert budgeted_context(decision, 5, two + 1) == "\n\n".join(texts[:2])  # 3rd: no room
+    assert budgeted_context(decision, 5, two - 1) == texts[0]  # the 2nd is dropped, not cut
+
+
+def test_a_first_chunk_over_the_budget_is_cut_at_a_sentence_then_a_word() -> None:
+    text = "Bees make honey from nectar.  They store it\nin wax cells. Workers fan it dry."
+    assert cut_text(text, 1000) == " ".join(text.split())
+    assert cut_text(text, 60) == "Bees make honey from nectar. They store it in wax cells."
+    assert cut_text(text, 40) == "Bees make honey from nectar."
+    # a sentence end that keeps less than half the budget: cut after a whole word instead
+    short_first = "Bees. They store honey in wax cells and fan it dry with their wings."
+    assert cut_text(short_first, 30) == "Bees. They store honey in wax"
+    assert cut_text("Pneumonoultramicroscopic", 10) == "Pneumonoul"
+
+
+def test_the_context_budget_is_what_goes_upstream(gate, upstream) -> None:
+    query = IN_KNOWLEDGE[0]
+    nearest = gate.decide(query).neighbours[0].text
+    for options, expected in [
+        ({"context_chunks": 1}, nearest),
+        ({"context_chars": 40}, cut_text(nearest, 40)),
+    ]:
+        with ThreadServer(gateway_app(gate, upstream.url, **options)) as url:
+            wait_ready(url)
+            client = openai.OpenAI(base_url=f"{url}/v1", api_key=READ, max_retries=0)
+            client.chat.completions.create(model="m", messages=ask(query))
+        system = upstream.received[-1]["messages"][0]["content"]
+        assert system == DEFAULT_CONTEXT_TEMPLATE.format(context=expected)
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({"context_chunks": 0}, "context_chunks must be an integer >= 1"),
+        ({"context_chars": -5}, "context_chars must be an integer >= 1"),
+        ({"context_chunks": True}, "context_chunks"),
+    ],
+)
+def test_a_bad_context_budget_is_refused(options: dict, fragment: str) -> None:
+    with pytest.raises(InputError, match=fragment):
+        GatewaySettings(upstream="http://127.0.0.1:9/v1", **options)

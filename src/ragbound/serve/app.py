@@ -38,13 +38,12 @@ from ragbound.serve.auth import Role, allows
 from ragbound.serve.dashboard import Stats, content_security_policy, new_nonce, page
 from ragbound.serve.gateway import (
     ChatRequest,
+    ChatShape,
+    ReplyShape,
     Upstream,
     UpstreamError,
+    chat_conversation,
     decision_headers,
-    last_user_text,
-    own_completion,
-    own_stream,
-    with_context,
 )
 from ragbound.serve.limits import ApiError, AsciiJSONResponse, RequestLimits
 from ragbound.serve.models import (
@@ -58,6 +57,7 @@ from ragbound.serve.models import (
     RemoveTripwires,
     TripwireList,
 )
+from ragbound.serve.responses import ResponsesRequest, ResponsesShape, to_chat
 from ragbound.serve.service import GateSource, Service, start_loading
 from ragbound.serve.settings import ServeSettings
 from ragbound.tripwires import Tripwire, tripwire_id
@@ -390,6 +390,10 @@ SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 def _add_gateway_routes(app: FastAPI, service: Service, upstream: Upstream) -> None:
     reader = [Depends(_require(service, "read"))]
     replies = {"reject": upstream.settings.refusal, "abstain": upstream.settings.abstention}
+    upstream_errors = {
+        502: {"model": ErrorBody, "description": "the upstream server is unreachable"},
+        504: {"model": ErrorBody, "description": "the upstream server timed out"},
+    }
 
     @app.post(
         "/v1/chat/completions",
@@ -404,48 +408,87 @@ def _add_gateway_routes(app: FastAPI, service: Service, upstream: Upstream) -> N
                     "text/event-stream": {"schema": {"type": "string"}},
                 },
             },
-            502: {"model": ErrorBody, "description": "the upstream server is unreachable"},
-            504: {"model": ErrorBody, "description": "the upstream server timed out"},
+            **upstream_errors,
         },
     )
     async def chat_completions(body: ChatRequest):
-        """OpenAI-compatible chat completions, decided on the last user message: ``reject``
-        (forbidden) and ``abstain`` (out of knowledge) are answered here (refusal or "I don't
-        know"), ``answer`` goes upstream with the retrieved chunks as context. The decision is
-        in the ``ragbound`` field (the first chunk of a stream) and the ``X-Ragbound-*``
-        headers."""
+        """OpenAI-compatible chat completions, the chat decided as one conversation at its
+        last user message: ``reject`` (forbidden) and ``abstain`` (out of knowledge) are
+        answered here (refusal or "I don't know"), ``answer`` goes upstream with the retrieved
+        chunks as context. The decision is in the ``ragbound`` field (the first chunk of a
+        stream) and the ``X-Ragbound-*`` headers."""
         with tracing.span("ragbound.chat", stream=body.stream) as span:
-            decision = (await _decide(service, [last_user_text(body)]))[0]
-            if span.is_recording():
-                span.set_attributes(
-                    tracing.named({"action": decision.action, "p_value": decision.test.p_value})
-                )
-            return await _chat_reply(body, decision, upstream, replies)
+            decision = await _decide_chat(service, body, span)
+            return await _chat_reply(body, decision, upstream, replies, ChatShape(body))
+
+    @app.post(
+        "/v1/responses",
+        dependencies=reader,
+        tags=["gateway"],
+        responses={
+            200: {
+                "description": "an OpenAI Response, or with stream: true the Responses API's "
+                "server-sent events (response.created ... response.completed)",
+                "content": {
+                    "application/json": {"schema": {"type": "object"}},
+                    "text/event-stream": {"schema": {"type": "string"}},
+                },
+            },
+            400: {
+                "model": ErrorBody,
+                "description": "previous_response_id, conversation, prompt, background or an "
+                "item_reference: state the gateway does not keep",
+            },
+            **upstream_errors,
+        },
+    )
+    async def responses(body: ResponsesRequest):
+        """OpenAI's Responses API, translated to a chat completion and decided like one: the
+        input (with the instructions as a system message) is one conversation, decided at its
+        last user message; ``reject`` and ``abstain`` are answered here, ``answer`` goes
+        upstream as a chat completion with the retrieved chunks as context and comes back as
+        a Response (or its events). The decision is in the Response's ``ragbound`` field and
+        the ``X-Ragbound-*`` headers. The gateway keeps no state: send the whole conversation
+        as ``input`` (``previous_response_id`` is refused)."""
+        chat = to_chat(body)
+        with tracing.span("ragbound.responses", stream=body.stream) as span:
+            decision = await _decide_chat(service, chat, span)
+            return await _chat_reply(chat, decision, upstream, replies, ResponsesShape(body))
+
+
+async def _decide_chat(service: Service, chat: ChatRequest, span) -> Decision:
+    """The chat's decision, as one conversation; its action and p-value on ``span``."""
+    decision = (await _decide(service, [chat_conversation(chat).last_user]))[0]  # TEMP
+    if span.is_recording():
+        span.set_attributes(
+            tracing.named({"action": decision.action, "p_value": decision.test.p_value})
+        )
+    return decision
 
 
 async def _chat_reply(
-    body: ChatRequest, decision: Decision, upstream: Upstream, replies: dict[str, str]
+    chat: ChatRequest,
+    decision: Decision,
+    upstream: Upstream,
+    replies: dict[str, str],
+    shape: ReplyShape,
 ):
-    """The gateway's own reply to a ``reject`` or ``abstain``, else the upstream's."""
+    """The gateway's own reply to a ``reject`` or ``abstain``, else the upstream's, in the
+    route's ``shape``."""
     headers = decision_headers(decision)
     if decision.action != "answer":
         text = replies[decision.action]
-        if body.stream:
-            stream = own_stream(body, decision, text)
-            return _sse(stream, headers)
-        return JSONResponse(own_completion(body, decision, text), headers=headers)
-    template = upstream.settings.context_template
-    forwarded = (
-        body.model_dump(exclude_unset=True)
-        if template is None
-        else with_context(body, decision, template)
-    )
+        if chat.stream:
+            return _sse(shape.own_stream(decision, text), headers)
+        return JSONResponse(shape.own(decision, text), headers=headers)
+    forwarded = upstream.settings.forwarded(chat, decision)
     try:
         # on a stream, until the upstream's headers: the relay goes on after the route returns
-        with tracing.span("ragbound.upstream", stream=body.stream):
-            if body.stream:
-                return _sse(await upstream.stream(forwarded, decision), headers)
-            return JSONResponse(await upstream.complete(forwarded, decision), headers=headers)
+        with tracing.span("ragbound.upstream", stream=chat.stream):
+            if chat.stream:
+                return _sse(shape.relay(await upstream.stream(forwarded), decision), headers)
+            reply = shape.reply(await upstream.complete(forwarded), decision)
+            return JSONResponse(reply, headers=headers)
     except UpstreamError as exc:  # its own error body when it sent one, with the decision
         error = exc.body if isinstance(exc.body, dict) else {"error": str(exc)}
         return JSONResponse(error, status_code=exc.status, headers=headers)

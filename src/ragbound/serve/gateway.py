@@ -1,16 +1,23 @@
 """The drop-in LLM gateway: ``POST /v1/chat/completions`` in front of an OpenAI-compatible server.
 
-The gate decides the last user message of each chat request:
+The gate decides each chat request as one conversation (:mod:`ragbound.conversation`), at its
+last user message:
 
 - ``reject`` (forbidden) / ``abstain`` (out of knowledge): the gateway answers itself with a
   completion whose text is the refusal or the "I don't know" reply; the upstream server is
   never called;
 - ``answer``: the request goes to the upstream server with the retrieved chunks added to the
   system prompt (a template with a ``{context}`` field), or unchanged in pass-through mode.
+  The context has a budget: the ``context_chunks`` nearest chunks, whole, nearest first, while
+  they fit in ``context_chars`` characters (:func:`budgeted_context`).
 
 Either way the full :class:`~ragbound.gate.Decision` is in the response's ``ragbound`` field
 (in the first chunk of a stream) and its summary in ``X-Ragbound-*`` headers, so an OpenAI
 client that knows nothing of ragbound still works, and one that does can read why.
+
+``POST /v1/responses`` (:mod:`ragbound.serve.responses`) is the same gateway in the shape of
+OpenAI's Responses API, translated to and from Chat Completions; both routes reply through a
+:class:`ChatShape` (this module's) or a ``ResponsesShape``.
 """
 
 from __future__ import annotations
@@ -18,20 +25,30 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragbound.conversation import Conversation, conversation
+from ragbound.corpus.chunker import split_sentences
 from ragbound.errors import InputError
-from ragbound.gate import Decision
+from ragbound.gate import DEFAULT_CONTEXT_K, Decision
 from ragbound.gate_texts import DEFAULT_ABSTENTION, DEFAULT_CONTEXT_TEMPLATE, DEFAULT_REFUSAL
 from ragbound.serve.models import Text
 
 DECISION_FIELD = "ragbound"
 SSE_DONE = b"data: [DONE]\n\n"
+DEFAULT_CONTEXT_CHUNKS = DEFAULT_CONTEXT_K
+"""Chunks the gateway adds to the prompt on ``answer``, at most (the Gate returns as many)."""
+DEFAULT_CONTEXT_CHARS: int | None = 4_000
+"""Characters of chunk text the gateway adds, at most (None: no budget): about 1,000 tokens
+of English, three of the sample corpus's 200-word chunks, so that with the question and an
+answer the prompt fits a 2,048-token context window (docs/service.md gives the cost)."""
+CONVERSATION_ID = "conversation_id"
+"""The ``metadata`` key whose string value is logged as the decision's conversation id."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +60,8 @@ class GatewaySettings:
     header). ``context_template``: a text with one ``{context}`` field added to the system
     prompt on ``answer`` (None: pass-through, the request is forwarded unchanged).
     ``timeout_s``: how long the upstream may take (seconds, per read while streaming).
+    ``context_chunks`` and ``context_chars``: the context's budget, the nearest chunks at most
+    and their characters at most (None: no budget), see :func:`budgeted_context`.
     """
 
     upstream: str
@@ -51,16 +70,33 @@ class GatewaySettings:
     abstention: str = DEFAULT_ABSTENTION
     context_template: str | None = DEFAULT_CONTEXT_TEMPLATE
     timeout_s: float = 300.0
+    context_chunks: int = DEFAULT_CONTEXT_CHUNKS
+    context_chars: int | None = DEFAULT_CONTEXT_CHARS
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
             raise InputError(f"upstream must be an http:// or https:// URL, got {self.upstream!r}")
         if self.context_template is not None:
             check_context_template(self.context_template)
+        _check_count("context_chunks", self.context_chunks)
+        if self.context_chars is not None:
+            _check_count("context_chars", self.context_chars)
+
+    def forwarded(self, request: ChatRequest, decision: Decision) -> dict[str, Any]:
+        """The body sent upstream on ``answer``: with the context, or as sent (pass-through)."""
+        if self.context_template is None:
+            return request.model_dump(exclude_unset=True)
+        context = budgeted_context(decision, self.context_chunks, self.context_chars)
+        return with_context(request, context, self.context_template)
 
     @property
     def completions_url(self) -> str:
         return self.upstream.rstrip("/") + "/chat/completions"
+
+
+def _check_count(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 def check_context_template(template: str) -> str:
@@ -107,31 +143,70 @@ class ChatRequest(BaseModel):
     stream: bool = False
 
 
-def last_user_text(request: ChatRequest) -> str:
-    """The text of the last ``user`` message (text parts joined); InputError without one."""
-    for message in reversed(request.messages):
-        if message.role != "user":
+def chat_conversation(request: ChatRequest, *, location: str = "messages") -> Conversation:
+    """The chat's messages as the :class:`Conversation` decided (InputError naming the
+    message at fault), with ``metadata.conversation_id`` as its id when the caller sends one."""
+    messages = [message.model_dump() for message in request.messages]
+    return conversation(messages, id=conversation_id(request.model_extra), location=location)
+
+
+def conversation_id(fields: Mapping[str, Any] | None) -> str | None:
+    """``metadata.conversation_id`` of a request's fields, when it is a string."""
+    metadata = (fields or {}).get("metadata")
+    chat_id = metadata.get(CONVERSATION_ID) if isinstance(metadata, Mapping) else None
+    return chat_id if isinstance(chat_id, str) and chat_id.strip() else None
+
+
+def budgeted_context(decision: Decision, chunks: int, chars: int | None) -> str:
+    """The decision's chunks as one text for the prompt, within the budget: at most
+    ``chunks`` of them, nearest first, each whole while the text stays within ``chars``
+    characters (blank lines between them count). The first chunk alone over the budget is
+    cut at the last sentence end within it (at the last word end when that keeps less than
+    half the budget), never dropped; a later chunk that does not fit ends the context."""
+    texts: list[str] = []
+    used = 0
+    for chunk in decision.neighbours[:chunks]:
+        cost = len(chunk.text) + (2 if texts else 0)
+        if chars is None or used + cost <= chars:
+            texts.append(chunk.text)
+            used += cost
             continue
-        if isinstance(message.content, str):
-            return message.content
-        parts = [p.text or "" for p in message.content or [] if p.type == "text"]
-        if any(part.strip() for part in parts):
-            return "\n".join(parts)
-        raise InputError("the last user message has no text to decide")
-    raise InputError("the chat has no user message to decide")
+        if not texts:
+            texts.append(cut_text(chunk.text, chars))
+        break
+    return "\n\n".join(texts)
 
 
-def with_context(request: ChatRequest, decision: Decision, template: str) -> dict[str, Any]:
-    """The request body to forward: the decision's chunks added to the system prompt (the
-    first message when it is a system message, else a new first message)."""
+def cut_text(text: str, chars: int) -> str:
+    """``text`` (its white space collapsed) cut to at most ``chars`` characters: whole
+    sentences when they keep at least half of it, else whole words, else the first ``chars``
+    characters."""
+    flat = " ".join(text.split())
+    if len(flat) <= chars:
+        return flat
+    kept = ""
+    for sentence in split_sentences(flat):
+        longer = f"{kept} {sentence}" if kept else sentence
+        if len(longer) > chars:
+            break
+        kept = longer
+    if len(kept) >= chars / 2:
+        return kept
+    words = flat[: chars + 1].rsplit(" ", 1)[0]
+    return words if len(words) <= chars else flat[:chars]
+
+
+def with_context(request: ChatRequest, context: str, template: str) -> dict[str, Any]:
+    """The request body to forward: ``context`` in the template added to the system prompt
+    (the first message when it is a system message, else a new first message)."""
     body = request.model_dump(exclude_unset=True)
-    context = template.format(context=decision.context_text())
+    added = template.format(context=context)
     messages = body["messages"]
     first = messages[0] if messages else None
     if first is not None and first["role"] == "system" and isinstance(first.get("content"), str):
-        first["content"] = f"{first['content']}\n\n{context}"
+        first["content"] = f"{first['content']}\n\n{added}"
     else:
-        messages.insert(0, {"role": "system", "content": context})
+        messages.insert(0, {"role": "system", "content": added})
     return body
 
 
@@ -155,50 +230,93 @@ def decision_json(decision: Decision) -> dict[str, Any]:
     return decision.model_dump(mode="json")
 
 
-# ------------------------------------------------------------- the gateway's own replies
-def own_completion(request: ChatRequest, decision: Decision, text: str) -> dict[str, Any]:
-    """A whole ``chat.completion`` answering ``text`` (a refusal or an abstention)."""
-    return {
-        **_envelope(request, "chat.completion"),
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-        DECISION_FIELD: decision_json(decision),
-    }
+# ---------------------------------------------------------------- the reply's shape
+class ReplyShape(Protocol):
+    """How a gateway route words its replies: its own (refusal, abstention), whole or as
+    server-sent events, and the upstream's chat completion, whole or as its relayed stream."""
+
+    def own(self, decision: Decision, text: str) -> dict[str, Any]: ...
+
+    def own_stream(self, decision: Decision, text: str) -> AsyncIterator[bytes]: ...
+
+    def reply(self, completion: dict[str, Any], decision: Decision) -> dict[str, Any]: ...
+
+    def relay(self, lines: AsyncIterator[str], decision: Decision) -> AsyncIterator[bytes]: ...
 
 
-async def own_stream(request: ChatRequest, decision: Decision, text: str) -> AsyncIterator[bytes]:
-    """The same reply as server-sent ``chat.completion.chunk`` events, then ``[DONE]``."""
-    envelope = _envelope(request, "chat.completion.chunk")
-    first = {
-        **envelope,
-        "choices": [
-            {"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": None}
-        ],
-        DECISION_FIELD: decision_json(decision),
-    }
-    last = {**envelope, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-    yield _event(first)
-    yield _event(last)
-    yield SSE_DONE
+@dataclass(frozen=True)
+class ChatShape:
+    """``/v1/chat/completions``' replies: chat completions, the decision in ``ragbound``."""
+
+    request: ChatRequest
+
+    def own(self, decision: Decision, text: str) -> dict[str, Any]:
+        """A whole ``chat.completion`` answering ``text`` (a refusal or an abstention)."""
+        return {
+            **self._envelope("chat.completion"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+            DECISION_FIELD: decision_json(decision),
+        }
+
+    async def own_stream(self, decision: Decision, text: str) -> AsyncIterator[bytes]:
+        """The same reply as server-sent ``chat.completion.chunk`` events, then ``[DONE]``."""
+        envelope = self._envelope("chat.completion.chunk")
+        delta = {"role": "assistant", "content": text}
+        first = {
+            **envelope,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+            DECISION_FIELD: decision_json(decision),
+        }
+        last = {**envelope, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        yield sse_data(first)
+        yield sse_data(last)
+        yield SSE_DONE
+
+    def reply(self, completion: dict[str, Any], decision: Decision) -> dict[str, Any]:
+        """The upstream's completion as it is, with the decision."""
+        return {**completion, DECISION_FIELD: decision_json(decision)}
+
+    async def relay(self, lines: AsyncIterator[str], decision: Decision) -> AsyncIterator[bytes]:
+        """Server-sent events relayed line by line; the first JSON ``data:`` event gains the
+        decision. Blank lines (event ends) and other fields pass unchanged."""
+        pending = True
+        async for line in lines:
+            if pending and line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
+                payload = sse_json(line)
+                if payload is not None:
+                    payload[DECISION_FIELD] = decision_json(decision)
+                    line = "data: " + json.dumps(payload, separators=(",", ":"))
+                    pending = False
+            yield line.encode() + b"\n"
+
+    def _envelope(self, kind: str) -> dict[str, Any]:
+        return {
+            "id": f"chatcmpl-ragbound-{uuid.uuid4().hex}",
+            "object": kind,
+            "created": int(time.time()),
+            "model": self.request.model or "ragbound",
+        }
 
 
-def _envelope(request: ChatRequest, kind: str) -> dict[str, Any]:
-    return {
-        "id": f"chatcmpl-ragbound-{uuid.uuid4().hex}",
-        "object": kind,
-        "created": int(time.time()),
-        "model": request.model or "ragbound",
-    }
-
-
-def _event(payload: dict[str, Any]) -> bytes:
+def sse_data(payload: dict[str, Any]) -> bytes:
+    """One server-sent event holding ``payload`` as its JSON data."""
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+def sse_json(line: str) -> dict[str, Any] | None:
+    """The JSON object of a ``data:`` line (None: not one)."""
+    try:
+        payload = json.loads(line[5:])
+    except ValueError:
+        return None
+    return payload if isinstance(payload, dict) else None
 
 
 # ------------------------------------------------------------------------ upstream
@@ -227,8 +345,8 @@ class Upstream:
     async def close(self) -> None:
         await self.client.aclose()
 
-    async def complete(self, body: dict[str, Any], decision: Decision) -> dict[str, Any]:
-        """The upstream's completion for ``body``, with the decision in its ``ragbound`` field."""
+    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The upstream's chat completion for ``body`` (a JSON object)."""
         reply = await self._send(body)
         try:
             payload = json.loads(await reply.aread())
@@ -238,21 +356,21 @@ class Upstream:
             await reply.aclose()
         if not isinstance(payload, dict):
             raise UpstreamError(502, "the upstream server's reply is not a JSON object")
-        return {**payload, DECISION_FIELD: decision_json(decision)}
+        return payload
 
-    async def stream(self, body: dict[str, Any], decision: Decision) -> AsyncIterator[bytes]:
+    async def stream(self, body: dict[str, Any]) -> AsyncIterator[str]:
         """Open the upstream stream now (so its errors become this request's status) and
-        return an iterator relaying its events, the decision added to the first data event."""
+        return an iterator over its lines, which closes it at the end."""
         reply = await self._send({**body, "stream": True})
 
-        async def relay() -> AsyncIterator[bytes]:
+        async def lines() -> AsyncIterator[str]:
             try:
-                async for event in _with_decision(reply.aiter_lines(), decision):
-                    yield event
+                async for line in reply.aiter_lines():
+                    yield line
             finally:
                 await reply.aclose()
 
-        return relay()
+        return lines()
 
     async def _send(self, body: dict[str, Any]) -> httpx.Response:
         """The upstream's open reply (the caller closes it); errors become UpstreamError."""
@@ -279,20 +397,3 @@ class Upstream:
             f"the upstream server answered {reply.status_code}: {text}",
             error_body,
         )
-
-
-async def _with_decision(lines: AsyncIterator[str], decision: Decision) -> AsyncIterator[bytes]:
-    """Server-sent events relayed line by line; the first JSON ``data:`` event gains the
-    decision. Blank lines (event ends) and other fields pass unchanged."""
-    pending = True
-    async for line in lines:
-        if pending and line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
-            try:
-                payload = json.loads(line[5:])
-            except ValueError:
-                payload = None
-            if isinstance(payload, dict):
-                payload[DECISION_FIELD] = decision_json(decision)
-                line = "data: " + json.dumps(payload, separators=(",", ":"))
-                pending = False
-        yield line.encode() + b"\n"
