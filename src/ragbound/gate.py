@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
@@ -59,6 +59,9 @@ from ragbound.tripwires.guard import (
     TripwireVerdict,
     load_rule,
 )
+
+if TYPE_CHECKING:
+    from ragbound.detect.rewrite import Rewriter
 
 Action = Literal["answer", "abstain", "reject"]
 ACTIONS: tuple[Action, ...] = ("answer", "abstain", "reject")
@@ -174,6 +177,7 @@ class Gate:
         context_k: int = DEFAULT_CONTEXT_K,
         reading: str = DEFAULT_READING,
         tripwire_instructions: bool = False,
+        rewriter: Rewriter | None = None,
     ):
         if isinstance(context_k, bool) or not isinstance(context_k, int) or context_k < 0:
             raise InputError(f"context_k must be an integer >= 0, got {context_k!r}")
@@ -187,6 +191,7 @@ class Gate:
         self.tripwires = tripwires
         self.context_k = min(context_k, len(guard.kb))
         self.tripwire_instructions = tripwire_instructions
+        self.rewriter = rewriter
         embedder = vector_reader(guard.kb)
         self.turn_vectors = None if embedder is None else TurnVectors(embedder)
 
@@ -200,6 +205,7 @@ class Gate:
         force: bool = False,
         reading: str = DEFAULT_READING,
         tripwire_instructions: bool = False,
+        rewriter: Rewriter | None = None,
     ) -> Gate:
         """Open a calibrated knowledge base with its tripwires (if any) and saved rule."""
         guard = Guard.load(kb_dir, force=force)
@@ -213,6 +219,7 @@ class Gate:
             context_k=context_k,
             reading=reading,
             tripwire_instructions=tripwire_instructions,
+            rewriter=rewriter,
         )
 
     def decide(self, query: Query | Sequence[Any]) -> Decision:
@@ -238,7 +245,8 @@ class Gate:
                 prepared = self.guard.kb.prepare(queries)  # validated once, embedded once
                 return Embedded(tuple(prepared.texts), (), prepared)
             items = [as_query(q, location=f"query {i + 1}") for i, q in enumerate(queries)]
-            return read_batch(items, self.reading, self.turn_vectors, self.guard.kb.prepare)
+            kb = self.guard.kb
+            return read_batch(items, self.reading, self.turn_vectors, kb.prepare, self.rewriter)
 
     def decide_embedded(self, embedded: Embedded) -> list[Decision]:
         """:meth:`decide_many` for a batch :meth:`embed` prepared, in its order (span

@@ -12,13 +12,18 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import BaseModel, Field
 
 from ragbound.conversation import Conversation, Query
-from ragbound.detect.reading import Read, Vectors, read
+from ragbound.detect.reading import LAST, REWRITE, Read, Vectors, read
+from ragbound.errors import InputError
 from ragbound.knowledge.query import Prepared, QueryEmbedder, query_texts
+
+if TYPE_CHECKING:
+    from ragbound.detect.rewrite import Rewriter
 
 TURN_CACHE_SIZE = 4096
 """Embedded texts kept (about 1.5 MB at 384 dimensions)."""
@@ -86,24 +91,43 @@ class Embedded:
 
 
 def read_batch(
-    items: Sequence[Query], reading: str, vectors: TurnVectors | None, prepare
+    items: Sequence[Query],
+    reading: str,
+    vectors: TurnVectors | None,
+    prepare,
+    rewriter: Rewriter | None = None,
 ) -> Embedded:
     """Read every item, then validate and embed the read texts (through the cache when the
-    knowledge is searched by vectors; ``prepare`` otherwise, the knowledge's own)."""
-    reads = tuple(read(item, reading, vectors) for item in items)
+    knowledge is searched by vectors; ``prepare`` otherwise, the knowledge's own).
+    ``rewriter``: the LLM of the ``rewrite`` reading."""
+    reads = tuple(read_one(item, reading, vectors, rewriter) for item in items)
     texts = query_texts([r.text for r in reads])
     if vectors is None:
         return Embedded(tuple(items), reads, prepare(texts))
     return Embedded(tuple(items), reads, Prepared(texts, vectors(list(texts))))
 
 
-def read_texts(kb, items: Sequence[Query], reading: str) -> list[str]:
+def read_one(
+    item: Query, reading: str, vectors: Vectors | None, rewriter: Rewriter | None = None
+) -> Read:
+    """How ``item`` is read (:func:`ragbound.detect.reading.read`), the ``rewrite`` reading
+    through ``rewriter`` (InputError without one)."""
+    if reading != REWRITE or not isinstance(item, Conversation) or item.turn_index == 0:
+        return read(item, LAST if reading == REWRITE else reading, vectors)
+    if rewriter is None:
+        raise InputError("the rewrite reading needs an LLM: pass rewriter=Rewriter(llm)")
+    return Read(rewriter.rewrite(item), REWRITE, len(item.user_turns))
+
+
+def read_texts(
+    kb, items: Sequence[Query], reading: str, rewriter: Rewriter | None = None
+) -> list[str]:
     """The texts ``kb``'s test searches for ``items`` under ``reading``, in order: what a
     calibration made of conversations holds (each conversation cut at one user turn, see
     :meth:`~ragbound.conversation.Conversation.turns`)."""
     embedder = vector_reader(kb)
     vectors = None if embedder is None else TurnVectors(embedder)
-    return [read(item, reading, vectors).text for item in items]
+    return [read_one(item, reading, vectors, rewriter).text for item in items]
 
 
 def conversation_read(item: Query, how: Read) -> ConversationRead | None:
