@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from ragbound.conversation import MAX_CONVERSATION_CHARS, MAX_MESSAGES
 from ragbound.errors import InputError
 from ragbound.serve.auth import Tokens
 from ragbound.serve.gateway import GatewaySettings
@@ -19,15 +20,19 @@ LOG_QUERY_MODES: tuple[LogQueries, ...] = ("full", "hash", "none")
 class Limits:
     """Request limits; a request beyond one is refused with the limit's name.
 
-    ``max_body_bytes``: request body (413); ``max_query_chars``: one query (422);
-    ``max_batch``: queries in one ``/v1/check/batch`` request (413); ``request_timeout_s``:
-    a decision not ready by then is answered 503.
+    ``max_body_bytes``: request body (413); ``max_query_chars``: one query, or the user turn
+    a conversation is decided at (422); ``max_batch``: queries or conversations in one
+    ``/v1/check/batch`` request (413); ``request_timeout_s``: a decision not ready by then is
+    answered 503; ``max_messages`` and ``max_conversation_chars``: messages, and characters of
+    text over all of them, in one conversation (413).
     """
 
     max_body_bytes: int = 1 << 20
     max_query_chars: int = 2_000
     max_batch: int = 64
     request_timeout_s: float = 10.0
+    max_messages: int = MAX_MESSAGES
+    max_conversation_chars: int = MAX_CONVERSATION_CHARS
 
 
 @dataclass(frozen=True)
