@@ -385,6 +385,13 @@ ROWS: list[tuple[str, str]] = [
         "serve {kb} --upstream http://127.0.0.1:9/v1 --pass-through --context-template {file}",
         "drop --context-template",
     ),
+    ("serve {kb} --upstream http://127.0.0.1:9/v1 --context-chunks 0", "'--context-chunks'"),
+    ("serve {kb} --upstream http://127.0.0.1:9/v1 --context-chars -1", "'--context-chars'"),
+    ("serve {kb} --context-chars 2000", "need --upstream"),
+    (
+        "serve {kb} --upstream http://127.0.0.1:9/v1 --pass-through --context-chunks 2",
+        "drop --context-template, --context-chunks",
+    ),
     ("serve {kb} --upstream http://127.0.0.1:9/v1 --refusal ' '", "'--refusal': must not be"),
     ("serve {kb} --upstream http://127.0.0.1:9/v1 --abstention ''", "'--abstention': must not"),
     # ------------------------------------------------------------------------ report

@@ -16,6 +16,7 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 from benchmarks.instant_upstream import REPLY, ScriptedUpstream
+from ragbound.cli import serve as serve_command
 from ragbound.errors import InputError
 from ragbound.gate import DEFAULT_ABSTENTION, DEFAULT_REFUSAL, Gate
 from ragbound.gate_texts import DEFAULT_CONTEXT_TEMPLATE
@@ -338,6 +339,19 @@ def test_the_context_budget_is_what_goes_upstream(gate, upstream) -> None:
             client.chat.completions.create(model="m", messages=ask(query))
         system = upstream.received[-1]["messages"][0]["content"]
         assert system == DEFAULT_CONTEXT_TEMPLATE.format(context=expected)
+
+
+def test_the_serve_options_set_the_budget() -> None:
+    replies = {"refusal": DEFAULT_REFUSAL, "abstention": DEFAULT_ABSTENTION}
+    url = "http://127.0.0.1:9/v1"
+    default = serve_command._gateway(
+        url, None, None, False, replies, serve_command._budget(None, None)
+    )
+    assert default is not None
+    assert (default.context_chunks, default.context_chars) == (5, DEFAULT_CONTEXT_CHARS)
+    unbounded = serve_command._gateway(url, None, None, False, replies, serve_command._budget(8, 0))
+    assert unbounded is not None
+    assert (unbounded.context_chunks, unbounded.context_chars) == (8, None)
 
 
 @pytest.mark.parametrize(

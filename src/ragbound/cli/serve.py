@@ -116,8 +116,9 @@ def serve(
     upstream: Annotated[
         str | None,
         typer.Option(
-            help="Also serve POST /v1/chat/completions as a gateway to this OpenAI-compatible "
-            "base URL (e.g. http://127.0.0.1:8080/v1).",
+            help="Also serve POST /v1/chat/completions and /v1/responses (translated to chat "
+            "completions) as a gateway to this OpenAI-compatible base URL (e.g. "
+            "http://127.0.0.1:8080/v1).",
             callback=validate.http_url,
             rich_help_panel="Gateway",
         ),
@@ -146,6 +147,25 @@ def serve(
             rich_help_panel="Gateway",
         ),
     ] = False,
+    context_chunks: Annotated[
+        int | None,
+        typer.Option(
+            help="The most retrieved chunks added to the prompt on answer, nearest first "
+            "[default: 5].",
+            callback=validate.positive_int,
+            rich_help_panel="Gateway",
+        ),
+    ] = None,
+    context_chars: Annotated[
+        int | None,
+        typer.Option(
+            help="The most characters of chunk text added to the prompt (about 4 a token): "
+            "whole chunks while they fit, the first cut at a sentence end if it alone does "
+            "not; 0: no budget [default: 4000].",
+            callback=validate.non_negative_int,
+            rich_help_panel="Gateway",
+        ),
+    ] = None,
     refusal: Annotated[
         str,
         typer.Option(
@@ -195,12 +215,15 @@ def serve(
             f"ragbound serve needs the serve extra ({exc.name} is missing): "
             "pip install 'ragbound[serve]'"
         ) from None
-    from ragbound.gate import Gate
+    from ragbound.gate import DEFAULT_CONTEXT_K, Gate
     from ragbound.serve.querylog import check_query_log
 
     tokens = Tokens.load(token_file) if token_file is not None else None
     replies = {"refusal": refusal, "abstention": abstention}
-    gateway = _gateway(upstream, upstream_key_file, context_template, pass_through, replies)
+    budget = _budget(context_chunks, context_chars)
+    gateway = _gateway(upstream, upstream_key_file, context_template, pass_through, replies, budget)
+    # the Gate returns the chunks the gateway may add (and /v1/check as many neighbours)
+    context_k = max(DEFAULT_CONTEXT_K, gateway.context_chunks if gateway else 0)
     settings = ServeSettings(
         host=host,
         port=port,
@@ -236,13 +259,13 @@ def serve(
 
         sys.stderr.write(started)
         serve_workers(
-            lambda: Gate.load(kb_dir, force=force),
+            lambda: Gate.load(kb_dir, force=force, context_k=context_k),
             lambda: Guard.open(kb_dir, force=force),
             settings,
             sockets,
         )
         return
-    app = create_app(Gate.load(kb_dir, force=force), settings)
+    app = create_app(Gate.load(kb_dir, force=force, context_k=context_k), settings)
     sys.stderr.write(started)
     serve_on(app, sockets, host, port)
 
@@ -256,24 +279,39 @@ def _rotation(log: Path | None, max_bytes: object, every: str | None) -> Rotatio
     return Rotation(max_bytes=max_bytes, daily=every == "daily")  # type: ignore[arg-type]
 
 
+def _budget(chunks: int | None, chars: int | None) -> dict[str, int | None]:
+    """The context budget's settings given as options (0 characters: no budget)."""
+    budget: dict[str, int | None] = {}
+    if chunks is not None:
+        budget["context_chunks"] = chunks
+    if chars is not None:
+        budget["context_chars"] = chars or None
+    return budget
+
+
 def _gateway(
     upstream: str | None,
     key_file: Path | None,
     template_file: Path | None,
     pass_through: bool,
     replies: dict[str, str],
+    budget: dict[str, int | None],
 ) -> GatewaySettings | None:
     """The gateway's settings from the options (None without --upstream)."""
     from ragbound.serve.gateway import GatewaySettings, check_context_template
 
     if upstream is None:
-        if key_file or template_file or pass_through:
+        if key_file or template_file or pass_through or budget:
             raise InputError(
-                "--upstream-key-file, --context-template and --pass-through need --upstream"
+                "--upstream-key-file, --context-template, --context-chunks, --context-chars "
+                "and --pass-through need --upstream"
             )
         return None
-    if pass_through and template_file is not None:
-        raise InputError("--pass-through forwards chats unchanged: drop --context-template")
+    if pass_through and (template_file is not None or budget):
+        raise InputError(
+            "--pass-through forwards chats unchanged: drop --context-template, "
+            "--context-chunks and --context-chars"
+        )
     template = read_text(template_file) if template_file is not None else DEFAULT_CONTEXT_TEMPLATE
     try:
         check_context_template(template)
@@ -284,6 +322,7 @@ def _gateway(
         api_key=_first_line(key_file) if key_file is not None else None,
         context_template=None if pass_through else template,
         **replies,
+        **budget,  # type: ignore[arg-type]
     )
 
 
