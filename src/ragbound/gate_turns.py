@@ -18,7 +18,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ragbound.conversation import Conversation, Query
-from ragbound.detect.reading import LAST, REWRITE, Read, Vectors, read
+from ragbound.detect.reading import LAST, REWRITE, Read, Vectors, read, recent_text
 from ragbound.errors import InputError
 from ragbound.knowledge.query import Prepared, QueryEmbedder, query_texts
 
@@ -145,13 +145,14 @@ def conversation_read(item: Query, how: Read) -> ConversationRead | None:
 
 def other_turns(item: Query, how: Read, *, instructions: bool) -> list[str]:
     """The texts the tripwires see besides the read text: every user turn (the last too when
-    the read text joins it with others) and, with ``instructions``, the system and developer
-    messages."""
+    the read text joins it with others), the recent turns joined (a request split over
+    turns; already embedded by the ``follow`` reading) and, with ``instructions``, the system
+    and developer messages."""
     if not isinstance(item, Conversation):
         return []
-    turns = [t for t in item.user_turns if t != how.text]
     extra = list(item.instructions) if instructions else []
-    return list(dict.fromkeys([*turns, *extra]))
+    joined = [recent_text(item)[0]] if item.turn_index > 0 else []
+    return [t for t in dict.fromkeys([*item.user_turns, *joined, *extra]) if t != how.text]
 
 
 def vector_reader(kb) -> Vectors | None:

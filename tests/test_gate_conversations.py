@@ -1,0 +1,122 @@
+"""The Gate decides conversations: follow-ups read with the turns before them, topic switches
+still caught, tripwires across every turn, the history embedded once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ragbound.conversation import conversation
+from ragbound.detect import Guard
+from ragbound.detect.reading import LAST, RECENT
+from ragbound.errors import InputError
+from ragbound.gate import Gate
+from ragbound.tripwires import TripwireRule
+from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE
+from tests.tripwires.tripwire_texts import UNSAFE, tripwired_copy
+
+RULE = TripwireRule(k=3, proportion=None, rank=1)
+QUESTION = "How do bees tell each other where food is?"
+
+
+@pytest.fixture(scope="module")
+def gated_kb(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("gate-chat") / "kb"
+    kb = tripwired_copy(minilm_kb_dir, target)
+    Guard.calibrate(kb, IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10], k=4, alpha=0.1).save()
+    return target
+
+
+@pytest.fixture(scope="module")
+def gate(gated_kb: Path) -> Gate:
+    return Gate.load(gated_kb, rule=RULE, context_k=2)
+
+
+def chat(*turns: str, system: str | None = None) -> list[dict]:
+    messages = [{"role": "system", "content": system}] if system else []
+    for turn in turns:
+        messages += [{"role": "user", "content": turn}, {"role": "assistant", "content": "I see."}]
+    return messages[:-1]
+
+
+def test_a_content_free_follow_up_is_answered_in_its_conversation(gate: Gate) -> None:
+    alone = gate.decide("yes please")
+    in_chat = gate.decide(chat(QUESTION, "yes please"))
+    assert alone.action == "abstain"
+    assert in_chat.action == "answer"
+    assert in_chat.query == "yes please"
+    assert in_chat.test.query == f"{QUESTION} yes please"  # the text searched
+    assert in_chat.conversation is not None
+    assert (in_chat.conversation.turn, in_chat.conversation.read_turns) == (1, 2)
+    assert in_chat.conversation.reading == "follow"
+    assert alone.conversation is None
+
+
+def test_a_topic_switch_is_still_out_of_knowledge(gate: Gate) -> None:
+    switch = gate.decide(chat(QUESTION, "What is the capital of Australia?"))
+    assert switch.action == "abstain" and switch.conversation.read_turns == 1
+
+
+def test_a_first_turn_is_decided_as_the_query_alone(gate: Gate) -> None:
+    first = gate.decide(chat(QUESTION, system="Answer about bees."))
+    alone = gate.decide(QUESTION)
+    assert first.test.p_value == alone.test.p_value and first.action == alone.action
+    assert first.conversation.turn == 0
+
+
+def test_queries_and_conversations_mix_in_one_batch_in_order(gate: Gate) -> None:
+    items = [QUESTION, chat(QUESTION, "yes please"), conversation(chat("hi", QUESTION), id="c")]
+    decisions = gate.decide_many(items)
+    assert [d.query for d in decisions] == [QUESTION, "yes please", QUESTION]
+    assert decisions[2].conversation.id == "c"
+
+
+def test_the_reading_is_a_choice(gated_kb: Path) -> None:
+    last = Gate.load(gated_kb, rule=RULE, reading=LAST).decide(chat(QUESTION, "yes please"))
+    recent = Gate.load(gated_kb, rule=RULE, reading=RECENT).decide(chat(QUESTION, "yes please"))
+    assert last.action == "abstain" and recent.action == "answer"
+    with pytest.raises(InputError, match="unknown reading"):
+        Gate.load(gated_kb, reading="guess")
+    with pytest.raises(InputError, match="needs an LLM"):
+        Gate.load(gated_kb, reading="rewrite").decide(chat(QUESTION, "yes please"))
+
+
+@pytest.mark.parametrize("unsafe", UNSAFE)
+def test_a_forbidden_request_in_an_earlier_turn_is_rejected(gate: Gate, unsafe: str) -> None:
+    assert gate.decide(unsafe).action == "reject"
+    decision = gate.decide(chat(unsafe, "Why do beekeepers use smoke?"))
+    assert decision.action == "reject"
+    assert unsafe in decision.tripwires.query  # the turn that tripped (alone or joined)
+
+
+def test_the_system_message_meets_the_tripwires_only_when_asked(gated_kb: Path) -> None:
+    messages = chat(QUESTION, system=UNSAFE[1])
+    assert Gate.load(gated_kb, rule=RULE).decide(messages).action != "reject"
+    asked = Gate.load(gated_kb, rule=RULE, tripwire_instructions=True)
+    assert asked.decide(messages).action == "reject"
+
+
+def test_the_history_is_embedded_once(gated_kb: Path) -> None:
+    gate = Gate.load(gated_kb, rule=RULE)
+    embedder = gate.turn_vectors.embedder
+    seen: list[str] = []
+    encode, encode_one = embedder.encode, embedder.encode_one
+
+    def counted(texts, *args, **kwargs):
+        seen.extend(texts)
+        return encode(texts, *args, **kwargs)
+
+    def counted_one(text):
+        seen.append(text)
+        return encode_one(text)
+
+    embedder.encode, embedder.encode_one = counted, counted_one
+    try:
+        turns = [QUESTION, "How far do they fly?", "yes please", "Why do beekeepers use smoke?"]
+        for n in range(1, len(turns) + 1):
+            gate.decide(chat(*turns[:n]))
+    finally:
+        embedder.encode, embedder.encode_one = encode, encode_one
+    for turn in turns:
+        assert seen.count(turn) == 1, turn
