@@ -34,6 +34,19 @@ def minilm_kb_dir(corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 @pytest.fixture(scope="session")
+def gated_kb(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bees-and-trains knowledge base, calibrated, with four tripwires."""
+    from ragbound.detect import Guard
+    from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE
+    from tests.tripwires.tripwire_texts import tripwired_copy
+
+    target = tmp_path_factory.mktemp("gate") / "kb"
+    kb = tripwired_copy(minilm_kb_dir, target)
+    Guard.calibrate(kb, IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10], k=4, alpha=0.1).save()
+    return target
+
+
+@pytest.fixture(scope="session")
 def postgres() -> Iterator[Server]:
     """One throw-away server for the session, stopped at its end (also after failures)."""
     if binaries() is None:

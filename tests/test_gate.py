@@ -15,18 +15,9 @@ from ragbound.gate import Decision, Gate
 from ragbound.knowledge import KnowledgeBase
 from ragbound.tripwires import TripwireRule
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
-from tests.tripwires.tripwire_texts import UNSAFE, tripwired_copy
+from tests.tripwires.tripwire_texts import UNSAFE
 
 RULE = TripwireRule(k=3, proportion=None, rank=1)
-
-
-@pytest.fixture(scope="module")
-def gated_kb(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bees-and-trains knowledge base, calibrated, with four tripwires."""
-    target = tmp_path_factory.mktemp("gate") / "kb"
-    kb = tripwired_copy(minilm_kb_dir, target)
-    Guard.calibrate(kb, IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10], k=4, alpha=0.1).save()
-    return target
 
 
 @pytest.fixture(scope="module")

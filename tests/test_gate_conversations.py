@@ -8,24 +8,14 @@ from pathlib import Path
 import pytest
 
 from ragbound.conversation import conversation
-from ragbound.detect import Guard
 from ragbound.detect.reading import LAST, RECENT
 from ragbound.errors import InputError
 from ragbound.gate import Gate
 from ragbound.tripwires import TripwireRule
-from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE
-from tests.tripwires.tripwire_texts import UNSAFE, tripwired_copy
+from tests.tripwires.tripwire_texts import UNSAFE
 
 RULE = TripwireRule(k=3, proportion=None, rank=1)
 QUESTION = "How do bees tell each other where food is?"
-
-
-@pytest.fixture(scope="module")
-def gated_kb(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("gate-chat") / "kb"
-    kb = tripwired_copy(minilm_kb_dir, target)
-    Guard.calibrate(kb, IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10], k=4, alpha=0.1).save()
-    return target
 
 
 @pytest.fixture(scope="module")
