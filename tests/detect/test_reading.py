@@ -14,6 +14,7 @@ from ragbound.detect.reading import (
     RECENT_TURNS,
     check_reading,
     generic_turns,
+    opening,
     read,
     recent_text,
 )
@@ -77,6 +78,12 @@ def test_follow_joins_a_content_free_turn() -> None:
 
 def test_follow_without_vectors_reads_as_recent() -> None:
     assert read(chat("a b", "c d"), FOLLOW).text == "a b c d"
+
+
+def test_a_long_answer_is_compared_by_its_opening() -> None:
+    assert opening("bees dance to show the way", 12) == "bees dance"
+    assert opening("short", 12) == "short"
+    assert opening("x" * 20, 12) == "x" * 12
 
 
 def test_an_unknown_reading_is_refused() -> None:

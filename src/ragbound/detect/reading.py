@@ -51,6 +51,9 @@ FOLLOW_SIMILARITY = 0.15
 """Cosine at and above which the last turn follows an earlier turn or the last answer."""
 GENERIC_SIMILARITY = 0.3
 """Cosine at and above which the last turn is a content-free turn ("yes", "what else?")."""
+ANSWER_CHARS = 300
+"""Characters of the assistant's last answer compared with the last turn (its opening says
+what it is about; a long answer would cost a long embedding at every turn)."""
 SEPARATOR = " "
 
 Vectors = Callable[[list[str]], np.ndarray]
@@ -111,13 +114,21 @@ def follows(chat: Conversation, vectors: Vectors) -> bool:
     Reads the texts only, never the knowledge base. The join ``recent`` would search is
     embedded in the same call, so a follow-up costs one embedding call."""
     earlier = list(chat.user_turns[-RECENT_TURNS:-1])
-    answer = chat.previous_answer()
+    answer = opening(chat.previous_answer() or "", ANSWER_CHARS)
     texts = [chat.last_user, *earlier, *([answer] if answer else [])]
     embedded = vectors([*texts, recent_text(chat)[0]])[: len(texts)]
     if len(texts) > 1 and float((embedded[1:] @ embedded[0]).max()) >= FOLLOW_SIMILARITY:
         return True
     generic = vectors(list(generic_turns()))
     return float((generic @ embedded[0]).max()) >= GENERIC_SIMILARITY
+
+
+def opening(text: str, chars: int) -> str:
+    """The first ``chars`` characters of ``text``, cut at a space when there is one."""
+    if len(text) <= chars:
+        return text
+    cut = text[:chars]
+    return cut.rsplit(" ", 1)[0] if " " in cut else cut
 
 
 @cache
