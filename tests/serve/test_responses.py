@@ -102,16 +102,16 @@ def test_the_client_s_stream_helper_assembles_the_response(client) -> None:
 
 
 def test_a_conversation_as_input_items_is_translated_to_chat_messages(client, upstream) -> None:
+    first = IN_KNOWLEDGE[3]
     items = [
         {"role": "developer", "content": "Answer in English."},
-        {"role": "user", "content": OUT_OF_KNOWLEDGE[1]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": first}]},
         {
             "type": "message",
             "role": "assistant",
-            "content": [{"type": "output_text", "text": "I don't know."}],
+            "content": [{"type": "output_text", "text": "About two thousand."}],
         },
         {"type": "reasoning", "id": "rs_1", "summary": []},
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hm."}]},
         {"type": "function_call", "call_id": "c1", "name": "look", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "c1", "output": "nothing"},
         {"role": "user", "content": [{"type": "input_text", "text": IN_KNOWLEDGE[2]}]},
@@ -121,17 +121,11 @@ def test_a_conversation_as_input_items_is_translated_to_chat_messages(client, up
     messages = upstream.received[-1]["messages"]
     assert messages[0]["role"] == "system"
     assert messages[0]["content"].startswith("Answer in English.\n\n")
+    call = {"id": "c1", "type": "function", "function": {"name": "look", "arguments": "{}"}}
     assert messages[1:] == [
-        {"role": "user", "content": OUT_OF_KNOWLEDGE[1]},
-        {"role": "assistant", "content": "I don't know."},
-        {"role": "user", "content": "Hm."},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "look", "arguments": "{}"}}
-            ],
-        },
+        {"role": "user", "content": first},
+        # a function call after the assistant's message joins it (reasoning is dropped)
+        {"role": "assistant", "content": "About two thousand.", "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "c1", "content": "nothing"},
         {"role": "user", "content": IN_KNOWLEDGE[2]},
     ]
@@ -284,6 +278,19 @@ def test_tools_and_formats_are_translated_to_their_chat_forms() -> None:
     plain = to_chat(request(text={"format": {"type": "text"}}, tool_choice="required"))
     assert "response_format" not in plain.model_dump(exclude_unset=True)
     assert plain.model_extra["tool_choice"] == "required"
+
+
+def test_function_calls_become_one_assistant_message_with_tool_calls() -> None:
+    calls = [
+        {"type": "function_call", "call_id": f"c{i}", "name": "f", "arguments": "{}"}
+        for i in (1, 2)
+    ]
+    outputs = [{"type": "function_call_output", "call_id": f"c{i}", "output": "ok"} for i in (1, 2)]
+    chat = to_chat(request(input=[{"role": "user", "content": "Hi?"}, *calls, *outputs]))
+    _, assistant, *tools = chat.model_dump(exclude_unset=True)["messages"]
+    assert assistant["role"] == "assistant" and assistant["content"] is None
+    assert [call["id"] for call in assistant["tool_calls"]] == ["c1", "c2"]
+    assert [(t["role"], t["tool_call_id"]) for t in tools] == [("tool", "c1"), ("tool", "c2")]
 
 
 def test_an_image_part_stays_a_part_and_parts_of_text_are_joined() -> None:
