@@ -14,6 +14,8 @@ import json
 import httpx
 import openai
 import pytest
+from openai.types.responses import Response, ResponseStreamEvent
+from pydantic import TypeAdapter
 
 from benchmarks.instant_upstream import REPLY
 from ragbound.errors import InputError
@@ -35,6 +37,7 @@ gate, upstream, url, client = (
     test_gateway.client,
 )
 upstream_answers = test_gateway.upstream_answers
+EVENT: TypeAdapter[ResponseStreamEvent] = TypeAdapter(ResponseStreamEvent)
 
 
 # --------------------------------------------------------------------------- answer
@@ -99,6 +102,20 @@ def test_the_client_s_stream_helper_assembles_the_response(client) -> None:
         deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
         final = stream.get_final_response()
     assert "".join(deltas) == REPLY == final.output_text
+
+
+@pytest.mark.parametrize("query", [IN_KNOWLEDGE[0], OUT_OF_KNOWLEDGE[0]], ids=["upstream", "own"])
+def test_responses_and_events_validate_as_the_openai_package_s_types(url: str, query: str) -> None:
+    """Strictly (the client itself builds its objects without validating them)."""
+    body = {"model": "m", "input": query, "max_output_tokens": 30}
+    Response.model_validate(post(url, body).json())
+    with httpx.stream(
+        "POST", f"{url}/v1/responses", json={**body, "stream": True}, headers=auth(READ)
+    ) as reply:
+        lines = [line for line in reply.iter_lines() if line.startswith("data:")]
+    events = [EVENT.validate_json(line.removeprefix("data:")) for line in lines]
+    assert events[-1].type == "response.completed"
+    Response.model_validate(events[-1].response.model_dump())
 
 
 def test_a_conversation_as_input_items_is_translated_to_chat_messages(client, upstream) -> None:

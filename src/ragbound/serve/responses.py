@@ -39,6 +39,7 @@ the Response's ``ragbound`` field (streamed: in ``response.created``'s and
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -199,6 +200,8 @@ def to_chat(request: ResponsesRequest) -> ChatRequest:
 
 def _add_item(messages: list[dict[str, Any]], item: dict[str, Any], where: str) -> None:
     kind = item.get("type", "message")
+    if not isinstance(kind, str):
+        raise InputError(f"{where}: the item's type must be a string")
     if kind == "message":
         role = item.get("role")
         if role not in MESSAGE_ROLES:
@@ -384,23 +387,24 @@ class ResponsesShape:
             yield event
         output = _Output(finish=None)
         calls: dict[int, dict[str, str]] = {}
-        async for line in lines:
-            chunk = sse_json(line) if line.startswith("data:") else None
-            if chunk is None:
-                continue
-            if "error" in chunk:
-                yield self._event("response.failed", response=self._failed(chunk["error"]))
-                return
-            output.usage = _usage(chunk["usage"]) if chunk.get("usage") else output.usage
-            for choice in chunk.get("choices") or []:
-                delta = choice.get("delta") or {}
-                if delta.get("content"):
-                    output.text += delta["content"]
-                    for event in self._delta(delta["content"]):
-                        yield event
-                for call in delta.get("tool_calls") or []:
-                    _merge_call(calls, call)
-                output.finish = choice.get("finish_reason") or output.finish
+        async with contextlib.aclosing(lines):  # the upstream's reply closes with the relay
+            async for line in lines:
+                chunk = sse_json(line) if line.startswith("data:") else None
+                if chunk is None:
+                    continue
+                if chunk.get("error"):
+                    yield self._event("response.failed", response=self._failed(chunk["error"]))
+                    return
+                output.usage = _usage(chunk["usage"]) if chunk.get("usage") else output.usage
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    if delta.get("content"):
+                        output.text += delta["content"]
+                        for event in self._delta(delta["content"]):
+                            yield event
+                    for call in delta.get("tool_calls") or []:
+                        _merge_call(calls, call)
+                    output.finish = choice.get("finish_reason") or output.finish
         output.calls = [calls[i] for i in sorted(calls)]
         for event in self._finish(output, decision):
             yield event
@@ -413,20 +417,24 @@ class ResponsesShape:
             self._event("response.in_progress", response=snapshot),
         ]
 
+    def _open(self) -> list[bytes]:
+        """The message item's first events, once."""
+        if self.opened:
+            return []
+        self.opened = True
+        item = self._message("", "in_progress")
+        part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+        return [
+            self._event("response.output_item.added", output_index=0, item=item),
+            self._event("response.content_part.added", **self._at(), part=part),
+        ]
+
     def _delta(self, text: str) -> list[bytes]:
-        events = []
-        if not self.opened:
-            self.opened = True
-            item = self._message("", "in_progress")
-            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-            events += [
-                self._event("response.output_item.added", output_index=0, item=item),
-                self._event("response.content_part.added", **self._at(), part=part),
-            ]
-        return [*events, self._event("response.output_text.delta", **self._at(), delta=text)]
+        opened = self._open()  # first: the events are numbered as they are made
+        return [*opened, self._event("response.output_text.delta", **self._at(), delta=text)]
 
     def _finish(self, output: _Output, decision: Decision) -> list[bytes]:
-        events = []
+        events = [] if output.calls else self._open()  # a reply of no text is an empty message
         if self.opened:
             message = self._message(output.text, "completed")
             events += [
