@@ -12,7 +12,7 @@ import base64
 import binascii
 import contextlib
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
@@ -30,6 +30,7 @@ from starlette.exceptions import HTTPException
 
 import ragbound.tracing as tracing
 from ragbound._version import __version__
+from ragbound.conversation import Conversation, Query, conversation
 from ragbound.corpus import validate_query
 from ragbound.detect.calibration import APPROXIMATE
 from ragbound.errors import ArtifactError, InputError
@@ -59,7 +60,7 @@ from ragbound.serve.models import (
 )
 from ragbound.serve.responses import ResponsesRequest, ResponsesShape, to_chat
 from ragbound.serve.service import GateSource, Service, start_loading
-from ragbound.serve.settings import ServeSettings
+from ragbound.serve.settings import Limits, ServeSettings
 from ragbound.tripwires import Tripwire, tripwire_id
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
@@ -203,20 +204,29 @@ def _add_check_routes(app: FastAPI, service: Service) -> None:
 
     @app.post("/v1/check", response_model=Decision, dependencies=reader, tags=["decide"])
     async def check(body: CheckRequest) -> Response:
-        """Decide one query: ``answer`` (with its context), ``abstain`` (out of knowledge) or
-        ``reject`` (forbidden). The boundary test's verdict is in ``test``, the tripwires' in
-        ``tripwires``."""
-        return _json((await _decide(service, [body.query]))[0])
+        """Decide one query, or one conversation at its last user message (``messages``, given
+        the turns before it: the text searched is in ``test.query``, the turn and how the
+        conversation was read in ``conversation``): ``answer`` (with its context), ``abstain``
+        (out of knowledge) or ``reject`` (forbidden, by any user turn). The boundary test's
+        verdict is in ``test``, the tripwires' in ``tripwires``."""
+        item = body.query if body.messages is None else _chat(body.messages, body.conversation_id)
+        return _json((await _decide(service, [item]))[0])
 
     @app.post("/v1/check/batch", response_model=BatchResponse, dependencies=reader, tags=["decide"])
     async def check_batch(body: BatchRequest) -> Response:
-        """Decide up to ``max_batch`` queries together, in order."""
+        """Decide up to ``max_batch`` queries, or conversations, together, in order."""
+        what = "queries" if body.conversations is None else "conversations"
+        given = body.queries or body.conversations or []
         limit = service.settings.limits.max_batch
-        if len(body.queries) > limit:
-            raise ApiError(413, f"{len(body.queries)} queries; at most {limit}", "max_batch", limit)
-        if not body.queries:
-            raise ApiError(422, "no queries to decide")
-        return _json(BatchResponse(results=await _decide(service, body.queries)))
+        if len(given) > limit:
+            raise ApiError(413, f"{len(given)} {what}; at most {limit}", "max_batch", limit)
+        if not given:
+            raise ApiError(422, f"no {what} to decide")
+        items: list[Query] = [
+            chat if isinstance(chat, str) else _chat(chat.messages, chat.id, f"conversation {i}")
+            for i, chat in enumerate(given, start=1)
+        ]
+        return _json(BatchResponse(results=await _decide(service, items)))
 
 
 def _json(model: BaseModel) -> Response:
@@ -225,22 +235,41 @@ def _json(model: BaseModel) -> Response:
     return Response(model.model_dump_json(), media_type="application/json")
 
 
-async def _decide(service: Service, queries: list[str]) -> list[Decision]:
+def _chat(
+    messages: Sequence[BaseModel], chat_id: str | None, location: str = "messages"
+) -> Conversation:
+    """A request's messages (pydantic models with ``role`` and ``content``) as a Conversation
+    (InputError, so 422, naming the message at fault); its size is held to the service's
+    limits by :func:`_decide`."""
+    raw = [message.model_dump() for message in messages]
+    unbounded = sys.maxsize
+    return conversation(
+        raw,
+        id=(chat_id or "").strip() or None,  # a blank id is no id
+        location=location,
+        max_messages=unbounded,
+        max_chars=unbounded,
+        max_turn_chars=unbounded,
+    )
+
+
+async def _decide(service: Service, items: list[Query]) -> list[Decision]:
+    """Decisions for queries and conversations (already validated Conversations, from this
+    module's routes or the gateway's), each first held to the service's limits."""
     limits = service.settings.limits
-    texts = []
-    for i, query in enumerate(queries):
-        location = "query" if len(queries) == 1 else f"query {i + 1}"
-        if len(query) > limits.max_query_chars:
-            raise ApiError(
-                422,
-                f"{location} has {len(query)} characters; at most {limits.max_query_chars}",
-                "max_query_chars",
-                limits.max_query_chars,
-            )
-        texts.append(validate_query(query, max_chars=limits.max_query_chars, location=location))
+    checked: list[Query] = []
+    for i, item in enumerate(items):
+        one = len(items) == 1
+        if isinstance(item, Conversation):
+            _check_chat(item, limits, "messages" if one else f"conversation {i + 1}")
+            checked.append(item)
+            continue
+        location = "query" if one else f"query {i + 1}"
+        _check_length(item, limits, location)
+        checked.append(validate_query(item, max_chars=limits.max_query_chars, location=location))
     _check_ready(service)
     try:
-        return await service.batcher.submit(texts, timeout=limits.request_timeout_s)
+        return await service.batcher.submit(checked, timeout=limits.request_timeout_s)
     except TimeoutError:
         raise ApiError(
             503,
@@ -248,6 +277,39 @@ async def _decide(service: Service, queries: list[str]) -> list[Decision]:
             "request_timeout_s",
             limits.request_timeout_s,
         ) from None
+
+
+def _check_length(text: str, limits: Limits, location: str) -> None:
+    """422 naming ``max_query_chars`` for a query, or a decided turn, longer than it."""
+    if len(text) > limits.max_query_chars:
+        raise ApiError(
+            422,
+            f"{location} has {len(text)} characters; at most {limits.max_query_chars}",
+            "max_query_chars",
+            limits.max_query_chars,
+        )
+
+
+def _check_chat(chat: Conversation, limits: Limits, location: str) -> None:
+    """413 naming the limit for a conversation of too many messages or characters, 422 for
+    a decided turn longer than a query may be."""
+    if len(chat.messages) > limits.max_messages:
+        raise ApiError(
+            413,
+            f"{location}: {len(chat.messages)} messages; at most {limits.max_messages} (send "
+            "the recent part of a longer chat)",
+            "max_messages",
+            limits.max_messages,
+        )
+    chars = sum(len(message.text) for message in chat.messages)
+    if chars > limits.max_conversation_chars:
+        raise ApiError(
+            413,
+            f"{location}: {chars} characters of text; at most {limits.max_conversation_chars}",
+            "max_conversation_chars",
+            limits.max_conversation_chars,
+        )
+    _check_length(chat.last_user, limits, f"{location}, its last user message")
 
 
 def _check_ready(service: Service) -> None:

@@ -36,13 +36,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ragbound.tracing as tracing
+from ragbound.conversation import Query
 from ragbound.gate import Decision
 from ragbound.serve.settings import Batching
 
 
 @dataclass
 class _Pending:
-    queries: list[str]
+    queries: list[Query]
     future: asyncio.Future[list[Decision]] = field(repr=False)
     deadline: float | None = None  # event-loop time; None: no timeout
     trace: object = None  # the caller's trace context (None: tracing is off)
@@ -58,14 +59,15 @@ class _Pending:
 class Batcher:
     """``await submit(queries)`` -> their decisions: ``process(prepare(queries))`` for a batch.
 
-    ``prepare`` (default: the queries as they are) runs on the embedding thread, ``process``
-    on the decision thread."""
+    A query is a string or a :class:`~ragbound.conversation.Conversation`; a batch may mix
+    them, in the order they were submitted. ``prepare`` (default: the queries as they are)
+    runs on the embedding thread, ``process`` on the decision thread."""
 
     def __init__(
         self,
         process: Callable[[Any], list[Decision]],
         batching: Batching,
-        prepare: Callable[[list[str]], Any] = list,
+        prepare: Callable[[list[Query]], Any] = list,
     ):
         self.process = process
         self.prepare = prepare
@@ -92,7 +94,7 @@ class Batcher:
         self._worker.shutdown(wait=True)
         await asyncio.gather(*self._in_flight, return_exceptions=True)
 
-    async def submit(self, queries: list[str], timeout: float | None = None) -> list[Decision]:
+    async def submit(self, queries: list[Query], timeout: float | None = None) -> list[Decision]:
         """Queue ``queries`` (already validated) and wait for their decisions; TimeoutError
         after ``timeout`` seconds (None: no limit), and then they are decided only when their
         batch was already being embedded or decided."""
@@ -174,7 +176,7 @@ class Batcher:
         except Exception as exc:
             return exc
 
-    def _stages(self, contexts: list[object], queries: list[str]) -> Future[list[Decision]]:
+    def _stages(self, contexts: list[object], queries: list[Query]) -> Future[list[Decision]]:
         """On the embedding thread: prepare, then queue the decision (so in batch order)."""
         with tracing.joined(contexts):
             prepared = self.prepare(queries)
