@@ -16,12 +16,13 @@ from typing import Any
 import numpy as np
 
 from ragbound.artifacts import write_atomically, write_jsonl
-from ragbound.corpus import load_query_records
+from ragbound.corpus import load_query_records, validate_query
 from ragbound.detect.guard import Guard
-from ragbound.detect.monitor import parse_time
+from ragbound.detect.monitor import logged_query, parse_time
 from ragbound.engines import Search
 from ragbound.errors import InputError
 from ragbound.logseries import series
+from ragbound.records import Record
 
 SCORE_FORMATS = (".jsonl", ".parquet")
 
@@ -29,7 +30,8 @@ SCORE_FORMATS = (".jsonl", ".parquet")
 @dataclass(frozen=True)
 class ScoreTable:
     """One row per query, in file order: ``line`` (1-based, in the input), ``time`` (the log's
-    timestamp as written, or None), ``query``, ``score`` (the statistic, higher = more out of
+    timestamp as written, or None), ``query`` (the text scored: for a conversation's turn in a
+    service's log, the text its test searched), ``score`` (the statistic, higher = more out of
     knowledge), ``p_value`` (small = out of knowledge) and ``out_of_knowledge`` (p <= alpha)."""
 
     line: np.ndarray
@@ -73,11 +75,13 @@ def score_file(
     ``LOG.000001``, ... first) with the guard's calibration; ``search`` gives the top-k
     similarities (see :mod:`ragbound.engines`). Several paths (one log per replica of a
     service): their rows merged by time (file order when a row has no time), each row's
-    ``source`` naming its file."""
+    ``source`` naming its file. A service's line for a conversation's turn is scored on the
+    text the service searched (its ``conversation.searched``), so the p-values are the live
+    ones."""
     paths = [path] if isinstance(path, str | Path) else list(path)
     files = [file for given in paths for file in series(Path(given)) or [Path(given)]]
     records = [
-        (record, query, file)
+        (record, _searched(record, query, field), file)
         for file in files
         for record, query in load_query_records(file, field=field)
     ]
@@ -107,6 +111,14 @@ def score_file(
         statistic=label,
         alpha=level,
     )
+
+
+def _searched(record: Record, query: str, field: str | None) -> str:
+    """The text to score for a record whose ``query`` is read: a logged conversation turn's
+    text its test searched (:func:`~ragbound.detect.monitor.logged_query`), else the query."""
+    read_from = field or "query"
+    name, value = logged_query(record.fields, read_from)
+    return query if name == read_from else validate_query(value, location=record.where(name))
 
 
 def _sort_time(value: Any) -> float:

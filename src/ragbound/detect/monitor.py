@@ -36,7 +36,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
@@ -186,6 +186,10 @@ def iso(seconds: float) -> str:
     return dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat(timespec="seconds")
 
 
+SEARCHED = "searched"
+"""The field of a logged conversation turn holding the text its test searched."""
+
+
 def read_log(
     path: Path,
     *,
@@ -236,8 +240,20 @@ def _record(text: str, path: Path, number: int, time_field: str, query_field: st
                 f"{where(path, number, field)}: missing (the line has {sorted(item)})"
                 + case_hint((field,), item)
             )
-    query = validate_query(item[query_field], location=where(path, number, query_field))
+    field, value = logged_query(item, query_field)
+    query = validate_query(value, location=where(path, number, field))
     return LogRecord(number, parse_time(item[time_field], where(path, number, time_field)), query)
+
+
+def logged_query(item: dict[str, Any], query_field: str = "query") -> tuple[str, Any]:
+    """The field of a log line whose text is scored, and its value (None when absent): for a
+    conversation's turn logged by ``ragbound serve`` (:mod:`ragbound.serve.querylog`), the text
+    its test searched (``conversation.searched``) when the query is read from ``query``, so a
+    replay scores what the service scored; else ``query_field``."""
+    chat = item.get("conversation")
+    if query_field == "query" and isinstance(chat, dict) and SEARCHED in chat:
+        return f"conversation.{SEARCHED}", chat[SEARCHED]
+    return query_field, item.get(query_field)
 
 
 class ShiftMonitor:

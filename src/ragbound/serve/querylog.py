@@ -4,7 +4,15 @@ Each line holds ``time`` (ISO 8601 UTC, microseconds, never earlier than the lin
 ``query`` (the text, ``sha256:<hex>`` or absent, per the ``log_queries`` mode), ``action``,
 ``p_value``, ``score`` (the test statistic, higher = more out of knowledge), ``statistic``,
 ``triggers`` (the topics that fired) and ``calibration_id``. With the query text, the file is
-a log ``ragbound shift --queries FILE`` reads.
+a log ``ragbound shift --queries FILE`` and ``ragbound score`` read.
+
+A conversation's decision (``query`` is the user turn decided) also holds ``conversation``:
+``turn`` (user turns before it), ``history`` (the hash of the messages before it), ``id`` (the
+caller's, when sent), ``reading`` and ``read_turns`` (how the conversation was read), and
+``searched``, the text the test searched when it is not the turn alone (kept as the query is:
+text, ``sha256:<hex>`` or absent). Replaying the log, ``score`` and ``shift`` score
+``searched`` where a line has it (:func:`ragbound.detect.monitor.logged_query`), so they
+reproduce the live p-values.
 
 Durability: a batch of lines is written with one ``write``, flushed and ``fsync``-ed before
 any of its requests is answered (a group commit). A process killed mid-write can leave a
@@ -29,6 +37,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragbound.detect.monitor import SEARCHED
 from ragbound.errors import InputError, where
 from ragbound.gate import Decision, fired_topics
 from ragbound.logseries import file_id, next_rotated, remaining
@@ -175,7 +184,20 @@ class QueryLog:
             "triggers": fired_topics(decision),
             "calibration_id": decision.calibration_id,
         }
+        if decision.conversation is not None:
+            row["conversation"] = self._conversation(decision)
         return json.dumps(row, ensure_ascii=False) + "\n"
+
+    def _conversation(self, decision: Decision) -> dict[str, object]:
+        """A conversation's fields of its row; the text searched only when it is not the
+        turn decided (the query), and shown as the query is."""
+        assert decision.conversation is not None
+        fields: dict[str, object] = decision.conversation.model_dump(exclude_none=True)
+        searched = decision.test.query
+        shown = shown_query(searched, self.mode) if searched != decision.query else None
+        if shown is not None:
+            fields[SEARCHED] = shown
+        return fields
 
     def close(self) -> None:
         with self._lock:
