@@ -11,7 +11,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 
 INFINITY_VENV := .venv-infinity
 
-.PHONY: install demo test lint docs bench bench-abstention bench-serve bench-zoo clean infinity
+.PHONY: install demo test lint docs bench bench-abstention bench-serve bench-zoo bench-conversations clean infinity
 
 # each install step says what it does and how long it took (pip itself stays quiet)
 STEP := scripts/step
@@ -77,6 +77,12 @@ bench-serve: $(STAMP)
 # section, zoo-synth)
 bench-zoo: $(STAMP)
 	$(BIN)/python -m benchmarks.run zoo
+
+# each way of reading a chat (last message, follow: the default, recent, an LLM rewrite on a
+# subset) on doc2dial's dialogues, 3 seeds (BENCH_CONV_SEEDS; BENCH_CONV_REWRITE_N later turns a
+# group for the bundled LLM, 0 skips; BENCH_CONV_LATENCY_N turns timed); its own section
+bench-conversations: $(STAMP)
+	$(BIN)/python -m benchmarks.run conversations
 
 clean:
 	rm -rf $(VENV) $(INFINITY_VENV) build site *.egg-info src/*.egg-info .pytest_cache

@@ -18,6 +18,9 @@ numbers in bench_out/serve.json). ``python -m benchmarks.run zoo`` is ``make ben
 (benchmarks/zoo.py: every automatic choice against the default on PubMedQA, PubMedQA-half,
 COVID-QA halves, BANKING77-OOS and CLAP NQ; BENCH_ZOO_SEEDS, BENCH_ZOO_CORPORA; raw numbers in
 bench_out/zoo.json; BENCH_ZOO_SYNTH=1: synthetic calibration instead, bench_out/zoo_synth.json).
+``conversations`` is ``make bench-conversations`` (benchmarks/conversations.py: each reading of a
+chat against the last message alone on doc2dial; BENCH_CONV_SEEDS, BENCH_CONV_REWRITE_N,
+BENCH_CONV_LATENCY_N; raw numbers in bench_out/conversations.json).
 ``int8`` (benchmarks/int8.py): dynamic int8 MiniLM against the fp32 ONNX default on the zoo's
 corpora, one seed (BENCH_INT8_SEED, BENCH_INT8_CORPORA; raw numbers in bench_out/int8.json).
 The tripwire parts (benchmarks/tripwires.py,
@@ -130,6 +133,12 @@ def main() -> None:
         results[key] = run_part()
         save(results, [sys.argv[1]])
         print(json.dumps(results[key], indent=2))
+        return
+    if sys.argv[1:2] == ["conversations"]:  # `make bench-conversations`: doc2dial, own section
+        from benchmarks import conversations
+
+        # `conversations render`: the section again from bench_out/conversations.json
+        conversations.main(sys.argv[2:])
         return
     reason = datasets.missing_reason()
     if reason:
