@@ -59,7 +59,9 @@ def score(
 
     One row per query, in file order: line, time (as logged, or null), query, score (the
     statistic, higher = more out of knowledge), p_value and out_of_knowledge (p_value <=
-    alpha). Parquet files keep the statistic and alpha in their metadata.
+    alpha). Parquet files keep the statistic and alpha in their metadata. A line ragbound
+    serve logged for a conversation's turn is scored on the text the service searched (its
+    conversation.searched, which is then the row's query), so its p-value is the service's.
 
     --engine ray embeds and searches on ray.data with --workers actors, each loading the
     knowledge base once (the KB folder must be readable at the same path on every node);
