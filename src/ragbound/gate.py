@@ -203,11 +203,13 @@ class Gate:
         rule: TripwireRule | None = None,
         context_k: int = DEFAULT_CONTEXT_K,
         force: bool = False,
-        reading: str = DEFAULT_READING,
+        reading: str | None = None,
         tripwire_instructions: bool = False,
         rewriter: Rewriter | None = None,
     ) -> Gate:
-        """Open a calibrated knowledge base with its tripwires (if any) and saved rule."""
+        """Open a calibrated knowledge base with its tripwires (if any) and saved rule.
+        ``reading`` None: the one the calibration's conversations were read with, else
+        ``follow``."""
         guard = Guard.load(kb_dir, force=force)
         tripwires = None
         if guard.kb.manifest.embedder.kind == "dense":
@@ -217,7 +219,7 @@ class Gate:
             guard,
             tripwires,
             context_k=context_k,
-            reading=reading,
+            reading=reading or guard.reading or DEFAULT_READING,
             tripwire_instructions=tripwire_instructions,
             rewriter=rewriter,
         )

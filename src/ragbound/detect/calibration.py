@@ -174,6 +174,10 @@ class CalibrationManifest(BaseModel):
     # agree to the cosine checked at export, so either runtime checks against this null); None
     # for servers, BM25 and calibrations made before it was recorded
     embed_runtime: str | None = None
+    # how the conversations among its queries were read into the texts searched
+    # (ragbound.detect.reading: follow, recent, last, rewrite); Gate.load checks with it by
+    # default. None: standalone questions only, and calibrations made before it was recorded
+    reading: str | None = None
 
     @model_validator(mode="before")
     @classmethod

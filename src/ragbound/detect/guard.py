@@ -25,6 +25,7 @@ from ragbound.detect.config import (
     check_option,
     resolve_tau,
 )
+from ragbound.detect.reading import check_reading
 from ragbound.detect.rerank import CrossEncoderReranker, relevance_rows
 from ragbound.detect.select import combined_calibration, learn_from_queries
 from ragbound.embedders.base import DenseEmbedder
@@ -347,6 +348,24 @@ class Guard:
         update = {"embed_runtime": runtime}
         self.calibration.manifest = self.calibration.manifest.model_copy(update=update)
         return self
+
+    def record_reading(self, reading: str | None) -> Guard:
+        """Keep in the manifest the reading (:mod:`ragbound.detect.reading`) the conversations
+        among the calibration queries were read with (self); None: standalone questions only.
+        Conversations are then checked with it by default (:meth:`ragbound.gate.Gate.load`)."""
+        if reading is not None:
+            try:
+                check_reading(reading)
+            except ValueError as exc:
+                raise InputError(str(exc)) from None
+        manifest = self.calibration.manifest.model_copy(update={"reading": reading})
+        self.calibration.manifest = manifest
+        return self
+
+    @property
+    def reading(self) -> str | None:
+        """The reading the calibration's conversations were read with (None: none held)."""
+        return self.calibration.manifest.reading
 
     @property
     def approximate(self) -> bool:
