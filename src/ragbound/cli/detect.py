@@ -12,6 +12,7 @@ import typer
 
 from ragbound.cli import validate
 from ragbound.cli.common import (
+    LLM_HELP,
     CalibratedAlphaOpt,
     FieldOpt,
     ForceOpt,
@@ -21,6 +22,7 @@ from ragbound.cli.common import (
     QueriesFileOpt,
     RunOpt,
     SeedOpt,
+    cached_llm,
     console,
     emit_json,
     gather_queries,
@@ -48,9 +50,12 @@ from ragbound.stats.names import P_VALUE_METHODS
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from ragbound.corpus.conversations import FileConversation
     from ragbound.detect.calibration import CalibrationManifest, NullQuestions
     from ragbound.detect.combined import Selection
-    from ragbound.results import EvaluationReport, Verdict
+    from ragbound.detect.rewrite import Rewriter
+    from ragbound.gate import Decision
+    from ragbound.results import EvaluationReport, Neighbour, Verdict
 
 
 def _help(name: str) -> str:
@@ -61,12 +66,55 @@ def _help(name: str) -> str:
 CalibratedKbArg = Annotated[Path, typer.Argument(help="Calibrated knowledge-base directory.")]
 
 
+def _reading_choice(value: str | None) -> str | None:
+    """A reading of conversations (ragbound.detect.reading, imported only when one is given)."""
+    if value is None:
+        return None
+    from ragbound.detect.reading import READINGS
+
+    return validate.choice(*READINGS)(value)
+
+
+ConversationsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--conversations",
+        help='File of conversations, one a line: `{"messages": [...], "id": ...}` '
+        '(OpenAI-style) or doc2dial\'s `{"id": ..., "turns": [{"role": "user", "text": ...}, '
+        '{"role": "agent", ...}]}`.',
+        callback=validate.existing_file,
+    ),
+]
+READING_HELP = (
+    "How a conversation is read into the text searched: follow, recent, last, or rewrite (an "
+    "LLM call per later turn, through --llm)."
+)
+RewriteLlmOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--llm",
+        help=f"With the rewrite reading: the LLM that rewrites a turn, {LLM_HELP} "
+        "[default: local].",
+    ),
+]
+
+
 def calibrate(
     kb_dir: Annotated[Path, typer.Argument(help="Knowledge-base directory.")],
     queries: Annotated[
-        Path,
-        typer.Option("--queries", help="In-knowledge query file.", callback=validate.existing_file),
-    ],
+        Path | None,
+        typer.Option(
+            "--queries",
+            help="In-knowledge query file (standalone questions).",
+            callback=validate.existing_file,
+        ),
+    ] = None,
+    conversations: ConversationsOpt = None,
+    reading: Annotated[
+        str | None,
+        typer.Option(help=READING_HELP + " [default: follow]", callback=_reading_choice),
+    ] = None,
+    llm: RewriteLlmOpt = None,
     field: FieldOpt = None,
     k: Annotated[
         int, typer.Option("--k", help=_help("k"), callback=validate.positive_int)
@@ -165,8 +213,18 @@ def calibrate(
     score the k chunks' relevance logits instead of their similarities: about k
     cross-encoder passes per query, measured in docs/benchmarks.md. --json prints path,
     n_queries, k, tau, statistic, alpha, p_value_method, granularity, reranker,
-    critical_value, kb_fingerprint, questions, synthetic_check (with --real-queries) and
-    selection (with auto).
+    critical_value, kb_fingerprint, questions, reading, conversations (with
+    --conversations: source, n_conversations, n_turns), synthetic_check (with
+    --real-queries) and selection (with auto).
+
+    --conversations FILE (one chat a line, in the shapes check reads; a logged chat may end
+    with the assistant's answer) adds every user turn of every conversation to the null,
+    each read as check reads it: with --reading (default follow; rewrite calls the --llm
+    once per later turn). Give --queries, --conversations or both; standalone questions are
+    read as themselves. The manifest records the reading (reading; null without
+    conversations) and check, the gate and the service read conversations with it by
+    default: a null of turns read one way holds the p-values of turns read that way
+    (docs/conversations.md).
 
     Calibrate on a few dozen real in-knowledge questions first. The manifest records where
     the questions that make the null came from (questions: origin real, synthetic, mixed or
@@ -220,7 +278,9 @@ def calibrate(
     from ragbound.corpus import load_queries
     from ragbound.corpus.provenance import question_origins
     from ragbound.detect import Guard
+    from ragbound.detect.reading import DEFAULT_READING
     from ragbound.errors import InputError
+    from ragbound.gate_turns import read_texts
     from ragbound.knowledge import KnowledgeBase
 
     learned = statistic in (COMBINED, AUTO)
@@ -234,12 +294,28 @@ def calibrate(
             f"--statistic {statistic} searches every indexed unit and takes no "
             "--granularity or --reranker"
         )
-    kb = KnowledgeBase.load(kb_dir)
-    texts = load_queries(queries, field=field)
-    real_texts = load_queries(real_queries) if real_queries else None
-    null_texts = load_queries(null_queries) if null_queries else None
+    if queries is None and conversations is None:
+        raise InputError(
+            "give in-knowledge questions: --queries FILE, --conversations FILE or both"
+        )
     # the file whose questions make the null: what the real-question check compares
     null_file, null_field = (queries, field) if null_queries is None else (null_queries, None)
+    if null_file is None and real_queries is not None:
+        raise InputError(
+            "--real-queries compares --queries (e.g. `ragbound synth` output) with real "
+            "questions: give --queries FILE"
+        )
+    chats = _calibration_chats(conversations, reading, llm)
+    kb = KnowledgeBase.load(kb_dir)
+    texts = load_queries(queries, field=field) if queries is not None else []
+    if chats:
+        reading = reading or DEFAULT_READING
+        items = [chat.conversation for chat in chats]
+        texts += read_texts(kb, items, reading, _rewriter(reading, llm))
+    real_texts = load_queries(real_queries) if real_queries else None
+    null_texts = load_queries(null_queries) if null_queries else None
+    source = null_file if null_queries is not None else _sources(queries, conversations)
+    origins = None if null_file is None else question_origins(null_file, field=null_field)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         guard = Guard.calibrate(
@@ -254,17 +330,20 @@ def calibrate(
             granularity=granularity,
             null_queries=null_texts,
             seed=seed if learned else None,
-            queries_source=str(null_file),
+            queries_source=str(source),
             progress=progress(json_out),
-            questions=questions or question_origins(null_file, field=null_field),  # type: ignore[arg-type]
+            questions=questions or origins,  # type: ignore[arg-type]
         )
     for warning in caught:
         sys.stderr.write(wrap(f"warning: {warning.message}") + "\n")
     from ragbound.cli.synth import check_against_real
 
-    synthetic_check = check_against_real(
-        guard, (null_file, null_field), (real_queries, real_texts), progress(json_out)
-    )
+    synthetic_check = None
+    if null_file is not None:
+        synthetic_check = check_against_real(
+            guard, (null_file, null_field), (real_queries, real_texts), progress(json_out)
+        )
+    guard.record_reading(reading if chats else None)
     folder = guard.save(on_wait=notice)
     critical = guard.critical_value()
     selection = guard.calibration.manifest.selection
@@ -277,6 +356,9 @@ def calibrate(
         "kb_fingerprint": kb.fingerprint,
     }
     info["questions"] = guard.calibration.manifest.questions.model_dump()
+    info["reading"] = guard.reading
+    if chats:
+        info["conversations"] = _chats_info(conversations, chats)
     if synthetic_check is not None:
         info["synthetic_check"] = synthetic_check.model_dump(mode="json")
     if selection is not None:
@@ -299,8 +381,58 @@ def calibrate(
         + "); "
         f"{guard.config.statistic} critical value at alpha={alpha}: {critical:.4f}"
     )
+    if chats:
+        found = _chats_info(conversations, chats)
+        n = found["n_conversations"]
+        say(
+            f"conversations: {found['n_turns']} user turns of {n} conversation"
+            f"{'s' if n != 1 else ''}, read with {reading} (check reads conversations with it)"
+        )
     say(f"saved to {folder}")
     say(questions_line(guard.calibration.manifest.questions))
+
+
+def _calibration_chats(
+    conversations: Path | None, reading: str | None, llm: str | None
+) -> list[FileConversation]:
+    """Every user turn of each conversation of ``conversations`` (none without the file)."""
+    from ragbound.errors import InputError
+
+    if conversations is None:
+        if reading is not None or llm is not None:
+            raise InputError("--reading and --llm read conversations: give --conversations FILE")
+        return []
+    from ragbound.corpus.conversations import load_conversations
+
+    return load_conversations(conversations, every_turn=True)
+
+
+def _chats_info(conversations: Path | None, chats: Sequence[FileConversation]) -> dict:
+    """What a calibration read of a conversation file, for --json and the summary line."""
+    return {
+        "source": str(conversations),
+        "n_conversations": len({(chat.file, chat.line) for chat in chats}),
+        "n_turns": len(chats),
+    }
+
+
+def _sources(*files: Path | None) -> str:
+    """The files the calibration questions came from, as the manifest's queries_source."""
+    return ", ".join(str(path) for path in files if path is not None)
+
+
+def _rewriter(reading: str, llm: str | None) -> Rewriter | None:
+    """The LLM of the rewrite reading (None for the others; --llm is refused with them)."""
+    from ragbound.detect.reading import REWRITE
+    from ragbound.errors import InputError
+
+    if reading != REWRITE:
+        if llm is not None:
+            raise InputError(f"--llm is for the rewrite reading, not {reading}")
+        return None
+    from ragbound.detect.rewrite import Rewriter
+
+    return Rewriter(cached_llm(llm or "local"))
 
 
 def questions_line(null: NullQuestions) -> str:
@@ -372,6 +504,23 @@ def check(
         int,
         typer.Option(help="Nearest chunks to show per query.", callback=validate.non_negative_int),
     ] = 3,
+    conversations: ConversationsOpt = None,
+    every_turn: Annotated[
+        bool,
+        typer.Option(
+            "--every-turn",
+            help="With --conversations: decide every user turn of each conversation, not "
+            "only its last (a logged chat).",
+        ),
+    ] = False,
+    reading: Annotated[
+        str | None,
+        typer.Option(
+            help=READING_HELP + " [default: the calibration's, else follow]",
+            callback=_reading_choice,
+        ),
+    ] = None,
+    llm: RewriteLlmOpt = None,
     force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -390,9 +539,37 @@ def check(
     neighbours (rank, chunk_id, doc_id, source, similarity, text). A calibration made before
     the knowledge base changed, or with another search (exact vs HNSW, another ef_search),
     is refused unless --force.
+
+    --conversations FILE decides chats instead (docs/conversations.md): one a line,
+    OpenAI-style `{"messages": [...], "id": ...}` or doc2dial's `{"id": ..., "turns": [...]}`
+    (roles user and agent, each turn's `text`), each at its last user turn, or at every user
+    turn with --every-turn (a logged chat, which may end with the assistant's answer). The
+    gate decides them as the service does: the turn is read into the text searched with
+    --reading (default: the reading the calibration's conversations were read with, else
+    follow) and every user turn meets the tripwires. Each decision is printed under a line
+    naming the conversation (its id, else its line) and the user turn (1: the first), with
+    --evidence chunks; a forbidden turn names its topics. --json prints one decision per
+    line: query (the turn), action, reason, test (its query is the text searched),
+    tripwires, neighbours and conversation (turn: user turns before it, history, id,
+    reading, read_turns). The statistic and alpha are the calibration's.
     """
     from ragbound.detect import Guard
+    from ragbound.errors import InputError
 
+    if conversations is not None:
+        if query or queries is not None:
+            raise InputError("give queries or --conversations FILE, not both")
+        if statistic is not None or alpha is not None:
+            raise InputError(
+                "--conversations are decided with the calibration's statistic and alpha: "
+                "drop --statistic and --alpha (--json gives every p-value)"
+            )
+        check_conversations(
+            kb_dir, conversations, every_turn, reading, llm, evidence, force, json_out
+        )
+        return
+    if every_turn or reading is not None or llm is not None:
+        raise InputError("--every-turn, --reading and --llm need --conversations FILE")
     texts = gather_queries(query, queries, field)
     guard = Guard.load(kb_dir, force=force)
     verdicts = guard.check_many(
@@ -404,10 +581,64 @@ def check(
         return
     print_verdicts(verdicts)
     if guard.approximate:
-        say(
-            f"[yellow]{APPROXIMATE}[/] (the calibration's questions were all written by an "
-            "LLM): calibrate on a few dozen real ones"
+        say(APPROXIMATE_LINE)
+
+
+APPROXIMATE_LINE = (
+    f"[yellow]{APPROXIMATE}[/] (the calibration's questions were all written by an LLM): "
+    "calibrate on a few dozen real ones"
+)
+
+
+def check_conversations(
+    kb_dir: Path,
+    conversations: Path,
+    every_turn: bool,
+    reading: str | None,
+    llm: str | None,
+    evidence: int,
+    force: bool,
+    json_out: bool,
+) -> None:
+    """``check --conversations``: each conversation decided at its last user turn (every user
+    turn with ``every_turn``) by the Gate, which reads it with ``reading`` (default: the
+    calibration's) and meets every user turn with the tripwires."""
+    from ragbound.corpus.conversations import load_conversations
+    from ragbound.errors import InputError
+    from ragbound.gate import Gate
+    from ragbound.knowledge.query import SEARCH_BATCH
+    from ragbound.progress import progress_bar
+
+    try:
+        chats = load_conversations(conversations, every_turn=every_turn)
+    except InputError as exc:
+        if every_turn or "the last message is the assistant's" not in str(exc):
+            raise
+        raise InputError(f"{exc}; --every-turn decides every user turn of a logged chat") from None
+    gate = Gate.load(kb_dir, force=force, context_k=evidence, reading=reading)
+    gate.rewriter = _rewriter(gate.reading, llm)
+    made_with = gate.guard.reading
+    if made_with is not None and made_with != gate.reading:
+        notice(
+            wrap(
+                f"warning: this calibration's conversations were read with {made_with}; "
+                f"checking with {gate.reading} holds turns read another way to that null "
+                "(their p-values may not hold)"
+            )
         )
+    decisions: list[Decision] = []
+    with progress_bar(len(chats), "deciding", progress(json_out)) as advance:
+        for start in range(0, len(chats), SEARCH_BATCH):
+            part = [chat.conversation for chat in chats[start : start + SEARCH_BATCH]]
+            decisions += gate.decide_many(part)
+            advance(len(part))
+    if json_out:
+        for decision in decisions:
+            emit_json(decision)
+        return
+    print_decisions(decisions, chats, gate.reading)
+    if gate.guard.approximate:
+        say(APPROXIMATE_LINE)
 
 
 def evaluate(
@@ -514,10 +745,49 @@ def print_verdicts(verdicts: Sequence[Verdict]) -> None:
     )
     for v in verdicts:
         say(escape(v.query))
-        label = "[red]out of knowledge[/]" if v.out_of_knowledge else "[green]in knowledge[/]    "
-        near = v.neighbours[0] if v.neighbours else None
-        evidence = f"  nearest {near.similarity:.3f} {escape(near.source)}" if near else ""
-        console().print(f"    p-value {v.p_value:.4f}  {label}{evidence}", soft_wrap=True)
+        console().print(verdict_line(v, v.neighbours), soft_wrap=True)
+
+
+def verdict_line(verdict: Verdict, neighbours: Sequence[Neighbour]) -> str:
+    """The indented line under a query: p-value, in or out of knowledge, nearest chunk."""
+    from rich.markup import escape
+
+    out = verdict.out_of_knowledge
+    label = "[red]out of knowledge[/]" if out else "[green]in knowledge[/]    "
+    near = neighbours[0] if neighbours else None
+    evidence = f"  nearest {near.similarity:.3f} {escape(near.source)}" if near else ""
+    return f"    p-value {verdict.p_value:.4f}  {label}{evidence}"
+
+
+def print_decisions(
+    decisions: Sequence[Decision], chats: Sequence[FileConversation], reading: str
+) -> None:
+    """Each conversation's decided turn as :func:`print_verdicts` prints a query, under a line
+    naming the conversation (its id, else its line) and the user turn (1: the first), and
+    how many user turns the text searched joins; a forbidden turn says which topics fired."""
+    from rich.markup import escape
+
+    from ragbound.detect.reading import REWRITE
+    from ragbound.gate import fired_topics
+
+    first = decisions[0].test
+    say(
+        f"{first.statistic}, alpha={first.alpha}, k={first.k}, "
+        f"{first.n_calibration} calibration queries; conversations read with {reading}"
+    )
+    for decision, chat in zip(decisions, chats, strict=True):
+        turn = decision.conversation
+        assert turn is not None
+        rewritten = turn.reading == REWRITE and decision.test.query != decision.query
+        joined = turn.reading != REWRITE and turn.read_turns > 1
+        how = f", searched with the last {turn.read_turns} user turns" if joined else ""
+        say(escape(f"{chat.label}, user turn {turn.turn + 1}{how}:"))
+        say(escape(decision.query))
+        if rewritten:
+            say(escape(f"    rewritten: {decision.test.query}"))
+        console().print(verdict_line(decision.test, decision.neighbours), soft_wrap=True)
+        if decision.action == "reject":
+            say(escape(f"    forbidden: {', '.join(fired_topics(decision))}"))
 
 
 def evaluation_table(report: EvaluationReport) -> Table:
