@@ -23,10 +23,9 @@ from ragbound.gate_texts import DEFAULT_CONTEXT_TEMPLATE
 from ragbound.serve import GatewaySettings, ServeSettings, Tokens, create_app
 from ragbound.serve.gateway import (
     DEFAULT_CONTEXT_CHARS,
-    ChatRequest,
     budgeted_context,
-    chat_conversation,
     check_context_template,
+    conversation_id,
     cut_text,
 )
 from tests.serve.server import READ, ThreadServer, ask, free_port, guarded_kb, wait_ready
@@ -118,10 +117,14 @@ def test_a_streamed_answer_is_relayed_with_the_decision_first(client, upstream) 
 
 
 # --------------------------------------------------------------- answered by ragbound
-@pytest.mark.parametrize(
+ANSWERED_HERE = pytest.mark.parametrize(
     ("query", "action", "reply"),
     [(OUT_OF_KNOWLEDGE[0], "abstain", DEFAULT_ABSTENTION), (UNSAFE[1], "reject", DEFAULT_REFUSAL)],
 )
+"""A query the gateway answers itself, with its action and its reply."""
+
+
+@ANSWERED_HERE
 @pytest.mark.parametrize("stream", [False, True])
 def test_abstain_and_reject_never_reach_the_upstream(
     client, upstream, query: str, action: str, reply: str, stream: bool
@@ -154,8 +157,8 @@ def test_abstain_and_reject_never_reach_the_upstream(
 
 def test_the_last_user_message_is_the_one_decided(client, upstream) -> None:
     messages = [
-        {"role": "user", "content": OUT_OF_KNOWLEDGE[1]},
-        {"role": "assistant", "content": "I don't know."},
+        {"role": "user", "content": IN_KNOWLEDGE[3]},
+        {"role": "assistant", "content": "About two thousand."},
         {"role": "user", "content": [{"type": "text", "text": IN_KNOWLEDGE[2]}]},
     ]
     completion = client.chat.completions.create(model="m", messages=messages)
@@ -275,31 +278,33 @@ def test_a_bad_context_template_is_refused(template: str, fragment: str) -> None
     assert check_context_template("{{json}} {context}") == "{{json}} {context}"
 
 
-def test_a_chat_is_decided_as_one_conversation_with_its_text_parts_joined() -> None:
-    request = ChatRequest.model_validate(
+def test_a_chat_is_decided_as_one_conversation_with_its_id(client, upstream) -> None:
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": IN_KNOWLEDGE[1]},
+        {"role": "assistant", "content": "Honey."},
         {
-            "messages": [
-                {"role": "system", "content": "Be brief."},
-                {"role": "user", "content": "Tell me about bees."},
-                {"role": "assistant", "content": "They make honey."},
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "text", "text": "How do"},
-                        {"type": "image_url", "image_url": {"url": "x"}},
-                        {"type": "text", "text": "they dance?"},
-                    ],
-                },
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "And how do"},
+                {"type": "image_url", "image_url": {"url": "x"}},
+                {"type": "text", "text": "they store it?"},
             ],
-            "metadata": {"conversation_id": "chat-42"},
-        }
+        },
+    ]
+    completion = client.chat.completions.create(
+        model="m", messages=messages, metadata={"conversation_id": "chat-42"}
     )
-    chat = chat_conversation(request)
-    assert chat.last_user == "How do\nthey dance?"
-    assert chat.user_turns == ("Tell me about bees.", "How do\nthey dance?")
-    assert chat.instructions == ("Be brief.",) and chat.id == "chat-42"
-    request.model_extra["metadata"] = {"conversation_id": 42}  # not a string: no id
-    assert chat_conversation(request).id is None
+    decision = completion.model_extra["ragbound"]
+    assert decision["query"] == "And how do\nthey store it?"  # the text parts joined
+    assert decision["conversation"]["turn"] == 1 and decision["conversation"]["id"] == "chat-42"
+    assert upstream.received[-1]["messages"][1:] == messages[1:]
+
+
+def test_the_conversation_id_is_a_string_in_the_metadata() -> None:
+    assert conversation_id({"metadata": {"conversation_id": "c-1"}}) == "c-1"
+    for fields in ({"metadata": {"conversation_id": 42}}, {"metadata": "c"}, {}, None):
+        assert conversation_id(fields) is None
 
 
 # ------------------------------------------------------------------ the context budget

@@ -19,7 +19,6 @@ from pydantic import TypeAdapter
 
 from benchmarks.instant_upstream import REPLY
 from ragbound.errors import InputError
-from ragbound.gate import DEFAULT_ABSTENTION, DEFAULT_REFUSAL
 from ragbound.gate_texts import DEFAULT_CONTEXT_TEMPLATE
 from ragbound.serve.gateway import budgeted_context
 from ragbound.serve.responses import ResponsesRequest, ResponsesShape, to_chat
@@ -27,7 +26,6 @@ from tests.serve import test_gateway
 from tests.serve.server import READ, ThreadServer, auth
 from tests.spans import named, recording
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
-from tests.tripwires.tripwire_texts import UNSAFE
 
 # the chat gateway's fixtures: its gate, scripted upstream and service (one each per module)
 gate, upstream, url, client = (
@@ -149,10 +147,7 @@ def test_a_conversation_as_input_items_is_translated_to_chat_messages(client, up
 
 
 # --------------------------------------------------------------- answered by ragbound
-@pytest.mark.parametrize(
-    ("query", "action", "reply"),
-    [(OUT_OF_KNOWLEDGE[0], "abstain", DEFAULT_ABSTENTION), (UNSAFE[1], "reject", DEFAULT_REFUSAL)],
-)
+@test_gateway.ANSWERED_HERE
 @pytest.mark.parametrize("stream", [False, True])
 def test_abstain_and_reject_are_answered_by_the_gateway(
     client, upstream, query: str, action: str, reply: str, stream: bool

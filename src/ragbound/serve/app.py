@@ -43,7 +43,7 @@ from ragbound.serve.gateway import (
     ReplyShape,
     Upstream,
     UpstreamError,
-    chat_conversation,
+    conversation_id,
     decision_headers,
 )
 from ragbound.serve.limits import ApiError, AsciiJSONResponse, RequestLimits
@@ -449,30 +449,40 @@ def _add_dashboard_routes(app: FastAPI, service: Service) -> None:
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
+def _gateway_responses(reply: str, more: dict[int, dict] | None = None) -> dict:
+    """A gateway route's documented replies: ``reply`` as JSON or server-sent events, the
+    upstream's failures, and ``more``."""
+    content = {
+        "application/json": {"schema": {"type": "object"}},
+        "text/event-stream": {"schema": {"type": "string"}},
+    }
+    return {
+        200: {"description": reply, "content": content},
+        502: {"model": ErrorBody, "description": "the upstream server is unreachable"},
+        504: {"model": ErrorBody, "description": "the upstream server timed out"},
+        **(more or {}),
+    }
+
+
 def _add_gateway_routes(app: FastAPI, service: Service, upstream: Upstream) -> None:
     reader = [Depends(_require(service, "read"))]
     replies = {"reject": upstream.settings.refusal, "abstain": upstream.settings.abstention}
-    upstream_errors = {
-        502: {"model": ErrorBody, "description": "the upstream server is unreachable"},
-        504: {"model": ErrorBody, "description": "the upstream server timed out"},
-    }
-
-    @app.post(
-        "/v1/chat/completions",
-        dependencies=reader,
-        tags=["gateway"],
-        responses={
-            200: {
-                "description": "an OpenAI chat.completion, or with stream: true server-sent "
-                "chat.completion.chunk events ending in [DONE]",
-                "content": {
-                    "application/json": {"schema": {"type": "object"}},
-                    "text/event-stream": {"schema": {"type": "string"}},
-                },
-            },
-            **upstream_errors,
-        },
+    chat_replies = _gateway_responses(
+        "an OpenAI chat.completion, or with stream: true server-sent chat.completion.chunk "
+        "events ending in [DONE]"
     )
+    state = {
+        "model": ErrorBody,
+        "description": "previous_response_id, conversation, prompt, background or an "
+        "item_reference: state the gateway does not keep",
+    }
+    responses_replies = _gateway_responses(
+        "an OpenAI Response, or with stream: true the Responses API's server-sent events "
+        "(response.created ... response.completed)",
+        {400: state},
+    )
+
+    @app.post("/v1/chat/completions", dependencies=reader, tags=["gateway"], responses=chat_replies)
     async def chat_completions(body: ChatRequest):
         """OpenAI-compatible chat completions, the chat decided as one conversation at its
         last user message: ``reject`` (forbidden) and ``abstain`` (out of knowledge) are
@@ -480,30 +490,10 @@ def _add_gateway_routes(app: FastAPI, service: Service, upstream: Upstream) -> N
         chunks as context. The decision is in the ``ragbound`` field (the first chunk of a
         stream) and the ``X-Ragbound-*`` headers."""
         with tracing.span("ragbound.chat", stream=body.stream) as span:
-            decision = await _decide_chat(service, body, span)
+            decision = await _decide_chat(service, body, span, conversation_id(body.model_extra))
             return await _chat_reply(body, decision, upstream, replies, ChatShape(body))
 
-    @app.post(
-        "/v1/responses",
-        dependencies=reader,
-        tags=["gateway"],
-        responses={
-            200: {
-                "description": "an OpenAI Response, or with stream: true the Responses API's "
-                "server-sent events (response.created ... response.completed)",
-                "content": {
-                    "application/json": {"schema": {"type": "object"}},
-                    "text/event-stream": {"schema": {"type": "string"}},
-                },
-            },
-            400: {
-                "model": ErrorBody,
-                "description": "previous_response_id, conversation, prompt, background or an "
-                "item_reference: state the gateway does not keep",
-            },
-            **upstream_errors,
-        },
-    )
+    @app.post("/v1/responses", dependencies=reader, tags=["gateway"], responses=responses_replies)
     async def responses(body: ResponsesRequest):
         """OpenAI's Responses API, translated to a chat completion and decided like one: the
         input (with the instructions as a system message) is one conversation, decided at its
@@ -514,13 +504,17 @@ def _add_gateway_routes(app: FastAPI, service: Service, upstream: Upstream) -> N
         as ``input`` (``previous_response_id`` is refused)."""
         chat = to_chat(body)
         with tracing.span("ragbound.responses", stream=body.stream) as span:
-            decision = await _decide_chat(service, chat, span)
+            chat_id = conversation_id(body.model_extra)
+            decision = await _decide_chat(service, chat, span, chat_id, "input, as chat messages")
             return await _chat_reply(chat, decision, upstream, replies, ResponsesShape(body))
 
 
-async def _decide_chat(service: Service, chat: ChatRequest, span) -> Decision:
+async def _decide_chat(
+    service: Service, chat: ChatRequest, span, chat_id: str | None, location: str = "messages"
+) -> Decision:
     """The chat's decision, as one conversation; its action and p-value on ``span``."""
-    decision = (await _decide(service, [chat_conversation(chat).last_user]))[0]  # TEMP
+    conv = _chat(chat.messages, chat_id, location)
+    decision = (await _decide(service, [conv]))[0]
     if span.is_recording():
         span.set_attributes(
             tracing.named({"action": decision.action, "p_value": decision.test.p_value})

@@ -22,6 +22,7 @@ OpenAI's Responses API, translated to and from Chat Completions; both routes rep
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
@@ -32,7 +33,6 @@ from typing import Any, Protocol
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragbound.conversation import Conversation, conversation
 from ragbound.corpus.chunker import split_sentences
 from ragbound.errors import InputError
 from ragbound.gate import DEFAULT_CONTEXT_K, Decision
@@ -141,13 +141,6 @@ class ChatRequest(BaseModel):
     model: Text | None = Field(None, description="passed to the upstream server as given")
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
-
-
-def chat_conversation(request: ChatRequest, *, location: str = "messages") -> Conversation:
-    """The chat's messages as the :class:`Conversation` decided (InputError naming the
-    message at fault), with ``metadata.conversation_id`` as its id when the caller sends one."""
-    messages = [message.model_dump() for message in request.messages]
-    return conversation(messages, id=conversation_id(request.model_extra), location=location)
 
 
 def conversation_id(fields: Mapping[str, Any] | None) -> str | None:
@@ -287,14 +280,15 @@ class ChatShape:
         """Server-sent events relayed line by line; the first JSON ``data:`` event gains the
         decision. Blank lines (event ends) and other fields pass unchanged."""
         pending = True
-        async for line in lines:
-            if pending and line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
-                payload = sse_json(line)
+        async with contextlib.aclosing(lines):  # the upstream's reply closes with the relay
+            async for line in lines:
+                data = line[5:].strip() if line.startswith("data:") else ""
+                payload = sse_json(line) if pending and data not in ("", "[DONE]") else None
                 if payload is not None:
                     payload[DECISION_FIELD] = decision_json(decision)
                     line = "data: " + json.dumps(payload, separators=(",", ":"))
                     pending = False
-            yield line.encode() + b"\n"
+                yield line.encode() + b"\n"
 
     def _envelope(self, kind: str) -> dict[str, Any]:
         return {
