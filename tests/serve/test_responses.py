@@ -95,6 +95,14 @@ def test_a_streamed_answer_comes_as_the_responses_api_s_events(client, upstream)
     assert upstream.received[-1]["stream"] is True
 
 
+def test_the_conversation_id_is_the_metadata_s(client) -> None:
+    response = client.responses.create(
+        model="m", input=IN_KNOWLEDGE[1], metadata={"conversation_id": "chat-7"}
+    )
+    assert response.model_extra["ragbound"]["conversation"]["id"] == "chat-7"
+    assert response.metadata == {"conversation_id": "chat-7"}
+
+
 def test_the_client_s_stream_helper_assembles_the_response(client) -> None:
     with client.responses.stream(model="m", input=IN_KNOWLEDGE[6]) as stream:
         deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
