@@ -110,3 +110,10 @@ def test_the_history_is_embedded_once(gated_kb: Path) -> None:
         embedder.encode, embedder.encode_one = encode, encode_one
     for turn in turns:
         assert seen.count(turn) == 1, turn
+
+
+def test_a_tripwire_swap_keeps_the_reading_and_the_turn_cache(gated_kb: Path) -> None:
+    gate = Gate.load(gated_kb, rule=RULE, reading=RECENT, tripwire_instructions=True)
+    fresh = gate.with_tripwires(None)
+    assert (fresh.reading, fresh.tripwire_instructions, fresh.tripwires) == (RECENT, True, None)
+    assert fresh.turn_vectors is gate.turn_vectors

@@ -224,6 +224,20 @@ class Gate:
             rewriter=rewriter,
         )
 
+    def with_tripwires(self, tripwires: TripwireGuard | None) -> Gate:
+        """This gate with another tripwire set (None: none), everything else kept, the cache
+        of embedded turns shared: what a service swaps in when its tripwires change."""
+        fresh = Gate(
+            self.guard,
+            tripwires,
+            context_k=self.context_k,
+            reading=self.reading,
+            tripwire_instructions=self.tripwire_instructions,
+            rewriter=self.rewriter,
+        )
+        fresh.turn_vectors = self.turn_vectors
+        return fresh
+
     def decide(self, query: Query | Sequence[Any]) -> Decision:
         """One decision: for a query string, or for a conversation (a list of OpenAI-style
         messages, or a :class:`~ragbound.conversation.Conversation`) at its last user turn."""

@@ -66,7 +66,7 @@ def _help(name: str) -> str:
 CalibratedKbArg = Annotated[Path, typer.Argument(help="Calibrated knowledge-base directory.")]
 
 
-def _reading_choice(value: str | None) -> str | None:
+def reading_choice(value: str | None) -> str | None:
     """A reading of conversations (ragbound.detect.reading, imported only when one is given)."""
     if value is None:
         return None
@@ -112,7 +112,7 @@ def calibrate(
     conversations: ConversationsOpt = None,
     reading: Annotated[
         str | None,
-        typer.Option(help=READING_HELP + " [default: follow]", callback=_reading_choice),
+        typer.Option(help=READING_HELP + " [default: follow]", callback=reading_choice),
     ] = None,
     llm: RewriteLlmOpt = None,
     field: FieldOpt = None,
@@ -311,7 +311,7 @@ def calibrate(
     if chats:
         reading = reading or DEFAULT_READING
         items = [chat.conversation for chat in chats]
-        texts += read_texts(kb, items, reading, _rewriter(reading, llm))
+        texts += read_texts(kb, items, reading, rewriter_for(reading, llm))
     real_texts = load_queries(real_queries) if real_queries else None
     null_texts = load_queries(null_queries) if null_queries else None
     source = null_file if null_queries is not None else _sources(queries, conversations)
@@ -421,7 +421,7 @@ def _sources(*files: Path | None) -> str:
     return ", ".join(str(path) for path in files if path is not None)
 
 
-def _rewriter(reading: str, llm: str | None) -> Rewriter | None:
+def rewriter_for(reading: str, llm: str | None) -> Rewriter | None:
     """The LLM of the rewrite reading (None for the others; --llm is refused with them)."""
     from ragbound.detect.reading import REWRITE
     from ragbound.errors import InputError
@@ -517,7 +517,7 @@ def check(
         str | None,
         typer.Option(
             help=READING_HELP + " [default: the calibration's, else follow]",
-            callback=_reading_choice,
+            callback=reading_choice,
         ),
     ] = None,
     llm: RewriteLlmOpt = None,
@@ -616,7 +616,7 @@ def check_conversations(
             raise
         raise InputError(f"{exc}; --every-turn decides every user turn of a logged chat") from None
     gate = Gate.load(kb_dir, force=force, context_k=evidence, reading=reading)
-    gate.rewriter = _rewriter(gate.reading, llm)
+    gate.rewriter = rewriter_for(gate.reading, llm)
     made_with = gate.guard.reading
     if made_with is not None and made_with != gate.reading:
         notice(

@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ragbound.cli import validate
-from ragbound.cli.detect import CalibratedKbArg
+from ragbound.cli.detect import (
+    READING_HELP,
+    CalibratedKbArg,
+    RewriteLlmOpt,
+    reading_choice,
+    rewriter_for,
+)
 from ragbound.errors import InputError
 from ragbound.gate_texts import DEFAULT_ABSTENTION, DEFAULT_CONTEXT_TEMPLATE, DEFAULT_REFUSAL
 from ragbound.records import read_text
@@ -100,6 +106,22 @@ def serve(
             "--force",
             help="Serve even when the calibration was made against another knowledge base or "
             "search, or its canaries have moved (/readyz stays ready and shows the move).",
+        ),
+    ] = False,
+    reading: Annotated[
+        str | None,
+        typer.Option(
+            help=READING_HELP + " [default: the calibration's, else follow]",
+            callback=reading_choice,
+        ),
+    ] = None,
+    llm: RewriteLlmOpt = None,
+    tripwire_instructions: Annotated[
+        bool,
+        typer.Option(
+            "--tripwire-instructions",
+            help="The tripwires also meet a conversation's system and developer messages "
+            "(every user turn always meets them).",
         ),
     ] = False,
     tracing: Annotated[
@@ -224,6 +246,20 @@ def serve(
     gateway = _gateway(upstream, upstream_key_file, context_template, pass_through, replies, budget)
     # the Gate returns the chunks the gateway may add (and /v1/check as many neighbours)
     context_k = max(DEFAULT_CONTEXT_K, gateway.context_chunks if gateway else 0)
+    rewriter = rewriter_for(reading, llm) if reading is not None else None
+    if llm is not None and reading is None:
+        raise InputError("--llm is for the rewrite reading: give --reading rewrite")
+
+    def load_gate() -> Gate:
+        return Gate.load(
+            kb_dir,
+            force=force,
+            context_k=context_k,
+            reading=reading,
+            tripwire_instructions=tripwire_instructions,
+            rewriter=rewriter,
+        )
+
     settings = ServeSettings(
         host=host,
         port=port,
@@ -259,13 +295,13 @@ def serve(
 
         sys.stderr.write(started)
         serve_workers(
-            lambda: Gate.load(kb_dir, force=force, context_k=context_k),
+            load_gate,
             lambda: Guard.open(kb_dir, force=force),
             settings,
             sockets,
         )
         return
-    app = create_app(Gate.load(kb_dir, force=force, context_k=context_k), settings)
+    app = create_app(load_gate(), settings)
     sys.stderr.write(started)
     serve_on(app, sockets, host, port)
 

@@ -345,7 +345,7 @@ class Service:
         version = self._read_version() if version is UNREAD else version
         rule = gate.tripwires.rule if gate.tripwires is not None else load_rule(Path(kb.path))
         guard = TripwireGuard(kb, rule)
-        fresh = Gate(gate.guard, guard if len(guard.tripwires) else None, context_k=gate.context_k)
+        fresh = gate.with_tripwires(guard if len(guard.tripwires) else None)
         self._tripwire_stamp, self._tripwire_version = stamp, version
         self.gate = fresh
         return fresh
