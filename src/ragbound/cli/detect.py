@@ -99,6 +99,16 @@ RewriteLlmOpt = Annotated[
 ]
 
 
+CheckReadingOpt = Annotated[
+    str | None,
+    typer.Option(
+        help=READING_HELP + " [default: the calibration's, else follow]",
+        callback=reading_choice,
+    ),
+]
+"""--reading where a calibration is read (check, serve): its reading is the default."""
+
+
 def calibrate(
     kb_dir: Annotated[Path, typer.Argument(help="Knowledge-base directory.")],
     queries: Annotated[
@@ -513,13 +523,7 @@ def check(
             "only its last (a logged chat).",
         ),
     ] = False,
-    reading: Annotated[
-        str | None,
-        typer.Option(
-            help=READING_HELP + " [default: the calibration's, else follow]",
-            callback=reading_choice,
-        ),
-    ] = None,
+    reading: CheckReadingOpt = None,
     llm: RewriteLlmOpt = None,
     force: ForceOpt = False,
     json_out: JsonOpt = False,

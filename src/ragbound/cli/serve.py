@@ -9,13 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ragbound.cli import validate
-from ragbound.cli.detect import (
-    READING_HELP,
-    CalibratedKbArg,
-    RewriteLlmOpt,
-    reading_choice,
-    rewriter_for,
-)
+from ragbound.cli.detect import CalibratedKbArg, CheckReadingOpt, RewriteLlmOpt, rewriter_for
 from ragbound.errors import InputError
 from ragbound.gate_texts import DEFAULT_ABSTENTION, DEFAULT_CONTEXT_TEMPLATE, DEFAULT_REFUSAL
 from ragbound.records import read_text
@@ -108,13 +102,7 @@ def serve(
             "search, or its canaries have moved (/readyz stays ready and shows the move).",
         ),
     ] = False,
-    reading: Annotated[
-        str | None,
-        typer.Option(
-            help=READING_HELP + " [default: the calibration's, else follow]",
-            callback=reading_choice,
-        ),
-    ] = None,
+    reading: CheckReadingOpt = None,
     llm: RewriteLlmOpt = None,
     tripwire_instructions: Annotated[
         bool,
