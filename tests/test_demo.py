@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ragbound.demo import (
+    CHAT,
     NEAR,
     WIDTH,
     Example,
@@ -84,6 +85,18 @@ def test_the_summary_counts_misses_from_the_verdicts_not_the_row_order():
     first, missed, alarm = miss_summary(rows, [True, True, False, True], 0.1)
     assert first.endswith("alpha 0.1, 1 missed") and missed == "missed: off-topic"
     assert alarm.startswith("1 of 1 answerable questions flagged")
+
+
+def test_a_chat_reads_its_follow_ups_with_the_turns_before(demo_run):
+    _, lines = demo_run
+    start = lines.index("a chat, turn by turn: p-value of the turn alone, then in the chat")
+    turns, results = lines[start + 1 : start + 9 : 2], lines[start + 2 : start + 9 : 2]
+    decided = {turn.strip(): result.split() for turn, result in zip(turns, results, strict=True)}
+    assert set(decided) == {turn for turn, _ in CHAT}
+    # "alone P ACTION in the chat P ACTION (read ...)"
+    assert (decided["ok"][2], decided["ok"][7]) == ("abstain", "answer")
+    switch = decided["Who won the 1998 world cup?"]
+    assert (switch[2], switch[7]) == ("abstain", "abstain")
 
 
 def test_forbidden_question_is_found_naming_its_tripwire(demo_run):

@@ -1,7 +1,8 @@
 """``make demo``: the four jobs of ragbound on the bundled sample corpus, fully offline.
 
 1. the online test: index the bundled field guide with MiniLM, calibrate on half of its
-   in-knowledge questions, check held-out and out-of-knowledge questions;
+   in-knowledge questions, check held-out and out-of-knowledge questions, then a chat's
+   turns (a follow-up read with the turn before it, a topic switch);
 2. tripwires: add hand-written tripwire documents, find a forbidden question naming them;
 3. the shift monitor: read a week of logged questions that drift off-topic, window by window,
    until the monitor raises its alarm;
@@ -138,7 +139,40 @@ def online_test(console: Console, out: Path) -> Demo:
     for line in miss_summary(examples, flagged, ALPHA):
         console.print(escape(line))
     measure(demo)
+    chat(demo)
     return demo
+
+
+CHAT = (  # a user's turns and the assistant's answers
+    (ORDINARY, "It adds, for each query term, its IDF times a saturated term frequency."),
+    (
+        "What are its two parameters?",
+        "k1 sets how fast a repeated term saturates, b how much a long chunk is penalised.",
+    ),
+    ("ok", "Anything else about retrieval?"),
+    ("Who won the 1998 world cup?", ""),
+)
+
+
+def chat(demo: Demo) -> None:
+    """A chat decided turn by turn: each turn alone, then in its conversation."""
+    from ragbound.gate import Gate
+
+    gate = Gate(demo.guard)
+    messages: list[dict[str, str]] = []
+    console = demo.console
+    console.print("\na chat, turn by turn: p-value of the turn alone, then in the chat")
+    for turn, answer in CHAT:
+        messages.append({"role": "user", "content": turn})
+        alone, in_chat = gate.decide_many([turn, list(messages)])
+        read = in_chat.conversation.read_turns if in_chat.conversation else 1
+        how = "with the turn before" if read > 1 else "alone"
+        console.print(f"  {escape(fit(turn, WIDTH - 4))}")
+        console.print(
+            f"    alone {alone.test.p_value:.3f} {alone.action:<8} "
+            f"in the chat {in_chat.test.p_value:.3f} {in_chat.action:<8} (read {how})"
+        )
+        messages.append({"role": "assistant", "content": answer})
 
 
 @dataclass(frozen=True)
