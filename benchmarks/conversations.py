@@ -697,10 +697,11 @@ def conversations_markdown(results: dict) -> list[str]:
     sizes = results["sizes"]
     corpus = results["corpus"]
     spread = " (worst seed)" if len(seeds) > 1 else ""
+    plural = "seeds" if len(seeds) > 1 else "seed"
     lines = [
         f"doc2dial ({corpus['documents']} documents, {corpus['texts']} distinct texts, "
         f"{corpus['dialogues']} dialogues); MiniLM, indexed as `ragbound index` does by default "
-        f"({GRANULARITY} units); MSS, alpha = {ALPHA}. {len(seeds)} seed(s): per seed "
+        f"({GRANULARITY} units); MSS, alpha = {ALPHA}. {len(seeds)} {plural}: per seed "
         f"{KEPT_SHARE:.0%} of the texts indexed, the kept documents' dialogues halved "
         "(calibration, in-knowledge test), the left-out documents' dialogues out of knowledge, "
         "every user turn decided with the turns and answers before it. Switch: a test "
@@ -739,7 +740,11 @@ def conversations_markdown(results: dict) -> list[str]:
             f"the test dialogues replayed in order, {lat['query']['later_n']} of them later "
             "turns; one Gate per reading keeps its turn cache as in a chat; the calls "
             "interleaved per turn after a warm-up; a plain embedder; OMP_NUM_THREADS="
-            f"{results.get('omp_num_threads', 'unset')})." + rewrite_cost(results),
+            f"{results.get('omp_num_threads', 'unset')}). A later turn's cost: `follow` embeds "
+            "the turn, the assistant's last answer and the join of the recent user turns in one "
+            "call (to tell whether the turn follows, then search the join or the turn); "
+            "`recent` embeds the join alone (longer than the turn); earlier turns come from the "
+            "gate's turn cache." + rewrite_cost(results),
             "",
             *markdown_table(*latency_table(results)),
         ]
@@ -751,6 +756,24 @@ def conversations_markdown(results: dict) -> list[str]:
         *markdown_table(*targets_table(results)),
     ]
     return lines
+
+
+ROW_ORDER = (*(ROW_NAMES[r] for r in (*READINGS, REWRITE)), *SUBSET_ROWS.values())
+SIZE_ORDER = ("documents kept", "chunks", "calibration dialogues", "test dialogues", *GROUPS)
+
+
+def ordered(results: dict) -> dict:
+    """``results`` as read back from bench_out/conversations.json (keys sorted) in the
+    tables' order: rows, sizes, and the latency's query first."""
+    rows, sizes = results.get("rows", {}), results.get("sizes", {})
+    found = results | {
+        "rows": {row: rows[row] for row in ROW_ORDER if row in rows},
+        "sizes": {name: sizes[name] for name in SIZE_ORDER if name in sizes},
+    }
+    if results.get("latency"):
+        lat = results["latency"]
+        found["latency"] = {name: lat[name] for name in ("query", *READINGS) if name in lat}
+    return found
 
 
 def raw_path(out: Path = OUT) -> Path:
@@ -768,7 +791,7 @@ def main(argv: Sequence[str] = ()) -> dict:
     section again from the saved raw numbers, measuring nothing."""
     path = raw_path()
     if list(argv) == ["render"]:
-        results = json.loads(path.read_text(encoding="utf-8"))
+        results = ordered(json.loads(path.read_text(encoding="utf-8")))
     elif argv:
         raise SystemExit(
             f"benchmarks.conversations: unknown arguments {list(argv)}; give none or render"

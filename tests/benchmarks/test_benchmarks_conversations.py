@@ -104,7 +104,9 @@ def test_a_small_run_fills_every_table_with_numbers_in_range(tmp_path, monkeypat
     monkeypatch.setenv("BENCH_CONV_LATENCY_N", "8")
     corpus = conv.subset(conv.load_corpus(), 12)  # more than k = 32 chunks kept
     results = conv.conversations_part(tmp_path, corpus)
-    results = json.loads(json.dumps(results))  # as `render` reads it back
+    saved = json.loads(json.dumps(results, sort_keys=True))  # as bench_out keeps it
+    assert conv.ordered(saved) == results  # `render` puts the rows back in the run's order
+    results = conv.ordered(saved)
     assert results["rewrite_skipped"] == "BENCH_CONV_REWRITE_N=0"
     for calibration in (conv.STANDALONE, conv.CONVERSATION):
         header, table = conv.quality_table(results, calibration)
