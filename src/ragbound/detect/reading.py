@@ -110,17 +110,19 @@ def read(item: Query, reading: str = DEFAULT_READING, vectors: Vectors | None = 
 
 def follows(chat: Conversation, vectors: Vectors) -> bool:
     """Whether the last user turn follows the conversation: close to a user turn before it
-    (within :data:`RECENT_TURNS`), to the assistant's last answer, or to a content-free turn.
-    Reads the texts only, never the knowledge base. The join ``recent`` would search is
-    embedded in the same call, so a follow-up costs one embedding call."""
+    (within :data:`RECENT_TURNS`), to a content-free turn, or to the assistant's last answer.
+    Reads the texts only, never the knowledge base. Checked in that order and embedded only
+    as needed: the earlier turns and the content-free ones come from the cache, so a turn
+    that follows them costs one new embedding (the answer is embedded only when they do not
+    settle it)."""
+    last = vectors([chat.last_user])[0]
     earlier = list(chat.user_turns[-RECENT_TURNS:-1])
-    answer = opening(chat.previous_answer() or "", ANSWER_CHARS)
-    texts = [chat.last_user, *earlier, *([answer] if answer else [])]
-    embedded = vectors([*texts, recent_text(chat)[0]])[: len(texts)]
-    if len(texts) > 1 and float((embedded[1:] @ embedded[0]).max()) >= FOLLOW_SIMILARITY:
+    if earlier and float((vectors(earlier) @ last).max()) >= FOLLOW_SIMILARITY:
         return True
-    generic = vectors(list(generic_turns()))
-    return float((generic @ embedded[0]).max()) >= GENERIC_SIMILARITY
+    if float((vectors(list(generic_turns())) @ last).max()) >= GENERIC_SIMILARITY:
+        return True
+    answer = opening(chat.previous_answer() or "", ANSWER_CHARS)
+    return bool(answer) and float(vectors([answer])[0] @ last) >= FOLLOW_SIMILARITY
 
 
 def opening(text: str, chars: int) -> str:
