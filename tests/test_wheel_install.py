@@ -211,6 +211,26 @@ def test_the_installed_command_checks_queries(venv: Venv, timings: dict[str, flo
     assert decided[IN_KNOWLEDGE]["out_of_knowledge"] is False
     assert decided[OUT_OF_KNOWLEDGE]["out_of_knowledge"] is True
     assert decided[IN_KNOWLEDGE]["neighbours"][0]["doc_id"] == "06-bm25-lexical-retrieval.md"
+    # a chat's follow-up, read with the content-free turns the wheel ships
+    chat = [
+        {"role": "user", "content": IN_KNOWLEDGE},
+        {"role": "assistant", "content": "By its terms' frequency and rarity."},
+        {"role": "user", "content": "ok"},
+    ]
+    chats = venv.work / "chats.jsonl"
+    chats.write_text(json.dumps({"id": "c", "messages": chat}) + "\n", encoding="utf-8")
+    out = venv.run(
+        timings,
+        "ragbound check --conversations",
+        "ragbound",
+        "check",
+        "kb",
+        "--conversations",
+        str(chats),
+        "--json",
+    )
+    followed = json.loads(out.splitlines()[0])
+    assert followed["action"] == "answer" and followed["conversation"]["read_turns"] == 2
 
 
 def test_the_serve_extra_serves(venv: Venv, dists: Dists, timings: dict[str, float]) -> None:
