@@ -117,3 +117,28 @@ def test_a_tripwire_swap_keeps_the_reading_and_the_turn_cache(gated_kb: Path) ->
     fresh = gate.with_tripwires(None)
     assert (fresh.reading, fresh.tripwire_instructions, fresh.tripwires) == (RECENT, True, None)
     assert fresh.turn_vectors is gate.turn_vectors
+
+
+def test_the_earlier_turns_meet_the_tripwires_once(gated_kb: Path) -> None:
+    gate = Gate.load(gated_kb, rule=RULE)
+    retrieve, decide = gate.tripwires.retrieve_vectors, gate.tripwires.decide
+    own_search: list[bool] = []
+    searched: list[str] = []
+
+    def counted_retrieve(vectors, k, knowledge=None):
+        own_search.append(knowledge is None)  # the other turns' search: no knowledge hits
+        return retrieve(vectors, k, knowledge)
+
+    def counted_decide(texts, merged):
+        if own_search.pop():
+            searched.extend(texts)
+        return decide(texts, merged)
+
+    gate.tripwires.retrieve_vectors, gate.tripwires.decide = counted_retrieve, counted_decide
+    turns = [QUESTION, "How far do they fly?", "Why do beekeepers use smoke?", UNSAFE[0]]
+    for n in range(1, len(turns) + 1):
+        gate.decide(chat(*turns[:n]))
+    last = gate.decide(chat(*turns, "yes please"))
+    assert last.action == "reject"  # the kept verdict of the unsafe earlier turn holds
+    assert searched and len(searched) == len(set(searched))  # each text searched once
+    assert set(turns[:3]) <= set(searched)

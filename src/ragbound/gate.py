@@ -42,6 +42,7 @@ from ragbound.gate_texts import DEFAULT_ABSTENTION as DEFAULT_ABSTENTION  # re-e
 from ragbound.gate_texts import DEFAULT_CONTEXT_TEMPLATE as DEFAULT_CONTEXT_TEMPLATE
 from ragbound.gate_texts import DEFAULT_REFUSAL as DEFAULT_REFUSAL
 from ragbound.gate_turns import (
+    TURN_CACHE_SIZE,
     ConversationRead,
     Embedded,
     TurnVectors,
@@ -192,6 +193,7 @@ class Gate:
         self.context_k = min(context_k, len(guard.kb))
         self.tripwire_instructions = tripwire_instructions
         self.rewriter = rewriter
+        self._verdicts: dict[tuple[str, str | None], TripwireVerdict] = {}
         embedder = vector_reader(guard.kb)
         self.turn_vectors = None if embedder is None else TurnVectors(embedder)
 
@@ -315,21 +317,34 @@ class Gate:
         """Each conversation's verdict, the other user turns (and instructions, if asked) met
         too: the first of them found forbidden replaces a verdict that was not. Their
         vectors come from the turn cache, so a chat's history is embedded once."""
-        assert self.tripwires is not None and self.turn_vectors is not None
-        owners, others = [], []
+        owners: list[int] = []
+        others: list[str] = []
         for i, (item, how) in enumerate(zip(embedded.items, embedded.reads, strict=True)):
             for text in other_turns(item, how, instructions=self.tripwire_instructions):
                 owners.append(i)
                 others.append(text)
-        if not others:
-            return verdicts
-        vectors = self.turn_vectors(others)
-        merged = self.tripwires.retrieve_vectors(vectors, self.tripwires.rule.k)
         found = list(verdicts)
-        for owner, verdict in zip(owners, self.tripwires.decide(others, merged), strict=True):
+        for owner, verdict in zip(owners, self._turn_verdicts(others), strict=True):
             if verdict.forbidden and not found[owner].forbidden:
                 found[owner] = verdict
         return found
+
+    def _turn_verdicts(self, texts: list[str]) -> list[TripwireVerdict]:
+        """The tripwire verdict of each earlier turn, kept per turn and tripwire set: a chat
+        sends its history at every turn, and its turns are searched once, not once a turn."""
+        assert self.tripwires is not None and self.turn_vectors is not None
+        set_hash = self.tripwires.tripwires.manifest.set_hash
+        kept = self._verdicts
+        missing = list(dict.fromkeys(t for t in texts if (t, set_hash) not in kept))
+        if missing:
+            merged = self.tripwires.retrieve_vectors(
+                self.turn_vectors(missing), self.tripwires.rule.k
+            )
+            if len(kept) + len(missing) > TURN_CACHE_SIZE:
+                kept.clear()  # bounded: a rare refill costs one search per turn
+            for text, verdict in zip(missing, self.tripwires.decide(missing, merged), strict=True):
+                kept[(text, set_hash)] = verdict
+        return [kept[(t, set_hash)] for t in texts]
 
     def _decision(
         self,
