@@ -19,8 +19,8 @@ Formats
 Anything else (``.txt``, ``.out``, no extension, ...)
     Text, one record per non-blank line, unless the content says otherwise (below).
 
-Every file must be UTF-8; a leading byte-order mark is dropped. NaN and Infinity are refused
-in JSON.
+Every file must be UTF-8; a leading byte-order mark is dropped. NaN, Infinity and numbers
+beyond a float's range (``1e999``) are refused in JSON.
 
 The content decides, not only the extension
 -------------------------------------------
@@ -66,6 +66,7 @@ import codecs
 import csv
 import io
 import json
+import math
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -343,7 +344,7 @@ def parse_json(text: str, display: str, line: int | None = None) -> Any:
     of the error inside ``text`` is used. NaN and Infinity are refused.
     """
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return standard_json(text)
     except json.JSONDecodeError as exc:
         at_line = line if line is not None else exc.lineno
         raise InputError(
@@ -444,12 +445,31 @@ def _csv_header(reader: Any, display: str) -> list[str]:
     return header
 
 
+class NonStandardJSON(ValueError):
+    """JSON text that Python's parser reads but the JSON standard (RFC 8259) does not have:
+    ``NaN``, ``Infinity``, ``-Infinity``, or a number beyond a 64-bit float's range."""
+
+
 def _reject_constant(name: str) -> Any:
     """Refuse NaN and ±Infinity, which are not JSON and would poison JSON artifacts."""
-    raise ValueError(f"{name} is not allowed in JSON")
+    raise NonStandardJSON(f"{name} is not allowed in JSON")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+def _finite_float(text: str) -> float:
+    """A JSON number as a float; refused when it overflows one (``1e999`` would be inf)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise NonStandardJSON(f"the number {text[:40]} is beyond the range of a 64-bit float")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def standard_json(text: str) -> Any:
+    """``text`` parsed as standard JSON: :class:`NonStandardJSON` for NaN, ±Infinity or a
+    number a float cannot hold; :class:`json.JSONDecodeError` for malformed text."""
+    return _DECODER.decode(text)
 
 
 def _lines(text: str) -> list[tuple[int, str]]:

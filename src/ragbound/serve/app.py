@@ -15,7 +15,6 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import (
     HTMLResponse,
@@ -36,6 +35,7 @@ from ragbound.detect.calibration import APPROXIMATE
 from ragbound.errors import ArtifactError, InputError
 from ragbound.gate import Decision
 from ragbound.serve.auth import Role, allows
+from ragbound.serve.bodies import BodyError, StandardJSONRoute
 from ragbound.serve.dashboard import Stats, content_security_policy, new_nonce, page
 from ragbound.serve.gateway import (
     ChatRequest,
@@ -64,7 +64,7 @@ from ragbound.serve.settings import Limits, ServeSettings
 from ragbound.tripwires import Tripwire, tripwire_id
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
-ERROR_CODES = (401, 403, 413, 422, 503)
+ERROR_CODES = (400, 401, 403, 413, 422, 503)
 ERRORS = {code: {"model": ErrorBody} for code in ERROR_CODES}
 # a route answering text or HTML still answers its errors in JSON (a model would be documented
 # under the route's own media type)
@@ -102,6 +102,7 @@ def create_app(gate: GateSource, settings: ServeSettings | None = None) -> FastA
         lifespan=lifespan,
         responses=ERRORS,  # type: ignore[arg-type]
     )
+    app.router.route_class = StandardJSONRoute  # every JSON body read by the one parser
     app.state.service = service
     app.add_middleware(RequestLimits, service=service)
     _add_error_handlers(app)
@@ -177,6 +178,10 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def artifact_error(_: Request, exc: ArtifactError) -> JSONResponse:
         return ApiError(503, str(exc)).response()
 
+    @app.exception_handler(BodyError)
+    async def body_error(_: Request, exc: BodyError) -> JSONResponse:
+        return ApiError(exc.status_code, str(exc.detail)).response()
+
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
         # FastAPI's own 400 is a body it cannot parse (not UTF-8): invalid, like bad JSON
@@ -189,7 +194,7 @@ def _add_error_handlers(app: FastAPI) -> None:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors()
         )
-        body = {"error": f"invalid request: {problems}", "detail": jsonable_encoder(exc.errors())}
+        body = {"error": f"invalid request: {problems}", "detail": exc.errors()}
         return AsciiJSONResponse(body, status_code=422)
 
     @app.exception_handler(Exception)

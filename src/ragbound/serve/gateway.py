@@ -37,6 +37,7 @@ from ragbound.corpus.chunker import split_sentences
 from ragbound.errors import InputError
 from ragbound.gate import DEFAULT_CONTEXT_K, Decision
 from ragbound.gate_texts import DEFAULT_ABSTENTION, DEFAULT_CONTEXT_TEMPLATE, DEFAULT_REFUSAL
+from ragbound.records import standard_json
 from ragbound.serve.models import Text
 
 DECISION_FIELD = "ragbound"
@@ -343,9 +344,9 @@ class Upstream:
         """The upstream's chat completion for ``body`` (a JSON object)."""
         reply = await self._send(body)
         try:
-            payload = json.loads(await reply.aread())
-        except ValueError:
-            raise UpstreamError(502, "the upstream server's reply is not JSON") from None
+            payload = standard_json((await reply.aread()).decode("utf-8"))
+        except ValueError:  # not UTF-8, malformed, or NaN and the like
+            raise UpstreamError(502, "the upstream server's reply is not standard JSON") from None
         finally:
             await reply.aclose()
         if not isinstance(payload, dict):
@@ -382,7 +383,7 @@ class Upstream:
         raw = await reply.aread()
         await reply.aclose()
         try:
-            error_body = json.loads(raw)
+            error_body = standard_json(raw.decode("utf-8"))
         except ValueError:
             error_body = None
         text = raw[:300].decode(errors="replace")

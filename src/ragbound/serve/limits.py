@@ -9,7 +9,9 @@ the label ``other``, so a scan cannot grow the metrics without bound).
 from __future__ import annotations
 
 import json
+import math
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fastapi.responses import JSONResponse
@@ -23,10 +25,29 @@ Message = dict[str, Any]
 
 class AsciiJSONResponse(JSONResponse):
     """JSON with every non-ASCII character escaped: an error that echoes a request's text
-    still renders when that text holds a lone surrogate (UTF-8 cannot encode one)."""
+    still renders when that text holds a lone surrogate (UTF-8 cannot encode one). What JSON
+    cannot hold is made text first (:func:`json_safe`), so an error answer always renders."""
 
     def render(self, content: Any) -> bytes:
-        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
+        safe = json_safe(content)
+        return json.dumps(safe, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with what standard JSON cannot hold made text: a float NaN or infinity as
+    ``"nan"``/``"inf"``, bytes decoded (bad bytes escaped), any other object as ``str()``
+    (an exception in a validation error's ``ctx``, say); mappings and sequences throughout."""
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    if isinstance(value, Mapping):
+        return {str(key): json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [json_safe(item) for item in value]
+    return str(value)
 
 
 class ApiError(Exception):
