@@ -69,6 +69,14 @@ class Message(BaseModel):
 ConversationId = Annotated[Text, Field(max_length=MAX_ID_CHARS)]
 
 
+class RequestBody(BaseModel):
+    """A body of the service's own routes: a field it does not know is refused (422 naming
+    it), never silently ignored (``k`` or ``alpha`` would look honoured). The messages inside
+    stay OpenAI's, open to their many fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 def _exactly_one(body: BaseModel, one: str, other: str) -> None:
     """ValueError unless ``body`` was sent with exactly one of the fields ``one`` and
     ``other``, not null (a field sent as null counts as sent, as in the schema's ``oneOf``;
@@ -91,7 +99,7 @@ def _one_of(one: str, other: str, examples: list[dict[str, Any]]) -> ConfigDict:
     )
 
 
-class CheckRequest(BaseModel):
+class CheckRequest(RequestBody):
     """One query, or one conversation decided at its last user message."""
 
     model_config = _one_of(
@@ -120,14 +128,14 @@ class CheckRequest(BaseModel):
         return self
 
 
-class ConversationIn(BaseModel):
+class ConversationIn(RequestBody):
     """One conversation of a batch."""
 
     messages: list[Message] = Field(description="oldest first, decided at the last user message")
     id: ConversationId | None = Field(None, description="the caller's id, kept in the query log")
 
 
-class BatchRequest(BaseModel):
+class BatchRequest(RequestBody):
     """Queries, or conversations, decided together."""
 
     model_config = _one_of(
@@ -156,7 +164,7 @@ class BatchResponse(BaseModel):
     results: list[Decision]
 
 
-class TripwireIn(BaseModel):
+class TripwireIn(RequestBody):
     """A tripwire to add; ``id`` defaults to a hash of its topic and text."""
 
     text: NonBlankText
@@ -166,7 +174,7 @@ class TripwireIn(BaseModel):
     note: Text | None = None
 
 
-class AddTripwires(BaseModel):
+class AddTripwires(RequestBody):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -182,7 +190,7 @@ class AddTripwires(BaseModel):
     source: Text | None = Field(None, description="where these came from, kept in the history")
 
 
-class RemoveTripwires(BaseModel):
+class RemoveTripwires(RequestBody):
     """Every tripwire of ``topics`` and those with ``ids`` are removed."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"topics": ["harm"]}]})
