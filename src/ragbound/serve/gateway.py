@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -48,6 +49,8 @@ DEFAULT_CONTEXT_CHARS: int | None = 4_000
 """Characters of chunk text the gateway adds, at most (None: no budget): about 1,000 tokens
 of English, three of the sample corpus's 200-word chunks, so that with the question and an
 answer the prompt fits a 2,048-token context window (docs/service.md gives the cost)."""
+HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "%,")
+"""What a header value keeps as it is (:func:`header_value`)."""
 CONVERSATION_ID = "conversation_id"
 """The ``metadata`` key whose string value is logged as the decision's conversation id."""
 
@@ -205,19 +208,30 @@ def with_context(request: ChatRequest, context: str, template: str) -> dict[str,
 
 
 def decision_headers(decision: Decision) -> dict[str, str]:
-    """The decision's summary as ``X-Ragbound-*`` headers (ASCII only: no query text)."""
+    """The decision's summary as ``X-Ragbound-*`` headers (no query text). Each stored
+    value passes :func:`header_value`: an id that a header cannot carry (in a collection
+    flagged by hand, or kept before ids were checked) is percent-encoded, never a reply that
+    cannot be sent."""
     headers = {
         "X-Ragbound-Action": decision.action,
         "X-Ragbound-P-Value": f"{decision.test.p_value:.6g}",
-        "X-Ragbound-Calibration": decision.calibration_id,
+        "X-Ragbound-Calibration": header_value(decision.calibration_id),
     }
     if decision.tripwire_set:
-        headers["X-Ragbound-Tripwire-Set"] = decision.tripwire_set
+        headers["X-Ragbound-Tripwire-Set"] = header_value(decision.tripwire_set)
     triggers = decision.tripwires.triggers if decision.tripwires is not None else []
-    ids = ",".join(t.id for t in triggers if t.id.isascii())
+    ids = ",".join(header_value(t.id) for t in triggers)
     if ids:
         headers["X-Ragbound-Triggers"] = ids
     return headers
+
+
+def header_value(text: str) -> str:
+    """``text`` as a header value: visible ASCII but ``%`` and ``,`` as it is, every other
+    character (control characters, spaces, non-ASCII) percent-encoded as UTF-8 (a lone
+    surrogate as ``?``)."""
+    data = text.encode("utf-8", "replace")
+    return urllib.parse.quote_from_bytes(data, safe=HEADER_SAFE)
 
 
 def decision_json(decision: Decision) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from ragbound.errors import InputError
 from ragbound.records import DEFAULT_TEXT_FIELDS, Record, case_hint, json_kind, read_records
-from ragbound.tripwires.models import Tripwire, tripwire_id
+from ragbound.tripwires.models import Tripwire, storable, tripwire_id
 
 
 @dataclass(frozen=True)
@@ -124,14 +124,18 @@ def _tripwire(record: Record, fields: TripwireFields, source: str) -> Tripwire:
     raw_id = record.fields.get(fields.id)
     given_id = str(raw_id).strip() if raw_id not in (None, "") else None
     try:
-        return Tripwire(
-            id=given_id or tripwire_id(topic.strip(), text),
-            text=text,
-            topic=topic,
-            severity=record.fields.get("severity") or None,
-            note=record.fields.get("note") or None,
-            source=source,
+        return storable(
+            Tripwire(
+                id=given_id or tripwire_id(topic.strip(), text),
+                text=text,
+                topic=topic,
+                severity=record.fields.get("severity") or None,
+                note=record.fields.get("note") or None,
+                source=source,
+            )
         )
+    except InputError as exc:  # an id or topic that cannot be stored
+        raise record.error(str(exc)) from None
     except ValidationError as exc:
         names = {"text": fields.text, "topic": fields.topic_field, "id": fields.id}
         problems = exc.errors()

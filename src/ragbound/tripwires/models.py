@@ -9,6 +9,7 @@ import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
 from ragbound.artifacts import sha256_text
+from ragbound.labels import check_label, one_line
 
 TRIPWIRE_FORMAT = "ragbound.tripwires/1"
 Severity = Literal["low", "medium", "high"]
@@ -41,6 +42,22 @@ class Tripwire(BaseModel):
         if not value:
             raise ValueError("must not be empty")
         return value
+
+
+def storable(tripwire: Tripwire) -> Tripwire:
+    """``tripwire`` as a tripwire set may keep it: InputError when its id or topic holds a
+    character that a header, a log line or a page cannot carry as it is
+    (:func:`ragbound.labels.check_label`); its note and source put on one line
+    (:func:`ragbound.labels.one_line`; None when nothing is left)."""
+    check_label(tripwire.id, "tripwire id")
+    check_label(tripwire.topic, f"the topic of tripwire {tripwire.id!r}")
+    flat = {name: flat_text(getattr(tripwire, name)) for name in ("note", "source")}
+    return tripwire.model_copy(update=flat)
+
+
+def flat_text(text: str | None) -> str | None:
+    """Free text (a note, a source) on one line; None for None or nothing left."""
+    return (one_line(text) or None) if text is not None else None
 
 
 class TripwireChange(BaseModel):

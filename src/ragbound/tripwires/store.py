@@ -39,7 +39,9 @@ from ragbound.tripwires.models import (
     TripwireChange,
     TripwireManifest,
     TripwireSet,
+    flat_text,
     set_hash,
+    storable,
 )
 
 
@@ -192,10 +194,13 @@ class TripwireStore:
         Embeds without the lock, then under the knowledge base's writer lock adds them to
         the set committed by then (another process may have changed it meanwhile).
         ``on_wait`` is called once with a message if another writer holds the lock. Raises
-        InputError (and changes nothing) for an empty list, duplicate ids in it, or an id
-        already present.
+        InputError (and changes nothing) for an empty list, duplicate ids in it, an id
+        already present, or an id or topic holding a control character
+        (:func:`~ragbound.tripwires.models.storable`; notes and ``source`` are put on one
+        line).
         """
-        new = list(tripwires)
+        new = [storable(t) for t in tripwires]
+        source = flat_text(source)
         if not new:
             raise InputError("no tripwires to add")
         check_unique_ids(new, "the tripwires to add")
