@@ -28,6 +28,14 @@ def serve(
         typer.Option(help="Address to listen on; other than loopback only with --token-file."),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.", callback=validate.port)] = 8000,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A Host name the service answers to besides localhost, 127.0.0.1 and [::1] "
+            "(repeat it). Against DNS rebinding, a service without --token-file answers 421 "
+            "to any other Host; with --token-file, giving names turns the check on.",
+        ),
+    ] = None,
     token_file: Annotated[
         Path | None,
         typer.Option(
@@ -204,7 +212,8 @@ def serve(
     the shift monitor's windows) fed by GET /v1/stats (JSON), which needs a read token: the
     page, which holds no data, loads without one and asks for it.
 
-    Without --token-file the service needs no token and binds only a loopback address. With
+    Without --token-file the service needs no token, binds only a loopback address and
+    answers only a loopback Host (or one given with --allowed-host; 421 otherwise). With
     it (tokens of 16 characters or more), /v1/check and /metrics need a read or admin token
     and /v1/tripwires an admin token (Authorization: Bearer TOKEN). Tripwires changed with
     ragbound tripwire add/remove are picked up too, and on a knowledge base attached to a
@@ -260,6 +269,7 @@ def serve(
         force=force,
         workers=workers,
         rotation=_rotation(log, log_max_bytes, log_rotate),
+        allowed_hosts=tuple(allowed_host or ()),
     )
     if tracing:  # refused before the model loads, like a port in use or a foreign --log
         import ragbound.tracing as spans

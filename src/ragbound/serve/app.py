@@ -46,6 +46,7 @@ from ragbound.serve.gateway import (
     conversation_id,
     decision_headers,
 )
+from ragbound.serve.hosts import HostCheck
 from ragbound.serve.limits import ApiError, AsciiJSONResponse, RequestLimits
 from ragbound.serve.models import (
     AddTripwires,
@@ -64,7 +65,7 @@ from ragbound.serve.settings import Limits, ServeSettings
 from ragbound.tripwires import Tripwire, tripwire_id
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
-ERROR_CODES = (400, 401, 403, 413, 422, 503)
+ERROR_CODES = (400, 401, 403, 413, 421, 422, 503)
 ERRORS = {code: {"model": ErrorBody} for code in ERROR_CODES}
 # a route answering text or HTML still answers its errors in JSON (a model would be documented
 # under the route's own media type)
@@ -104,6 +105,9 @@ def create_app(gate: GateSource, settings: ServeSettings | None = None) -> FastA
     )
     app.router.route_class = StandardJSONRoute  # every JSON body read by the one parser
     app.state.service = service
+    hosts = settings.checked_hosts()
+    if hosts is not None:  # inside RequestLimits: a refused Host is counted in the metrics
+        app.add_middleware(HostCheck, allowed=hosts)
     app.add_middleware(RequestLimits, service=service)
     _add_error_handlers(app)
     _add_check_routes(app, service)

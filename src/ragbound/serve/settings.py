@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -11,6 +10,7 @@ from ragbound.conversation import MAX_CONVERSATION_CHARS, MAX_MESSAGES
 from ragbound.errors import InputError
 from ragbound.serve.auth import Tokens
 from ragbound.serve.gateway import GatewaySettings
+from ragbound.serve.hosts import allowed_name, is_loopback
 
 LogQueries = Literal["full", "hash", "none"]
 LOG_QUERY_MODES: tuple[LogQueries, ...] = ("full", "hash", "none")
@@ -78,7 +78,9 @@ class ServeSettings:
     embedder (None: torch's default). ``canary_minutes``: minutes between searches of the
     calibration's canaries (:mod:`ragbound.detect.canary`; 0: only at start). ``force``: a
     moved canary is reported (``/readyz``, ``/metrics``, stderr) but keeps the service ready.
-    ``rotation``: when the log starts a new file.
+    ``rotation``: when the log starts a new file. ``allowed_hosts``: ``Host`` names answered
+    besides loopback ones (:mod:`ragbound.serve.hosts`); the check is on without tokens, and
+    with tokens once names are given.
     ``workers``: processes behind the port (:mod:`ragbound.serve.workers`); ``worker``: set in
     each of them, the name it publishes under and the folder the processes share.
     """
@@ -99,8 +101,12 @@ class ServeSettings:
     workers: int = 1
     worker: WorkerRole | None = None
     rotation: Rotation = field(default_factory=Rotation)
+    allowed_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "allowed_hosts", tuple(dict.fromkeys(map(allowed_name, self.allowed_hosts)))
+        )
         if self.workers < 1:
             raise InputError(f"workers must be >= 1, got {self.workers}")
         if not self.canary_minutes >= 0:
@@ -115,18 +121,17 @@ class ServeSettings:
                 "service only binds a loopback address (127.0.0.1, ::1, localhost)"
             )
 
+    def checked_hosts(self) -> frozenset[str] | None:
+        """The ``Host`` names admitted besides loopback ones: ``allowed_hosts`` and the
+        address listened on (unless every address, ``0.0.0.0`` or ``::``); None: ``Host`` is
+        not checked (tokens, and no ``allowed_hosts``)."""
+        if self.tokens is not None and not self.allowed_hosts:
+            return None
+        bound = allowed_name(self.host)
+        return frozenset(self.allowed_hosts) | ({bound} - {"0.0.0.0", "::"})
+
     def state_path(self) -> Path | None:
         """The monitor's state file: given, else ``<log>.monitor.json`` (None without a log)."""
         if self.monitor_state is not None:
             return self.monitor_state
         return None if self.log is None else self.log.with_name(self.log.name + ".monitor.json")
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses; a name or ``0.0.0.0`` is not."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
