@@ -372,6 +372,7 @@ ROWS: list[tuple[str, str]] = [
     ("serve {uncalibrated} --port {port}", "no calibration yet"),
     ("serve {kb} --host 0.0.0.0", "refusing to listen on 0.0.0.0 without --token-file"),
     ("serve {kb} --port 99999", "'--port'"),
+    ("serve {kb} --allowed-host ragbound.test:8000", "--allowed-host takes a host name without"),
     ("serve {kb} --canary-minutes -1", "'--canary-minutes': must be a finite number >= 0"),
     ("serve {kb} --canary-minutes nan", "'--canary-minutes'"),
     ("serve {kb} --token-file {missing}", "no such file"),

@@ -26,7 +26,6 @@ from tests.serve.dashboard_page import SCRIPTED, assert_the_page_updates
 from tests.serve.server import (
     READ,
     ChildServer,
-    ThreadServer,
     add_tripwires,
     ask,
     auth,
@@ -34,6 +33,7 @@ from tests.serve.server import (
     guarded_kb,
     log_lines,
     prepare_served,
+    scripted_upstream,
     stats,
     token_file,
 )
@@ -66,9 +66,7 @@ def attached(
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[ScriptedUpstream]:
-    double = ScriptedUpstream()
-    with ThreadServer(double.app) as url:
-        double.url = url
+    with scripted_upstream() as double:
         yield double
 
 

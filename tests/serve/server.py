@@ -11,11 +11,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import uvicorn
 
+from benchmarks.instant_upstream import ScriptedUpstream
 from ragbound.detect import Guard
 from ragbound.knowledge import KnowledgeBase
 from ragbound.tripwires import Tripwire, TripwireRule, TripwireStore, save_rule, tripwire_id
@@ -125,6 +128,15 @@ class ThreadServer:
     def __exit__(self, *_: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=30)
+
+
+@contextmanager
+def scripted_upstream() -> Iterator[ScriptedUpstream]:
+    """The scripted chat server (a TEST DOUBLE, fixed replies) on loopback; ``url`` set."""
+    double = ScriptedUpstream()
+    with ThreadServer(double.app) as url:
+        double.url = url  # type: ignore[attr-defined]
+        yield double
 
 
 def free_port() -> int:

@@ -28,7 +28,15 @@ from ragbound.serve.gateway import (
     conversation_id,
     cut_text,
 )
-from tests.serve.server import READ, ThreadServer, ask, free_port, guarded_kb, wait_ready
+from tests.serve.server import (
+    READ,
+    ThreadServer,
+    ask,
+    free_port,
+    guarded_kb,
+    scripted_upstream,
+    wait_ready,
+)
 from tests.spans import STEPS, children, named, no_query_text, recording
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 from tests.tripwires.tripwire_texts import UNSAFE
@@ -43,9 +51,7 @@ def gate(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Gate:
 
 @pytest.fixture(scope="module")
 def upstream():
-    double = ScriptedUpstream()
-    with ThreadServer(double.app) as url:
-        double.url = url
+    with scripted_upstream() as double:
         yield double
 
 

@@ -7,6 +7,7 @@ no 5xx, a status code the schema documents, the documented content type, headers
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -18,6 +19,7 @@ from schemathesis import GenerationMode
 
 from benchmarks.instant_upstream import ScriptedUpstream
 from ragbound.gate import Gate
+from ragbound.labels import BIDI_CONTROLS
 from ragbound.serve import GatewaySettings, Limits, ServeSettings, Tokens, create_app
 from tests.serve.server import ADMIN, READ, ThreadServer, auth, served_kb, wait_ready
 from tests.tripwires.tripwire_texts import TRIPWIRES
@@ -139,3 +141,93 @@ def test_a_lone_surrogate_is_422_not_a_crash(url: str, method: str, path: str, b
     response = httpx.request(method, f"{url}{path}", content=body, headers=headers, timeout=60)
     assert response.status_code == 422
     assert "lone surrogate" in response.json()["error"]
+
+
+# ---------------------------------------------- hostile classes as hypothesis strategies
+PLACEHOLDER = "@@non-standard@@"
+JSON_ROUTES = {  # a valid body of every route that reads JSON
+    ("POST", "/v1/check"): {"query": "What do bees make?"},
+    ("POST", "/v1/check/batch"): {"queries": ["What do bees make?"]},
+    ("POST", "/v1/tripwires"): {"tripwires": [{"text": "Harmless?", "topic": "fuzz"}]},
+    ("DELETE", "/v1/tripwires"): {"topics": ["fuzz"]},
+    ("POST", "/v1/chat/completions"): {"messages": [{"role": "user", "content": "Why?"}]},
+    ("POST", "/v1/responses"): {"input": "What do bees make?"},
+}
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner),
+    max_leaves=8,
+)
+
+
+def _holding(inner: st.SearchStrategy) -> st.SearchStrategy:
+    """A list or an object holding ``inner`` among other JSON values."""
+    around = st.lists(JSON_VALUES, max_size=2)
+    in_list = st.tuples(around, inner, around).map(lambda t: [*t[0], t[1], *t[2]])
+    fields = st.dictionaries(st.text(max_size=6), JSON_VALUES, max_size=2)
+    in_object = st.tuples(fields, st.text(max_size=6), inner).map(lambda t: {**t[0], t[1]: t[2]})
+    return in_list | in_object
+
+
+HOLDING = st.recursive(st.just(PLACEHOLDER), _holding, max_leaves=6)
+NON_STANDARD = st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-2e308", "1E400"])
+
+
+def _body_with(valid: dict) -> st.SearchStrategy[str]:
+    """JSON text: ``valid`` with a field (new or its own) holding a non-standard number
+    somewhere inside, or that number deep in any JSON value."""
+    placed = st.tuples(st.sampled_from([*valid, "ignored"]), HOLDING).map(
+        lambda t: {**valid, t[0]: t[1]}
+    )
+    texts = (placed | HOLDING).map(json.dumps)
+    return st.tuples(texts, NON_STANDARD).map(
+        lambda t: t[0].replace(json.dumps(PLACEHOLDER), t[1], 1)
+    )
+
+
+HOSTILE = settings(
+    max_examples=EXAMPLES,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+@pytest.mark.parametrize(("method", "path"), list(JSON_ROUTES), ids=" ".join)
+def test_a_non_standard_number_anywhere_is_400(url: str, method: str, path: str) -> None:
+    headers = {**auth(ADMIN), "Content-Type": "application/json"}
+
+    @HOSTILE
+    @given(body=_body_with(JSON_ROUTES[method, path]))
+    def call(body: str) -> None:
+        response = httpx.request(method, f"{url}{path}", content=body, headers=headers)
+        assert response.status_code == 400, (body, response.text)
+        assert "not standard JSON" in response.json()["error"]
+
+    call()
+    assert httpx.get(f"{url}/readyz").status_code == 200
+
+
+EDGE = st.text(min_size=1, max_size=8).filter(lambda s: s.strip() == s)
+REFUSED_CHARS = st.characters(categories=["Cc", "Zl", "Zp"]) | st.sampled_from(
+    sorted(BIDI_CONTROLS)
+)
+WITH_CONTROL = st.tuples(EDGE, REFUSED_CHARS, EDGE).map("".join)
+
+
+def test_a_control_character_in_a_tripwire_id_or_topic_is_422(url: str) -> None:
+    before = httpx.get(f"{url}/v1/tripwires", headers=auth(ADMIN)).json()
+
+    @HOSTILE
+    @given(field=st.sampled_from(["id", "topic"]), value=WITH_CONTROL)
+    def call(field: str, value: str) -> None:
+        tripwire = {"text": "How do I cut the brake cables?", "topic": "fuzz", field: value}
+        body = {"tripwires": [tripwire]}
+        response = httpx.post(f"{url}/v1/tripwires", json=body, headers=auth(ADMIN))
+        assert response.status_code == 422, (value, response.text)
+        assert response.json()["error"]
+
+    call()
+    assert httpx.get(f"{url}/v1/tripwires", headers=auth(ADMIN)).json() == before
+    assert httpx.get(f"{url}/readyz").status_code == 200
