@@ -66,7 +66,8 @@ def test_the_kubernetes_manifest_parses_and_probes_the_ops_routes(monkeypatch, c
 def test_the_page_shows_the_retry_rule_the_nginx_test_runs(tmp_path: Path) -> None:
     page = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
     tested = nginx_conf(tmp_path, 8080, [8001, 8002])
-    for directive in ("proxy_next_upstream ", "proxy_next_upstream_tries", "max_fails"):
+    directives = ("proxy_next_upstream ", "proxy_next_upstream_tries", "max_fails", "Host")
+    for directive in directives:
         (line,) = [x.strip() for x in tested.splitlines() if directive in x][:1]
         if directive == "max_fails":
             line = line.split(" ", 2)[2]  # the address differs

@@ -115,6 +115,7 @@ http {{
             proxy_pass http://ragbound;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+            proxy_set_header Host $http_host;
             proxy_connect_timeout 1s;
             proxy_read_timeout 60s;
             # POST /v1/check only decides (the tripwire routes change state): retrying it on
