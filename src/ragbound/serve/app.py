@@ -188,7 +188,7 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        # FastAPI's own 400 is a body it cannot parse (not UTF-8): invalid, like bad JSON
+        # FastAPI's own 400 is a body it cannot read (bodies.py answers JSON's): invalid, 422
         status = 422 if exc.status_code == 400 else exc.status_code
         body = {"error": str(exc.detail)}
         return AsciiJSONResponse(body, status_code=status, headers=exc.headers)
