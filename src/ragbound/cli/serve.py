@@ -39,7 +39,9 @@ def serve(
     log: Annotated[
         Path | None,
         typer.Option(
-            help="Append every decision to this JSONL query log (durable before the answer).",
+            help="Append every decision to this JSONL query log (durable before the answer; "
+            "a batch the disk refuses is answered 503, and /readyz says 503 until a write "
+            "succeeds).",
             callback=validate.output_file,
         ),
     ] = None,
