@@ -406,6 +406,10 @@ ROWS: list[tuple[str, str]] = [
     ("serve {kb} --upstream http://127.0.0.1:9/v1 --context-chunks 0", "'--context-chunks'"),
     ("serve {kb} --upstream http://127.0.0.1:9/v1 --context-chars -1", "'--context-chars'"),
     ("serve {kb} --context-chars 2000", "need --upstream"),
+    ("serve {kb} --upstream-timeout 5", "need --upstream"),
+    ("serve {kb} --upstream http://127.0.0.1:9/v1 --upstream-timeout 0", "'--upstream-timeout'"),
+    ("serve {kb} --upstream http://127.0.0.1:9/v1 --upstream-timeout nan", "must be a finite"),
+    ("serve {kb} --upstream http://127.0.0.1:9/v1 --upstream-timeout soon", "'--upstream-timeout'"),
     (
         "serve {kb} --upstream http://127.0.0.1:9/v1 --pass-through --context-chunks 2",
         "drop --context-template, --context-chunks",

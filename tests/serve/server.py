@@ -165,12 +165,13 @@ def serve_refused(*args: str) -> subprocess.CompletedProcess[str]:
 class ChildServer:
     """``ragbound serve`` in a child process (killed with SIGKILL by ``kill()``)."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        """``env``: variables added to the child's environment."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
             serve_argv(*args, "--port", str(self.port)),
-            env=child_env(),
+            env={**child_env(), **(env or {})},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             # a background shell starts jobs with SIGINT ignored; stop() relies on it
@@ -198,6 +199,19 @@ class ChildServer:
     def stderr(self) -> str:
         assert self.process.stderr is not None
         return self.process.stderr.read().decode(errors="replace")
+
+    def drain_stderr(self) -> list[str]:
+        """Read the child's stderr on a thread from now on: the list its lines join as they
+        come (for a test that reads them while the child runs; ``stderr()`` reads no more)."""
+        assert self.process.stderr is not None
+        lines: list[str] = []
+
+        def read(stream=self.process.stderr) -> None:
+            for raw in stream:
+                lines.append(raw.decode(errors="replace"))
+
+        threading.Thread(target=read, daemon=True).start()
+        return lines
 
 
 def log_lines(path: Path) -> list[dict]:

@@ -22,7 +22,10 @@ from ragbound.gate import DEFAULT_ABSTENTION, DEFAULT_REFUSAL, Gate
 from ragbound.gate_texts import DEFAULT_CONTEXT_TEMPLATE
 from ragbound.serve import GatewaySettings, ServeSettings, Tokens, create_app
 from ragbound.serve.gateway import (
+    CONNECT_TIMEOUT_S,
     DEFAULT_CONTEXT_CHARS,
+    DEFAULT_UPSTREAM_TIMEOUT_S,
+    Upstream,
     budgeted_context,
     check_context_template,
     conversation_id,
@@ -376,3 +379,21 @@ def test_the_serve_options_set_the_budget() -> None:
 def test_a_bad_context_budget_is_refused(options: dict, fragment: str) -> None:
     with pytest.raises(InputError, match=fragment):
         GatewaySettings(upstream="http://127.0.0.1:9/v1", **options)
+
+
+@pytest.mark.parametrize("seconds", [0, -1.0, float("nan"), float("inf"), True, "5"])
+def test_a_bad_upstream_timeout_is_refused(seconds: object) -> None:
+    with pytest.raises(InputError, match="timeout_s must be a finite number of seconds > 0"):
+        GatewaySettings(upstream="http://127.0.0.1:9/v1", timeout_s=seconds)  # type: ignore[arg-type]
+
+
+def test_the_upstream_timeout_option_sets_connect_and_read() -> None:
+    replies = {"refusal": DEFAULT_REFUSAL, "abstention": DEFAULT_ABSTENTION}
+    url = "http://127.0.0.1:9/v1"
+    default = serve_command._gateway(url, None, None, False, replies, {})
+    short = serve_command._gateway(url, None, None, False, replies, {}, 1.5)
+    assert default is not None and short is not None
+    assert default.timeout_s == DEFAULT_UPSTREAM_TIMEOUT_S
+    timeout = Upstream(short).client.timeout
+    assert (timeout.connect, timeout.read, timeout.write) == (1.5, 1.5, 1.5)
+    assert Upstream(default).client.timeout.connect == CONNECT_TIMEOUT_S

@@ -20,7 +20,7 @@ from ragbound.errors import ArtifactError, InputError
 from ragbound.gate import Gate
 from ragbound.serve import Batching, ServeSettings, Tokens, create_app
 from ragbound.serve import auth as auth_module
-from ragbound.serve.batcher import Batcher
+from ragbound.serve.batcher import Batcher, BatchFailure
 from ragbound.serve.drift import ServiceMonitor
 from ragbound.serve.listen import bind_sockets
 from ragbound.serve.metrics import Registry, service_registry
@@ -164,6 +164,28 @@ def test_concurrent_requests_share_batches_and_a_failure_stays_its_own() -> None
     assert results[13] == ["X", "Y"]
     assert max(sizes) > 1 and max(sizes) <= 8  # coalesced, bounded
     assert sum(sizes) == 14
+
+
+def test_a_failure_of_the_whole_batch_fails_each_request_without_retrying_them() -> None:
+    calls: list[list[str]] = []
+
+    def process(queries: list[str]) -> list:
+        calls.append(queries)
+        raise BatchFailure("the log is full")
+
+    async def scenario() -> list:
+        batcher = Batcher(process, Batching(max_wait_ms=50, max_queries=8))
+        await batcher.start()
+        try:
+            requests = (batcher.submit([f"q{i}"]) for i in range(4))
+            return await asyncio.gather(*requests, return_exceptions=True)
+        finally:
+            await batcher.stop()
+
+    results = asyncio.run(scenario())
+    assert all(isinstance(result, BatchFailure) for result in results)
+    assert max(len(queries) for queries in calls) > 1  # a batch of several failed
+    assert sum(len(queries) for queries in calls) == 4  # none was tried again alone
 
 
 def test_a_request_past_its_deadline_when_its_batch_forms_is_not_decided() -> None:
@@ -393,7 +415,7 @@ def test_a_failed_write_leaves_no_partial_line(tmp_path: Path, monkeypatch) -> N
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(querylog.os, "fsync", disk_full)
-    with pytest.raises(OSError):
+    with pytest.raises(querylog.QueryLogError, match="No space left on device"):
         log.append([_decision("two"), _decision("three")])
     monkeypatch.undo()
     assert path.read_bytes() == before
@@ -427,3 +449,31 @@ def test_the_service_monitor_resumes_holds_its_state_and_deletes_a_crashed_save(
     assert load_state(state_path).line == 3
     ServiceMonitor(guard, 2, service_registry(), log, state_path).close()  # free again
     log.close()
+
+
+def test_a_monitor_state_the_disk_refuses_is_one_warning_and_the_log_replays_it(
+    minilm_kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from ragbound.serve import drift
+
+    guard = Guard.load(served_kb(minilm_kb_dir, tmp_path / "kb"))
+    log = QueryLog(tmp_path / "log.jsonl")
+    state_path = tmp_path / "log.jsonl.monitor.json"
+    monitor = ServiceMonitor(guard, 2, service_registry(), log, state_path)
+
+    def disk_full(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(drift, "save_state", disk_full)
+        for n in range(3):  # each completed window saves: each save fails
+            monitor.feed(log.append([_decision(f"q{n}a"), _decision(f"q{n}b")]), log.place)
+        monitor.close()
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "not saved" in line]
+    assert len(warnings) == 1 and "No space left on device" in warnings[0]
+    resumed = ServiceMonitor(guard, 2, service_registry(), log, state_path)
+    try:
+        assert (resumed.state.windows, resumed.state.line) == (3, 6)  # replayed from the log
+    finally:
+        resumed.close()
+        log.close()

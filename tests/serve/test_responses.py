@@ -23,7 +23,7 @@ from ragbound.gate_texts import DEFAULT_CONTEXT_TEMPLATE
 from ragbound.serve.gateway import budgeted_context
 from ragbound.serve.responses import ResponsesRequest, ResponsesShape, to_chat
 from tests.serve import test_gateway
-from tests.serve.server import READ, ThreadServer, auth
+from tests.serve.server import READ, ThreadServer, auth, wait_ready
 from tests.spans import named, recording
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
@@ -262,6 +262,7 @@ def test_tracing_names_the_request_and_its_upstream_call(client) -> None:
 
 def test_pass_through_forwards_the_translated_chat(gate, upstream) -> None:
     with ThreadServer(test_gateway.gateway_app(gate, upstream.url, context_template=None)) as url:
+        wait_ready(url)  # the gate loads on a thread: a request before it is a 503
         client = openai.OpenAI(base_url=f"{url}/v1", api_key=READ, max_retries=0)
         client.responses.create(model="m", instructions="Be brief.", input=IN_KNOWLEDGE[3])
     assert upstream.received[-1]["messages"] == [

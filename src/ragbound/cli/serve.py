@@ -47,7 +47,9 @@ def serve(
     log: Annotated[
         Path | None,
         typer.Option(
-            help="Append every decision to this JSONL query log (durable before the answer).",
+            help="Append every decision to this JSONL query log (durable before the answer; "
+            "a batch the disk refuses is answered 503, and /readyz says 503 until a write "
+            "succeeds).",
             callback=validate.output_file,
         ),
     ] = None,
@@ -149,6 +151,17 @@ def serve(
             rich_help_panel="Gateway",
         ),
     ] = None,
+    upstream_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds the upstream may stay silent: to connect (at most 10), to answer, "
+            "then between two reads of its reply (a reply that is not streamed comes whole at "
+            "the end). Past it the call answers 504, and a stream that began ends with an "
+            "error event [default: 300].",
+            callback=validate.positive_number,
+            rich_help_panel="Gateway",
+        ),
+    ] = None,
     context_template: Annotated[
         Path | None,
         typer.Option(
@@ -240,7 +253,15 @@ def serve(
     tokens = Tokens.load(token_file) if token_file is not None else None
     replies = {"refusal": refusal, "abstention": abstention}
     budget = _budget(context_chunks, context_chars)
-    gateway = _gateway(upstream, upstream_key_file, context_template, pass_through, replies, budget)
+    gateway = _gateway(
+        upstream,
+        upstream_key_file,
+        context_template,
+        pass_through,
+        replies,
+        budget,
+        upstream_timeout,
+    )
     # the Gate returns the chunks the gateway may add (and /v1/check as many neighbours)
     context_k = max(DEFAULT_CONTEXT_K, gateway.context_chunks if gateway else 0)
     rewriter = rewriter_for(reading, llm) if reading is not None else None
@@ -330,15 +351,21 @@ def _gateway(
     pass_through: bool,
     replies: dict[str, str],
     budget: dict[str, int | None],
+    timeout_s: float | None = None,
 ) -> GatewaySettings | None:
-    """The gateway's settings from the options (None without --upstream)."""
-    from ragbound.serve.gateway import GatewaySettings, check_context_template
+    """The gateway's settings from the options (None without --upstream; ``timeout_s``
+    None: the default upstream timeout)."""
+    from ragbound.serve.gateway import (
+        DEFAULT_UPSTREAM_TIMEOUT_S,
+        GatewaySettings,
+        check_context_template,
+    )
 
     if upstream is None:
-        if key_file or template_file or pass_through or budget:
+        if key_file or template_file or pass_through or budget or timeout_s is not None:
             raise InputError(
-                "--upstream-key-file, --context-template, --context-chunks, --context-chars "
-                "and --pass-through need --upstream"
+                "--upstream-key-file, --upstream-timeout, --context-template, --context-chunks, "
+                "--context-chars and --pass-through need --upstream"
             )
         return None
     if pass_through and (template_file is not None or budget):
@@ -355,6 +382,7 @@ def _gateway(
         upstream=upstream,
         api_key=_first_line(key_file) if key_file is not None else None,
         context_template=None if pass_through else template,
+        timeout_s=DEFAULT_UPSTREAM_TIMEOUT_S if timeout_s is None else timeout_s,
         **replies,
         **budget,  # type: ignore[arg-type]
     )

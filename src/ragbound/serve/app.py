@@ -59,6 +59,7 @@ from ragbound.serve.models import (
     RemoveTripwires,
     TripwireList,
 )
+from ragbound.serve.querylog import QueryLogError
 from ragbound.serve.responses import ResponsesRequest, ResponsesShape, to_chat
 from ragbound.serve.service import GateSource, Service, start_loading
 from ragbound.serve.settings import Limits, ServeSettings
@@ -286,6 +287,8 @@ async def _decide(service: Service, items: list[Query]) -> list[Decision]:
             "request_timeout_s",
             limits.request_timeout_s,
         ) from None
+    except QueryLogError as exc:  # decided, not logged: not answered
+        raise ApiError(503, f"cannot write the query log ({exc.reason}); retry later") from None
 
 
 def _check_length(text: str, limits: Limits, location: str) -> None:
@@ -389,10 +392,13 @@ def _add_ops_routes(app: FastAPI, service: Service) -> None:
         """200 once the model is loaded and the calibration present; 503 before, on failure,
         or while the calibration's canaries have moved (``canary``: their last search).
         ``approximate`` (with ``note`` "p-values approximate: no real questions"): the
-        calibration's questions are all synthetic; ``questions`` says where they came from."""
+        calibration's questions are all synthetic; ``questions`` says where they came from.
+        503 too while the query log cannot be written (``error`` "cannot write the query
+        log"), until a write, or a probe of the disk, succeeds."""
         gate = service.gate
-        if not service.ready or gate is None:
-            error = service.error or "the model is loading"
+        writable = service.log_error is None or await asyncio.to_thread(service.log_writable)
+        if not service.ready or gate is None or not writable:
+            error = service.error or service.log_error or "the model is loading"
             body = Readiness(ready=False, error=error, canary=service.canary)
             return JSONResponse(body.model_dump(), status_code=503)
         kb = gate.guard.kb

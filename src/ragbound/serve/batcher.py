@@ -12,7 +12,9 @@ log, monitor) on the decision thread, in batch order. The next batch is formed o
 is embedded and the one before it decided: at most two batches are in the pipeline. Closed-loop
 clients (each sends again once answered) thus split into two groups that take turns: one is
 embedded while the other is decided, answered and sends again. A batch that fails in either
-stage is retried request by request, so one bad request cannot fail the others.
+stage is retried request by request, so one bad request cannot fail the others, unless what
+failed is the batch's as a whole (a :class:`BatchFailure`, such as a query log that cannot be
+written): then every request of the batch fails with it at once.
 
 A request submitted with a ``timeout`` fails with TimeoutError once it passes (the service
 answers 503). One whose deadline has passed when its batch is formed is left out of the batch:
@@ -39,6 +41,11 @@ import ragbound.tracing as tracing
 from ragbound.conversation import Query
 from ragbound.gate import Decision
 from ragbound.serve.settings import Batching
+
+
+class BatchFailure(Exception):
+    """A failure of a whole batch, not of a request in it: the batcher fails every request
+    of the batch with it, without trying them one by one."""
 
 
 @dataclass
@@ -194,8 +201,9 @@ class Batcher:
                 raise decided
             decisions = await asyncio.wrap_future(decided)
         except Exception as exc:
-            if len(live) == 1:
-                _fail(live[0], exc)
+            if len(live) == 1 or isinstance(exc, BatchFailure):
+                for pending in live:
+                    _fail(pending, exc)
                 return
             for pending in live:  # isolate the request that failed
                 await self._answer([pending], await self._embed([pending]))

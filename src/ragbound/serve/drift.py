@@ -6,7 +6,9 @@ whatever the log keeps of the query (full, hash, none). Its state (log offset, w
 the open window's scores) is saved beside the log when a window completes, every few seconds
 and at shutdown; after a crash the lines logged since the last save are replayed from their
 ``score`` field, so no window is lost or counted twice. The state file's writer lock is held
-while the service runs (one monitor per state, as for ``ragbound shift --state``).
+while the service runs (one monitor per state, as for ``ragbound shift --state``). A save the
+disk refuses is a warning (once until a save succeeds), never a failed request: the lines
+since the last save are in the log, and a restart replays them.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class ServiceMonitor:
         self.recent: list[WindowResult] = []
         self._lock = threading.Lock()
         self._saved_at = time.monotonic()
+        self._unsaved = False  # the last save failed (said once)
         self._held = contextlib.ExitStack()
         if self.state_path is not None:
             lock = writer_lock(self.state_path, what="monitor state", timeout=0)
@@ -129,9 +132,20 @@ class ServiceMonitor:
             self._save(state)
 
     def _save(self, state: MonitorState) -> None:
-        if self.state_path is not None:
+        if self.state_path is None:
+            return
+        self._saved_at = time.monotonic()  # a failed save is tried again as a due one
+        try:
             save_state(self.state_path, state)
-            self._saved_at = time.monotonic()
+        except OSError as exc:  # a full disk, say: the log holds what the state would
+            if not self._unsaved:
+                sys.stderr.write(
+                    f"warning: the shift monitor's state {self.state_path} was not saved "
+                    f"({exc.strerror or exc}); a restart replays the log since the last save\n"
+                )
+            self._unsaved = True
+            return
+        self._unsaved = False
 
     def close(self) -> None:
         """Save the state and release its lock."""

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+import sys
 import time
 import urllib.parse
 import uuid
@@ -53,6 +55,11 @@ HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "%,")
 """What a header value keeps as it is (:func:`header_value`)."""
 CONVERSATION_ID = "conversation_id"
 """The ``metadata`` key whose string value is logged as the decision's conversation id."""
+DEFAULT_UPSTREAM_TIMEOUT_S = 300.0
+"""Seconds the upstream may stay silent (``--upstream-timeout``): a reply that is not streamed
+comes whole at the end of its generation, which on a CPU-run model can take minutes."""
+CONNECT_TIMEOUT_S = 10.0
+"""Seconds to connect to the upstream, at most (less when the upstream timeout is less)."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +70,9 @@ class GatewaySettings:
     ``{upstream}/chat/completions``. ``api_key``: sent upstream as a bearer token (None: no
     header). ``context_template``: a text with one ``{context}`` field added to the system
     prompt on ``answer`` (None: pass-through, the request is forwarded unchanged).
-    ``timeout_s``: how long the upstream may take (seconds, per read while streaming).
+    ``timeout_s``: how long the upstream may stay silent (seconds): to connect (at most
+    ``CONNECT_TIMEOUT_S``), to send its reply's headers, then between two reads of its body
+    (so a whole reply that is not streamed).
     ``context_chunks`` and ``context_chars``: the context's budget, the nearest chunks at most
     and their characters at most (None: no budget), see :func:`budgeted_context`.
     """
@@ -73,7 +82,7 @@ class GatewaySettings:
     refusal: str = DEFAULT_REFUSAL
     abstention: str = DEFAULT_ABSTENTION
     context_template: str | None = DEFAULT_CONTEXT_TEMPLATE
-    timeout_s: float = 300.0
+    timeout_s: float = DEFAULT_UPSTREAM_TIMEOUT_S
     context_chunks: int = DEFAULT_CONTEXT_CHUNKS
     context_chars: int | None = DEFAULT_CONTEXT_CHARS
 
@@ -82,6 +91,7 @@ class GatewaySettings:
             raise InputError(f"upstream must be an http:// or https:// URL, got {self.upstream!r}")
         if self.context_template is not None:
             check_context_template(self.context_template)
+        _check_seconds("timeout_s", self.timeout_s)
         _check_count("context_chunks", self.context_chunks)
         if self.context_chars is not None:
             _check_count("context_chars", self.context_chars)
@@ -101,6 +111,12 @@ class GatewaySettings:
 def _check_count(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _check_seconds(name: str, value: object) -> None:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (number and math.isfinite(value) and value > 0):  # type: ignore[arg-type]
+        raise InputError(f"{name} must be a finite number of seconds > 0, got {value!r}")
 
 
 def check_context_template(template: str) -> str:
@@ -293,17 +309,25 @@ class ChatShape:
 
     async def relay(self, lines: AsyncIterator[str], decision: Decision) -> AsyncIterator[bytes]:
         """Server-sent events relayed line by line; the first JSON ``data:`` event gains the
-        decision. Blank lines (event ends) and other fields pass unchanged."""
+        decision. Blank lines (event ends) and other fields pass unchanged. A stream the
+        upstream breaks off (:class:`UpstreamError`) ends with an OpenAI-style error event
+        (``{"error": {"message", "type", "code"}}``) and ``[DONE]``."""
         pending = True
+        ended = True  # the last line relayed ended an event (or none was relayed)
         async with contextlib.aclosing(lines):  # the upstream's reply closes with the relay
-            async for line in lines:
-                data = line[5:].strip() if line.startswith("data:") else ""
-                payload = sse_json(line) if pending and data not in ("", "[DONE]") else None
-                if payload is not None:
-                    payload[DECISION_FIELD] = decision_json(decision)
-                    line = "data: " + json.dumps(payload, separators=(",", ":"))
-                    pending = False
-                yield line.encode() + b"\n"
+            try:
+                async for line in lines:
+                    data = line[5:].strip() if line.startswith("data:") else ""
+                    payload = sse_json(line) if pending and data not in ("", "[DONE]") else None
+                    if payload is not None:
+                        payload[DECISION_FIELD] = decision_json(decision)
+                        line = "data: " + json.dumps(payload, separators=(",", ":"))
+                        pending = False
+                    ended = not line
+                    yield line.encode() + b"\n"
+            except UpstreamError as exc:  # a blank line first ends an event left open
+                yield (b"" if ended else b"\n") + sse_data({"error": exc.error_object()})
+                yield SSE_DONE
 
     def _envelope(self, kind: str) -> dict[str, Any]:
         return {
@@ -341,6 +365,22 @@ class UpstreamError(Exception):
         self.status = status
         self.body = body
 
+    def error_object(self) -> dict[str, Any]:
+        """The error as OpenAI words one: what a broken stream's last event holds."""
+        code = "upstream_timeout" if self.status == 504 else "upstream_error"
+        return {"message": str(self), "type": "server_error", "param": None, "code": code}
+
+
+def _failure(exc: httpx.HTTPError, url: str, timeout_s: float, replying: bool) -> UpstreamError:
+    """What an httpx error calling ``url`` means for the caller: 504 for a timeout, else 502
+    (``replying``: it happened while the reply was read, after the headers)."""
+    if isinstance(exc, httpx.TimeoutException):
+        when = " mid-reply" if replying else ""
+        return UpstreamError(504, f"the upstream server {url} timed out{when} ({timeout_s:g} s)")
+    if replying:
+        return UpstreamError(502, f"the upstream server {url} broke off its reply ({exc})")
+    return UpstreamError(502, f"the upstream server {url} is unreachable ({exc})")
+
 
 class Upstream:
     """The HTTP client for the upstream server (one connection pool for the service)."""
@@ -348,7 +388,8 @@ class Upstream:
     def __init__(self, settings: GatewaySettings):
         self.settings = settings
         headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
-        timeout = httpx.Timeout(settings.timeout_s, connect=10.0)
+        connect = min(CONNECT_TIMEOUT_S, settings.timeout_s)
+        timeout = httpx.Timeout(settings.timeout_s, connect=connect)
         self.client = httpx.AsyncClient(headers=headers, timeout=timeout)
 
     async def close(self) -> None:
@@ -359,6 +400,8 @@ class Upstream:
         reply = await self._send(body)
         try:
             payload = standard_json((await reply.aread()).decode("utf-8"))
+        except httpx.HTTPError as exc:  # reset, closed or silent mid-body
+            raise self._failure(exc, replying=True) from None
         except ValueError:  # not UTF-8, malformed, or NaN and the like
             raise UpstreamError(502, "the upstream server's reply is not standard JSON") from None
         finally:
@@ -369,17 +412,37 @@ class Upstream:
 
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[str]:
         """Open the upstream stream now (so its errors become this request's status) and
-        return an iterator over its lines, which closes it at the end."""
+        return an iterator over its lines, which closes it at the end. A stream that breaks
+        off (reset, closed before ``data: [DONE]``, silent past the timeout) raises
+        UpstreamError from the iterator, after one ``error:`` line on stderr."""
         reply = await self._send({**body, "stream": True})
 
         async def lines() -> AsyncIterator[str]:
+            done = False
             try:
                 async for line in reply.aiter_lines():
+                    done = done or (line.startswith("data:") and line[5:].strip() == "[DONE]")
                     yield line
+                if not done:
+                    url = self.settings.completions_url
+                    why = f"the upstream server {url} ended its stream without data: [DONE]"
+                    raise UpstreamError(502, why)
+            except httpx.HTTPError as exc:
+                raise self._broken(self._failure(exc, replying=True)) from None
+            except UpstreamError as exc:
+                raise self._broken(exc) from None
             finally:
                 await reply.aclose()
 
         return lines()
+
+    def _failure(self, exc: httpx.HTTPError, replying: bool = False) -> UpstreamError:
+        return _failure(exc, self.settings.completions_url, self.settings.timeout_s, replying)
+
+    def _broken(self, exc: UpstreamError) -> UpstreamError:
+        """``exc``, said once on stderr: a stream's status was sent before it broke."""
+        sys.stderr.write(f"error: a streamed reply was cut: {exc}\n")
+        return exc
 
     async def _send(self, body: dict[str, Any]) -> httpx.Response:
         """The upstream's open reply (the caller closes it); errors become UpstreamError."""
@@ -388,14 +451,16 @@ class Upstream:
             reply = await self.client.send(
                 self.client.build_request("POST", url, json=body), stream=True
             )
-        except httpx.TimeoutException:
-            raise UpstreamError(504, f"the upstream server {url} timed out") from None
-        except httpx.TransportError as exc:
-            raise UpstreamError(502, f"the upstream server {url} is unreachable ({exc})") from None
+        except httpx.HTTPError as exc:
+            raise self._failure(exc) from None
         if reply.status_code < 400:
             return reply
-        raw = await reply.aread()
-        await reply.aclose()
+        try:
+            raw = await reply.aread()
+        except httpx.HTTPError as exc:
+            raise self._failure(exc, replying=True) from None
+        finally:
+            await reply.aclose()
         try:
             error_body = standard_json(raw.decode("utf-8"))
         except ValueError:

@@ -19,6 +19,11 @@ any of its requests is answered (a group commit). A process killed mid-write can
 last line without its newline; opening the log cuts that torn tail (its request was never
 answered), so every line in the file is whole.
 
+A write that fails (a full disk, an I/O error) raises :class:`QueryLogError` and leaves the
+file as the last whole batch left it: none of the batch's requests is answered. The next
+append first finishes what the failure left (a rotation half done, bytes after the last
+batch); :meth:`QueryLog.probe` tells, without appending, whether the disk takes writes again.
+
 Only a log this module wrote is opened (:func:`check_query_log`): a file whose first line is
 not a decision, such as a query log kept for ``ragbound shift``, is refused before anything is
 appended to it or cut from it.
@@ -38,15 +43,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragbound.detect.monitor import SEARCHED
-from ragbound.errors import InputError, where
+from ragbound.errors import InputError, RagboundError, where
+from ragbound.faults import io_fault
 from ragbound.gate import Decision, fired_topics
 from ragbound.logseries import file_id, next_rotated, remaining
+from ragbound.serve.batcher import BatchFailure
 from ragbound.serve.settings import LogQueries, Rotation
 
 _TAIL_SCAN = 1 << 16
 _FIRST_LINE_MAX = 1 << 20  # far longer than any decision line (queries are capped)
 ROW_START = b'{"time": "'  # how every line begins: json.dumps of a row whose first key is time
 ROW_FIELDS = ("time", "action", "score")
+PROBE_BYTES = 4096  # what a probe writes: a page, as a batch of a few decisions takes
+
+
+class QueryLogError(RagboundError, BatchFailure):
+    """The query log could not be written; ``reason``: the system's words (``No space left
+    on device``), which say nothing of the file (the message names it too)."""
+
+    def __init__(self, path: Path, exc: OSError):
+        self.reason = exc.strerror or str(exc)
+        super().__init__(f"cannot write the query log {path} ({self.reason})")
 
 
 @dataclass(frozen=True)
@@ -93,6 +110,7 @@ class QueryLog:
             self.size = _cut_torn_tail(self._fd)
             self.lines, self._last_time = _count_lines(self.path)
         self._day = _first_day(self._fd)
+        self._failed = False  # the last append failed: the next one repairs first
         _fsync_dir(self.path.parent)
 
     @property
@@ -101,32 +119,64 @@ class QueryLog:
         return file_id(self._fd), self.size
 
     def append(self, decisions: Sequence[Decision]) -> list[LoggedLine]:
-        """Write one line per decision, flush and fsync; return where each landed."""
-        with self._lock, self._file_lock():
-            if self.shared:  # where the other workers left the end (whole, see _whole_end)
-                self._follow_rotation()
-                self.size = _whole_end(self._fd)
-            # taken under the file's lock: no line is earlier than the one before it
-            now = max(dt.datetime.now(dt.UTC).timestamp(), self._last_time)
-            step = 0 if self.shared else 1  # a shared log's line numbers are not known here
-            rows = [self._row(decision, now) for decision in decisions]
-            data = "".join(rows).encode()
-            self._rotate_if_due(now, len(data))
-            logged = [
-                LoggedLine(self.lines + step * (i + 1), now, decision.test.score)
-                for i, decision in enumerate(decisions)
-            ]
+        """Write one line per decision, flush and fsync; return where each landed.
+        QueryLogError when the system refuses (nothing of the batch is left in the file)."""
+        with self._lock:
             try:
-                _write_all(self._fd, data)
-                os.fsync(self._fd)
-            except OSError:  # e.g. a full disk: cut what got written, never leave half a line
-                os.ftruncate(self._fd, self.size)
-                raise
-            self.lines += step * len(rows)
-            self.size += len(data)
-            self._last_time = now
-            self._day = self._day or _day(now)
+                with self._file_lock():
+                    logged = self._append(decisions)
+            except OSError as exc:
+                self._failed = True
+                raise QueryLogError(self.path, exc) from None
+            self._failed = False
             return logged
+
+    def probe(self) -> None:
+        """Write ``PROBE_BYTES`` to a file beside the log, fsync and remove it: QueryLogError
+        while the disk takes no writes. Nothing is appended to the log."""
+        path = self.path.with_name(f".{self.path.name}.probe")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
+            try:
+                _write_durably(fd, b"\n" * PROBE_BYTES)
+            finally:
+                os.close(fd)
+                path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise QueryLogError(self.path, exc) from None
+
+    def _append(self, decisions: Sequence[Decision]) -> list[LoggedLine]:
+        if self.shared:  # where the other workers left the end (whole, see _whole_end)
+            self._follow_rotation()
+            self.size = _whole_end(self._fd)
+        elif self._failed:
+            self._repair()
+        # taken under the file's lock: no line is earlier than the one before it
+        now = max(dt.datetime.now(dt.UTC).timestamp(), self._last_time)
+        step = 0 if self.shared else 1  # a shared log's line numbers are not known here
+        rows = [self._row(decision, now) for decision in decisions]
+        data = "".join(rows).encode()
+        self._rotate_if_due(now, len(data))
+        logged = [
+            LoggedLine(self.lines + step * (i + 1), now, decision.test.score)
+            for i, decision in enumerate(decisions)
+        ]
+        try:
+            _write_durably(self._fd, data)
+        except OSError:  # e.g. a full disk: cut what got written, never leave half a line
+            os.ftruncate(self._fd, self.size)
+            raise
+        self.lines += step * len(rows)
+        self.size += len(data)
+        self._last_time = now
+        self._day = self._day or _day(now)
+        return logged
+
+    def _repair(self) -> None:
+        """After a failed append to a log of one writer: finish a rotation that renamed the
+        file but could not open the new one, and cut what the failed write left."""
+        self._follow_rotation()
+        os.ftruncate(self._fd, self.size)
 
     def _rotate_if_due(self, now: float, adding: int) -> None:
         """Start a new file before a batch that would pass the size limit, or on a new UTC
@@ -151,7 +201,7 @@ class QueryLog:
             self._reopen()
 
     def _reopen(self) -> None:
-        fd = _open(self.path)
+        fd = _open_fd(self.path)
         _fsync_dir(self.path.parent)
         os.close(self._fd)
         self._fd, self.size, self.lines = fd, os.fstat(fd).st_size, 0
@@ -322,9 +372,14 @@ def _cut_torn_tail(fd: int) -> int:
 
 def _open(path: Path) -> int:
     try:
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o640)
+        return _open_fd(path)
     except OSError as exc:
         raise InputError(f"{path}: cannot open the query log ({exc.strerror})") from None
+
+
+def _open_fd(path: Path) -> int:
+    """The log file open for appending (created if missing); OSError when it cannot be."""
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o640)
 
 
 def _day(seconds: float) -> int:
@@ -369,11 +424,16 @@ def _count_lines(path: Path) -> tuple[int, float]:
     return count, last
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_durably(fd: int, data: bytes) -> None:
+    """Write all of ``data`` and fsync (the fault points ``querylog.write`` and
+    ``querylog.fsync`` stand before the system calls)."""
+    io_fault("querylog.write")
     view = memoryview(data)
     while view:
         written = os.write(fd, view)
         view = view[written:]
+    io_fault("querylog.fsync")
+    os.fsync(fd)
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -53,6 +53,7 @@ from ragbound.gate import Decision
 from ragbound.serve.gateway import (
     DECISION_FIELD,
     ChatRequest,
+    UpstreamError,
     decision_json,
     sse_data,
     sse_json,
@@ -382,32 +383,44 @@ class ResponsesShape:
         return self._response(output, decision, completion.get("model"))
 
     async def relay(self, lines: AsyncIterator[str], decision: Decision) -> AsyncIterator[bytes]:
-        """The upstream's chat-completion chunks as the Responses API's events."""
+        """The upstream's chat-completion chunks as the Responses API's events; an error
+        the upstream sends, or a stream it breaks off (:class:`UpstreamError`), ends them
+        with ``response.failed``."""
         for event in self._start(decision):
             yield event
         output = _Output(finish=None)
         calls: dict[int, dict[str, str]] = {}
         async with contextlib.aclosing(lines):  # the upstream's reply closes with the relay
-            async for line in lines:
-                chunk = sse_json(line) if line.startswith("data:") else None
-                if chunk is None:
-                    continue
-                if chunk.get("error"):
-                    yield self._event("response.failed", response=self._failed(chunk["error"]))
-                    return
-                output.usage = _usage(chunk["usage"]) if chunk.get("usage") else output.usage
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    if delta.get("content"):
-                        output.text += delta["content"]
-                        for event in self._delta(delta["content"]):
-                            yield event
-                    for call in delta.get("tool_calls") or []:
-                        _merge_call(calls, call)
-                    output.finish = choice.get("finish_reason") or output.finish
+            try:
+                async for line in lines:
+                    chunk = sse_json(line) if line.startswith("data:") else None
+                    if chunk is not None and chunk.get("error"):
+                        yield self._event("response.failed", response=self._failed(chunk["error"]))
+                        return
+                    for event in self._chunk(chunk or {}, output, calls):
+                        yield event
+            except UpstreamError as exc:
+                yield self._event("response.failed", response=self._failed(str(exc)))
+                return
         output.calls = [calls[i] for i in sorted(calls)]
         for event in self._finish(output, decision):
             yield event
+
+    def _chunk(
+        self, chunk: dict[str, Any], output: _Output, calls: dict[int, dict[str, str]]
+    ) -> list[bytes]:
+        """Add a chat-completion chunk to ``output`` and ``calls``; its text's events."""
+        events: list[bytes] = []
+        output.usage = _usage(chunk["usage"]) if chunk.get("usage") else output.usage
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                output.text += delta["content"]
+                events += self._delta(delta["content"])
+            for call in delta.get("tool_calls") or []:
+                _merge_call(calls, call)
+            output.finish = choice.get("finish_reason") or output.finish
+        return events
 
     # ------------------------------------------------------------------ the events
     def _start(self, decision: Decision) -> list[bytes]:

@@ -26,7 +26,7 @@ from ragbound.serve.dashboard import DashboardState, Stats, merged_stats, timeli
 from ragbound.serve.drift import ServiceMonitor
 from ragbound.serve.fit import FitWatch
 from ragbound.serve.metrics import Registry, merged, service_registry
-from ragbound.serve.querylog import LoggedLine, QueryLog
+from ragbound.serve.querylog import LoggedLine, QueryLog, QueryLogError
 from ragbound.serve.settings import ServeSettings
 from ragbound.serve.shared import MONITOR, PUBLISH_EVERY_S, publish, published
 from ragbound.tripwires import (
@@ -41,6 +41,7 @@ GateSource = Gate | Callable[[], Gate]
 WARM_UP_QUERY = "warm-up query"
 TRIM_EVERY = 2_000  # queries between returns of freed heap pages to the OS
 SLOW_READ_FACTOR = 10  # a slow read of the tripwire home waits this many times its length
+PROBE_EVERY_S = 1.0  # after a failed log write, /readyz probes the disk at most this often
 UNREAD = object()  # no version of the tripwire home was read
 
 
@@ -62,6 +63,9 @@ class Service:
         self._loader = None if isinstance(gate, Gate) else gate
         self.ready = False
         self.error: str | None = None
+        # why the query log's last write failed (None: it did not), as callers may read it
+        self.log_error: str | None = None
+        self._probed_at = -PROBE_EVERY_S
         self.monitor: ServiceMonitor | None = None
         self.canary: CanaryCheck | None = None
         self._stopping = threading.Event()
@@ -294,10 +298,46 @@ class Service:
 
     def _log(self, decisions: Sequence[Decision]) -> list[LoggedLine]:
         if self.log is not None:
-            return self.log.append(decisions)
+            try:
+                logged = self.log.append(decisions)
+            except QueryLogError as exc:  # the batch fails: none of it is answered
+                self._log_failed(exc)
+                raise
+            self._log_written()
+            return logged
         now = time.time()
         first, self._lines = self._lines + 1, self._lines + len(decisions)
         return [LoggedLine(first + i, now, d.test.score) for i, d in enumerate(decisions)]
+
+    def _log_failed(self, exc: QueryLogError) -> None:
+        """Not ready until a write succeeds; said once on stderr (the first failure)."""
+        if self.log_error is None:
+            sys.stderr.write(f"error: {exc}: answering 503 until a write succeeds\n")
+        self.log_error = f"cannot write the query log ({exc.reason})"
+        self.metrics.set("ragbound_ready", 0)
+
+    def _log_written(self) -> None:
+        if self.log_error is not None:
+            self.log_error = None
+            self.metrics.set("ragbound_ready", int(self.ready))
+            sys.stderr.write("warning: the query log is written again\n")
+
+    def log_writable(self) -> bool:
+        """Whether the query log takes writes (``/readyz``): after a failed write, whether a
+        probe beside it succeeds (at most one every ``PROBE_EVERY_S`` seconds), so that a
+        service no request reaches while it is not ready becomes ready again."""
+        if self.log is None or self.log_error is None:
+            return True
+        now = time.monotonic()
+        if now - self._probed_at < PROBE_EVERY_S:
+            return False
+        self._probed_at = now
+        try:
+            self.log.probe()
+        except QueryLogError:
+            return False
+        self._log_written()
+        return True
 
     def _count(self, decisions: Sequence[Decision]) -> None:
         for decision in decisions:
