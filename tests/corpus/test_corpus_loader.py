@@ -206,6 +206,31 @@ def test_folder_walk_is_sorted_skips_hidden_and_unsupported(tmp_path: Path) -> N
     assert len(report.files) == 4
 
 
+def test_entries_that_are_not_regular_files_are_skipped_with_one_warning(tmp_path: Path):
+    root = make_corpus(tmp_path / "corpus")
+    (root / "loop-a.txt").symlink_to("loop-b.txt")
+    (root / "loop-b.txt").symlink_to("loop-a.txt")
+    (root / "gone.md").symlink_to("nowhere.md")
+    (root / "a" / "up").symlink_to("..", target_is_directory=True)  # a folder loop
+    with pytest.warns(UserWarning, match="skipped 4 corpus entries") as caught:
+        docs, report = load_documents_with_report([root])
+    assert len(caught) == 1
+    assert [d.source for d in docs] == ["a/recs.jsonl", "a/z.md", "b.txt", "c.csv"]
+    assert report.skipped_special == [
+        f"{root / 'a' / 'up'} (a symlinked folder, not followed)",
+        f"{root / 'gone.md'} (a dangling symlink)",
+        f"{root / 'loop-a.txt'} (a symlink loop)",
+        f"{root / 'loop-b.txt'} (a symlink loop)",
+    ]
+
+
+def test_a_symlink_loop_named_directly_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").symlink_to("b.txt")
+    (tmp_path / "b.txt").symlink_to("a.txt")
+    with pytest.raises(InputError, match=r"a\.txt: not a regular file \(a symlink loop\)"):
+        load_documents([tmp_path / "a.txt"])
+
+
 def test_directly_named_file_uses_its_name_as_source(tmp_path: Path) -> None:
     path = write(tmp_path / "deep" / "er" / "notes.md", "Notes.")
     (doc,) = load_documents([path])

@@ -14,7 +14,7 @@ import typer
 from ragbound._version import __version__
 from ragbound.cli import bench, detect, index, report, score, serve, shift, synth, tripwire
 from ragbound.cli.common import HELP_MARKUP
-from ragbound.cli.failures import INTERRUPTED, USAGE, describe, one_line
+from ragbound.cli.failures import INTERRUPTED, USAGE, describe, interrupted, one_line
 
 __all__ = ["app", "build_app", "main"]
 
@@ -69,6 +69,8 @@ def main() -> None:
     except (KeyboardInterrupt, typer.Abort):
         _fail("interrupted", INTERRUPTED, prefix="")
     except Exception as exc:
+        if interrupted(exc):  # a library that turned Ctrl-C into its own error (an import)
+            _fail("interrupted", INTERRUPTED, prefix="")
         if type(exc).__name__ == "NoArgsIsHelpError":  # a group without a command: its help
             sys.stdout.write(exc.format_message() + "\n")  # type: ignore[attr-defined]
             _fail(f"missing command (see '{exc.ctx.command_path} --help')", USAGE)  # type: ignore[attr-defined]

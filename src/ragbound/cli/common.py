@@ -7,8 +7,12 @@ where it enters, with the option's name, before any model or file is loaded.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import textwrap
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -139,6 +143,34 @@ def notice(message: str) -> None:
     """A note on stderr (stdout stays for results and --json): a lock wait, a stale calibration."""
     sys.stderr.write(message + "\n")
     sys.stderr.flush()
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM in the block is a Ctrl-C (KeyboardInterrupt): the command cleans up as after
+    one, says ``interrupted`` and exits 130. The handler before is put back after."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+@contextmanager
+def warnings_shown() -> Iterator[None]:
+    """Every UserWarning the block raises, as a wrapped ``warning:`` line on stderr after it
+    (also when it fails: the warnings come before the error line)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        try:
+            yield
+        finally:
+            for warning in caught:
+                notice(wrap(f"warning: {warning.message}"))
 
 
 def emit_json(obj: BaseModel | dict) -> None:

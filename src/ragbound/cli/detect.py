@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -29,6 +27,7 @@ from ragbound.cli.common import (
     notice,
     progress,
     say,
+    warnings_shown,
     wrap,
     write_plots,
 )
@@ -326,8 +325,7 @@ def calibrate(
     null_texts = load_queries(null_queries) if null_queries else None
     source = null_file if null_queries is not None else _sources(queries, conversations)
     origins = None if null_file is None else question_origins(null_file, field=null_field)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UserWarning)
+    with warnings_shown():
         guard = Guard.calibrate(
             kb,
             texts,
@@ -344,8 +342,6 @@ def calibrate(
             progress=progress(json_out),
             questions=questions or origins,  # type: ignore[arg-type]
         )
-    for warning in caught:
-        sys.stderr.write(wrap(f"warning: {warning.message}") + "\n")
     from ragbound.cli.synth import check_against_real
 
     synthetic_check = None

@@ -43,6 +43,19 @@ def describe(exc: BaseException) -> str | None:
     return None
 
 
+def interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` was caused by a Ctrl-C: a KeyboardInterrupt in its chain of causes
+    (ONNX Runtime's import turns one into ``ImportError: initialization failed``)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 def _is_validation_error(exc: BaseException) -> bool:
     """A pydantic ValidationError, without importing pydantic: none exists if it never loaded."""
     pydantic_core = sys.modules.get("pydantic_core")  # where pydantic's ValidationError lives

@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ragbound.cli import validate
-from ragbound.cli.common import JsonOpt, emit_json, notice, progress, say
+from ragbound.cli.common import (
+    JsonOpt,
+    emit_json,
+    notice,
+    progress,
+    say,
+    sigterm_interrupts,
+    warnings_shown,
+)
 
 if TYPE_CHECKING:
     from ragbound.knowledge import KnowledgeBase
@@ -187,9 +195,16 @@ def index(
     cleaned and reused. Another writer of --out is waited for ($RAGBOUND_LOCK_TIMEOUT s).
 
     Embedded chunks are written to --out/staging/ block by block (8192 chunks) as they finish:
-    if indexing is interrupted (a crash, kill -9, Ctrl-C), the same command again embeds only
-    the blocks not yet there and gives the same knowledge base as an uninterrupted run. The
-    staging folder is removed when the knowledge base is committed.
+    if indexing is interrupted (a crash, kill -9, Ctrl-C, SIGTERM), the same command again
+    embeds only the blocks not yet there and gives the same knowledge base as an uninterrupted
+    run. The staging folder is removed when the knowledge base is committed. Ctrl-C, SIGTERM
+    or an error removes what holds no finished block (the staging folder, and --out when the
+    run made it and it is empty) and says how many finished blocks it keeps.
+
+    Entries in a corpus folder that are not regular files (a FIFO, a socket, a device, a
+    symlink loop, a dangling symlink, a symlinked folder) are never opened or followed: they
+    are skipped with one warning line naming them. A file or folder that cannot be read, or a
+    file that is not UTF-8 text (a binary file), is an error.
 
     --vector-dtype float16 stores the vectors at half the size (the manifest records it);
     searches compute in float32. Loading memory-maps the vector files and checks them.
@@ -216,25 +231,26 @@ def index(
     from ragbound.corpus.units import unit_params
     from ragbound.knowledge import KnowledgeBase
 
-    kb = KnowledgeBase.index(
-        corpus,
-        out,
-        store=store,
-        hnsw=_hnsw_choice(search, ef_search, m, rescore, graph_precision),
-        embedder=embedder,
-        overwrite=overwrite,
-        delete_other_files=delete_other_files,
-        on_wait=notice,
-        notify=notice,
-        chunk_words=chunk_words,
-        overlap=overlap,
-        text_field=text_field,
-        id_field=id_field,
-        group_field=group_field,
-        units=unit_params(granularity, window_sentences),
-        progress=progress(json_out),
-        vector_dtype=vector_dtype,
-    )
+    with sigterm_interrupts(), warnings_shown():
+        kb = KnowledgeBase.index(
+            corpus,
+            out,
+            store=store,
+            hnsw=_hnsw_choice(search, ef_search, m, rescore, graph_precision),
+            embedder=embedder,
+            overwrite=overwrite,
+            delete_other_files=delete_other_files,
+            on_wait=notice,
+            notify=notice,
+            chunk_words=chunk_words,
+            overlap=overlap,
+            text_field=text_field,
+            id_field=id_field,
+            group_field=group_field,
+            units=unit_params(granularity, window_sentences),
+            progress=progress(json_out),
+            vector_dtype=vector_dtype,
+        )
     _report_kb(kb, "indexed", json_out)
     if group_field is None:
         _suggest_group_field(kb)
@@ -303,7 +319,8 @@ def add(
     from ragbound.knowledge import KnowledgeBase
 
     kb = KnowledgeBase.load(kb_dir)
-    added = kb.add(corpus, progress=progress(json_out))
+    with warnings_shown():
+        added = kb.add(corpus, progress=progress(json_out))
     kb.save(on_wait=notice)
     _warn_if_calibration_stale(kb)
     _report_kb(kb, f"added {added} chunks to", json_out)

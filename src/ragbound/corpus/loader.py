@@ -7,7 +7,10 @@ gives the same ids on every machine.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +35,9 @@ LINE_IDS = "@line"
 """The ``id_field`` that gives every record the id ``source:line`` (``source:index`` in a
 JSON document), whatever its fields: the default before a record's ``id`` became its id."""
 
+SPECIAL_SHOWN = 5
+"""Entries named in the warning about skipped non-regular files before ``and N more``."""
+
 _DEFAULT_ID_HINT = (
     "a record's 'id' field (or its key in a JSON object keyed by id) is its document id by "
     "default: name a unique field with --id-field, or give --id-field @line for file-and-line ids"
@@ -44,7 +50,10 @@ class LoadReport(BaseModel):
     ``files`` lists the files read, in load order. ``skipped_empty`` gives the location
     (``file``, ``file:line`` or ``file[index]``) of every record whose text was empty or
     whitespace only. ``skipped_files`` lists files inside folders whose extension is not
-    supported, and hidden files and folders are not listed at all.
+    supported, and hidden files and folders are not listed at all. ``skipped_special`` lists,
+    as ``PATH (WHAT)``, the entries inside folders that are not regular files (a FIFO, a
+    socket, a device, a symlink loop, a dangling symlink, a symlinked folder): they are never
+    opened or followed.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -53,6 +62,7 @@ class LoadReport(BaseModel):
     n_documents: int = 0
     skipped_empty: list[str] = Field(default_factory=list)
     skipped_files: list[str] = Field(default_factory=list)
+    skipped_special: list[str] = Field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -97,7 +107,10 @@ def load_documents_with_report(
     """Load documents and report what was skipped.
 
     Each path is a file or a folder. Folders are walked recursively in order of relative
-    path; hidden files and folders and files with unsupported extensions are skipped. A
+    path (symlinked folders are not followed); hidden files and folders and files with
+    unsupported extensions are skipped, and so are entries that are not regular files (a FIFO,
+    a socket, a device, a symlink loop, a dangling symlink, a symlinked folder), never opened,
+    with one UserWarning naming them. A
     ``.txt``/``.md`` file is one document whose id is its source. A record of a ``.jsonl``,
     ``.json``, ``.csv`` or ``.tsv`` file (read by :func:`ragbound.records.read_records`) is
     one document: its text is ``text_field`` and its id (as a string) is ``id_field`` when
@@ -106,12 +119,15 @@ def load_documents_with_report(
     document). ``id_field=LINE_IDS`` (``"@line"``) gives every record the last. Its other
     fields become the metadata. Empty texts are skipped and listed in the report.
 
-    Raises InputError for a missing path, an unsupported file named directly, a file that is
-    not UTF-8 or not valid JSON/CSV, a record without a string text field, duplicate document
+    Raises InputError for a missing path, an unsupported file or one that is not a regular
+    file named directly, a folder or file that cannot be read, a file that is not UTF-8 (a
+    binary file) or not valid JSON/CSV, a record without a string text field, duplicate document
     ids, and a corpus that yields no documents.
     """
     path_list = _as_path_list(paths)
-    refs, skipped_files = _collect_files(path_list)
+    refs, skipped_files, special = _collect_files(path_list)
+    if special:
+        warnings.warn(_special_message(special), UserWarning, stacklevel=2)
     documents: list[Document] = []
     seen: dict[str, str] = {}
     skipped_empty: list[str] = []
@@ -137,6 +153,7 @@ def load_documents_with_report(
         n_documents=len(documents),
         skipped_empty=skipped_empty,
         skipped_files=skipped_files,
+        skipped_special=special,
     )
     return documents, report
 
@@ -163,30 +180,48 @@ def _no_documents_message(paths: list[Path], empty: list[str], unsupported: list
     return f"{message} ({'; '.join(notes)})"
 
 
-def _collect_files(paths: list[Path]) -> tuple[list[_FileRef], list[str]]:
-    """Expand the path arguments into the files to read, and the unsupported files skipped."""
+def _special_message(special: list[str]) -> str:
+    """The warning naming the entries skipped because they are not regular files."""
+    shown = ", ".join(special[:SPECIAL_SHOWN])
+    more = len(special) - SPECIAL_SHOWN
+    return (
+        f"skipped {len(special)} corpus entr{'y' if len(special) == 1 else 'ies'} that "
+        f"{'is' if len(special) == 1 else 'are'} not a regular file: {shown}"
+        + (f" and {more} more" if more > 0 else "")
+    )
+
+
+def _collect_files(paths: list[Path]) -> tuple[list[_FileRef], list[str], list[str]]:
+    """Expand the path arguments into the files to read, the unsupported files skipped and
+    the entries skipped because they are not regular files (``PATH (WHAT)``)."""
     refs: list[_FileRef] = []
     skipped: list[str] = []
+    special: list[str] = []
     seen: dict[Path, str] = {}
     for path in paths:
         if path.is_dir():
-            found, unsupported = _walk_folder(path)
+            found, unsupported, odd = _walk_folder(path)
             skipped.extend(unsupported)
-        elif path.is_file():
-            found = [_direct_file(path)]
+            special.extend(odd)
         else:
-            raise InputError(f"{path}: no such file or folder")
+            found = [_direct_file(path)]
         for ref in found:
             real = ref.path.resolve()
             if real in seen:
                 raise InputError(f"{ref.display}: the same file is also included as {seen[real]}")
             seen[real] = ref.display
             refs.append(ref)
-    return refs, skipped
+    return refs, skipped, special
 
 
 def _direct_file(path: Path) -> _FileRef:
-    """A file named directly: its source is its file name; its extension must be supported."""
+    """A file named directly: its source is its file name; it must be a regular file (never
+    opened otherwise) with a supported extension."""
+    kind = not_regular(path)
+    if kind == "missing":
+        raise InputError(f"{path}: no such file or folder")
+    if kind is not None:
+        raise InputError(f"{path}: not a regular file ({kind}); name a file or a folder")
     if path.suffix.lower() not in SUPPORTED_EXTENSIONS:
         raise InputError(
             f"{path}: unsupported file type {path.suffix or '(no extension)'!r}; "
@@ -195,27 +230,62 @@ def _direct_file(path: Path) -> _FileRef:
     return _FileRef(path=path, source=path.name, display=str(path))
 
 
-def _walk_folder(folder: Path) -> tuple[list[_FileRef], list[str]]:
-    """Find the supported files under a folder, sorted by relative POSIX path."""
+def _walk_folder(folder: Path) -> tuple[list[_FileRef], list[str], list[str]]:
+    """Find the supported files under a folder, sorted by relative POSIX path; also the
+    unsupported files and the entries that are not regular files (``PATH (WHAT)``)."""
     found: list[_FileRef] = []
     skipped: list[str] = []
+    special: list[str] = []
     for relative in sorted(_visible_files(folder)):
         path = folder / relative
-        if Path(relative).suffix.lower() in SUPPORTED_EXTENSIONS:
-            found.append(_FileRef(path=path, source=relative, display=str(path)))
-        else:
+        if (kind := not_regular(path)) is not None:
+            special.append(f"{path} ({kind})")
+        elif Path(relative).suffix.lower() not in SUPPORTED_EXTENSIONS:
             skipped.append(str(path))
-    return found, skipped
+        else:
+            found.append(_FileRef(path=path, source=relative, display=str(path)))
+    return found, skipped, special
+
+
+def not_regular(path: Path) -> str | None:
+    """None for a regular file (through symlinks); else what it is, found without opening
+    it: ``missing``, ``a dangling symlink``, ``a symlink loop``, ``a folder``, ``a FIFO``,
+    ``a socket``, ``a device`` or ``unreachable (REASON)``."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink loop"
+        if exc.errno == errno.ENOENT:
+            return "a dangling symlink" if path.is_symlink() else "missing"
+        return f"unreachable ({exc.strerror or exc})"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a symlinked folder, not followed" if path.is_symlink() else "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
 
 
 def _visible_files(folder: Path) -> Iterator[str]:
-    """Yield the relative POSIX paths of the non-hidden files under a folder, recursively."""
-    for root, dirs, files in os.walk(folder):
+    """Yield the relative POSIX paths of the non-hidden entries under a folder that are not
+    folders, recursively; a symlinked folder is yielded, not followed. A folder that cannot
+    be read is an InputError."""
+    for root, dirs, files in os.walk(folder, onerror=_unreadable_folder):
         dirs[:] = [name for name in dirs if not name.startswith(".")]
         relative_root = Path(root).relative_to(folder)
-        for name in files:
+        linked = [name for name in dirs if os.path.islink(os.path.join(root, name))]
+        for name in [*files, *linked]:
             if not name.startswith("."):
                 yield (relative_root / name).as_posix()
+
+
+def _unreadable_folder(exc: OSError) -> None:
+    """``os.walk``'s error handler: a folder of the corpus it cannot list is an error."""
+    raise InputError(f"{exc.filename}: cannot read the folder ({exc.strerror or exc})") from exc
 
 
 def _read_records(ref: _FileRef, text_field: str, id_field: str | None) -> Iterator[_Raw]:

@@ -130,6 +130,8 @@ def split_units(chunks: Sequence[Chunk], params: UnitParams, *, first_row: int =
     unless that would leave a chunk without a unit of its kind.
     """
     units: list[Unit] = []
+    if not params.fine:  # chunks only: no chunk is split into sentences again
+        return units
     seen: set[tuple[str, str, str]] = set()
     for row, chunk in enumerate(chunks, start=first_row):
         sentences = split_sentences(chunk.text)

@@ -45,6 +45,7 @@ from ragbound.knowledge.build import (
     embed_texts,
     staging_dir,
     stored_as,
+    tidy_staging,
 )
 from ragbound.knowledge.layout import KB_FORMAT, LOCK_WHAT, MANIFEST
 from ragbound.knowledge.local import HnswBacking
@@ -252,7 +253,9 @@ class KnowledgeBase(Searching):
         graph with these parameters. ``options``: those of :meth:`build`. Everything that
         can be refused (a capability the backing lacks, a folder or table in the way) is
         refused before the corpus is read; a local build is staged in ``out``, so the same
-        call after a crash continues where it stopped.
+        call after a crash continues where it stopped. A build that stops on an exception (a
+        Ctrl-C, an error) removes what holds no finished block, ``out`` too when it made it
+        and left it empty, and ``notify`` says how many finished blocks it keeps.
         """
         out = Path(out)
         kind = "lexical" if is_lexical(canonical_spec(embedder)) else "dense"
@@ -263,14 +266,24 @@ class KnowledgeBase(Searching):
         backing.check_target(out, overwrite=overwrite, delete_other_files=delete_other_files)
         if backing.holds_vectors:
             options.setdefault("staging", staging_dir(out))
-        kb = cls.build(paths, embedder=embedder, backing=backing, **options)
-        kb.save(
-            out,
-            overwrite=overwrite,
-            delete_other_files=delete_other_files,
-            on_wait=on_wait,
-            notify=notify,
-        )
+        created = not out.exists()
+        try:
+            kb = cls.build(paths, embedder=embedder, backing=backing, **options)
+            kb.save(
+                out,
+                overwrite=overwrite,
+                delete_other_files=delete_other_files,
+                on_wait=on_wait,
+                notify=notify,
+            )
+        except BaseException:  # an interruption or an error: leave only what a rerun uses
+            kept = tidy_staging(out, created=created)
+            if kept and notify is not None:
+                notify(
+                    f"{staging_dir(out)} keeps {kept} embedded block(s): the same command "
+                    "continues from them (delete the folder to drop them)"
+                )
+            raise
         return kb
 
     @classmethod

@@ -9,6 +9,7 @@ memory stays flat. ``build(staging=...)`` writes each finished block of vectors 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -101,6 +102,31 @@ def _all_finite(vectors: np.ndarray) -> bool:
 def staging_dir(target: str | Path) -> Path:
     """Where ``build(staging=...)`` keeps the finished blocks of a build of ``target``."""
     return Path(target) / STAGING
+
+
+def tidy_staging(target: Path, *, created: bool) -> int:
+    """After a build of ``target`` that stopped (an interruption, an error): remove what holds
+    no finished block (a build's empty folder, the staging folder, and ``target`` itself when
+    this build ``created`` it and nothing else is there). Returns the finished blocks kept,
+    from which the same build continues."""
+    staging = staging_dir(target)
+    kept = 0
+    if staging.is_dir():
+        for build in staging.iterdir():
+            blocks = len(list(build.glob("block-*.npy"))) if build.is_dir() else 0
+            kept += blocks
+            if not blocks:
+                remove_path(build)
+        _remove_if_empty(staging)
+    if created:
+        _remove_if_empty(target)
+    return kept
+
+
+def _remove_if_empty(folder: Path) -> None:
+    """Remove ``folder`` if it is an empty folder."""
+    with contextlib.suppress(OSError):
+        folder.rmdir()
 
 
 class StagedBuild:

@@ -350,7 +350,8 @@ def _add_tripwire_routes(app: FastAPI, service: Service) -> None:
         "/v1/tripwires", response_model=ChangeResponse, dependencies=admin, tags=["tripwires"]
     )
     async def add_tripwires(body: AddTripwires) -> ChangeResponse:
-        """Embed and add tripwires; the next decision uses them (no restart)."""
+        """Embed and add tripwires; the next decision uses them (no restart). Decisions
+        meanwhile are answered with the set before (the new one is built off their path)."""
         _check_ready(service)
         new = [
             Tripwire(
@@ -372,7 +373,8 @@ def _add_tripwire_routes(app: FastAPI, service: Service) -> None:
 
 
 async def _change(service: Service, apply) -> ChangeResponse:
-    change = await service.batcher.run_on_worker(lambda: service.change_tripwires(apply))
+    # on a thread of its own: embedding the new set never holds up the decision thread
+    change = await asyncio.to_thread(service.change_tripwires, apply)
     gate = service.gate
     tripwire_set = gate.tripwires.tripwires.manifest.set_hash if gate and gate.tripwires else None
     return ChangeResponse(change=change, tripwire_set=tripwire_set)  # type: ignore[arg-type]

@@ -119,10 +119,6 @@ class Batcher:
         """Queue ``work`` on the decision thread from any thread (between batches)."""
         return self._worker.submit(work)
 
-    async def run_on_worker(self, work: Callable[[], object]) -> object:
-        """Run ``work`` on the decision thread, between batches (tripwire changes use it)."""
-        return await asyncio.get_running_loop().run_in_executor(self._worker, work)
-
     async def _run(self) -> None:
         deciding: asyncio.Task[None] | None = None  # the batch before this one
         while True:

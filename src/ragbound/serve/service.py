@@ -74,6 +74,7 @@ class Service:
         self._watch: TripwireWatch | None = None
         self._tripwire_stamp: tuple[int, int] | None = None  # the folder's tripwires.json
         self._tripwire_version: Hashable = UNREAD  # the home's, as last read
+        self._rebuilding = threading.Lock()  # one gate rebuild at a time; decisions never wait
         self._held = contextlib.ExitStack()
         self.log: QueryLog | None = None
         if settings.log is not None and settings.worker is not None:
@@ -350,12 +351,16 @@ class Service:
     def change_tripwires(self, apply: Callable[[TripwireStore], TripwireChange]) -> TripwireChange:
         """Apply a change to the stored set, then build a new gate around it and swap it in.
 
-        Runs on the decision thread (``Batcher.run_on_worker``): batches decided before use
-        the old set, batches after use the new one; none sees a half-built guard.
+        Runs on the caller's thread, off the decision path: decisions go on with the old set
+        while the new tripwires are embedded and their guard built, batches decided after the
+        swap use the new set, and none sees a half-built guard. Changes run one at a time.
         """
-        gate = self._current_gate()
-        change = apply(TripwireStore.open(gate.guard.kb))
-        self._swap(gate)
+        with self._rebuilding:
+            gate = self.gate
+            if gate is None:
+                raise RuntimeError("the gate is not loaded")
+            change = apply(TripwireStore.open(gate.guard.kb))
+            self._swap(gate)
         return change
 
     def _current_gate(self, version: Hashable = UNREAD) -> Gate:
@@ -368,13 +373,15 @@ class Service:
             raise RuntimeError("the gate is not loaded")
         stamp = self._watch.local() if self._watch is not None else None
         moved = version is not UNREAD and version != self._tripwire_version
-        if stamp != self._tripwire_stamp or moved:
-            try:
+        if (stamp != self._tripwire_stamp or moved) and self._rebuilding.acquire(blocking=False):
+            try:  # not acquired: a change is being built off this thread and swaps in itself
                 return self._swap(gate, version)
             except (InputError, ArtifactError) as exc:  # keep deciding with the set we have
                 sys.stderr.write(f"warning: the changed tripwires were not loaded: {exc}\n")
                 self._tripwire_stamp = stamp
                 self._tripwire_version = version if moved else self._tripwire_version
+            finally:
+                self._rebuilding.release()
         return gate
 
     def _swap(self, gate: Gate, version: Hashable = UNREAD) -> Gate:
@@ -385,6 +392,7 @@ class Service:
         version = self._read_version() if version is UNREAD else version
         rule = gate.tripwires.rule if gate.tripwires is not None else load_rule(Path(kb.path))
         guard = TripwireGuard(kb, rule)
+        guard.floor()  # a derived floor compares every pair of tripwires: here, not at a decision
         fresh = gate.with_tripwires(guard if len(guard.tripwires) else None)
         self._tripwire_stamp, self._tripwire_version = stamp, version
         self.gate = fresh
