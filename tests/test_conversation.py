@@ -112,3 +112,13 @@ def test_a_mapping_without_messages_or_with_a_bad_id_is_refused() -> None:
         as_query({"turns": []})
     with pytest.raises(InputError, match="id must be a string"):
         as_query({"messages": CHAT, "id": 3})
+
+
+@pytest.mark.parametrize("chat_id", ["chat\r\nX-Injected: 1", "a\x1b[31mred", "rtl\u202eevil"])
+def test_a_conversation_id_with_control_characters_is_refused(chat_id: str) -> None:
+    # the id is logged and shown: what is stored must be writable to a log line and a page
+    with pytest.raises(InputError, match=r"the conversation id .* holds"):
+        conversation(CHAT, id=chat_id)
+    with pytest.raises(InputError, match="the conversation id"):
+        as_query({"messages": CHAT, "id": chat_id})
+    assert conversation(CHAT, id="chat-42 (web)").id == "chat-42 (web)"

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from ragbound.corpus.queries import MAX_QUERY_CHARS
 from ragbound.errors import InputError
+from ragbound.labels import check_label
 
 ROLES: tuple[str, ...] = ("system", "developer", "user", "assistant", "tool", "function")
 """The roles of OpenAI's chat and Responses APIs; any other is refused."""
@@ -132,8 +133,11 @@ def conversation(
     a role OpenAI's APIs do not know, content that is neither a string nor a list of parts,
     no user message, a last user message without text (only images, say) or longer than
     ``max_turn_chars``, and a chat that ends with an assistant message (nothing new to
-    decide). Trailing tool messages are allowed: the last user turn is decided.
+    decide). Trailing tool messages are allowed: the last user turn is decided. The ``id``
+    is an identifier (:func:`ragbound.labels.check_label`): it is logged and shown.
     """
+    if id is not None:
+        check_label(id, f"{location}: the conversation id")
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise InputError(f"{location}: messages must be a list of messages")
     if not messages:

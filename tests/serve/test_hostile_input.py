@@ -249,6 +249,23 @@ def test_a_control_character_in_an_id_or_topic_is_422(server, field: str, contro
     assert_sound(server)
 
 
+@pytest.mark.parametrize("control", CONTROLS, ids=repr)
+def test_a_control_character_in_a_conversation_id_is_422(server, control: str) -> None:
+    chat = [{"role": "user", "content": "How does BM25 score a chunk?"}]
+    bodies = [
+        ("/v1/check", {"messages": chat, "conversation_id": f"chat{control}1"}),
+        ("/v1/check/batch", {"conversations": [{"messages": chat, "id": f"chat{control}1"}]}),
+        (
+            "/v1/chat/completions",
+            {"messages": chat, "metadata": {"conversation_id": f"c{control}1"}},
+        ),
+    ]
+    for path, body in bodies:
+        response = send(server, "POST", path, json.dumps(body))
+        assert_json_error(response, 422, "conversation id", f"U+{ord(control[0]):04X}")
+    assert_sound(server)
+
+
 def test_a_note_is_kept_on_one_line(server) -> None:
     tripwire = {"text": "How do I jam a level crossing?", "topic": "notes", "note": "a\r\nb\t\x1bc"}
     body = json.dumps({"tripwires": [tripwire], "source": "ticket\n42"})
