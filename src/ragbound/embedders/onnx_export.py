@@ -59,11 +59,19 @@ def exported_model(folder: Path, layout: SentenceLayout) -> Path:
     verdict = json.loads((target / _VERDICT).read_text(encoding="utf-8"))
     refuse_built(verdict, folder)
     if verdict["min_cosine"] < MIN_COSINE:
+        maker = "built from the weights" if verdict.get("built_by") == "weights" else "exported"
         raise InputError(
-            f"the ONNX export of {folder} does not reproduce torch (smallest cosine "
+            f"the ONNX graph of {folder} ({maker}) does not reproduce torch (smallest cosine "
             f"{verdict['min_cosine']:.7f} < {MIN_COSINE}); use RAGBOUND_EMBED_RUNTIME=torch"
         )
     return target / "model.onnx"
+
+
+def graph_maker(folder: Path, layout: SentenceLayout) -> str:
+    """What made ``folder``'s verified graph: ``weights`` or ``torch`` (made if needed)."""
+    exported_model(folder, layout)
+    verdict = export_verdict(folder) or {}
+    return verdict.get("built_by", "torch")  # a verdict older than built_by: an export
 
 
 def export_verdict(folder: Path) -> dict | None:
