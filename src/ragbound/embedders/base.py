@@ -35,6 +35,9 @@ class EmbedderInfo(BaseModel):
     # tested tolerance, so it is not part of the identity); None for servers, BM25 and
     # manifests written before it was recorded
     runtime: Literal["torch", "onnx"] | None = None
+    # what made the ONNX graph of an onnx runtime: "weights" (built from them without torch)
+    # or "torch" (exported); not part of the identity either; None for other runtimes
+    onnx_graph: Literal["weights", "torch"] | None = None
 
     def identity(self) -> str:
         """The parts that change what a similarity means (used in fingerprints)."""

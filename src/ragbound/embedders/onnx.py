@@ -1,11 +1,12 @@
 """Sentence embedders run by ONNX Runtime: no torch on the request path.
 
 A bundled model (or any sentence-transformers folder of the plain shape, see
-:mod:`ragbound.embedders.layout`) is exported once from its installed weights into the cache
-and checked against torch there (:mod:`ragbound.embedders.onnx_export`); the embedding itself
-(:mod:`ragbound.embedders.onnx_runner`) only tokenises, runs the graph and pools, so a process
-that embeds with it never imports torch, transformers or sentence-transformers.
-"""
+:mod:`ragbound.embedders.layout`) gets its ONNX graph once, in the cache
+(:mod:`ragbound.embedders.onnx_export`): the bundled MiniLM's built from its weights without
+torch and checked against reference vectors, any other folder's exported with torch and
+checked against it. The embedding itself (:mod:`ragbound.embedders.onnx_runner`) only
+tokenises, runs the graph and pools, so a process that embeds with it never imports torch,
+transformers or sentence-transformers."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from ragbound.embedders.base import EmbedderInfo
 from ragbound.embedders.layout import SentenceLayout
-from ragbound.embedders.onnx_export import exported_model
+from ragbound.embedders.onnx_export import exported_model, graph_maker
 from ragbound.embedders.onnx_runner import OnnxRunner
 from ragbound.embedders.sentence import check_model_folder, cpu_threads, model_revision
 from ragbound.progress import progress_bar
@@ -31,7 +32,7 @@ class OnnxEmbedder:
 
     Its :class:`EmbedderInfo` is the torch embedder's (same name, revision and dimension), so a
     knowledge base indexed with either runtime is searched with the other; ``runtime`` says
-    which one embedded.
+    which one embedded and ``onnx_graph`` what made the graph (reading it makes the graph).
 
     Example:
         >>> from ragbound.embedders import load_dense_embedder
@@ -59,6 +60,7 @@ class OnnxEmbedder:
                 kind="dense",
                 max_seq_length=self.layout.max_seq_length,
                 runtime="onnx",
+                onnx_graph=graph_maker(self.folder, self.layout),
             )
         return self._info
 

@@ -1,10 +1,14 @@
-"""Export a sentence-transformers folder to ONNX once, from its installed weights, and check
-the graph against torch before anyone uses it.
+"""The ONNX graph of a sentence-transformers folder, made once into the cache and checked
+before anyone uses it.
 
-The export (torch's TorchScript-based exporter, no download) lands in
-``<cache>/onnx/<key>/model.onnx`` with ``verified.json`` beside it: the smallest cosine between
-the two runtimes' vectors over :data:`PROBE`. A graph below :data:`MIN_COSINE` is kept on disk
-(so the check is not redone) but refused.
+A folder with reference vectors (the bundled MiniLM, :mod:`ragbound.embedders.reference`) gets
+a graph built from its weights without torch (:mod:`ragbound.embedders.graph_build`); any other
+folder is exported with torch's TorchScript-based exporter (no download) and checked against
+torch. Either lands in ``<cache>/onnx/<key>/model.onnx`` with ``verified.json`` beside it: what
+built it (``built_by``: ``weights`` or ``torch``) and the smallest cosine between its vectors
+and sentence-transformers' over the probe texts. A graph below :data:`MIN_COSINE` (or, when
+built from the weights, off the reference by more than its tolerance) is kept on disk (so the
+check is not redone) but refused.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragbound.embedders.graph_build import build_checked, refuse_built
 from ragbound.embedders.layout import SentenceLayout
 from ragbound.embedders.onnx_runner import OnnxRunner
 from ragbound.embedders.packaged import cache_dir
@@ -46,17 +51,27 @@ _VERDICT = "verified.json"
 
 
 def exported_model(folder: Path, layout: SentenceLayout) -> Path:
-    """The verified ONNX graph of ``folder``, exported on first use (needs torch once)."""
+    """The verified ONNX graph of ``folder``, made on first use (built from the weights when
+    the folder has reference vectors, else exported with torch)."""
     target = cache_dir() / "onnx" / export_key(folder)
     if not (target / _VERDICT).is_file():
         _export_into(target, folder, layout)
     verdict = json.loads((target / _VERDICT).read_text(encoding="utf-8"))
+    refuse_built(verdict, folder)
     if verdict["min_cosine"] < MIN_COSINE:
+        maker = "built from the weights" if verdict.get("built_by") == "weights" else "exported"
         raise InputError(
-            f"the ONNX export of {folder} does not reproduce torch (smallest cosine "
+            f"the ONNX graph of {folder} ({maker}) does not reproduce torch (smallest cosine "
             f"{verdict['min_cosine']:.7f} < {MIN_COSINE}); use RAGBOUND_EMBED_RUNTIME=torch"
         )
     return target / "model.onnx"
+
+
+def graph_maker(folder: Path, layout: SentenceLayout) -> str:
+    """What made ``folder``'s verified graph: ``weights`` or ``torch`` (made if needed)."""
+    exported_model(folder, layout)
+    verdict = export_verdict(folder) or {}
+    return verdict.get("built_by", "torch")  # a verdict older than built_by: an export
 
 
 def export_verdict(folder: Path) -> dict | None:
@@ -77,12 +92,10 @@ def export_key(folder: Path) -> str:
 
 def _export_into(target: Path, folder: Path, layout: SentenceLayout) -> None:
     if sys.stderr.isatty():
-        print(f"ragbound: exporting {folder.name} to ONNX once, into {target}", file=sys.stderr)
+        print(f"ragbound: making {folder.name}'s ONNX graph once, in {target}", file=sys.stderr)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        model = Path(tmp) / "model.onnx"
-        torch_vectors = export_graph(folder, model)
-        verdict = verify(model, folder, layout, torch_vectors)
+        verdict = make_graph(Path(tmp) / "model.onnx", folder, layout)
         (Path(tmp) / _VERDICT).write_text(json.dumps(verdict, indent=2), encoding="utf-8")
         # another process may have finished first: its export is as good as this one
         with contextlib.suppress(OSError):
@@ -90,11 +103,27 @@ def _export_into(target: Path, folder: Path, layout: SentenceLayout) -> None:
             Path(tmp).mkdir()  # TemporaryDirectory removes what it made
 
 
+def make_graph(model: Path, folder: Path, layout: SentenceLayout) -> dict:
+    """Write ``folder``'s graph to ``model``, built from the weights where a reference allows
+    the check, else exported with torch; the verdict."""
+    built = build_checked(model, folder, layout)
+    if built is not None:
+        return built
+    torch_vectors = export_graph(folder, model)
+    return {"built_by": "torch", **verify(model, folder, layout, torch_vectors)}
+
+
 def export_graph(folder: Path, out: Path) -> np.ndarray:
     """Write the transformer of ``folder`` as an ONNX graph (token states out); return
     sentence-transformers' vectors of :data:`PROBE` for the check."""
-    import torch
-    from sentence_transformers import SentenceTransformer
+    try:
+        import torch
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise InputError(
+            f"{folder.name} has no ONNX graph yet and only the bundled MiniLM's is built "
+            f"without torch: exporting it needs torch and sentence-transformers ({exc})"
+        ) from exc
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()

@@ -12,6 +12,9 @@ import numpy as np
 from ragbound.embedders.layout import SentenceLayout
 from ragbound.embedders.sentence import cpu_threads, limit_math_threads
 
+# the output of a graph that pools and L2-normalises inside (ragbound.embedders.bert_graph)
+POOLED_OUTPUT = "sentence_embedding"
+
 
 class OnnxRunner:
     """One exported graph and its tokenizer: texts in, pooled float32 vectors out."""
@@ -36,6 +39,8 @@ class OnnxRunner:
         self.session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         limit_math_threads()  # the libraries loaded with the model are held too
         self.inputs = {i.name for i in self.session.get_inputs()}
+        # a graph built from the weights pools and normalises itself; an export gives tokens
+        self.pools = self.session.get_outputs()[0].name == POOLED_OUTPUT
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:
         return [len(e.ids) for e in self.tokenizer.encode_batch(self._prepared(texts))]
@@ -61,8 +66,8 @@ class OnnxRunner:
             mask[row, : len(e.ids)] = e.attention_mask
             types[row, : len(e.ids)] = e.type_ids
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-        hidden = self.session.run(None, {k: v for k, v in feed.items() if k in self.inputs})[0]
-        return pooled(hidden, mask, self.layout)
+        out = self.session.run(None, {k: v for k, v in feed.items() if k in self.inputs})[0]
+        return out if self.pools else pooled(out, mask, self.layout)
 
     def _prepared(self, texts: Sequence[str]) -> list[str]:
         return [t.lower() for t in texts] if self.layout.lower_case else list(texts)

@@ -36,7 +36,7 @@ def set_cpu_threads(threads: int) -> None:
     embedder is a server (``openai:MODEL``) never pays for importing torch."""
     _THREADS["torch"] = threads
     limit_math_threads()
-    if "torch" in sys.modules:
+    if sys.modules.get("torch") is not None:  # loaded (None: import blocked)
         apply_cpu_threads()
 
 
