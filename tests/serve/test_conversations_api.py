@@ -20,7 +20,14 @@ from ragbound.serve import Batching, Limits, ServeSettings, create_app
 from ragbound.serve.batcher import Batcher
 from ragbound.serve.querylog import QueryLog
 from tests.cli.runner import run
-from tests.serve.server import ThreadServer, log_lines, served_kb, wait_ready
+from tests.serve.server import (
+    ThreadServer,
+    assert_served_as,
+    log_lines,
+    one_rank,
+    served_kb,
+    wait_ready,
+)
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 from tests.tripwires.tripwire_texts import TRIPWIRES, UNSAFE
 
@@ -68,12 +75,6 @@ def check(url: str, body: dict) -> httpx.Response:
     """``POST /v1/check``, or ``/v1/check/batch`` for a body of queries or conversations."""
     path = "/v1/check/batch" if {"queries", "conversations"} & set(body) else "/v1/check"
     return httpx.post(f"{url}{path}", json=body, timeout=60)
-
-
-def one_rank(gate: Gate) -> float:
-    """A p-value's step: batched with others, a score tying a calibration score may move by
-    one rank (see test_api)."""
-    return 1 / (len(gate.guard.detector().decision_scores_) + 1) + 1e-9
 
 
 # ------------------------------------------------------------------------- decisions
@@ -135,10 +136,8 @@ def test_concurrent_conversations_and_queries_share_batches(url: str, gate: Gate
 
     results = asyncio.run(all_at_once())
     expected = gate.decide_many(items)
-    assert [r["action"] for r in results] == [d.action for d in expected]
-    for result, decision in zip(results, expected, strict=True):
-        assert result["test"]["query"] == decision.test.query
-        assert result["test"]["p_value"] == pytest.approx(decision.test.p_value, abs=one_rank(gate))
+    assert [r["test"]["query"] for r in results] == [d.test.query for d in expected]
+    assert_served_as(results, expected, gate)
 
 
 def test_a_forbidden_earlier_turn_is_rejected(url: str) -> None:
