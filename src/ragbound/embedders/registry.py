@@ -13,7 +13,7 @@ from ragbound.embedders.layout import read_layout
 from ragbound.embedders.onnx import OnnxEmbedder
 from ragbound.embedders.onnx_export import exported_model
 from ragbound.embedders.packaged import minilm_path, mpnet_path
-from ragbound.embedders.sentence import SentenceTransformerEmbedder
+from ragbound.embedders.sentence import TORCH_EXTRA, SentenceTransformerEmbedder
 from ragbound.errors import InputError
 
 DEFAULT_EMBEDDER = "minilm"
@@ -81,6 +81,10 @@ def local_embedder(folder: Path, name: str | None, runtime: str | None) -> Query
             why = str(exc)
     if chosen == "onnx":
         raise InputError(f"embedding runtime onnx: {why}")
+    if importlib.util.find_spec("sentence_transformers") is None:
+        if TORCH_EXTRA in (why or ""):
+            raise InputError(why)
+        raise InputError(f"{folder.name} cannot run on ONNX Runtime ({why}): {TORCH_EXTRA}")
     if why and sys.stderr.isatty():
         print(f"ragbound: embedding with torch ({why})", file=sys.stderr)
     return SentenceTransformerEmbedder(folder, name=name)

@@ -25,6 +25,27 @@ _CONFIG_FILES = ("modules.json", "config.json", "sentence_bert_config.json")
 
 
 _THREADS: dict[str, int] = {}  # the CPU threads asked for, applied when torch loads
+TORCH_EXTRA = "pip install 'ragbound[torch]'"
+
+
+def sentence_transformers(purpose: str) -> Any:
+    """The ``sentence_transformers`` module, imported for ``purpose`` (its progress bars off,
+    the thread count applied); an InputError naming the ``torch`` extra when it is missing.
+
+    The core installs without torch: only a user's own model outside the bundled ones, the
+    torch runtime and the reranker need it.
+    """
+    try:
+        import sentence_transformers as module
+        from transformers.utils import logging as hf_logging
+    except ImportError as exc:
+        raise InputError(
+            f"{purpose} needs torch and sentence-transformers, which the core does not "
+            f"install: {TORCH_EXTRA} (missing {exc.name})"
+        ) from exc
+    hf_logging.disable_progress_bar()  # no "Loading weights" bar in CLI output
+    apply_cpu_threads()
+    return module
 
 
 def set_cpu_threads(threads: int) -> None:
@@ -127,13 +148,8 @@ class SentenceTransformerEmbedder:
 
     def _load(self) -> Any:
         if self._model is None:
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.disable_progress_bar()  # no "Loading weights" bar in CLI output
-            apply_cpu_threads()
-
-            self._model = SentenceTransformer(str(self.folder), device=self.device)
+            module = sentence_transformers(f"embedding with {self.folder.name} on torch")
+            self._model = module.SentenceTransformer(str(self.folder), device=self.device)
         return self._model
 
     @property
