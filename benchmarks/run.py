@@ -21,6 +21,10 @@ bench_out/zoo.json; BENCH_ZOO_SYNTH=1: synthetic calibration instead, bench_out/
 ``conversations`` is ``make bench-conversations`` (benchmarks/conversations.py: each reading of a
 chat against the last message alone on doc2dial; BENCH_CONV_SEEDS, BENCH_CONV_REWRITE_N,
 BENCH_CONV_LATENCY_N; raw numbers in bench_out/conversations.json).
+``install`` (benchmarks/install.py): venv size and install time, cold and warm, of the core,
+``make demo``'s set and everything; a one-query check's time and RSS in the core venv; the
+MiniLM graph built from its weights against the torch export (BENCH_INSTALL_SETS,
+BENCH_INSTALL_GRAPH; raw numbers in bench_out/install.json).
 ``int8`` (benchmarks/int8.py): dynamic int8 MiniLM against the fp32 ONNX default on the zoo's
 corpora, one seed (BENCH_INT8_SEED, BENCH_INT8_CORPORA; raw numbers in bench_out/int8.json).
 The tripwire parts (benchmarks/tripwires.py,
@@ -133,6 +137,11 @@ def main() -> None:
         results[key] = run_part()
         save(results, [sys.argv[1]])
         print(json.dumps(results[key], indent=2))
+        return
+    if sys.argv[1:2] == ["install"]:  # venv sizes and install times (PyPI), the built graph
+        from benchmarks import install
+
+        install.main(sys.argv[2:])  # `install render`: the section from bench_out/install.json
         return
     if sys.argv[1:2] == ["conversations"]:  # `make bench-conversations`: doc2dial, own section
         from benchmarks import conversations

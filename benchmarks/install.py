@@ -1,0 +1,355 @@
+"""What installing ragbound costs (issue 40): ``python -m benchmarks.run install``.
+
+Three sets, each installed into a new venv from this checkout's ``HEAD`` (``git archive``),
+once with pip's cache an empty folder (**cold**: everything downloaded, ``llama-cpp-python``
+built) and once more with the cache the cold run filled (**warm**):
+
+- ``core``: ``pip install .`` and the bundled MiniLM without its dependencies (the Makefile's
+  ``MINILM``), as ``pipx`` or a Dockerfile would install ragbound;
+- ``demo``: the core and the ``serve`` extra, what ``make demo`` installs (and the Docker image,
+  deploy/Dockerfile, whose site-packages this measures since no Docker daemon runs here);
+- ``all``: CPU torch first, then every extra (the Makefile's ``EXTRAS``), what ``make test``
+  installs.
+
+For each: the install time and the venv's size. From the ``all`` venv, what each extra adds on
+top of the core (the distributions it pulls that the core does not, sizes from their RECORD
+files). In the core venv: the wall time and peak RSS of a one-query ``ragbound check`` (and of
+importing :mod:`ragbound.gate`). Last, in this venv: the bundled MiniLM's graph built from its
+weights against the torch-exported one, one-query ``Gate.decide`` p50 and batch-of-32
+throughput, interleaved round by round.
+
+``BENCH_INSTALL_SETS`` picks sets (default ``core,demo,all``); ``BENCH_INSTALL_GRAPH=0`` skips
+the graph comparison. Raw numbers go to bench_out/install.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.datasets import REPO
+from benchmarks.doc import markdown_table, write_section
+
+TITLE = "Install size and time, and the graph built without torch"
+SECTION = "install"
+OUT = REPO / "bench_out" / "install.json"
+SETS = ("core", "demo", "all")
+QUESTION = "Who won the 1998 world cup?"
+ROUNDS = 5
+GRAPH_ROUNDS = 300
+BATCH = 32
+
+
+def makefile_value(name: str) -> str:
+    """``NAME := value`` from the Makefile."""
+    found = re.search(rf"^{name} := (.+)$", (REPO / "Makefile").read_text(), re.MULTILINE)
+    if not found:
+        raise SystemExit(f"no {name} := line in the Makefile")
+    return found.group(1).strip()
+
+
+def install_steps(name: str, source: Path) -> list[list[str]]:
+    """The pip arguments that install set ``name`` from ``source`` (one list per pip call)."""
+    minilm = ["--no-deps", makefile_value("MINILM")]
+    if name == "core":
+        return [[str(source)], minilm]
+    if name == "demo":
+        return [[f"{source}[serve]"], minilm]
+    return [[makefile_value("TORCH")], [f"{source}[{makefile_value('EXTRAS')}]"], minilm]
+
+
+def folder_mb(folder: Path) -> float:
+    """The bytes of the files under ``folder`` (links not followed), in MB."""
+    total = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+    return total / 1e6
+
+
+def install(name: str, source: Path, root: Path, cache: Path, label: str) -> dict:
+    """A new venv under ``root`` with set ``name``; seconds and MB."""
+    venv = root / f"{name}-{label}"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    env = os.environ | {
+        "PIP_CACHE_DIR": str(cache),
+        "CMAKE_ARGS": makefile_value("LLAMA_CMAKE_ARGS"),
+    }
+    pip = [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
+    start = time.monotonic()
+    for args in install_steps(name, source):
+        print(f"  {name} ({label}): pip install {' '.join(args)}", flush=True)
+        subprocess.run([*pip, *args], check=True, env=env, cwd=root)
+    return {
+        "seconds": round(time.monotonic() - start, 1),
+        "mb": round(folder_mb(venv)),
+        "venv": str(venv),
+    }
+
+
+EXTRA_COSTS = r"""
+import json, re, sys
+from importlib import metadata
+from packaging.requirements import Requirement
+
+def key(name): return re.sub(r"[-_.]+", "-", name).lower()
+dists = {key(d.metadata["Name"]): d for d in metadata.distributions()}
+def size(d): return sum(f.size or 0 for f in (d.files or []))
+def closure(reqs, extra=""):
+    seen, todo = set(), list(reqs)
+    while todo:
+        req = todo.pop()
+        if req.marker and not req.marker.evaluate({"extra": extra}):
+            continue
+        name = key(req.name)
+        if name in seen or name not in dists:
+            continue
+        seen.add(name)
+        todo += [r for r in map(Requirement, dists[name].requires or [])
+                 if not r.marker or r.marker.evaluate({"extra": ""})
+                 or any(r.marker.evaluate({"extra": e}) for e in req.extras)]
+    return seen
+ragbound = dists["ragbound"]
+reqs = [Requirement(r) for r in ragbound.requires or []]
+core = closure([r for r in reqs if not r.marker]) | {"ragbound", key(sys.argv[1])}
+out = {"core": round(sum(size(dists[n]) for n in core) / 1e6)}
+for extra in ragbound.metadata.get_all("Provides-Extra") or []:
+    pulled = closure([r for r in reqs if r.marker and r.marker.evaluate({"extra": extra})], extra)
+    out[extra] = round(sum(size(dists[n]) for n in pulled - core) / 1e6)
+print(json.dumps(out))
+"""
+
+
+def extra_costs(venv: Path) -> dict[str, int]:
+    """MB each extra adds to the core, read in the ``all`` venv."""
+    minilm = makefile_value("MINILM").split("==")[0]
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", EXTRA_COSTS, minilm],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def timed_process(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of one run of ``argv``."""
+    start = time.monotonic()
+    child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"{argv} exited {child.returncode}")
+    return time.monotonic() - start, usage.ru_maxrss / 1024
+
+
+def check_cost(venv: Path, work: Path) -> dict:
+    """A one-query ``ragbound check`` in ``venv`` (median over rounds), and ``import
+    ragbound.gate``; the sample corpus indexed and calibrated first."""
+    bin_ = venv / "bin"
+    env = os.environ | {"RAGBOUND_CACHE": str(work / "cache")}
+    env.pop("PYTHONPATH", None)
+    where = "from ragbound.demo import sample_corpus; print(sample_corpus())"
+    sample = Path(
+        subprocess.run(
+            [str(bin_ / "python"), "-c", where], capture_output=True, text=True, check=True, env=env
+        ).stdout.strip()
+    )
+    kb = work / "kb"
+    subprocess.run(
+        [str(bin_ / "ragbound"), "index", str(sample / "docs"), "--out", str(kb)],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            str(bin_ / "ragbound"),
+            "calibrate",
+            str(kb),
+            "--queries",
+            str(sample / "in_knowledge.txt"),
+        ],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    check = [str(bin_ / "ragbound"), "check", str(kb), QUESTION]
+    imports = [str(bin_ / "python"), "-c", "import ragbound.gate"]
+    runs = {"check": [], "import": []}
+    for _ in range(ROUNDS):
+        runs["check"].append(timed_process(check, env, work))
+        runs["import"].append(timed_process(imports, env, work))
+    return {
+        name: {
+            "seconds": round(statistics.median(s for s, _ in rows), 3),
+            "rss_mb": round(statistics.median(r for _, r in rows)),
+        }
+        for name, rows in runs.items()
+    }
+
+
+def source_tree(root: Path) -> Path:
+    """This checkout's HEAD, unpacked under ``root`` (no build/ left in the checkout)."""
+    tree = root / "ragbound"
+    tree.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", "HEAD"], cwd=REPO, capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree
+
+
+def install_part(names: list[str]) -> dict:
+    """Cold and warm installs of each set, the extras' costs and the core's check."""
+    results: dict = {"sets": {}}
+    with tempfile.TemporaryDirectory(prefix="bench-install-") as tmp:
+        root = Path(tmp)
+        source = source_tree(root)
+        for name in names:
+            cache = root / f"cache-{name}"
+            cold = install(name, source, root, cache, "cold")
+            warm = install(name, source, root, cache, "warm")
+            results["sets"][name] = {"cold": cold, "warm": warm}
+            if name == "all":
+                results["extras"] = extra_costs(Path(warm["venv"]))
+            if name == "core":
+                results["core_check"] = check_cost(Path(warm["venv"]), root / "work-core")
+            if name == "all":
+                results["all_check"] = check_cost(Path(warm["venv"]), root / "work-all")
+    return results
+
+
+def graph_part() -> dict:
+    """The built graph against the torch export: one-query ``Gate.decide`` p50 (ms) and
+    batch-of-32 throughput (texts/s), interleaved, in this process."""
+    from ragbound.demo import sample_corpus
+    from ragbound.detect import Guard
+    from ragbound.embedders.onnx_export import export_graph, exported_model
+    from ragbound.embedders.onnx_runner import OnnxRunner
+    from ragbound.gate import Gate
+    from ragbound.knowledge import KnowledgeBase
+
+    sample = sample_corpus()
+    questions = (sample / "in_knowledge.txt").read_text(encoding="utf-8").splitlines()
+    texts = questions[:BATCH]
+    with tempfile.TemporaryDirectory(prefix="bench-graph-") as tmp:
+        kb_dir = Path(tmp) / "kb"
+        kb = KnowledgeBase.build([sample / "docs"], embedder="minilm")
+        kb.save(kb_dir)
+        Guard.calibrate(KnowledgeBase.load(kb_dir), questions).save()
+        gate = Gate.load(kb_dir)
+        embedder = gate.guard.kb.embedder
+        built = exported_model(embedder.folder, embedder.layout)
+        exported = Path(tmp) / "torch.onnx"
+        export_graph(embedder.folder, exported)
+        runners = {
+            "weights": OnnxRunner(built, embedder.folder, embedder.layout),
+            "torch": OnnxRunner(exported, embedder.folder, embedder.layout),
+        }
+        decide: dict[str, list[float]] = {name: [] for name in runners}
+        batch: dict[str, list[float]] = {name: [] for name in runners}
+        for round_ in range(GRAPH_ROUNDS):
+            for name, runner in runners.items():
+                embedder._runner = runner  # the gate's embedder on this graph
+                start = time.perf_counter()
+                gate.decide(QUESTION)
+                decide[name].append(time.perf_counter() - start)
+                if round_ % 10 == 0:
+                    start = time.perf_counter()
+                    runner.run(texts)
+                    batch[name].append(time.perf_counter() - start)
+    return {
+        name: {
+            "decide_p50_ms": round(statistics.median(decide[name]) * 1000, 2),
+            "batch_texts_per_s": round(BATCH / statistics.median(batch[name]), 1),
+        }
+        for name in runners
+    }
+
+
+def install_markdown(results: dict) -> str:
+    """The section's tables."""
+    lines = [
+        "Each set in a new venv from this checkout's HEAD, pip's cache empty (cold: every package "
+        "downloaded, llama-cpp-python built) then filled by that run (warm). `demo` is what "
+        "`make demo` installs and what deploy/Dockerfile installs (no Docker daemon here: its "
+        "site-packages are measured in a venv built the same way).",
+        "",
+    ]
+    labels = {
+        "core": "core (`pip install .` + MiniLM, no deps)",
+        "demo": "demo / Docker image (core + `serve`)",
+        "all": "everything (`make test`: CPU torch + every extra)",
+    }
+    rows = [
+        [
+            labels[name],
+            f"{s['cold']['mb']:,}",
+            f"{s['cold']['seconds']:.0f}",
+            f"{s['warm']['seconds']:.0f}",
+        ]
+        for name, s in results["sets"].items()
+    ]
+    lines += markdown_table(["set", "venv MB", "cold install s", "warm install s"], rows)
+    if "extras" in results:
+        extras = results["extras"]
+        lines += [
+            "",
+            f"What each extra adds on top of the core ({extras['core']:,} MB), in MB "
+            "(the distributions it pulls that the core does not; shared ones count in each):",
+            "",
+        ]
+        rows = [[f"`{name}`", f"{mb:,}"] for name, mb in sorted(extras.items()) if name != "core"]
+        lines += markdown_table(["extra", "MB"], rows)
+    for key, where in (("core_check", "the core venv"), ("all_check", "the everything venv")):
+        if key in results:
+            c = results[key]
+            lines += [
+                "",
+                f"In {where} (median of {ROUNDS} processes): `ragbound check KB Q` "
+                f"{c['check']['seconds']:.2f} s, peak RSS {c['check']['rss_mb']} MB; "
+                f"`import ragbound.gate` {c['import']['seconds']:.2f} s, "
+                f"{c['import']['rss_mb']} MB.",
+            ]
+    if "graph" in results:
+        g = results["graph"]
+        lines += [
+            "",
+            f"The bundled MiniLM's graph built from its weights against the torch "
+            f"export, {GRAPH_ROUNDS} interleaved rounds in one process:",
+            "",
+        ]
+        rows = [
+            [name, f"{g[name]['decide_p50_ms']:.2f}", f"{g[name]['batch_texts_per_s']:.0f}"]
+            for name in ("weights", "torch")
+        ]
+        ratio = g["weights"]["decide_p50_ms"] / g["torch"]["decide_p50_ms"]
+        lines += markdown_table(
+            ["graph", "`Gate.decide` p50 ms", f"batch of {BATCH}, texts/s"], rows
+        )
+        lines += ["", f"Built / exported p50: {ratio:.2f}x."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> None:
+    """Run the part (``render``: the section again from bench_out/install.json)."""
+    if argv == ["render"]:
+        results = json.loads(OUT.read_text(encoding="utf-8"))
+    else:
+        names = [n.strip() for n in os.environ.get("BENCH_INSTALL_SETS", ",".join(SETS)).split(",")]
+        unknown = set(names) - set(SETS)
+        if unknown:
+            raise SystemExit(f"BENCH_INSTALL_SETS: unknown {sorted(unknown)}; use {SETS}")
+        results = install_part(names)
+        if os.environ.get("BENCH_INSTALL_GRAPH", "1") != "0":
+            results["graph"] = graph_part()
+        OUT.parent.mkdir(parents=True, exist_ok=True)
+        OUT.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    body = install_markdown(results)
+    print(body)
+    write_section(SECTION, TITLE, body)
