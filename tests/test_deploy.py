@@ -46,7 +46,7 @@ def test_the_image_runs_serve_with_options_it_has(monkeypatch, capsys) -> None:
     assert re.search(r"^USER ragbound$", text, re.M) and "'.[serve]'" in text
 
 
-def test_the_image_installs_what_the_demo_installs_and_no_torch() -> None:
+def test_the_image_installs_the_core_and_the_service_and_no_torch() -> None:
     runs = [line for line in _dockerfile_text().splitlines() if line.startswith("RUN ")]
     installs = " ".join(line for line in runs if "pip install" in line)
     assert "torch" not in installs

