@@ -55,7 +55,10 @@ def limit_math_threads() -> None:
     if "torch" in _THREADS:
         from threadpoolctl import threadpool_limits
 
-        threadpool_limits(limits=_THREADS["torch"])
+        from ragbound.blas_threads import setting_counts
+
+        # a small search holding OpenBLAS to one thread meanwhile restores this count after
+        setting_counts(lambda: threadpool_limits(limits=_THREADS["torch"]))
 
 
 def apply_cpu_threads() -> None:
