@@ -56,9 +56,9 @@ def set_cpu_spinning(on: bool) -> None:
     Off unless turned on here: a spinning thread holds a core for a while after each run, and
     the work that follows the embedding (the search, the next query) waits for it; on a
     shared machine it takes a core from other processes too. Measured on 2 shared cores
-    (``python -m benchmarks.run default-path``): the embedding alone took 15.0 ms p50 with
-    spinning off, 43.1 on; with small searches also on one BLAS thread
-    (:mod:`ragbound.blas_threads`), a default ``Gate.decide`` 19.5 ms, 61.1 before. Spinning
+    (``python -m benchmarks.run default-path``): the embedding alone took 7.4 ms p50 with
+    spinning off, 15.2 on; with small searches also on one BLAS thread
+    (:mod:`ragbound.blas_threads`), a default ``Gate.decide`` 8.8 ms, 21.7 before. Spinning
     may pay in a process that does nothing but embed on a machine of its own, given several
     threads (:func:`set_cpu_threads`); with one thread there is nothing to spin. The vectors
     are the same either way."""
