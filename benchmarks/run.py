@@ -171,6 +171,11 @@ def main() -> None:
 
         zoo.main(sys.argv[2:])  # `zoo render`: the section again from bench_out/zoo.json
         return
+    if sys.argv[1:2] == ["default-path"]:  # a default Gate.decide against its embedding
+        from benchmarks import default_path
+
+        default_path.main(sys.argv[2:])  # `default-path render`: from bench_out/default_path.json
+        return
     if sys.argv[1:2] == ["int8"]:  # dynamic int8 MiniLM against fp32 on the zoo
         from benchmarks import int8
 

@@ -181,3 +181,23 @@ def test_bad_input_is_refused(gate: Gate) -> None:
     with pytest.raises(InputError, match="context_k"):
         Gate(gate.guard, gate.tripwires, context_k=-1)
     assert np.isfinite(gate.decide(IN_KNOWLEDGE[0]).test.p_value)
+
+
+def test_decisions_are_the_same_with_spinning_on_and_small_searches_not_held(
+    gated_kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 40: the default (no spinning, small searches on one BLAS thread) against the
+    # settings before (this knowledge base's products are below OpenBLAS's own threading)
+    from ragbound import blas_threads
+    from ragbound.embedders import sentence
+
+    queries = [IN_KNOWLEDGE[0], MORE_IN_KNOWLEDGE[12], OUT_OF_KNOWLEDGE[0], UNSAFE[0]]
+    monkeypatch.setattr(sentence, "_SPINNING", {})
+    default = Gate.load(gated_kb, rule=RULE, context_k=2)
+    now = [default.decide(q).model_dump() for q in queries]  # one at a time, as served alone
+    assert default.guard.kb.embedder.runner().spinning is False  # type: ignore[attr-defined]
+    monkeypatch.setattr(sentence, "_SPINNING", {"onnx": True})
+    monkeypatch.setattr(blas_threads, "SMALL_PRODUCT", 0)
+    before = [default.decide(q).model_dump() for q in queries]
+    assert default.guard.kb.embedder.runner().spinning is True  # type: ignore[attr-defined]
+    assert before == now

@@ -24,6 +24,7 @@ _SOURCES: dict[str, str] = {
     "is_lexical": "ragbound.embedders.registry",
     "load_dense_embedder": "ragbound.embedders.registry",
     "SentenceTransformerEmbedder": "ragbound.embedders.sentence",
+    "set_cpu_spinning": "ragbound.embedders.sentence",
     "set_cpu_threads": "ragbound.embedders.sentence",
 }
 
@@ -40,6 +41,7 @@ __all__ = [
     "is_endpoint",
     "is_lexical",
     "load_dense_embedder",
+    "set_cpu_spinning",
     "set_cpu_threads",
 ]
 
@@ -54,6 +56,10 @@ if TYPE_CHECKING:
         is_lexical,
         load_dense_embedder,
     )
-    from ragbound.embedders.sentence import SentenceTransformerEmbedder, set_cpu_threads
+    from ragbound.embedders.sentence import (
+        SentenceTransformerEmbedder,
+        set_cpu_spinning,
+        set_cpu_threads,
+    )
 
 __getattr__, __dir__ = lazy_attributes(__name__, _SOURCES, globals())

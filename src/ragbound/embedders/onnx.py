@@ -21,7 +21,12 @@ from ragbound.embedders.base import EmbedderInfo
 from ragbound.embedders.layout import SentenceLayout
 from ragbound.embedders.onnx_export import exported_model, graph_maker
 from ragbound.embedders.onnx_runner import OnnxRunner
-from ragbound.embedders.sentence import check_model_folder, cpu_threads, model_revision
+from ragbound.embedders.sentence import (
+    check_model_folder,
+    cpu_spinning,
+    cpu_threads,
+    model_revision,
+)
 from ragbound.progress import progress_bar
 
 
@@ -66,8 +71,10 @@ class OnnxEmbedder:
 
     def runner(self) -> OnnxRunner:
         """The session, opened again when :func:`set_cpu_threads` changed the thread count
-        since it was opened (a service loads its gate before it applies ``--threads``)."""
-        if self._runner is None or self._runner.threads != cpu_threads():
+        (a service loads its gate before it applies ``--threads``) or
+        :func:`set_cpu_spinning` the spinning since it was opened."""
+        runner = self._runner
+        if runner is None or (runner.threads, runner.spinning) != (cpu_threads(), cpu_spinning()):
             model = exported_model(self.folder, self.layout)
             self._runner = OnnxRunner(model, self.folder, self.layout)
         return self._runner

@@ -10,10 +10,12 @@ from typing import Any
 import numpy as np
 
 from ragbound.embedders.layout import SentenceLayout
-from ragbound.embedders.sentence import cpu_threads, limit_math_threads
+from ragbound.embedders.sentence import cpu_spinning, cpu_threads, limit_math_threads
 
 # the output of a graph that pools and L2-normalises inside (ragbound.embedders.bert_graph)
 POOLED_OUTPUT = "sentence_embedding"
+# ONNX Runtime's session option: intra-op threads spin after a run ("1", its default) or sleep
+SPINNING_OPTION = "session.intra_op.allow_spinning"
 
 
 class OnnxRunner:
@@ -32,6 +34,10 @@ class OnnxRunner:
         self.threads = cpu_threads()  # a session keeps its count: a new one when it changes
         options.intra_op_num_threads = self.threads or 0
         options.inter_op_num_threads = 1
+        # off unless set_cpu_spinning turned it on: threads spinning after a run hold the
+        # cores the search that follows needs (benchmarks/default_path.py)
+        self.spinning = cpu_spinning()
+        options.add_session_config_entry(SPINNING_OPTION, "1" if self.spinning else "0")
         options.log_severity_level = 3
         # a memory plan is cached per input shape, and queries come in every shape: off, the
         # process stays flat (measured: 1,500 batches of random shapes, +1 MB against +28 MB)

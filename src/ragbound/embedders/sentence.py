@@ -66,6 +66,32 @@ def cpu_threads() -> int | None:
     return _THREADS.get("torch")
 
 
+_SPINNING: dict[str, bool] = {}  # given to set_cpu_spinning; off when absent
+
+
+def set_cpu_spinning(on: bool) -> None:
+    """Let ONNX Runtime's intra-op threads spin (busy-wait for the next piece of work) after
+    each run, as ONNX Runtime does by default; process-wide, an embedder's session is opened
+    again at its next query.
+
+    Off unless turned on here: a spinning thread holds a core for a while after each run, and
+    the work that follows the embedding (the search, the next query) waits for it; on a
+    shared machine it takes a core from other processes too. Measured on 2 shared cores
+    (``python -m benchmarks.run default-path``): the embedding alone took 7.4 ms p50 with
+    spinning off, 15.2 on; with small searches also on one BLAS thread
+    (:mod:`ragbound.blas_threads`), a default ``Gate.decide`` 8.8 ms, 21.7 before. Spinning
+    may pay in a process that does nothing but embed on a machine of its own, given several
+    threads (:func:`set_cpu_threads`); with one thread there is nothing to spin. The vectors
+    are the same either way."""
+    _SPINNING["onnx"] = bool(on)
+
+
+def cpu_spinning() -> bool:
+    """Whether ONNX Runtime's intra-op threads spin (:func:`set_cpu_spinning`; off by
+    default)."""
+    return _SPINNING.get("onnx", False)
+
+
 def limit_math_threads() -> None:
     """Hold the BLAS and OpenMP pools of the native libraries loaded so far (numpy's and
     scipy's OpenBLAS, scikit-learn's OpenMP) to the count given to :func:`set_cpu_threads`.
@@ -76,7 +102,10 @@ def limit_math_threads() -> None:
     if "torch" in _THREADS:
         from threadpoolctl import threadpool_limits
 
-        threadpool_limits(limits=_THREADS["torch"])
+        from ragbound.blas_threads import setting_counts
+
+        # a small search holding OpenBLAS to one thread meanwhile restores this count after
+        setting_counts(lambda: threadpool_limits(limits=_THREADS["torch"]))
 
 
 def apply_cpu_threads() -> None:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ragbound.blas_threads import one_blas_thread
 from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
 from ragbound.stores.base import Hits, QueryKind, SearchInfo, query_vectors, top_k_rows
@@ -42,7 +43,10 @@ class ExactStore:
     and widened a block at a time. Search walks the rows in blocks of at most ``block_rows``
     (fewer for a large batch of queries, so a block's scores stay near 16 MB) and keeps a
     running top-k, so its memory does not grow with the number of rows; results equal one
-    search over all rows (ties broken by the lower row).
+    search over all rows (ties broken by the lower row). A search of fewer than
+    :data:`~ragbound.blas_threads.SMALL_PRODUCT` multiply-adds holds OpenBLAS to one thread
+    (:func:`~ragbound.blas_threads.one_blas_thread`): no pool woken for it (one query's
+    similarities may differ from the pool's in their last bit, see that module).
 
     Example:
         >>> store = ExactStore(np.eye(3, dtype=np.float32))
@@ -102,9 +106,12 @@ class ExactStore:
         queries = query_vectors(queries, k, len(self), self.dimension, self._dtype)
         sims = np.empty((len(queries), k), dtype=self._dtype)
         idx = np.empty((len(queries), k), dtype=np.int64)
-        for start in range(0, len(queries), _BLOCK_QUERIES):
-            block = slice(start, start + _BLOCK_QUERIES)
-            sims[block], idx[block] = self._top_k(queries[block], k)
+        # a small search (one query, up to ~43k rows of 384) runs in this thread: OpenBLAS's
+        # workers, woken for it, waited on ONNX Runtime's after an embedding
+        with one_blas_thread(len(queries) * len(self) * self.dimension):
+            for start in range(0, len(queries), _BLOCK_QUERIES):
+                block = slice(start, start + _BLOCK_QUERIES)
+                sims[block], idx[block] = self._top_k(queries[block], k)
         return Hits(similarities=sims, indices=idx)
 
     def _top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
