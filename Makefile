@@ -20,7 +20,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 DEMO_EXTRAS := serve,report
 EXTRAS := dev,torch,report,mpnet,local,baselines,serve,langchain,llamaindex,haystack,ray,postgres,hnsw,chroma,qdrant,tracing
 
-.PHONY: install demo test lint docs bench bench-abstention bench-serve bench-zoo bench-conversations clean infinity
+.PHONY: install demo test lint docs bench bench-abstention bench-serve bench-zoo bench-conversations bench-default-path bench-install clean infinity
 
 # each install step says what it does and how long it took (pip itself stays quiet)
 STEP := scripts/step
@@ -97,6 +97,16 @@ bench-zoo: $(STAMP)
 # group for the bundled LLM, 0 skips; BENCH_CONV_LATENCY_N turns timed); its own section
 bench-conversations: $(STAMP)
 	$(BIN)/python -m benchmarks.run conversations
+
+# a default Gate.decide against the query's embedding alone on PubMedQA (threads in the request
+# path: ONNX Runtime's spinning, small searches on one BLAS thread); its own section
+bench-default-path: $(STAMP)
+	$(BIN)/python -m benchmarks.run default-path
+
+# venv size and install time (cold and warm) of the core, the Docker image's set, make demo's
+# and everything, from PyPI (BENCH_INSTALL_SETS picks some); its own section
+bench-install: $(STAMP)
+	$(BIN)/python -m benchmarks.run install
 
 clean:
 	rm -rf $(VENV) $(INFINITY_VENV) build site *.egg-info src/*.egg-info .pytest_cache
