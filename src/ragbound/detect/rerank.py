@@ -103,9 +103,10 @@ class CrossEncoderReranker:
         pairs = [(q, p) for q, row in zip(queries, passages, strict=True) for p in row]
         if not pairs:
             return np.zeros((len(queries), width))
+        model = self._load()  # first: without torch it names the extra
         import torch
 
-        logits = self._load().predict(
+        logits = model.predict(
             pairs,
             batch_size=RERANK_BATCH,
             activation_fn=torch.nn.Identity(),  # raw logits: a sigmoid would saturate
