@@ -65,8 +65,8 @@ LATENCY_IK, LATENCY_OOK = 80, 40  # questions per LangChain latency pass (x REPE
 
 def missing_reason() -> str | None:
     """Why the part cannot run here (chromadb or infinity-emb absent), or None."""
-    from benchmarks.chroma_server import chroma_binary
-    from benchmarks.infinity_server import missing_reason as infinity_missing
+    from tests.support.chroma_server import chroma_binary
+    from tests.support.infinity_server import missing_reason as infinity_missing
 
     if importlib.util.find_spec("chromadb") is None:
         return "chromadb is not installed: pip install 'ragbound[chroma]'"
@@ -122,8 +122,8 @@ def attached_collection(local: KnowledgeBase) -> Iterator[tuple]:
     """infinity-emb and ``chroma run`` on loopback, ``local``'s chunks embedded through the
     endpoint into a new collection, attached: ``(server, embedder, kb, fill measures)``
     while the block runs (both servers stopped and their data removed after)."""
-    from benchmarks.chroma_server import running_chroma
     from ragbound.embedders import load_dense_embedder
+    from tests.support.chroma_server import running_chroma
 
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
@@ -139,7 +139,7 @@ def attached_collection(local: KnowledgeBase) -> Iterator[tuple]:
 def fill(server, embedder, local: KnowledgeBase) -> dict:
     """Embed ``local``'s chunks with ``embedder`` (the endpoint) and add them to a new
     collection as an application would; the embedding throughput and agreement."""
-    from benchmarks.chroma_server import fill_collection
+    from tests.support.chroma_server import fill_collection
 
     texts = [chunk.text for chunk in local.chunks]
     vectors, embed_s = timed(lambda: np.asarray(embedder.encode(texts), dtype=np.float32))
@@ -163,7 +163,7 @@ def fill(server, embedder, local: KnowledgeBase) -> dict:
 def _serving(tmp: Path) -> Iterator[str]:
     """infinity serving MiniLM as ``minilm``, with ``$RAGBOUND_EMBED_BASE_URL`` pointing at
     it while the block runs (restored after)."""
-    from benchmarks.infinity_server import infinity_executable, running_infinity
+    from tests.support.infinity_server import infinity_executable, running_infinity
 
     executable = infinity_executable()
     assert executable is not None  # missing_reason() said so

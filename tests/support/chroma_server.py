@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.serve import free_port, stop_process
+from tests.support.ports import free_port, stop_process
 
 STARTUP_SECONDS = 60.0
 

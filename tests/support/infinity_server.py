@@ -17,10 +17,10 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.serve import free_port, stop_process
+from tests.support.ports import free_port, stop_process
 
 INFINITY_ENV = "RAGBOUND_INFINITY"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # With one model infinity answers whatever model name is asked: serving a second name makes
 # it refuse unknown names, as OpenAI, vLLM and text-embeddings-inference do.
 SERVED = ("minilm", "minilm-twin")
