@@ -70,6 +70,7 @@ from rich.table import Table
 from benchmarks import (
     approx,
     attached,
+    attached_collection,
     attached_tripwires,
     baselines,
     cli_start,
@@ -337,7 +338,7 @@ def attached_part(
 ) -> dict:
     """benchmarks/attached.py, its tables printed; ``{"skipped": reason}`` without chromadb
     or infinity-emb."""
-    reason = attached.missing_reason()
+    reason = attached_collection.missing_reason()
     if reason:
         console.print(f"[yellow]skipping the attached Chroma part: {reason}[/]")
         return {"skipped": reason}
@@ -364,7 +365,7 @@ def attached_parts(
 
 def attached_tripwire_part(corpus) -> dict:
     """benchmarks/attached_tripwires.py alone, its table printed."""
-    reason = attached.missing_reason()
+    reason = attached_collection.missing_reason()
     if reason:
         console.print(f"[yellow]skipping the attached tripwire part: {reason}[/]")
         return {"skipped": reason}

@@ -1,6 +1,6 @@
 """A real OpenAI-compatible embedding server for the tests: infinity-emb serving the bundled
 MiniLM on a free loopback port, started once per session (skipped when it is not installed;
-see tests/support/infinity_server.py, which benchmarks/attached.py starts too).
+see tests/support/infinity_server.py, which benchmarks/attached_collection.py starts too).
 """
 
 from __future__ import annotations

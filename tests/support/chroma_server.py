@@ -1,6 +1,6 @@
 """A throw-away Chroma server (``chroma run``, the CLI chromadb ships) for the tests and
-benchmarks/attached.py, and a collection filled with given vectors as another application
-would (``collection.add``)."""
+benchmarks/attached_collection.py, and a collection filled with given vectors as another
+application would (``collection.add``)."""
 
 from __future__ import annotations
 

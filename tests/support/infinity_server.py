@@ -1,5 +1,6 @@
 """A real OpenAI-compatible embedding server: infinity-emb serving the bundled MiniLM on a
-free loopback port, for the tests (tests/embedders/conftest.py) and benchmarks/attached.py.
+free loopback port, for the tests (tests/embedders/conftest.py) and
+benchmarks/attached_collection.py.
 
 infinity-emb conflicts with ragbound's own environment, so it lives in its own venv:
 ``$RAGBOUND_INFINITY`` names its ``infinity_emb`` executable, else ``.venv-infinity`` at the
