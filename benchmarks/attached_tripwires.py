@@ -2,9 +2,10 @@
 
 Issue 28's third target for an attached store: the tripwires in the collection reject the
 same queries as ragbound's own tripwire store. Part of ``python -m benchmarks.run attached``
-(the collection of benchmarks/attached.py: the PubMedQA chunks embedded by ``openai:minilm``
-through infinity-emb in a ``chroma run`` server); ``python -m benchmarks.run attached-tripwires``
-runs it alone (it fills the collection again, without the quality and latency tables).
+(the collection of benchmarks/attached_collection.py: the PubMedQA chunks embedded by
+``openai:minilm`` through infinity-emb in a ``chroma run`` server); ``python -m benchmarks.run
+attached-tripwires`` runs it alone (it fills the collection again, without the quality and
+latency tables).
 
 The tripwire set of benchmarks/tripwires.py (seed 0: half of every in-topic HarmfulQA
 subtopic) is added twice: into the attached collection (``TripwireStore.open(kb).add``:
@@ -28,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks import attached, datasets
+from benchmarks import datasets
+from benchmarks.attached_collection import COLLECTION, attached_collection, local_kb
 from benchmarks.doc import markdown_table
 from benchmarks.timing import timed
 from benchmarks.tripwire_default import RULES, fixed_sets
@@ -85,11 +87,11 @@ def tripwire_part(local: KnowledgeBase, kb: KnowledgeBase, server, collection: s
 
 
 def standalone_part(corpus: Path) -> dict:
-    """``attached-tripwires``: the collection of benchmarks/attached.py set up again (local
-    knowledge base, servers, endpoint embedding) and only this part run on it."""
-    local, _ = attached.local_kb(corpus)
-    with attached.attached_collection(local) as (server, _, kb, filled):
-        return tripwire_part(local, kb, server, attached.COLLECTION) | {"fill": filled}
+    """``attached-tripwires``: the collection (benchmarks/attached_collection.py) set up again
+    (local knowledge base, servers, endpoint embedding) and only this part run on it."""
+    local, _ = local_kb(corpus)
+    with attached_collection(local) as (server, _, kb, filled):
+        return tripwire_part(local, kb, server, COLLECTION) | {"fill": filled}
 
 
 def _agreement(own: MergedTopK, chroma: MergedTopK) -> dict:

@@ -34,9 +34,9 @@ KEY_PACKAGES = (
 HEADER = """# Benchmarks
 
 Written by the benchmark code itself (`make bench`, `make bench-abstention`,
-`python -m benchmarks.run PART`): each part replaces only its own section, between the
-`<!-- bench:NAME -->` markers, and stamps it with the date and the machine. Do not edit inside
-the markers; commentary outside them is kept.
+`python -m benchmarks.run PART`; `--list` lists the parts): each part replaces only its own
+section, between the `<!-- bench:NAME -->` markers, and stamps it with the date and the machine.
+Do not edit inside the markers; commentary outside them is kept.
 """
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
 

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.datasets import REPO
@@ -341,9 +342,9 @@ def install_markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str]) -> None:
+def main(argv: Sequence[str] = ()) -> None:
     """Run the part (``render``: the section again from bench_out/install.json)."""
-    if argv == ["render"]:
+    if list(argv) == ["render"]:
         results = json.loads(OUT.read_text(encoding="utf-8"))
     else:
         names = [n.strip() for n in os.environ.get("BENCH_INSTALL_SETS", ",".join(SETS)).split(",")]

@@ -10,55 +10,31 @@ With the local LLM installed (``ragbound[local]``), also: synthetic vs real cali
 by step (paper Table 4), the outlier-detector and LLM-judge baselines (Tables 2-3) and the
 local generation speed (see benchmarks/synthetic.py, baselines.py, llm_speed.py).
 
-``python -m benchmarks.run synthetic|shift|near|approx|million|ray|tripwires|tripwire-default|
-tripwire-rule|tripwire-llm|llm-speed`` runs only that part and merges it into the saved results.
-``python -m benchmarks.run serve [--requests N] [--per-level N] [--threads N|default]`` is
-``make bench-serve`` (benchmarks/serve.py: the HTTP service against in-process decisions; raw
-numbers in bench_out/serve.json). ``python -m benchmarks.run zoo`` is ``make bench-zoo``
-(benchmarks/zoo.py: every automatic choice against the default on PubMedQA, PubMedQA-half,
-COVID-QA halves, BANKING77-OOS and CLAP NQ; BENCH_ZOO_SEEDS, BENCH_ZOO_CORPORA; raw numbers in
-bench_out/zoo.json; BENCH_ZOO_SYNTH=1: synthetic calibration instead, bench_out/zoo_synth.json).
-``conversations`` is ``make bench-conversations`` (benchmarks/conversations.py: each reading of a
-chat against the last message alone on doc2dial; BENCH_CONV_SEEDS, BENCH_CONV_REWRITE_N,
-BENCH_CONV_LATENCY_N; raw numbers in bench_out/conversations.json).
-``install`` (benchmarks/install.py): venv size and install time, cold and warm, of the core,
-``make demo``'s set and everything; a one-query check's time and RSS in the core venv; the
-MiniLM graph built from its weights against the torch export (BENCH_INSTALL_SETS,
-BENCH_INSTALL_GRAPH; raw numbers in bench_out/install.json).
-``int8`` (benchmarks/int8.py): dynamic int8 MiniLM against the fp32 ONNX default on the zoo's
-corpora, one seed (BENCH_INT8_SEED, BENCH_INT8_CORPORA; raw numbers in bench_out/int8.json).
-The tripwire parts (benchmarks/tripwires.py,
-tripwire_default.py, and tripwire_rule.py: every rule's curve on harmful sources left out of
-the tripwires; ``tripwire-rule-mpnet``: its candidates with MPNet; ``tripwire-llm``,
-tripwire_llm.py: the local LLM judging what probe-general flags, BENCH_TRIPWIRE_LLM_N prompts
-per set, BENCH_TRIPWIRE_LLM_GROUNDED its grounded splits) need HarmfulQA and XSTest;
-BENCH_CASCADE_N sets its LLM cascade subset (default 30 per side).
-The near part (benchmarks/near.py) needs COVID-QA too; BENCH_NEAR_SEEDS sets its splits (5).
-``near-mpnet``: the same splits with all-mpnet-base-v2 (its COVID-QA knowledge base, 27,891
-vectors, took 85 minutes to build on 2 shared cores, once; cached under bench_out/near-mpnet/);
-BENCH_NEAR_MPNET_CORPORA (default "COVID-QA,PubMedQA") picks the corpora.
-``lexical-scale`` (benchmarks/lexical_scale.py): the combined statistic's in-memory word
-index at BENCH_LEXICAL_CHUNKS chunks (default "100000,1000000"): build, memory, search.
-``near-synth`` (benchmarks/near_synth.py, the local LLM): mss and combined calibrated on
-synthetic questions on the COVID-QA halves (BENCH_NEAR_SYNTH_SEEDS, BENCH_NEAR_SYNTH_N).
-``approx`` (benchmarks/approx.py): exact, HNSW and pgvector searches with their calibrations.
-``million`` (benchmarks/million.py): float16 vs float32 AUROC and the 1,000,000-chunk row.
-``native-guard`` (benchmarks/native_guard.py): the guard on a LangChain vector store against
-the bare retriever, p50 latency (the bundled sample corpus: needs no data set).
-``cli-start`` (benchmarks/cli_start.py): whole-process wall time of ``ragbound --help`` and a
-one-query ``check`` (ONNX and torch) against a bare process that embeds one query with torch.
-``attached`` (benchmarks/attached.py): the PubMedQA corpus in a Chroma collection embedded
-through infinity-emb, attached, against the exact knowledge base; and a guarded LangChain
-retriever over it (needs chromadb and infinity-emb, else skipped with the reason); and the
-tripwire set added into the collection against the same set as files (benchmarks/
-attached_tripwires.py), which ``attached-tripwires`` runs alone on a collection set up again.
+``python -m benchmarks.run PART [ARGS]`` runs one part (``PARTS`` below) and merges it into the
+saved results; ``python -m benchmarks.run --list`` lists the parts, each with what it needs
+first: nothing, the shared data folder, or the PubMedQA set-up (corpus, question halves, far
+sets); without it the part is skipped with the reason. ``serve`` is ``make bench-serve``,
+``zoo`` ``make bench-zoo``, ``conversations`` ``make bench-conversations``, ``install`` ``make
+bench-install``, ``default-path`` ``make bench-default-path``; those and ``int8`` take their own
+arguments (``render``: the section again from their raw file in bench_out/).
 Environment: RAGBOUND_DATA (data folder), BENCH_MEMORY_CHUNKS (default 100000; 0 skips),
 BENCH_MILLION_CHUNKS (default 1000000; 0 keeps only the float16 quality table),
-BENCH_SYNTH (default 1; 0 skips the LLM parts), BENCH_SYNTH_STEPS (default all: "1,2,3,4,5").
+BENCH_SYNTH (default 1; 0 skips the LLM parts), BENCH_SYNTH_STEPS (default all: "1,2,3,4,5");
+BENCH_SERVE_REQUESTS, BENCH_SERVE_PER_LEVEL (serve); BENCH_ZOO_SEEDS, BENCH_ZOO_CORPORA,
+BENCH_ZOO_SYNTH, BENCH_ZOO_SYNTH_N (zoo); BENCH_CONV_SEEDS, BENCH_CONV_REWRITE_N,
+BENCH_CONV_LATENCY_N (conversations); BENCH_INT8_SEED, BENCH_INT8_CORPORA (int8);
+BENCH_TRIPWIRE_LLM_N, BENCH_TRIPWIRE_LLM_GROUNDED (tripwire-llm); BENCH_CASCADE_N (the
+tripwires' LLM cascade subset, default 30 per side); BENCH_NEAR_SEEDS (near, 5);
+BENCH_NEAR_MPNET_CORPORA (near-mpnet, default "COVID-QA,PubMedQA"); BENCH_LEXICAL_CHUNKS
+(lexical-scale, default "100000,1000000"); BENCH_NEAR_SYNTH_SEEDS, BENCH_NEAR_SYNTH_N
+(near-synth). ``near-mpnet``'s COVID-QA knowledge base (27,891 vectors) took 85 minutes to
+build on 2 shared cores, once; it is cached under bench_out/near-mpnet/.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import importlib.util
 import json
 import os
@@ -67,6 +43,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
 from rich.console import Console
 from rich.table import Table
@@ -74,6 +53,7 @@ from rich.table import Table
 from benchmarks import (
     approx,
     attached,
+    attached_collection,
     attached_tripwires,
     baselines,
     cli_start,
@@ -87,7 +67,6 @@ from benchmarks import (
     near,
     pvalue_validity,
     ray_scoring,
-    serve,
     shift,
     synthetic,
     tripwires,
@@ -110,192 +89,198 @@ OUT = datasets.REPO / "bench_out"
 console = Console(width=200)  # wide tables stay readable when piped to a file
 
 
-def main() -> None:
-    if sys.argv[1:] == ["monitor-schemes"]:  # a simulation: needs no data set
-        monitor_schemes.main()
-        return
-    if sys.argv[1:] == ["pvalue-validity"]:  # a simulation: needs no data set
-        pvalue_validity.main()
-        return
-    if sys.argv[1:] == ["synth-structure"]:  # synthetic calibration without a document field
-        from benchmarks import synth_structure
+@dataclass(frozen=True)
+class PubMedQA:
+    """What most parts start from: the PubMedQA corpus file, its questions in halves
+    (calibration, held-out in knowledge, seed 0) and the far out-of-knowledge sets."""
 
-        synth_structure.main(["structure", "check", "llm"])
-        return
-    if sys.argv[1:] == ["near-synth"]:  # near OoK, calibrated on synthetic questions (LLM)
-        from benchmarks import near_synth
+    corpus: Path
+    calibration: list[str]
+    ik_test: list[str]
+    ook: dict[str, list[str]]
 
-        near_synth.main()
-        return
-    sample_parts = {  # the bundled sample corpus: they need no data set
-        "native-guard": ("native_guard", native_guard.native_guard_part),
-        "cli-start": ("cli_start", cli_start.cli_start_part),
-    }
-    if len(sys.argv) == 2 and sys.argv[1] in sample_parts:
-        key, run_part = sample_parts[sys.argv[1]]
-        results = saved_results()
-        results[key] = run_part()
-        save(results, [sys.argv[1]])
-        print(json.dumps(results[key], indent=2))
-        return
-    if sys.argv[1:2] == ["install"]:  # venv sizes and install times (PyPI), the built graph
-        from benchmarks import install
 
-        install.main(sys.argv[2:])  # `install render`: the section from bench_out/install.json
-        return
-    if sys.argv[1:2] == ["conversations"]:  # `make bench-conversations`: doc2dial, own section
-        from benchmarks import conversations
-
-        # `conversations render`: the section again from bench_out/conversations.json
-        conversations.main(sys.argv[2:])
-        return
-    reason = datasets.missing_reason()
-    if reason:
-        console.print(f"[yellow]skipping the benchmark: {reason}[/]")
-        return
-    if sys.argv[1:] == ["tripwire-llm"]:  # an LLM judge behind probe-general (the local LLM)
-        reason = datasets.tripwire_missing_reason()
-        if reason:
-            console.print(f"[yellow]skipping the tripwire-llm benchmark: {reason}[/]")
-            return
-        results = saved_results()
-        results["tripwire_llm"] = tripwire_llm_part()
-        save(results, ["tripwire-llm"])
-        print("\n".join(tripwire_llm_markdown(results)))
-        return
-    if sys.argv[1:2] == ["serve"]:  # `make bench-serve`; takes its own options
-        serve.main(sys.argv[2:])
-        return
-    if sys.argv[1:2] == ["zoo"]:  # `make bench-zoo`: its own raw file and section
-        from benchmarks import zoo
-
-        zoo.main(sys.argv[2:])  # `zoo render`: the section again from bench_out/zoo.json
-        return
-    if sys.argv[1:2] == ["default-path"]:  # a default Gate.decide against its embedding
-        from benchmarks import default_path
-
-        default_path.main(sys.argv[2:])  # `default-path render`: from bench_out/default_path.json
-        return
-    if sys.argv[1:2] == ["int8"]:  # dynamic int8 MiniLM against fp32 on the zoo
-        from benchmarks import int8
-
-        int8.main(sys.argv[2:])  # `int8 render`: the section again from bench_out/int8.json
-        return
+@functools.cache
+def pubmedqa() -> PubMedQA:
+    """The set-up, prepared once (the corpus written to bench_out/pubmedqa_corpus.jsonl)."""
     corpus = datasets.write_pubmedqa_corpus(OUT / "pubmedqa_corpus.jsonl")
     calibration, ik_test = split_queries(datasets.pubmedqa_questions(), 0.5, seed=0)
     ook = {"MMLU-Med": datasets.mmlu_med_questions(), "TruthfulQA": datasets.truthfulqa_questions()}
-    if sys.argv[1:] == ["near"]:
+    return PubMedQA(corpus, calibration, ik_test, ook)
+
+
+def minilm_kb(keep: bool = False) -> KnowledgeBase:
+    """The PubMedQA corpus indexed with minilm (``keep``: saved as bench_out/kb-minilm)."""
+    kb = KnowledgeBase.build([pubmedqa().corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
+    if keep:
+        kb.save(OUT / "kb-minilm", overwrite=True)
+    return kb
+
+
+@dataclass(frozen=True)
+class Part:
+    """One ``python -m benchmarks.run NAME [ARGS]``: its line in ``--list``, ``run(args)``, and
+    what it needs first (``data``: the shared data folder; ``pubmedqa``: that and the PubMedQA
+    set-up; ``tripwires``: HarmfulQA and XSTest too), skipped with the reason without it;
+    ``args``: it takes arguments of its own."""
+
+    about: str
+    run: Callable[[list[str]], None]
+    needs: Literal["nothing", "data", "pubmedqa"] = "pubmedqa"
+    args: bool = False
+    tripwires: bool = False
+
+
+def stored(
+    key: str,
+    compute: Callable[[], object],
+    *sections: str,
+    show: Callable[[dict, str], None] | None = None,
+) -> Callable[[list[str]], None]:
+    """A part's run: ``compute()`` into the saved results at ``key``, then the docs sections
+    ``sections`` written from them (by default the one named ``key``, "-" for "_"), then
+    ``show(results, key)``."""
+
+    def run(_: list[str]) -> None:
         results = saved_results()
-        results["near"] = near_part()
-        save(results, ["near"])
-        return
-    if sys.argv[1:] == ["lexical-scale"]:  # combined's word index at up to a million chunks
+        results[key] = compute()
+        save(results, sections or [key.replace("_", "-")])
+        if show is not None:
+            show(results, key)
+
+    return run
+
+
+def main_of(module: str, *fixed: str) -> Callable[[list[str]], None]:
+    """A part's run: ``benchmarks.MODULE.main``, imported only then, given ``fixed`` arguments
+    when there are some, else the part's own (none: called without)."""
+
+    def run(args: list[str]) -> None:
+        entry = importlib.import_module(f"benchmarks.{module}").main
+        given = list(fixed) or args
+        if given:
+            entry(given)
+        else:
+            entry()
+
+    return run
+
+
+def _show_json(results: dict, key: str) -> None:
+    print(json.dumps(results[key], indent=2))
+
+
+def _show_tripwire_llm(results: dict, _: str) -> None:
+    print("\n".join(tripwire_llm_markdown(results)))
+
+
+def _near_mpnet_part() -> dict:
+    corpora = os.environ.get("BENCH_NEAR_MPNET_CORPORA", ",".join(near.CORPORA))
+    return near_part("mpnet", [c.strip() for c in corpora.split(",")])
+
+
+def _d2q() -> dict:
+    return doc2query.doc2query_part(OUT, doc2query.doc2query_llm())
+
+
+def _near_cost(_: list[str]) -> None:
+    """The near part's cost table again, its saved splits kept."""
+    results = saved_results()
+    results["near"] = near.near_cost_part(OUT, results.get("near", {}))
+    save(results, ["near"])
+
+
+def _attached(_: list[str]) -> None:
+    data = pubmedqa()
+    results = saved_results()
+    attached_parts(results, data.corpus, data.calibration, data.ik_test, data.ook)
+    save(results, ["attached", "attached-tripwires"])
+
+
+def _into_synthetic(key: str, compute: Callable[[KnowledgeBase], object], section: str):
+    """A part's run that sets ``results["synthetic"][key]`` on the saved minilm KB."""
+
+    def run(_: list[str]) -> None:
         results = saved_results()
-        results["lexical-scale"] = lexical_scale.lexical_part()
-        save(results, ["lexical-scale"])
+        kb = minilm_kb(keep=True)
+        results.setdefault("synthetic", {})[key] = compute(kb)
+        save(results, [section])
+
+    return run
+
+
+def _synthetic() -> dict:
+    data = pubmedqa()
+    return synthetic_part(minilm_kb(keep=True), data.calibration, data.ik_test, data.ook)
+
+
+def _shift() -> dict:
+    data = pubmedqa()
+    return shift_part(Guard.calibrate(minilm_kb(), data.calibration, k=32), data.ook, data.ik_test)
+
+
+def _energy_tau() -> dict:
+    data = pubmedqa()
+    return energy_tau_part(minilm_kb(), data.calibration, data.ik_test, data.ook)
+
+
+def _with_pubmedqa(part: Callable[..., dict], *first: object) -> Callable[[], dict]:
+    """``part(*first, corpus, calibration, ik_test, ook)``."""
+
+    def compute() -> dict:
+        data = pubmedqa()
+        return part(*first, data.corpus, data.calibration, data.ik_test, data.ook)
+
+    return compute
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] in (["--list"], ["--help"], ["-h"]):
+        print(parts_listing())
         return
-    if sys.argv[1:] == ["near-mpnet"]:  # the same splits with the stronger embedder
-        results = saved_results()
-        corpora = os.environ.get("BENCH_NEAR_MPNET_CORPORA", ",".join(near.CORPORA))
-        results["near-mpnet"] = near_part("mpnet", [c.strip() for c in corpora.split(",")])
-        save(results, ["near-mpnet"])
-        return
-    if sys.argv[1:] == ["doc2query"]:  # the bundled LLM at index time (minutes per split)
-        results = saved_results()
-        results["doc2query"] = doc2query.doc2query_part(OUT, doc2query.doc2query_llm())
-        save(results, ["doc2query"])
-        return
-    if sys.argv[1:] == ["near-cost"]:  # the cost table again, the saved splits kept
-        results = saved_results()
-        results["near"] = near.near_cost_part(OUT, results.get("near", {}))
-        save(results, ["near"])
-        return
-    if sys.argv[1:] == ["shift"]:
-        results = saved_results()
-        kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
-        results["shift"] = shift_part(Guard.calibrate(kb, calibration, k=32), ook, ik_test)
-        save(results, ["shift"])
-        return
-    if sys.argv[1:] == ["energy-tau"]:
-        results = saved_results()
-        kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
-        results["energy_tau"] = energy_tau_part(kb, calibration, ik_test, ook)
-        save(results, ["energy-tau"])
-        return
-    if sys.argv[1:] == ["approx"]:
-        results = saved_results()
-        results["approx"] = approx.approx_part(corpus, calibration, ik_test, ook)
-        save(results, ["approx"])
-        return
-    if sys.argv[1:] == ["attached"]:
-        results = saved_results()
-        attached_parts(results, corpus, calibration, ik_test, ook)
-        save(results, ["attached", "attached-tripwires"])
-        return
-    if sys.argv[1:] == ["attached-tripwires"]:  # the collection's tripwires alone
-        results = saved_results()
-        results["attached_tripwires"] = attached_tripwire_part(corpus)
-        save(results, ["attached-tripwires"])
-        return
-    if sys.argv[1:] == ["million"]:
-        results = saved_results()
-        results["million"] = million.million_part(OUT, corpus, calibration, ik_test, ook)
-        save(results, ["million"])
-        return
-    if sys.argv[1:] == ["ray"]:
-        results = saved_results()
-        results["ray"] = ray_scoring.ray_part(OUT)
-        save(results, ["ray"])
-        return
-    if sys.argv[1:] == ["tripwires"]:
-        results = saved_results()
-        kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
-        results["tripwires"] = tripwire_part(kb)
-        save(results, ["tripwires"])
-        return
-    if sys.argv[1:] == ["tripwire-default"]:
-        results = saved_results()
-        kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
-        results["tripwire_default"] = tripwire_default_part(kb, OUT)
-        save(results, ["tripwire-default"])
-        return
-    if sys.argv[1:] == ["tripwire-rule"]:  # leave-source-out curves of every tripwire rule
+    name, part, rest = resolve(args)
+    if part.needs != "nothing":
+        reason = datasets.missing_reason()
+        if reason:
+            console.print(f"[yellow]skipping the benchmark: {reason}[/]")
+            return
+    if part.needs == "pubmedqa":
+        pubmedqa()  # prepared first, as every such part starts from it
+    if part.tripwires:
         reason = datasets.tripwire_missing_reason()
         if reason:
-            console.print(f"[yellow]skipping the tripwire-rule benchmark: {reason}[/]")
+            console.print(f"[yellow]skipping the {name} benchmark: {reason}[/]")
             return
-        results = saved_results()
-        kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
-        results["tripwire_rule"] = tripwire_rule_part(kb)
-        save(results, ["tripwire-rule"])
-        return
-    if sys.argv[1:] == ["tripwire-rule-mpnet"]:  # the candidates with MPNet (~10 min, no KB)
-        results = saved_results()
-        results["tripwire_rule_mpnet"] = tripwire_rule_part(None, "mpnet")
-        save(results, ["tripwire-rule-mpnet"])
-        return
-    if sys.argv[1:] == ["llm-speed"]:
-        results = saved_results()
-        kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
-        kb.save(OUT / "kb-minilm", overwrite=True)
-        results.setdefault("synthetic", {})["speed"] = llm_speed.generation_speed(kb)
-        save(results, ["llm-speed"])
-        return
-    if sys.argv[1:] == ["warm-synth"]:  # a cold cache first generates 300 queries (~1 h)
-        results = saved_results()
-        kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
-        kb.save(OUT / "kb-minilm", overwrite=True)
-        warm_s = llm_speed.warm_synth_seconds(kb.path)
-        results.setdefault("synthetic", {})["warm_synth_s"] = warm_s
-        save(results, ["warm-synth"])
-        return
-    if sys.argv[1:] == ["synthetic"]:
-        results = saved_results()
-        kb = KnowledgeBase.build([corpus], embedder="minilm", id_field=datasets.CORPUS_IDS)
-        kb.save(OUT / "kb-minilm", overwrite=True)
-        results["synthetic"] = synthetic_part(kb, calibration, ik_test, ook)
-        save(results, ["synthetic", "llm-speed", "warm-synth"])
-        return
+    part.run(rest)
+
+
+def resolve(args: Sequence[str]) -> tuple[str, Part, list[str]]:
+    """The part ``args`` name (none: the default) and its arguments; SystemExit for an unknown
+    part, or arguments given to a part that takes none."""
+    name, rest = (args[0], list(args[1:])) if args else (DEFAULT, [])
+    part = PARTS.get(name)
+    if part is None:
+        raise SystemExit(f"no part {name!r}; the parts:\n{parts_listing()}")
+    if rest and not part.args:
+        raise SystemExit(f"the {name} part takes no arguments (given: {' '.join(rest)})")
+    return name, part, rest
+
+
+def parts_listing() -> str:
+    """``python -m benchmarks.run [PART [ARGS]]`` and the table of parts, one a line."""
+    lines = ["usage: python -m benchmarks.run [PART [ARGS]] | --list", ""]
+    width = max(map(len, PARTS))
+    for name, part in PARTS.items():
+        needs = part.needs + (", tripwire data" if part.tripwires else "")
+        lines.append(f"{name:<{width}}  [{needs}] {part.about}")
+    return "\n".join(lines)
+
+
+def full_run() -> None:
+    """``make bench``: every part below but the ones run on their own."""
+    data = pubmedqa()
+    corpus, calibration, ik_test, ook = data.corpus, data.calibration, data.ik_test, data.ook
     results: dict = {"machine": machine_description(), "date": time.strftime("%Y-%m-%d")}
     saved = saved_results()
     for alone in ("near-mpnet", "doc2query"):  # hours, or the LLM: run on their own, kept
@@ -351,7 +336,7 @@ def attached_part(
 ) -> dict:
     """benchmarks/attached.py, its tables printed; ``{"skipped": reason}`` without chromadb
     or infinity-emb."""
-    reason = attached.missing_reason()
+    reason = attached_collection.missing_reason()
     if reason:
         console.print(f"[yellow]skipping the attached Chroma part: {reason}[/]")
         return {"skipped": reason}
@@ -378,7 +363,7 @@ def attached_parts(
 
 def attached_tripwire_part(corpus) -> dict:
     """benchmarks/attached_tripwires.py alone, its table printed."""
-    reason = attached.missing_reason()
+    reason = attached_collection.missing_reason()
     if reason:
         console.print(f"[yellow]skipping the attached tripwire part: {reason}[/]")
         return {"skipped": reason}
@@ -921,6 +906,161 @@ def speed_markdown(results: dict) -> list[str]:
             f"(vectors: {mem['vectors_mb']:.0f} MB) | {mem['peak_mb']:.0f} | | | < 1500 |"
         )
     return ["", *rows, ""]
+
+
+# python -m benchmarks.run NAME -> the part (the table `--list` prints)
+PARTS: dict[str, Part] = {
+    "default": Part(
+        "`make bench` (no part named): quality, speed and memory of minilm and bm25; shift, "
+        "energy-tau, tripwires, tripwire-default, synthetic, ray, near, attached, "
+        "monitor-schemes, pvalue-validity, million, lexical-scale",
+        lambda _: full_run(),
+    ),
+    "monitor-schemes": Part(
+        "the shift monitor's false-alarm schemes, a simulation",
+        main_of("monitor_schemes"),
+        "nothing",
+    ),
+    "pvalue-validity": Part(
+        "Fisher's and Simes's p-values under the null, a simulation",
+        main_of("pvalue_validity"),
+        "nothing",
+    ),
+    "synth-structure": Part(
+        "synthetic calibration without a document field (the local LLM)",
+        main_of("synth_structure", "structure", "check", "llm"),
+        "nothing",
+    ),
+    "near-synth": Part(
+        "near OoK: mss and combined calibrated on synthetic questions (the local LLM)",
+        main_of("near_synth"),
+        "nothing",
+    ),
+    "native-guard": Part(
+        "the guard on a LangChain vector store against the bare retriever (the sample corpus)",
+        stored("native_guard", native_guard.native_guard_part, show=_show_json),
+        "nothing",
+    ),
+    "cli-start": Part(
+        "wall time of `ragbound --help` and a one-query `check` against a bare torch process",
+        stored("cli_start", cli_start.cli_start_part, show=_show_json),
+        "nothing",
+    ),
+    "conversations": Part(
+        "`make bench-conversations`: each reading of a chat on doc2dial",
+        main_of("conversations"),
+        "nothing",
+        args=True,
+    ),
+    "tripwire-llm": Part(
+        "the local LLM judging what probe-general flags (a cascade behind the rule)",
+        stored("tripwire_llm", tripwire_llm_part, show=_show_tripwire_llm),
+        "data",
+        tripwires=True,
+    ),
+    "serve": Part(
+        "`make bench-serve`: the HTTP service against in-process decisions",
+        main_of("serve"),
+        "data",
+        args=True,
+    ),
+    "zoo": Part(
+        "`make bench-zoo`: every automatic choice against the default on the corpus zoo",
+        main_of("zoo"),
+        "data",
+        args=True,
+    ),
+    "install": Part(
+        "`make bench-install`: venv size and install time of the core, the image, the demo, "
+        "everything; the MiniLM graph built from its weights against the torch export",
+        main_of("install"),
+        "nothing",
+        args=True,
+    ),
+    "default-path": Part(
+        "`make bench-default-path`: a default Gate.decide against the query's embedding alone",
+        main_of("default_path"),
+        "data",
+        args=True,
+    ),
+    "int8": Part(
+        "dynamic int8 MiniLM against the fp32 ONNX default on the zoo",
+        main_of("int8"),
+        "data",
+        args=True,
+    ),
+    "near": Part("near OoK: COVID-QA halves, PubMedQA half, far sets", stored("near", near_part)),
+    "near-mpnet": Part(
+        "the near splits with all-mpnet-base-v2", stored("near-mpnet", _near_mpnet_part)
+    ),
+    "near-cost": Part("the near part's cost table again, its saved splits kept", _near_cost),
+    "doc2query": Part(
+        "near OoK with questions the bundled LLM writes at index time", stored("doc2query", _d2q)
+    ),
+    "lexical-scale": Part(
+        "combined's word index at up to a million chunks",
+        stored("lexical-scale", lexical_scale.lexical_part),
+    ),
+    "shift": Part(
+        "the offline shift test (paper Figure 5), KS and monitor speed", stored("shift", _shift)
+    ),
+    "energy-tau": Part(
+        "energy's temperature: the paper's tau = 1 against the embedder's",
+        stored("energy_tau", _energy_tau),
+    ),
+    "approx": Part(
+        "exact, HNSW and pgvector searches with their calibrations",
+        stored("approx", _with_pubmedqa(approx.approx_part)),
+    ),
+    "attached": Part(
+        "an attached Chroma collection against the exact KB, its LangChain retriever, tripwires",
+        _attached,
+    ),
+    "attached-tripwires": Part(
+        "the tripwires in the attached collection against the same set as files, alone",
+        stored("attached_tripwires", lambda: attached_tripwire_part(pubmedqa().corpus)),
+    ),
+    "million": Part(
+        "float16 vs float32 AUROC and the 1,000,000-chunk row",
+        stored("million", _with_pubmedqa(million.million_part, OUT)),
+    ),
+    "ray": Part(
+        "scoring a query log on Ray: 1 and 2 actors",
+        stored("ray", lambda: ray_scoring.ray_part(OUT)),
+    ),
+    "tripwires": Part(
+        "HarmfulQA tripwires in the PubMedQA KB (RAR): rates, cascade, speed",
+        stored("tripwires", lambda: tripwire_part(minilm_kb())),
+    ),
+    "tripwire-default": Part(
+        "the default tripwire rule against the paper's over seeded splits",
+        stored("tripwire_default", lambda: tripwire_default_part(minilm_kb(), OUT)),
+    ),
+    "tripwire-rule": Part(
+        "every tripwire rule's curve on harmful sources left out of the tripwires",
+        stored("tripwire_rule", lambda: tripwire_rule_part(minilm_kb())),
+        tripwires=True,
+    ),
+    "tripwire-rule-mpnet": Part(
+        "the knowledge-independent tripwire candidates with MPNet (no KB)",
+        stored("tripwire_rule_mpnet", lambda: tripwire_rule_part(None, "mpnet")),
+    ),
+    "llm-speed": Part(
+        "local generation speed against a bare llama-cpp-python loop",
+        _into_synthetic("speed", llm_speed.generation_speed, "llm-speed"),
+    ),
+    "warm-synth": Part(
+        "`ragbound synth --n 300` on a warm cache (a cold one: ~1 h)",
+        _into_synthetic(
+            "warm_synth_s", lambda kb: llm_speed.warm_synth_seconds(kb.path), "warm-synth"
+        ),
+    ),
+    "synthetic": Part(
+        "synthetic vs real calibration (paper Table 4), baselines, LLM speed",
+        stored("synthetic", _synthetic, "synthetic", "llm-speed", "warm-synth"),
+    ),
+}
+DEFAULT = "default"
 
 
 # docs/benchmarks.md section name -> (title, its Markdown lines from the saved results)

@@ -45,7 +45,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -60,6 +59,7 @@ import numpy as np
 
 from benchmarks import datasets
 from benchmarks.doc import machine_description, markdown_table, write_section
+from tests.support.ports import free_port
 
 if TYPE_CHECKING:
     from ragbound.gate import Gate
@@ -480,21 +480,6 @@ def _calibration_split() -> tuple[list[str], list[str]]:
 
 
 # ----------------------------------------------------------------- the server
-def free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        return probe.getsockname()[1]
-
-
-def stop_process(process: subprocess.Popen, timeout: float) -> None:
-    """SIGTERM a server child, and SIGKILL it if it has not exited after ``timeout`` s."""
-    process.terminate()
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 class ServerChild:
     """``ragbound serve KB --log LOG --threads N [--workers W]`` in a child process on
     loopback."""
@@ -704,7 +689,7 @@ def measure_gateway(
 ) -> dict:
     """Gateway overhead on ``answer`` (issue 15 target: <= 1.2 x in-process decide p50).
 
-    An instant upstream (``benchmarks.instant_upstream``, a fixed reply) runs in a child
+    An instant upstream (``tests.support.instant_upstream``, a fixed reply) runs in a child
     process; the service runs with ``--upstream`` pointing at it. One client sends chat
     completions whose last user message the gate answers, alternately through the gateway and
     straight to the upstream; the overhead is the difference of the two p50s (ms).
@@ -759,13 +744,13 @@ def _paired_chats(
 
 
 class InstantUpstream:
-    """``benchmarks.instant_upstream:app`` (a fixed reply, at once) under uvicorn in a child
+    """``tests.support.instant_upstream:app`` (a fixed reply, at once) under uvicorn in a child
     process on loopback; ``base_url`` ends in ``/v1``."""
 
     def __init__(self) -> None:
         port = free_port()
         self.base_url = f"http://127.0.0.1:{port}/v1"
-        command = [sys.executable, "-m", "uvicorn", "benchmarks.instant_upstream:app"]
+        command = [sys.executable, "-m", "uvicorn", "tests.support.instant_upstream:app"]
         command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
         self.process = subprocess.Popen(
             command,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.chroma_server import ChromaServer, chroma_binary, running_chroma
-from benchmarks.pgserver import PASSWORD, Server, binaries, missing_user, running_server
+from tests.support.chroma_server import ChromaServer, chroma_binary, running_chroma
+from tests.support.pgserver import PASSWORD, Server, binaries, missing_user, running_server
 from tests.texts import TOPICS
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import attached
+from benchmarks.attached_collection import missing_reason
 from benchmarks.run import SECTIONS, attached_part
 
 OOK = ["MMLU-Med", "TruthfulQA"]
@@ -29,7 +30,7 @@ def _part(attached_auroc: float) -> dict:
 
 def test_without_infinity_the_part_is_skipped_with_the_reason(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("RAGBOUND_INFINITY", str(tmp_path / "absent" / "infinity_emb"))
-    if attached.missing_reason() is None:
+    if missing_reason() is None:
         pytest.fail("a missing infinity_emb was not noticed")
     part = attached_part(tmp_path / "corpus.jsonl", ["q"], ["q2"], {"MMLU-Med": ["o"]})
     assert set(part) == {"skipped"} and (

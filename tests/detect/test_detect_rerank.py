@@ -170,7 +170,7 @@ def test_a_trained_cross_encoder_scores_relevant_pairs_as_less_out_of_knowledge(
 ):
     import random
 
-    from benchmarks.probe_reranker import fine_tune
+    from tests.support.cross_encoder import fine_tune
 
     pairs = _topic_pairs()
     random.Random(0).shuffle(pairs)

@@ -1,6 +1,6 @@
 """A real OpenAI-compatible embedding server for the tests: infinity-emb serving the bundled
 MiniLM on a free loopback port, started once per session (skipped when it is not installed;
-see benchmarks/infinity_server.py, which benchmarks/attached.py starts too).
+see tests/support/infinity_server.py, which benchmarks/attached_collection.py starts too).
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from contextlib import ExitStack
 
 import pytest
 
-from benchmarks.infinity_server import (
+from tests.support.infinity_server import (
     INFINITY_ENV,
     InfinityError,
     infinity_executable,
     running_infinity,
 )
-from benchmarks.serve import free_port as free_port  # the endpoint tests' spare ports
+from tests.support.ports import free_port as free_port  # the endpoint tests' spare ports
 
 
 @pytest.fixture(scope="session")

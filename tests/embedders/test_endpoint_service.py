@@ -4,7 +4,7 @@ real and on loopback; nothing re-embedded but attach's sample and the tripwires.
 
 One ``ragbound serve`` child (tokens, a query log, the gateway) serves the attached store to
 every test here: its decisions, the dashboard, and the gateway in front of the scripted
-upstream of ``benchmarks.instant_upstream`` (a TEST DOUBLE for the LLM, as in
+upstream of ``tests.support.instant_upstream`` (a TEST DOUBLE for the LLM, as in
 ``tests/serve/test_gateway.py``)."""
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ import numpy as np
 import openai
 import pytest
 
-from benchmarks.chroma_server import ChromaServer, fill_collection
-from benchmarks.instant_upstream import REPLY, ScriptedUpstream
 from ragbound.gate import DEFAULT_ABSTENTION, DEFAULT_REFUSAL, Gate
 from ragbound.knowledge import KnowledgeBase
 from tests.browser import needs_chromium
@@ -37,6 +35,8 @@ from tests.serve.server import (
     stats,
     token_file,
 )
+from tests.support.chroma_server import ChromaServer, fill_collection
+from tests.support.instant_upstream import REPLY, ScriptedUpstream
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 from tests.tripwires.tripwire_texts import UNSAFE
 

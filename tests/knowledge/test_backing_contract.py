@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.chroma_server import ChromaServer, fill_collection
 from ragbound.corpus.units import GRANULARITIES, UnitParams
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import BACKINGS, KnowledgeBase
 from ragbound.knowledge.local import HnswBacking
 from ragbound.stores.hnsw import HnswParams
+from tests.support.chroma_server import ChromaServer, fill_collection
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 QUERIES = IN_KNOWLEDGE[:3] + OUT_OF_KNOWLEDGE[:2]

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.chroma_server import ChromaServer, fill_collection
 from ragbound.detect import Guard
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
 from tests.cli.runner import run
 from tests.serve.server import free_port
+from tests.support.chroma_server import ChromaServer, fill_collection
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 QUERIES = IN_KNOWLEDGE + OUT_OF_KNOWLEDGE

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +23,7 @@ from ragbound.llm import (
 )
 from ragbound.llm.openai_backend import MAX_RETRY_AFTER, OpenAIChat, parse_retry_after
 from tests.scripted_server import Reply, ScriptedServer, serving
+from tests.support.ports import free_port
 
 MESSAGES = [
     ChatMessage(role="system", content="Answer briefly."),
@@ -143,12 +143,6 @@ def test_a_slow_reply_times_out(server: ScriptedServer) -> None:
     with pytest.raises(LLMTimeoutError, match=r"within 0.2 s \(2 attempts\)"):
         client(server, timeout=0.2, max_retries=1).complete(MESSAGES)
     assert time.perf_counter() - start < 1.2
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_an_unreachable_endpoint_fails_fast_and_clearly() -> None:

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,10 +18,11 @@ import httpx
 import pytest
 import uvicorn
 
-from benchmarks.instant_upstream import ScriptedUpstream
 from ragbound.detect import Guard
 from ragbound.knowledge import KnowledgeBase
 from ragbound.tripwires import Tripwire, TripwireRule, TripwireStore, save_rule, tripwire_id
+from tests.support.instant_upstream import ScriptedUpstream
+from tests.support.ports import free_port
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE
 from tests.tripwires.tripwire_texts import TRIPWIRES
 
@@ -138,12 +138,6 @@ def scripted_upstream() -> Iterator[ScriptedUpstream]:
     with ThreadServer(double.app) as url:
         double.url = url  # type: ignore[attr-defined]
         yield double
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def serve_argv(*args: str) -> list[str]:

@@ -15,7 +15,6 @@ import openai
 import pytest
 from opentelemetry.trace import StatusCode
 
-from benchmarks.instant_upstream import REPLY, ScriptedUpstream
 from ragbound.cli import serve as serve_command
 from ragbound.errors import InputError
 from ragbound.gate import DEFAULT_ABSTENTION, DEFAULT_REFUSAL, Gate
@@ -41,6 +40,7 @@ from tests.serve.server import (
     wait_ready,
 )
 from tests.spans import STEPS, children, named, no_query_text, recording
+from tests.support.instant_upstream import REPLY, ScriptedUpstream
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 from tests.tripwires.tripwire_texts import UNSAFE
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmarks.instant_upstream import ScriptedUpstream
 from ragbound.errors import InputError
 from ragbound.gate import Gate
 from ragbound.knowledge import KnowledgeBase
@@ -35,6 +34,7 @@ from tests.serve.server import (
     scripted_upstream,
     serve_refused,
 )
+from tests.support.instant_upstream import ScriptedUpstream
 from tests.texts import IN_KNOWLEDGE
 
 # kept in the set before ids were checked (written around the check): CR LF and a header

@@ -18,10 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmarks.chroma_server import ChromaServer, fill_collection
 from ragbound.faults import CRASH_ENV
 from ragbound.knowledge import KnowledgeBase
 from tests.serve.server import ChildServer, free_port, log_lines, prepare_served, served_kb
+from tests.support.chroma_server import ChromaServer, fill_collection
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 from tests.tripwires.tripwire_texts import TRIPWIRES, UNSAFE
 

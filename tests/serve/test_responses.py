@@ -17,7 +17,6 @@ import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from benchmarks.instant_upstream import REPLY
 from ragbound.errors import InputError
 from ragbound.gate_texts import DEFAULT_CONTEXT_TEMPLATE
 from ragbound.serve.gateway import budgeted_context
@@ -25,6 +24,7 @@ from ragbound.serve.responses import ResponsesRequest, ResponsesShape, to_chat
 from tests.serve import test_gateway
 from tests.serve.server import READ, ThreadServer, auth, wait_ready
 from tests.spans import named, recording
+from tests.support.instant_upstream import REPLY
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 # the chat gateway's fixtures: its gate, scripted upstream and service (one each per module)

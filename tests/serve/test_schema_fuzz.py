@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
-from benchmarks.instant_upstream import ScriptedUpstream
 from ragbound.gate import Gate
 from ragbound.labels import BIDI_CONTROLS
 from ragbound.serve import GatewaySettings, Limits, ServeSettings, Tokens, create_app
 from tests.serve.server import ADMIN, READ, ThreadServer, auth, served_kb, wait_ready
+from tests.support.instant_upstream import ScriptedUpstream
 from tests.tripwires.tripwire_texts import TRIPWIRES
 
 # small limits, so generated bodies reach them (413 body and batch, 422 query length)

@@ -12,10 +12,10 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
-from benchmarks.pgserver import PASSWORD
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.postgres import PostgresOwnedBacking, owned_location
 from tests.cli.runner import run
+from tests.support.pgserver import PASSWORD
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE, TOPICS
 from tests.tripwires.tripwire_texts import UNSAFE, write_tripwire_file
 

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.chroma_server import ChromaServer, fill_collection
 from ragbound.detect import Guard
 from ragbound.errors import ArtifactError
 from ragbound.knowledge import KnowledgeBase
@@ -22,6 +21,7 @@ from ragbound.tripwires.collection import COLLECTION_POLL_S
 from ragbound.tripwires.store import tripwire_collection
 from tests.cli.runner import run
 from tests.qdrantfill import fill
+from tests.support.chroma_server import ChromaServer, fill_collection
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 from tests.tripwires.tripwire_texts import OFF_TOPIC, SAFE, UNSAFE, write_tripwire_file
 

@@ -1,6 +1,6 @@
 """A throw-away Chroma server (``chroma run``, the CLI chromadb ships) for the tests and
-benchmarks/attached.py, and a collection filled with given vectors as another application
-would (``collection.add``)."""
+benchmarks/attached_collection.py, and a collection filled with given vectors as another
+application would (``collection.add``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.serve import free_port, stop_process
+from tests.support.ports import free_port, stop_process
 
 STARTUP_SECONDS = 60.0
 

@@ -3,7 +3,7 @@
 No user would run it. It stands in for the LLM server behind the gateway where the LLM is not
 what is measured: in the fast tests (which read the request bodies it records, and tell it to
 fail) and in ``make bench-serve``, which times the gateway's own overhead against it
-(``app`` below; ``python -m uvicorn benchmarks.instant_upstream:app``). The slow tests put
+(``app`` below; ``python -m uvicorn tests.support.instant_upstream:app``). The slow tests put
 llama-cpp-python's real server behind the gateway instead.
 """
 

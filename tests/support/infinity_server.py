@@ -1,5 +1,6 @@
 """A real OpenAI-compatible embedding server: infinity-emb serving the bundled MiniLM on a
-free loopback port, for the tests (tests/embedders/conftest.py) and benchmarks/attached.py.
+free loopback port, for the tests (tests/embedders/conftest.py) and
+benchmarks/attached_collection.py.
 
 infinity-emb conflicts with ragbound's own environment, so it lives in its own venv:
 ``$RAGBOUND_INFINITY`` names its ``infinity_emb`` executable, else ``.venv-infinity`` at the
@@ -17,10 +18,10 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.serve import free_port, stop_process
+from tests.support.ports import free_port, stop_process
 
 INFINITY_ENV = "RAGBOUND_INFINITY"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # With one model infinity answers whatever model name is asked: serving a second name makes
 # it refuse unknown names, as OpenAI, vLLM and text-embeddings-inference do.
 SERVED = ("minilm", "minilm-twin")
