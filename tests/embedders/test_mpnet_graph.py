@@ -103,12 +103,11 @@ def test_the_built_graph_takes_all_512_positions_and_the_padding_id(graphs, fold
 
 
 def test_the_relative_buckets_are_transformers():
-    pytest.importorskip("torch")
+    modeling = pytest.importorskip("transformers.models.mpnet.modeling_mpnet")
     import torch
-    from transformers.models.mpnet.modeling_mpnet import MPNetEncoder
 
     positions = torch.arange(514)
-    theirs = MPNetEncoder.relative_position_bucket(positions[None, :] - positions[:, None])
+    theirs = modeling.MPNetEncoder.relative_position_bucket(positions[None, :] - positions[:, None])
     assert np.array_equal(relative_buckets(514), theirs.numpy())
 
 
