@@ -5,6 +5,7 @@ the check (:mod:`ragbound.embedders.reference`), and refuse one that does not re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -19,18 +20,29 @@ BUILT_BY = "weights"  # verified.json's built_by for a graph made here (else "to
 
 def build_checked(model: Path, folder: Path, layout: SentenceLayout) -> dict | None:
     """Write ``folder``'s graph built from its weights to ``model`` and return the verdict of
-    its check against the reference; None when the builder does not cover the folder (not a
-    plain BERT, or weights no reference was made for)."""
-    from ragbound.embedders.bert_graph import bert_config, build_bert_graph
-
-    config = bert_config(folder)
-    reference = reference_for(folder) if config is not None else None
-    if config is None or reference is None:
+    its check against the reference; None when no builder covers the folder (not a plain BERT
+    or MPNet, or weights no reference was made for)."""
+    builder = _builder(folder)
+    reference = reference_for(folder) if builder is not None else None
+    if builder is None or reference is None:
         return None
     import onnx
 
-    onnx.save(build_bert_graph(folder, layout, config), str(model))
+    build, config = builder
+    onnx.save(build(folder, layout, config), str(model))
     return {**check_against(model, folder, layout, reference), "onnx": onnx.__version__}
+
+
+def _builder(folder: Path) -> tuple[Callable, dict] | None:
+    """The graph builder of ``folder``'s model type and its config, or None."""
+    from ragbound.embedders.bert_graph import bert_config, build_bert_graph
+    from ragbound.embedders.mpnet_graph import build_mpnet_graph, mpnet_config
+
+    for read_config, build in ((bert_config, build_bert_graph), (mpnet_config, build_mpnet_graph)):
+        config = read_config(folder)
+        if config is not None:
+            return build, config
+    return None
 
 
 def check_against(model: Path, folder: Path, layout: SentenceLayout, reference: Reference) -> dict:

@@ -2,9 +2,9 @@
 
 A bundled model (or any sentence-transformers folder of the plain shape, see
 :mod:`ragbound.embedders.layout`) gets its ONNX graph once, in the cache
-(:mod:`ragbound.embedders.onnx_export`): the bundled MiniLM's built from its weights without
-torch and checked against reference vectors, any other folder's exported with torch and
-checked against it. The embedding itself (:mod:`ragbound.embedders.onnx_runner`) only
+(:mod:`ragbound.embedders.onnx_export`): the bundled MiniLM's and MPNet's built from their
+weights without torch and checked against reference vectors, any other folder's exported with
+torch and checked against it. The embedding itself (:mod:`ragbound.embedders.onnx_runner`) only
 tokenises, runs the graph and pools, so a process that embeds with it never imports torch,
 transformers or sentence-transformers."""
 

@@ -1,14 +1,15 @@
 """The ONNX graph of a sentence-transformers folder, made once into the cache and checked
 before anyone uses it.
 
-A folder with reference vectors (the bundled MiniLM, :mod:`ragbound.embedders.reference`) gets
-a graph built from its weights without torch (:mod:`ragbound.embedders.graph_build`); any other
-folder is exported with torch's TorchScript-based exporter (no download) and checked against
-torch. Either lands in ``<cache>/onnx/<key>/model.onnx`` with ``verified.json`` beside it: what
-built it (``built_by``: ``weights`` or ``torch``) and the smallest cosine between its vectors
-and sentence-transformers' over the probe texts. A graph below :data:`MIN_COSINE` (or, when
-built from the weights, off the reference by more than its tolerance) is kept on disk (so the
-check is not redone) but refused.
+A folder with reference vectors (the bundled MiniLM and MPNet,
+:mod:`ragbound.embedders.reference`) gets a graph built from its weights without torch
+(:mod:`ragbound.embedders.graph_build`); any other folder is exported with torch's
+TorchScript-based exporter (no download) and checked against torch. Either lands in
+``<cache>/onnx/<key>/model.onnx`` with ``verified.json`` beside it: what built it
+(``built_by``: ``weights`` or ``torch``) and the smallest cosine between its vectors and
+sentence-transformers' over the probe texts. A graph below :data:`MIN_COSINE` (or, when built
+from the weights, off the reference by more than its tolerance) is kept on disk (so the check
+is not redone) but refused.
 """
 
 from __future__ import annotations
@@ -117,8 +118,8 @@ def export_graph(folder: Path, out: Path) -> np.ndarray:
     """Write the transformer of ``folder`` as an ONNX graph (token states out); return
     sentence-transformers' vectors of :data:`PROBE` for the check."""
     module = sentence_transformers(
-        f"{folder.name} has no reference vectors to build its ONNX graph from its weights: "
-        "exporting it"
+        f"{folder.name} has no ONNX graph yet and only the bundled models' (minilm, mpnet) are "
+        "built without torch: exporting it"
     )
     import torch
 

@@ -1,5 +1,5 @@
 """Reference vectors of the bundled models (small fixtures beside this module, made once with
-sentence-transformers by scripts/minilm_reference.py): what a graph built from the weights
+sentence-transformers by scripts/bundled_reference.py): what a graph built from the weights
 without torch must reproduce, to :data:`TOLERANCE` on every coordinate."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-REFERENCE_FILES = ("reference_minilm.json",)
+# by bundled embedder name: the reference file of its weights
+REFERENCE_FILES = {"minilm": "reference_minilm.json", "mpnet": "reference_mpnet.json"}
 # largest absolute difference allowed between a built graph's vector and the reference's
 TOLERANCE = 1e-5
 
@@ -46,7 +47,7 @@ def reference_for(folder: Path) -> Reference | None:
 @cache
 def _references() -> dict[str, Reference]:
     found = {}
-    for name in REFERENCE_FILES:
+    for name in REFERENCE_FILES.values():
         data = json.loads((Path(__file__).parent / name).read_text(encoding="utf-8"))
         vectors = np.asarray(data["vectors"], dtype=np.float32)
         found[data["weights_sha256"]] = Reference(name, data["texts"], vectors, data["made_with"])
