@@ -278,11 +278,16 @@ class Gate:
         texts, vectors = prepared.texts, prepared.vectors
         rule_k = self.tripwires.rule.k if self.tripwires is not None else 0
         depth = max(self.guard.k, self.context_k, rule_k)
+        if self.guard.is_learned() and kb.store.describe().exact:
+            # one search for the combined statistic's features too: an exact search's first
+            # rows are a shallower one's (an approximate one's are not: it searches its own)
+            depth = max(depth, self.guard.search_depth())
         with tracing.span("ragbound.search", depth=depth):
             hits = kb.store.search(prepared.searched, depth)
         with tracing.span("ragbound.statistic") as step:
-            # the combined statistic searches every indexed unit itself (a second embedding)
-            scored = self.guard.score(texts, hits=None if self.guard.is_learned() else hits)
+            # the vectors and the search above: the combined statistic neither embeds nor
+            # searches the knowledge base's own granularity again
+            scored = self.guard.score(texts, hits=hits, prepared=prepared)
             if step.is_recording():
                 step.set_attributes(tracing.named(_test_attributes(scored)))
         with tracing.span("ragbound.tripwires") as step:

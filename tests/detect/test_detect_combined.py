@@ -364,6 +364,78 @@ def test_the_gate_decides_with_the_combined_p_values(combined: Guard):
     assert all(d.neighbours for d in decisions)
 
 
+def _count_calls(kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Count the real embedder's calls and the searches of the knowledge base's own store."""
+    calls = {"embed": 0, "search": 0}
+
+    def counting(obj: object, name: str, key: str) -> None:
+        real = getattr(obj, name)
+
+        def wrapper(*args, **kwargs):
+            calls[key] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(obj, name, wrapper)
+
+    counting(kb.embedder, "encode", "embed")
+    counting(kb.embedder, "encode_one", "embed")
+    counting(kb.store, "search", "search")
+    return calls
+
+
+def test_the_gate_embeds_and_searches_a_combined_query_once(
+    combined: Guard, monkeypatch: pytest.MonkeyPatch
+):
+    gate = Gate(combined)
+    queries = _lines("out_of_knowledge.txt")[:3] + _lines("in_knowledge.txt")[:3]
+    gate.decide(queries[0])  # the learning queries' vectors are embedded once, up front
+    calls = _count_calls(combined.kb, monkeypatch)
+    gate.decide(queries[1])
+    assert calls == {"embed": 1, "search": 1}
+    calls.update(embed=0, search=0)
+    gate.decide_many(queries)
+    assert calls == {"embed": 1, "search": 1}
+
+
+def test_one_search_gives_the_decisions_of_two(combined: Guard):
+    """The p-values (to the float) of the combined statistic searching by itself, and the
+    neighbours of a search at the gate's own depth, as before the gate shared its search."""
+    gate = Gate(combined, context_k=3)
+    queries = _lines("out_of_knowledge.txt")[:4] + _lines("in_knowledge.txt")[:4]
+    # one query alone (its embedder's single-query path), then the batch embedded together
+    batches = [[q] for q in queries] + [queries]
+    for batch in batches:
+        decisions = gate.decide_many(batch)
+        alone = combined.score(batch)  # embeds and searches every view itself
+        assert [d.test.p_value for d in decisions] == alone.p_values.tolist()
+        assert [d.test.score for d in decisions] == alone.scores.tolist()
+        shallow = combined.kb.search(batch, 3)
+        for i, decision in enumerate(decisions):
+            assert [c.chunk_id for c in decision.neighbours] == [
+                combined.kb.chunk_at(row).id for row in shallow.indices[i]
+            ]
+            assert [c.similarity for c in decision.neighbours] == shallow.similarities[i].tolist()
+
+
+def test_an_approximate_search_is_not_read_at_another_depth(
+    combined: Guard, monkeypatch: pytest.MonkeyPatch
+):
+    """An approximate search's rows depend on k: the gate keeps its own depth and the
+    combined statistic searches at its feature depth, with the one query vector."""
+    depth = combined.search_depth()
+    assert len(combined.kb) > depth
+    gate = Gate(combined, context_k=depth + 1)  # deeper than the features read
+    queries = _lines("out_of_knowledge.txt")[:2] + _lines("in_knowledge.txt")[:2]
+    expected = combined.score(queries).p_values.tolist()
+    gate.decide(queries[0])
+    info = combined.kb.store.describe().model_copy(update={"exact": False})
+    monkeypatch.setattr(combined.kb.store, "describe", lambda: info)
+    calls = _count_calls(combined.kb, monkeypatch)
+    decisions = gate.decide_many(queries)
+    assert calls == {"embed": 1, "search": 2}
+    assert [d.test.p_value for d in decisions] == expected
+
+
 def test_shift_and_the_monitor_compare_combined_scores_with_the_conformal_half(combined: Guard):
     outside = _lines("out_of_knowledge.txt")
     report = shift_test(combined, outside)

@@ -61,6 +61,7 @@ from ragbound.corpus.units import Granularity, granularity_label
 from ragbound.detect.config import COMBINED
 from ragbound.errors import InputError
 from ragbound.knowledge.protocol import Knowledge
+from ragbound.knowledge.query import Prepared
 from ragbound.stats import EmpiricalNull
 from ragbound.stats.combined import (
     LinearScore,
@@ -99,10 +100,27 @@ def views(kb: Knowledge) -> tuple[tuple[Granularity, ...], ...]:
     return single if len(indexed) == 1 else (*single, indexed)
 
 
-def _encoded(kb: Knowledge, queries: Sequence[str]) -> np.ndarray | list[str]:
-    """What the store searches with: query vectors (dense) or the texts (BM25)."""
-    prepared = kb.prepare(queries)
+def _encoded(
+    kb: Knowledge, queries: Sequence[str], prepared: Prepared | None = None
+) -> np.ndarray | list[str]:
+    """What the store searches with: query vectors (dense) or the texts (BM25); those of
+    ``prepared`` when the caller validated and embedded the queries already."""
+    if prepared is None:
+        prepared = kb.prepare(queries)
     return list(prepared.texts) if prepared.vectors is None else prepared.vectors
+
+
+def _reused(kb: Knowledge, view: tuple[Granularity, ...], hits: Hits | None, k: int, n: int):
+    """``hits`` (the caller's search of ``kb`` for the ``n`` queries) cut to ``k`` when they
+    are what searching ``view`` at ``k`` returns: ``view`` is ``kb``'s own granularity, and
+    the search is exact (its first k rows are a k-search's, ties by the lower row) or was
+    exactly k deep (an approximate search's rows depend on k). None: search ``view``."""
+    if hits is None or view != tuple(kb.granularity) or hits.indices.shape[0] != n:
+        return None
+    depth = hits.indices.shape[1]
+    if depth == k or (depth > k and kb.store.describe().exact):
+        return Hits(similarities=hits.similarities[:, :k], indices=hits.indices[:, :k])
+    return None
 
 
 def _search(kb: Knowledge, encoded: np.ndarray | list[str], k: int) -> Hits:
@@ -147,6 +165,11 @@ class QueryFeatures:
     are the learning queries and their own references: each row leaves itself out, and a
     masked row also leaves out the references about its masked documents (a reference is
     about the document of its nearest chunk).
+
+    ``prepared`` (the queries validated and embedded) and ``hits`` (their search of ``kb``
+    at its own granularity) come from a caller that has them, the Gate: the queries are then
+    not embedded again, and that view is not searched again when the hits are what its
+    search would return (:func:`_reused`).
     """
 
     def __init__(
@@ -157,13 +180,19 @@ class QueryFeatures:
         *,
         masked: bool = False,
         references: np.ndarray | None = None,
+        prepared: Prepared | None = None,
+        hits: Hits | None = None,
     ):
         self.kb = kb
         self.depth = depth
         self.queries = list(queries)
         self.views = views(kb)
-        encoded = _encoded(kb, self.queries)
-        self.hits = {v: _search(kb.at_granularity(v), encoded, depth) for v in self.views}
+        encoded = _encoded(kb, self.queries, prepared)
+        n = len(self.queries)
+        self.hits = {
+            v: _reused(kb, v, hits, depth, n) or _search(kb.at_granularity(v), encoded, depth)
+            for v in self.views
+        }
         self.lexical = lexical_candidates(kb, self.queries, OVERLAP_DEPTH)
         self.query_words = [set(w) for w in word_tokens(self.queries)]
         self._encoded = encoded
@@ -465,9 +494,26 @@ class CombinedModel(BaseModel):
     def null(self) -> EmpiricalNull:
         return EmpiricalNull(np.asarray(self.null_scores))
 
-    def scores(self, kb: Knowledge, queries: Sequence[str]) -> tuple[np.ndarray, QueryFeatures]:
-        """Scores (higher = more out of knowledge) of queries against the full index."""
-        found = QueryFeatures(kb, queries, self.depth, references=self.references(kb))
+    def scores(
+        self,
+        kb: Knowledge,
+        queries: Sequence[str],
+        *,
+        prepared: Prepared | None = None,
+        hits: Hits | None = None,
+    ) -> tuple[np.ndarray, QueryFeatures]:
+        """Scores (higher = more out of knowledge) of queries against the full index.
+
+        ``prepared`` and ``hits``: the queries already embedded and searched (see
+        :class:`QueryFeatures`); the scores are the same as without them."""
+        found = QueryFeatures(
+            kb,
+            queries,
+            self.depth,
+            references=self.references(kb),
+            prepared=prepared,
+            hits=hits,
+        )
         if found.names() != self.names:
             raise InputError(
                 "the features this knowledge base gives are not the ones the combined "

@@ -32,7 +32,7 @@ from ragbound.embedders.base import DenseEmbedder
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.protocol import Knowledge, check_statistic
-from ragbound.knowledge.query import SEARCH_BATCH, query_texts
+from ragbound.knowledge.query import SEARCH_BATCH, Prepared, query_texts
 from ragbound.results import Neighbour, Verdict
 from ragbound.stores import Hits
 
@@ -515,15 +515,20 @@ class Guard:
         statistic: str | None = None,
         alpha: float | None = None,
         hits: Hits | None = None,
+        prepared: Prepared | None = None,
         progress: bool = False,
     ) -> Scored:
         """Scores (higher = more out of knowledge) and conformal p-values of a batch.
 
         ``hits`` (top-k of the guard's knowledge base, k >= ``self.k``) saves the search when
-        the caller has it; the combined statistic searches itself (every indexed unit).
+        the caller has it. The combined statistic reads every indexed unit and
+        :meth:`search_depth` chunks: given ``prepared`` (``queries`` validated and embedded)
+        it does not embed them again, and it reuses ``hits`` for the knowledge base's own
+        granularity when they are what that search returns (an exact search at least that
+        deep, or an approximate one exactly that deep); it searches the rest itself.
         """
         if self.is_learned(statistic):
-            return self._score_combined(queries, alpha)
+            return self._score_combined(queries, alpha, prepared, hits)
         detector = self.detector(statistic, alpha)
         if hits is None:
             hits = search_in_batches(self.kb, queries, self.k, progress=progress)
@@ -555,11 +560,24 @@ class Guard:
             )
         return model
 
-    def _score_combined(self, queries: Sequence[str], alpha: float | None) -> Scored:
+    def search_depth(self) -> int:
+        """The nearest chunks :meth:`score` reads of each query's search: ``k``, or the
+        combined statistic's feature depth."""
+        if self.is_learned():
+            return self._combined_model().depth
+        return self.k
+
+    def _score_combined(
+        self,
+        queries: Sequence[str],
+        alpha: float | None,
+        prepared: Prepared | None = None,
+        hits: Hits | None = None,
+    ) -> Scored:
         """:meth:`score` with the learned combined score (:mod:`ragbound.detect.combined`)."""
         model = self._combined_model()
         config = self.config.updated(alpha=alpha)
-        scores, found = model.scores(self.kb, queries)
+        scores, found = model.scores(self.kb, queries, prepared=prepared, hits=hits)
         null = model.null()
         return Scored(
             scores=scores,
