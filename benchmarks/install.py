@@ -208,9 +208,10 @@ def source_tree(root: Path) -> Path:
     return tree
 
 
-def install_part(names: list[str]) -> dict:
-    """Cold and warm installs of each set, the extras' costs and the core's check."""
-    results: dict = {"sets": {}}
+def install_part(names: list[str], results: dict) -> dict:
+    """Cold and warm installs of each set, the extras' costs and the core's check, into
+    ``results`` (saved after each set: a run stopped later keeps what it measured)."""
+    results.setdefault("sets", {})
     with tempfile.TemporaryDirectory(prefix="bench-install-") as tmp:
         root = Path(tmp)
         source = source_tree(root)
@@ -221,11 +222,16 @@ def install_part(names: list[str]) -> dict:
             results["sets"][name] = {"cold": cold, "warm": warm}
             if name == "all":
                 results["extras"] = extra_costs(Path(warm["venv"]))
-            if name == "core":
-                results["core_check"] = check_cost(Path(warm["venv"]), root / "work-core")
-            if name == "all":
-                results["all_check"] = check_cost(Path(warm["venv"]), root / "work-all")
+            if name in ("core", "all"):
+                results[f"{name}_check"] = check_cost(Path(warm["venv"]), root / f"work-{name}")
+            save(results)
     return results
+
+
+def save(results: dict) -> None:
+    """bench_out/install.json."""
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(results, indent=2), encoding="utf-8")
 
 
 def graph_part() -> dict:
@@ -351,11 +357,11 @@ def main(argv: Sequence[str] = ()) -> None:
         unknown = set(names) - set(SETS)
         if unknown:
             raise SystemExit(f"BENCH_INSTALL_SETS: unknown {sorted(unknown)}; use {SETS}")
-        results = install_part(names)
+        results: dict = {}
+        # in this process first: the installs then run in children only
         if os.environ.get("BENCH_INSTALL_GRAPH", "1") != "0":
             results["graph"] = graph_part()
-        OUT.parent.mkdir(parents=True, exist_ok=True)
-        OUT.write_text(json.dumps(results, indent=2), encoding="utf-8")
+        install_part(names, results)
     body = install_markdown(results)
     print(body)
     write_section(SECTION, TITLE, body)
