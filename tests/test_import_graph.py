@@ -25,7 +25,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("ragbound.knowledge.postgres", "ragbound.knowledge.base"): _KB_ANNOTATION,
     ("ragbound.knowledge.chroma", "ragbound.knowledge.base"): _KB_ANNOTATION,
     ("ragbound.knowledge.qdrant", "ragbound.knowledge.base"): _KB_ANNOTATION,
-    ("ragbound.serve.limits", "ragbound.serve.service"): "the Service annotation (TYPE_CHECKING)",
 }
 
 
