@@ -86,6 +86,17 @@ def test_the_cli_starts_without_the_heavy_numeric_stack() -> None:
     assert run_python(code, *heavy).strip() == "[]"
 
 
+def test_the_knowledge_base_loads_no_backing_until_one_is_used() -> None:
+    # the registry names the backings by dotted path: a local one loads only local code
+    backings = [f"ragbound.knowledge.{name}" for name in ("local", "postgres", "chroma", "qdrant")]
+    code = (
+        "import sys, ragbound.knowledge as k; before = [m for m in sys.argv[1:] if m in "
+        "sys.modules]; k.BACKINGS['exact']; print(before, [m for m in sys.argv[1:] if m in "
+        "sys.modules])"
+    )
+    assert run_python(code, *backings).strip() == "[] ['ragbound.knowledge.local']"
+
+
 def test_stats_names_load_on_first_use() -> None:
     import ragbound.stats as stats
 
