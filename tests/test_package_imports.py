@@ -1,4 +1,5 @@
-"""Import hygiene of the package: no cycles, a light ``import ragbound``, one-way layers.
+"""Import hygiene of the package: a light ``import ragbound``, one-way layers (no cycle:
+tests/test_import_graph.py).
 
 Cycles show up only when a module is the first one imported, so every module is imported first
 in a fresh interpreter (a child forked from one that has loaded only third-party packages).
@@ -85,6 +86,17 @@ def test_the_cli_starts_without_the_heavy_numeric_stack() -> None:
     assert run_python(code, *heavy).strip() == "[]"
 
 
+def test_the_knowledge_base_loads_no_backing_until_one_is_used() -> None:
+    # the registry names the backings by dotted path: a local one loads only local code
+    backings = [f"ragbound.knowledge.{name}" for name in ("local", "postgres", "chroma", "qdrant")]
+    code = (
+        "import sys, ragbound.knowledge as k; before = [m for m in sys.argv[1:] if m in "
+        "sys.modules]; k.BACKINGS['exact']; print(before, [m for m in sys.argv[1:] if m in "
+        "sys.modules])"
+    )
+    assert run_python(code, *backings).strip() == "[] ['ragbound.knowledge.local']"
+
+
 def test_stats_names_load_on_first_use() -> None:
     import ragbound.stats as stats
 
@@ -144,101 +156,3 @@ def test_no_module_imports_a_private_name_from_another_package() -> None:
                 if private and not (importer + ".").startswith(owner + "."):
                     offences.append(f"{'.'.join(parts)}: from {module} import {alias.name}")
     assert offences == []
-
-
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _imported(tree: ast.AST, module: str, known: set[str]) -> set[str]:
-    """The package modules ``module`` imports anywhere (inside functions too), not counting
-    ``if TYPE_CHECKING:`` blocks, which never run. ``from a import b`` counts ``a.b`` when
-    that is a module, else ``a``."""
-    found: set[str] = set()
-    package = (
-        module
-        if module in known and (PACKAGE.parent / module.replace(".", "/")).is_dir()
-        else module.rpartition(".")[0]
-    )
-
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            for child in node.orelse:
-                visit(child)
-            return
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names if alias.name in known)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*parts, base] if base else parts)
-            for alias in node.names:
-                sub = f"{base}.{alias.name}"
-                found.update({sub} if sub in known else {base} & known)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(tree)
-    found.discard(module)
-    return found
-
-
-def test_no_import_circle_even_inside_functions() -> None:
-    """The package's imports form no circle, counting imports inside functions (a circle
-    hidden that way still means two modules that cannot be understood apart)."""
-    known = set(module_names()) - {"ragbound"}
-    graph = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = path.relative_to(SRC).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        if name in known:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-            graph[name] = _imported(tree, name, known)
-    circles = [sorted(group) for group in _strongly_connected(graph) if len(group) > 1]
-    assert circles == []
-
-
-def _strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
-    """Tarjan's strongly connected components of ``graph`` (iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    groups: list[set[str]] = []
-    for root in graph:
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.get(child, ())))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                group = set()
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    group.add(member)
-                    if member == node:
-                        break
-                groups.append(group)
-    return groups

@@ -22,6 +22,7 @@ from ragbound.corpus.units import GRANULARITIES, UnitParams
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import BACKINGS, KnowledgeBase
 from ragbound.knowledge.local import HnswBacking
+from ragbound.knowledge.registry import imported
 from ragbound.stores.hnsw import HnswParams
 from tests.support.chroma_server import ChromaServer, fill_collection
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
@@ -123,6 +124,15 @@ OLDER_THAN_THE_FIELD = ("exact", "bm25", "hnsw", *NEEDS_POSTGRES)
 def test_every_backing_has_a_case() -> None:
     """A backing joins the registry only with a case in this contract."""
     assert sorted(BACKINGS) == sorted(MAKERS)
+
+
+def test_the_registry_imports_each_backing_of_its_kind() -> None:
+    """Each dotted path resolves to the class of that kind, and so does the class of the
+    tripwire records a backing's capabilities name."""
+    for kind, backing in BACKINGS.items():
+        assert backing.kind == kind
+        records = backing.capabilities.tripwires
+        assert records is None or imported(records).__name__ == records.rpartition(".")[2]
 
 
 @pytest.fixture(params=sorted(MAKERS))

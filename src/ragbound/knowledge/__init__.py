@@ -2,10 +2,13 @@
 
 - :mod:`~ragbound.knowledge.layout`: the names inside a knowledge-base folder (imports nothing)
 - :mod:`~ragbound.knowledge.manifest`: the manifest, its segments and its ``backing`` field
-- :mod:`~ragbound.knowledge.backing`: the :class:`Backing` protocol and :class:`Capabilities`
+- :mod:`~ragbound.knowledge.backing`: the :class:`Backing` protocol, :class:`Capabilities`
+  and :class:`Contents` (what a backing reads of a knowledge base)
 - :mod:`~ragbound.knowledge.local`, :mod:`~ragbound.knowledge.hnsw`,
-  :mod:`~ragbound.knowledge.postgres`: the backings; :mod:`~ragbound.knowledge.registry`
-  lists them and chooses one by name or URL
+  :mod:`~ragbound.knowledge.postgres`, :mod:`~ragbound.knowledge.chroma`,
+  :mod:`~ragbound.knowledge.qdrant`: the backings (none imports the knowledge base);
+  :mod:`~ragbound.knowledge.registry` lists them by dotted path, imports one on first use and
+  chooses one by name or URL
 - :mod:`~ragbound.knowledge.segments`: segment files and the folder's care
 - :mod:`~ragbound.knowledge.build`: chunking, embedding and the resumable staged build
 - :mod:`~ragbound.knowledge.query`: query preparation (validate once; vectors or texts)
@@ -14,7 +17,7 @@
 - :mod:`~ragbound.knowledge.base`: :class:`KnowledgeBase`
 """
 
-from ragbound.knowledge.backing import Backing, Capabilities, refuse_missing
+from ragbound.knowledge.backing import Backing, Capabilities, Contents, refuse_missing
 from ragbound.knowledge.base import KnowledgeBase
 from ragbound.knowledge.build import STAGE_BLOCK, StagedBuild, staging_dir
 from ragbound.knowledge.layout import KB_FORMAT, LOCK_WHAT, MANIFEST, SEGMENTS, STAGING
@@ -34,6 +37,7 @@ __all__ = [
     "STAGING",
     "Backing",
     "Capabilities",
+    "Contents",
     "FineUnits",
     "KBManifest",
     "Knowledge",

@@ -6,6 +6,9 @@ PostgreSQL table), searches them (a :class:`~ragbound.stores.Retriever` at a gra
 and commits a write. Each declares its :class:`Capabilities`; :func:`refuse_missing` turns a
 request for one it lacks into one InputError before any work (embedding, writing) is done.
 The backings and the names and URLs that choose them: :mod:`ragbound.knowledge.registry`.
+
+A backing never sees the knowledge base itself: it reads a :class:`Contents` (a snapshot of
+what it holds) and returns what it committed, which the knowledge base then adopts.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from ragbound.knowledge.manifest import BackingRecord, KBManifest
 from ragbound.stores import QueryKind, Retriever, SearchInfo
 
 if TYPE_CHECKING:
-    from ragbound.knowledge.base import KnowledgeBase
-    from ragbound.knowledge.segments import FineUnits
+    from ragbound.embedders.base import Similarity
+    from ragbound.knowledge.segments import FineUnits, PendingSegment
 
 EmbedderKind = Literal["dense", "lexical"]
 
@@ -38,7 +41,9 @@ class Capabilities(BaseModel):
     how it can store vectors (empty: it keeps none, BM25); ``embedders``: the embedder kinds it
     serves; ``index``: ragbound can build it from a corpus (an attached table is filled by
     another application); ``add``: documents can be added; ``approximate``: it can search
-    approximately (a graph index); ``query_kind``: what its searches take (vectors or texts).
+    approximately (a graph index); ``query_kind``: what its searches take (vectors or texts);
+    ``tripwires``: the class (its dotted path) of the tripwire records its store holds, made
+    from the backing's ``location`` (None: the tripwires are files in the folder).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -50,6 +55,49 @@ class Capabilities(BaseModel):
     add: bool = True
     approximate: bool = False
     query_kind: QueryKind = "vector"
+    tripwires: str | None = None
+
+
+# a store another application fills: chunks only, searched approximately, read only here
+ATTACHED = Capabilities(
+    units=("chunk",), vector_dtypes=("float32",), index=False, add=False, approximate=True
+)
+
+
+@dataclass(frozen=True)
+class Contents:
+    """What a backing reads of a knowledge base, a snapshot: its manifest, chunks and fine
+    units, the chunk vectors held in this process (one matrix per part; None when the
+    backing keeps them elsewhere or has none), the folder it was loaded from or last saved to,
+    the segments added since and the names of the committed segments they follow."""
+
+    manifest: KBManifest
+    chunks: Sequence[Chunk]
+    units: FineUnits
+    vector_parts: list[np.ndarray] | None
+    path: Path | None
+    pending: Sequence[PendingSegment] = ()
+    base_names: Sequence[str] = ()
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """All chunk vectors, (n_chunks, dim): the one part itself, else the parts joined."""
+        if self.vector_parts is None:
+            raise InputError("the vectors of this knowledge base are not held in this process")
+        return joined(self.vector_parts)
+
+    @property
+    def similarity(self) -> Similarity:
+        return self.manifest.embedder.similarity
+
+    @property
+    def dimension(self) -> int:
+        return self.manifest.embedder.dimension
+
+
+def joined(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """One matrix of vector parts: the only part itself (a memory map stays one)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 @dataclass
@@ -89,24 +137,30 @@ class Backing(Protocol):
         base (InputError otherwise)."""
         ...
 
-    def retriever(self, kb: KnowledgeBase, granularity: tuple[Granularity, ...]) -> Retriever:
-        """The search over ``kb``'s rows at ``granularity``: chunk rows, higher = closer."""
+    def retriever(self, contents: Contents, granularity: tuple[Granularity, ...]) -> Retriever:
+        """The search over the rows of ``contents`` at ``granularity``: chunk rows, higher =
+        closer."""
         ...
 
-    def describe(self, kb: KnowledgeBase, granularity: tuple[Granularity, ...]) -> SearchInfo:
-        """What :meth:`retriever`'s ``describe()`` gives, without building it if possible."""
+    def describe(
+        self, contents: Contents, granularity: tuple[Granularity, ...]
+    ) -> SearchInfo | None:
+        """What :meth:`retriever`'s ``describe()`` gives, without building it; None when it
+        takes the retriever (the knowledge base then asks the one it keeps)."""
         ...
 
     def save(
         self,
-        kb: KnowledgeBase,
+        contents: Contents,
         target: Path,
         *,
         overwrite: bool,
         delete_other_files: bool,
         notify: Callable[[str], None],
-    ) -> None:
-        """Commit ``kb`` to ``target`` (under the writer lock, which the caller holds)."""
+    ) -> KBManifest | None:
+        """Commit ``contents`` to ``target`` (under the writer lock, which the caller holds,
+        after the knowledge base put its pending segments on what is committed there now);
+        the manifest committed, or None when there was nothing to commit."""
         ...
 
     def load(self, root: Path, manifest: KBManifest) -> Loaded:

@@ -38,7 +38,7 @@ from ragbound.embedders import (
 )
 from ragbound.embedders.base import Similarity
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
-from ragbound.knowledge.backing import Backing, refuse_missing
+from ragbound.knowledge.backing import Backing, Contents, joined, refuse_missing
 from ragbound.knowledge.build import (
     StagedBuild,
     chunk_corpus,
@@ -48,7 +48,6 @@ from ragbound.knowledge.build import (
     tidy_staging,
 )
 from ragbound.knowledge.layout import KB_FORMAT, LOCK_WHAT, MANIFEST
-from ragbound.knowledge.local import HnswBacking
 from ragbound.knowledge.manifest import (
     VECTOR_DTYPES,
     KBManifest,
@@ -56,10 +55,18 @@ from ragbound.knowledge.manifest import (
     VectorDType,
     build_settings,
     corpus_hash,
+    read_committed,
 )
 from ragbound.knowledge.protocol import Searching
 from ragbound.knowledge.registry import attaching, backing_for, backing_of, local_backing
-from ragbound.knowledge.segments import FineUnits, PendingSegment, manifest_stamp, silent
+from ragbound.knowledge.segments import (
+    FineUnits,
+    PendingSegment,
+    check_new_folder,
+    manifest_stamp,
+    same_dir,
+    silent,
+)
 from ragbound.locking import writer_lock
 from ragbound.stores import QueryKind, Retriever, SearchInfo, bm25_info
 from ragbound.stores.hnsw import HnswParams
@@ -297,8 +304,6 @@ class KnowledgeBase(Searching):
         table, columns, filters, embedder, sample, search; for ``chroma://``:
         :meth:`ragbound.knowledge.chroma.ChromaAttachedBacking.attach`, where, doc_field,
         embedder, sample)."""
-        from ragbound.knowledge.postgres import check_new_folder
-
         backing_class = attaching(url)
         check_new_folder(Path(out))
         backing, manifest, chunks, dense = backing_class.attach(url, **options)
@@ -447,15 +452,41 @@ class KnowledgeBase(Searching):
         if target is None:
             raise InputError("no directory given to save the knowledge base to")
         with writer_lock(target, what=LOCK_WHAT, on_wait=on_wait):
-            self.backing.save(
-                self,
+            if self._behind(target):
+                self.rebase(target)  # another writer committed meanwhile
+            manifest = self.backing.save(
+                self.contents(),
                 target,
                 overwrite=overwrite,
                 delete_other_files=delete_other_files,
                 notify=notify or silent,
             )
+            if manifest is not None:
+                self.committed(manifest)
         self.path = target
         return target
+
+    def contents(self) -> Contents:
+        """What the backing reads of this knowledge base: a snapshot of what it holds."""
+        return Contents(
+            self.manifest,
+            self.chunks,
+            self.units,
+            self.vector_parts,
+            self.path,
+            tuple(self.pending),
+            tuple(self.base_names),
+        )
+
+    def _behind(self, target: Path) -> bool:
+        """Saving into the folder it was loaded from appends to what is committed there now:
+        True when another writer committed there since (for a backing that can add)."""
+        if self.path is None or not same_dir(target, self.path):
+            return False
+        if not self.backing.capabilities.add:
+            return False
+        committed = read_committed(target)
+        return committed is not None and [s.name for s in committed.segments] != self.base_names
 
     def committed(self, manifest: KBManifest) -> None:
         """The backing committed ``manifest``: nothing is pending any more."""
@@ -565,7 +596,7 @@ class KnowledgeBase(Searching):
         :class:`~ragbound.stores.Retriever` whose rows are ``chunks`` (built by the backing
         on first use, rebuilt after an add)."""
         if self._store is None:
-            self._store = self.backing.retriever(self, self._granularity)
+            self._store = self.backing.retriever(self.contents(), self._granularity)
         return self._store
 
     @property
@@ -669,20 +700,21 @@ class KnowledgeBase(Searching):
         another); calibrations record the search, so calibrate again with the search you
         check with. Local dense knowledge bases only (InputError otherwise).
         """
-        if self.backing.kind not in ("exact", "hnsw"):
+        searched_with = getattr(self.backing, "searched_with", None)  # a local dense backing's
+        if searched_with is None:
             raise InputError(
                 "an HNSW graph indexes a local dense knowledge base; a PostgreSQL one searches "
                 "with pgvector's HNSW index (search=hnsw in the --store URL)"
             )
-        current = self.backing if isinstance(self.backing, HnswBacking) else HnswBacking()
-        backing = local_backing("dense") if params is None else current.searched_with(params)
+        backing = searched_with(params)
         self.backing = backing
         self.manifest = self.manifest.model_copy(update={"backing": backing.record})
         self._store = None
 
     def describe(self) -> SearchInfo:
         """How ``search`` finds neighbours (exact or approximate, with which parameters)."""
-        return self.backing.describe(self, self._granularity)
+        info = self.backing.describe(self.contents(), self._granularity)
+        return info if info is not None else self.store.describe()
 
     @property
     def vectors(self) -> np.ndarray:
@@ -698,8 +730,7 @@ class KnowledgeBase(Searching):
                 f"the vectors of this knowledge base stay in {self.backing.describe_kind}; "
                 "search it instead"
             )
-        parts = self.vector_parts
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return joined(self.vector_parts)
 
     @property
     def fingerprint(self) -> str:

@@ -33,7 +33,7 @@ import hashlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
@@ -45,22 +45,14 @@ from ragbound.corpus.units import Granularity, granularity_label
 from ragbound.embedders import canonical_spec, is_lexical, load_dense_embedder
 from ragbound.embedders.base import Similarity
 from ragbound.errors import ArtifactError, InputError
-from ragbound.knowledge.backing import Capabilities, Loaded, refuse_missing
+from ragbound.knowledge.backing import ATTACHED, Capabilities, Contents, Loaded, refuse_missing
 from ragbound.knowledge.layout import MANIFEST
 from ragbound.knowledge.manifest import BackingRecord, KBManifest, corpus_hash
-from ragbound.knowledge.postgres import (
-    DEFAULT_SAMPLE,
-    SAME_EMBEDDER_COSINE,
-    check_new_folder,
-    row_cosines,
-)
-from ragbound.knowledge.segments import FineUnits, same_dir
+from ragbound.knowledge.postgres import DEFAULT_SAMPLE, SAME_EMBEDDER_COSINE, row_cosines
+from ragbound.knowledge.segments import FineUnits, check_new_folder, same_dir
 from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG, is_tripwire
 from ragbound.stores import Hits, QueryKind, Retriever, SearchInfo
 from ragbound.stores.base import query_vectors
-
-if TYPE_CHECKING:
-    from ragbound.knowledge.base import KnowledgeBase
 
 Space = Literal["l2", "cosine", "ip"]
 Scalar = str | int | float | bool
@@ -565,8 +557,8 @@ class ChromaAttachedBacking:
 
     kind: ClassVar[str] = "chroma-attached"
     describe_kind: ClassVar[str] = "a Chroma collection another application owns"
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        units=("chunk",), vector_dtypes=("float32",), index=False, add=False, approximate=True
+    capabilities: ClassVar[Capabilities] = ATTACHED.model_copy(
+        update={"tripwires": "ragbound.knowledge.chroma_tripwires.ChromaTripwires"}
     )
     holds_vectors: ClassVar[bool] = False
 
@@ -588,12 +580,12 @@ class ChromaAttachedBacking:
     def record(self) -> BackingRecord:
         return ChromaRecord(kind="chroma-attached", location=self.location)
 
-    def retriever(self, kb: KnowledgeBase, granularity: tuple[Granularity, ...]) -> Retriever:
+    def retriever(self, contents: Contents, granularity: tuple[Granularity, ...]) -> Retriever:
         """Search in the collection, over the records read when attached or loaded."""
-        info = self.describe(kb, granularity)
+        info = self.describe(contents, granularity)
         if self.keys is None:
             raise InputError("save this knowledge base first: its rows are searched in Chroma")
-        dimension = kb.manifest.embedder.dimension
+        dimension = contents.manifest.embedder.dimension
         return ChromaStore(
             self.location,
             keys=self.keys,
@@ -602,14 +594,14 @@ class ChromaAttachedBacking:
             tripwire_topics=self.tripwire_topics,
         )
 
-    def describe(self, kb: KnowledgeBase, granularity: tuple[Granularity, ...]) -> SearchInfo:
+    def describe(self, contents: Contents, granularity: tuple[Granularity, ...]) -> SearchInfo:
         """Chroma's HNSW search: its space and HNSW parameters (approximate)."""
         if granularity != ("chunk",):
             refuse_missing(self, units=granularity)
         return SearchInfo(
             backend="chroma",
             exact=False,
-            similarity=kb.manifest.embedder.similarity,
+            similarity=contents.manifest.embedder.similarity,
             parameters={"space": self.location.space, **self.location.hnsw},
         )
 
@@ -618,22 +610,22 @@ class ChromaAttachedBacking:
 
     def save(
         self,
-        kb: KnowledgeBase,
+        contents: Contents,
         target: Path,
         *,
         overwrite: bool,
         delete_other_files: bool,
         notify: Callable[[str], None],
-    ) -> None:
+    ) -> KBManifest:
         """Commit the manifest to ``target`` (a new or empty folder, or the folder it was
         loaded from when nothing is pending: documents are added through the application)."""
-        if kb.pending:
+        if contents.pending:
             refuse_missing(self, add=True)
-        if kb.path is None or not same_dir(target, kb.path):
+        if contents.path is None or not same_dir(target, contents.path):
             check_new_folder(target)
-        manifest = kb.manifest.model_copy(update={"backing": self.record})
+        manifest = contents.manifest.model_copy(update={"backing": self.record})
         write_json(target / MANIFEST, manifest.model_dump(mode="json"))
-        kb.committed(manifest)
+        return manifest
 
     def load(self, root: Path, manifest: KBManifest) -> Loaded:
         """Read the collection's records again; the fingerprint follows them."""

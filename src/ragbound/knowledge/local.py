@@ -16,7 +16,7 @@ import hashlib
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from ragbound.corpus import Chunk, ChunkFile, ChunkSequence
 from ragbound.corpus.units import Granularity, granularity_label
 from ragbound.errors import ArtifactError
 from ragbound.faults import crash_point
-from ragbound.knowledge.backing import Capabilities, Loaded
+from ragbound.knowledge.backing import Backing, Capabilities, Contents, Loaded
 from ragbound.knowledge.build import staging_dir
 from ragbound.knowledge.hnsw import (
     HnswIndex,
@@ -60,9 +60,6 @@ from ragbound.knowledge.segments import (
 from ragbound.stores import BM25Store, ExactStore, PooledStore, Retriever, SearchInfo
 from ragbound.stores.hnsw import HnswParams, HnswStore, hnsw_info
 
-if TYPE_CHECKING:
-    from ragbound.knowledge.base import KnowledgeBase
-
 
 class SegmentBacking:
     """What the local backings share: segment files, their commit and their loading."""
@@ -80,70 +77,71 @@ class SegmentBacking:
         check_index_target(out, overwrite=overwrite, delete_other_files=delete_other_files)
 
     # ------------------------------------------------------------------ search
-    def retriever(self, kb: KnowledgeBase, granularity: tuple[Granularity, ...]) -> Retriever:
+    def retriever(self, contents: Contents, granularity: tuple[Granularity, ...]) -> Retriever:
         if granularity == ("chunk",):
-            return self._inner(kb.vector_parts, kb.chunks, kb)
-        owners, parts, texts = _search_rows(kb, granularity, self.holds_vectors)
+            return self._inner(contents.vector_parts, contents.chunks, contents)
+        owners, parts, texts = _search_rows(contents, granularity, self.holds_vectors)
         return PooledStore(
-            self._inner(parts, texts, kb),
+            self._inner(parts, texts, contents),
             owners,
-            len(kb.chunks),
+            len(contents.chunks),
             granularity=granularity_label(granularity),
         )
 
     def _inner(
-        self, parts: list[np.ndarray] | None, rows: Sequence[Chunk | str], kb: KnowledgeBase
+        self, parts: list[np.ndarray] | None, rows: Sequence[Chunk | str], contents: Contents
     ) -> Retriever:
         """Exact search over ``parts`` (dense backings)."""
         if parts is None:
             raise ArtifactError("a dense knowledge base holds no vectors")
-        return ExactStore(parts, similarity=kb.manifest.embedder.similarity)
+        return ExactStore(parts, similarity=contents.manifest.embedder.similarity)
 
-    def describe(self, kb: KnowledgeBase, granularity: tuple[Granularity, ...]) -> SearchInfo:
-        return kb.at_granularity(granularity).store.describe()
+    def describe(
+        self, contents: Contents, granularity: tuple[Granularity, ...]
+    ) -> SearchInfo | None:
+        return None  # the retriever's (an exact or BM25 search over the rows)
 
     # ------------------------------------------------------------- persistence
     def save(
         self,
-        kb: KnowledgeBase,
+        contents: Contents,
         target: Path,
         *,
         overwrite: bool,
         delete_other_files: bool,
         notify: Callable[[str], None],
-    ) -> None:
-        """Append to the knowledge base ``kb`` was loaded from, or write a new one."""
+    ) -> KBManifest | None:
+        """Append to the knowledge base ``contents`` was loaded from, or write a new one."""
         committed = read_committed(target)
-        if kb.path is not None and same_dir(target, kb.path) and committed is not None:
-            self._commit_append(kb, target, committed)
-        else:
-            self._commit_new(kb, target, overwrite, delete_other_files, notify)
+        if contents.path is not None and same_dir(target, contents.path) and committed is not None:
+            return self._commit_append(contents, target, committed)
+        return self._commit_new(contents, target, overwrite, delete_other_files, notify)
 
-    def _commit_append(self, kb: KnowledgeBase, target: Path, committed: KBManifest) -> None:
+    def _commit_append(
+        self, contents: Contents, target: Path, committed: KBManifest
+    ) -> KBManifest | None:
         """Append the pending segments to the committed manifest (``kb.add:*`` steps)."""
-        if [s.name for s in committed.segments] != kb.base_names:
-            kb.rebase(target)  # another writer committed meanwhile
-        if not kb.pending:
-            if committed.backing.model_dump() != kb.manifest.backing.model_dump():
-                self._commit(kb, target, committed.segments, "add")  # only the search changed
-            return
+        if not contents.pending:
+            if committed.backing.model_dump() != contents.manifest.backing.model_dump():
+                return self._commit(contents, target, committed.segments, "add")  # search only
+            return None
         seg_dir = target / SEGMENTS
         remove_unreferenced(seg_dir, committed.segments)  # what crashed writes left
         taken = {s.name for s in committed.segments}
         written = [
-            self._write_segment(kb, seg_dir, new, len(taken) + i, taken, "add")
-            for i, new in enumerate(kb.pending, start=1)
+            self._write_segment(contents, seg_dir, new, len(taken) + i, taken, "add")
+            for i, new in enumerate(contents.pending, start=1)
         ]
-        self._commit(kb, target, [*committed.segments, *written], "add")
+        return self._commit(contents, target, [*committed.segments, *written], "add")
 
     def _commit_new(
         self,
-        kb: KnowledgeBase,
+        contents: Contents,
         target: Path,
         overwrite: bool,
         delete_other_files: bool,
         notify: Callable[[str], None],
-    ) -> None:
+    ) -> KBManifest:
         """Write every segment into ``target`` and commit (``kb.index:*`` / ``kb.overwrite:*``).
 
         Replacing happens in place: the old manifest stays the commit until the new one
@@ -158,23 +156,24 @@ class SegmentBacking:
         seg_dir = target / SEGMENTS
         remove_unreferenced(seg_dir, old)  # what crashed writes left
         taken = {s.name for s in old}
-        offsets = segment_offsets(kb.manifest.segments)
-        vectors = _segment_vectors(kb)
+        offsets = segment_offsets(contents.manifest.segments)
+        vectors = _segment_vectors(contents)
         written = []
-        for seq, segment in enumerate(kb.manifest.segments, start=1):
+        for seq, segment in enumerate(contents.manifest.segments, start=1):
             start, stop = offsets[segment.name]
-            units = kb.units.of_chunks(start, stop)
-            new = PendingSegment(segment, kb.chunks[start:stop], vectors[seq - 1], units)
-            written.append(self._write_segment(kb, seg_dir, new, seq, taken, step))
-        self._commit(kb, target, written, step)
+            units = contents.units.of_chunks(start, stop)
+            new = PendingSegment(segment, contents.chunks[start:stop], vectors[seq - 1], units)
+            written.append(self._write_segment(contents, seg_dir, new, seq, taken, step))
+        manifest = self._commit(contents, target, written, step)
         if replacing:
             crash_point("kb.overwrite:old-segments-removed")
             remove_old_knowledge(target, notify)
         remove_other_files(target, others, notify)
+        return manifest
 
     def _write_segment(
         self,
-        kb: KnowledgeBase,
+        contents: Contents,
         seg_dir: Path,
         new: PendingSegment,
         seq: int,
@@ -194,25 +193,29 @@ class SegmentBacking:
                     f"segment {new.segment.name} of a dense knowledge base has no vectors"
                 )
             vector_file = seg_dir / f"{name}{VECTORS_SUFFIX}"
-            write_npy(vector_file, np.ascontiguousarray(new.vectors, kb.manifest.vector_dtype))
+            write_npy(
+                vector_file, np.ascontiguousarray(new.vectors, contents.manifest.vector_dtype)
+            )
             update["vectors_sha256"] = file_sha256(vector_file)
         if new.units.units:
             update |= write_units(seg_dir, name, new.units)
         return new.segment.model_copy(update=update)
 
-    def _commit(self, kb: KnowledgeBase, target: Path, segments: list[Segment], step: str) -> None:
+    def _commit(
+        self, contents: Contents, target: Path, segments: list[Segment], step: str
+    ) -> KBManifest:
         """Replace the manifest (the commit), then remove files it does not reference."""
-        record = self.before_commit(kb, target)
-        manifest = kb.manifest.model_copy(update={"segments": segments, "backing": record})
+        record = self.before_commit(contents, target)
+        manifest = contents.manifest.model_copy(update={"segments": segments, "backing": record})
         crash_point(f"kb.{step}:segment-written")
         write_json(target / MANIFEST, manifest.model_dump(mode="json"))
         crash_point(f"kb.{step}:committed")
         remove_unreferenced(target / SEGMENTS, segments)
         remove_unreferenced_graphs(target, record if isinstance(record, HnswIndex) else None)
         shutil.rmtree(staging_dir(target), ignore_errors=True)  # the committed build's blocks
-        kb.committed(manifest)
+        return manifest
 
-    def before_commit(self, kb: KnowledgeBase, target: Path) -> BackingRecord:
+    def before_commit(self, contents: Contents, target: Path) -> BackingRecord:
         """Write what the backing keeps beside the segments; the record to commit."""
         return self.record
 
@@ -249,6 +252,10 @@ class ExactBacking(SegmentBacking):
     kind: ClassVar[str] = "exact"
     capabilities: ClassVar[Capabilities] = Capabilities()
 
+    def searched_with(self, params: HnswParams | None) -> Backing:
+        """Searched through an HNSW graph with ``params`` (None: exactly, as now)."""
+        return self if params is None else HnswBacking().searched_with(params)
+
 
 class Bm25Backing(SegmentBacking):
     """Segment files of chunk texts searched with BM25 (no vectors)."""
@@ -260,7 +267,7 @@ class Bm25Backing(SegmentBacking):
     holds_vectors: ClassVar[bool] = False
 
     def _inner(
-        self, parts: list[np.ndarray] | None, rows: Sequence[Chunk | str], kb: KnowledgeBase
+        self, parts: list[np.ndarray] | None, rows: Sequence[Chunk | str], contents: Contents
     ) -> Retriever:
         """BM25 over the texts of ``rows`` (chunks or unit texts)."""
         return BM25Store([row if isinstance(row, str) else row.text for row in rows])
@@ -286,64 +293,75 @@ class HnswBacking(SegmentBacking):
     def record(self) -> BackingRecord:
         return self.index
 
-    def searched_with(self, params: HnswParams) -> HnswBacking:
-        """This backing with other search parameters (the graph kept when it is the same)."""
+    def searched_with(self, params: HnswParams | None) -> Backing:
+        """This backing with other search parameters (the graph kept when it is the same);
+        None: searched exactly."""
+        if params is None:
+            return ExactBacking()
         return HnswBacking(self.index.searched_with(params), previous=self._graph)
 
     @property
     def params(self) -> HnswParams:
         return self.index.params
 
-    def retriever(self, kb: KnowledgeBase, granularity: tuple[Granularity, ...]) -> Retriever:
+    def retriever(self, contents: Contents, granularity: tuple[Granularity, ...]) -> Retriever:
         if granularity != ("chunk",):
-            return super().retriever(kb, granularity)
-        return self.graph(kb)
+            return super().retriever(contents, granularity)
+        return self.graph(contents)
 
-    def describe(self, kb: KnowledgeBase, granularity: tuple[Granularity, ...]) -> SearchInfo:
+    def describe(
+        self, contents: Contents, granularity: tuple[Granularity, ...]
+    ) -> SearchInfo | None:
         if granularity == ("chunk",):
-            return hnsw_info(self.params, kb.similarity)  # no graph needed
-        return super().describe(kb, granularity)
+            return hnsw_info(self.params, contents.similarity)  # no graph needed
+        return super().describe(contents, granularity)
 
-    def graph(self, kb: KnowledgeBase) -> HnswStore:
+    def graph(self, contents: Contents) -> HnswStore:
         """The graph over every chunk: the one in memory, else the committed one grown by
         the rows it lacks, else a new one."""
         current = self._graph
-        if current is not None and len(current) == len(kb.chunks) and current.params == self.params:
+        if (
+            current is not None
+            and len(current) == len(contents.chunks)
+            and current.params == self.params
+        ):
             return current
-        store = open_store(kb.path, self.index, kb.vectors, kb.similarity, previous=self._graph)
+        store = open_store(
+            contents.path, self.index, contents.vectors, contents.similarity, previous=self._graph
+        )
         self._graph = store
         return store
 
-    def before_commit(self, kb: KnowledgeBase, target: Path) -> BackingRecord:
-        if not has_graph(target, self.index, kb.manifest.n_chunks):
-            self.index = save_graph(target, self.graph(kb), self.index)
+    def before_commit(self, contents: Contents, target: Path) -> BackingRecord:
+        if not has_graph(target, self.index, contents.manifest.n_chunks):
+            self.index = save_graph(target, self.graph(contents), self.index)
         return self.index
 
 
 def _search_rows(
-    kb: KnowledgeBase, granularity: tuple[Granularity, ...], dense: bool
+    contents: Contents, granularity: tuple[Granularity, ...], dense: bool
 ) -> tuple[np.ndarray, list[np.ndarray] | None, list[str]]:
     """Owner chunk rows, vector parts (dense; the chunks' own parts are not copied) and
     texts (BM25 only: empty when dense) of every unit of the granularity."""
-    units = kb.units
+    units = contents.units
     keep = [i for i, u in enumerate(units.units) if u.granularity in granularity]
     owners = [units.units[i].chunk for i in keep]
     texts = [] if dense else [units.units[i].text for i in keep]
     parts = None if units.vectors is None else [units.vectors[keep]]
     if "chunk" in granularity:
-        owners = list(range(len(kb.chunks))) + owners
-        texts = [] if dense else [c.text for c in kb.chunks] + texts
-        parts = None if kb.vector_parts is None else [*kb.vector_parts, *(parts or [])]
+        owners = list(range(len(contents.chunks))) + owners
+        texts = [] if dense else [c.text for c in contents.chunks] + texts
+        parts = None if contents.vector_parts is None else [*contents.vector_parts, *(parts or [])]
     return np.asarray(owners, dtype=np.int64), parts, texts
 
 
-def _segment_vectors(kb: KnowledgeBase) -> list[np.ndarray | None]:
+def _segment_vectors(contents: Contents) -> list[np.ndarray | None]:
     """Each segment's vectors (None for BM25): the parts themselves when they line up."""
-    segments = kb.manifest.segments
-    parts = kb.vector_parts
+    segments = contents.manifest.segments
+    parts = contents.vector_parts
     if parts is None:
         return [None] * len(segments)
     if [len(part) for part in parts] == [s.n_chunks for s in segments]:
         return list(parts)
-    whole = kb.vectors
+    whole = contents.vectors
     return [whole[start:stop] for start, stop in segment_offsets(segments).values()]

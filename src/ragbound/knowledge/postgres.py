@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import model_validator
@@ -34,10 +34,10 @@ from ragbound.corpus import Chunk, ChunkingParams
 from ragbound.corpus.units import Granularity, granularity_label
 from ragbound.embedders import canonical_spec, is_lexical, load_dense_embedder
 from ragbound.errors import ArtifactError, InputError
-from ragbound.knowledge.backing import Capabilities, Loaded, refuse_missing
+from ragbound.knowledge.backing import ATTACHED, Capabilities, Contents, Loaded, refuse_missing
 from ragbound.knowledge.layout import KB_FORMAT, MANIFEST
 from ragbound.knowledge.manifest import BackingRecord, KBManifest, corpus_hash
-from ragbound.knowledge.segments import FineUnits, check_index_target, same_dir
+from ragbound.knowledge.segments import FineUnits, check_new_folder, same_dir
 from ragbound.stores import Retriever, SearchInfo
 from ragbound.stores.postgres import (
     OWNED_MARK,
@@ -61,9 +61,6 @@ from ragbound.stores.postgres import (
     table_columns,
     table_sql,
 )
-
-if TYPE_CHECKING:
-    from ragbound.knowledge.base import KnowledgeBase
 
 DEFAULT_SAMPLE = 32  # stored texts re-embedded by attach
 # median cosine between a stored vector and the re-embedded text that counts as the same
@@ -100,16 +97,6 @@ def check_owned_target(location: PostgresTable, *, overwrite: bool = False) -> N
             _check_table_free(connection, location, overwrite)
     finally:
         connection.close()
-
-
-def check_new_folder(out: Path) -> None:
-    """A PostgreSQL knowledge base's folder must be new or empty (InputError otherwise)."""
-    if (Path(out) / MANIFEST).exists():
-        raise InputError(
-            f"{out} already holds a knowledge base: a PostgreSQL or attached knowledge base is "
-            "saved into a new or empty folder"
-        )
-    check_index_target(Path(out))
 
 
 def _check_table_free(connection: Any, location: PostgresTable, overwrite: bool) -> None:
@@ -164,7 +151,7 @@ class PostgresBacking:
     def record(self) -> BackingRecord:
         return PostgresRecord(kind=self.kind, location=self.location)
 
-    def retriever(self, kb: KnowledgeBase, granularity: tuple[Granularity, ...]) -> Retriever:
+    def retriever(self, contents: Contents, granularity: tuple[Granularity, ...]) -> Retriever:
         """Search in the table, over the rows the last committed manifest counts."""
         if granularity != ("chunk",):
             refuse_missing(self, units=granularity)
@@ -173,56 +160,58 @@ class PostgresBacking:
         return PostgresStore(
             self.location,
             size=self.saved_rows,
-            dimension=kb.manifest.embedder.dimension,
-            similarity=kb.manifest.embedder.similarity,
+            dimension=contents.manifest.embedder.dimension,
+            similarity=contents.manifest.embedder.similarity,
             keys=self.keys,
         )
 
-    def describe(self, kb: KnowledgeBase, granularity: tuple[Granularity, ...]) -> SearchInfo:
+    def describe(
+        self, contents: Contents, granularity: tuple[Granularity, ...]
+    ) -> SearchInfo | None:
         if granularity != ("chunk",):
             refuse_missing(self, units=granularity)
-        return kb.store.describe()
+        return None  # the table's search says (exact or pgvector's HNSW index)
 
     def check_target(self, out: Path, *, overwrite: bool, delete_other_files: bool) -> None:
         check_new_folder(out)
 
     def save(
         self,
-        kb: KnowledgeBase,
+        contents: Contents,
         target: Path,
         *,
         overwrite: bool,
         delete_other_files: bool,
         notify: Callable[[str], None],
-    ) -> None:
+    ) -> KBManifest | None:
         """Commit the rows to the table, then the manifest to ``target`` (a new or empty
         folder, or the folder it was loaded from to append an ``add``). ``overwrite``
         replaces an owned table ragbound made before (never a folder's knowledge base, never
         another application's table)."""
         manifest_file = target / MANIFEST
-        if kb.path is not None and manifest_file.exists() and same_dir(target, kb.path):
+        if contents.path is not None and manifest_file.exists() and same_dir(target, contents.path):
             committed = read_manifest(manifest_file, KBManifest, KB_FORMAT, "manifest")
-            self._append(kb, target, committed)
-        else:
-            check_new_folder(target)
-            self._create(kb, target, overwrite)
+            return self._append(contents, target, committed)
+        check_new_folder(target)
+        return self._create(contents, target, overwrite)
 
-    def _create(self, kb: KnowledgeBase, target: Path, overwrite: bool) -> None:
-        self._commit_manifest(kb, target)
+    def _create(self, contents: Contents, target: Path, overwrite: bool) -> KBManifest:
+        return self._commit_manifest(contents, target)
 
-    def _append(self, kb: KnowledgeBase, target: Path, committed: KBManifest) -> None:
+    def _append(self, contents: Contents, target: Path, committed: KBManifest) -> KBManifest | None:
         refuse_missing(self, add=True)
+        return None
 
-    def _commit_manifest(self, kb: KnowledgeBase, target: Path) -> None:
+    def _commit_manifest(self, contents: Contents, target: Path) -> KBManifest:
         """Name the new segments, replace the manifest (the commit of every write)."""
         named = [
             s if not s.name.startswith("unsaved-") else s.model_copy(update={"name": f"{i:06d}"})
-            for i, s in enumerate(kb.manifest.segments, start=1)
+            for i, s in enumerate(contents.manifest.segments, start=1)
         ]
-        manifest = kb.manifest.model_copy(update={"segments": named, "backing": self.record})
+        manifest = contents.manifest.model_copy(update={"segments": named, "backing": self.record})
         write_json(target / MANIFEST, manifest.model_dump(mode="json"))
         self.saved_rows = manifest.n_chunks
-        kb.committed(manifest)
+        return manifest
 
     def load(self, root: Path, manifest: KBManifest) -> Loaded:
         """The chunks come from the table (checked against the manifest when owned)."""
@@ -259,30 +248,33 @@ class PostgresOwnedBacking(PostgresBacking):
         units=("chunk",), vector_dtypes=("float32",), approximate=True
     )
 
+    @classmethod
+    def for_url(cls, url: str, out: Path) -> PostgresOwnedBacking:
+        """The table ``index --store URL --out OUT`` fills (see :func:`owned_location`)."""
+        return cls(owned_location(url, out))
+
     def check_target(self, out: Path, *, overwrite: bool, delete_other_files: bool) -> None:
         check_new_folder(out)
         check_owned_target(self.location, overwrite=overwrite)
 
-    def _create(self, kb: KnowledgeBase, target: Path, overwrite: bool) -> None:
+    def _create(self, contents: Contents, target: Path, overwrite: bool) -> KBManifest:
         location = self.location
         connection = connect(location.dsn, create_extension=True)
         try:
             with database_errors(location.describe()), connection.transaction():
                 _check_table_free(connection, location, overwrite)
-                _create_owned_table(connection, location, kb.manifest)
-                _copy_rows(connection, location, kb.chunks, _pending_vectors(kb), 0)
+                _create_owned_table(connection, location, contents.manifest)
+                _copy_rows(connection, location, contents.chunks, _pending_vectors(contents), 0)
                 if location.search == "hnsw":  # built once over every row, then kept
-                    connection.execute(hnsw_index_sql(location, kb.similarity))
+                    connection.execute(hnsw_index_sql(location, contents.similarity))
         finally:
             connection.close()
-        self._commit_manifest(kb, target)
+        return self._commit_manifest(contents, target)
 
-    def _append(self, kb: KnowledgeBase, target: Path, committed: KBManifest) -> None:
+    def _append(self, contents: Contents, target: Path, committed: KBManifest) -> KBManifest | None:
         """Append the pending segments after the rows ``committed`` counts."""
-        if [s.name for s in committed.segments] != kb.base_names:
-            kb.rebase(target)  # another writer committed meanwhile
-        if not kb.pending:
-            return
+        if not contents.pending:
+            return None
         location = self.location
         start = committed.n_chunks
         connection = connect(location.dsn)
@@ -290,10 +282,12 @@ class PostgresOwnedBacking(PostgresBacking):
             with database_errors(location.describe()), connection.transaction():
                 # rows of an add that never committed its manifest
                 connection.execute(_delete_from(location, start))
-                _copy_rows(connection, location, kb.chunks[start:], _pending_vectors(kb), start)
+                _copy_rows(
+                    connection, location, contents.chunks[start:], _pending_vectors(contents), start
+                )
         finally:
             connection.close()
-        self._commit_manifest(kb, target)
+        return self._commit_manifest(contents, target)
 
     def _read(self, connection: Any, manifest: KBManifest) -> list[Chunk]:
         return _read_owned(connection, self.location, manifest.n_chunks)
@@ -308,9 +302,7 @@ class PostgresAttachedBacking(PostgresBacking):
 
     kind: ClassVar[str] = "postgres-attached"
     describe_kind: ClassVar[str] = "a PostgreSQL table another application owns"
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        units=("chunk",), vector_dtypes=("float32",), index=False, add=False, approximate=True
-    )
+    capabilities: ClassVar[Capabilities] = ATTACHED
 
     @staticmethod
     def check_url(url: str) -> None:
@@ -416,9 +408,9 @@ class PostgresAttachedBacking(PostgresBacking):
         return backing, manifest, chunks, dense
 
 
-def _pending_vectors(kb: KnowledgeBase) -> np.ndarray:
-    parts = [new.vectors for new in kb.pending if new.vectors is not None]
-    return np.concatenate(parts) if parts else np.empty((0, kb.dimension), np.float32)
+def _pending_vectors(contents: Contents) -> np.ndarray:
+    parts = [new.vectors for new in contents.pending if new.vectors is not None]
+    return np.concatenate(parts) if parts else np.empty((0, contents.dimension), np.float32)
 
 
 def _delete_from(location: PostgresTable, start: int) -> Any:

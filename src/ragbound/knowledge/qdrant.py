@@ -38,7 +38,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import numpy as np
@@ -50,16 +50,13 @@ from ragbound.corpus.units import Granularity
 from ragbound.embedders import canonical_spec, is_lexical, load_dense_embedder
 from ragbound.embedders.base import Similarity
 from ragbound.errors import ArtifactError, InputError
-from ragbound.knowledge.backing import Capabilities, Loaded, refuse_missing
+from ragbound.knowledge.backing import ATTACHED, Capabilities, Contents, Loaded, refuse_missing
 from ragbound.knowledge.local import SegmentBacking
 from ragbound.knowledge.manifest import BackingRecord, KBManifest, Segment, corpus_hash
 from ragbound.knowledge.postgres import DEFAULT_SAMPLE, SAME_EMBEDDER_COSINE, row_cosines
 from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG
 from ragbound.stores import Hits, Retriever, SearchInfo
 from ragbound.stores.base import query_vectors
-
-if TYPE_CHECKING:
-    from ragbound.knowledge.base import KnowledgeBase
 
 SERVER_SCHEME, FOLDER_SCHEME = "qdrant", "qdrant+path"
 DEFAULT_PORT = 6333  # Qdrant's REST port
@@ -457,8 +454,8 @@ class QdrantAttachedBacking(SegmentBacking):
 
     kind: ClassVar[str] = "qdrant-attached"
     describe_kind: ClassVar[str] = "a Qdrant collection another application owns"
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        units=("chunk",), vector_dtypes=("float32",), index=False, add=False, approximate=True
+    capabilities: ClassVar[Capabilities] = ATTACHED.model_copy(
+        update={"tripwires": "ragbound.knowledge.qdrant_tripwires.QdrantTripwires"}
     )
     holds_vectors: ClassVar[bool] = False
 
@@ -482,15 +479,15 @@ class QdrantAttachedBacking(SegmentBacking):
     def check_target(self, out: Path, *, overwrite: bool, delete_other_files: bool) -> None:
         refuse_missing(self, index=True)
 
-    def retriever(self, kb: KnowledgeBase, granularity: tuple[Granularity, ...]) -> Retriever:
+    def retriever(self, contents: Contents, granularity: tuple[Granularity, ...]) -> Retriever:
         """Search in the collection, over the points read at attach."""
         if granularity != ("chunk",):
             refuse_missing(self, units=granularity)
         if self.keys is None:
-            self.keys = [chunk.metadata["point_id"] for chunk in kb.chunks]
-        return QdrantStore(self.location, self.keys, kb.dimension)
+            self.keys = [chunk.metadata["point_id"] for chunk in contents.chunks]
+        return QdrantStore(self.location, self.keys, contents.dimension)
 
-    def describe(self, kb: KnowledgeBase, granularity: tuple[Granularity, ...]) -> SearchInfo:
+    def describe(self, contents: Contents, granularity: tuple[Granularity, ...]) -> SearchInfo:
         if granularity != ("chunk",):
             refuse_missing(self, units=granularity)
         return search_info(self.location)

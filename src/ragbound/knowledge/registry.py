@@ -1,58 +1,85 @@
 """Every backing, by its manifest ``kind``, and the names and URLs that choose one.
 
 A new backing joins in one file: a class with the :class:`~ragbound.knowledge.backing.Backing`
-members (and ``from_record`` when its record holds settings), listed in :data:`BACKINGS`
-and, if users name it by URL, in :data:`URL_SCHEMES`. The contract test
-(``tests/knowledge/test_backing_contract.py``) runs over every entry.
+members (and ``from_record`` when its record holds settings), listed by its dotted path in
+:data:`BACKINGS` and, if users name it by URL, in :data:`URL_SCHEMES`. The contract test
+(``tests/knowledge/test_backing_contract.py``) runs over every entry. A backing's module is
+imported when its class is first asked for (a local knowledge base never imports the
+PostgreSQL, Chroma or Qdrant code), so no backing module needs this one or the knowledge base.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge.backing import Backing, EmbedderKind
-from ragbound.knowledge.chroma import ChromaAttachedBacking
-from ragbound.knowledge.local import Bm25Backing, ExactBacking, HnswBacking
 from ragbound.knowledge.manifest import BackingRecord
-from ragbound.knowledge.postgres import (
-    PostgresAttachedBacking,
-    PostgresOwnedBacking,
-    owned_location,
-)
-from ragbound.knowledge.qdrant import QdrantAttachedBacking
 from ragbound.stores.hnsw import HnswParams
 
-BACKINGS: dict[str, type] = {
-    backing.kind: backing
-    for backing in (
-        ExactBacking,
-        Bm25Backing,
-        HnswBacking,
-        PostgresOwnedBacking,
-        PostgresAttachedBacking,
-        ChromaAttachedBacking,
-        QdrantAttachedBacking,
-    )
-}
-# URL schemes of the stores ragbound indexes into (``index --store URL``)
-URL_SCHEMES: dict[str, type] = {
-    "postgresql": PostgresOwnedBacking,
-    "postgres": PostgresOwnedBacking,
-}
+
+def imported(path: str) -> Any:
+    """The object at a dotted path (``package.module.Name``), importing its module."""
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+class Classes(Mapping[str, type]):
+    """Classes by name, each imported from its dotted path on first use."""
+
+    def __init__(self, paths: Mapping[str, str]):
+        self.paths = dict(paths)
+
+    def __getitem__(self, name: str) -> type:
+        return imported(self.paths[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.paths)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+
+_LOCAL = "ragbound.knowledge.local"
+_POSTGRES_OWNED = "ragbound.knowledge.postgres.PostgresOwnedBacking"
+_POSTGRES_ATTACHED = "ragbound.knowledge.postgres.PostgresAttachedBacking"
+_CHROMA = "ragbound.knowledge.chroma.ChromaAttachedBacking"
+_QDRANT = "ragbound.knowledge.qdrant.QdrantAttachedBacking"
+
+BACKINGS: Mapping[str, type] = Classes(
+    {
+        "exact": f"{_LOCAL}.ExactBacking",
+        "bm25": f"{_LOCAL}.Bm25Backing",
+        "hnsw": f"{_LOCAL}.HnswBacking",
+        "postgres": _POSTGRES_OWNED,
+        "postgres-attached": _POSTGRES_ATTACHED,
+        "chroma-attached": _CHROMA,
+        "qdrant-attached": _QDRANT,
+    }
+)
+# URL schemes of the stores ragbound indexes into (``index --store URL``); each class has a
+# classmethod ``for_url(url, out)``
+URL_SCHEMES: Mapping[str, type] = Classes(
+    {"postgresql": _POSTGRES_OWNED, "postgres": _POSTGRES_OWNED}
+)
 
 
 # URL schemes of the stores ragbound attaches to as they are (``attach URL``); each class has
 # a classmethod ``attach(url, **options)`` returning (backing, manifest, chunks, embedder)
 # and a static ``check_url(url)`` (ValueError for a URL it cannot take)
-ATTACH_SCHEMES: dict[str, type] = {
-    "postgresql": PostgresAttachedBacking,
-    "postgres": PostgresAttachedBacking,
-    "chroma": ChromaAttachedBacking,
-    "qdrant": QdrantAttachedBacking,
-    "qdrant+path": QdrantAttachedBacking,
-}
+ATTACH_SCHEMES: Mapping[str, type] = Classes(
+    {
+        "postgresql": _POSTGRES_ATTACHED,
+        "postgres": _POSTGRES_ATTACHED,
+        "chroma": _CHROMA,
+        "qdrant": _QDRANT,
+        "qdrant+path": _QDRANT,
+    }
+)
 
 
 def attaching(url: str) -> type:
@@ -81,8 +108,8 @@ def local_backing(embedder: EmbedderKind, hnsw: HnswParams | None = None) -> Bac
     if embedder == "lexical":
         if hnsw is not None:
             raise InputError("an HNSW graph indexes vectors: use a dense embedder, not bm25")
-        return Bm25Backing()
-    return ExactBacking() if hnsw is None else HnswBacking().searched_with(hnsw)
+        return BACKINGS["bm25"]()
+    return BACKINGS["exact"]().searched_with(hnsw)
 
 
 def backing_for(
@@ -107,4 +134,4 @@ def backing_for(
             "--search hnsw builds a local graph; a PostgreSQL knowledge base uses pgvector's "
             "HNSW index: add search=hnsw&ef_search=N to the --store URL"
         )
-    return kind(owned_location(store, out))
+    return kind.for_url(store, out)  # type: ignore[attr-defined]

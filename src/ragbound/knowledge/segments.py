@@ -169,6 +169,17 @@ def check_index_target(
     return others
 
 
+def check_new_folder(out: Path) -> None:
+    """The folder of a knowledge base whose rows live in a store (a PostgreSQL table, an
+    attached collection) must be new or empty (InputError otherwise)."""
+    if (Path(out) / MANIFEST).exists():
+        raise InputError(
+            f"{out} already holds a knowledge base: a PostgreSQL or attached knowledge base is "
+            "saved into a new or empty folder"
+        )
+    check_index_target(Path(out))
+
+
 def remove_unreferenced(seg_dir: Path, segments: list[Segment]) -> None:
     """Delete segment files no manifest references (crashed writes, a replaced knowledge base)."""
     if not seg_dir.is_dir():

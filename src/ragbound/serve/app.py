@@ -109,7 +109,12 @@ def create_app(gate: GateSource, settings: ServeSettings | None = None) -> FastA
     hosts = settings.checked_hosts()
     if hosts is not None:  # inside RequestLimits: a refused Host is counted in the metrics
         app.add_middleware(HostCheck, allowed=hosts)
-    app.add_middleware(RequestLimits, service=service)
+    app.add_middleware(
+        RequestLimits,
+        max_body_bytes=settings.limits.max_body_bytes,
+        worker=None if settings.worker is None else settings.worker.name,
+        metrics=service.metrics,
+    )
     _add_error_handlers(app)
     _add_check_routes(app, service)
     _add_tripwire_routes(app, service)

@@ -12,12 +12,11 @@ import json
 import math
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi.responses import JSONResponse
 
-if TYPE_CHECKING:
-    from ragbound.serve.service import Service
+from ragbound.serve.metrics import Registry
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -79,11 +78,14 @@ class _TooLarge(Exception):
 
 class RequestLimits:
     """ASGI middleware: the body-size limit (413), the latency and status metrics, and (with
-    workers) the ``X-Ragbound-Worker`` header naming the process that answered."""
+    workers) the ``X-Ragbound-Worker`` header naming the process that answered (``worker``,
+    None without workers)."""
 
-    def __init__(self, app, service: Service):
+    def __init__(self, app, *, max_body_bytes: int, worker: str | None, metrics: Registry):
         self.app = app
-        self.service = service
+        self.max_body_bytes = max_body_bytes
+        self.worker = worker
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -91,9 +93,8 @@ class RequestLimits:
             return
         started = time.perf_counter()
         status = {"code": 500}
-        role = self.service.settings.worker
         # which worker answered (with --workers): for operators and the tests of balancing
-        worker = [] if role is None else [(b"x-ragbound-worker", role.name.encode())]
+        worker = [] if self.worker is None else [(b"x-ragbound-worker", self.worker.encode())]
 
         async def send_counting(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -111,7 +112,7 @@ class RequestLimits:
 
     async def _limited(self, scope: Scope, receive):
         """``receive`` with the whole body checked against the limit (buffered when chunked)."""
-        limit = self.service.settings.limits.max_body_bytes
+        limit = self.max_body_bytes
         length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None:
             try:
@@ -146,7 +147,7 @@ class RequestLimits:
         return replay
 
     async def _too_large(self, scope: Scope, receive, send) -> None:
-        limit = self.service.settings.limits.max_body_bytes
+        limit = self.max_body_bytes
         message = f"request body larger than {limit} bytes"
         response = ApiError(413, message, "max_body_bytes", limit).response()
         await response(scope, receive, send)
@@ -154,6 +155,6 @@ class RequestLimits:
     def _observe(self, scope: Scope, status: int, seconds: float) -> None:
         route = scope.get("route")
         path = getattr(route, "path", None) or "other"
-        metrics = self.service.metrics
+        metrics = self.metrics
         metrics.observe("ragbound_request_seconds", seconds, route=path)
         metrics.inc("ragbound_requests_total", route=path, code=str(status))

@@ -24,6 +24,7 @@ from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.layout import KB_FORMAT, LOCK_WHAT, MANIFEST, TRIPWIRE_MANIFEST
 from ragbound.knowledge.manifest import KBManifest
+from ragbound.knowledge.registry import imported
 from ragbound.locking import writer_lock
 from ragbound.stores import ExactStore, Hits, Retriever
 from ragbound.tripwires.collection import CollectionHome, TripwireCollection
@@ -76,16 +77,10 @@ def home_of(kb: KnowledgeBase) -> Home:
 def tripwire_collection(kb: KnowledgeBase) -> TripwireCollection | None:
     """The tripwire records of the collection ``kb`` is attached to (Chroma, Qdrant), or None
     for a backing whose store cannot hold them."""
-    kind = kb.backing.kind
-    if kind == "chroma-attached":
-        from ragbound.knowledge.chroma_tripwires import ChromaTripwires
-
-        return ChromaTripwires(kb.backing.location)  # type: ignore[attr-defined]
-    if kind == "qdrant-attached":
-        from ragbound.knowledge.qdrant_tripwires import QdrantTripwires
-
-        return QdrantTripwires(kb.backing.location)  # type: ignore[attr-defined]
-    return None
+    records = kb.backing.capabilities.tripwires  # the class's dotted path, imported now
+    if records is None:
+        return None
+    return imported(records)(kb.backing.location)  # type: ignore[attr-defined]
 
 
 class TripwireWatch:
