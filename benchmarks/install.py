@@ -103,12 +103,11 @@ from packaging.requirements import Requirement
 def key(name): return re.sub(r"[-_.]+", "-", name).lower()
 dists = {key(d.metadata["Name"]): d for d in metadata.distributions()}
 def size(d): return sum(f.size or 0 for f in (d.files or []))
-def closure(reqs, extra=""):
+def closure(reqs):
+    # each requirement in todo has passed its marker (its parent's extras) already
     seen, todo = set(), list(reqs)
     while todo:
         req = todo.pop()
-        if req.marker and not req.marker.evaluate({"extra": extra}):
-            continue
         name = key(req.name)
         if name in seen or name not in dists:
             continue
@@ -122,17 +121,17 @@ reqs = [Requirement(r) for r in ragbound.requires or []]
 core = closure([r for r in reqs if not r.marker]) | {"ragbound", key(sys.argv[1])}
 out = {"core": round(sum(size(dists[n]) for n in core) / 1e6)}
 for extra in ragbound.metadata.get_all("Provides-Extra") or []:
-    pulled = closure([r for r in reqs if r.marker and r.marker.evaluate({"extra": extra})], extra)
+    pulled = closure([r for r in reqs if r.marker and r.marker.evaluate({"extra": extra})])
     out[extra] = round(sum(size(dists[n]) for n in pulled - core) / 1e6)
 print(json.dumps(out))
 """
 
 
-def extra_costs(venv: Path) -> dict[str, int]:
-    """MB each extra adds to the core, read in the ``all`` venv."""
+def extra_costs() -> dict[str, int]:
+    """MB each extra adds to the core, read in this venv (``make install``'s: every extra)."""
     minilm = makefile_value("MINILM").split("==")[0]
     done = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", EXTRA_COSTS, minilm],
+        [sys.executable, "-c", EXTRA_COSTS, minilm],
         capture_output=True,
         text=True,
         check=True,
@@ -229,8 +228,6 @@ def install_part(names: list[str], results: dict) -> dict:
             cold = install(name, source, root, cache, "cold")
             warm = install(name, source, root, cache, "warm")
             results["sets"][name] = {"cold": cold, "warm": warm}
-            if name == "all":
-                results["extras"] = extra_costs(Path(warm["venv"]))
             if name == "core":
                 results["core_check"] = check_cost(Path(warm["venv"]), root / "work-core")
             save(results)
@@ -321,8 +318,9 @@ def install_markdown(results: dict) -> str:
         extras = results["extras"]
         lines += [
             "",
-            f"What each extra adds on top of the core ({extras['core']:,} MB), in MB "
-            "(the distributions it pulls that the core does not; shared ones count in each):",
+            f"What each extra adds on top of the core ({extras['core']:,} MB counted this way), "
+            "in MB: the distributions it pulls that the core does not, shared ones counted in "
+            "each, from their RECORD files (bytecode not counted), read in `make install`'s venv:",
             "",
         ]
         rows = [[f"`{name}`", f"{mb:,}"] for name, mb in sorted(extras.items()) if name != "core"]
@@ -370,6 +368,7 @@ def main(argv: Sequence[str] = ()) -> None:
         # in this process first: the installs then run in children only
         if os.environ.get("BENCH_INSTALL_GRAPH", "1") != "0":
             results["graph"] = graph_part()
+        results["extras"] = extra_costs()
         install_part(names, results)
     body = install_markdown(results)
     print(body)
