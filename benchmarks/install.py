@@ -364,7 +364,6 @@ def main(argv: Sequence[str] = ()) -> None:
             raise SystemExit(f"BENCH_INSTALL_SETS: unknown {sorted(unknown)}; use {SETS}")
         # a run of some sets keeps the others' numbers
         results: dict = json.loads(OUT.read_text(encoding="utf-8")) if OUT.is_file() else {}
-        results.pop("all_check", None)  # measured by a version that counted this process's pages
         # in this process first: the installs then run in children only
         if os.environ.get("BENCH_INSTALL_GRAPH", "1") != "0":
             results["graph"] = graph_part()
