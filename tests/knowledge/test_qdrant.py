@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("qdrant_client", reason="qdrant-client is not installed (the qdrant extra)")
 
 from ragbound.detect import Guard
-from ragbound.errors import ArtifactError, InputError
+from ragbound.errors import InputError
 from ragbound.gate import Gate
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.qdrant import release
@@ -130,8 +130,7 @@ def test_each_attach_error_is_one_clear_line(local: KnowledgeBase, tmp_path: Pat
             _fill(local, tmp_path / "wide", np.hstack([vectors, vectors[:, :1]])),
             {},
         ),
-        "not made by the embedder": (_fill(local, tmp_path / "shuffled", vectors[::-1]), {}),
-        "only for unit vectors": (
+        "scores by cosine but its vectors are not unit length": (
             _fill(local, tmp_path / "long", 2 * vectors, distance="Euclid"),
             {},
         ),
@@ -169,20 +168,6 @@ def test_a_folder_another_client_holds_is_refused(local: KnowledgeBase, tmp_path
             KnowledgeBase.attach(url, tmp_path / "kb")
     finally:
         holder.close()
-
-
-def test_points_added_after_attach_refuse_to_load(local: KnowledgeBase, tmp_path: Path):
-    from qdrant_client import QdrantClient, models
-
-    url = _fill(local, tmp_path / "q")
-    KnowledgeBase.attach(url, tmp_path / "kb")
-    release(tmp_path / "q")  # this process's client: let the other application write
-    client = QdrantClient(path=str(tmp_path / "q"))
-    vector = np.asarray(local.vectors[0], dtype=np.float32).tolist()
-    client.upsert("docs", [models.PointStruct(id=99, vector=vector, payload={"page_content": "x"})])
-    client.close()
-    with pytest.raises(ArtifactError, match="holds 11 points with text, 10 when it was attached"):
-        KnowledgeBase.load(tmp_path / "kb")
 
 
 def test_urls_and_what_a_server_search_records(tmp_path: Path, monkeypatch):

@@ -349,12 +349,17 @@ def attach(
     ] = None,
     text_column: Annotated[
         str | None,
-        typer.Option(help="PostgreSQL: column of the chunk texts.", callback=validate.column_name),
+        typer.Option(
+            help="PostgreSQL: column of the chunk texts (default: text, document or content, "
+            "where LlamaIndex and LangChain put them).",
+            callback=validate.column_name,
+        ),
     ] = None,
     vector_column: Annotated[
         str | None,
         typer.Option(
-            help="PostgreSQL: pgvector column of their embeddings.", callback=validate.column_name
+            help="PostgreSQL: pgvector column of their embeddings (default: embedding).",
+            callback=validate.column_name,
         ),
     ] = None,
     id_column: Annotated[
@@ -367,8 +372,8 @@ def attach(
     text_field: Annotated[
         str | None,
         typer.Option(
-            help="Qdrant: payload key of the chunk texts (default page_content, LangChain's; "
-            "a nested key as metadata.text)."
+            help="Qdrant: payload key of the chunk texts (default: found where LangChain, "
+            "page_content, or LlamaIndex, _node_content, put them; a nested key as metadata.text)."
         ),
     ] = None,
     doc_field: Annotated[
@@ -442,12 +447,11 @@ def attach(
     vectors have another dimension. PostgreSQL rows without text or vector are left out; a
     Chroma record without document text is refused.
 
-    PostgreSQL (--table, --text-column, --vector-column, --id-column): LangChain's
-    langchain-postgres (PGVector) keeps every collection in langchain_pg_embedding:
-    --text-column document --vector-column embedding, --id-column id, --where
-    collection_id=UUID (the uuid of the collection's row in langchain_pg_collection).
-    LlamaIndex's PGVectorStore keeps a table data_NAME: --text-column text --vector-column
-    embedding (--id-column id is its primary key; node_id is LlamaIndex's own id).
+    PostgreSQL (--table, --text-column, --vector-column, --id-column): the columns default to
+    where LangChain and LlamaIndex put them. LangChain's langchain-postgres (PGVector) keeps
+    every collection in langchain_pg_embedding: add --where collection_id=UUID (the uuid of
+    the collection's row in langchain_pg_collection). LlamaIndex's PGVectorStore keeps a table
+    data_NAME (its primary key id identifies a row).
 
     Chroma (--doc-field, --where FIELD=VALUE): chroma://HOST:PORT/COLLECTION on Chroma's own
     server, searched by its HNSW graph (approximate; its space, ef_search and M are recorded
@@ -458,10 +462,13 @@ def attach(
     Qdrant (--text-field, --doc-field, --vector-name, --where KEY=VALUE, --hnsw-ef): a server
     as qdrant://HOST:PORT/COLLECTION, or a folder written by qdrant-client's embedded mode as
     qdrant+path:///ABSOLUTE/FOLDER?collection=NAME (searched by brute force; one process at a
-    time may open it). LangChain's QdrantVectorStore keeps the text under page_content (the
-    default). Cosine and Dot scores are kept as they are; Euclid distances d become 1 - d²/2,
-    which needs unit vectors (checked); Manhattan is refused. The points' ids and texts are read
-    once, into --out: when the collection's point count changes, loading refuses; attach again.
+    time may open it). The text is found where LangChain (page_content) or LlamaIndex
+    (_node_content, whose metadata lines it embeds with the text: recognised) put it. Cosine and
+    Dot scores are kept as they are; Euclid distances d become 1 - d²/2, which needs unit
+    vectors (checked); Manhattan is refused.
+
+    Every store: rows the application adds or changes are read at the next load (the
+    fingerprint changes: calibrate again); a record flagged ragbound_tripwire is never a row.
 
     Search is exact unless --search hnsw: then the store's HNSW index answers (for PostgreSQL
     it must have one for the embedder's operator, e.g. vector_cosine_ops), approximately; the
@@ -503,7 +510,13 @@ def _attach_options(url: str, **given: object) -> dict[str, object]:
     from ragbound.errors import InputError
     from ragbound.knowledge.registry import attaching
 
-    accepted = inspect.signature(attaching(url).attach).parameters
+    backing = attaching(url)
+    accepted = {  # attach's own (embedder, sample) and the store's (its locate)
+        name: parameter
+        for method in (backing.attach, backing.locate)
+        for name, parameter in inspect.signature(method).parameters.items()
+        if parameter.kind is not parameter.VAR_KEYWORD
+    }
     options = {name: value for name, value in given.items() if value is not None}
     scheme = url.split(":", 1)[0]
 

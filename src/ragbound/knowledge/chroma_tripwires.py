@@ -13,7 +13,6 @@ from ragbound.knowledge.chroma import (
     PAGE,
     ChromaLocation,
     chroma_errors,
-    connect,
     open_collection,
     pages,
 )
@@ -76,4 +75,4 @@ class ChromaTripwires:
             self._open().delete(ids=list(keys))
 
     def _open(self) -> Any:
-        return open_collection(connect(self.location), self.location)
+        return open_collection(self.location)

@@ -22,6 +22,7 @@ once when the knowledge base is loaded.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -29,43 +30,43 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import model_validator
 
-from ragbound.artifacts import read_manifest, sha256_text, utc_now, write_json
-from ragbound.corpus import Chunk, ChunkingParams
+from ragbound.artifacts import read_manifest, utc_now, write_json
+from ragbound.corpus import Chunk
 from ragbound.corpus.units import Granularity, granularity_label
-from ragbound.embedders import canonical_spec, is_lexical, load_dense_embedder
+from ragbound.embedders.base import Similarity
 from ragbound.errors import ArtifactError, InputError
-from ragbound.knowledge.backing import ATTACHED, Capabilities, Contents, Loaded, refuse_missing
+from ragbound.knowledge.attached import Access, AttachedBacking, Found, Rows
+from ragbound.knowledge.backing import Capabilities, Contents, Loaded, refuse_missing
 from ragbound.knowledge.layout import KB_FORMAT, MANIFEST
 from ragbound.knowledge.manifest import BackingRecord, KBManifest, corpus_hash
 from ragbound.knowledge.segments import FineUnits, check_new_folder, same_dir
+from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG
 from ragbound.stores import Retriever, SearchInfo
 from ragbound.stores.postgres import (
     OWNED_MARK,
     ROW_COLUMN,
     PostgresStore,
     PostgresTable,
-    check_dimension,
     check_identifier,
     connect,
     database_errors,
     default_table,
+    distance_similarities,
     filter_sql,
     hnsw_index_sql,
     parse_filter,
     regclass_name,
     require_columns,
     require_hnsw_index,
+    search_connection,
+    search_info,
     search_method,
+    search_sql,
     split_store_url,
-    stored_dimension,
     table_columns,
     table_sql,
 )
 
-DEFAULT_SAMPLE = 32  # stored texts re-embedded by attach
-# median cosine between a stored vector and the re-embedded text that counts as the same
-# embedder: the same model on other hardware or library versions stays above 0.999
-SAME_EMBEDDER_COSINE = 0.99
 _OWNED_COLUMNS = ("chunk_id", "doc_id", "source", "position", "n_words", "text", "metadata")
 
 
@@ -141,7 +142,6 @@ class PostgresBacking:
     def __init__(self, location: PostgresTable, *, saved_rows: int = 0):
         self.location = location
         self.saved_rows = saved_rows  # rows the last committed manifest counts (searched)
-        self.keys: list[str] | None = None  # attached tables: each row's key, in row order
 
     @classmethod
     def from_record(cls, record: BackingRecord) -> PostgresBacking:
@@ -162,7 +162,6 @@ class PostgresBacking:
             size=self.saved_rows,
             dimension=contents.manifest.embedder.dimension,
             similarity=contents.manifest.embedder.similarity,
-            keys=self.keys,
         )
 
     def describe(
@@ -228,15 +227,12 @@ class PostgresBacking:
                 chunks = self._read(connection, manifest)
         finally:
             connection.close()
-        manifest = self._checked(chunks, manifest)
+        _check_owned_rows(chunks, manifest, self.location)
         self.saved_rows = len(chunks)
         return Loaded(manifest, chunks, FineUnits.empty(manifest.embedder.dimension), None)
 
     def _read(self, connection: Any, manifest: KBManifest) -> list[Chunk]:
-        raise NotImplementedError
-
-    def _checked(self, chunks: list[Chunk], manifest: KBManifest) -> KBManifest:
-        raise NotImplementedError
+        return _read_owned(connection, self.location, manifest.n_chunks)
 
 
 class PostgresOwnedBacking(PostgresBacking):
@@ -288,124 +284,6 @@ class PostgresOwnedBacking(PostgresBacking):
         finally:
             connection.close()
         return self._commit_manifest(contents, target)
-
-    def _read(self, connection: Any, manifest: KBManifest) -> list[Chunk]:
-        return _read_owned(connection, self.location, manifest.n_chunks)
-
-    def _checked(self, chunks: list[Chunk], manifest: KBManifest) -> KBManifest:
-        _check_owned_rows(chunks, manifest, self.location)
-        return manifest
-
-
-class PostgresAttachedBacking(PostgresBacking):
-    """Another application's table (``attach postgresql://...``), read in place."""
-
-    kind: ClassVar[str] = "postgres-attached"
-    describe_kind: ClassVar[str] = "a PostgreSQL table another application owns"
-    capabilities: ClassVar[Capabilities] = ATTACHED
-
-    @staticmethod
-    def check_url(url: str) -> None:
-        """ValueError unless ``url`` is a postgresql:// URL ``attach`` takes."""
-        split_store_url(url)
-
-    def _read(self, connection: Any, manifest: KBManifest) -> list[Chunk]:
-        chunks = _read_attached(connection, self.location)
-        self.keys = [chunk.doc_id for chunk in chunks]
-        return chunks
-
-    def _checked(self, chunks: list[Chunk], manifest: KBManifest) -> KBManifest:
-        if corpus_hash(chunks) == manifest.corpus_hash:
-            return manifest
-        # the application changed its rows: the fingerprint changes with them
-        return manifest.model_copy(
-            update={
-                "n_chunks": len(chunks),
-                "n_documents": len(chunks),
-                "corpus_hash": corpus_hash(chunks),
-            }
-        )
-
-    @classmethod
-    def attach(
-        cls,
-        url: str,
-        *,
-        table: str,
-        text_column: str,
-        vector_column: str,
-        id_column: str | None = None,
-        where: Sequence[str] = (),
-        embedder: str = "minilm",
-        sample: int = DEFAULT_SAMPLE,
-        search: str = "exact",
-        ef_search: int | None = None,
-    ) -> tuple[PostgresAttachedBacking, KBManifest, list[Chunk], Any]:
-        """Check another application's table and describe it: its columns, the vectors'
-        dimension and (on ``sample`` re-embedded texts) that ``embedder`` made them.
-
-        ``where`` holds ``COLUMN=VALUE`` filters (ANDed, compared as text), e.g.
-        ``collection_id=<uuid>`` for LangChain's table. ``id_column`` defaults to the
-        table's single-column primary key. ``search="hnsw"`` searches with the HNSW index the
-        table must already have (approximate, ``ef_search`` candidates per query).
-        Returns the backing, a manifest, the rows as chunks and the loaded embedder.
-        """
-        dsn, parameters = split_store_url(url)
-        if parameters:
-            raise InputError(
-                "give attach's table and search as options (--table, --search, --ef-search), "
-                f"not in the URL ({', '.join(parameters)})"
-            )
-        method, ef = search_method(search, ef_search)
-        spec = canonical_spec(embedder)
-        if is_lexical(spec):
-            raise InputError("attach needs the dense embedder that made the stored vectors")
-        dense = load_dense_embedder(spec)
-        location = PostgresTable(
-            dsn=dsn,
-            table=check_identifier(table, "table"),
-            owned=False,
-            text_column=check_identifier(text_column, "column"),
-            vector_column=check_identifier(vector_column, "column"),
-            key_column=check_identifier(id_column, "column") if id_column else ROW_COLUMN,
-            where=dict(parse_filter(item) for item in where),
-            search=method,
-            ef_search=ef,
-        )
-        connection = connect(dsn)
-        try:
-            with database_errors(location.describe()):
-                location = _checked_attachment(connection, location, id_column is None)
-                check_dimension(
-                    _dimension_of(connection, location),
-                    dense.info.dimension,
-                    location,
-                    dense.info.name,
-                )
-                if method == "hnsw":
-                    require_hnsw_index(connection, location, dense.info.similarity)
-                chunks = _read_attached(connection, location)
-                _check_embedder(connection, location, dense, sample)
-        finally:
-            connection.close()
-        now = utc_now()
-        backing = cls(location, saved_rows=len(chunks))
-        backing.keys = [chunk.doc_id for chunk in chunks]
-        manifest = KBManifest(
-            created_at=now,
-            updated_at=now,
-            embedder_spec=spec,
-            embedder=dense.info,
-            chunking=ChunkingParams(),
-            text_field=location.text_column,
-            id_field=location.key_column,
-            n_chunks=len(chunks),
-            n_documents=len(chunks),
-            corpus_hash=corpus_hash(chunks),
-            segments=[],
-            backing=backing.record,
-        )
-        return backing, manifest, chunks, dense
 
 
 def _pending_vectors(contents: Contents) -> np.ndarray:
@@ -506,20 +384,126 @@ def _check_owned_rows(chunks: list[Chunk], manifest: KBManifest, location: Postg
 
 
 # ---------------------------------------------------------------------- attached tables
-def _checked_attachment(connection: Any, location: PostgresTable, guess_key: bool) -> PostgresTable:
-    """The location with its key column settled (the primary key when not given), after
-    checking every named column exists."""
-    columns = table_columns(connection, location.table)
-    if guess_key and columns:
-        location = location.model_copy(update={"key_column": _primary_key(connection, location)})
-    named = {
-        "--text-column": location.text_column,
-        "--vector-column": location.vector_column,
-        "--id-column": location.key_column,
-        **{f"--where {column}=...": column for column in location.where},
-    }
-    require_columns(columns, location, named)
-    return location
+# the columns LangChain (langchain-postgres) and LlamaIndex (PGVectorStore) write, in the
+# order they are looked for when attach names none
+TEXT_COLUMNS = ("text", "document", "content")
+VECTOR_COLUMNS = ("embedding", "vector")
+METADATA_COLUMNS = ("metadata_", "cmetadata", "metadata")
+
+
+class PostgresAccess(Access):
+    """Another application's table with a pgvector column."""
+
+    name: ClassVar[str] = "postgres"
+    location: PostgresTable
+
+    def __init__(self, location: PostgresTable):
+        super().__init__(location)
+        self._connection: Any = None
+        self.embedder: Similarity = "cosine"  # the operator searches use (the embedder's)
+
+    def errors(self) -> Any:
+        return database_errors(self.location.describe())
+
+    @property
+    def connection(self) -> Any:
+        if self._connection is None or self._connection.closed:
+            self._connection = search_connection(self.location)
+        return self._connection
+
+    def settle(self, dimension: int) -> PostgresTable:
+        """The key, text, vector and metadata columns settled (named, or found where
+        LangChain and LlamaIndex put them; the key defaults to the primary key), after
+        checking they exist, the vectors' dimension and, for ``search=hnsw``, the index."""
+        location = self.location
+        columns = table_columns(self.connection, location.table)
+        if not columns:
+            raise InputError(f"{location.describe()}: no such table")
+        update: dict[str, Any] = {
+            "text_column": location.text_column or _first(columns, TEXT_COLUMNS),
+            "vector_column": location.vector_column or _first(columns, VECTOR_COLUMNS),
+            "metadata_column": next(
+                (c for c in METADATA_COLUMNS if columns.get(c, "").startswith("json")), None
+            ),
+        }
+        if location.key_column == ROW_COLUMN and ROW_COLUMN not in columns:
+            update["key_column"] = _primary_key(self.connection, location)
+        location = location.model_copy(update=update)
+        named = {
+            "--text-column": location.text_column,
+            "--vector-column": location.vector_column,
+            "--id-column": location.key_column,
+            **{f"--where {column}=...": column for column in location.where},
+        }
+        require_columns(columns, location, named)
+        if location.search == "hnsw":
+            require_hnsw_index(self.connection, location, self.embedder)
+        return location
+
+    def read(self) -> Rows:
+        """One row per table row with text and vector (and matching ``where``), in key order."""
+        found = self.connection.execute(self._select()).fetchall()
+        rows = Rows()
+        for key, text, *metadata in found:
+            rows.add(key, text, _json(metadata[0]) if metadata else None)
+        if len(set(rows.keys)) != len(rows.keys):
+            raise InputError(
+                f"{self.location.describe()}: column {self.location.key_column!r} has duplicate "
+                "values; name a unique column with --id-column"
+            )
+        return rows
+
+    def _select(self, extra: str = "", where: str = "", order: str = "{key}::text") -> Any:
+        """SELECT key, text[, metadata] over the rows the table lends: filter, text, vector."""
+        from psycopg import sql
+
+        location = self.location
+        meta = ", {m}::jsonb" if location.metadata_column else ""
+        return sql.SQL(
+            "SELECT {key}::text, {text}::text" + meta + extra + " FROM {t} WHERE {w} AND {text} "
+            "IS NOT NULL AND {v} IS NOT NULL" + where + " ORDER BY " + order
+        ).format(
+            key=sql.Identifier(location.key_column),
+            text=sql.Identifier(location.text_column),
+            v=sql.Identifier(location.vector_column),
+            m=sql.Identifier(location.metadata_column or "-"),
+            t=table_sql(location.table),
+            w=filter_sql(location.where),
+        )
+
+    def vectors(self, keys: Sequence[str]) -> np.ndarray:
+        query = self._select(", {v}", " AND {key}::text = ANY(%s)")
+        found = {row[0]: row[-1] for row in self.connection.execute(query, (list(keys),))}
+        return np.array([_as_array(found[key]) for key in keys], dtype=np.float64)
+
+    def query(self, vectors: np.ndarray, depth: int) -> list[list[Found]]:
+        statement = search_sql(self.location, self.embedder, without_flag=TRIPWIRE_FLAG)
+        found: list[list[Found]] = [[] for _ in vectors]
+        for number, key, distance in self.connection.execute(statement, (list(vectors), depth)):
+            found[number - 1].append(Found(key, float(distance)))
+        return found
+
+    def similarities(self, scores: np.ndarray) -> np.ndarray:
+        return distance_similarities(scores, self.embedder)
+
+    def search_info(self, similarity: Similarity) -> SearchInfo:
+        return search_info(self.location, similarity)
+
+    def similarity(self, embedder: Similarity) -> Similarity:
+        if embedder not in ("cosine", "dot"):
+            raise InputError(f"a pgvector store scores by cosine or dot, not {embedder}")
+        self.embedder = embedder
+        return embedder
+
+
+def _first(columns: dict[str, str], names: Sequence[str]) -> str:
+    return next((name for name in names if name in columns), names[0])
+
+
+def _json(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, str):
+        value = json.loads(value)
+    return value if isinstance(value, dict) else None
 
 
 def _primary_key(connection: Any, location: PostgresTable) -> str:
@@ -536,83 +520,63 @@ def _primary_key(connection: Any, location: PostgresTable) -> str:
     return rows[0][0]
 
 
-def _dimension_of(connection: Any, location: PostgresTable) -> int | None:
-    declared = table_columns(connection, location.table)[location.vector_column]
-    return stored_dimension(connection, location, declared)
-
-
-def _attached_rows(location: PostgresTable, extra: str = "", order: str = "{key}::text") -> Any:
-    """SELECT over the rows an attached table lends: filter, non-null text and vector."""
-    from psycopg import sql
-
-    return sql.SQL(
-        "SELECT {key}::text, {text}::text" + extra + " FROM {t} WHERE {w} AND {text} IS NOT "
-        "NULL AND {v} IS NOT NULL ORDER BY " + order
-    ).format(
-        key=sql.Identifier(location.key_column),
-        text=sql.Identifier(location.text_column),
-        v=sql.Identifier(location.vector_column),
-        t=table_sql(location.table),
-        w=filter_sql(location.where),
-    )
-
-
-def _read_attached(connection: Any, location: PostgresTable) -> list[Chunk]:
-    """One chunk per row, in key order: id = hash of key and text, doc_id = the key."""
-    rows = connection.execute(_attached_rows(location)).fetchall()
-    if not rows:
-        raise InputError(
-            f"{location.describe()} has no rows with text and vector{_filtered(location)}"
-        )
-    keys = [key for key, _ in rows]
-    if len(set(keys)) != len(keys):
-        raise InputError(
-            f"{location.describe()}: column {location.key_column!r} has duplicate values; "
-            "name a unique column with --id-column"
-        )
-    return [
-        Chunk(
-            id=sha256_text(key, text)[:16],
-            text=text,
-            doc_id=key,
-            source=location.table,
-            position=0,
-            n_words=len(text.split()),
-        )
-        for key, text in rows
-    ]
-
-
-def _filtered(location: PostgresTable) -> str:
-    if not location.where:
-        return ""
-    return " matching " + " and ".join(f"{c}={v!r}" for c, v in sorted(location.where.items()))
-
-
-def _check_embedder(connection: Any, location: PostgresTable, dense: Any, sample: int) -> None:
-    """Re-embed ``sample`` stored texts (a fixed pseudo-random choice: ordered by the md5 of
-    their key) and refuse unless their stored vectors point the same way (median cosine)."""
-    query = _attached_rows(location, ", {v}", "md5({key}::text) LIMIT %s")
-    rows = connection.execute(query, (sample,)).fetchall()
-    stored = np.array([_as_array(row[2]) for row in rows])
-    fresh = dense.encode([row[1] for row in rows])
-    cosines = row_cosines(stored, fresh)
-    median = float(np.median(cosines))
-    if median < SAME_EMBEDDER_COSINE:
-        raise InputError(
-            f"the vectors in {location.describe()} were not made by the embedder "
-            f"{dense.info.name}: re-embedding {len(rows)} stored texts gives a median cosine of "
-            f"{median:.3f} with the stored vectors (at least {SAME_EMBEDDER_COSINE} expected); "
-            "pass the embedder that filled the table with --embedder"
-        )
-
-
 def _as_array(vector: Any) -> np.ndarray:
     """pgvector's ``Vector`` (or an array, by version) as float32."""
     values = vector.to_numpy() if hasattr(vector, "to_numpy") else vector
     return np.asarray(values, dtype=np.float32)
 
 
-def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    return np.einsum("ij,ij->i", a, b) / np.maximum(norms, np.finfo(np.float32).tiny)
+class PostgresAttachedBacking(AttachedBacking):
+    """Another application's table (``attach postgresql://...``), read in place."""
+
+    kind: ClassVar[str] = "postgres-attached"
+    describe_kind: ClassVar[str] = "a PostgreSQL table another application owns"
+    record_type = PostgresRecord
+    access_type = PostgresAccess
+
+    @classmethod
+    def locate(
+        cls,
+        url: str,
+        *,
+        table: str,
+        text_column: str | None = None,
+        vector_column: str | None = None,
+        id_column: str | None = None,
+        where: Sequence[str] = (),
+        search: str = "exact",
+        ef_search: int | None = None,
+    ) -> PostgresTable:
+        """``table`` (NAME or SCHEMA.NAME); the columns of the texts and vectors (default:
+        where LangChain or LlamaIndex put them); ``id_column`` (default: the table's
+        single-column primary key); ``where`` ``COLUMN=VALUE`` filters (ANDed, compared as
+        text), e.g. ``collection_id=<uuid>`` for LangChain's table; ``search="hnsw"``
+        searches with the HNSW index the table must already have (approximate,
+        ``ef_search`` candidates per query)."""
+        dsn, parameters = split_store_url(url)
+        if parameters:
+            raise InputError(
+                "give attach's table and search as options (--table, --search, --ef-search), "
+                f"not in the URL ({', '.join(parameters)})"
+            )
+        method, ef = search_method(search, ef_search)
+        columns = {"text_column": text_column, "vector_column": vector_column}
+        return PostgresTable(
+            dsn=dsn,
+            table=check_identifier(table, "table"),
+            owned=False,
+            key_column=check_identifier(id_column, "column") if id_column else ROW_COLUMN,
+            where=dict(parse_filter(item) for item in where),
+            search=method,
+            ef_search=ef,
+            **{name: check_identifier(c, "column") if c else "" for name, c in columns.items()},
+        )
+
+    @classmethod
+    def check_url(cls, url: str) -> None:
+        """InputError unless ``url`` is a postgresql:// URL ``attach`` takes."""
+        split_store_url(url)
+
+    @property
+    def source(self) -> str:
+        return self.location.table

@@ -1,39 +1,29 @@
-"""The Qdrant backing: a knowledge base whose vectors stay in a Qdrant collection.
+"""The Qdrant backing: another application's Qdrant collection, searched in place through
+the attached-store template (:mod:`ragbound.knowledge.attached`).
 
 ``ragbound attach qdrant://HOST:PORT/COLLECTION --out KB`` attaches a collection on a Qdrant
 server; ``ragbound attach 'qdrant+path:///ABS/FOLDER?collection=NAME' --out KB`` one in a
 local folder written by qdrant-client's embedded mode (``QdrantClient(path=...)``; a relative
-``qdrant+path:FOLDER?collection=NAME`` is made absolute). Nothing is copied into ragbound's
-vectors and nothing is re-embedded, except a small sample checked at attach: its texts are
-re-embedded and must point the same way as their stored vectors (the embedder made them).
+``qdrant+path:FOLDER?collection=NAME`` is made absolute). Kind ``qdrant-attached``. The text
+is read from the payload: ``--text-field`` when given, else where LangChain
+(``page_content``, metadata under ``metadata``) or LlamaIndex (``_node_content``) put it.
 
-Kind ``qdrant-attached``: chunk units only, float32, never indexed or added to by ragbound.
-The points' ids and payload texts are read once at attach (scrolled page by page) and kept as
-the knowledge base's chunk file, in Qdrant's id order; a search maps the point ids Qdrant
-returns to those rows. Loading counts the points again (with the filter): when the count
-changed (points added or deleted since attach), loading refuses and asks to attach again, so a
-calibration never runs over rows it did not see. A point edited in place without changing the
-count is not detected.
-
-Scores are converted to similarities (higher = closer) at the boundary: ``Cosine`` gives the
-cosine similarity and ``Dot`` the dot product (both kept), ``Euclid`` the L2 distance ``d``,
-turned into ``1 - d**2 / 2``, which is the cosine only between unit vectors (attach checks the
-sampled stored and re-embedded vectors are unit-norm); ``Manhattan`` is refused. Attach also
-checks, on the sample, that the converted scores equal the similarity computed here.
+Scores are converted to similarities (higher = closer): ``Cosine`` gives the cosine and
+``Dot`` the dot product (both kept), ``Euclid`` the L2 distance ``d``, turned into
+``1 - d**2 / 2``, which is the cosine only between unit vectors (attach checks the conversion
+on a sample); ``Manhattan`` is refused.
 
 A server searches exactly by default (``exact=True`` search params, quantization ignored);
 ``search="hnsw"`` uses the collection's HNSW index (approximate; ``hnsw_ef`` and the graph's
-``m`` are recorded by :meth:`QdrantStore.describe`, and so by every calibration). The embedded
-mode always searches by brute force (exact). Embedded Qdrant lets one client open a folder:
-ragbound shares one client per folder in a process (:func:`release` closes it), and a folder
-another process holds is refused with a message.
+``m`` are recorded with every calibration). The embedded mode always searches by brute force
+(exact). Embedded Qdrant lets one client open a folder: ragbound shares one client per folder in
+a process (:func:`release` closes it), and a folder another process holds is refused with a
+message. Tripwire points are filtered out in the search itself.
 """
 
 from __future__ import annotations
 
 import atexit
-import hashlib
-import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -42,31 +32,34 @@ from typing import Any, ClassVar, Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import model_validator
 
-from ragbound.artifacts import sha256_text, utc_now
-from ragbound.corpus import Chunk, ChunkingParams
-from ragbound.corpus.units import Granularity
-from ragbound.embedders import canonical_spec, is_lexical, load_dense_embedder
 from ragbound.embedders.base import Similarity
-from ragbound.errors import ArtifactError, InputError
-from ragbound.knowledge.backing import ATTACHED, Capabilities, Contents, Loaded, refuse_missing
-from ragbound.knowledge.local import SegmentBacking
-from ragbound.knowledge.manifest import BackingRecord, KBManifest, Segment, corpus_hash
-from ragbound.knowledge.postgres import DEFAULT_SAMPLE, SAME_EMBEDDER_COSINE, row_cosines
+from ragbound.errors import InputError
+from ragbound.knowledge.attached import (
+    LLAMAINDEX_NODE,
+    NESTED_METADATA,
+    Access,
+    AttachedBacking,
+    AttachedLocation,
+    Found,
+    Rows,
+    Scalar,
+    field_value,
+    parse_filters,
+    spellings,
+    text_field_of,
+    text_of,
+)
+from ragbound.knowledge.backing import ATTACHED, Capabilities
+from ragbound.knowledge.manifest import BackingRecord
 from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG
-from ragbound.stores import Hits, Retriever, SearchInfo
-from ragbound.stores.base import query_vectors
+from ragbound.stores import SearchInfo
 
 SERVER_SCHEME, FOLDER_SCHEME = "qdrant", "qdrant+path"
 DEFAULT_PORT = 6333  # Qdrant's REST port
-# LangChain's QdrantVectorStore keeps the text under page_content (LlamaIndex: --text-field text)
-DEFAULT_TEXT_FIELD = "page_content"
-PAGE = 256  # points per scroll request at attach
-NESTED_METADATA = "metadata"  # where LangChain's Qdrant store keeps a document's metadata
+PAGE = 256  # points per scroll request
 TIMEOUT = 10  # seconds a server request may take
-UNIT_NORM = 1e-3  # |norm - 1| allowed for Euclid's 1 - d²/2 to be the cosine
-SCORE_TOLERANCE = 1e-4  # converted score vs the similarity computed here, on the sample
 Distance = Literal["Cosine", "Dot", "Euclid"]
 # what each distance's converted score is (Euclid: 1 - d²/2, the cosine of unit vectors)
 SIMILARITY: dict[str, Similarity] = {"Cosine": "cosine", "Dot": "dot", "Euclid": "cosine"}
@@ -76,16 +69,15 @@ _LOCAL_LOCK = threading.Lock()
 _SEARCH_LOCK = threading.Lock()  # embedded clients are searched one request at a time
 
 
-class QdrantLocation(BaseModel):
+class QdrantLocation(AttachedLocation):
     """Where an attached collection lives and how it is read and searched.
 
     A server (``host``, ``port``) or an embedded-mode ``folder`` (absolute), never both.
-    ``vector_name`` is None for a collection's single unnamed vector. ``where`` holds
-    payload equalities (``KEY=VALUE``, ANDed; a nested key as ``metadata.source``).
-    ``hnsw_ef`` and ``m`` are set with ``search="hnsw"`` only.
+    ``vector_name`` is None for a collection's single unnamed vector; ``text_field`` the
+    payload key of the texts (a nested key as ``metadata.text``; ``_node_content``:
+    LlamaIndex's node JSON), None until attach finds it. ``hnsw_ef`` and ``m`` are set with
+    ``search="hnsw"`` only.
     """
-
-    model_config = ConfigDict(frozen=True)
 
     host: str | None = None
     port: int | None = None
@@ -93,9 +85,7 @@ class QdrantLocation(BaseModel):
     collection: str
     vector_name: str | None = None
     distance: Distance = "Cosine"
-    text_field: str = DEFAULT_TEXT_FIELD
-    doc_field: str | None = None
-    where: dict[str, str] = {}
+    text_field: str | None = None
     search: Literal["exact", "hnsw"] = "exact"
     hnsw_ef: int | None = None
     m: int | None = None
@@ -108,11 +98,6 @@ class QdrantLocation(BaseModel):
             raise ValueError("an embedded Qdrant folder is searched exactly")
         return self
 
-    @property
-    def similarity(self) -> Similarity:
-        """What the converted scores are (higher = closer)."""
-        return SIMILARITY[self.distance]
-
     def place(self) -> str:
         """``at HOST:PORT`` or ``in FOLDER``, for messages."""
         return f"at {self.host}:{self.port}" if self.folder is None else f"in {self.folder}"
@@ -124,10 +109,6 @@ class QdrantLocation(BaseModel):
     def filters(self) -> str:
         """``k='v' and ...`` (the ``where`` equalities), for messages."""
         return " and ".join(f"{k}={v!r}" for k, v in sorted(self.where.items()))
-
-    def filtered(self) -> str:
-        """`` matching k='v' and ...`` when filtered, else empty (for messages)."""
-        return f" matching {self.filters()}" if self.where else ""
 
 
 class QdrantRecord(BackingRecord):
@@ -257,13 +238,13 @@ def _filter(location: QdrantLocation, *, with_text: bool = True) -> Any:
     must_not = []
     if with_text:
         must_not = [models.IsEmptyCondition(is_empty=models.PayloadField(key=location.text_field))]
-        must.append(flagged(models, present=False))  # a tripwire is never a row
+        must.append(tripwire_condition(models, present=False))  # a tripwire is never a row
     if not must and not must_not:
         return None
     return models.Filter(must=must or None, must_not=must_not or None)
 
 
-def flagged(models: Any, *, present: bool) -> Any:
+def tripwire_condition(models: Any, *, present: bool) -> Any:
     """The condition "the point is a tripwire" (``present``) or "is not" (a missing, null or
     empty flag), the flag at the payload's top or under ``metadata`` (LangChain's layout)."""
     empty = [
@@ -275,47 +256,16 @@ def flagged(models: Any, *, present: bool) -> Any:
     return models.Filter(must=empty)
 
 
-def _equals(models: Any, key: str, value: str) -> Any:
-    """``key`` equals ``value`` as text, or as the integer or boolean it spells."""
-    candidates: list[str | int | bool] = [value]
-    if re.fullmatch(r"-?\d+", value):
-        candidates.append(int(value))
-    if value in ("true", "false"):
-        candidates.append(value == "true")
+def _equals(models: Any, key: str, value: Scalar) -> Any:
+    """``key`` equals ``value`` as text, or as the integer or boolean it spells (Qdrant
+    matches no float exactly)."""
+    candidates = [v for v in spellings(value) if not isinstance(v, float)]
     conditions = [
         models.FieldCondition(key=key, match=models.MatchValue(value=v)) for v in candidates
     ]
     return conditions[0] if len(conditions) == 1 else models.Filter(should=conditions)
 
 
-def payload_value(payload: dict[str, Any] | None, key: str) -> Any:
-    """``payload[key]``, a dotted key walking nested objects (``metadata.source``)."""
-    if not payload:
-        return None
-    if key in payload:
-        return payload[key]
-    value: Any = payload
-    for part in key.split("."):
-        if not isinstance(value, dict):
-            return None
-        value = value.get(part)
-    return value
-
-
-def parse_where(items: Sequence[str]) -> dict[str, str]:
-    """``KEY=VALUE`` items -> {key: value} (InputError for another shape)."""
-    where = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise InputError(
-                f"filter {item!r} must be KEY=VALUE (for example metadata.source=a.md)"
-            )
-        where[key.strip()] = value
-    return where
-
-
-# ----------------------------------------------------------------------- the search
 def similarities(distance: str, scores: np.ndarray) -> np.ndarray:
     """Qdrant's scores as similarities (higher = closer): Cosine and Dot as they are, Euclid's
     L2 distance d as 1 - d²/2 (the cosine of unit vectors)."""
@@ -324,7 +274,7 @@ def similarities(distance: str, scores: np.ndarray) -> np.ndarray:
 
 
 def search_info(location: QdrantLocation) -> SearchInfo:
-    """How a :class:`QdrantStore` over ``location`` searches (recorded by calibrations)."""
+    """How a search over ``location`` runs (recorded by calibrations)."""
     parameters: dict[str, str | int | float | bool] = {
         "distance": location.distance,
         "mode": "server" if location.folder is None else "embedded (brute force)",
@@ -335,106 +285,31 @@ def search_info(location: QdrantLocation) -> SearchInfo:
     return SearchInfo(
         backend="qdrant",
         exact=location.search == "exact",
-        similarity=location.similarity,
+        similarity=SIMILARITY[location.distance],
         parameters=parameters,
     )
 
 
-class QdrantStore:
-    """Nearest-neighbour search in a Qdrant collection: a vector
-    :class:`~ragbound.stores.Retriever` whose rows are the points read at attach, in order
-    (``keys``: each row's point id as text). One request per batch of queries."""
-
-    query_kind = "vector"
-
-    def __init__(self, location: QdrantLocation, keys: Sequence[str], dimension: int):
-        self.location = location
-        self._keys = list(keys)
-        self._rows = {key: row for row, key in enumerate(self._keys)}
-        self._dimension = dimension
-        self._client: Any = None
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
-    @property
-    def similarity(self) -> Similarity:
-        return self.location.similarity
-
-    def describe(self) -> SearchInfo:
-        """Exact, or HNSW with ``hnsw_ef`` and ``m``; the distance and server or embedded."""
-        return search_info(self.location)
-
-    def search(self, queries: np.ndarray, k: int) -> Hits:
-        """Top-k rows per query vector, similarity descending, ties by the lower row."""
-        queries = query_vectors(queries, k, len(self), self._dimension)
-        if self._client is None:
-            self._client = open_client(self.location)
-        if self.location.folder is None:
-            found = query_batch(self._client, self.location, queries, k)
-        else:
-            with _SEARCH_LOCK:  # the embedded client is plain Python, not made for threads
-                found = query_batch(self._client, self.location, queries, k)
-        return self._hits(found, k)
-
-    def _hits(self, found: list[list[tuple[str, float]]], k: int) -> Hits:
-        if any(len(points) != k for points in found):
-            raise ArtifactError(
-                f"{self.location.describe()} returned fewer than k={k} points: points were "
-                "deleted since it was attached; attach it again (and calibrate again)"
-            )
-        rows = np.array([[self._row_of(key) for key, _ in points] for points in found])
-        scores = np.array([[score for _, score in points] for points in found])
-        sims = similarities(self.location.distance, scores).reshape(rows.shape)
-        order = np.lexsort((rows, -sims), axis=1)  # ties: the lower row first
-        return Hits(
-            similarities=np.take_along_axis(sims, order, axis=1).astype(np.float32),
-            indices=np.take_along_axis(rows, order, axis=1).astype(np.int64),
-        )
-
-    def _row_of(self, key: str) -> int:
-        row = self._rows.get(key)
-        if row is None:
-            raise ArtifactError(
-                f"{self.location.describe()} holds a point {key!r} added since it was attached: "
-                "attach it again (and calibrate again)"
-            )
-        return row
-
-
 def query_batch(
-    client: Any,
-    location: QdrantLocation,
-    queries: np.ndarray,
-    limit: int,
-    only: Sequence[Any] | None = None,
-) -> list[list[tuple[str, float]]]:
-    """Each query's ``limit`` nearest points as (point id as text, Qdrant's score), in one
-    request; ``only`` restricts the search to those point ids."""
+    client: Any, location: QdrantLocation, queries: np.ndarray, limit: int
+) -> list[list[Found]]:
+    """Each query's ``limit`` nearest points (point id as text, Qdrant's score), in one
+    request; tripwire points are filtered out."""
     from qdrant_client import models
 
-    flt = _filter(location)
-    if only is not None:
-        must = [models.HasIdCondition(has_id=list(only)), *([flt] if flt is not None else [])]
-        flt = models.Filter(must=must)
     requests = [
         models.QueryRequest(
             query=query.tolist(),
             using=location.vector_name,
-            filter=flt,
+            filter=_filter(location),
             limit=limit,
             params=_search_params(models, location),
             with_payload=False,
         )
         for query in queries
     ]
-    with qdrant_errors(location):
-        answers = client.query_batch_points(location.collection, requests=requests)
-    return [[(str(p.id), float(p.score)) for p in answer.points] for answer in answers]
+    answers = client.query_batch_points(location.collection, requests=requests)
+    return [[Found(str(p.id), float(p.score)) for p in answer.points] for answer in answers]
 
 
 def _search_params(models: Any, location: QdrantLocation) -> Any:
@@ -447,90 +322,172 @@ def _search_params(models: Any, location: QdrantLocation) -> Any:
     return models.SearchParams(hnsw_ef=location.hnsw_ef)
 
 
-# ----------------------------------------------------------------------- the backing
-class QdrantAttachedBacking(SegmentBacking):
-    """Another application's Qdrant collection, searched in place; its point ids and texts
-    are kept as the knowledge base's chunk file."""
+def _text(payload: dict[str, Any], text_field: str | None) -> Any:
+    """The value under the text field (LlamaIndex's node: its text), whatever its type."""
+    if text_field is None or text_field == LLAMAINDEX_NODE:
+        return text_of(payload, text_field)
+    return field_value(payload, text_field)
+
+
+def vector_of(record: Any, location: QdrantLocation) -> list[float]:
+    vector = record.vector
+    return vector[location.vector_name] if isinstance(vector, dict) else vector
+
+
+# ------------------------------------------------------------------------- the access
+class QdrantAccess(Access):
+    """A Qdrant collection on a server or in an embedded folder."""
+
+    name: ClassVar[str] = "qdrant"
+    location: QdrantLocation
+
+    def __init__(self, location: QdrantLocation):
+        super().__init__(location)
+        self._client: Any = None
+        self._ids: dict[str, Any] = {}  # each point id's own value (int or UUID) by its text
+
+    def errors(self) -> Any:
+        return qdrant_errors(self.location)
+
+    @property
+    def client(self) -> Any:
+        """The server's client, kept; a folder's, this process's one (reopened after a
+        :func:`release`)."""
+        if self.location.folder is not None:
+            return open_client(self.location)
+        if self._client is None:
+            self._client = open_client(self.location)
+        return self._client
+
+    def settle(self, dimension: int) -> QdrantLocation:
+        """The vector name, distance (and HNSW's m, ef) and text field settled, after
+        checking the collection, its vectors' dimension and that points match."""
+        location = _checked_vectors(self.client, self.location, dimension)
+        location = location.model_copy(update={"text_field": self._text_field(location)})
+        if not self._count(_filter(location)):
+            raise InputError(
+                f"no point of {location.describe()} has text under the payload field "
+                f"{location.text_field!r}{location.filtered()} (keys found: "
+                f"{self._keys(location)}): name the field with --text-field"
+            )
+        return location
+
+    def _keys(self, location: QdrantLocation) -> str:
+        """The payload keys of a few points the filters select, for messages."""
+        where = _filter(location, with_text=False)
+        points, _ = self.client.scroll(
+            location.collection, scroll_filter=where, limit=16, with_payload=True
+        )
+        return ", ".join(sorted({key for p in points for key in (p.payload or {})})) or "none"
+
+    def _text_field(self, location: QdrantLocation) -> str:
+        if not self._count(None):
+            raise InputError(f"{location.describe()} is empty: it has no points to attach")
+        where = _filter(location, with_text=False)
+        if where is not None and not self._count(where):
+            raise InputError(
+                f"no point of {location.describe()} matches --where {location.filters()}"
+            )
+        if location.text_field is not None:
+            return location.text_field
+        points, _ = self.client.scroll(
+            location.collection, scroll_filter=where, limit=16, with_payload=True
+        )
+        found = text_field_of([point.payload or {} for point in points])
+        if found is None:
+            raise InputError(
+                f"no point of {location.describe()} has text where LangChain or LlamaIndex put "
+                f"it (keys found: {self._keys(location)}): name the field with --text-field"
+            )
+        return found
+
+    def _count(self, flt: Any) -> int:
+        return self.client.count(self.location.collection, count_filter=flt, exact=True).count
+
+    def reopen(self) -> QdrantLocation:
+        _require_collection(self.client, self.location)
+        return self.location
+
+    def read(self) -> Rows:
+        """Every point with text (and matching ``where``), in Qdrant's id order."""
+        rows, offset, self._ids = Rows(), None, {}
+        while True:
+            points, offset = self.client.scroll(
+                self.location.collection,
+                scroll_filter=_filter(self.location),
+                limit=PAGE,
+                offset=offset,
+                with_payload=True,
+                with_vectors=False,
+            )
+            for point in points:
+                self._ids[str(point.id)] = point.id
+                payload = point.payload or {}
+                text = _text(payload, self.location.text_field)
+                if text is not None and not isinstance(text, str):
+                    raise InputError(
+                        f"point {point.id} of {self.location.describe()} holds "
+                        f"{type(text).__name__} under {self.location.text_field!r}, not text: "
+                        "name the text field with --text-field"
+                    )
+                rows.add(str(point.id), text, payload)
+            if offset is None:
+                return rows
+
+    def vectors(self, keys: Sequence[str]) -> np.ndarray:
+        records = self.client.retrieve(
+            self.location.collection,
+            ids=[self._ids.get(key, key) for key in keys],
+            with_payload=False,
+            with_vectors=[self.location.vector_name] if self.location.vector_name else True,
+        )
+        found = {str(record.id): vector_of(record, self.location) for record in records}
+        return np.array([found[key] for key in keys], dtype=np.float64)
+
+    def query(self, vectors: np.ndarray, depth: int) -> list[list[Found]]:
+        if self.location.folder is None:
+            return query_batch(self.client, self.location, vectors, depth)
+        with _SEARCH_LOCK:  # the embedded client is plain Python, not made for threads
+            return query_batch(self.client, self.location, vectors, depth)
+
+    def similarities(self, scores: np.ndarray) -> np.ndarray:
+        return similarities(self.location.distance, scores)
+
+    def search_info(self, similarity: Similarity) -> SearchInfo:
+        return search_info(self.location)
+
+    def similarity(self, embedder: Similarity) -> Similarity:
+        return SIMILARITY[self.location.distance]
+
+
+class QdrantAttachedBacking(AttachedBacking):
+    """Another application's Qdrant collection (``attach qdrant://...``), searched in place."""
 
     kind: ClassVar[str] = "qdrant-attached"
     describe_kind: ClassVar[str] = "a Qdrant collection another application owns"
     capabilities: ClassVar[Capabilities] = ATTACHED.model_copy(
         update={"tripwires": "ragbound.knowledge.qdrant_tripwires.QdrantTripwires"}
     )
-    holds_vectors: ClassVar[bool] = False
-
-    def __init__(self, location: QdrantLocation):
-        self.location = location
-        self.keys: list[str] | None = None  # each row's point id, in row order, once read
-
-    @staticmethod
-    def check_url(url: str) -> None:
-        """InputError unless ``url`` is a qdrant:// or qdrant+path: URL ``attach`` takes."""
-        parse_url(url)
+    record_type = QdrantRecord
+    access_type = QdrantAccess
 
     @classmethod
-    def from_record(cls, record: BackingRecord) -> QdrantAttachedBacking:
-        return cls(QdrantRecord.model_validate(record.model_dump()).location)
-
-    @property
-    def record(self) -> BackingRecord:
-        return QdrantRecord(kind=self.kind, location=self.location)
-
-    def check_target(self, out: Path, *, overwrite: bool, delete_other_files: bool) -> None:
-        refuse_missing(self, index=True)
-
-    def retriever(self, contents: Contents, granularity: tuple[Granularity, ...]) -> Retriever:
-        """Search in the collection, over the points read at attach."""
-        if granularity != ("chunk",):
-            refuse_missing(self, units=granularity)
-        if self.keys is None:
-            self.keys = [chunk.metadata["point_id"] for chunk in contents.chunks]
-        return QdrantStore(self.location, self.keys, contents.dimension)
-
-    def describe(self, contents: Contents, granularity: tuple[Granularity, ...]) -> SearchInfo:
-        if granularity != ("chunk",):
-            refuse_missing(self, units=granularity)
-        return search_info(self.location)
-
-    def load(self, root: Path, manifest: KBManifest) -> Loaded:
-        """The chunk file read at attach, after checking the collection still holds as many
-        points (ArtifactError asking to attach again otherwise)."""
-        loaded = super().load(root, manifest)
-        client = open_client(self.location)
-        with qdrant_errors(self.location):
-            _require_collection(client, self.location)
-            now = _count(client, self.location, _filter(self.location))
-        if now != manifest.n_chunks:
-            raise ArtifactError(
-                f"{self.location.describe()} holds {now} points{self.location.filtered()} with "
-                f"text, {manifest.n_chunks} when it was attached: attach it again (ragbound "
-                "attach ... --out NEW_FOLDER), then calibrate again"
-            )
-        return loaded
-
-    @classmethod
-    def attach(
+    def locate(
         cls,
         url: str,
         *,
-        embedder: str = "minilm",
-        text_field: str = DEFAULT_TEXT_FIELD,
+        text_field: str | None = None,
         doc_field: str | None = None,
         vector_name: str | None = None,
         where: Sequence[str] = (),
-        sample: int = DEFAULT_SAMPLE,
         search: str = "exact",
         hnsw_ef: int | None = None,
-    ) -> tuple[QdrantAttachedBacking, KBManifest, list[Chunk], Any]:
-        """Check a Qdrant collection and describe it: its vectors (name, dimension, distance),
-        its points' texts (payload ``text_field``; ``doc_field`` the document id, default the
-        point id) and, on ``sample`` re-embedded texts, that ``embedder`` made the vectors.
-
-        ``where`` holds ``KEY=VALUE`` payload filters (ANDed; the value matches as text, or as
-        the integer or boolean it spells). ``search`` "exact" (default) or "hnsw" (a server:
-        the collection's HNSW index, ``hnsw_ef`` candidates, default its ``ef_construct``).
-        Returns the backing, a manifest, the points as chunks and the loaded embedder.
-        """
+    ) -> QdrantLocation:
+        """``text_field``: the payload key of the texts (default: found where LangChain or
+        LlamaIndex put them); ``doc_field`` the document id (default the point id);
+        ``where`` ``KEY=VALUE`` payload filters (ANDed; the value matches as text, or as the
+        integer or boolean it spells); ``search`` "exact" (default) or "hnsw" (a server: the
+        collection's HNSW index, ``hnsw_ef`` candidates, default its ``ef_construct``)."""
         if search not in ("exact", "hnsw"):
             raise InputError(f"search must be exact or hnsw, not {search!r}")
         place = parse_url(url)
@@ -541,53 +498,15 @@ class QdrantAttachedBacking(SegmentBacking):
             )
         if hnsw_ef is not None and search != "hnsw":
             raise InputError("--hnsw-ef applies to --search hnsw only")
-        spec = canonical_spec(embedder)
-        if is_lexical(spec):
-            raise InputError("attach needs the dense embedder that made the stored vectors")
-        dense = load_dense_embedder(spec)
-        location = QdrantLocation(
+        return QdrantLocation(
             **place,
             vector_name=vector_name,
             text_field=text_field,
             doc_field=doc_field,
-            where=parse_where(where),
+            where=parse_filters(where),
             search=search,  # type: ignore[arg-type]
             hnsw_ef=hnsw_ef,
         )
-        client = open_client(location)
-        with qdrant_errors(location):
-            location = _checked_vectors(client, location, dense.info.dimension, dense.info.name)
-            ids, chunks = _read_points(client, location)
-            _check_sample(client, location, dense, ids, sample)
-        backing = cls(location)
-        backing.keys = [chunk.metadata["point_id"] for chunk in chunks]
-        return backing, _manifest(spec, dense.info, location, chunks), chunks, dense
-
-
-def _manifest(spec: str, info: Any, location: QdrantLocation, chunks: list[Chunk]) -> KBManifest:
-    now = utc_now()
-    documents = len({chunk.doc_id for chunk in chunks})
-    segment = Segment(
-        name="attached",
-        n_chunks=len(chunks),
-        n_documents=documents,
-        sources=[location.collection],
-        created_at=now,
-    )
-    return KBManifest(
-        created_at=now,
-        updated_at=now,
-        embedder_spec=spec,
-        embedder=info,
-        chunking=ChunkingParams(),
-        text_field=location.text_field,
-        id_field=location.doc_field,
-        n_chunks=len(chunks),
-        n_documents=documents,
-        corpus_hash=corpus_hash(chunks),
-        segments=[segment],
-        backing=QdrantRecord(kind="qdrant-attached", location=location),
-    )
 
 
 # ---------------------------------------------------------------- checks at attach
@@ -601,9 +520,7 @@ def _require_collection(client: Any, location: QdrantLocation) -> None:
     )
 
 
-def _checked_vectors(
-    client: Any, location: QdrantLocation, dimension: int, embedder: str
-) -> QdrantLocation:
+def _checked_vectors(client: Any, location: QdrantLocation, dimension: int) -> QdrantLocation:
     """The location with the vector name, distance (and HNSW's m, ef) settled, after checking
     the collection exists and its vectors have the embedder's dimension."""
     _require_collection(client, location)
@@ -622,7 +539,7 @@ def _checked_vectors(
     if params.size != dimension:
         raise InputError(
             f"{location.describe()} holds {params.size}-dimensional vectors but the embedder "
-            f"{embedder} makes {dimension}-dimensional ones: pass the embedder that filled it"
+            f"makes {dimension}-dimensional ones: pass the embedder that filled it"
         )
     update: dict[str, Any] = {"vector_name": name, "distance": distance}
     if location.search == "hnsw":
@@ -664,145 +581,3 @@ def _vector_params(vectors: Any, location: QdrantLocation) -> tuple[str | None, 
             f"vectors: {names})"
         )
     return location.vector_name, vectors[location.vector_name]
-
-
-def _count(client: Any, location: QdrantLocation, flt: Any) -> int:
-    return client.count(location.collection, count_filter=flt, exact=True).count
-
-
-def _read_points(client: Any, location: QdrantLocation) -> tuple[dict[str, Any], list[Chunk]]:
-    """Every point with text (and matching ``where``) as a chunk, in Qdrant's id order;
-    also each point id's original value (int or UUID) by its text form."""
-    _require_points(client, location)
-    ids: dict[str, Any] = {}
-    chunks: list[Chunk] = []
-    offset = None
-    while True:
-        points, offset = client.scroll(
-            location.collection,
-            scroll_filter=_filter(location),
-            limit=PAGE,
-            offset=offset,
-            with_payload=True,
-            with_vectors=False,
-        )
-        for point in points:
-            ids[str(point.id)] = point.id
-            chunks.append(_chunk(point, location))
-        if offset is None:
-            return ids, chunks
-
-
-def _require_points(client: Any, location: QdrantLocation) -> None:
-    """InputError for an empty collection, a filter matching nothing, or no text under the
-    text field (naming the payload keys found)."""
-    if not _count(client, location, None):
-        raise InputError(f"{location.describe()} is empty: it has no points to attach")
-    where = _filter(location, with_text=False)
-    if where is not None and not _count(client, location, where):
-        raise InputError(f"no point of {location.describe()} matches --where {location.filters()}")
-    if _count(client, location, _filter(location)):
-        return
-    points, _ = client.scroll(location.collection, scroll_filter=where, limit=16, with_payload=True)
-    keys = sorted({key for point in points for key in (point.payload or {})})
-    raise InputError(
-        f"no point of {location.describe()} has text under the payload field "
-        f"{location.text_field!r} (keys found: {', '.join(keys) or 'none'}): name the field "
-        "with --text-field"
-    )
-
-
-def _chunk(point: Any, location: QdrantLocation) -> Chunk:
-    """One point as a chunk: id = hash of point id and text, doc_id = ``doc_field`` or the
-    point id; the point id is kept in ``metadata["point_id"]``."""
-    key = str(point.id)
-    text = payload_value(point.payload, location.text_field)
-    if not isinstance(text, str):
-        raise InputError(
-            f"point {key} of {location.describe()} holds {type(text).__name__} under "
-            f"{location.text_field!r}, not text: name the text field with --text-field"
-        )
-    doc = payload_value(point.payload, location.doc_field) if location.doc_field else None
-    return Chunk(
-        id=sha256_text(key, text)[:16],
-        text=text,
-        doc_id=key if doc is None else str(doc),
-        source=location.collection,
-        position=0,
-        n_words=len(text.split()),
-        metadata={"point_id": key},
-    )
-
-
-def _check_sample(
-    client: Any, location: QdrantLocation, dense: Any, ids: dict[str, Any], sample: int
-) -> None:
-    """Re-embed ``sample`` stored texts (a fixed pseudo-random choice: ordered by the md5 of
-    their point id) and refuse unless their stored vectors point the same way, Euclid's
-    vectors are unit-norm, and Qdrant's converted scores equal the similarity computed here."""
-    chosen = sorted(ids, key=lambda key: hashlib.md5(key.encode()).hexdigest())[:sample]
-    records = client.retrieve(
-        location.collection,
-        ids=[ids[key] for key in chosen],
-        with_payload=True,
-        with_vectors=[location.vector_name] if location.vector_name else True,
-    )
-    stored = np.array([vector_of(record, location) for record in records], dtype=np.float64)
-    texts = [payload_value(record.payload, location.text_field) for record in records]
-    fresh = np.asarray(dense.encode(texts), dtype=np.float64)
-    median = float(np.median(row_cosines(stored, fresh)))
-    if median < SAME_EMBEDDER_COSINE:
-        raise InputError(
-            f"the vectors in {location.describe()} were not made by the embedder "
-            f"{dense.info.name}: re-embedding {len(records)} stored texts gives a median cosine "
-            f"of {median:.3f} with the stored vectors (at least {SAME_EMBEDDER_COSINE} "
-            "expected); pass the embedder that filled the collection with --embedder"
-        )
-    if location.distance == "Euclid":
-        _require_unit(stored, fresh, location)
-    _check_scores(client, location, [ids[str(r.id)] for r in records], stored, fresh)
-
-
-def vector_of(record: Any, location: QdrantLocation) -> list[float]:
-    vector = record.vector
-    return vector[location.vector_name] if isinstance(vector, dict) else vector
-
-
-def _require_unit(stored: np.ndarray, fresh: np.ndarray, location: QdrantLocation) -> None:
-    """Euclid's 1 - d²/2 is the cosine only between unit vectors, stored and queried."""
-    for what, vectors in (("stored", stored), ("re-embedded", fresh)):
-        worst = float(np.max(np.abs(np.linalg.norm(vectors, axis=1) - 1.0)))
-        if worst > UNIT_NORM:
-            raise InputError(
-                f"{location.describe()} scores by Euclid distance, which ragbound turns into a "
-                f"similarity (1 - d²/2) only for unit vectors, but the {what} vectors' norms "
-                f"differ from 1 by up to {worst:.3g}: use a Cosine or Dot collection"
-            )
-
-
-def _check_scores(
-    client: Any,
-    location: QdrantLocation,
-    point_ids: list[Any],
-    stored: np.ndarray,
-    fresh: np.ndarray,
-) -> None:
-    """Search the sample with its re-embedded vectors; each converted score must equal the
-    similarity computed here (cosine, or the dot product)."""
-    if location.similarity == "cosine":
-        stored = stored / np.linalg.norm(stored, axis=1, keepdims=True)
-        fresh = fresh / np.linalg.norm(fresh, axis=1, keepdims=True)
-    expected = fresh @ stored.T
-    column = {str(point_id): i for i, point_id in enumerate(point_ids)}
-    found = query_batch(client, location, fresh.astype(np.float32), len(point_ids), point_ids)
-    worst = 0.0
-    for row, points in enumerate(found):
-        for key, score in points:
-            converted = float(similarities(location.distance, np.array(score)))
-            worst = max(worst, abs(converted - expected[row, column[key]]))
-    if worst > SCORE_TOLERANCE:
-        raise InputError(
-            f"{location.describe()}: Qdrant's {location.distance} scores, converted, differ from "
-            f"the {location.similarity} of the same vectors by up to {worst:.3g}: ragbound "
-            "cannot use its scores as similarities"
-        )

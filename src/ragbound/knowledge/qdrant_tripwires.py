@@ -9,21 +9,26 @@ Qdrant store does: so the application's own framework reads it back as a flagged
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ragbound.knowledge.qdrant import (
-    DEFAULT_TEXT_FIELD,
+from ragbound.knowledge.attached import (
+    LANGCHAIN_TEXT,
+    LLAMAINDEX_NODE,
     NESTED_METADATA,
+    field_value,
+    text_of,
+)
+from ragbound.knowledge.qdrant import (
     PAGE,
     QdrantLocation,
-    flagged,
     open_client,
-    payload_value,
     qdrant_errors,
+    tripwire_condition,
     vector_of,
 )
 from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG, StoredRecords
@@ -55,7 +60,7 @@ class QdrantTripwires:
             while True:
                 page, offset = client.scroll(
                     self.location.collection,
-                    scroll_filter=models.Filter(must=[flagged(models, present=True)]),
+                    scroll_filter=models.Filter(must=[tripwire_condition(models, present=True)]),
                     limit=PAGE,
                     offset=offset,
                     with_payload=True,
@@ -67,7 +72,7 @@ class QdrantTripwires:
         rows = [vector_of(point, self.location) for point in points] if vectors else []
         return StoredRecords(
             keys=[str(point.id) for point in points],
-            texts=[str(payload_value(p.payload, self.location.text_field) or "") for p in points],
+            texts=[str(self._text(point.payload or {}) or "") for point in points],
             metadatas=[_metadata(point.payload or {}) for point in points],
             vectors=np.asarray(rows, np.float32) if rows else np.empty((0, 0), np.float32),
         )
@@ -103,10 +108,19 @@ class QdrantTripwires:
         values = np.asarray(vector, np.float32).tolist()
         return {self.location.vector_name: values} if self.location.vector_name else values
 
+    def _text(self, payload: dict[str, Any]) -> Any:
+        field = self.location.text_field
+        return text_of(payload, field) if field == LLAMAINDEX_NODE else field_value(payload, field)
+
     def _payload(self, text: str, metadata: dict[str, Any]) -> dict[str, Any]:
-        if self.location.text_field == DEFAULT_TEXT_FIELD:
-            return {DEFAULT_TEXT_FIELD: text, NESTED_METADATA: dict(metadata)}
-        return {self.location.text_field: text, **metadata}
+        """The layout the collection's framework reads back as a flagged document."""
+        field = self.location.text_field or LANGCHAIN_TEXT
+        if field == LANGCHAIN_TEXT:
+            return {LANGCHAIN_TEXT: text, NESTED_METADATA: dict(metadata)}
+        if field == LLAMAINDEX_NODE:  # a TextNode as LlamaIndex stores one, the flag inside too
+            node = {"text": text, "metadata": dict(metadata), "class_name": "TextNode"}
+            return {LLAMAINDEX_NODE: json.dumps(node), "_node_type": "TextNode", **metadata}
+        return {field: text, **metadata}
 
 
 def _metadata(payload: dict[str, Any]) -> dict[str, Any]:

@@ -69,10 +69,19 @@ class PostgresTable(BaseModel):
     where: dict[str, str] = {}
     search: SearchMethod = "exact"
     ef_search: int | None = None
+    metadata_column: str | None = None  # an attached table's JSON metadata, if it has one
+    metadata_in_embedding: bool = False  # the vectors embed LlamaIndex's metadata lines
+    doc_field: None = None  # a row's document id is its key
 
     def describe(self) -> str:
         """``table`` at ``dsn`` for messages."""
         return f"table {self.table} at {self.dsn}"
+
+    def filtered(self) -> str:
+        """`` matching c='v' and ...`` when filtered, else empty (for messages)."""
+        if not self.where:
+            return ""
+        return " matching " + " and ".join(f"{c}={v!r}" for c, v in sorted(self.where.items()))
 
 
 # ----------------------------------------------------------------------- names and DSNs
@@ -371,6 +380,77 @@ def check_dimension(found: int | None, expected: int, location: PostgresTable, n
 
 
 # ------------------------------------------------------------------------------- search
+def search_connection(location: PostgresTable) -> Any:
+    """A connection set to search the way ``location`` says (:func:`session_settings`)."""
+    connection = connect(location.dsn)
+    for setting in session_settings(location):
+        connection.execute(setting)
+    return connection
+
+
+def search_info(location: PostgresTable, similarity: Similarity) -> SearchInfo:
+    """How a search of ``location`` runs: exact (a sequential scan) or HNSW with its
+    ``ef_search`` (recorded by calibrations)."""
+    parameters: dict[str, str | int | float | bool] = {
+        "operator": _OPERATORS[similarity],
+        "method": "sequential scan" if location.search == "exact" else "hnsw",
+    }
+    if location.search == "hnsw":
+        parameters["ef_search"] = location.ef_search or DEFAULT_EF_SEARCH
+        parameters["iterative_scan"] = "strict_order"
+    return SearchInfo(
+        backend="pgvector",
+        exact=location.search == "exact",
+        similarity=similarity,
+        parameters=parameters,
+    )
+
+
+def distance_similarities(distances: np.ndarray, similarity: Similarity) -> np.ndarray:
+    """pgvector's distances as similarities, higher = closer: ``<=>`` is 1 - cosine,
+    ``<#>`` the negative dot product."""
+    return 1.0 - distances if similarity == "cosine" else -distances
+
+
+def search_sql(
+    location: PostgresTable,
+    similarity: Similarity,
+    size: int | None = None,
+    without_flag: str | None = None,
+) -> Any:
+    """One statement for a whole batch of query vectors (``%s`` the vectors, then k): each
+    query's top k in a lateral subquery, as (query number, key as text, distance) rows;
+    ``size`` bounds an owned table's rows (past it: an uncommitted add); ``without_flag``
+    leaves out rows whose metadata column sets that key."""
+    from psycopg import sql
+
+    where = filter_sql(location.where)
+    if without_flag and location.metadata_column:
+        where = sql.SQL("{} AND coalesce({}::jsonb ->> {}, '') = ''").format(
+            where, sql.Identifier(location.metadata_column), sql.Literal(without_flag)
+        )
+    if location.owned:
+        where = sql.SQL("{} AND {} < {}").format(
+            where, sql.Identifier(ROW_COLUMN), sql.Literal(size)
+        )
+    return sql.SQL(
+        "SELECT q.ord, hit.key, hit.distance FROM unnest(%s::vector[]) WITH ORDINALITY "
+        "AS q(vec, ord) CROSS JOIN LATERAL (SELECT {key}::text AS key, {v} {op} q.vec AS "
+        "distance FROM {t} WHERE {w} AND {v} IS NOT NULL AND {text} IS NOT NULL "
+        "ORDER BY distance, {order} "
+        "LIMIT %s) AS hit ORDER BY q.ord, hit.distance, {order2}"
+    ).format(
+        key=sql.Identifier(location.key_column),
+        v=sql.Identifier(location.vector_column),
+        text=sql.Identifier(location.text_column),
+        op=sql.SQL(_OPERATORS[similarity]),
+        t=table_sql(location.table),
+        w=where,
+        order=_tie_order(location),
+        order2=sql.SQL("hit.key::bigint") if location.owned else sql.SQL("hit.key"),
+    )
+
+
 class PostgresStore:
     """Nearest-neighbour search in a pgvector column: a vector
     :class:`~ragbound.stores.Retriever` whose rows are a table's rows in a fixed order.
@@ -418,19 +498,7 @@ class PostgresStore:
 
     def describe(self) -> SearchInfo:
         """Exact (a sequential scan) or HNSW with its ``ef_search``; recorded by calibrations."""
-        parameters: dict[str, str | int | float | bool] = {
-            "operator": _OPERATORS[self._similarity],
-            "method": "sequential scan" if self.location.search == "exact" else "hnsw",
-        }
-        if self.location.search == "hnsw":
-            parameters["ef_search"] = self.location.ef_search or DEFAULT_EF_SEARCH
-            parameters["iterative_scan"] = "strict_order"
-        return SearchInfo(
-            backend="pgvector",
-            exact=self.location.search == "exact",
-            similarity=self._similarity,
-            parameters=parameters,
-        )
+        return search_info(self.location, self._similarity)
 
     def close(self) -> None:
         """Close the connection (the next search opens a new one)."""
@@ -447,38 +515,11 @@ class PostgresStore:
 
     def _open(self) -> Any:
         if self._connection is None or self._connection.closed:
-            self._connection = connect(self.location.dsn)
-            for setting in session_settings(self.location):
-                self._connection.execute(setting)
+            self._connection = search_connection(self.location)
         return self._connection
 
     def _query(self) -> Any:
-        """One statement for the whole batch: each query's top k in a lateral subquery."""
-        from psycopg import sql
-
-        location = self.location
-        where = filter_sql(location.where)
-        if location.owned:  # rows past the manifest's count are an uncommitted add
-            where = sql.SQL("{} AND {} < {}").format(
-                where, sql.Identifier(ROW_COLUMN), sql.Literal(self._size)
-            )
-        key = sql.Identifier(location.key_column)
-        return sql.SQL(
-            "SELECT q.ord, hit.key, hit.distance FROM unnest(%s::vector[]) WITH ORDINALITY "
-            "AS q(vec, ord) CROSS JOIN LATERAL (SELECT {key}::text AS key, {v} {op} q.vec AS "
-            "distance FROM {t} WHERE {w} AND {v} IS NOT NULL AND {text} IS NOT NULL "
-            "ORDER BY distance, {order} "
-            "LIMIT %s) AS hit ORDER BY q.ord, hit.distance, {order2}"
-        ).format(
-            key=key,
-            v=sql.Identifier(location.vector_column),
-            text=sql.Identifier(location.text_column),
-            op=sql.SQL(_OPERATORS[self._similarity]),
-            t=table_sql(location.table),
-            w=where,
-            order=_tie_order(location),
-            order2=sql.SQL("hit.key::bigint") if location.owned else sql.SQL("hit.key"),
-        )
+        return search_sql(self.location, self._similarity, self._size)
 
     def explain(self, queries: np.ndarray, k: int) -> str:
         """PostgreSQL's plan for a search (which scan answers it), one line per step."""
@@ -497,7 +538,7 @@ class PostgresStore:
                 f"x k={k}: rows were deleted since it was loaded; load the knowledge base again"
             )
         distances = np.array([row[2] for row in found], dtype=np.float64).reshape(n_queries, k)
-        similarities = 1.0 - distances if self._similarity == "cosine" else -distances
+        similarities = distance_similarities(distances, self._similarity)
         return Hits(
             similarities=similarities.astype(np.float32),
             indices=np.array([self._row_of(row[1]) for row in found], dtype=np.int64).reshape(
