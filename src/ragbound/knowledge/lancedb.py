@@ -1,0 +1,417 @@
+"""The LanceDB backing: another application's LanceDB table (embedded, a folder), searched in
+place through the attached-store template (:mod:`ragbound.knowledge.attached`).
+
+``ragbound attach 'lancedb:///ABS/FOLDER?table=NAME' --embedder SPEC --out KB`` (a relative
+``lancedb:FOLDER?table=NAME`` is made absolute). Kind ``lancedb-attached``. LangChain's and
+LlamaIndex's LanceDB stores keep ``id``, ``vector``, ``text`` and a ``metadata`` struct (for
+LlamaIndex with its node JSON, lifted to the top as its other stores keep it): those are the
+defaults. A row's key is its ``--id-column`` value (default ``id``): a LanceDB row has no
+stable id of its own (positions move with deletes and compaction), so a table without that
+column is refused. ``--where`` equalities are typed as the schema types the column.
+
+LanceDB takes the distance per query: ragbound asks for the embedder's (``cosine`` for cosine
+embedders, ``dot`` for dot) and converts exactly: LanceDB's cosine distance is 1 - cosine and
+its dot distance 1 - dot, so similarity = 1 - d (attach checks it on a sample). The search is
+flat (every row scored: exact); an ANN index on the table is bypassed and named in what
+calibrations record. Tripwires are rows flagged in a ``ragbound_tripwire`` column, added
+(nullable) when the first is written (:mod:`ragbound.knowledge.lancedb_tripwires`), or in the
+``metadata`` struct; the search and the reads filter them out in LanceDB's SQL.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import numpy as np
+
+from ragbound.embedders.base import Similarity
+from ragbound.errors import ArtifactError, InputError, RagboundError
+from ragbound.knowledge.attached import (
+    LLAMAINDEX_NODE,
+    NESTED_METADATA,
+    Access,
+    AttachedBacking,
+    AttachedLocation,
+    Found,
+    Rows,
+    Scalar,
+    first_line,
+    parse_filters,
+    spellings,
+    text_field_of,
+    text_of,
+)
+from ragbound.knowledge.backing import ATTACHED, Capabilities
+from ragbound.knowledge.manifest import BackingRecord
+from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG
+from ragbound.stores import SearchInfo
+
+SCHEME = "lancedb"
+SHAPE = "lancedb:///ABSOLUTE/FOLDER?table=NAME (or lancedb:RELATIVE/FOLDER?table=NAME)"
+TEXT_COLUMN = "text"  # LangChain's and LlamaIndex's LanceDB column of the texts
+SAMPLED = 16  # rows read to find the text field
+
+
+class LanceLocation(AttachedLocation):
+    """An attached table: ``folder`` (absolute) and ``table``; ``vector_column`` (default: the
+    only fixed-size float list column), ``text_field`` (a column, a dotted struct field or
+    ``_node_content``) and ``id_column`` (the row key); ``metric`` the distance searched
+    (the embedder's) and ``index`` the ANN index a search bypasses, when the table has one."""
+
+    folder: str
+    table: str
+    vector_column: str | None = None
+    text_field: str | None = None
+    id_column: str = "id"
+    metric: Literal["cosine", "dot"] = "cosine"
+    index: str | None = None
+
+    def describe(self) -> str:
+        return f"LanceDB table {self.table!r} in {self.folder}"
+
+
+class LanceRecord(BackingRecord):
+    """The manifest's ``backing`` of an attached LanceDB table."""
+
+    kind: Literal["lancedb-attached"]
+    location: LanceLocation
+
+
+def parse_url(url: str) -> dict[str, str]:
+    """``lancedb:///ABS?table=NAME`` or ``lancedb:REL?table=NAME`` -> folder (absolute), table."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    if parts.scheme != SCHEME or parts.netloc or not parts.path or set(query) != {"table"}:
+        raise InputError(f"{url!r} must be {SHAPE}")
+    return {
+        "folder": str(Path(unquote(parts.path)).expanduser().absolute()),
+        "table": query["table"],
+    }
+
+
+# ------------------------------------------------------------------------------ SQL
+def quoted(name: str) -> str:
+    """A column (``a.b``: field b of struct a) as LanceDB's SQL names it, each part quoted."""
+    if "`" in name:
+        raise InputError(f"column {name!r}: a name holding ` cannot be quoted")
+    return ".".join(f"`{part}`" for part in name.split("."))
+
+
+def literal(value: Scalar) -> str:
+    """A SQL literal: text quoted (quotes doubled), bools and numbers as they are."""
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return str(value).lower() if isinstance(value, bool) else repr(value)
+
+
+def field_type(schema: Any, name: str) -> Any:
+    """The Arrow type of column ``name`` (dotted: a struct's field), None when missing."""
+    import pyarrow as pa
+
+    node: Any = schema
+    for part in name.split("."):
+        if not isinstance(node, pa.Schema) and not pa.types.is_struct(node):
+            return None
+        at = node.get_field_index(part)
+        if at < 0:
+            return None
+        node = node.field(at).type
+    return node
+
+
+def typed(schema: Any, name: str, value: Scalar, where: str) -> Scalar:
+    """``value`` as column ``name`` holds it (its text, or the number or bool it spells)."""
+    import pyarrow as pa
+
+    kind = field_type(schema, name)
+    if kind is None:
+        raise InputError(f"{where} has no column {name!r} (--where)")
+    accepts = {
+        str: pa.types.is_string(kind) or pa.types.is_large_string(kind),
+        bool: pa.types.is_boolean(kind),
+        int: pa.types.is_integer(kind),
+        float: pa.types.is_floating(kind),
+    }
+    for candidate in spellings(value):
+        if accepts[type(candidate)]:
+            return candidate
+    raise InputError(f"{where}: column {name!r} holds {kind}, which {value!r} is not (--where)")
+
+
+def string_fields(schema: Any, *paths: str) -> list[str]:
+    """Those of ``paths`` that are text columns (or text fields of a struct) of ``schema``."""
+    import pyarrow as pa
+
+    return [
+        p for p in paths if (kind := field_type(schema, p)) is not None and pa.types.is_string(kind)
+    ]
+
+
+def flag_columns(schema: Any) -> list[str]:
+    """Where rows of this schema can carry the tripwire flag: a top column, a metadata field."""
+    return string_fields(schema, TRIPWIRE_FLAG, f"{NESTED_METADATA}.{TRIPWIRE_FLAG}")
+
+
+def sql_filter(location: LanceLocation, schema: Any, *, flagged: bool = False) -> str | None:
+    """The ``where`` equalities and no tripwire flag (``flagged``: any flag, no equalities)."""
+    flags = flag_columns(schema)
+    if flagged:
+        return " OR ".join(f"({quoted(f)} IS NOT NULL AND {quoted(f)} != '')" for f in flags)
+    terms = [f"{quoted(k)} = {literal(v)}" for k, v in sorted(location.where.items())]
+    terms += [f"({quoted(f)} IS NULL OR {quoted(f)} = '')" for f in flags]
+    return " AND ".join(terms) or None
+
+
+# ------------------------------------------------------------------ the table and its rows
+def _lancedb() -> Any:
+    try:
+        import lancedb
+    except ImportError:
+        raise InputError("lancedb is not installed: pip install 'ragbound[lancedb]'") from None
+    return lancedb
+
+
+def open_table(location: LanceLocation) -> Any:
+    """The table, reading the latest version at every request (InputError when the folder or
+    the table is missing)."""
+    lancedb = _lancedb()
+    if not Path(location.folder).is_dir():
+        raise InputError(
+            f"no LanceDB folder {location.folder}: give the folder lancedb.connect used"
+        )
+    db = lancedb.connect(location.folder, read_consistency_interval=datetime.timedelta(0))
+    try:
+        return db.open_table(location.table)
+    except ValueError:
+        names = sorted(db.list_tables().tables)
+        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "") or "none"
+        raise InputError(
+            f"no LanceDB table {location.table!r} in {location.folder} (tables: {shown})"
+        ) from None
+
+
+@contextmanager
+def lance_errors(location: LanceLocation) -> Iterator[None]:
+    """LanceDB's failures as one-line ArtifactErrors naming the table."""
+    _lancedb()
+    try:
+        yield
+    except RagboundError:
+        raise
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise ArtifactError(f"{location.describe()}: {first_line(exc)}") from exc
+
+
+def scan(
+    table: Any, where: str | None, columns: Sequence[str], limit: int | None = None
+) -> list[dict]:
+    """The rows ``where`` selects (all of them without ``limit``), these columns only."""
+    query = table.search().select(list(columns)).limit(limit)
+    return (query.where(where) if where else query).to_arrow().to_pylist()
+
+
+def record_of(row: Mapping[str, Any], location: LanceLocation) -> tuple[str, Any, dict[str, Any]]:
+    """A row's key, text and metadata (null columns left out; LlamaIndex's nested node lifted
+    to the top, where its other stores keep it)."""
+    metadata = {name: value for name, value in row.items() if value is not None}
+    nested = metadata.get(NESTED_METADATA)
+    if isinstance(nested, dict) and LLAMAINDEX_NODE in nested:
+        metadata = {**nested, **{k: v for k, v in metadata.items() if k != NESTED_METADATA}}
+    key = row.get(location.id_column)
+    if key is None:
+        raise InputError(
+            f"{location.describe()}: a row has no {location.id_column!r} (--id-column)"
+        )
+    return str(key), text_of(metadata, location.text_field), metadata
+
+
+class LanceAccess(Access):
+    """A LanceDB table in its folder, through lancedb's embedded client."""
+
+    name: ClassVar[str] = "lancedb"
+    location: LanceLocation
+
+    def __init__(self, location: LanceLocation):
+        super().__init__(location)
+        self._table: Any = None
+        self._ids: dict[str, Any] = {}  # each key's own value (text or number) by its text
+
+    def errors(self) -> Any:
+        return lance_errors(self.location)
+
+    @property
+    def table(self) -> Any:
+        if self._table is None:
+            self._table = open_table(self.location)
+        return self._table
+
+    def settle(self, dimension: int) -> LanceLocation:
+        """The vector column, the typed filters, the text field and the index settled, after
+        checking the columns, the dimension and that rows match."""
+        location, schema = self.location, self.table.schema
+        where = location.describe()
+        vector = location.vector_column or _only_vector_column(schema, where)
+        kind = field_type(schema, vector)
+        if kind is None or not hasattr(kind, "list_size"):
+            raise InputError(
+                f"{where} has no fixed-size vector column {vector!r} (--vector-column)"
+            )
+        if kind.list_size != dimension:
+            raise InputError(
+                f"{where} holds {kind.list_size}-dimensional vectors but the embedder makes "
+                f"{dimension}-dimensional ones: pass the embedder that filled it"
+            )
+        if field_type(schema, location.id_column) is None:
+            raise InputError(
+                f"{where} has no column {location.id_column!r}: name the column identifying a row "
+                "with --id-column (a LanceDB row has no stable id of its own)"
+            )
+        typed_where = {k: typed(schema, k, v, where) for k, v in location.where.items()}
+        location = location.model_copy(update={"vector_column": vector, "where": typed_where})
+        if not self.table.count_rows():
+            raise InputError(f"{where} is empty: it has no rows to attach")
+        filtered = sql_filter(location, schema)
+        samples = scan(self.table, filtered, _columns(schema, vector), SAMPLED)
+        if not samples:
+            raise InputError(f"{where} has no rows{location.filtered()} (--where)")
+        text = location.text_field
+        if text is None:
+            text = TEXT_COLUMN if string_fields(schema, TEXT_COLUMN) else text_field_of(samples)
+        if text is None:
+            raise InputError(
+                f"{where} holds no text where LangChain or LlamaIndex put it (columns: "
+                f"{', '.join(schema.names)}): name the column with --text-field"
+            )
+        self.location = location.model_copy(update={"text_field": text})
+        return self.reopen()
+
+    def reopen(self) -> LanceLocation:
+        """The location with the ANN index the table has now (bypassed, recorded)."""
+        column = self.location.vector_column
+        found = [i.index_type for i in self.table.list_indices() if column in i.columns]
+        return self.location.model_copy(update={"index": found[0] if found else None})
+
+    def read(self) -> Rows:
+        """Every row matching ``where`` and not flagged, in key order."""
+        schema = self.table.schema
+        found = scan(
+            self.table,
+            sql_filter(self.location, schema),
+            _columns(schema, self.location.vector_column),
+        )
+        rows, self._ids = Rows(), {}
+        for row in sorted(found, key=lambda row: str(row[self.location.id_column])):
+            key, text, metadata = record_of(row, self.location)
+            if key in self._ids:
+                raise InputError(f"{self.location.describe()}: several rows have the key {key!r}")
+            self._ids[key] = row[self.location.id_column]
+            rows.add(key, text, metadata)  # a text that is not a string: None, refused
+        return rows
+
+    def vectors(self, keys: Sequence[str]) -> np.ndarray:
+        column, vector = self.location.id_column, self.location.vector_column
+        values = ", ".join(literal(self._ids.get(key, key)) for key in keys)
+        found = scan(
+            self.table, f"{quoted(column)} IN ({values})", [column, str(vector)], len(keys)
+        )
+        by_key = {str(row[column]): row[str(vector)] for row in found}
+        return np.array([by_key[key] for key in keys], dtype=np.float64)
+
+    def query(self, vectors: np.ndarray, depth: int) -> list[list[Found]]:
+        column = self.location.id_column
+        search = (
+            self.table.search(
+                np.asarray(vectors, np.float32), vector_column_name=self.location.vector_column
+            )
+            .distance_type(self.location.metric)
+            .bypass_vector_index()
+            .select([column, "_distance"])
+            .limit(depth)
+        )
+        where = sql_filter(self.location, self.table.schema)
+        found = (search.where(where, prefilter=True) if where else search).to_arrow().to_pylist()
+        rows: list[list[Found]] = [[] for _ in vectors]
+        for hit in sorted(found, key=lambda h: (h.get("query_index", 0), h["_distance"])):
+            rows[hit.get("query_index", 0)].append(Found(str(hit[column]), float(hit["_distance"])))
+        return rows
+
+    def similarities(self, scores: np.ndarray) -> np.ndarray:
+        """1 - d: LanceDB's cosine distance is 1 - cosine, its dot distance 1 - dot."""
+        return 1.0 - np.asarray(scores, np.float64)
+
+    def search_info(self, similarity: Similarity) -> SearchInfo:
+        index = self.location.index
+        parameters = {"distance": self.location.metric, "method": "flat (every row scored)"}
+        bypassed = {"ann_index": f"{index} (bypassed)"} if index else {}
+        return SearchInfo(
+            backend="lancedb", exact=True, similarity=similarity, parameters=parameters | bypassed
+        )
+
+    def similarity(self, embedder: Similarity) -> Similarity:
+        if embedder not in ("cosine", "dot"):
+            raise InputError(f"a LanceDB table is searched by cosine or dot, not {embedder}")
+        self.location = self.location.model_copy(update={"metric": embedder})
+        return embedder
+
+
+def _columns(schema: Any, vector: str | None) -> list[str]:
+    return [name for name in schema.names if name != vector]
+
+
+def _only_vector_column(schema: Any, where: str) -> str:
+    """The one fixed-size list column (among several: LanceDB's default name, ``vector``)."""
+    import pyarrow as pa
+
+    found = [f.name for f in schema if pa.types.is_fixed_size_list(f.type)]
+    if len(found) == 1 or "vector" in found:
+        return found[0] if len(found) == 1 else "vector"
+    raise InputError(
+        f"{where} has {len(found)} vector columns ({', '.join(found) or 'none'}): choose one "
+        "with --vector-column"
+    )
+
+
+class LanceAttachedBacking(AttachedBacking):
+    """Another application's LanceDB table (``attach lancedb:...``), searched in place."""
+
+    kind: ClassVar[str] = "lancedb-attached"
+    describe_kind: ClassVar[str] = "a LanceDB table another application owns"
+    capabilities: ClassVar[Capabilities] = ATTACHED.model_copy(
+        update={"tripwires": "ragbound.knowledge.lancedb_tripwires.LanceTripwires"}
+    )
+    record_type = LanceRecord
+    access_type = LanceAccess
+
+    @property
+    def source(self) -> str:
+        return self.location.table
+
+    @classmethod
+    def locate(
+        cls,
+        url: str,
+        *,
+        text_field: str | None = None,
+        doc_field: str | None = None,
+        vector_column: str | None = None,
+        id_column: str | None = None,
+        where: Sequence[str] = (),
+    ) -> LanceLocation:
+        """``text_field``: the column of the texts (default ``text``, else where LangChain or
+        LlamaIndex put them; a struct field as ``metadata.body``); ``doc_field`` the document
+        id (default the row key); ``vector_column`` (default the only vector column);
+        ``id_column`` the row key (default ``id``); ``where`` ``COLUMN=VALUE`` equalities
+        (ANDed, typed as the column)."""
+        return LanceLocation(
+            **parse_url(url),
+            text_field=text_field,
+            doc_field=doc_field,
+            vector_column=vector_column,
+            id_column=id_column or "id",
+            where=parse_filters(where),
+        )
