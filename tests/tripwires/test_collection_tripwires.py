@@ -1,5 +1,5 @@
 """Tripwires in the user's own collection (RAR's design): ``tripwire add`` on a knowledge base
-attached to Chroma (a real ``chroma run``) or Qdrant (embedded) writes flagged records there;
+attached to Chroma (a real ``chroma run``), Qdrant or LanceDB (embedded) writes flagged records there;
 the verdicts equal those of ragbound's own tripwire files; the knowledge never returns or
 counts a tripwire; records flagged by the application itself (LangChain's ``add_documents``)
 are tripwires too; ``tripwire remove`` deletes them."""
@@ -162,6 +162,25 @@ def test_qdrant_holds_the_tripwires_and_decides_like_the_files(
     assert all(TRIPWIRE_FLAG in m for m in stored.metadatas) and len(stored.keys) == 4
     store.remove(ids=[store.tripwires[0].id])
     assert len(TripwireStore.open(KnowledgeBase.load(kb.path))) == 3
+
+
+def test_lancedb_holds_the_tripwires_and_decides_like_the_files(
+    local: KnowledgeBase, own_verdicts: list, tmp_path: Path
+):
+    pytest.importorskip("lancedb", reason="lancedb is not installed (the lancedb extra)")
+    from tests.lancefill import fill as fill_lance
+    from tests.lancefill import table
+
+    url = fill_lance(tmp_path / "lance", local.chunks, local.vectors)
+    kb = KnowledgeBase.attach(url, tmp_path / "kb")
+    before = kb.search(QUERIES, 4)
+    store = _added_to(kb, tmp_path)
+    assert table(url).count_rows(f"{TRIPWIRE_FLAG} = 'harm'") == 2  # flagged rows, a new column
+    _same_verdicts(TripwireGuard(KnowledgeBase.load(kb.path)).check_many(QUERIES), own_verdicts)
+    _knowledge_untouched(kb, before, len(local))
+    store.remove(topics=["harm"])
+    assert table(url).count_rows(f"{TRIPWIRE_FLAG} IS NOT NULL") == 2
+    assert TripwireStore.open(KnowledgeBase.load(kb.path)).topics() == {"sabotage": 2}
 
 
 def test_a_watch_sees_a_change_made_through_another_attach_folder(
