@@ -1,7 +1,7 @@
 """One contract over every knowledge-base backing: the door a new backing comes in by.
 
 Each backing in ``ragbound.knowledge.BACKINGS`` has a case here that makes a real knowledge
-base with it (PostgreSQL and Chroma on real servers). Every case is checked the same way: save and
+base with it (PostgreSQL and Chroma on real servers, Qdrant and LanceDB embedded). Every case is checked the same way: save and
 load, the fingerprint (the same as the same chunks kept locally), search at each granularity
 its capabilities allow, ``describe()`` equal to the search actually made, add, float16, and
 what it lacks refused before any work with one InputError.
@@ -107,6 +107,17 @@ def _qdrant(corpus: Path, out: Path, units: UnitParams, **_: object) -> Made:
     return Made(out, corpus, "minilm")
 
 
+def _lancedb(corpus: Path, out: Path, units: UnitParams, **_: object) -> Made:
+    """Another application's LanceDB table (embedded, a folder) of the corpus files."""
+    pytest.importorskip("lancedb", reason="lancedb is not installed (the lancedb extra)")
+    from tests.lancefill import fill
+
+    local = KnowledgeBase.build([corpus])
+    url = fill(out.parent / "lance", list(local.chunks), np.asarray(local.vectors))
+    KnowledgeBase.attach(url, out)
+    return Made(out, corpus, "minilm")
+
+
 MAKERS: dict[str, Callable[..., Made]] = {
     "exact": _local("minilm"),
     "bm25": _local("bm25"),
@@ -115,6 +126,7 @@ MAKERS: dict[str, Callable[..., Made]] = {
     "postgres-attached": _attached,
     "chroma-attached": _chroma,
     "qdrant-attached": _qdrant,
+    "lancedb-attached": _lancedb,
 }
 NEEDS_POSTGRES = ("postgres", "postgres-attached")
 # kinds manifests could name before the ``backing`` field existed
@@ -237,6 +249,7 @@ def test_what_it_lacks_is_refused_before_any_work(kind: str, dsn: str | None, tm
 
 def _attached_backing(kind: str, dsn: str):
     from ragbound.knowledge.chroma import ChromaAttachedBacking, ChromaLocation
+    from ragbound.knowledge.lancedb import LanceAttachedBacking, LanceLocation
     from ragbound.knowledge.postgres import PostgresAttachedBacking
     from ragbound.knowledge.qdrant import QdrantAttachedBacking, QdrantLocation
     from ragbound.stores.postgres import PostgresTable
@@ -245,6 +258,8 @@ def _attached_backing(kind: str, dsn: str):
         return ChromaAttachedBacking(ChromaLocation(host="127.0.0.1", port=1, collection="c"))
     if kind == "qdrant-attached":
         return QdrantAttachedBacking(QdrantLocation(folder="/nowhere", collection="c"))
+    if kind == "lancedb-attached":
+        return LanceAttachedBacking(LanceLocation(folder="/nowhere", table="t"))
     return PostgresAttachedBacking(PostgresTable(dsn=dsn, table="t", owned=False))
 
 
