@@ -162,7 +162,7 @@ def test_each_attach_error_is_one_clear_line(local: KnowledgeBase, url: str, tmp
         "has no column 'colour' (--where)": (url, {"where": ["colour=red"]}),
         "column 'metadata.n' holds int64": (url, {"where": ["metadata.n=three"]}),
         "records have no text": (url, {"text_field": "metadata.topic.x"}),
-        "no fixed-size vector column 'v'": (url, {"vector_column": "v"}),
+        "has no vector column 'v'": (url, {"vector_column": "v"}),
     }
     for i, (message, (target, options)) in enumerate(cases.items()):
         with pytest.raises(InputError, match=re.escape(message)) as caught:

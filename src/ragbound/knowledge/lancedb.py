@@ -1,21 +1,18 @@
 """The LanceDB backing: another application's LanceDB table (embedded, a folder), searched in
 place through the attached-store template (:mod:`ragbound.knowledge.attached`).
 
-``ragbound attach 'lancedb:///ABS/FOLDER?table=NAME' --embedder SPEC --out KB`` (a relative
-``lancedb:FOLDER?table=NAME`` is made absolute). Kind ``lancedb-attached``. LangChain's and
-LlamaIndex's LanceDB stores keep ``id``, ``vector``, ``text`` and a ``metadata`` struct (for
-LlamaIndex with its node JSON, lifted to the top as its other stores keep it): those are the
-defaults. A row's key is its ``--id-column`` value (default ``id``): a LanceDB row has no
-stable id of its own (positions move with deletes and compaction), so a table without that
-column is refused. ``--where`` equalities are typed as the schema types the column.
+``ragbound attach 'lancedb:///ABS/FOLDER?table=NAME' --out KB`` (``lancedb:REL?table=NAME`` is
+made absolute), kind ``lancedb-attached``. Defaults follow LangChain's and LlamaIndex's LanceDB
+stores: ``id``, ``vector``, ``text`` and a ``metadata`` struct (LlamaIndex's node JSON in it is
+lifted to the top, as its other stores keep it). A row's key is its ``--id-column`` (default
+``id``): a LanceDB row has no stable id of its own, so a table without one is refused.
 
-LanceDB takes the distance per query: ragbound asks for the embedder's (``cosine`` for cosine
-embedders, ``dot`` for dot) and converts exactly: LanceDB's cosine distance is 1 - cosine and
-its dot distance 1 - dot, so similarity = 1 - d (attach checks it on a sample). The search is
-flat (every row scored: exact); an ANN index on the table is bypassed and named in what
-calibrations record. Tripwires are rows flagged in a ``ragbound_tripwire`` column, added
-(nullable) when the first is written (:mod:`ragbound.knowledge.lancedb_tripwires`), or in the
-``metadata`` struct; the search and the reads filter them out in LanceDB's SQL.
+LanceDB takes the distance per query: the embedder's (cosine or dot). Its cosine distance is
+1 - cosine and its dot distance 1 - dot: similarity = 1 - d, exactly (attach checks it on a
+sample). The search is flat, every row scored (exact); an ANN index is bypassed and named in
+what calibrations record. Tripwires are rows flagged in a ``ragbound_tripwire`` column (added
+when the first is written: :mod:`~ragbound.knowledge.lancedb_tripwires`) or ``metadata`` field;
+reads and searches filter them out in LanceDB's SQL.
 """
 
 from __future__ import annotations
@@ -54,14 +51,11 @@ from ragbound.stores import SearchInfo
 SCHEME = "lancedb"
 SHAPE = "lancedb:///ABSOLUTE/FOLDER?table=NAME (or lancedb:RELATIVE/FOLDER?table=NAME)"
 TEXT_COLUMN = "text"  # LangChain's and LlamaIndex's LanceDB column of the texts
-SAMPLED = 16  # rows read to find the text field
 
 
 class LanceLocation(AttachedLocation):
-    """An attached table: ``folder`` (absolute) and ``table``; ``vector_column`` (default: the
-    only fixed-size float list column), ``text_field`` (a column, a dotted struct field or
-    ``_node_content``) and ``id_column`` (the row key); ``metric`` the distance searched
-    (the embedder's) and ``index`` the ANN index a search bypasses, when the table has one."""
+    """A table in a folder (absolute); ``text_field`` a column, a struct field (``a.b``) or
+    ``_node_content``; ``metric`` the embedder's; ``index`` the ANN index a search bypasses."""
 
     folder: str
     table: str
@@ -88,10 +82,8 @@ def parse_url(url: str) -> dict[str, str]:
     query = dict(parse_qsl(parts.query))
     if parts.scheme != SCHEME or parts.netloc or not parts.path or set(query) != {"table"}:
         raise InputError(f"{url!r} must be {SHAPE}")
-    return {
-        "folder": str(Path(unquote(parts.path)).expanduser().absolute()),
-        "table": query["table"],
-    }
+    folder = Path(unquote(parts.path)).expanduser().absolute()
+    return {"folder": str(folder), "table": query["table"]}
 
 
 # ------------------------------------------------------------------------------ SQL
@@ -115,12 +107,10 @@ def field_type(schema: Any, name: str) -> Any:
 
     node: Any = schema
     for part in name.split("."):
-        if not isinstance(node, pa.Schema) and not pa.types.is_struct(node):
+        nested = isinstance(node, pa.Schema) or pa.types.is_struct(node)
+        if not nested or node.get_field_index(part) < 0:
             return None
-        at = node.get_field_index(part)
-        if at < 0:
-            return None
-        node = node.field(at).type
+        node = node.field(node.get_field_index(part)).type
     return node
 
 
@@ -131,14 +121,10 @@ def typed(schema: Any, name: str, value: Scalar, where: str) -> Scalar:
     kind = field_type(schema, name)
     if kind is None:
         raise InputError(f"{where} has no column {name!r} (--where)")
-    accepts = {
-        str: pa.types.is_string(kind) or pa.types.is_large_string(kind),
-        bool: pa.types.is_boolean(kind),
-        int: pa.types.is_integer(kind),
-        float: pa.types.is_floating(kind),
-    }
+    t = pa.types
+    accepts = {str: t.is_string, bool: t.is_boolean, int: t.is_integer, float: t.is_floating}
     for candidate in spellings(value):
-        if accepts[type(candidate)]:
+        if accepts[type(candidate)](kind):
             return candidate
     raise InputError(f"{where}: column {name!r} holds {kind}, which {value!r} is not (--where)")
 
@@ -168,37 +154,27 @@ def sql_filter(location: LanceLocation, schema: Any, *, flagged: bool = False) -
 
 
 # ------------------------------------------------------------------ the table and its rows
-def _lancedb() -> Any:
+def open_table(location: LanceLocation) -> Any:
+    """The table, reading the latest version at every request (InputError when the folder or
+    the table is missing)."""
     try:
         import lancedb
     except ImportError:
         raise InputError("lancedb is not installed: pip install 'ragbound[lancedb]'") from None
-    return lancedb
-
-
-def open_table(location: LanceLocation) -> Any:
-    """The table, reading the latest version at every request (InputError when the folder or
-    the table is missing)."""
-    lancedb = _lancedb()
     if not Path(location.folder).is_dir():
-        raise InputError(
-            f"no LanceDB folder {location.folder}: give the folder lancedb.connect used"
-        )
+        raise InputError(f"no LanceDB folder {location.folder} (the one lancedb.connect used)")
     db = lancedb.connect(location.folder, read_consistency_interval=datetime.timedelta(0))
     try:
         return db.open_table(location.table)
     except ValueError:
         names = sorted(db.list_tables().tables)
         shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "") or "none"
-        raise InputError(
-            f"no LanceDB table {location.table!r} in {location.folder} (tables: {shown})"
-        ) from None
+        raise InputError(f"no LanceDB table {location.table!r} there (tables: {shown})") from None
 
 
 @contextmanager
 def lance_errors(location: LanceLocation) -> Iterator[None]:
     """LanceDB's failures as one-line ArtifactErrors naming the table."""
-    _lancedb()
     try:
         yield
     except RagboundError:
@@ -207,11 +183,9 @@ def lance_errors(location: LanceLocation) -> Iterator[None]:
         raise ArtifactError(f"{location.describe()}: {first_line(exc)}") from exc
 
 
-def scan(
-    table: Any, where: str | None, columns: Sequence[str], limit: int | None = None
-) -> list[dict]:
+def scan(table: Any, where: str | None, names: Sequence[str], limit: int | None = None) -> list:
     """The rows ``where`` selects (all of them without ``limit``), these columns only."""
-    query = table.search().select(list(columns)).limit(limit)
+    query = table.search().select(list(names)).limit(limit)
     return (query.where(where) if where else query).to_arrow().to_pylist()
 
 
@@ -224,9 +198,7 @@ def record_of(row: Mapping[str, Any], location: LanceLocation) -> tuple[str, Any
         metadata = {**nested, **{k: v for k, v in metadata.items() if k != NESTED_METADATA}}
     key = row.get(location.id_column)
     if key is None:
-        raise InputError(
-            f"{location.describe()}: a row has no {location.id_column!r} (--id-column)"
-        )
+        raise InputError(f"{location.describe()}: a row has no key ({location.id_column})")
     return str(key), text_of(metadata, location.text_field), metadata
 
 
@@ -256,16 +228,8 @@ class LanceAccess(Access):
         location, schema = self.location, self.table.schema
         where = location.describe()
         vector = location.vector_column or _only_vector_column(schema, where)
-        kind = field_type(schema, vector)
-        if kind is None or not hasattr(kind, "list_size"):
-            raise InputError(
-                f"{where} has no fixed-size vector column {vector!r} (--vector-column)"
-            )
-        if kind.list_size != dimension:
-            raise InputError(
-                f"{where} holds {kind.list_size}-dimensional vectors but the embedder makes "
-                f"{dimension}-dimensional ones: pass the embedder that filled it"
-            )
+        if not hasattr(field_type(schema, vector), "list_size"):  # its size: checked on a sample
+            raise InputError(f"{where} has no vector column {vector!r} (--vector-column)")
         if field_type(schema, location.id_column) is None:
             raise InputError(
                 f"{where} has no column {location.id_column!r}: name the column identifying a row "
@@ -275,13 +239,12 @@ class LanceAccess(Access):
         location = location.model_copy(update={"vector_column": vector, "where": typed_where})
         if not self.table.count_rows():
             raise InputError(f"{where} is empty: it has no rows to attach")
-        filtered = sql_filter(location, schema)
-        samples = scan(self.table, filtered, _columns(schema, vector), SAMPLED)
-        if not samples:
+        if not scan(self.table, sql_filter(location, schema), [location.id_column], 1):
             raise InputError(f"{where} has no rows{location.filtered()} (--where)")
-        text = location.text_field
+        text = location.text_field or (string_fields(schema, TEXT_COLUMN) or [None])[0]
         if text is None:
-            text = TEXT_COLUMN if string_fields(schema, TEXT_COLUMN) else text_field_of(samples)
+            samples = scan(self.table, sql_filter(location, schema), _columns(schema, vector), 16)
+            text = text_field_of(samples)
         if text is None:
             raise InputError(
                 f"{where} holds no text where LangChain or LlamaIndex put it (columns: "
@@ -298,36 +261,30 @@ class LanceAccess(Access):
 
     def read(self) -> Rows:
         """Every row matching ``where`` and not flagged, in key order."""
-        schema = self.table.schema
+        location, schema = self.location, self.table.schema
         found = scan(
-            self.table,
-            sql_filter(self.location, schema),
-            _columns(schema, self.location.vector_column),
+            self.table, sql_filter(location, schema), _columns(schema, location.vector_column)
         )
         rows, self._ids = Rows(), {}
-        for row in sorted(found, key=lambda row: str(row[self.location.id_column])):
-            key, text, metadata = record_of(row, self.location)
+        for row in sorted(found, key=lambda row: str(row[location.id_column])):
+            key, text, metadata = record_of(row, location)
             if key in self._ids:
-                raise InputError(f"{self.location.describe()}: several rows have the key {key!r}")
-            self._ids[key] = row[self.location.id_column]
+                raise InputError(f"{location.describe()}: several rows have the key {key!r}")
+            self._ids[key] = row[location.id_column]
             rows.add(key, text, metadata)  # a text that is not a string: None, refused
         return rows
 
     def vectors(self, keys: Sequence[str]) -> np.ndarray:
-        column, vector = self.location.id_column, self.location.vector_column
+        column, vector = self.location.id_column, str(self.location.vector_column)
         values = ", ".join(literal(self._ids.get(key, key)) for key in keys)
-        found = scan(
-            self.table, f"{quoted(column)} IN ({values})", [column, str(vector)], len(keys)
-        )
-        by_key = {str(row[column]): row[str(vector)] for row in found}
+        found = scan(self.table, f"{quoted(column)} IN ({values})", [column, vector], len(keys))
+        by_key = {str(row[column]): row[vector] for row in found}
         return np.array([by_key[key] for key in keys], dtype=np.float64)
 
     def query(self, vectors: np.ndarray, depth: int) -> list[list[Found]]:
-        column = self.location.id_column
+        column, vector = self.location.id_column, self.location.vector_column
         search = (
-            self.table.search(
-                np.asarray(vectors, np.float32), vector_column_name=self.location.vector_column
-            )
+            self.table.search(np.asarray(vectors, np.float32), vector_column_name=vector)
             .distance_type(self.location.metric)
             .bypass_vector_index()
             .select([column, "_distance"])
@@ -365,9 +322,7 @@ def _columns(schema: Any, vector: str | None) -> list[str]:
 
 def _only_vector_column(schema: Any, where: str) -> str:
     """The one fixed-size list column (among several: LanceDB's default name, ``vector``)."""
-    import pyarrow as pa
-
-    found = [f.name for f in schema if pa.types.is_fixed_size_list(f.type)]
+    found = [f.name for f in schema if hasattr(f.type, "list_size")]
     if len(found) == 1 or "vector" in found:
         return found[0] if len(found) == 1 else "vector"
     raise InputError(
@@ -402,11 +357,9 @@ class LanceAttachedBacking(AttachedBacking):
         id_column: str | None = None,
         where: Sequence[str] = (),
     ) -> LanceLocation:
-        """``text_field``: the column of the texts (default ``text``, else where LangChain or
-        LlamaIndex put them; a struct field as ``metadata.body``); ``doc_field`` the document
-        id (default the row key); ``vector_column`` (default the only vector column);
-        ``id_column`` the row key (default ``id``); ``where`` ``COLUMN=VALUE`` equalities
-        (ANDed, typed as the column)."""
+        """Defaults: the ``text`` column (else found where the frameworks put it), the row
+        key as document id, the only vector column, ``id``; ``where`` ``COLUMN=VALUE``
+        equalities (ANDed, typed as the column; ``metadata.topic=x``: a struct's field)."""
         return LanceLocation(
             **parse_url(url),
             text_field=text_field,
