@@ -332,7 +332,8 @@ def attach(
         typer.Argument(
             help="postgresql://USER@HOST/DATABASE (password from PGPASSWORD or ~/.pgpass), "
             "chroma://HOST:PORT/COLLECTION[?tenant=T&database=D], qdrant://HOST:PORT/COLLECTION, "
-            "or qdrant+path:///FOLDER?collection=NAME (a folder of qdrant-client's embedded mode).",
+            "qdrant+path:///FOLDER?collection=NAME (a folder of qdrant-client's embedded mode), "
+            "or lancedb:///FOLDER?table=NAME (a LanceDB folder).",
             callback=validate.attach_url,
         ),
     ],
@@ -358,14 +359,16 @@ def attach(
     vector_column: Annotated[
         str | None,
         typer.Option(
-            help="PostgreSQL: pgvector column of their embeddings (default: embedding).",
+            help="PostgreSQL: pgvector column of their embeddings (default: embedding); "
+            "LanceDB: the vector column (default: the only one).",
             callback=validate.column_name,
         ),
     ] = None,
     id_column: Annotated[
         str | None,
         typer.Option(
-            help="PostgreSQL: column identifying a row (default: the table's primary key).",
+            help="PostgreSQL: column identifying a row (default: the table's primary key); "
+            "LanceDB: the column of each row's key (default id).",
             callback=validate.column_name,
         ),
     ] = None,
@@ -373,14 +376,15 @@ def attach(
         str | None,
         typer.Option(
             help="Qdrant: payload key of the chunk texts (default: found where LangChain, "
-            "page_content, or LlamaIndex, _node_content, put them; a nested key as metadata.text)."
+            "page_content, or LlamaIndex, _node_content, put them; a nested key as metadata.text); "
+            "LanceDB: their column (default text)."
         ),
     ] = None,
     doc_field: Annotated[
         str | None,
         typer.Option(
-            help="Chroma: metadata field, Qdrant: payload key, holding each record's document "
-            "id (default: the record's or point's id)."
+            help="Chroma: metadata field, Qdrant: payload key, LanceDB: column, holding each "
+            "record's document id (default: the record's, point's or row's id)."
         ),
     ] = None,
     vector_name: Annotated[
@@ -390,8 +394,9 @@ def attach(
     where: Annotated[
         list[str] | None,
         typer.Option(
-            help="COLUMN=VALUE (PostgreSQL), metadata FIELD=VALUE (Chroma) or payload "
-            "KEY=VALUE (Qdrant): use only rows whose value equals it; repeat to combine.",
+            help="COLUMN=VALUE (PostgreSQL; LanceDB, a struct's field as metadata.KEY), metadata "
+            "FIELD=VALUE (Chroma) or payload KEY=VALUE (Qdrant): use only rows whose value "
+            "equals it; repeat to combine.",
             callback=validate.column_filter,
         ),
     ] = None,
@@ -437,7 +442,7 @@ def attach(
     json_out: JsonOpt = False,
 ) -> None:
     """Use a store another application filled (a PostgreSQL + pgvector table, a Chroma or
-    a Qdrant collection), without copying it.
+    a Qdrant collection, a LanceDB table), without copying it.
 
     The vectors stay where they are, nothing is re-embedded: --out gets a manifest that
     records where they are (never a password), the table or collection, its columns or fields
@@ -466,6 +471,13 @@ def attach(
     (_node_content, whose metadata lines it embeds with the text: recognised) put it. Cosine and
     Dot scores are kept as they are; Euclid distances d become 1 - d²/2, which needs unit
     vectors (checked); Manhattan is refused.
+
+    LanceDB (--text-field, --doc-field, --vector-column, --id-column, --where COLUMN=VALUE):
+    lancedb:///ABSOLUTE/FOLDER?table=NAME, a table in a folder LanceDB's embedded client
+    wrote. LangChain's and LlamaIndex's LanceDB stores keep id, vector, text and a metadata
+    struct (the defaults; --where metadata.source=X filters on its field). Each row needs a
+    key column (--id-column, default id). It is searched by the embedder's distance, every row
+    scored (exact; an ANN index is bypassed), and 1 - d is the cosine or the dot product.
 
     Every store: rows the application adds or changes are read at the next load (the
     fingerprint changes: calibrate again); a record flagged ragbound_tripwire is never a row.

@@ -6,9 +6,9 @@
   and :class:`Contents` (what a backing reads of a knowledge base)
 - :mod:`~ragbound.knowledge.local`, :mod:`~ragbound.knowledge.hnsw`,
   :mod:`~ragbound.knowledge.postgres`, :mod:`~ragbound.knowledge.chroma`,
-  :mod:`~ragbound.knowledge.qdrant`: the backings (none imports the knowledge base);
-  :mod:`~ragbound.knowledge.registry` lists them by dotted path, imports one on first use and
-  chooses one by name or URL
+  :mod:`~ragbound.knowledge.qdrant`, :mod:`~ragbound.knowledge.lancedb`: the backings (none
+  imports the knowledge base); :mod:`~ragbound.knowledge.registry` lists them by dotted path,
+  imports one on first use and chooses one by name or URL
 - :mod:`~ragbound.knowledge.segments`: segment files and the folder's care
 - :mod:`~ragbound.knowledge.build`: chunking, embedding and the resumable staged build
 - :mod:`~ragbound.knowledge.query`: query preparation (validate once; vectors or texts)
