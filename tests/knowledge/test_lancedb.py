@@ -15,13 +15,15 @@ pytest.importorskip("lancedb", reason="lancedb is not installed (the lancedb ext
 
 from ragbound.detect import Guard
 from ragbound.errors import ArtifactError, InputError
+from ragbound.gate import Gate
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.lancedb import LanceAccess, LanceLocation, parse_url
 from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG
 from ragbound.tripwires import TripwireStore
 from tests.cli.runner import run
 from tests.lancefill import fill, rows, table
-from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
+from tests.serve.server import ChildServer, check_all, prepare_served, served_kb
+from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 QUERIES = IN_KNOWLEDGE[:4] + OUT_OF_KNOWLEDGE[:3]
 
@@ -214,3 +216,23 @@ def test_a_row_the_application_flags_is_a_tripwire_not_knowledge(
     assert len(kb) == len(local) and text not in {c.text for c in kb.chunks}
     store = TripwireStore.open(kb)
     assert [(t.id, t.topic, t.text) for t in store.tripwires] == [("app-1", "harm", text)]
+
+
+def test_check_and_serve_decide_as_the_local_knowledge_base(
+    monkeypatch, capsys, minilm_kb_dir: Path, url: str, tmp_path: Path
+):
+    calibration = IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10]  # MORE_IN_KNOWLEDGE[12] held out
+    kb_dir = prepare_served(KnowledgeBase.attach(url, tmp_path / "kb").path, calibration)
+    ours = Gate.load(served_kb(minilm_kb_dir, tmp_path / "local", calibration))
+    queries = [MORE_IN_KNOWLEDGE[12], OUT_OF_KNOWLEDGE[0]]
+    local_p = [d.test.p_value for d in ours.decide_many(queries)]
+    code, out, err = run(monkeypatch, capsys, "check", str(kb_dir), queries[0], "--json")
+    assert code == 0, err
+    assert json.loads(out)["p_value"] == pytest.approx(local_p[0], abs=1e-9)
+    server = ChildServer(str(kb_dir)).ready()  # the service searches the table from its threads
+    try:
+        replies = check_all(server.url, queries)
+    finally:
+        assert server.stop() == 0
+    assert [r["action"] for r in replies] == ["answer", "abstain"]
+    assert [r["test"]["p_value"] for r in replies] == pytest.approx(local_p, abs=1e-9)
