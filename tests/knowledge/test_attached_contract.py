@@ -138,6 +138,34 @@ class PostgresApplication(Application):
             self._insert(connection, [key], [text], [vector], [metadata])
 
 
+class LanceApplication(Application):
+    """An embedded LanceDB folder, one table: id, text, vector and a column per metadata key."""
+
+    kind = "lancedb-attached"
+
+    def __init__(self, folder: Path):
+        self.folder, self.url = folder, f"lancedb://{folder}?table=docs"
+
+    def fill(self, ids, texts, vectors, metadatas):
+        lancedb = pytest.importorskip("lancedb", reason="lancedb is not installed (lancedb extra)")
+        keys = dict.fromkeys(key for metadata in metadatas for key in metadata)
+        rows = [
+            {"id": key, "text": text, "vector": np.asarray(vector, np.float32).tolist()}
+            | {name: metadata.get(name) for name in keys}
+            for key, text, vector, metadata in zip(ids, texts, vectors, metadatas, strict=True)
+        ]
+        lancedb.connect(self.url.removeprefix("lancedb://").split("?")[0]).create_table(
+            "docs", rows
+        )
+        return self.url, {}
+
+    def add(self, key, text, vector, metadata):
+        from tests.lancefill import table
+
+        row = {"id": key, "text": text, "vector": np.asarray(vector, np.float32).tolist()}
+        table(self.url).add([row | metadata])
+
+
 ATTACHED_KINDS = sorted(kind for kind in BACKINGS if not BACKINGS[kind].capabilities.index)
 
 
@@ -150,6 +178,8 @@ def application(request: pytest.FixtureRequest, tmp_path: Path) -> Application:
         return PostgresApplication(request.getfixturevalue("pg_dsn"))
     if kind == "qdrant-attached":
         return QdrantApplication(tmp_path / "qdrant")
+    if kind == "lancedb-attached":
+        return LanceApplication(tmp_path / "lance")
     raise AssertionError(f"{kind}: an attached store needs an Application in this contract")
 
 
