@@ -208,8 +208,19 @@ def test_the_shell_example_runs(
     assert block.returncode == 0, err.read_text()[-2000:]
     printed = {word.strip(";,") for word in out.read_text().translate(BORDERS).split()}
     for expected in expected_words(script):
-        missing = [word for word in expected if word.strip(";,") not in printed]
+        missing = [word for word in expected if not _printed(word.strip(";,"), printed)]
         assert not missing, f"{missing} not in the output:\n{out.read_text()}"
+
+
+def _printed(word: str, printed: set[str]) -> bool:
+    """The word is printed; a p-value may be one calibration rank off (1/121 for the
+    sample's calibration) on another CPU, where a near tie in similarity breaks the other way."""
+    if word in printed:
+        return True
+    if not re.fullmatch(r"0\.\d{3,}", word):
+        return False
+    numbers = [float(p) for p in printed if re.fullmatch(r"0\.\d+", p)]
+    return any(abs(float(word) - number) <= 0.009 for number in numbers)
 
 
 def test_output_lines_are_the_comment_lines_below_a_command() -> None:
