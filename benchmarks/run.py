@@ -552,20 +552,26 @@ def peak_memory(n_chunks: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def print_quality(embedder: str, quality: dict) -> None:
-    table = Table(title=f"{embedder}: PubMedQA corpus, 500 calibration / 500 test IK queries")
-    table.add_column("statistic")
-    for dataset in quality:
-        for metric in ("AUROC", "AUPRC", "TPR@5%", "DER"):
-            table.add_column(f"{dataset} {metric}", justify="right")
-    names = next(iter(quality.values()))["statistics"].keys()
-    for name in names:
+def quality_table(
+    quality: dict, metrics: Sequence[str], digits: int
+) -> tuple[list[str], list[list[str]]]:
+    """One row per statistic, a column per OoK set x metric (AUROC, AUPRC, TPR at 5% FPR and
+    DER, headed ``metrics``), the values to ``digits`` decimals."""
+    header = ["statistic"] + [f"{d} {m}" for d in quality for m in metrics]
+    rows = []
+    for name in next(iter(quality.values()))["statistics"]:
         row = [name]
         for report in quality.values():
             m = report["statistics"][name]
-            row += [f"{m[key]:.4f}" for key in ("auroc", "auprc", "tpr_at_5_fpr", "der")]
-        table.add_row(*row)
-    console.print(table)
+            row += [f"{m[key]:.{digits}f}" for key in ("auroc", "auprc", "tpr_at_5_fpr", "der")]
+        rows.append(row)
+    return header, rows
+
+
+def print_quality(embedder: str, quality: dict) -> None:
+    title = f"{embedder}: PubMedQA corpus, 500 calibration / 500 test IK queries"
+    header, rows = quality_table(quality, ("AUROC", "AUPRC", "TPR@5%", "DER"), 4)
+    console.print(_rich_table(title, header, rows))
 
 
 def print_speed(results: dict) -> None:
@@ -809,18 +815,9 @@ def quality_markdown(results: dict) -> list[str]:
     lines: list[str] = []
     for embedder in ("minilm", "bm25"):
         quality = results[embedder]["quality"]
-        header = ["statistic"] + [
-            f"{d} {m}" for d in quality for m in ("AUROC", "AUPRC", "TPR@5%FPR", "DER")
-        ]
+        header, rows = quality_table(quality, ("AUROC", "AUPRC", "TPR@5%FPR", "DER"), 3)
         lines += [f"**{embedder}** ({results[embedder]['n_chunks']} chunks)", ""]
-        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        for name in next(iter(quality.values()))["statistics"]:
-            row = [name]
-            for report in quality.values():
-                m = report["statistics"][name]
-                row += [f"{m[key]:.3f}" for key in ("auroc", "auprc", "tpr_at_5_fpr", "der")]
-            lines.append("| " + " | ".join(row) + " |")
-        lines.append("")
+        lines += [*markdown_table(header, rows), ""]
     return lines
 
 
