@@ -374,7 +374,7 @@ class RewriteLLM:
     keeps its original call's)."""
 
     def __init__(self):
-        from benchmarks.near_synth import make_local_llm
+        from benchmarks.local_llm import make_local_llm
 
         self.cached = make_local_llm()
         self.seconds: list[float] = []

@@ -17,17 +17,7 @@ Rows: today's statistics at several k (the baseline), at each granularity (chunk
 window, all three); every p-value is conformal on the calibration half, as ``check``
 computes it. ``combined`` and ``auto`` are calibrated by the code ``ragbound calibrate
 --statistic combined | auto`` runs, with its defaults, on the calibration half (which they
-split into a learning and a conformal part), and checked as ``ragbound check`` does. A
-further score is a row too, added in a few lines (see :func:`add_score`)::
-
-    from benchmarks import near
-    near.add_score("reranker top-1", lambda kb, queries: my_scores(kb, queries))
-
-The function gets a :class:`~ragbound.knowledge.KnowledgeBase` (the split's, at the given
-granularity; ``kb.search``/``kb.embed`` hit a query-embedding cache) and the query texts, and
-returns one score per query, higher = more out of knowledge. It is called on the calibration,
-in-knowledge test and out-of-knowledge sets of every split, and its p-values are conformal on
-the calibration scores, exactly like the statistics'.
+split into a learning and a conformal part), and checked as ``ragbound check`` does.
 
 Cost table: vectors searched (count and MB) at each granularity, and ``check`` latency p50 on
 the whole PubMedQA knowledge base against embedding the query alone (one thread: run with
@@ -68,6 +58,7 @@ from ragbound.knowledge import KnowledgeBase
 from ragbound.stats import EmpiricalNull, auroc
 from ragbound.stats.combined import LinearScore, stack_features
 
+SPEC = "minilm"  # the embedder of every knowledge base
 ALPHA = 0.05
 K_MAX = 32
 INDEXED = "chunk,sentence,window"
@@ -94,25 +85,6 @@ ABLATIONS: dict[str, tuple[str, ...]] = {
     "combined without query similarity": (QUERY_SIMILARITY,),
 }
 LATENCY_QUERIES = 100
-
-ScoreFn = Callable[[KnowledgeBase, Sequence[str]], np.ndarray]
-
-
-@dataclass(frozen=True)
-class ExtraScore:
-    """A score to benchmark beside the statistics: ``fn(kb, queries)``, higher = more OoK."""
-
-    name: str
-    fn: ScoreFn
-    granularity: str = "chunk"
-
-
-EXTRA_SCORES: list[ExtraScore] = []
-
-
-def add_score(name: str, fn: ScoreFn, granularity: str = "chunk") -> None:
-    """Benchmark ``fn`` as a row named ``name`` (the kb it gets searches at ``granularity``)."""
-    EXTRA_SCORES.append(ExtraScore(name, fn, granularity))
 
 
 @dataclass
@@ -261,27 +233,6 @@ def statistic_rows(split: Split, granularity: str) -> dict[str, dict[str, dict]]
     return rows
 
 
-def extra_rows(split: Split) -> dict[str, dict[str, dict]]:
-    """Row name -> OoK set -> quality, for each score added with :func:`add_score`."""
-    rows: dict[str, dict[str, dict]] = {}
-    for extra in EXTRA_SCORES:
-        kb = split.kb.at_granularity(extra.granularity)
-        cal = _scores(extra.fn, kb, split.calibration)
-        inside = _scores(extra.fn, kb, split.inside)
-        rows[extra.name] = {
-            name: quality(cal, inside, _scores(extra.fn, kb, queries))
-            for name, queries in split.outside.items()
-        }
-    return rows
-
-
-def _scores(fn: ScoreFn, kb: KnowledgeBase, queries: Sequence[str]) -> np.ndarray:
-    scores = np.asarray(fn(kb, queries), dtype=np.float64)
-    if scores.shape != (len(queries),):
-        raise ValueError(f"a score function returned shape {scores.shape} for {len(queries)}")
-    return scores
-
-
 def learned_rows(split: Split, picks: dict[str, list[str]]) -> dict[str, dict[str, dict]]:
     """The combined and auto rows, calibrated as ``ragbound calibrate --statistic NAME``
     (default options) does on the calibration half: it learns on part of it and makes the
@@ -338,7 +289,7 @@ def split_rows(split: Split, picks: dict[str, list[str]]) -> dict[str, dict[str,
     rows: dict[str, dict[str, dict]] = {}
     for granularity in GRANULARITIES:
         rows |= statistic_rows(split, granularity)
-    return rows | extra_rows(split) | learned_rows(split, picks) | ablation_rows(split)
+    return rows | learned_rows(split, picks) | ablation_rows(split)
 
 
 def collect(rows: dict[str, dict[str, dict[str, list[float]]]], new: dict) -> None:
@@ -351,13 +302,13 @@ def collect(rows: dict[str, dict[str, dict[str, list[float]]]], new: dict) -> No
 
 
 # --------------------------------------------------------------------------------- cost
-def cost(kbs: dict[str, KnowledgeBase], far: Split, spec: str) -> dict:
-    """Vectors searched per granularity, and check latency on the whole PubMedQA base
-    (embedder ``spec``, its query embeddings not cached)."""
+def cost(kbs: dict[str, KnowledgeBase], far: Split) -> dict:
+    """Vectors searched per granularity, and check latency on the whole PubMedQA base (its
+    query embeddings not cached)."""
     import torch
 
     torch.set_num_threads(1)  # one thread, as OMP_NUM_THREADS=1: the machine is shared
-    plain = KnowledgeBase.load(kbs["PubMedQA"].path, embedder=load_dense_embedder(spec))
+    plain = KnowledgeBase.load(kbs["PubMedQA"].path, embedder=load_dense_embedder(SPEC))
     out: dict = {}
     for granularity in GRANULARITIES:
         entry: dict = {}
@@ -377,61 +328,34 @@ def cost(kbs: dict[str, KnowledgeBase], far: Split, spec: str) -> dict:
     return out
 
 
-def cache_folder(out: Path, spec: str) -> Path:
-    """Where the knowledge bases and query embeddings of embedder ``spec`` are kept."""
-    return out / ("near" if spec == "minilm" else f"near-{spec}")
-
-
-CORPORA = ("COVID-QA", "PubMedQA")
-
-
-def knowledge_bases(
-    out: Path, spec: str, corpora: Sequence[str] = CORPORA
-) -> tuple[dict[str, KnowledgeBase], dict]:
-    """The knowledge bases of ``corpora`` (COVID-QA, PubMedQA) embedded with ``spec``
-    (cached), and their build seconds (None when cached)."""
-    unknown = [name for name in corpora if name not in CORPORA]
-    if unknown or not corpora:
-        raise InputError(f"corpora {list(corpora)}: choose among {', '.join(CORPORA)}")
-    cache = cache_folder(out, spec)
-    embedder = CachedEmbedder(load_dense_embedder(spec), cache / "query-cache")
-    documents = {"COVID-QA": covid_documents, "PubMedQA": pubmedqa_documents(out)}
-    folders = {"COVID-QA": "kb-covidqa", "PubMedQA": "kb-pubmedqa"}
+def knowledge_bases(out: Path) -> tuple[dict[str, KnowledgeBase], dict]:
+    """The COVID-QA and PubMedQA knowledge bases (cached under bench_out/near/), and their
+    build seconds (None when cached)."""
+    cache = out / "near"
+    embedder = CachedEmbedder(load_dense_embedder(SPEC), cache / "query-cache")
     built = {
-        name: cached_kb(cache / folders[name], documents[name], embedder, spec) for name in corpora
+        "COVID-QA": cached_kb(cache / "kb-covidqa", covid_documents, embedder, SPEC),
+        "PubMedQA": cached_kb(cache / "kb-pubmedqa", pubmedqa_documents(out), embedder, SPEC),
     }
     return {name: kb for name, (kb, _) in built.items()}, {n: s for n, (_, s) in built.items()}
 
 
-def near_cost_part(out: Path, saved: dict, spec: str = "minilm") -> dict:
-    """Measure the cost table again (with the combined row) and keep ``saved``'s quality
-    rows: the splits take an hour, the latency a few minutes."""
-    if "rows" not in saved:
-        raise InputError("run python -m benchmarks.run near first: there are no saved rows")
-    kbs, _ = knowledge_bases(out, spec)
-    return {**saved, "cost": cost(kbs, far_split(kbs["PubMedQA"], 0), spec)}
-
-
 # --------------------------------------------------------------------------------- part
-def near_part(out: Path, spec: str = "minilm", corpora: Sequence[str] = CORPORA) -> dict:
-    """Run every split of every set-up of ``corpora`` with embedder ``spec`` (``minilm``,
-    ``mpnet``); returns the results saved under ``near`` (``near-mpnet``). The cost table
-    needs PubMedQA (its far split)."""
+def near_part(out: Path) -> dict:
+    """Run every split of every set-up; returns the results saved under ``near``."""
     reason = datasets.missing_reason() or datasets.covidqa_missing_reason()
     if reason:
         return {"skipped": reason}
     seeds = list(range(int(os.environ.get("BENCH_NEAR_SEEDS", "5"))))
-    kbs, build_s = knowledge_bases(out, spec, corpora)
+    kbs, build_s = knowledge_bases(out)
     setups = [(covid_split, "COVID-QA"), (pubmedqa_split, "PubMedQA"), (far_split, "PubMedQA")]
     rows: dict = {}
     picks: dict[str, list[str]] = {}
     for seed in seeds:
         for make, corpus in setups:
-            if corpus in kbs:
-                collect(rows, split_rows(make(kbs[corpus], seed), picks))
-    pubmed = kbs.get("PubMedQA")
+            collect(rows, split_rows(make(kbs[corpus], seed), picks))
     return {
-        "embedder": spec,
+        "embedder": SPEC,
         "corpora": list(kbs),
         "seeds": seeds,
         "alpha": ALPHA,
@@ -439,7 +363,7 @@ def near_part(out: Path, spec: str = "minilm", corpora: Sequence[str] = CORPORA)
         "auto_picks": picks,
         "build_s": build_s,
         "n_documents": {name: kb.manifest.n_documents for name, kb in kbs.items()},
-        "cost": {} if pubmed is None else cost(kbs, far_split(pubmed, 0), spec),
+        "cost": cost(kbs, far_split(kbs["PubMedQA"], 0)),
     }
 
 
@@ -557,47 +481,4 @@ def _cost_lines(header: list[str], rows: list[list[str]]) -> list[str]:
         "once per granularity, plus word overlap)",
         "",
         *markdown_table(header, rows),
-    ]
-
-
-# the rows the second embedder's section shows, each beside MiniLM's
-COMPARED_ROWS = (
-    "chunk mss",
-    "chunk,sentence,window mss",
-    "chunk,sentence,window entropy k=32",
-    "combined",
-    "auto",
-)
-
-
-def mpnet_markdown(results: dict) -> list[str]:
-    """MPNet's rows beside MiniLM's (the same splits), and MPNet's cost table."""
-    part = results.get("near-mpnet")
-    if not part or "rows" not in part:
-        return []
-    minilm = results.get("near", {}).get("rows", {})
-    header, rows = quality_table(
-        {
-            "rows": {
-                f"{embedder} {name}": found[name]
-                for name in COMPARED_ROWS
-                for embedder, found in (("minilm", minilm), ("mpnet", part["rows"]))
-                if name in found
-            }
-        }
-    )
-    cost_header, cost_rows = cost_table(part)
-    return [
-        "all-mpnet-base-v2 (768-d, from its PyPI wheels) against MiniLM on the same "
-        f"{len(part['seeds'])} seeded splits (mean ± standard deviation), 200-word chunks (40 "
-        f"overlap), windows of {WINDOW_SENTENCES} sentences. "
-        + SETUP_TEXT
-        + "MPNet's auto picked: "
-        + _picks(part.get("auto_picks", {}))
-        + ". Every row of "
-        "MPNet's run is in bench_out/results.json (`near-mpnet`); this table shows the "
-        "baseline, the best single statistics and the learned score.",
-        "",
-        *markdown_table(header, rows),
-        *(["", *_cost_lines(cost_header, cost_rows)] if cost_rows else []),
     ]

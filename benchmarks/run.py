@@ -15,20 +15,16 @@ saved results; ``python -m benchmarks.run --list`` lists the parts, each with wh
 first: nothing, the shared data folder, or the PubMedQA set-up (corpus, question halves, far
 sets); without it the part is skipped with the reason. ``serve`` is ``make bench-serve``,
 ``zoo`` ``make bench-zoo``, ``conversations`` ``make bench-conversations``, ``install`` ``make
-bench-install``, ``default-path`` ``make bench-default-path``; those and ``int8`` take their own
-arguments (``render``: the section again from their raw file in bench_out/).
+bench-install``, ``default-path`` ``make bench-default-path``; those take their own arguments
+(``render``: the section again from their raw file in bench_out/).
 Environment: RAGBOUND_DATA (data folder), BENCH_MEMORY_CHUNKS (default 100000; 0 skips),
 BENCH_MILLION_CHUNKS (default 1000000; 0 keeps only the float16 quality table),
 BENCH_SYNTH (default 1; 0 skips the LLM parts), BENCH_SYNTH_STEPS (default all: "1,2,3,4,5");
 BENCH_SERVE_REQUESTS, BENCH_SERVE_PER_LEVEL (serve); BENCH_ZOO_SEEDS, BENCH_ZOO_CORPORA,
 BENCH_ZOO_SYNTH, BENCH_ZOO_SYNTH_N (zoo); BENCH_CONV_SEEDS, BENCH_CONV_REWRITE_N,
-BENCH_CONV_LATENCY_N (conversations); BENCH_INT8_SEED, BENCH_INT8_CORPORA (int8);
-BENCH_TRIPWIRE_LLM_N, BENCH_TRIPWIRE_LLM_GROUNDED (tripwire-llm); BENCH_CASCADE_N (the
-tripwires' LLM cascade subset, default 30 per side); BENCH_NEAR_SEEDS (near, 5);
-BENCH_NEAR_MPNET_CORPORA (near-mpnet, default "COVID-QA,PubMedQA"); BENCH_LEXICAL_CHUNKS
-(lexical-scale, default "100000,1000000"); BENCH_NEAR_SYNTH_SEEDS, BENCH_NEAR_SYNTH_N
-(near-synth). ``near-mpnet``'s COVID-QA knowledge base (27,891 vectors) took 85 minutes to
-build on 2 shared cores, once; it is cached under bench_out/near-mpnet/.
+BENCH_CONV_LATENCY_N (conversations); BENCH_CASCADE_N (the tripwires' LLM cascade subset,
+default 30 per side); BENCH_NEAR_SEEDS (near, 5); BENCH_LEXICAL_CHUNKS (lexical-scale, default
+"100000,1000000").
 """
 
 from __future__ import annotations
@@ -51,19 +47,15 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks import (
-    approx,
     attached,
     attached_collection,
     attached_tripwires,
     baselines,
-    cli_start,
     datasets,
-    doc2query,
     lexical_scale,
     llm_speed,
     million,
     monitor_schemes,
-    native_guard,
     near,
     pvalue_validity,
     ray_scoring,
@@ -75,12 +67,6 @@ from benchmarks.doc import machine_description, markdown_table, write_section
 from benchmarks.energy_tau import energy_tau_markdown, energy_tau_part
 from benchmarks.timing import latency, timed
 from benchmarks.tripwire_default import tripwire_default_markdown, tripwire_default_part
-from benchmarks.tripwire_llm import tripwire_llm_markdown, tripwire_llm_part
-from benchmarks.tripwire_rule import (
-    tripwire_rule_markdown,
-    tripwire_rule_mpnet_markdown,
-    tripwire_rule_part,
-)
 from ragbound.detect import Guard
 from ragbound.detect.evaluate import evaluate, split_queries, statistic_scores
 from ragbound.knowledge import KnowledgeBase
@@ -121,32 +107,22 @@ def minilm_kb(keep: bool = False) -> KnowledgeBase:
 class Part:
     """One ``python -m benchmarks.run NAME [ARGS]``: its line in ``--list``, ``run(args)``, and
     what it needs first (``data``: the shared data folder; ``pubmedqa``: that and the PubMedQA
-    set-up; ``tripwires``: HarmfulQA and XSTest too), skipped with the reason without it;
-    ``args``: it takes arguments of its own."""
+    set-up), skipped with the reason without it; ``args``: it takes arguments of its own."""
 
     about: str
     run: Callable[[list[str]], None]
     needs: Literal["nothing", "data", "pubmedqa"] = "pubmedqa"
     args: bool = False
-    tripwires: bool = False
 
 
-def stored(
-    key: str,
-    compute: Callable[[], object],
-    *sections: str,
-    show: Callable[[dict, str], None] | None = None,
-) -> Callable[[list[str]], None]:
+def stored(key: str, compute: Callable[[], object], *sections: str) -> Callable[[list[str]], None]:
     """A part's run: ``compute()`` into the saved results at ``key``, then the docs sections
-    ``sections`` written from them (by default the one named ``key``, "-" for "_"), then
-    ``show(results, key)``."""
+    ``sections`` written from them (by default the one named ``key``, "-" for "_")."""
 
     def run(_: list[str]) -> None:
         results = saved_results()
         results[key] = compute()
         save(results, sections or [key.replace("_", "-")])
-        if show is not None:
-            show(results, key)
 
     return run
 
@@ -164,30 +140,6 @@ def main_of(module: str, *fixed: str) -> Callable[[list[str]], None]:
             entry()
 
     return run
-
-
-def _show_json(results: dict, key: str) -> None:
-    print(json.dumps(results[key], indent=2))
-
-
-def _show_tripwire_llm(results: dict, _: str) -> None:
-    print("\n".join(tripwire_llm_markdown(results)))
-
-
-def _near_mpnet_part() -> dict:
-    corpora = os.environ.get("BENCH_NEAR_MPNET_CORPORA", ",".join(near.CORPORA))
-    return near_part("mpnet", [c.strip() for c in corpora.split(",")])
-
-
-def _d2q() -> dict:
-    return doc2query.doc2query_part(OUT, doc2query.doc2query_llm())
-
-
-def _near_cost(_: list[str]) -> None:
-    """The near part's cost table again, its saved splits kept."""
-    results = saved_results()
-    results["near"] = near.near_cost_part(OUT, results.get("near", {}))
-    save(results, ["near"])
 
 
 def _attached(_: list[str]) -> None:
@@ -239,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args[:1] in (["--list"], ["--help"], ["-h"]):
         print(parts_listing())
         return
-    name, part, rest = resolve(args)
+    _, part, rest = resolve(args)
     if part.needs != "nothing":
         reason = datasets.missing_reason()
         if reason:
@@ -247,11 +199,6 @@ def main(argv: Sequence[str] | None = None) -> None:
             return
     if part.needs == "pubmedqa":
         pubmedqa()  # prepared first, as every such part starts from it
-    if part.tripwires:
-        reason = datasets.tripwire_missing_reason()
-        if reason:
-            console.print(f"[yellow]skipping the {name} benchmark: {reason}[/]")
-            return
     part.run(rest)
 
 
@@ -272,8 +219,7 @@ def parts_listing() -> str:
     lines = ["usage: python -m benchmarks.run [PART [ARGS]] | --list", ""]
     width = max(map(len, PARTS))
     for name, part in PARTS.items():
-        needs = part.needs + (", tripwire data" if part.tripwires else "")
-        lines.append(f"{name:<{width}}  [{needs}] {part.about}")
+        lines.append(f"{name:<{width}}  [{part.needs}] {part.about}")
     return "\n".join(lines)
 
 
@@ -282,10 +228,6 @@ def full_run() -> None:
     data = pubmedqa()
     corpus, calibration, ik_test, ook = data.corpus, data.calibration, data.ik_test, data.ook
     results: dict = {"machine": machine_description(), "date": time.strftime("%Y-%m-%d")}
-    saved = saved_results()
-    for alone in ("near-mpnet", "doc2query"):  # hours, or the LLM: run on their own, kept
-        if alone in saved:
-            results[alone] = saved[alone]
     for embedder in ("minilm", "bm25"):
         kb, build_s = timed(
             lambda e=embedder: KnowledgeBase.build(
@@ -473,14 +415,14 @@ def synthetic_part(
     return part
 
 
-def near_part(embedder: str = "minilm", corpora: Sequence[str] = near.CORPORA) -> dict:
+def near_part() -> dict:
     """Near out-of-knowledge: COVID-QA halves, PubMedQA half, far sets (benchmarks/near.py)."""
-    part = near.near_part(OUT, embedder, corpora)
+    part = near.near_part(OUT)
     if "skipped" in part:
         console.print(f"[yellow]skipping the near out-of-knowledge benchmark: {part['skipped']}[/]")
         return part
     header, rows = near.quality_table(part)
-    title = f"near out-of-knowledge, {embedder} (mean ± sd over seeds)"
+    title = f"near out-of-knowledge, {near.SPEC} (mean ± sd over seeds)"
     console.print(_rich_table(title, header, rows))
     header, rows = near.cost_table(part)
     console.print(_rich_table("what each granularity costs", header, rows))
@@ -610,20 +552,26 @@ def peak_memory(n_chunks: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def print_quality(embedder: str, quality: dict) -> None:
-    table = Table(title=f"{embedder}: PubMedQA corpus, 500 calibration / 500 test IK queries")
-    table.add_column("statistic")
-    for dataset in quality:
-        for metric in ("AUROC", "AUPRC", "TPR@5%", "DER"):
-            table.add_column(f"{dataset} {metric}", justify="right")
-    names = next(iter(quality.values()))["statistics"].keys()
-    for name in names:
+def quality_table(
+    quality: dict, metrics: Sequence[str], digits: int
+) -> tuple[list[str], list[list[str]]]:
+    """One row per statistic, a column per OoK set x metric (AUROC, AUPRC, TPR at 5% FPR and
+    DER, headed ``metrics``), the values to ``digits`` decimals."""
+    header = ["statistic"] + [f"{d} {m}" for d in quality for m in metrics]
+    rows = []
+    for name in next(iter(quality.values()))["statistics"]:
         row = [name]
         for report in quality.values():
             m = report["statistics"][name]
-            row += [f"{m[key]:.4f}" for key in ("auroc", "auprc", "tpr_at_5_fpr", "der")]
-        table.add_row(*row)
-    console.print(table)
+            row += [f"{m[key]:.{digits}f}" for key in ("auroc", "auprc", "tpr_at_5_fpr", "der")]
+        rows.append(row)
+    return header, rows
+
+
+def print_quality(embedder: str, quality: dict) -> None:
+    title = f"{embedder}: PubMedQA corpus, 500 calibration / 500 test IK queries"
+    header, rows = quality_table(quality, ("AUROC", "AUPRC", "TPR@5%", "DER"), 4)
+    console.print(_rich_table(title, header, rows))
 
 
 def print_speed(results: dict) -> None:
@@ -867,18 +815,9 @@ def quality_markdown(results: dict) -> list[str]:
     lines: list[str] = []
     for embedder in ("minilm", "bm25"):
         quality = results[embedder]["quality"]
-        header = ["statistic"] + [
-            f"{d} {m}" for d in quality for m in ("AUROC", "AUPRC", "TPR@5%FPR", "DER")
-        ]
+        header, rows = quality_table(quality, ("AUROC", "AUPRC", "TPR@5%FPR", "DER"), 3)
         lines += [f"**{embedder}** ({results[embedder]['n_chunks']} chunks)", ""]
-        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        for name in next(iter(quality.values()))["statistics"]:
-            row = [name]
-            for report in quality.values():
-                m = report["statistics"][name]
-                row += [f"{m[key]:.3f}" for key in ("auroc", "auprc", "tpr_at_5_fpr", "der")]
-            lines.append("| " + " | ".join(row) + " |")
-        lines.append("")
+        lines += [*markdown_table(header, rows), ""]
     return lines
 
 
@@ -926,37 +865,11 @@ PARTS: dict[str, Part] = {
         main_of("pvalue_validity"),
         "nothing",
     ),
-    "synth-structure": Part(
-        "synthetic calibration without a document field (the local LLM)",
-        main_of("synth_structure", "structure", "check", "llm"),
-        "nothing",
-    ),
-    "near-synth": Part(
-        "near OoK: mss and combined calibrated on synthetic questions (the local LLM)",
-        main_of("near_synth"),
-        "nothing",
-    ),
-    "native-guard": Part(
-        "the guard on a LangChain vector store against the bare retriever (the sample corpus)",
-        stored("native_guard", native_guard.native_guard_part, show=_show_json),
-        "nothing",
-    ),
-    "cli-start": Part(
-        "wall time of `ragbound --help` and a one-query `check` against a bare torch process",
-        stored("cli_start", cli_start.cli_start_part, show=_show_json),
-        "nothing",
-    ),
     "conversations": Part(
         "`make bench-conversations`: each reading of a chat on doc2dial",
         main_of("conversations"),
         "nothing",
         args=True,
-    ),
-    "tripwire-llm": Part(
-        "the local LLM judging what probe-general flags (a cascade behind the rule)",
-        stored("tripwire_llm", tripwire_llm_part, show=_show_tripwire_llm),
-        "data",
-        tripwires=True,
     ),
     "serve": Part(
         "`make bench-serve`: the HTTP service against in-process decisions",
@@ -983,20 +896,7 @@ PARTS: dict[str, Part] = {
         "data",
         args=True,
     ),
-    "int8": Part(
-        "dynamic int8 MiniLM against the fp32 ONNX default on the zoo",
-        main_of("int8"),
-        "data",
-        args=True,
-    ),
     "near": Part("near OoK: COVID-QA halves, PubMedQA half, far sets", stored("near", near_part)),
-    "near-mpnet": Part(
-        "the near splits with all-mpnet-base-v2", stored("near-mpnet", _near_mpnet_part)
-    ),
-    "near-cost": Part("the near part's cost table again, its saved splits kept", _near_cost),
-    "doc2query": Part(
-        "near OoK with questions the bundled LLM writes at index time", stored("doc2query", _d2q)
-    ),
     "lexical-scale": Part(
         "combined's word index at up to a million chunks",
         stored("lexical-scale", lexical_scale.lexical_part),
@@ -1007,10 +907,6 @@ PARTS: dict[str, Part] = {
     "energy-tau": Part(
         "energy's temperature: the paper's tau = 1 against the embedder's",
         stored("energy_tau", _energy_tau),
-    ),
-    "approx": Part(
-        "exact, HNSW and pgvector searches with their calibrations",
-        stored("approx", _with_pubmedqa(approx.approx_part)),
     ),
     "attached": Part(
         "an attached Chroma collection against the exact KB, its LangChain retriever, tripwires",
@@ -1035,15 +931,6 @@ PARTS: dict[str, Part] = {
     "tripwire-default": Part(
         "the default tripwire rule against the paper's over seeded splits",
         stored("tripwire_default", lambda: tripwire_default_part(minilm_kb(), OUT)),
-    ),
-    "tripwire-rule": Part(
-        "every tripwire rule's curve on harmful sources left out of the tripwires",
-        stored("tripwire_rule", lambda: tripwire_rule_part(minilm_kb())),
-        tripwires=True,
-    ),
-    "tripwire-rule-mpnet": Part(
-        "the knowledge-independent tripwire candidates with MPNet (no KB)",
-        stored("tripwire_rule_mpnet", lambda: tripwire_rule_part(None, "mpnet")),
     ),
     "llm-speed": Part(
         "local generation speed against a bare llama-cpp-python loop",
@@ -1074,39 +961,19 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "shift": ("Offline shift test (paper Figure 5) and monitor speed", shift_markdown),
     "ray": ("Ray scoring: workers against one process", ray_scoring.ray_markdown),
     "near": ("Near out-of-knowledge: COVID-QA halves, PubMedQA half, far sets", near.near_markdown),
-    "near-mpnet": ("Near out-of-knowledge: MPNet against MiniLM", near.mpnet_markdown),
-    "doc2query": (
-        "Near out-of-knowledge: questions written at index time (doc2query)",
-        doc2query.doc2query_markdown,
-    ),
     "lexical-scale": (
         "The combined statistic's word index at a million chunks",
         lexical_scale.lexical_markdown,
     ),
-    "approx": ("Approximate search (HNSW) with valid calibration", approx.approx_markdown),
     "million": ("A million chunks on one machine", million.million_markdown),
     "tripwires": ("Tripwires (RAR)", tripwire_markdown),
     "tripwire-default": (
         "Tripwires: the default rule against the paper's",
         tripwire_default_markdown,
     ),
-    "tripwire-rule": (
-        "Tripwires: every rule's trade-off curve on held-out harmful sources",
-        tripwire_rule_markdown,
-    ),
-    "tripwire-rule-mpnet": (
-        "Tripwires: the knowledge-independent candidates with MPNet",
-        tripwire_rule_mpnet_markdown,
-    ),
-    "tripwire-llm": (
-        "Tripwires: an LLM judge behind the embedding rule (cascade)",
-        tripwire_llm_markdown,
-    ),
     "synthetic": ("Synthetic vs real calibration and the baselines", synthetic_markdown),
     "llm-speed": ("Local LLM generation speed", llm_speed_markdown),
     "warm-synth": ("Synthetic queries on a warm cache", warm_synth_markdown),
-    "native-guard": (native_guard.TITLE, native_guard.native_guard_markdown),
-    "cli-start": (cli_start.TITLE, cli_start.cli_start_markdown),
     "attached": (attached.TITLE, attached.attached_markdown),
     "attached-tripwires": (
         attached_tripwires.TITLE,

@@ -1,4 +1,5 @@
-"""Wall-time helpers shared by the benchmark parts: one call timed, and check vs embed latency."""
+"""Wall-time helpers shared by the benchmark parts: one call timed, two calls paired, and check
+vs embed latency."""
 
 from __future__ import annotations
 
@@ -35,6 +36,19 @@ def interleaved_ms(
 def p50_p99(name: str, values_ms: Sequence[float]) -> dict[str, float]:
     """``{name}_p50_ms`` and ``{name}_p99_ms`` of a list of times."""
     return {f"{name}_p{q}_ms": float(np.percentile(values_ms, q)) for q in (50, 99)}
+
+
+def paired_latency(
+    bare: Callable[[str], object], guarded: Callable[[str], object], queries: Sequence[str]
+) -> dict:
+    """Per-query wall time (ms) of two callables, interleaved, after one warm-up each."""
+    bare(queries[0])
+    guarded(queries[0])
+    bare_ms, guarded_ms = interleaved_ms([bare, guarded], queries)
+    stats = p50_p99("bare", bare_ms) | p50_p99("guarded", guarded_ms)
+    ratio = stats["guarded_p50_ms"] / stats["bare_p50_ms"]
+    extra = float(np.median(np.subtract(guarded_ms, bare_ms)))
+    return {"n": len(queries), **stats, "ratio_p50": ratio, "extra_p50_ms": extra}
 
 
 def latency(guard: Guard, queries: Sequence[str]) -> dict:

@@ -403,7 +403,7 @@ def synth_n() -> int:
 def timed_local_llm():
     """The bundled local model, its replies cached, summing the seconds of its calls (a
     cached reply keeps its original call's): what writing the questions cost."""
-    from benchmarks.near_synth import make_local_llm
+    from benchmarks.local_llm import make_local_llm
     from ragbound.llm import CachedLLM
 
     class TimedLLM(CachedLLM):
@@ -421,16 +421,21 @@ def timed_local_llm():
 def add_synthetic(split: ZooSplit, corpus: str, seed: int, llm) -> dict:
     """The split's synthetic questions from the local LLM (``ragbound synth``'s defaults);
     how many, the wall seconds of this run and the LLM's seconds (its calls' own time)."""
-    from benchmarks.near_synth import synthetic_questions
+    from ragbound.synth.queries import generate_queries, save_queries
 
     folder = CACHE / "synthetic" / corpus.replace(" ", "_")
     before = llm.seconds
-    split.synthetic, info = synthetic_questions(split.kb, llm, synth_n(), seed, folder)
+    n = synth_n()
+    start = time.perf_counter()
+    queries, report = generate_queries(split.kb, llm, n=n, seed=seed, progress=True)
+    seconds = time.perf_counter() - start
+    save_queries(folder / f"synthetic-seed{seed}-n{n}.jsonl", queries)
+    split.synthetic = [q.query for q in queries]
     return {
-        "seconds": info["seconds"],
+        "seconds": seconds,
         "llm_seconds": llm.seconds - before,
         "n": len(split.synthetic),
-        "requested": info["report"]["requested"],
+        "requested": report.requested,
     }
 
 

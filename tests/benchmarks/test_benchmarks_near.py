@@ -8,7 +8,6 @@ import pytest
 from benchmarks import near
 from ragbound.corpus import Document
 from ragbound.corpus.units import unit_params
-from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.stats import auroc
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE, TOPICS
@@ -37,31 +36,6 @@ def split() -> near.Split:
     return near.Split(kb, IN_KNOWLEDGE[:half], IN_KNOWLEDGE[half:], {NEAR: OUT_OF_KNOWLEDGE})
 
 
-def test_an_added_score_becomes_a_row(split: near.Split, monkeypatch):
-    monkeypatch.setattr(near, "EXTRA_SCORES", [])
-    seen = []
-
-    def length(kb: KnowledgeBase, queries):
-        seen.append(kb.granularity)
-        return [float(len(q)) for q in queries]
-
-    near.add_score("query length", length, granularity="sentence")
-    rows = near.extra_rows(split)
-    lengths = lambda qs: np.array([len(q) for q in qs], float)  # noqa: E731
-    expected = near.quality(
-        lengths(split.calibration), lengths(split.inside), lengths(split.outside[NEAR])
-    )
-    assert rows == {"query length": {NEAR: expected}}
-    assert set(seen) == {("sentence",)}
-
-
-def test_a_score_of_the_wrong_shape_is_refused(split: near.Split, monkeypatch):
-    monkeypatch.setattr(near, "EXTRA_SCORES", [])
-    near.add_score("broken", lambda kb, queries: [1.0])
-    with pytest.raises(ValueError, match="shape"):
-        near.extra_rows(split)
-
-
 def test_statistic_rows_cover_every_statistic_and_the_table_shows_mean_and_spread(
     split: near.Split, monkeypatch
 ):
@@ -88,25 +62,3 @@ def test_an_ablation_dropping_nothing_is_the_combined_row(split: near.Split, mon
     assert list(rows) == ["all", "no gap"]
     for metric in ("auroc", "flagged", "fpr"):
         assert rows["all"][NEAR][metric] == pytest.approx(combined[metric])
-
-
-def test_the_mpnet_section_puts_each_row_beside_minilms():
-    def part(auroc: float) -> dict:
-        rows = {
-            name: {NEAR: {"auroc": [auroc], "flagged": [0.5], "fpr": [0.05]}}
-            for name in ("chunk mss", "combined", "sentence knn k=4")
-        }
-        return {"rows": rows, "seeds": [0], "alpha": 0.05, "cost": {}}
-
-    assert near.mpnet_markdown({"near": part(0.7)}) == []
-    lines = near.mpnet_markdown({"near": part(0.7), "near-mpnet": part(0.8)})
-    table = [line for line in lines if line.startswith("| ") and "AUROC" not in line]
-    names = [line.split(" | ")[0].lstrip("| ") for line in table[:4]]
-    assert names == ["minilm chunk mss", "mpnet chunk mss", "minilm combined", "mpnet combined"]
-    assert "0.800 ± 0.000" in table[1] and "0.700 ± 0.000" in table[0]
-
-
-def test_an_unknown_corpus_is_refused(tmp_path):
-    for corpora in (["COVID"], []):
-        with pytest.raises(InputError, match="choose among COVID-QA, PubMedQA"):
-            near.knowledge_bases(tmp_path, "minilm", corpora)

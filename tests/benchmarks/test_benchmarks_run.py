@@ -26,7 +26,7 @@ def named_parts() -> set[str]:
 
 def test_every_named_part_resolves() -> None:
     names = named_parts()
-    assert {"serve", "zoo", "conversations", "int8", "shift", "attached"} <= names
+    assert {"serve", "zoo", "conversations", "shift", "attached"} <= names
     for name in names:
         assert resolve([name])[0] == name
 
@@ -34,7 +34,7 @@ def test_every_named_part_resolves() -> None:
 def test_no_part_named_is_make_bench_and_arguments_go_only_where_taken() -> None:
     assert resolve([]) == (DEFAULT, PARTS[DEFAULT], [])
     assert resolve(["serve", "--requests", "10"])[2] == ["--requests", "10"]
-    for name in ("zoo", "conversations", "int8"):
+    for name in ("zoo", "conversations"):
         assert resolve([name, "render"])[2] == ["render"]
     with pytest.raises(SystemExit, match="takes no arguments"):
         resolve(["near", "extra"])

@@ -1,8 +1,8 @@
 """A CLI that starts fast: what ``--help`` and a one-query ``check`` import (issue 30).
 
 Each command runs in a fresh interpreter with ``-X importtime`` and the test reads which
-modules it imported. No wall-clock assertion (machines are noisy): the time is in the
-``cli-start`` benchmark (benchmarks/cli_start.py).
+modules it imported. No wall-clock assertion (machines are noisy): the time is in
+docs/benchmarks.md ("A CLI that starts fast", the last run of a probe since removed).
 """
 
 from __future__ import annotations

