@@ -1,5 +1,5 @@
 """Collections the frameworks wrote attach as they are: LangChain's and LlamaIndex's own
-default calls fill a Qdrant folder and a Chroma collection (tests/support/framework_stores.py),
+default calls fill a Qdrant folder, a Chroma collection and a LanceDB table (tests/support/framework_stores.py),
 and ``attach`` takes them with no option but the URL: the texts, the metadata, the vectors
 LlamaIndex made of its metadata lines and text, and the same search as a local exact one."""
 
@@ -63,6 +63,21 @@ def test_a_chroma_collection_a_framework_filled(fill, package, in_embedding, chr
     name = f"fw_{tmp_path.name[-12:].replace('-', '_')}"
     fill(chroma.client(), name)
     kb = KnowledgeBase.attach(chroma.url(name), tmp_path / "kb")
+    _check(kb, tmp_path / "kb", metadata_in_embedding=in_embedding)
+
+
+@pytest.mark.parametrize(
+    ("fill", "package", "table", "in_embedding"),
+    [
+        (frameworks.langchain_lancedb, "langchain_community", "vectorstore", False),
+        (frameworks.llamaindex_lancedb, "llama_index.vector_stores.lancedb", "vectors", True),
+    ],
+)
+def test_a_lancedb_table_a_framework_filled(fill, package, table, in_embedding, tmp_path):
+    pytest.importorskip("lancedb", reason="lancedb is not installed (the lancedb extra)")
+    pytest.importorskip(package, reason=f"{package} is not installed (the dev extra)")
+    fill(tmp_path / "lance", table)
+    kb = KnowledgeBase.attach(f"lancedb://{tmp_path / 'lance'}?table={table}", tmp_path / "kb")
     _check(kb, tmp_path / "kb", metadata_in_embedding=in_embedding)
 
 

@@ -117,6 +117,15 @@ def langchain_chroma(client: Any, collection: str = "langchain") -> None:
     )
 
 
+def langchain_lancedb(path: Path, table: str = "vectorstore") -> None:
+    """``LanceDB.from_texts`` (langchain-community) into a LanceDB folder."""
+    from langchain_community.vectorstores import LanceDB
+
+    LanceDB.from_texts(
+        TEXTS, langchain_embeddings(), metadatas=METADATAS, uri=str(path), table_name=table
+    )
+
+
 # ---- LlamaIndex -----------------------------------------------------------------------------
 
 
@@ -154,3 +163,10 @@ def llamaindex_chroma(client: Any, collection: str = "llamaindex") -> None:
     _llamaindex_index(
         ChromaVectorStore(chroma_collection=client.get_or_create_collection(collection))
     )
+
+
+def llamaindex_lancedb(path: Path, table: str = "vectors") -> None:
+    """``VectorStoreIndex.from_documents`` over a ``LanceDBVectorStore`` (its default table)."""
+    from llama_index.vector_stores.lancedb import LanceDBVectorStore
+
+    _llamaindex_index(LanceDBVectorStore(uri=str(path), table_name=table))

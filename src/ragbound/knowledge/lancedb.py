@@ -29,7 +29,6 @@ import numpy as np
 from ragbound.embedders.base import Similarity
 from ragbound.errors import ArtifactError, InputError, RagboundError
 from ragbound.knowledge.attached import (
-    LLAMAINDEX_NODE,
     NESTED_METADATA,
     Access,
     AttachedBacking,
@@ -190,11 +189,11 @@ def scan(table: Any, where: str | None, names: Sequence[str], limit: int | None 
 
 
 def record_of(row: Mapping[str, Any], location: LanceLocation) -> tuple[str, Any, dict[str, Any]]:
-    """A row's key, text and metadata (null columns left out; LlamaIndex's nested node lifted
-    to the top, where its other stores keep it)."""
+    """A row's key, text and metadata (null columns left out; the ``metadata`` struct that
+    LangChain and LlamaIndex write lifted to the top, where their other stores keep it)."""
     metadata = {name: value for name, value in row.items() if value is not None}
     nested = metadata.get(NESTED_METADATA)
-    if isinstance(nested, dict) and LLAMAINDEX_NODE in nested:
+    if isinstance(nested, dict):
         metadata = {**nested, **{k: v for k, v in metadata.items() if k != NESTED_METADATA}}
     key = row.get(location.id_column)
     if key is None:

@@ -2,7 +2,8 @@
 
 A new backing joins in one file: a class with the :class:`~ragbound.knowledge.backing.Backing`
 members (and ``from_record`` when its record holds settings), listed by its dotted path in
-:data:`BACKINGS` and, if users name it by URL, in :data:`URL_SCHEMES`. The contract test
+:data:`BACKINGS` and, if users name it by URL, in :data:`URL_SCHEMES`. A new attached store
+(:mod:`ragbound.knowledge.attached`) is one line of :data:`ATTACHED_STORES`. The contract test
 (``tests/knowledge/test_backing_contract.py``) runs over every entry. A backing's module is
 imported when its class is first asked for (a local knowledge base never imports the
 PostgreSQL, Chroma or Qdrant code), so no backing module needs this one or the knowledge base.
@@ -44,23 +45,25 @@ class Classes(Mapping[str, type]):
         return len(self.paths)
 
 
-_LOCAL = "ragbound.knowledge.local"
-_POSTGRES_OWNED = "ragbound.knowledge.postgres.PostgresOwnedBacking"
-_POSTGRES_ATTACHED = "ragbound.knowledge.postgres.PostgresAttachedBacking"
-_CHROMA = "ragbound.knowledge.chroma.ChromaAttachedBacking"
-_QDRANT = "ragbound.knowledge.qdrant.QdrantAttachedBacking"
-_LANCEDB = "ragbound.knowledge.lancedb.LanceAttachedBacking"
+_K = "ragbound.knowledge"
+_POSTGRES_OWNED = f"{_K}.postgres.PostgresOwnedBacking"
+# the stores ragbound attaches to as they are (``attach URL``), one line each: the kind, the
+# class (with a classmethod ``attach(url, **options)`` returning (backing, manifest, chunks,
+# embedder), ``locate`` and ``check_url``) and the URL schemes that choose it
+ATTACHED_STORES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("postgres-attached", f"{_K}.postgres.PostgresAttachedBacking", ("postgresql", "postgres")),
+    ("chroma-attached", f"{_K}.chroma.ChromaAttachedBacking", ("chroma",)),
+    ("qdrant-attached", f"{_K}.qdrant.QdrantAttachedBacking", ("qdrant", "qdrant+path")),
+    ("lancedb-attached", f"{_K}.lancedb.LanceAttachedBacking", ("lancedb",)),
+)
 
 BACKINGS: Mapping[str, type] = Classes(
     {
-        "exact": f"{_LOCAL}.ExactBacking",
-        "bm25": f"{_LOCAL}.Bm25Backing",
-        "hnsw": f"{_LOCAL}.HnswBacking",
+        "exact": f"{_K}.local.ExactBacking",
+        "bm25": f"{_K}.local.Bm25Backing",
+        "hnsw": f"{_K}.local.HnswBacking",
         "postgres": _POSTGRES_OWNED,
-        "postgres-attached": _POSTGRES_ATTACHED,
-        "chroma-attached": _CHROMA,
-        "qdrant-attached": _QDRANT,
-        "lancedb-attached": _LANCEDB,
+        **{kind: path for kind, path, _ in ATTACHED_STORES},
     }
 )
 # URL schemes of the stores ragbound indexes into (``index --store URL``); each class has a
@@ -68,20 +71,8 @@ BACKINGS: Mapping[str, type] = Classes(
 URL_SCHEMES: Mapping[str, type] = Classes(
     {"postgresql": _POSTGRES_OWNED, "postgres": _POSTGRES_OWNED}
 )
-
-
-# URL schemes of the stores ragbound attaches to as they are (``attach URL``); each class has
-# a classmethod ``attach(url, **options)`` returning (backing, manifest, chunks, embedder)
-# and a static ``check_url(url)`` (ValueError for a URL it cannot take)
 ATTACH_SCHEMES: Mapping[str, type] = Classes(
-    {
-        "postgresql": _POSTGRES_ATTACHED,
-        "postgres": _POSTGRES_ATTACHED,
-        "chroma": _CHROMA,
-        "qdrant": _QDRANT,
-        "qdrant+path": _QDRANT,
-        "lancedb": _LANCEDB,
-    }
+    {scheme: path for _, path, schemes in ATTACHED_STORES for scheme in schemes}
 )
 
 
