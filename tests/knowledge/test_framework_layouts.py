@@ -81,6 +81,51 @@ def test_a_lancedb_table_a_framework_filled(fill, package, table, in_embedding, 
     _check(kb, tmp_path / "kb", metadata_in_embedding=in_embedding)
 
 
+def test_a_postgres_table_in_llamaindex_s_layout(pg_dsn: str, tmp_path: Path):
+    """LlamaIndex's PGVectorStore table (id, text, metadata_ json holding the node, node_id,
+    embedding), written here by its shape (the package pins SQLAlchemy < 2.1): attach needs
+    only the table; the vectors embed the metadata lines as LlamaIndex's do (measured on its
+    package: title and source lines, a blank line, the text)."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    nodes = [
+        {"text": "", "metadata": metadata, "metadata_template": "{key}: {value}",
+         "metadata_separator": "\n", "text_template": "{metadata_str}\n\n{content}",
+         "excluded_embed_metadata_keys": [], "class_name": "TextNode"}
+        for metadata in frameworks.METADATAS
+    ]  # fmt: skip
+    embedded = [
+        f"title: {m['title']}\nsource: {m['source']}\n\n{text}"
+        for m, text in zip(frameworks.METADATAS, frameworks.TEXTS, strict=True)
+    ]
+    table = f"data_{tmp_path.name[-8:].replace('-', '_')}"
+    with psycopg.connect(pg_dsn, autocommit=True) as connection:
+        connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        register_vector(connection)
+        connection.execute(
+            f"CREATE TABLE {table} (id bigserial PRIMARY KEY, text varchar, metadata_ json, "
+            "node_id varchar, embedding vector(384))"
+        )
+        connection.cursor().executemany(
+            f"INSERT INTO {table} (text, metadata_, node_id, embedding) VALUES (%s, %s, %s, %s)",
+            [
+                (text, json.dumps({**m, "_node_content": json.dumps(node)}), f"n{i}", vector)
+                for i, (text, m, node, vector) in enumerate(
+                    zip(
+                        frameworks.TEXTS,
+                        frameworks.METADATAS,
+                        nodes,
+                        np.asarray(frameworks.embed(embedded), np.float32),
+                        strict=True,
+                    )
+                )
+            ],
+        )
+    kb = KnowledgeBase.attach(pg_dsn, tmp_path / "kb", table=table)
+    _check(kb, tmp_path / "kb", metadata_in_embedding=True)
+
+
 class _Texts(Access):
     """A labelled test double: stored vectors made from other texts than the rows hold."""
 
