@@ -5,7 +5,7 @@ embedded with MiniLM) in langchain-core's ``InMemoryVectorStore``; a ``Guard`` c
 the corpus's in-knowledge questions through
 :class:`~ragbound.adapters.langchain_store.VectorStoreKnowledge`. Each question is retrieved
 by the bare ``store.as_retriever()`` and by
-:class:`~ragbound.adapters.langchain_store.GuardedVectorStoreRetriever`, interleaved so both
+:class:`~ragbound.adapters.langchain_store.GatedVectorStoreRetriever`, interleaved so both
 see the same load; both embed the query once and search the store once. The table gives each
 one's p50 and p99 wall time (ms), the ratio of p50s (target <= 1.05) and the median of the
 per-query difference (what the guard adds: the test and the decision, no second search).
@@ -41,7 +41,7 @@ def native_guard_part(repeats: int = REPEATS) -> dict:
     from langchain_core.vectorstores import InMemoryVectorStore
 
     from ragbound.adapters.langchain_store import (
-        GuardedVectorStoreRetriever,
+        GatedVectorStoreRetriever,
         RagboundEmbeddings,
         VectorStoreKnowledge,
     )
@@ -55,7 +55,7 @@ def native_guard_part(repeats: int = REPEATS) -> dict:
     knowledge = VectorStoreKnowledge(store, name="minilm", size=len(kb.chunks))
     guard = Guard.calibrate(knowledge, _questions("in_knowledge.txt"), k=K, alpha=ALPHA)
     bare = store.as_retriever(search_kwargs={"k": CONTEXT_K})
-    guarded = GuardedVectorStoreRetriever(guard=guard, k=CONTEXT_K)
+    guarded = GatedVectorStoreRetriever(guard=guard, k=CONTEXT_K)
     queries = _questions("in_knowledge.txt")[:40] + _questions("out_of_knowledge.txt")[:20]
     return {
         "n_chunks": len(kb.chunks),
@@ -85,7 +85,7 @@ def native_guard_markdown(results: dict) -> list[str]:
     part = results.get("native_guard")
     if not part:
         return []
-    rows = latency_rows(part, "bare `store.as_retriever()`", "`GuardedVectorStoreRetriever`")
+    rows = latency_rows(part, "bare `store.as_retriever()`", "`GatedVectorStoreRetriever`")
     extra = part.get("extra_p50_ms")
     intro = (
         f"The bundled sample corpus ({part['n_chunks']} chunks, MiniLM) in langchain-core's "

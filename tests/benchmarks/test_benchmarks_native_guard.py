@@ -22,6 +22,6 @@ def test_the_section_renders_the_saved_part() -> None:
     part |= {"guarded_p99_ms": 31.0, "ratio_p50": 1.025, "extra_p50_ms": 0.5}
     title, render = SECTIONS["native-guard"]
     text = "\n".join(render({"native_guard": part}))
-    assert "| `GuardedVectorStoreRetriever` | 20.50 | 31.00 | 1.025 (target <= 1.05) |" in text
+    assert "| `GatedVectorStoreRetriever` | 20.50 | 31.00 | 1.025 (target <= 1.05) |" in text
     assert "extra time of the guard: 0.50 ms" in text and "vector store" in title
     assert render({}) == []
