@@ -75,15 +75,14 @@ def reading_choice(value: str | None) -> str | None:
     return validate.choice(*READINGS)(value)
 
 
+CONVERSATIONS_HELP = (
+    'File of conversations, one a line: `{"messages": [...], "id": ...}` (OpenAI-style) or '
+    'doc2dial\'s `{"id": ..., "turns": [{"role": "user", "text": ...}, {"role": "agent", '
+    "...}]}`."
+)
 ConversationsOpt = Annotated[
     Path | None,
-    typer.Option(
-        "--conversations",
-        help='File of conversations, one a line: `{"messages": [...], "id": ...}` '
-        '(OpenAI-style) or doc2dial\'s `{"id": ..., "turns": [{"role": "user", "text": ...}, '
-        '{"role": "agent", ...}]}`.',
-        callback=validate.existing_file,
-    ),
+    typer.Option("--conversations", help=CONVERSATIONS_HELP, callback=validate.existing_file),
 ]
 READING_HELP = (
     "How a conversation is read into the text searched: follow, recent, last, or rewrite (an "
@@ -583,13 +582,7 @@ def decide(
     kb_dir: CalibratedKbArg,
     conversations: Annotated[
         Path,
-        typer.Option(
-            "--conversations",
-            help='File of conversations, one a line: `{"messages": [...], "id": ...}` '
-            '(OpenAI-style) or doc2dial\'s `{"id": ..., "turns": [{"role": "user", "text": '
-            '...}, {"role": "agent", ...}]}`.',
-            callback=validate.existing_file,
-        ),
+        typer.Option("--conversations", help=CONVERSATIONS_HELP, callback=validate.existing_file),
     ],
     every_turn: Annotated[
         bool,
