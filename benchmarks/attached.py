@@ -17,8 +17,8 @@
    0.005 of the exact knowledge base.
 2. The same collection through langchain-chroma's ``Chroma`` vector store (the embedder
    wrapped as LangChain ``Embeddings`` by ``RagboundEmbeddings``): the bare
-   ``store.as_retriever()`` against ``GuardedVectorStoreRetriever`` over
-   ``VectorStoreKnowledge(store, scores="relevance")`` (langchain-chroma has no search by
+   ``store.as_retriever()`` against ``GatedVectorStoreRetriever`` over
+   ``VectorStoreKnowledge(store, closeness="relevance")`` (langchain-chroma has no search by
    vector with scores, so the store embeds the query itself in both), interleaved
    (``timing.paired_latency``). Target: guarded p50 at most 1.05 x the bare one's. Skipped,
    with the reason, without langchain-chroma.
@@ -166,7 +166,7 @@ def langchain_latency(server, embedder, calibration: list[str], queries: list[st
     from langchain_chroma import Chroma
 
     from ragbound.adapters.langchain_store import (
-        GuardedVectorStoreRetriever,
+        GatedVectorStoreRetriever,
         RagboundEmbeddings,
         VectorStoreKnowledge,
     )
@@ -179,10 +179,10 @@ def langchain_latency(server, embedder, calibration: list[str], queries: list[st
         create_collection_if_not_exists=False,
     )
     size = client.get_collection(COLLECTION).count()
-    knowledge = VectorStoreKnowledge(store, name=SPEC, scores="relevance", size=size)
+    knowledge = VectorStoreKnowledge(store, name=SPEC, closeness="relevance", size=size)
     guard = Guard.calibrate(knowledge, calibration, k=LANGCHAIN_K, alpha=ALPHA)
     bare = store.as_retriever(search_kwargs={"k": CONTEXT_K})
-    guarded = GuardedVectorStoreRetriever(guard=guard, k=CONTEXT_K)
+    guarded = GatedVectorStoreRetriever(guard=guard, k=CONTEXT_K)
     return {
         "n_calibration": guard.calibration.manifest.n_queries,
         "k": LANGCHAIN_K,
@@ -255,7 +255,7 @@ def langchain_table(part: dict) -> tuple[list[str], list[list[str]]]:
     lc = part.get("langchain") or {}
     if "ratio_p50" not in lc:
         return LATENCY_HEADER, []
-    bare, guarded = "bare `Chroma.as_retriever()`", "`GuardedVectorStoreRetriever`"
+    bare, guarded = "bare `Chroma.as_retriever()`", "`GatedVectorStoreRetriever`"
     return LATENCY_HEADER, [
         [bare, f"{lc['bare_p50_ms']:.2f}", f"{lc['bare_p99_ms']:.2f}", ""],
         [
@@ -295,7 +295,7 @@ def _langchain_lines(lc: dict) -> list[str]:
         "each (held-out PubMedQA and MMLU-Med questions, interleaved), "
         f"{lc['context_k']} documents returned. The guard (mss, k = {lc['k']}, "
         f"{lc['n_calibration']} calibration questions) reads the store's relevance scores "
-        '(`scores="relevance"`: langchain-chroma has no search by vector with scores, so the '
+        '(`closeness="relevance"`: langchain-chroma has no search by vector with scores, so the '
         "store embeds the query, once, in both), one search per query. Median per-query extra "
         f"time of the guard: {lc['extra_p50_ms']:.2f} ms. Target: p50 ratio at most "
         f"{TARGET_RATIO}: **{met}**." + _load_note(lc.get("load_average"))

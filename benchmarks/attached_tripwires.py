@@ -8,10 +8,10 @@ attached-tripwires`` runs it alone (it fills the collection again, without the q
 latency tables).
 
 The tripwire set of benchmarks/tripwires.py (seed 0: half of every in-topic HarmfulQA
-subtopic) is added twice: into the attached collection (``TripwireStore.open(kb).add``:
+subtopic) is added twice: into the attached collection (``LiveTripwires.open(kb).add``:
 flagged records holding the endpoint's vectors) and as files into a copy of ragbound's own
 exact knowledge base with the local MiniLM (``benchmarks.tripwires.guarded_kb``). A
-``TripwireGuard`` on each (the attached knowledge base loaded again, so its set is read back
+``TripwireTest`` on each (the attached knowledge base loaded again, so its set is read back
 from the collection with the stored vectors), each embedding the queries with its own
 embedder, decides the query sets of benchmarks/tripwire_default.py (whole, and seed 0's
 in-topic HarmfulQA test quarter) under the default rule and the paper's. Per set and rule:
@@ -36,7 +36,7 @@ from benchmarks.timing import timed
 from benchmarks.tripwire_default import RULES, fixed_sets
 from benchmarks.tripwires import SEED, guarded_kb, splits
 from ragbound.knowledge import KnowledgeBase
-from ragbound.tripwires import TripwireGuard, TripwireStore
+from ragbound.tripwires import LiveTripwires, TripwireTest
 from ragbound.tripwires.guard import MergedTopK
 
 TITLE = "Tripwires in an attached Chroma collection against ragbound's own"
@@ -55,7 +55,7 @@ def tripwire_part(local: KnowledgeBase, kb: KnowledgeBase, server, collection: s
     sets = {"HarmfulQA in-topic": data["test_in_topic"], **fixed_sets()}
     texts = [t.text for t in tripwires]
     _, embed_s = timed(lambda: kb.embed(texts))
-    store = TripwireStore.open(kb)
+    store = LiveTripwires.open(kb)
     _, add_s = timed(lambda: store.add(tripwires, source="HarmfulQA (benchmark split)"))
     attached = KnowledgeBase.load(kb.path)  # the set read back from the collection
     part: dict = {
@@ -66,12 +66,12 @@ def tripwire_part(local: KnowledgeBase, kb: KnowledgeBase, server, collection: s
         "endpoint_embed_s": embed_s,
         "collection_records": server.client().get_collection(collection).count(),
         "knowledge_chunks": {"own": len(local), "chroma": len(attached)},
-        "read_back": len(TripwireStore.open(attached)),
+        "read_back": len(LiveTripwires.open(attached)),
         "n": {name: len(queries) for name, queries in sets.items()},
     }
     with tempfile.TemporaryDirectory() as name:
         own = guarded_kb(local, tripwires, Path(name) / "kb")
-        guards = {"own": TripwireGuard(own), "chroma": TripwireGuard(attached)}
+        guards = {"own": TripwireTest(own), "chroma": TripwireTest(attached)}
         k = {rule.k for rule in RULES.values()}.pop()
         merged = {
             side: {name: guard.retrieve(queries, k) for name, queries in sets.items()}
@@ -168,14 +168,14 @@ def attached_tripwires_markdown(results: dict) -> list[str]:
     intro = (
         f"The tripwire set of the tripwire parts ({part['n_tripwires']} HarmfulQA questions, "
         f"half of each of {part['n_topics']} in-topic subtopics, seed {part['seed']}) added with "
-        "`TripwireStore.open(kb).add` both into the collection (flagged records, vectors by "
+        "`LiveTripwires.open(kb).add` both into the collection (flagged records, vectors by "
         f"`openai:minilm` through infinity-emb; {_collection(part)}) and as files "
         "into ragbound's own exact knowledge base (local MiniLM). Adding them to the collection "
         f"took {part['collection_add_s']:.1f} s, of which embedding the texts through the "
         f"endpoint takes about {part['endpoint_embed_s']:.1f} s (measured apart, just before). "
         f"The collection then held {part['collection_records']} records; the attached "
         f"knowledge counts {chunks['chroma']} chunks (its own: {chunks['own']}) and "
-        f"{part['read_back']} tripwires were read back. A `TripwireGuard` on each, each "
+        f"{part['read_back']} tripwires were read back. A `TripwireTest` on each, each "
         "embedding the queries with its own embedder; forbidden rate per query set (whole "
         "sets, the in-topic HarmfulQA test quarter of the split) and the number of queries whose "
         f"verdict differs. Target: no verdict differs: **{met}**. Then, rule-free, where the two "

@@ -116,8 +116,9 @@ def ray_markdown(results: dict) -> list[str]:
     ]
     verdict = "met" if part["speedup_2_vs_1"] >= TARGET_SPEEDUP else "NOT met"
     lines = [
-        f"`ragbound score` on a log of {part['n_queries']:,} real questions against the PubMedQA "
-        f"knowledge base ({part['n_chunks']:,} MiniLM chunks), one torch thread per worker. "
+        f"`ragbound test-log` on a log of {part['n_queries']:,} real questions against the "
+        f"PubMedQA knowledge base ({part['n_chunks']:,} MiniLM chunks), one torch thread per "
+        "worker. "
         "A Ray row's time includes starting its actors (each loads the model).",
         "",
         *markdown_table(header, rows),

@@ -323,15 +323,15 @@ def _print_attached_tripwires(part: dict) -> None:
 
 
 def shift_part(guard: Guard, ook: dict[str, list[str]], ik_test: list[str]) -> dict:
-    """Paper Figure 5 (rejection rate per IK ratio), the KS / monitor speed targets, and a
+    """Paper Figure 5 (shifted rate per IK ratio), the KS / monitor speed targets, and a
     run folder (bench_out/run) that `ragbound report` turns into a page."""
     from ragbound.report import record_evaluation, record_windows
 
-    part = shift.rejection_rates(guard, datasets.pubmedqa_questions(), ook)
+    part = shift.shift_rates(guard, datasets.pubmedqa_questions(), ook)
     run_dir = OUT / "run"
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    shift.write_rejection(run_dir, part)
+    shift.write_shift_rates(run_dir, part)
     scored = statistic_scores(guard, ik_test, ook["MMLU-Med"])
     report = evaluate(guard, ik_test, ook["MMLU-Med"], samples=300, runs=10, scored=scored)
     record_evaluation(run_dir, report, scored)
@@ -339,7 +339,7 @@ def shift_part(guard: Guard, ook: dict[str, list[str]], ik_test: list[str]) -> d
     part["ks_speed"] = shift.ks_speed()
     part["monitor_speed"] = shift.monitor_speed(guard)
     header, rows = shift_rows(part)
-    console.print(_rich_table("offline shift test: KS rejection rate per IK ratio", header, rows))
+    console.print(_rich_table("offline shift test: KS shifted rate per IK ratio", header, rows))
     return part
 
 
@@ -350,7 +350,7 @@ def shift_rows(part: dict) -> tuple[list[str], list[list[str]]]:
     rows = []
     for i, ratio in enumerate(part["ratios"]):
         row = [f"{ratio:.1f}"]
-        row += [f"{part[stat][name]['rows'][i]['rejection_rate']:.3f}" for stat, name in columns]
+        row += [f"{part[stat][name]['rows'][i]['shifted_rate']:.3f}" for stat, name in columns]
         rows.append(row)
     return header, rows
 
@@ -362,7 +362,7 @@ def shift_markdown(results: dict) -> list[str]:
     header, rows = shift_rows(part)
     ks, mon = part["ks_speed"], part["monitor_speed"]
     return [
-        f"KS rejection rate at alpha = 5%, reference "
+        f"KS shifted rate (share of trials with p <= alpha) at alpha = 5%, reference "
         f"{part['size']} PubMedQA questions, test batch of {part['size']} with the given "
         f"in-knowledge ratio, {part['trials']} trials per ratio. Ratio 1.0 is no shift: its "
         "rate is the false-alarm rate (target <= 0.07).",

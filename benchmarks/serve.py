@@ -21,7 +21,7 @@ from its environment), and is warmed up by 256 requests from 64 clients. Then:
   (any status but 200, or no answer).
 
 The primary setting runs every level, then the memory run: the server's RSS (VmRSS) before
-and after ``--requests`` more ``/v1/check`` requests from 64 clients (and after each tenth of
+and after ``--requests`` more ``/v1/decide`` requests from 64 clients (and after each tenth of
 them, to tell a leak from allocator warm-up). The workers setting runs 1 and 16 clients (its
 RSS is the sum over the supervisor and the workers). Beside each setting, the bare
 batch-embedding throughput of the same queries in the same run: just before and just after
@@ -218,7 +218,7 @@ def serve_markdown(part: dict) -> list[str]:
     if memory:
         lines += [
             "",
-            f"Memory run: {memory['requests']:,} `/v1/check` requests from {memory['clients']} "
+            f"Memory run: {memory['requests']:,} `/v1/decide` requests from {memory['clients']} "
             f"clients in {memory['seconds']:.0f} s ({memory['errors']} errors); server RSS "
             f"{memory['rss_before_mb']:.0f} MB after warm-up and the levels, "
             f"{memory['rss_after_mb']:.0f} MB after (after each tenth: "
@@ -580,7 +580,7 @@ def server_env() -> dict[str, str]:
 
 # ----------------------------------------------------------------- load
 def run_clients(url: str, queries: Sequence[str], clients: int, requests: int) -> dict:
-    """``requests`` POST /v1/check from ``clients`` closed-loop clients (threads, one
+    """``requests`` POST /v1/decide from ``clients`` closed-loop clients (threads, one
     keep-alive connection each, opened before the clock starts); a level summary, with the
     latencies (ms) and the error kinds."""
     import httpx
@@ -600,7 +600,7 @@ def run_clients(url: str, queries: Sequence[str], clients: int, requests: int) -
                 query = queries[n % len(queries)]
                 began = time.perf_counter()
                 try:
-                    response = client.post("/v1/check", json={"query": query})
+                    response = client.post("/v1/decide", json={"query": query})
                 except httpx.HTTPError as exc:
                     errors[i][type(exc).__name__] += 1
                     continue
@@ -645,7 +645,7 @@ def paired_single(gate: Gate, url: str, queries: Sequence[str], requests: int) -
             decide_ms.append((time.perf_counter() - began) * 1e3)
             began = time.perf_counter()
             try:
-                response = client.post("/v1/check", json={"query": query})
+                response = client.post("/v1/decide", json={"query": query})
             except httpx.HTTPError as exc:
                 errors[type(exc).__name__] += 1
                 continue
@@ -848,7 +848,7 @@ def measure_setting(
 
 
 def memory_run(server: ServerChild, pool: list[str], requests: int) -> dict:
-    """Server RSS before ``requests`` /v1/check requests from 64 clients and after each
+    """Server RSS before ``requests`` /v1/decide requests from 64 clients and after each
     tenth of them (a leak keeps growing; allocator warm-up levels off)."""
     print(f"  memory run: {requests:,} requests from {MEMORY_CLIENTS} clients...", flush=True)
     rss = [server.rss_mb()]

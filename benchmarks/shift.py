@@ -22,7 +22,7 @@ from ragbound.detect import Guard
 from ragbound.detect.guard import search_in_batches
 from ragbound.detect.monitor import MonitorState, ShiftMonitor, WindowResult, WindowSpec
 from ragbound.progress import progress_bar
-from ragbound.report.run import REJECTION
+from ragbound.report.run import SHIFT_RATES
 from ragbound.stats import ks_two_sample
 
 RATIOS = tuple(round(0.1 * i, 1) for i in range(11))
@@ -32,14 +32,15 @@ ALPHA = 0.05
 STATISTICS = ("mss", "energy")  # ours by default, and the paper's Figure 5 statistic
 
 
-def rejection_rates(
+def shift_rates(
     guard: Guard,
     in_knowledge: list[str],
     ook: dict[str, list[str]],
     trials: int = TRIALS,
     seed: int = 0,
 ) -> dict:
-    """Rejection rate and p-value quartiles per statistic, OoK set and IK ratio."""
+    """Shifted rate (the share of trials with p <= alpha) and p-value quartiles per statistic,
+    OoK set and IK ratio."""
     k = guard.k
     sims_ik = search_in_batches(guard.kb, in_knowledge, k, progress=True).similarities
     sims_ook = {
@@ -57,9 +58,9 @@ def rejection_rates(
     return out
 
 
-def write_rejection(run_dir: Path, experiment: dict) -> Path:
-    """Save a rejection-rate experiment in a run folder, where ``ragbound report`` plots it."""
-    path = run_dir / REJECTION
+def write_shift_rates(run_dir: Path, experiment: dict) -> Path:
+    """Save a shift-rate experiment in a run folder, where ``ragbound report`` plots it."""
+    path = run_dir / SHIFT_RATES
     write_json(path, json.loads(json.dumps(experiment)))  # plain JSON types only
     return path
 
@@ -67,7 +68,7 @@ def write_rejection(run_dir: Path, experiment: dict) -> Path:
 def _curve(ik: np.ndarray, ook: np.ndarray, trials: int, seed: int, label: str) -> dict:
     rng = np.random.default_rng(seed)
     rows = []
-    with progress_bar(len(RATIOS) * trials, f"rejection rates ({label})", True) as advance:
+    with progress_bar(len(RATIOS) * trials, f"shift rates ({label})", True) as advance:
         for ratio in RATIOS:
             n_ik = round(SIZE * ratio)
             p_values = np.empty(trials)
@@ -81,7 +82,7 @@ def _curve(ik: np.ndarray, ook: np.ndarray, trials: int, seed: int, label: str) 
             rows.append(
                 {
                     "ratio": ratio,
-                    "rejection_rate": float(np.mean(p_values <= ALPHA)),
+                    "shifted_rate": float(np.mean(p_values <= ALPHA)),
                     "p_quartiles": [float(q) for q in np.quantile(p_values, [0.25, 0.5, 0.75])],
                 }
             )

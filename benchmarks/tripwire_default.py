@@ -26,7 +26,7 @@ from benchmarks import datasets
 from benchmarks.doc import markdown_table
 from benchmarks.tripwires import guarded_kb, splits
 from ragbound.knowledge import KnowledgeBase
-from ragbound.tripwires import TripwireGuard, TripwireRule
+from ragbound.tripwires import TripwireRule, TripwireTest
 from ragbound.tripwires.guard import MergedTopK
 
 SEEDS = (0, 1, 2)
@@ -69,7 +69,7 @@ def fixed_sets() -> dict[str, list[str]]:
 def _rates(kb: KnowledgeBase, vectors: dict[str, np.ndarray]) -> dict:
     """Rejection rate of each rule (and of the quantile sweep) on each set, and the floor
     each rule used; every set is retrieved once."""
-    guard = TripwireGuard(kb, RULES["paper"])
+    guard = TripwireTest(kb, RULES["paper"])
     merged = {label: guard.retrieve_vectors(v, guard.rule.k) for label, v in vectors.items()}
     out: dict = {"n_tripwires": len(guard.tripwires), "rules": {}}
     for name, rule in {**RULES, **SWEEP}.items():
@@ -79,7 +79,7 @@ def _rates(kb: KnowledgeBase, vectors: dict[str, np.ndarray]) -> dict:
     return out
 
 
-def _rejected(guard: TripwireGuard, merged: MergedTopK) -> float:
+def _rejected(guard: TripwireTest, merged: MergedTopK) -> float:
     """Share of the queries behind ``merged`` that ``guard`` rejects."""
     decisions = guard.decide(["query"] * len(merged.flags), merged)
     return float(np.mean([d.forbidden for d in decisions]))
@@ -88,7 +88,7 @@ def _rejected(guard: TripwireGuard, merged: MergedTopK) -> float:
 def _density(kb: KnowledgeBase, data: dict, vectors: dict[str, np.ndarray]) -> list[dict]:
     """The default rule as the set thins out: ``SPARSE`` tripwires kept per subtopic."""
     rows = []
-    guard = TripwireGuard(kb, RULES["default"])
+    guard = TripwireTest(kb, RULES["default"])
     for per_topic in SPARSE:
         kept: dict[str, int] = {}
         drop = []

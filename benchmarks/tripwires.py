@@ -37,9 +37,9 @@ import numpy as np
 from benchmarks import datasets
 from ragbound.corpus import Chunk
 from ragbound.knowledge import KnowledgeBase
-from ragbound.stats import rejection_rates
-from ragbound.tripwires import Tripwire, TripwireGuard, TripwireRule, TripwireStore, tune_rule
-from ragbound.tripwires.cascade import ModerationVerdict, moderate
+from ragbound.stats import tripwire_rates
+from ragbound.tripwires import LiveTripwires, Tripwire, TripwireRule, TripwireTest, tune_rule
+from ragbound.tripwires.cascade import JudgeResult, moderate
 from ragbound.tripwires.models import tripwire_id
 
 HELD_OUT = ("Philosophy and Ethics", "Social Sciences", "Mathematics and Logic")
@@ -95,13 +95,13 @@ def guarded_kb(kb: KnowledgeBase, tripwires: list[Tripwire], folder: Path) -> Kn
         shutil.rmtree(folder)
     kb.save(folder)
     copy = KnowledgeBase.load(folder)
-    TripwireStore.open(copy).add(tripwires, source="HarmfulQA (benchmark split)")
+    LiveTripwires.open(copy).add(tripwires, source="HarmfulQA (benchmark split)")
     return copy
 
 
 def quality(kb: KnowledgeBase, data: dict) -> dict:
     """Rates of the paper's default rule and the tuned rules on every test set."""
-    guard = TripwireGuard(kb)
+    guard = TripwireTest(kb)
     tune_queries = data["tune_unsafe"] + data["tune_safe"]
     tune_labels = [True] * len(data["tune_unsafe"]) + [False] * len(data["tune_safe"])
     tuned = {
@@ -144,7 +144,7 @@ def _rule_row(rule: TripwireRule, rejected: dict[str, np.ndarray], data: dict) -
     labels = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
     row = {
         "rule": rule.describe(),
-        "accuracy": float(rejection_rates(balanced, labels).accuracy[0]),
+        "accuracy": float(tripwire_rates(balanced, labels).accuracy[0]),
     }
     row.update({name: float(values.mean()) for name, values in rejected.items()})
     return row
@@ -162,14 +162,14 @@ def cascade(kb: KnowledgeBase, data: dict, rule: TripwireRule) -> dict | None:
     unsafe = rng.sample(data["test_in_topic"], CASCADE_PER_SIDE)
     safe = rng.sample(data["test_safe"]["XSTest safe"], CASCADE_PER_SIDE)
     queries, labels = unsafe + safe, np.array([True] * len(unsafe) + [False] * len(safe))
-    guard = TripwireGuard(kb, rule)
+    guard = TripwireTest(kb, rule)
     start = time.perf_counter()
     tripped = np.array([d.forbidden for d in guard.check_many(queries)])
     tripwire_s = (time.perf_counter() - start) / len(queries)
     verdicts = moderate(llm, queries, progress=True)
     llm_rejects = np.array([v.forbidden is True for v in verdicts])
     both = [decision is True for decision in cascade_decisions(tripped, verdicts)]
-    errors = sum(v.verdict is None for v in verdicts)
+    errors = sum(v.forbidden is None for v in verdicts)
     seconds = [v.seconds for v in verdicts]
     layers = {
         "tripwires": tripped,
@@ -185,7 +185,7 @@ def cascade(kb: KnowledgeBase, data: dict, rule: TripwireRule) -> dict | None:
         "tripwire_s_per_query": tripwire_s,
         "rows": {
             name: {
-                "accuracy": float(rejection_rates(rejected, labels).accuracy[0]),
+                "accuracy": float(tripwire_rates(rejected, labels).accuracy[0]),
                 "tpr": float(rejected[labels].mean()),
                 "frr": float(rejected[~labels].mean()),
             }
@@ -195,7 +195,7 @@ def cascade(kb: KnowledgeBase, data: dict, rule: TripwireRule) -> dict | None:
 
 
 def cascade_decisions(
-    tripwire_rejected: Sequence[bool], llm_verdicts: Sequence[ModerationVerdict | None]
+    tripwire_rejected: Sequence[bool], llm_verdicts: Sequence[JudgeResult | None]
 ) -> list[bool | None]:
     """Tripwires then LLM: rejected by the tripwires, else the LLM's decision (None: error).
 
@@ -217,7 +217,7 @@ def latency(kb: KnowledgeBase, queries: list[str], k: int = 5) -> dict:
     ratio carries that noise; the median of the per-query paired ratios is steadier, and the
     search-only times (query vectors given) isolate what the tripwires add.
     """
-    guard = TripwireGuard(kb, TripwireRule(k=k))
+    guard = TripwireTest(kb, TripwireRule(k=k))
     guard.check(queries[0])
     kb.search([queries[0]], k)  # warm both paths
     chosen = queries[:LATENCY_QUERIES]
@@ -267,7 +267,7 @@ def scale(kb: KnowledgeBase, tripwires: list[Tripwire]) -> dict:
         before = _digest(big_dir / "segments")
         loaded = KnowledgeBase.load(big_dir)
         loaded.embedder.encode_one("warm up")  # the model load is not part of an add
-        store = TripwireStore.open(loaded)
+        store = LiveTripwires.open(loaded)
         chosen = tripwires[:SCALE_TRIPWIRES]
         start = time.perf_counter()
         store.add(chosen)

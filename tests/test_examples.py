@@ -89,7 +89,7 @@ def sample_kb(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with the bundled tripwires or (``"calibrated"``) without."""
     from ragbound import Guard, KnowledgeBase
     from ragbound.demo import sample_corpus
-    from ragbound.tripwires import TripwireStore, read_tripwires
+    from ragbound.tripwires import LiveTripwires, read_tripwires
 
     root = sample_corpus()
     folder = tmp_path_factory.mktemp("examples")
@@ -98,7 +98,7 @@ def sample_kb(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     questions = (root / "in_knowledge.txt").read_text(encoding="utf-8").splitlines()
     Guard.calibrate(KnowledgeBase.load(calibrated), questions).save()  # k = 32, alpha = 0.05
     shutil.copytree(calibrated, full)
-    TripwireStore.open(KnowledgeBase.load(full)).add(read_tripwires(root / "tripwires.jsonl"))
+    LiveTripwires.open(KnowledgeBase.load(full)).add(read_tripwires(root / "tripwires.jsonl"))
     return {"calibrated": calibrated, "full": full}
 
 
@@ -107,7 +107,7 @@ def kb_for(example: Example) -> str | None:
     code = "".join(example.code)
     if '.save("kb/")' in code:
         return None
-    return "calibrated" if "TripwireStore.open(kb).add(" in code else "full"
+    return "calibrated" if "LiveTripwires.open(kb).add(" in code else "full"
 
 
 @pytest.mark.parametrize("example", ALL, ids=[e.id for e in ALL])

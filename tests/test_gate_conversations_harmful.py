@@ -12,7 +12,7 @@ from benchmarks import datasets
 from ragbound.detect import Guard
 from ragbound.gate import Gate
 from ragbound.knowledge import KnowledgeBase
-from ragbound.tripwires import Tripwire, TripwireRule, TripwireStore, tripwire_id
+from ragbound.tripwires import LiveTripwires, Tripwire, TripwireRule, tripwire_id
 
 pytestmark = pytest.mark.skipif(
     datasets.tripwire_missing_reason() is not None,
@@ -46,7 +46,7 @@ def gate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Gate, list[str]]:
     questions = (SAMPLE / "in_knowledge.txt").read_text(encoding="utf-8").splitlines()
     Guard.calibrate(kb, [q for q in questions if q.strip()]).save()
     tripwires, held_out = split_questions()
-    TripwireStore.open(kb).add(tripwires)
+    LiveTripwires.open(kb).add(tripwires)
     return Gate.load(out, rule=TripwireRule.default()), held_out
 
 

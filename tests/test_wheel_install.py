@@ -260,9 +260,9 @@ def test_the_installed_command_runs_every_job(venv: Venv, timings: dict[str, flo
     chats.write_text(json.dumps({"id": "c", "messages": chat}) + "\n", encoding="utf-8")
     out = venv.run(
         timings,
-        "ragbound check --conversations",
+        "ragbound decide --conversations",
         "ragbound",
-        "check",
+        "decide",
         "kb",
         "--conversations",
         str(chats),
@@ -307,7 +307,7 @@ def test_the_serve_extra_serves(venv: Venv, dists: Dists, timings: dict[str, flo
             pytest.fail(f"{exc}: {(venv.work / 'serve.log').read_text()[-3000:]}")
         timings["ragbound serve ready"] = round(time.monotonic() - start, 1)
         assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
-        decision = httpx.post(f"{url}/v1/check", json={"query": OUT_OF_KNOWLEDGE}, timeout=30)
+        decision = httpx.post(f"{url}/v1/decide", json={"query": OUT_OF_KNOWLEDGE}, timeout=30)
         assert decision.status_code == 200, decision.text
         assert decision.json()["action"] == "abstain", decision.text
         heavy = ["torch", "transformers", "sentence_transformers"]

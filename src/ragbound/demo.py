@@ -40,7 +40,7 @@ from ragbound.detect.monitor import ShiftMonitor, WindowResult, WindowSpec
 from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.results import Verdict
-from ragbound.tripwires import TripwireGuard, TripwireStore, TripwireVerdict, read_tripwires
+from ragbound.tripwires import LiveTripwires, TripwireTest, TripwireVerdict, read_tripwires
 from ragbound.tripwires.guard import FloorUsed
 
 DEMO_K = 8  # the sample docs say the demo retrieves k = 8 chunks
@@ -259,10 +259,10 @@ def tripwires(demo: Demo) -> None:
     console = demo.console
     heading(console, "2/4  Tripwires: refuse what the assistant must not answer")
     file = sample_corpus() / "tripwires.jsonl"
-    change = TripwireStore.open(demo.kb).add(read_tripwires(file), source=file.name)
+    change = LiveTripwires.open(demo.kb).add(read_tripwires(file), source=file.name)
     console.print(f"added {len(change.ids)} tripwires in {len(change.topics)} topics:")
     console.print(f"  {escape(fit(', '.join(change.topics), WIDTH - 2))}")
-    guard = TripwireGuard(demo.kb)  # the default rule: the paper's, above the set's own floor
+    guard = TripwireTest(demo.kb)  # the default rule: the paper's, above the set's own floor
     console.print(f"rule: forbidden when {escape(guard.rule.describe())}")
     for line in rule_legend(guard.rule.k, guard.floor()):
         console.print(f"  {escape(line)}")

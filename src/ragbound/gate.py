@@ -55,8 +55,8 @@ from ragbound.knowledge.query import QueryTexts
 from ragbound.results import Neighbour, Verdict, renamed
 from ragbound.stores import Hits
 from ragbound.tripwires.guard import (
-    TripwireGuard,
     TripwireRule,
+    TripwireTest,
     TripwireVerdict,
     load_rule,
 )
@@ -160,7 +160,7 @@ def _nested(data: Any) -> Any:
 class Gate:
     """The knowledge-boundary test and the tripwires of one knowledge base, applied together.
 
-    ``guard`` is a calibrated :class:`Guard`; ``tripwires`` a :class:`TripwireGuard` over the
+    ``guard`` is a calibrated :class:`Guard`; ``tripwires`` a :class:`TripwireTest` over the
     same knowledge base (None: no tripwires, nothing is ever ``reject``). ``context_k`` chunks
     are returned with each decision.
 
@@ -173,7 +173,7 @@ class Gate:
     def __init__(
         self,
         guard: Guard,
-        tripwires: TripwireGuard | None = None,
+        tripwires: TripwireTest | None = None,
         *,
         context_k: int = DEFAULT_CONTEXT_K,
         reading: str = DEFAULT_READING,
@@ -215,7 +215,7 @@ class Gate:
         guard = Guard.load(kb_dir, force=force)
         tripwires = None
         if guard.kb.manifest.embedder.kind == "dense":
-            candidate = TripwireGuard(guard.kb, rule or load_rule(Path(kb_dir)))
+            candidate = TripwireTest(guard.kb, rule or load_rule(Path(kb_dir)))
             tripwires = candidate if len(candidate.tripwires) else None
         return cls(
             guard,
@@ -226,7 +226,7 @@ class Gate:
             rewriter=rewriter,
         )
 
-    def with_tripwires(self, tripwires: TripwireGuard | None) -> Gate:
+    def with_tripwires(self, tripwires: TripwireTest | None) -> Gate:
         """This gate with another tripwire set (None: none), everything else kept, the cache
         of embedded turns shared: what a service swaps in when its tripwires change."""
         fresh = Gate(

@@ -27,7 +27,7 @@ on another (:meth:`~ragbound.gate.Gate.decide_embedded`): there ``ragbound.embed
 sibling of ``ragbound.decide``, not its child. A batch of one request is a child of that
 request's span; a batch of several requests is a span of its own (each of the two), linked to
 each request's span. (FastAPI
-0.165 records a server span per request, ``POST /v1/check``, with the same provider.)
+0.165 records a server span per request, ``POST /v1/decide``, with the same provider.)
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def gated_kb_dir(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     """The bees-and-trains knowledge base, calibrated at alpha = 0.1, with four tripwires."""
     from ragbound.detect import Guard
     from ragbound.knowledge import KnowledgeBase
-    from ragbound.tripwires import TripwireStore, read_tripwires
+    from ragbound.tripwires import LiveTripwires, read_tripwires
 
     target = tmp_path_factory.mktemp("adapters") / "kb"
     shutil.copytree(minilm_kb_dir, target)
@@ -40,7 +40,7 @@ def gated_kb_dir(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     Guard.calibrate(kb, IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10], k=4, alpha=0.1).save()
     source = target.parent / "tripwires.jsonl"
     write_tripwire_file(source)
-    TripwireStore.open(kb).add(read_tripwires(source))
+    LiveTripwires.open(kb).add(read_tripwires(source))
     return target
 
 

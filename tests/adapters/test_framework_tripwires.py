@@ -17,15 +17,15 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.schema import TextNode
 
 from ragbound.adapters.langchain_store import (
-    GuardedVectorStoreRetriever,
+    GatedVectorStoreRetriever,
     VectorStoreKnowledge,
     tripwire_documents,
 )
-from ragbound.adapters.llamaindex_retriever import GuardedLlamaIndexRetriever, LlamaIndexKnowledge
+from ragbound.adapters.llamaindex_retriever import GatedLlamaIndexRetriever, LlamaIndexKnowledge
 from ragbound.detect import Guard
 from ragbound.gate import Gate
 from ragbound.knowledge import KnowledgeBase
-from ragbound.tripwires import TripwireGuard, read_tripwires
+from ragbound.tripwires import TripwireTest, read_tripwires
 from ragbound.tripwires.collection import tripwire_metadata
 from tests.adapters.native_texts import CALIBRATION
 from tests.adapters.test_langchain_store import CountingStore, MiniLMEmbeddings
@@ -45,7 +45,7 @@ QUERIES = UNSAFE + SAFE + [OFF_TOPIC]
 def own(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Gate:
     """ragbound's own folder, calibrated alike, with the tripwires as files."""
     kb = tripwired_copy(minilm_kb_dir, tmp_path_factory.mktemp("own") / "kb")
-    return Gate(Guard.calibrate(kb, CALIBRATION, k=4, alpha=0.1), TripwireGuard(kb), context_k=3)
+    return Gate(Guard.calibrate(kb, CALIBRATION, k=4, alpha=0.1), TripwireTest(kb), context_k=3)
 
 
 @pytest.fixture(scope="module")
@@ -80,10 +80,10 @@ def _same_tripwire_verdict(mine, theirs) -> None:
     assert mine.floor.value == pytest.approx(theirs.floor.value, abs=1e-5)
 
 
-def _retriever(store: CountingStore, tripwires: list | None) -> GuardedVectorStoreRetriever:
+def _retriever(store: CountingStore, tripwires: list | None) -> GatedVectorStoreRetriever:
     knowledge = VectorStoreKnowledge(store, name="minilm")
     guard = Guard.calibrate(knowledge, CALIBRATION, k=4, alpha=0.1)
-    return GuardedVectorStoreRetriever(guard=guard, k=3, tripwires=tripwires)
+    return GatedVectorStoreRetriever(guard=guard, k=3, tripwires=tripwires)
 
 
 def test_one_search_decides_like_ragbounds_own_tripwire_files(
@@ -141,7 +141,7 @@ def test_a_llamaindex_retriever_finds_the_tripwire_nodes_in_its_one_retrieval(
     retriever = Counting(index.as_retriever(similarity_top_k=10))
     knowledge = LlamaIndexKnowledge(retriever, name="minilm")
     guard = Guard.calibrate(knowledge, CALIBRATION, k=4, alpha=0.1)
-    guarded = GuardedLlamaIndexRetriever(
+    guarded = GatedLlamaIndexRetriever(
         guard, k=3, tripwires=tripwires, embed_model=MiniLMEmbedding(kb=kb)
     )
     for query, expected in zip(QUERIES, own.decide_many(QUERIES), strict=True):
@@ -161,7 +161,7 @@ def test_a_haystack_retriever_finds_the_tripwire_documents_in_its_one_search(
     from haystack.document_stores.in_memory import InMemoryDocumentStore
 
     from ragbound.adapters.haystack_retriever import (
-        GuardedHaystackRetriever,
+        GatedHaystackRetriever,
         HaystackKnowledge,
         RagboundDocumentEmbedder,
         tripwire_documents,
@@ -177,7 +177,7 @@ def test_a_haystack_retriever_finds_the_tripwire_documents_in_its_one_search(
     retriever = CountingRetriever(store)
     knowledge = HaystackKnowledge(retriever, CountingEmbedder(kb.embedder), name="minilm")
     guard = Guard.calibrate(knowledge, CALIBRATION, k=4, alpha=0.1)
-    guarded = GuardedHaystackRetriever(guard, k=3, tripwires=tripwires)
+    guarded = GatedHaystackRetriever(guard, k=3, tripwires=tripwires)
     for query, expected in zip(QUERIES, own.decide_many(QUERIES), strict=True):
         before = len(CountingRetriever.top_ks)
         out = guarded.run(query)

@@ -17,7 +17,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from ragbound.adapters._common import QueryBlocked
 from ragbound.adapters.haystack_retriever import (
-    GuardedHaystackRetriever,
+    GatedHaystackRetriever,
     HaystackKnowledge,
     RagboundDocumentEmbedder,
     RagboundTextEmbedder,
@@ -111,7 +111,7 @@ def test_cosine_scores_give_the_folders_p_values(
     kb: KnowledgeBase, cosine_store: InMemoryDocumentStore, embedder: Any, statistic: str
 ) -> None:
     knowledge = knowledge_of(cosine_store, embedder)
-    assert isinstance(knowledge, Knowledge) and knowledge.store.scores == "cosine"
+    assert isinstance(knowledge, Knowledge) and knowledge.store.closeness == "cosine"
     ours = Guard.calibrate(kb, CALIBRATION, k=4, alpha=0.1, statistic=statistic)
     theirs = Guard.calibrate(knowledge, CALIBRATION, k=4, alpha=0.1, statistic=statistic)
     np.testing.assert_allclose(
@@ -126,15 +126,15 @@ def test_a_dot_product_store_gives_the_order_unless_declared_cosine(
     kb: KnowledgeBase, dot_store: InMemoryDocumentStore, embedder: Any
 ) -> None:
     ranked = knowledge_of(dot_store, embedder)
-    assert ranked.store.scores == "similarity"
+    assert ranked.store.closeness == "similarity"
     with pytest.raises(InputError, match=r"statistic avgknn is refused.*order"):
         Guard.calibrate(ranked, CALIBRATION, k=4, statistic="avgknn")
     ours = Guard.calibrate(kb, CALIBRATION, k=4, alpha=0.1, statistic="avgknn")
-    unit = knowledge_of(dot_store, embedder, scores="cosine")  # MiniLM's vectors have norm 1
+    unit = knowledge_of(dot_store, embedder, closeness="cosine")  # MiniLM's vectors have norm 1
     theirs = Guard.calibrate(unit, CALIBRATION, k=4, alpha=0.1, statistic="avgknn")
     assert p_values(theirs) == pytest.approx(p_values(ours), abs=1e-9)
-    doubled = knowledge_of(dot_store, DoublingEmbedder(kb.embedder), scores="cosine")
-    with pytest.raises(InputError, match=r"norm is 2\.0000.*scores='similarity'"):
+    doubled = knowledge_of(dot_store, DoublingEmbedder(kb.embedder), closeness="cosine")
+    with pytest.raises(InputError, match=r"norm is 2\.0000.*closeness='similarity'"):
         Guard.calibrate(doubled, CALIBRATION, k=4)
 
 
@@ -144,7 +144,7 @@ def test_scaled_scores_keep_the_rank_statistics_only(
 ) -> None:
     store = store_of(kb, function)
     scaled = knowledge_of(store, embedder, scale=True)
-    assert scaled.store.scores == "relevance"
+    assert scaled.store.closeness == "relevance"
     for statistic in ("mss", "fisher"):
         ours = Guard.calibrate(kb, CALIBRATION, k=4, alpha=0.1, statistic=statistic)
         theirs = Guard.calibrate(scaled, CALIBRATION, k=4, alpha=0.1, statistic=statistic)
@@ -152,8 +152,8 @@ def test_scaled_scores_keep_the_rank_statistics_only(
     with pytest.raises(InputError, match=r"statistic energy is refused.*order"):
         Guard.calibrate(scaled, CALIBRATION, k=4, statistic="energy")
     for declared in ("cosine", "similarity"):
-        with pytest.raises(InputError, match=r"scale_score=True.*scores='relevance'"):
-            knowledge_of(store, embedder, scale=True, scores=declared)
+        with pytest.raises(InputError, match=r"scale_score=True.*closeness='relevance'"):
+            knowledge_of(store, embedder, scale=True, closeness=declared)
 
 
 def test_one_embedding_and_one_search_per_query_at_the_needed_depth(
@@ -162,7 +162,7 @@ def test_one_embedding_and_one_search_per_query_at_the_needed_depth(
     knowledge = knowledge_of(cosine_store, embedder)
     guard = Guard.calibrate(knowledge, CALIBRATION, k=4, alpha=0.1)
     for k, depth in ((6, 6), (2, 4)):
-        guarded = GuardedHaystackRetriever(guard, k=k)
+        guarded = GatedHaystackRetriever(guard, k=k)
         CountingRetriever.top_ks.clear()
         runs = embedder.runs
         guarded.run(ANSWERED)
@@ -174,7 +174,7 @@ def test_answer_returns_the_stores_documents_and_abstain_none(
     cosine_store: InMemoryDocumentStore, embedder: Any
 ) -> None:
     knowledge = knowledge_of(cosine_store, embedder)
-    guarded = GuardedHaystackRetriever(Guard.calibrate(knowledge, CALIBRATION, k=4), k=3)
+    guarded = GatedHaystackRetriever(Guard.calibrate(knowledge, CALIBRATION, k=4), k=3)
     out = guarded.run(ANSWERED)
     decision = out["decision"]
     assert decision.action == "answer" and out["query"] == ANSWERED and "blocked" not in out
@@ -192,7 +192,7 @@ def test_answer_returns_the_stores_documents_and_abstain_none(
     assert blocked["documents"] == [] and "query" not in blocked
     assert blocked["blocked"].action == "abstain" and guarded.last_decision is blocked["decision"]
     with pytest.raises(QueryBlocked, match="abstain"):
-        GuardedHaystackRetriever(guarded.guard, on_block="raise").run(ABSTAINED)
+        GatedHaystackRetriever(guarded.guard, on_block="raise").run(ABSTAINED)
     again = asyncio.run(guarded.run_async(ANSWERED))
     assert [d.id for d in again["documents"]] == [d.id for d in out["documents"]]
 
@@ -202,7 +202,7 @@ def test_in_a_pipeline_only_an_answer_reaches_the_prompt(
 ) -> None:
     guard = Guard.calibrate(knowledge_of(cosine_store, embedder), CALIBRATION, k=4, alpha=0.1)
     pipe = Pipeline()
-    pipe.add_component("guarded", GuardedHaystackRetriever(guard, k=2))
+    pipe.add_component("guarded", GatedHaystackRetriever(guard, k=2))
     template = "{% for d in documents %}{{ d.content }}\n{% endfor %}Q: {{ query }}"
     pipe.add_component("prompt", PromptBuilder(template, required_variables=["query"]))
     pipe.connect("guarded.documents", "prompt.documents")
@@ -236,7 +236,7 @@ def test_the_calibration_saves_to_a_folder_and_loads_against_the_retriever(
         with pytest.raises(IncompatibleArtifactError):
             Guard.load_for(other, folder)
     with pytest.raises(InputError, match="HaystackKnowledge"):
-        GuardedHaystackRetriever(Guard.calibrate(kb, CALIBRATION, k=4))
+        GatedHaystackRetriever(Guard.calibrate(kb, CALIBRATION, k=4))
 
 
 def test_what_the_retriever_cannot_give_is_refused(
@@ -245,19 +245,21 @@ def test_what_the_retriever_cannot_give_is_refused(
     size = cosine_store.count_documents()
     with pytest.raises(InputError, match=rf"returned {size} documents for k={size + 1}"):
         Guard.calibrate(knowledge_of(cosine_store, embedder), CALIBRATION, k=size + 1)
-    with pytest.raises(InputError, match=r"wrong way.*scores='similarity'"):
-        Guard.calibrate(knowledge_of(cosine_store, embedder, scores="distance"), CALIBRATION, k=4)
+    with pytest.raises(InputError, match=r"wrong way.*closeness='similarity'"):
+        Guard.calibrate(
+            knowledge_of(cosine_store, embedder, closeness="distance"), CALIBRATION, k=4
+        )
     with pytest.raises(IncompatibleArtifactError, match="rows are its documents"):
         Guard.calibrate(knowledge_of(cosine_store, embedder), CALIBRATION, granularity="sentence")
-    with pytest.raises(InputError, match="scores must be one of"):
-        knowledge_of(cosine_store, embedder, scores="rank")
+    with pytest.raises(InputError, match="closeness must be one of"):
+        knowledge_of(cosine_store, embedder, closeness="rank")
     with pytest.raises(InputError, match="not a Haystack retriever"):
         HaystackKnowledge(cosine_store, embedder, name="minilm")
     guard = Guard.calibrate(knowledge_of(cosine_store, embedder), CALIBRATION, k=4)
     with pytest.raises(InputError, match="k must be a positive integer"):
-        GuardedHaystackRetriever(guard, k=0)
-    assert len(GuardedHaystackRetriever(guard, k=size + 1).run(ANSWERED)["documents"]) == size
+        GatedHaystackRetriever(guard, k=0)
+    assert len(GatedHaystackRetriever(guard, k=size + 1).run(ANSWERED)["documents"]) == size
     unsized = HaystackKnowledge(InMemoryEmbeddingRetriever(cosine_store), embedder, name="m")
-    deeper = GuardedHaystackRetriever(Guard.calibrate(unsized, CALIBRATION, k=4), k=size + 1)
+    deeper = GatedHaystackRetriever(Guard.calibrate(unsized, CALIBRATION, k=4), k=size + 1)
     with pytest.raises(InputError, match=rf"returned {size} documents for k={size + 1}"):
         deeper.run(ANSWERED)

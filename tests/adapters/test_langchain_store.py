@@ -15,7 +15,7 @@ pytest.importorskip("langchain_core")
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from ragbound.adapters.langchain_store import (
-    GuardedVectorStoreRetriever,
+    GatedVectorStoreRetriever,
     QueryBlocked,
     RagboundEmbeddings,
     VectorStoreKnowledge,
@@ -94,7 +94,7 @@ def test_cosine_scores_give_the_folders_p_values(
 def test_relevance_scores_give_the_folders_p_values_for_rank_statistics(
     kb: KnowledgeBase, store: CountingStore, statistic: str
 ) -> None:
-    knowledge = knowledge_of(store, scores="relevance")
+    knowledge = knowledge_of(store, closeness="relevance")
     assert knowledge.store.query_kind == "text"  # the store embeds the query itself
     ours = Guard.calibrate(kb, CALIBRATION, k=4, alpha=0.1, statistic=statistic)
     theirs = Guard.calibrate(knowledge, CALIBRATION, k=4, alpha=0.1, statistic=statistic)
@@ -106,7 +106,7 @@ def test_relevance_scores_give_the_folders_p_values_for_rank_statistics(
 def test_scale_dependent_statistics_are_refused_without_the_exact_similarity(
     store: CountingStore,
 ) -> None:
-    knowledge = knowledge_of(store, scores="relevance")
+    knowledge = knowledge_of(store, closeness="relevance")
     for statistic in ("avgknn", "entropy", "energy", "combined", "auto"):
         with pytest.raises(InputError, match=rf"statistic {statistic} is refused.*order"):
             Guard.calibrate(knowledge, CALIBRATION, statistic=statistic)
@@ -121,7 +121,7 @@ def test_one_embedding_and_one_search_per_query(
     store: CountingStore, embeddings: MiniLMEmbeddings
 ) -> None:
     guard = Guard.calibrate(knowledge_of(store), CALIBRATION, k=4, alpha=0.1)
-    retriever = GuardedVectorStoreRetriever(guard=guard, k=6)
+    retriever = GatedVectorStoreRetriever(guard=guard, k=6)
     searches, queries = store.searches, embeddings.queries
     retriever.invoke(ANSWERED)
     retriever.invoke(ABSTAINED)
@@ -130,7 +130,7 @@ def test_one_embedding_and_one_search_per_query(
 
 def test_answer_returns_the_stores_documents_and_abstain_none(store: CountingStore) -> None:
     guard = Guard.calibrate(knowledge_of(store), CALIBRATION, k=4, alpha=0.1)
-    retriever = GuardedVectorStoreRetriever(guard=guard, k=3)
+    retriever = GatedVectorStoreRetriever(guard=guard, k=3)
     docs = retriever.invoke(ANSWERED)
     decision = retriever.last_decision
     assert decision is not None and decision.action == "answer"
@@ -142,7 +142,7 @@ def test_answer_returns_the_stores_documents_and_abstain_none(store: CountingSto
     assert retriever.invoke(ABSTAINED) == []
     assert retriever.last_decision.action == "abstain"
     with pytest.raises(QueryBlocked, match="abstain"):
-        GuardedVectorStoreRetriever(guard=guard, on_block="raise").invoke(ABSTAINED)
+        GatedVectorStoreRetriever(guard=guard, on_block="raise").invoke(ABSTAINED)
     answered = asyncio.run(retriever.ainvoke(ANSWERED))
     assert [d.id for d in answered] == [d.id for d in docs]
 
@@ -161,7 +161,7 @@ def test_the_calibration_saves_to_a_folder_and_loads_against_the_store(
         v.p_value for v in guard.check_many(CHECKED)
     ]
     for other in (
-        knowledge_of(store, scores="relevance"),
+        knowledge_of(store, closeness="relevance"),
         knowledge_of(store, version="2"),
         VectorStoreKnowledge(store, name="another-model"),
     ):
@@ -170,11 +170,11 @@ def test_the_calibration_saves_to_a_folder_and_loads_against_the_store(
 
 
 def test_what_the_store_cannot_give_is_refused(store: CountingStore) -> None:
-    with pytest.raises(InputError, match=r"wrong way.*scores='similarity'"):
-        Guard.calibrate(knowledge_of(store, scores="distance"), CALIBRATION, k=4)
+    with pytest.raises(InputError, match=r"wrong way.*closeness='similarity'"):
+        Guard.calibrate(knowledge_of(store, closeness="distance"), CALIBRATION, k=4)
     with pytest.raises(InputError, match="returned 10 documents for k=11"):
         Guard.calibrate(VectorStoreKnowledge(store, name="minilm"), CALIBRATION, k=11)
     with pytest.raises(IncompatibleArtifactError, match="rows are its documents"):
         Guard.calibrate(knowledge_of(store), CALIBRATION, k=4, granularity="sentence")
-    with pytest.raises(InputError, match="scores must be one of"):
-        knowledge_of(store, scores="rank")
+    with pytest.raises(InputError, match="closeness must be one of"):
+        knowledge_of(store, closeness="rank")

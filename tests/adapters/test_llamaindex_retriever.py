@@ -14,7 +14,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import MetadataMode, QueryBundle, TextNode
 
-from ragbound.adapters.llamaindex_retriever import GuardedLlamaIndexRetriever, LlamaIndexKnowledge
+from ragbound.adapters.llamaindex_retriever import GatedLlamaIndexRetriever, LlamaIndexKnowledge
 from ragbound.detect import Guard
 from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
@@ -75,7 +75,7 @@ def test_cosine_scores_give_the_folders_p_values(
 def test_the_guarded_retriever_retrieves_once_and_decides(index: VectorStoreIndex) -> None:
     users = Counting(index.as_retriever(similarity_top_k=5))
     guard = Guard.calibrate(LlamaIndexKnowledge(users, name="minilm"), CALIBRATION, k=4, alpha=0.1)
-    guarded = GuardedLlamaIndexRetriever(guard, k=3)
+    guarded = GatedLlamaIndexRetriever(guard, k=3)
     calls, embedded = users.calls, len(MiniLMEmbedding.queries)
     nodes = guarded.retrieve(ANSWERED)
     assert guarded.last_decision is not None and guarded.last_decision.action == "answer"
@@ -90,15 +90,15 @@ def test_the_guarded_retriever_retrieves_once_and_decides(index: VectorStoreInde
 
 def test_what_the_retriever_cannot_give_is_refused(index: VectorStoreIndex) -> None:
     ranked = LlamaIndexKnowledge(
-        index.as_retriever(similarity_top_k=4), name="m", scores="similarity"
+        index.as_retriever(similarity_top_k=4), name="m", closeness="similarity"
     )
     with pytest.raises(InputError, match="statistic avgknn is refused"):
         Guard.calibrate(ranked, CALIBRATION, k=4, statistic="avgknn")
     guard = Guard.calibrate(ranked, CALIBRATION, k=4)
     with pytest.raises(InputError, match="returned 4 documents for k=6"):
-        GuardedLlamaIndexRetriever(guard, k=6).retrieve(ANSWERED)
+        GatedLlamaIndexRetriever(guard, k=6).retrieve(ANSWERED)
     with pytest.raises(InputError, match="LlamaIndexKnowledge"):
-        GuardedLlamaIndexRetriever(Guard.calibrate(_other(index), CALIBRATION, k=4))
+        GatedLlamaIndexRetriever(Guard.calibrate(_other(index), CALIBRATION, k=4))
 
 
 def _other(index: VectorStoreIndex) -> Any:
@@ -109,4 +109,4 @@ def _other(index: VectorStoreIndex) -> Any:
 
     store = InMemoryVectorStore(FakeEmbeddings(size=8))
     store.add_texts([f"text {i}" for i in range(6)])
-    return VectorStoreKnowledge(store, name="fake", scores="similarity")
+    return VectorStoreKnowledge(store, name="fake", closeness="similarity")

@@ -55,7 +55,7 @@ def test_the_section_renders_both_rows_the_differences_and_the_latency() -> None
     text = "\n".join(render({"attached": part}))
     assert "| attached - exact |  | +0.0020 | +0.0020 | -0.0010 | -0.0010 |  |" in text
     assert "within 0.005 of the exact knowledge base: **met**" in text
-    assert "| `GuardedVectorStoreRetriever` | 20.40 | 31.00 | 1.020 (target <= 1.05) |" in text
+    assert "| `GatedVectorStoreRetriever` | 20.40 | 31.00 | 1.020 (target <= 1.05) |" in text
     assert "Chroma" in title and render({}) == []
     part["langchain"] = {"skipped": "langchain-chroma is not installed"}
     assert "skipped (langchain-chroma is not installed)" in "\n".join(render({"attached": part}))

@@ -150,7 +150,7 @@ def test_the_markdown_names_every_setting_level_and_the_memory_run() -> None:
     text = "\n".join(serve_markdown(part))
     assert "| 2 workers x 1 thread | 16 | 2 | 50.0 | 50.0 | 100.0 | 1 |" in text
     assert "| 1 thread | in-process decide | 1 | 8.0 | 8.0 |  |  |" in text
-    assert "2,000 `/v1/check` requests from 64 clients" in text
+    assert "2,000 `/v1/decide` requests from 64 clients" in text
     assert "after each tenth: 402, 404 MB; growth over the second half 0.5%" in text
     assert "answer 50%, abstain 25%, reject 25%" in text
     assert "1 thread: 1.23; 2 workers x 1 thread: 1.23." in text

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from benchmarks.tripwires import cascade_decisions
-from ragbound.tripwires.cascade import ModerationVerdict
+from ragbound.tripwires.cascade import JudgeResult
 
 
-def verdict(value: str | None) -> ModerationVerdict:
-    return ModerationVerdict(query="q", verdict=value)
+def verdict(value: str | None) -> JudgeResult:
+    return JudgeResult(query="q", verdict=value)
 
 
 def test_the_tripwires_decide_first_and_the_llm_decides_the_rest() -> None:

@@ -52,16 +52,20 @@ ROWS: list[tuple[str, str]] = [
     ("index {records} --out {kb}", "already holds a knowledge base"),
     ("index {records} --out {new} --vector-dtype int8", "must be one of float32, float16"),
     (
-        "index {records} --out {new} --vector-dtype float16 --store postgresql://u@h/db",
+        "index {records} --out {new} --vector-dtype float16 --backing postgresql://u@h/db",
         "stores vectors as float32, not float16",
     ),
+    ("index {records} --out {new} --backing mysql://u@h/db", "not a postgresql:// URL"),
     ("index {records} --out {new} --store mysql://u@h/db", "not a postgresql:// URL"),
-    ("index {records} --out {new} --store postgresql://u:pw@h/db", "holds a password"),
-    ("index {records} --out {new} --store 'postgresql://u@h/db?table=a b'", "not a plain SQL name"),
-    ("index {records} --out {new} --store postgresql://u@127.0.0.1:1/db", "cannot reach"),
-    ("index {records} --out {kb} --store postgresql://u@127.0.0.1:1/db", "new or empty folder"),
+    ("index {records} --out {new} --backing postgresql://u:pw@h/db", "holds a password"),
     (
-        "index {records} --out {new} --store postgresql://u@h/db?search=hnsw&ef_search=0",
+        "index {records} --out {new} --backing 'postgresql://u@h/db?table=a b'",
+        "not a plain SQL name",
+    ),
+    ("index {records} --out {new} --backing postgresql://u@127.0.0.1:1/db", "cannot reach"),
+    ("index {records} --out {kb} --backing postgresql://u@127.0.0.1:1/db", "new or empty folder"),
+    (
+        "index {records} --out {new} --backing postgresql://u@h/db?search=hnsw&ef_search=0",
         "ef_search must",
     ),
     ("index {records} --out {new} --embedder bm25 --granularity page", "unknown unit 'page'"),
@@ -81,12 +85,12 @@ ROWS: list[tuple[str, str]] = [
     ("index {records} --out {new} --graph-precision float16", "apply to --search hnsw only"),
     ("index {records} --out {new} --embedder bm25 --search hnsw", "use a dense embedder, not bm25"),
     (
-        "index {records} --out {new} --granularity chunk,sentence --store postgresql://u@h/db",
+        "index {records} --out {new} --granularity chunk,sentence --backing postgresql://u@h/db",
         "cannot store sentence units (it stores chunk)",
     ),
     (
-        "index {records} --out {new} --search hnsw --store postgresql://u@h/db",
-        "add search=hnsw&ef_search=N to the --store URL",
+        "index {records} --out {new} --search hnsw --backing postgresql://u@h/db",
+        "add search=hnsw&ef_search=N to the --backing URL",
     ),
     # --------------------------------------------------------------------------- add
     ("add {kb}", "Missing argument"),
@@ -266,10 +270,12 @@ ROWS: list[tuple[str, str]] = [
     ("check {kb} --queries {dir}", "not a file"),
     ("check {kb} --queries {bad_utf8}", "not UTF-8"),
     ("check {kb} --queries {queries_jsonl} --field nosuch", "(field 'nosuch'): missing"),
-    ("check {kb} --conversations {missing}", "no such file"),
-    ("check {kb} --conversations {queries_jsonl}", "(field 'messages' or 'turns'): missing"),
+    ("decide {kb} --conversations {missing}", "no such file"),
+    ("decide {kb} --conversations {queries_jsonl}", "(field 'messages' or 'turns'): missing"),
     ("check {kb} bees --conversations {queries_jsonl}", "give queries or --conversations FILE"),
-    ("check {kb} --conversations {log} --reading nosuch", "'--reading': must be one of"),
+    ("decide {kb} --conversations {log} --reading nosuch", "'--reading': must be one of"),
+    ("decide {kb} --conversations {missing} --llm local", "no such file"),  # before --llm
+    ("decide {kb} --conversations {log} --evidence -1", "'--evidence': must be at least 0"),
     ("check {kb} bees --reading last", "--reading and --llm need --conversations FILE"),
     ("check {kb} bees --llm local", "--reading and --llm need --conversations FILE"),
     ("check {kb} bees --statistic foo", "'--statistic'"),
@@ -348,24 +354,27 @@ ROWS: list[tuple[str, str]] = [
     ("shift {kb} --queries {queries} --force=yes", "'--force'"),
     ("shift {uncalibrated} --queries {queries}", "no calibration yet"),
     # ------------------------------------------------------------------------- score
-    ("score {kb}", "Missing argument"),
-    ("score {kb} {log}", "Missing option '--out'"),
-    ("score {missing} {log} --out {new}.jsonl", "does not exist"),
-    ("score {kb} {missing} --out {new}.jsonl", "no such file"),
-    ("score {kb} {log} --out {new}", "write scores to a .jsonl or .parquet file"),
-    ("score {kb} {log} --out {dir}", "is a folder"),
-    ("score {kb} {log} --out {new}.jsonl --engine spark", "'--engine': must be one of local, ray"),
-    ("score {kb} {log} --out {new}.jsonl --address auto", "--address needs --engine ray"),
+    ("test-log {kb}", "Missing argument"),
+    ("test-log {kb} {log}", "Missing option '--out'"),
+    ("test-log {missing} {log} --out {new}.jsonl", "does not exist"),
+    ("test-log {kb} {missing} --out {new}.jsonl", "no such file"),
+    ("test-log {kb} {log} --out {new}", "write scores to a .jsonl or .parquet file"),
+    ("test-log {kb} {log} --out {dir}", "is a folder"),
     (
-        "score {kb} {log} --out {new}.jsonl --engine ray --address 127.0.0.1:9",
+        "test-log {kb} {log} --out {new}.jsonl --engine spark",
+        "'--engine': must be one of local, ray",
+    ),
+    ("test-log {kb} {log} --out {new}.jsonl --address auto", "--address needs --engine ray"),
+    (
+        "test-log {kb} {log} --out {new}.jsonl --engine ray --address 127.0.0.1:9",
         "--address 127.0.0.1:9: no Ray cluster answers there",
     ),
-    ("score {kb} {log} --out {new}.jsonl --engine ray --address ' '", "'--address'"),
-    ("score {kb} {log} --out {new}.jsonl --workers 0", "'--workers'"),
-    ("score {kb} {log} --out {new}.jsonl --statistic nosuch", "'--statistic'"),
-    ("score {kb} {log} --out {new}.jsonl --alpha 2", "'--alpha'"),
-    ("score {kb} {log} --out {new}.jsonl --field nosuch", "(field 'nosuch')"),
-    ("score {kb} {log} --out {new}.jsonl --force=yes", "'--force'"),
+    ("test-log {kb} {log} --out {new}.jsonl --engine ray --address ' '", "'--address'"),
+    ("test-log {kb} {log} --out {new}.jsonl --workers 0", "'--workers'"),
+    ("test-log {kb} {log} --out {new}.jsonl --statistic nosuch", "'--statistic'"),
+    ("test-log {kb} {log} --out {new}.jsonl --alpha 2", "'--alpha'"),
+    ("test-log {kb} {log} --out {new}.jsonl --field nosuch", "(field 'nosuch')"),
+    ("test-log {kb} {log} --out {new}.jsonl --force=yes", "'--force'"),
     # ------------------------------------------------------------------------- serve
     ("serve", "Missing argument"),
     ("serve {missing} --port {port}", "does not exist"),
@@ -568,7 +577,7 @@ ANY_VALUE = {
     ("bench qa", "--name"),  # the name of the set: any text
     ("bench import", "--name"),
     ("tripwire add", "--id-field"),  # optional: records without it get a content hash
-    ("score", "--time-field"),  # copied when present: rows without it get time null
+    ("test-log", "--time-field"),  # copied when present: rows without it get time null
 }
 
 
@@ -672,7 +681,8 @@ def _commands() -> dict[str, list[str]]:
         children = getattr(command, "commands", None)
         if children:
             for name, child in children.items():
-                walk(child, [*path, name])
+                if not getattr(child, "hidden", False):  # an old name: the new one's code
+                    walk(child, [*path, name])
             return
         found[" ".join(path)] = [
             param.opts[0]

@@ -1,6 +1,6 @@
-"""``ragbound check | calibrate --conversations``: chats decided at their last (or every) user
-turn, the reading a calibration was made with recorded and used by default, tripwires across
-turns, and each bad conversation one ``error:`` line naming the file and line."""
+"""``ragbound decide`` and ``ragbound calibrate --conversations``: chats decided at their last
+(or every) user turn, the reading a calibration was made with recorded and used by default,
+tripwires across turns, and each bad conversation one ``error:`` line naming the file and line."""
 
 from __future__ import annotations
 
@@ -47,14 +47,14 @@ def chats(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write(tmp_path_factory.mktemp("chats") / "chats.jsonl", BEES, SWITCH, DIALOGUE)
 
 
-def check(monkeypatch, capsys, *args: str) -> list[dict]:
-    code, out, err = run(monkeypatch, capsys, "check", *args, "--json")
+def decide(monkeypatch, capsys, *args: str) -> list[dict]:
+    code, out, err = run(monkeypatch, capsys, "decide", *args, "--json")
     assert code == 0, err
     return [json.loads(line) for line in out.splitlines()]
 
 
 def test_each_conversation_is_decided_at_its_last_user_turn(monkeypatch, capsys, kb, chats):
-    decisions = check(monkeypatch, capsys, str(kb), "--conversations", str(chats))
+    decisions = decide(monkeypatch, capsys, str(kb), "--conversations", str(chats))
     assert [d["query"] for d in decisions] == [
         "What else happens in the hive?",
         "What is the capital of Australia?",
@@ -74,7 +74,7 @@ def test_each_conversation_is_decided_at_its_last_user_turn(monkeypatch, capsys,
 
 
 def test_the_table_names_the_conversation_and_the_turn(monkeypatch, capsys, kb, chats):
-    code, out, err = run(monkeypatch, capsys, "check", str(kb), "--conversations", str(chats))
+    code, out, err = run(monkeypatch, capsys, "decide", str(kb), "--conversations", str(chats))
     assert code == 0, err
     lines = out.splitlines()
     assert "conversations read with follow" in lines[0]
@@ -90,7 +90,7 @@ def test_the_table_names_the_conversation_and_the_turn(monkeypatch, capsys, kb, 
 
 def test_every_turn_and_another_reading(monkeypatch, capsys, kb, chats, tmp_path):
     log = write(tmp_path / "log.jsonl", LOGGED, DIALOGUE)  # logged: each ends with the answer
-    decisions = check(
+    decisions = decide(
         monkeypatch, capsys, str(kb), "--conversations", str(log), "--every-turn", "--reading",
         "last", "--evidence", "1",
     )  # fmt: skip
@@ -109,9 +109,9 @@ def test_every_turn_and_another_reading(monkeypatch, capsys, kb, chats, tmp_path
 def test_a_forbidden_earlier_turn_is_reported(monkeypatch, capsys, kb, tmp_path):
     chat = {"messages": [user(UNSAFE[0]), assistant("No."), user("What do worker bees make?")]}
     path = write(tmp_path / "chat.jsonl", chat)
-    decision = check(monkeypatch, capsys, str(kb), "--conversations", str(path))[0]
+    decision = decide(monkeypatch, capsys, str(kb), "--conversations", str(path))[0]
     assert decision["action"] == "reject" and decision["query"] == "What do worker bees make?"
-    code, out, err = run(monkeypatch, capsys, "check", str(kb), "--conversations", str(path))
+    code, out, err = run(monkeypatch, capsys, "decide", str(kb), "--conversations", str(path))
     assert code == 0, err
     assert "    forbidden: harm" in out.splitlines()
 
@@ -141,9 +141,9 @@ def test_calibrate_on_conversations_records_the_reading(monkeypatch, capsys, kb,
 
     # check reads with the calibration's reading, and warns when told another
     logged = ("--conversations", str(log), "--every-turn")
-    decisions = check(monkeypatch, capsys, str(kb_dir), *logged)
+    decisions = decide(monkeypatch, capsys, str(kb_dir), *logged)
     assert {d["conversation"]["reading"] for d in decisions} == {"recent"}
-    code, _, err = run(monkeypatch, capsys, "check", str(kb_dir), *logged, "--reading", "last")
+    code, _, err = run(monkeypatch, capsys, "decide", str(kb_dir), *logged, "--reading", "last")
     assert code == 0 and "were read with recent" in err
 
     # conversations alone; the table says how they were read
@@ -176,7 +176,7 @@ def test_the_rewrite_reading_calls_the_llm(monkeypatch, capsys, kb, chats):
 
     llm = ScriptedLLM(responder=lambda messages, params: "What do bees do in their hive?")
     monkeypatch.setattr(detect, "cached_llm", lambda spec: llm)
-    decisions = check(monkeypatch, capsys, str(kb), "--conversations", str(chats), "--reading",
+    decisions = decide(monkeypatch, capsys, str(kb), "--conversations", str(chats), "--reading",
                       "rewrite", "--llm", "openai:fake")  # fmt: skip
     assert decisions[0]["test"]["query"] == "What do bees do in their hive?"
     assert decisions[0]["conversation"]["reading"] == "rewrite"
@@ -213,9 +213,9 @@ BAD = {
 # calibrate reads logged chats: the answer after the last user turn is left out, not refused
 BAD_ROWS = [
     pytest.param(command, record, fragment, id=f"{command} {name}")
-    for command in ("check", "calibrate")
+    for command in ("decide", "calibrate")
     for name, (record, fragment) in BAD.items()
-    if command == "check" or name != "last turn from the assistant"
+    if command == "decide" or name != "last turn from the assistant"
 ]
 
 
@@ -236,8 +236,8 @@ USAGE = {
     ("check", "--conversations", "{chats}", "--alpha", "0.1"): "drop --statistic and --alpha",
     ("check", "bees", "--every-turn"): "--every-turn, --reading and --llm need --conversations",
     ("check", "bees", "--reading", "last"): "need --conversations FILE",
-    ("check", "--conversations", "{chats}", "--reading", "nosuch"): "'--reading': must be one of",
-    ("check", "--conversations", "{chats}", "--llm", "local"): "--llm is for the rewrite reading",
+    ("decide", "--conversations", "{chats}", "--reading", "nosuch"): "'--reading': must be one of",
+    ("decide", "--conversations", "{chats}", "--llm", "local"): "--llm is for the rewrite reading",
     ("calibrate",): "give in-knowledge questions: --queries FILE, --conversations FILE or both",
     ("calibrate", "--reading", "last", "--queries", "{chats}"): "give --conversations FILE",
     ("calibrate", "--conversations", "{chats}", "--real-queries", "{chats}"): "give --queries",
@@ -257,7 +257,7 @@ def test_the_real_doc2dial_file_is_checked_turn_by_turn(monkeypatch, capsys, kb,
     path = tmp_path / "dialogues.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     dialogues = [json.loads(line) for line in lines]
-    decisions = check(monkeypatch, capsys, str(kb), "--conversations", str(path), "--every-turn")
+    decisions = decide(monkeypatch, capsys, str(kb), "--conversations", str(path), "--every-turn")
     expected = [
         (d["id"], i, turn["text"].strip())
         for d in dialogues

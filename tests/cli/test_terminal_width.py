@@ -85,7 +85,7 @@ def test_check_score_and_tripwire_tables_fit(monkeypatch, capsys, kb: Path, tmp_
     batch = write_lines(tmp_path / "batch.txt", OUT_OF_KNOWLEDGE + MORE_OUT_OF_KNOWLEDGE)
     scores = tmp_path / "scores.jsonl"
     scored = run_at_80(
-        monkeypatch, capsys, tmp_path, "score", str(kb), str(batch), "--out", str(scores)
+        monkeypatch, capsys, tmp_path, "test-log", str(kb), str(batch), "--out", str(scores)
     )
     assert "scores.jsonl" in scored
 

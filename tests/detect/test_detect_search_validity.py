@@ -97,7 +97,7 @@ def test_every_command_refuses_another_search_unless_forced(hnsw_kb, tmp_path, m
         ["evaluate", str(hnsw_kb), "--in-knowledge", str(ik), "--out-of-knowledge", str(ook),
          "--samples", "2", "--runs", "1"],
         ["shift", str(hnsw_kb), "--queries", str(ook)],
-        ["score", str(hnsw_kb), str(log), "--out", str(tmp_path / "scores.jsonl")],
+        ["test-log", str(hnsw_kb), str(log), "--out", str(tmp_path / "scores.jsonl")],
     ]  # fmt: skip
     for argv in commands:
         code, _, err = run(monkeypatch, capsys, *argv)

@@ -93,7 +93,7 @@ def test_serve_decides_on_the_attached_store_through_the_endpoint(
     queries = [MORE_IN_KNOWLEDGE[12], OUT_OF_KNOWLEDGE[0], UNSAFE[1]]
     ready = httpx.get(f"{url}/readyz", timeout=30).json()
     replies = [
-        httpx.post(f"{url}/v1/check", json={"query": q}, headers=auth(READ), timeout=60).json()
+        httpx.post(f"{url}/v1/decide", json={"query": q}, headers=auth(READ), timeout=60).json()
         for q in queries
     ]
     assert ready["canary"]["largest_move"] <= ready["canary"]["tolerance"]

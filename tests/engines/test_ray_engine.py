@@ -55,7 +55,7 @@ def test_score_and_shift_on_ray_equal_local(local_ray, kb_dir: Path, tmp_path, m
     for engine in ("local", "ray"):
         out = tmp_path / f"{engine}.jsonl"
         code, _, err = run(
-            monkeypatch, capsys, "score", str(kb_dir), str(log), "--out", str(out),
+            monkeypatch, capsys, "test-log", str(kb_dir), str(log), "--out", str(out),
             "--engine", engine, "--json",
         )  # fmt: skip
         assert code == 0, err

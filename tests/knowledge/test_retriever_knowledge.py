@@ -15,7 +15,7 @@ from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.protocol import Knowledge
 from ragbound.knowledge.retriever import RetrieverKnowledge
 from ragbound.stores import Hits, SearchInfo
-from ragbound.tripwires import TripwireGuard, TripwireRule, TripwireStore
+from ragbound.tripwires import LiveTripwires, TripwireRule, TripwireTest
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 from tests.tripwires.tripwire_texts import UNSAFE, tripwired_copy
 
@@ -90,10 +90,10 @@ def test_the_gate_and_tripwires_decide_as_the_folders(
     kb: KnowledgeBase, theirs: RetrieverKnowledge
 ) -> None:
     rule = TripwireRule(k=3, proportion=None, rank=1)
-    folder = TripwireStore.open(kb)
-    ours = Gate(Guard.calibrate(kb, CALIBRATION, k=4, alpha=0.1), TripwireGuard(kb, rule))
+    folder = LiveTripwires.open(kb)
+    ours = Gate(Guard.calibrate(kb, CALIBRATION, k=4, alpha=0.1), TripwireTest(kb, rule))
     guard = Guard.calibrate(theirs, CALIBRATION, k=4, alpha=0.1)
-    gate = Gate(guard, TripwireGuard(theirs, rule, tripwires=folder))
+    gate = Gate(guard, TripwireTest(theirs, rule, tripwires=folder))
     mine, yours = ours.decide_many(CHECKED), gate.decide_many(CHECKED)
     assert [d.action for d in yours] == [d.action for d in mine]
     assert {d.action for d in yours} == {"answer", "abstain", "reject"}
@@ -118,14 +118,14 @@ def test_what_a_retriever_cannot_do_is_refused(
     with pytest.raises(InputError, match="no folder"):
         guard.save()
     with pytest.raises(InputError, match="tripwires= of a folder"):
-        TripwireGuard(theirs)
+        TripwireTest(theirs)
     others = RetrieverKnowledge(
         CosineDistanceIndex(kb.vectors[:-1]), kb.chunks[:-1], embedder=kb.embedder, name="x"
     )
     with pytest.raises(IncompatibleArtifactError):
         Guard(others, guard.calibration)  # calibrated against other rows
     with pytest.raises(InputError, match="the knowledge by x"):
-        TripwireGuard(others, tripwires=TripwireStore.open(kb))
+        TripwireTest(others, tripwires=LiveTripwires.open(kb))
     with pytest.raises(InputError, match="row i of the retriever must be chunk i"):
         RetrieverKnowledge(CosineDistanceIndex(kb.vectors), kb.chunks[:3], embedder=None, name="x")
     with pytest.raises(InputError, match="needs the embedder"):

@@ -16,7 +16,7 @@ import pytest
 
 from ragbound.errors import ArtifactError
 from ragbound.knowledge import KnowledgeBase
-from ragbound.tripwires import TripwireStore, read_tripwires
+from ragbound.tripwires import LiveTripwires, read_tripwires
 from tests.reliability.damage import break_utf8, one_error_line, truncate
 from tests.reliability.processes import KILLED, finish, ragbound, start
 from tests.tripwires.tripwire_texts import TRIPWIRES
@@ -36,17 +36,17 @@ def tripwire_file(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def committed(kb: Path) -> TripwireStore:
-    return TripwireStore.open(KnowledgeBase.load(kb))
+def committed(kb: Path) -> LiveTripwires:
+    return LiveTripwires.open(KnowledgeBase.load(kb))
 
 
-def assert_own_vectors(store: TripwireStore) -> None:
+def assert_own_vectors(store: LiveTripwires) -> None:
     """Each tripwire's stored vector is the embedding of its own text."""
     expected = store.kb.embed([t.text for t in store.tripwires])
     np.testing.assert_allclose(store.vectors, expected, atol=1e-5)
 
 
-def assert_only_committed_files(kb: Path, store: TripwireStore) -> None:
+def assert_only_committed_files(kb: Path, store: LiveTripwires) -> None:
     name = f"g{store.manifest.generation:06d}"
     assert sorted(p.name for p in (kb / "tripwires").iterdir()) == [f"{name}.jsonl", f"{name}.npy"]
     assert not list(kb.glob(".tripwires.json.*.tmp"))

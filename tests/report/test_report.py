@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.shift import write_rejection
+from benchmarks.shift import write_shift_rates
 from ragbound.detect import DEFAULT_STATISTIC, Guard
 from ragbound.detect.evaluate import evaluate, evaluation_inputs, statistic_scores
 from ragbound.detect.monitor import ShiftMonitor, WindowSpec
@@ -27,7 +27,7 @@ from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE, MORE_OUT_OF_KNOWLEDGE, 
 
 @pytest.fixture(scope="module")
 def run_dir(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run folder with every part: evaluation, batch shift, monitor, rejection rates."""
+    """A run folder with every part: evaluation, batch shift, monitor, shift rates."""
     root = tmp_path_factory.mktemp("run")
     guard = Guard.calibrate(
         KnowledgeBase.load(minilm_kb_dir), IN_KNOWLEDGE + MORE_IN_KNOWLEDGE[:10], k=4
@@ -48,11 +48,11 @@ def run_dir(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
         )
     )
     record_windows(root, ShiftMonitor(guard, WindowSpec(size=5), correction="none").follow(log))
-    write_rejection(root, small_rejection_experiment())
+    write_shift_rates(root, small_shift_rate_experiment())
     return root
 
 
-def small_rejection_experiment() -> dict:
+def small_shift_rate_experiment() -> dict:
     rng = np.random.default_rng(0)
     rows = []
     for ratio in (0.0, 0.5, 1.0):
@@ -60,7 +60,7 @@ def small_rejection_experiment() -> dict:
             ks_two_sample(rng.normal(size=30), rng.normal(1.5 * (1 - ratio), 1.0, 30)).p_value
             for _ in range(20)
         ]
-        rows.append({"ratio": ratio, "rejection_rate": float(np.mean(np.array(p) <= 0.05))})
+        rows.append({"ratio": ratio, "shifted_rate": float(np.mean(np.array(p) <= 0.05))})
     return {
         "trials": 20,
         "size": 30,
@@ -76,7 +76,7 @@ def test_the_run_folder_reads_back_every_part(run_dir: Path) -> None:
     assert run.shift is not None and run.shift.shifted
     assert [w.n for w in run.windows] == [5] * (len(run.windows))
     assert run.windows[-1].alarm
-    assert run.rejection is not None and run.rejection["mss"]["toy"]["rows"][0]["ratio"] == 0.0
+    assert run.shift_rates is not None and run.shift_rates["mss"]["toy"]["rows"][0]["ratio"] == 0.0
 
 
 def test_a_shift_report_saved_with_the_old_name_reject_still_loads(
@@ -191,8 +191,8 @@ def test_text_from_the_run_folder_is_escaped(run_dir: Path, tmp_path: Path) -> N
     shutil.copytree(run_dir, copy)
     shift = json.loads((copy / "shift.json").read_text())
     (copy / "shift.json").write_text(json.dumps({**shift, "test": "<b>ks</b>"}))
-    rejection = json.loads((copy / "rejection.json").read_text())
-    (copy / "rejection.json").write_text(json.dumps({**rejection, "trials": "<i>20</i>"}))
+    rates = json.loads((copy / "shift_rates.json").read_text())
+    (copy / "shift_rates.json").write_text(json.dumps({**rates, "trials": "<i>20</i>"}))
     page = write_report(load_run(copy), tmp_path / "report.html").read_text()
     assert "<b>" not in page and "<i>20" not in page
     assert "&lt;B&gt;KS&lt;/B&gt;" in page and "&lt;i&gt;20&lt;/i&gt;" in page
@@ -215,7 +215,7 @@ def test_the_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path) 
         )
         evaluation = page.inner_text("#evaluation")
         monitor = page.inner_text("#monitor")
-        rejection = page.inner_text("#rejection")
+        shift_rates = page.inner_text("#shift-rates")
         browser.close()
     assert errors == []
     assert len(widths) == 10 and all(width > 100 for width in widths)
@@ -226,7 +226,7 @@ def test_the_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path) 
     assert rows[0].startswith(f"{DEFAULT_STATISTIC} (default)\t")
     for window in run.windows:
         assert f"{window.p_value:.4g}" in monitor
-    assert "0.0\t1.000" in rejection or "0.0\t0.9" in rejection
+    assert "0.0\t1.000" in shift_rates or "0.0\t0.9" in shift_rates
 
 
 def test_the_report_and_plot_commands(run_dir: Path, tmp_path: Path, monkeypatch, capsys) -> None:

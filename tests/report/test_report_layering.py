@@ -13,7 +13,13 @@ from pydantic import BaseModel
 SRC = Path(__file__).resolve().parents[2] / "src"
 REPORT = SRC / "ragbound" / "report"
 # modules of plain data and I/O helpers that report may use freely
-FOUNDATION = ("ragbound.artifacts", "ragbound.errors", "ragbound.results", "ragbound.report")
+FOUNDATION = (
+    "ragbound._lazy",
+    "ragbound.artifacts",
+    "ragbound.errors",
+    "ragbound.results",
+    "ragbound.report",
+)
 # the benchmark run directory's own reader: its layout, file-name slugs and cached results
 RUN_DIR_READERS = {
     ("ragbound.bench.rundir", "RunDir"),

@@ -20,7 +20,7 @@ import uvicorn
 
 from ragbound.detect import Guard
 from ragbound.knowledge import KnowledgeBase
-from ragbound.tripwires import Tripwire, TripwireRule, TripwireStore, save_rule, tripwire_id
+from ragbound.tripwires import LiveTripwires, Tripwire, TripwireRule, save_rule, tripwire_id
 from tests.support.instant_upstream import ScriptedUpstream
 from tests.support.ports import free_port
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE
@@ -52,7 +52,7 @@ def prepare_served(kb_dir: Path, calibration: list[str] = SERVED) -> Path:
 def add_tripwires(kb_dir: Path) -> Path:
     """Add the bees-and-trains tripwires to the knowledge base at ``kb_dir``."""
     tripwires = [Tripwire(id=tripwire_id(t["topic"], t["text"]), **t) for t in TRIPWIRES]
-    TripwireStore.open(KnowledgeBase.load(kb_dir)).add(tripwires)
+    LiveTripwires.open(KnowledgeBase.load(kb_dir)).add(tripwires)
     return kb_dir
 
 
@@ -79,9 +79,9 @@ def stats(url: str) -> dict:
 
 
 def check_all(url: str, queries: list[str]) -> list[dict]:
-    """The service's decisions on ``queries`` (one ``POST /v1/check/batch``, read token)."""
+    """The service's decisions on ``queries`` (one ``POST /v1/decide/batch``, read token)."""
     response = httpx.post(
-        f"{url}/v1/check/batch", json={"queries": queries}, headers=auth(READ), timeout=60
+        f"{url}/v1/decide/batch", json={"queries": queries}, headers=auth(READ), timeout=60
     )
     assert response.status_code == 200, response.text
     return response.json()["results"]

@@ -53,7 +53,7 @@ def url(gate: Gate, log_path: Path):
 
 
 def check(url: str, query: str, token: str = READ) -> httpx.Response:
-    return httpx.post(f"{url}/v1/check", json={"query": query}, headers=auth(token), timeout=60)
+    return httpx.post(f"{url}/v1/decide", json={"query": query}, headers=auth(token), timeout=60)
 
 
 def trigger_topics(decision: dict) -> set[str]:
@@ -77,7 +77,7 @@ def test_check_answers_with_the_decision_and_its_context(url: str, gate: Gate) -
 def test_batch_answers_in_order(url: str, gate: Gate) -> None:
     queries = [IN_KNOWLEDGE[0], OUT_OF_KNOWLEDGE[0], IN_KNOWLEDGE[5]]
     response = httpx.post(
-        f"{url}/v1/check/batch", json={"queries": queries}, headers=auth(READ), timeout=60
+        f"{url}/v1/decide/batch", json={"queries": queries}, headers=auth(READ), timeout=60
     )
     assert response.status_code == 200
     results = response.json()["results"]
@@ -92,7 +92,7 @@ def test_concurrent_requests_get_their_own_decisions(url: str, gate: Gate) -> No
     async def all_at_once() -> list[dict]:
         async with httpx.AsyncClient(base_url=url, headers=auth(READ), timeout=60) as client:
             responses = await asyncio.gather(
-                *(client.post("/v1/check", json={"query": q}) for q in queries)
+                *(client.post("/v1/decide", json={"query": q}) for q in queries)
             )
         return [r.json() for r in responses]
 
@@ -105,9 +105,9 @@ def test_concurrent_requests_get_their_own_decisions(url: str, gate: Gate) -> No
 @pytest.mark.parametrize(
     ("method", "path", "headers", "status"),
     [
-        ("POST", "/v1/check", {}, 401),
-        ("POST", "/v1/check", {"Authorization": "Basic abc"}, 401),
-        ("POST", "/v1/check", auth("not-a-known-token-at-all"), 401),
+        ("POST", "/v1/decide", {}, 401),
+        ("POST", "/v1/decide", {"Authorization": "Basic abc"}, 401),
+        ("POST", "/v1/decide", auth("not-a-known-token-at-all"), 401),
         ("GET", "/metrics", {}, 401),
         ("GET", "/v1/tripwires", auth(READ), 403),
         ("POST", "/v1/tripwires", auth(READ), 403),
@@ -115,7 +115,7 @@ def test_concurrent_requests_get_their_own_decisions(url: str, gate: Gate) -> No
     ],
 )
 def test_tokens_are_required(url: str, method: str, path: str, headers: dict, status: int):
-    body = {"query": "What do bees make?"} if path == "/v1/check" else {"ids": ["x"]}
+    body = {"query": "What do bees make?"} if path == "/v1/decide" else {"ids": ["x"]}
     response = httpx.request(method, f"{url}{path}", json=body, headers=headers)
     assert response.status_code == status
     assert response.json()["error"]
@@ -128,7 +128,27 @@ def test_open_routes_need_no_token(url: str) -> None:
     ready = httpx.get(f"{url}/readyz").json()
     assert ready["ready"] and ready["calibration_id"] and ready["embedder"]
     schema = httpx.get(f"{url}/openapi.json").json()
-    assert {"/v1/check", "/v1/check/batch", "/v1/tripwires", "/metrics"} <= set(schema["paths"])
+    assert {"/v1/decide", "/v1/decide/batch", "/v1/tripwires", "/metrics"} <= set(schema["paths"])
+
+
+def test_the_old_check_paths_decide_too_and_are_deprecated(url: str) -> None:
+    # /v1/check and /v1/check/batch were the decision routes' paths: kept for one release
+    schema = httpx.get(f"{url}/openapi.json").json()["paths"]
+    for new, old in (("/v1/decide", "/v1/check"), ("/v1/decide/batch", "/v1/check/batch")):
+        assert schema[old]["post"].get("deprecated") is True
+        assert not schema[new]["post"].get("deprecated", False)
+        assert schema[old]["post"]["responses"] == schema[new]["post"]["responses"]
+    for path, body in (("", {"query": IN_KNOWLEDGE[0]}), ("/batch", {"queries": IN_KNOWLEDGE[:2]})):
+        answers = [
+            httpx.post(f"{url}/v1/{name}{path}", json=body, headers=auth(READ), timeout=60)
+            for name in ("decide", "check")
+        ]
+        assert [a.status_code for a in answers] == [200, 200]
+        new, old = (a.json() for a in answers)
+        new, old = (r["results"] if path else [r] for r in (new, old))
+        assert [(d["query"], d["action"], d["test"]["p_value"]) for d in old] == [
+            (d["query"], d["action"], d["test"]["p_value"]) for d in new
+        ]
 
 
 # ---------------------------------------------------------------------------- limits
@@ -146,7 +166,7 @@ def test_a_chunked_body_over_the_limit_is_413(url: str) -> None:
         yield b'"}'
 
     response = httpx.post(
-        f"{url}/v1/check",
+        f"{url}/v1/decide",
         content=chunks(),
         headers={**auth(READ), "Content-Type": "application/json"},
     )
@@ -161,7 +181,7 @@ def test_a_long_query_is_422_naming_the_limit(url: str) -> None:
 
 def test_a_large_batch_is_413_naming_the_limit(url: str) -> None:
     response = httpx.post(
-        f"{url}/v1/check/batch", json={"queries": ["What do bees make?"] * 9}, headers=auth(READ)
+        f"{url}/v1/decide/batch", json={"queries": ["What do bees make?"] * 9}, headers=auth(READ)
     )
     assert response.status_code == 413
     assert response.json()["limit"] == "max_batch" and response.json()["max"] == 8
@@ -171,7 +191,7 @@ def test_a_large_batch_is_413_naming_the_limit(url: str) -> None:
     "body", [{"query": "   "}, {"query": 3}, {}, {"queries": []}, "not json"], ids=str
 )
 def test_bad_requests_are_422_json(url: str, body) -> None:
-    path = "/v1/check/batch" if "queries" in body else "/v1/check"
+    path = "/v1/decide/batch" if "queries" in body else "/v1/decide"
     content = body if isinstance(body, str) else json.dumps(body)
     response = httpx.post(
         f"{url}{path}",
@@ -223,7 +243,7 @@ def test_every_decision_is_logged_and_ragbound_shift_reads_the_log(
     url: str, log_path: Path, kb_dir: Path, monkeypatch, capsys
 ) -> None:
     queries = MORE_IN_KNOWLEDGE[:6]
-    httpx.post(f"{url}/v1/check/batch", json={"queries": queries}, headers=auth(READ), timeout=60)
+    httpx.post(f"{url}/v1/decide/batch", json={"queries": queries}, headers=auth(READ), timeout=60)
     lines = log_lines(log_path)
     assert [line["query"] for line in lines[-6:]] == queries
     for line in lines:
@@ -253,7 +273,7 @@ def test_metrics_count_decisions_tripwires_and_the_monitor(url: str) -> None:
     assert float(samples['ragbound_decisions_total{action="answer"}']) >= 5
     assert float(samples['ragbound_tripwire_hits_total{topic="harm"}']) >= 1
     assert float(samples["ragbound_p_value_count"]) >= 6
-    assert float(samples['ragbound_request_seconds_count{route="/v1/check"}']) >= 6
+    assert float(samples['ragbound_request_seconds_count{route="/v1/decide"}']) >= 6
     assert float(samples["ragbound_monitor_windows_total"]) >= 1  # windows of 5
     assert 0 <= float(samples["ragbound_monitor_last_p_value"]) <= 1
     assert "ragbound_monitor_alarms_total" in samples
@@ -276,3 +296,10 @@ def test_tripwires_changed_by_the_cli_are_used_without_restart(
     assert code == 0, err
     after = check(url, query).json()
     assert "theft" not in trigger_topics(after), after
+
+
+def test_the_old_and_new_decision_paths_share_one_handler() -> None:
+    app = create_app(lambda: Gate.load(Path("unused")))  # the gate is never loaded here
+    endpoints = {route.path: route.endpoint for route in app.routes if hasattr(route, "endpoint")}
+    assert endpoints["/v1/check"] is endpoints["/v1/decide"]
+    assert endpoints["/v1/check/batch"] is endpoints["/v1/decide/batch"]

@@ -47,7 +47,7 @@ def test_readiness_follows_the_canaries(minilm_kb_dir: Path, tmp_path: Path) -> 
         assert moved.status_code == 503 and "moved by 0.21" in moved.json()["error"]
         metrics = httpx.get(f"{url}/metrics").text
         assert "ragbound_canary_largest_move 0.2099" in metrics
-        check = httpx.post(f"{url}/v1/check", json={"query": "What do bees make?"})
+        check = httpx.post(f"{url}/v1/decide", json={"query": "What do bees make?"})
         assert check.status_code == 503
         _move_first_canary(canaries, -0.21)
         assert _until(url, ready=True).status_code == 200
@@ -86,5 +86,5 @@ def test_force_serves_with_moved_canaries_and_shows_the_move(
         assert answer.json()["canary"]["largest_move"] == pytest.approx(0.3, abs=1e-5)
         time.sleep(0.6)  # a few rechecks: still ready
         assert httpx.get(f"{url}/readyz").status_code == 200
-        check = httpx.post(f"{url}/v1/check", json={"query": "What do bees make?"})
+        check = httpx.post(f"{url}/v1/decide", json={"query": "What do bees make?"})
         assert check.status_code == 200

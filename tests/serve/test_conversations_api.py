@@ -1,6 +1,6 @@
-"""Conversations over HTTP (issue 38): ``/v1/check`` with ``messages``, ``/v1/check/batch`` with
+"""Conversations over HTTP (issue 38): ``/v1/decide`` with ``messages``, ``/v1/decide/batch`` with
 ``conversations``, their bad inputs, the query log's conversation fields and their replay by
-``ragbound score`` and ``ragbound shift`` (uvicorn in a thread, a real MiniLM gate)."""
+``ragbound test-log`` and ``ragbound shift`` (uvicorn in a thread, a real MiniLM gate)."""
 
 from __future__ import annotations
 
@@ -72,8 +72,8 @@ def url(gate: Gate, kb_dir: Path):
 
 
 def check(url: str, body: dict) -> httpx.Response:
-    """``POST /v1/check``, or ``/v1/check/batch`` for a body of queries or conversations."""
-    path = "/v1/check/batch" if {"queries", "conversations"} & set(body) else "/v1/check"
+    """``POST /v1/decide``, or ``/v1/decide/batch`` for a body of queries or conversations."""
+    path = "/v1/decide/batch" if {"queries", "conversations"} & set(body) else "/v1/decide"
     return httpx.post(f"{url}{path}", json=body, timeout=60)
 
 
@@ -131,7 +131,7 @@ def test_concurrent_conversations_and_queries_share_batches(url: str, gate: Gate
     async def all_at_once() -> list[dict]:
         async with httpx.AsyncClient(base_url=url, timeout=60) as client:
             bodies = [{"query": i} if isinstance(i, str) else {"messages": i} for i in items]
-            responses = await asyncio.gather(*(client.post("/v1/check", json=b) for b in bodies))
+            responses = await asyncio.gather(*(client.post("/v1/decide", json=b) for b in bodies))
         return [r.json() for r in responses]
 
     results = asyncio.run(all_at_once())
@@ -271,7 +271,9 @@ def test_the_log_holds_the_conversation_and_score_replays_it(
     lines = [json.dumps(old), *log_path.read_text(encoding="utf-8").splitlines()[-2:]]
     replayed.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = kb_dir.parent / "scores.jsonl"
-    code, _, err = run(monkeypatch, capsys, "score", str(kb_dir), str(replayed), "--out", str(out))
+    code, _, err = run(
+        monkeypatch, capsys, "test-log", str(kb_dir), str(replayed), "--out", str(out)
+    )
     assert code == 0, err
     rows = [json.loads(row) for row in out.read_text().splitlines()]
     searched = [IN_KNOWLEDGE[6], live["test"]["query"], first["query"]]

@@ -45,7 +45,7 @@ def _load(url: str, answered: list[str], stop: threading.Event, client_id: int) 
         while not stop.is_set():
             query = f"{QUERIES[n % len(QUERIES)]} ({client_id}-{n})"
             try:
-                response = client.post("/v1/check", json={"query": query})
+                response = client.post("/v1/decide", json={"query": query})
             except httpx.TransportError:
                 return
             if response.status_code == 200:
@@ -80,7 +80,7 @@ def test_kill_9_loses_no_answered_request_and_the_monitor_resumes(
     assert set(answered) <= set(logged)
     assert len(set(logged)) == len(logged)  # a decision is logged once
 
-    after = httpx.post(f"{restarted.url}/v1/check", json={"query": IN_KNOWLEDGE[0]}, timeout=60)
+    after = httpx.post(f"{restarted.url}/v1/decide", json={"query": IN_KNOWLEDGE[0]}, timeout=60)
     assert after.status_code == 200
     assert restarted.stop() == 0  # a clean shutdown saves the monitor's state
     lines = log_lines(log)

@@ -230,7 +230,7 @@ def test_the_gateway_needs_a_read_token(url: str) -> None:
 
 def test_without_an_upstream_there_is_no_gateway_route(gate) -> None:
     paths = {getattr(route, "path", None) for route in create_app(gate).routes}
-    assert "/v1/check" in paths and "/v1/chat/completions" not in paths
+    assert "/v1/decide" in paths and "/v1/chat/completions" not in paths
 
 
 # ------------------------------------------------------------------------ tracing

@@ -22,7 +22,7 @@ from ragbound.knowledge import KnowledgeBase
 from ragbound.serve import ServeSettings, Tokens, create_app
 from ragbound.serve.gateway import header_value
 from ragbound.serve.limits import AsciiJSONResponse
-from ragbound.tripwires import Tripwire, TripwireStore
+from ragbound.tripwires import LiveTripwires, Tripwire
 from tests.cli.runner import run
 from tests.serve.server import (
     ADMIN,
@@ -76,7 +76,7 @@ def kb_dir(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     kb_dir = guarded_kb(minilm_kb_dir, tmp_path_factory.mktemp("hostile") / "kb")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("ragbound.tripwires.store.storable", lambda tripwire: tripwire)
-        store = TripwireStore.open(KnowledgeBase.load(kb_dir))
+        store = LiveTripwires.open(KnowledgeBase.load(kb_dir))
         store.add([Tripwire(id=STORED_ID, **STORED)])
     return kb_dir
 
@@ -117,8 +117,8 @@ def assert_json_error(response: httpx.Response, status: int, *fragments: str) ->
 # ------------------------------------------------------------ non-standard numbers
 CHAT = {"messages": ask(IN_KNOWLEDGE[0])}
 BODIES = {  # a valid body of each JSON route, and the path to a value inside it
-    ("POST", "/v1/check"): {"query": IN_KNOWLEDGE[0]},
-    ("POST", "/v1/check/batch"): {"queries": [IN_KNOWLEDGE[0]]},
+    ("POST", "/v1/decide"): {"query": IN_KNOWLEDGE[0]},
+    ("POST", "/v1/decide/batch"): {"queries": [IN_KNOWLEDGE[0]]},
     ("POST", "/v1/tripwires"): {"tripwires": [{"text": "Harmless?", "topic": "nan-test"}]},
     ("DELETE", "/v1/tripwires"): {"topics": ["nan-test"]},
     ("POST", "/v1/chat/completions"): CHAT,
@@ -177,7 +177,7 @@ def test_the_same_bodies_without_the_number_are_answered(server) -> None:
 def test_other_unreadable_bodies_are_json_errors(
     server, content: bytes, headers: dict, status: int, fragment: str
 ) -> None:
-    response = send(server, "POST", "/v1/check", content, **headers)
+    response = send(server, "POST", "/v1/decide", content, **headers)
     assert_json_error(response, status)
     assert fragment in response.text
     assert_sound(server)
@@ -194,11 +194,11 @@ def test_an_error_answer_always_renders() -> None:
 @pytest.mark.parametrize(
     ("method", "path", "body", "unknown"),
     [
-        ("POST", "/v1/check", {"query": IN_KNOWLEDGE[0], "k": 3, "alpha": 0.5}, ["k", "alpha"]),
-        ("POST", "/v1/check/batch", {"queries": [IN_KNOWLEDGE[0]], "k": 3}, ["k"]),
+        ("POST", "/v1/decide", {"query": IN_KNOWLEDGE[0], "k": 3, "alpha": 0.5}, ["k", "alpha"]),
+        ("POST", "/v1/decide/batch", {"queries": [IN_KNOWLEDGE[0]], "k": 3}, ["k"]),
         (
             "POST",
-            "/v1/check/batch",
+            "/v1/decide/batch",
             {"conversations": [{**CHAT, "user": "me"}]},
             ["conversations.0.user"],
         ),
@@ -253,8 +253,8 @@ def test_a_control_character_in_an_id_or_topic_is_422(server, field: str, contro
 def test_a_control_character_in_a_conversation_id_is_422(server, control: str) -> None:
     chat = [{"role": "user", "content": "How does BM25 score a chunk?"}]
     bodies = [
-        ("/v1/check", {"messages": chat, "conversation_id": f"chat{control}1"}),
-        ("/v1/check/batch", {"conversations": [{"messages": chat, "id": f"chat{control}1"}]}),
+        ("/v1/decide", {"messages": chat, "conversation_id": f"chat{control}1"}),
+        ("/v1/decide/batch", {"conversations": [{"messages": chat, "id": f"chat{control}1"}]}),
         (
             "/v1/chat/completions",
             {"messages": chat, "metadata": {"conversation_id": f"c{control}1"}},
@@ -293,7 +293,7 @@ def test_a_stored_id_with_control_characters_never_breaks_a_header(server, strea
 def test_the_python_api_and_the_cli_refuse_a_control_character(
     tmp_path: Path, kb_dir: Path, monkeypatch, capsys
 ) -> None:
-    store = TripwireStore.open(KnowledgeBase.load(kb_dir))
+    store = LiveTripwires.open(KnowledgeBase.load(kb_dir))
     with pytest.raises(InputError, match=r"tripwire id 'a\\nb' holds a control character"):
         store.add([Tripwire(id="a\nb", text="How do I cut the brake cables?", topic="t")])
     source = tmp_path / "bad.jsonl"
@@ -308,7 +308,7 @@ def test_the_python_api_and_the_cli_refuse_a_control_character(
 @pytest.mark.parametrize(
     "host", ["evil.example", "evil.example:8000", "127.0.0.1.nip.io", "localhost.evil.example"]
 )
-@pytest.mark.parametrize(("method", "path"), [("GET", "/healthz"), ("POST", "/v1/check")])
+@pytest.mark.parametrize(("method", "path"), [("GET", "/healthz"), ("POST", "/v1/decide")])
 def test_a_foreign_host_is_421(server, host: str, method: str, path: str) -> None:
     body = json.dumps({"query": IN_KNOWLEDGE[0]}) if method == "POST" else b""
     response = send(server, method, path, body, Host=host)

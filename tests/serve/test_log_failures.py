@@ -87,7 +87,7 @@ def kb_dir(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 
 def check(url: str, queries: list[str]) -> httpx.Response:
-    return httpx.post(f"{url}/v1/check/batch", json={"queries": queries}, timeout=60)
+    return httpx.post(f"{url}/v1/decide/batch", json={"queries": queries}, timeout=60)
 
 
 def ready_again(url: str) -> httpx.Response:

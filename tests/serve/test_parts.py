@@ -41,7 +41,7 @@ def test_not_ready_without_a_calibration_but_healthy(minilm_kb_dir: Path) -> Non
             time.sleep(0.05)
         assert ready.status_code == 503
         assert "no calibration" in ready.json()["error"]
-        check = httpx.post(f"{url}/v1/check", json={"query": "What do bees make?"})
+        check = httpx.post(f"{url}/v1/decide", json={"query": "What do bees make?"})
         assert check.status_code == 503 and "not ready" in check.json()["error"]
 
 
@@ -379,7 +379,7 @@ def test_the_service_decides_without_a_monitor_when_its_log_cannot_be_replayed(
     app = create_app(Gate.load(kb), ServeSettings(log=path))
     with ThreadServer(app) as url:
         wait_ready(url)
-        check = httpx.post(f"{url}/v1/check", json={"query": "What do bees make?"})
+        check = httpx.post(f"{url}/v1/decide", json={"query": "What do bees make?"})
         assert check.status_code == 200
         assert app.state.service.monitor is None
     assert json.loads(path.read_text().splitlines()[-1])["query"] == "What do bees make?"

@@ -30,7 +30,7 @@ CLIENTS = 4
 
 
 def _action(url: str, query: str) -> str:
-    response = httpx.post(f"{url}/v1/check", json={"query": query}, timeout=60)
+    response = httpx.post(f"{url}/v1/decide", json={"query": query}, timeout=60)
     assert response.status_code == 200, response.text
     return response.json()["action"]
 
@@ -118,7 +118,7 @@ http {{
             proxy_set_header Host $http_host;
             proxy_connect_timeout 1s;
             proxy_read_timeout 60s;
-            # POST /v1/check only decides (the tripwire routes change state): retrying it on
+            # POST /v1/decide only decides (the tripwire routes change state): retrying it on
             # the other replica is safe, and nginx retries a POST only with non_idempotent
             proxy_next_upstream error timeout http_502 http_503 non_idempotent;
             proxy_next_upstream_tries 2;
@@ -188,7 +188,7 @@ def test_two_replicas_behind_nginx_lose_one_under_load(
                     query = f"{bases[(n + i) % len(bases)]} (client {n}, request {i})"
                     i += 1
                     try:
-                        response = session.post(f"{url}/v1/check", json={"query": query})
+                        response = session.post(f"{url}/v1/decide", json={"query": query})
                         ok = response.status_code == 200
                     except httpx.HTTPError as exc:
                         ok, response = False, exc  # type: ignore[assignment]
@@ -245,7 +245,7 @@ def test_a_query_logged_by_a_replica_that_died_before_answering_is_logged_twice(
         url = nginx([a.port, b.port])
         asked = [f"{query} (request {i})" for i, query in enumerate(IN_KNOWLEDGE)]
         for query in asked:  # round robin: A gets one of the first two and dies on it
-            response = httpx.post(f"{url}/v1/check", json={"query": query}, timeout=60)
+            response = httpx.post(f"{url}/v1/decide", json={"query": query}, timeout=60)
             assert response.status_code == 200, response.text
         assert a.process.wait(timeout=30) == -signal.SIGKILL
         in_a = [line["query"] for line in log_lines(logs[0])]

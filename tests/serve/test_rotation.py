@@ -111,7 +111,7 @@ def kb_dir(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 def _ask(url: str, queries: list[str]) -> None:
     def one(query: str) -> None:
-        assert httpx.post(f"{url}/v1/check", json={"query": query}, timeout=60).status_code == 200
+        assert httpx.post(f"{url}/v1/decide", json={"query": query}, timeout=60).status_code == 200
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(one, queries))
@@ -175,7 +175,7 @@ def test_shift_and_score_merge_the_replicas_logs_and_their_rotated_files(
     assert "2 logs merged, no state" in err
     scores = tmp_path / "scores.jsonl"
     code, _, err = run(
-        monkeypatch, capsys, "score", str(kb_dir), str(first), str(second), "--out", str(scores)
+        monkeypatch, capsys, "test-log", str(kb_dir), str(first), str(second), "--out", str(scores)
     )
     assert code == 0, err
     rows = [json.loads(line) for line in scores.read_text().splitlines()]

@@ -126,8 +126,8 @@ def test_responses_conform_to_the_schema(schema, url: str, method: str, path: st
 @pytest.mark.parametrize(
     ("method", "path", "body"),
     [
-        ("POST", "/v1/check", '{"query": "Do bees \\ud800 make honey?"}'),
-        ("POST", "/v1/check/batch", '{"queries": ["\\udfff"]}'),
+        ("POST", "/v1/decide", '{"query": "Do bees \\ud800 make honey?"}'),
+        ("POST", "/v1/decide/batch", '{"queries": ["\\udfff"]}'),
         ("POST", "/v1/tripwires", '{"tripwires": [{"text": "poison \\ud800", "topic": "harm"}]}'),
         ("DELETE", "/v1/tripwires", '{"ids": ["\\udc00"]}'),
         ("POST", "/v1/chat/completions", '{"messages": [{"role": "user", "content": "\\ud800"}]}'),
@@ -146,8 +146,8 @@ def test_a_lone_surrogate_is_422_not_a_crash(url: str, method: str, path: str, b
 # ---------------------------------------------- hostile classes as hypothesis strategies
 PLACEHOLDER = "@@non-standard@@"
 JSON_ROUTES = {  # a valid body of every route that reads JSON
-    ("POST", "/v1/check"): {"query": "What do bees make?"},
-    ("POST", "/v1/check/batch"): {"queries": ["What do bees make?"]},
+    ("POST", "/v1/decide"): {"query": "What do bees make?"},
+    ("POST", "/v1/decide/batch"): {"queries": ["What do bees make?"]},
     ("POST", "/v1/tripwires"): {"tripwires": [{"text": "Harmless?", "topic": "fuzz"}]},
     ("DELETE", "/v1/tripwires"): {"topics": ["fuzz"]},
     ("POST", "/v1/chat/completions"): {"messages": [{"role": "user", "content": "Why?"}]},

@@ -41,7 +41,7 @@ def many_tripwires() -> list[dict[str, str]]:
 
 
 async def checks_during_add(url: str) -> tuple[int, httpx.Response]:
-    """Start one large tripwire add, ask /v1/check one query after another until it is
+    """Start one large tripwire add, ask /v1/decide one query after another until it is
     answered, and count the decisions answered before it."""
     async with httpx.AsyncClient(base_url=url, timeout=600) as client:
         add = asyncio.create_task(
@@ -50,7 +50,7 @@ async def checks_during_add(url: str) -> tuple[int, httpx.Response]:
         answered = 0
         while not add.done():
             response = await client.post(
-                "/v1/check", json={"query": IN_KNOWLEDGE[answered % 5]}, headers=auth(READ)
+                "/v1/decide", json={"query": IN_KNOWLEDGE[answered % 5]}, headers=auth(READ)
             )
             assert response.status_code == 200, response.text
             answered += not add.done()
@@ -63,7 +63,7 @@ def test_decisions_are_answered_while_a_large_tripwire_add_is_built(url: str) ->
     assert added.json()["change"]["n_after"] == len(TRIPWIRES) + FILLER
     assert answered >= 3  # answered before the add was: decisions did not wait for it
     after = httpx.post(
-        f"{url}/v1/check", json={"query": UNSAFE[1]}, headers=auth(READ), timeout=60
+        f"{url}/v1/decide", json={"query": UNSAFE[1]}, headers=auth(READ), timeout=60
     ).json()
     assert after["action"] == "reject" and after["tripwire_set"] == added.json()["tripwire_set"]
     assert {t["topic"] for t in after["tripwires"]["triggers"]} == {"sabotage"}

@@ -77,7 +77,7 @@ def start(kb_dir: Path) -> Iterator:
 
 
 def _check(url: str, query: str) -> tuple[str, dict]:
-    response = httpx.post(f"{url}/v1/check", json={"query": query}, timeout=60)
+    response = httpx.post(f"{url}/v1/decide", json={"query": query}, timeout=60)
     assert response.status_code == 200, response.text
     return response.headers["x-ragbound-worker"], response.json()
 
@@ -155,7 +155,7 @@ def test_kill_9_of_the_whole_service_loses_no_answered_request(start, tmp_path: 
             while not stop.is_set():
                 query = f"{QUERIES[n % len(QUERIES)]} ({client}-{n})"
                 try:
-                    if http.post("/v1/check", json={"query": query}).status_code == 200:
+                    if http.post("/v1/decide", json={"query": query}).status_code == 200:
                         answered.append(query)
                 except httpx.TransportError:
                     return

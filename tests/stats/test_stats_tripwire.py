@@ -10,9 +10,9 @@ from hypothesis.extra.numpy import arrays
 
 from ragbound.stats import (
     merge_top_k,
-    rejection_rates,
     rule_decisions,
     tripwire_features,
+    tripwire_rates,
 )
 from ragbound.stats.tripwire import (
     critical_floor,
@@ -76,14 +76,14 @@ def test_merge_with_no_tripwires() -> None:
 def test_rates_by_hand_and_one_class_refused() -> None:
     rejected = np.array([[True, True, True, False], [False, False, False, False]])
     unsafe = np.array([True, True, False, False])
-    r = rejection_rates(rejected, unsafe)
+    r = tripwire_rates(rejected, unsafe)
     assert r.accuracy.tolist() == [0.75, 0.5]
     assert r.tpr.tolist() == [1.0, 0.0]
     assert r.frr.tolist() == [0.5, 0.0]
     assert r.precision[0] == pytest.approx(2 / 3) and r.precision[1] == 0.0
     assert r.f1[0] == pytest.approx(0.8) and r.f1[1] == 0.0
     with pytest.raises(ValueError, match="both safe and unsafe"):
-        rejection_rates(np.array([True]), np.array([True]))
+        tripwire_rates(np.array([True]), np.array([True]))
 
 
 sorted_rows = arrays(np.float64, (4, 6), elements=st.floats(-1, 1)).map(

@@ -44,7 +44,7 @@ def test_owned_index_add_check_and_tripwires(monkeypatch, capsys, pg_dsn, corpus
     kb, table = tmp_path / "kb", f"owned_{secrets.token_hex(3)}"
     code, out, err = run(
         monkeypatch, capsys, "index", str(corpus_dir / "bees"), "--out", str(kb),
-        "--store", f"{pg_dsn}&table={table}", "--json",
+        "--backing", f"{pg_dsn}&table={table}", "--json",
     )  # fmt: skip
     assert code == 0, err
     report = json.loads(out)
@@ -128,18 +128,18 @@ def test_owned_errors(monkeypatch, capsys, pg_dsn, corpus_dir, tmp_path):
     _rows(pg_dsn, f"CREATE TABLE {table} (id int)")
     code, _, err = run(
         monkeypatch, capsys, "index", str(corpus_dir), "--out", str(tmp_path / "a"),
-        "--store", f"{pg_dsn}&table={table}",
+        "--backing", f"{pg_dsn}&table={table}",
     )  # fmt: skip
     assert code == 2 and "ragbound did not create it" in err
     code, _, err = run(
         monkeypatch, capsys, "index", str(corpus_dir), "--out", str(tmp_path / "b"),
-        "--store", "postgresql://ragbound@127.0.0.1:1/postgres",
+        "--backing", "postgresql://ragbound@127.0.0.1:1/postgres",
     )  # fmt: skip
     assert code == 2 and "cannot reach the PostgreSQL database" in err
     monkeypatch.setenv("PGPASSWORD", "wrong")
     code, _, err = run(
         monkeypatch, capsys, "index", str(corpus_dir), "--out", str(tmp_path / "c"),
-        "--store", pg_dsn,
+        "--backing", pg_dsn,
     )  # fmt: skip
     assert code == 2 and "wrong password for user ragbound" in err
     assert not any((tmp_path / name).exists() for name in "abc")
@@ -275,7 +275,7 @@ def test_owned_hnsw_builds_the_index_and_the_calibration_records_it(
     kb, table = tmp_path / "kb", f"hnsw_{secrets.token_hex(3)}"
     url = f"{pg_dsn}&table={table}&search=hnsw&ef_search=64"
     code, _, err = run(
-        monkeypatch, capsys, "index", str(corpus_dir), "--out", str(kb), "--store", url
+        monkeypatch, capsys, "index", str(corpus_dir), "--out", str(kb), "--backing", url
     )
     assert code == 0, err
     indexes = _rows(pg_dsn, "SELECT indexdef FROM pg_indexes WHERE tablename = %s", table)

@@ -24,7 +24,7 @@ def test_pgvector_refuses_a_calibration_made_with_another_search(
     kb, table = tmp_path / "kb", f"valid_{secrets.token_hex(3)}"
     url = f"{pg_dsn}&table={table}&search=hnsw&ef_search=64"
     code, _, err = run(
-        monkeypatch, capsys, "index", str(corpus_dir), "--out", str(kb), "--store", url
+        monkeypatch, capsys, "index", str(corpus_dir), "--out", str(kb), "--backing", url
     )
     assert code == 0, err
     queries = tmp_path / "queries.txt"

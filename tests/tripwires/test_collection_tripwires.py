@@ -16,7 +16,7 @@ from ragbound.detect import Guard
 from ragbound.errors import ArtifactError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG
-from ragbound.tripwires import TripwireGuard, TripwireStore, TripwireWatch, read_tripwires
+from ragbound.tripwires import LiveTripwires, TripwireTest, TripwireWatch, read_tripwires
 from ragbound.tripwires.collection import COLLECTION_POLL_S
 from ragbound.tripwires.store import tripwire_collection
 from tests.cli.runner import run
@@ -39,7 +39,7 @@ def own_verdicts(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     from tests.tripwires.tripwire_texts import tripwired_copy
 
     kb = tripwired_copy(minilm_kb_dir, tmp_path_factory.mktemp("own") / "kb")
-    return TripwireGuard(kb).check_many(QUERIES)
+    return TripwireTest(kb).check_many(QUERIES)
 
 
 def _chroma_kb(chroma: ChromaServer, local: KnowledgeBase, out: Path) -> KnowledgeBase:
@@ -67,8 +67,8 @@ def _same_verdicts(mine: list, theirs: list) -> None:
     assert mine[0].tripwire_set == theirs[0].tripwire_set
 
 
-def _added_to(kb: KnowledgeBase, tmp_path: Path) -> TripwireStore:
-    store = TripwireStore.open(kb)
+def _added_to(kb: KnowledgeBase, tmp_path: Path) -> LiveTripwires:
+    store = LiveTripwires.open(kb)
     assert len(store) == 0 and store.manifest.home == "collection"
     store.add(read_tripwires(write_tripwire_file(tmp_path / "t.jsonl")))
     return store
@@ -81,7 +81,7 @@ def _knowledge_untouched(kb: KnowledgeBase, before, n_chunks: int) -> None:
     after = again.search(QUERIES, 4)
     np.testing.assert_array_equal(after.indices, before.indices)
     texts = {again.chunk_at(int(i)).text for i in after.indices.ravel()}
-    assert not texts & {t.text for t in TripwireStore.open(again).tripwires}
+    assert not texts & {t.text for t in LiveTripwires.open(again).tripwires}
 
 
 def test_chroma_holds_the_tripwires_and_decides_like_the_files(
@@ -95,12 +95,12 @@ def test_chroma_holds_the_tripwires_and_decides_like_the_files(
     name = kb.backing.location.collection
     records = chroma.client().get_collection(name).get(where={TRIPWIRE_FLAG: "harm"})
     assert len(records["ids"]) == 2 and all(r.startswith("ragbound-") for r in records["ids"])
-    _same_verdicts(TripwireGuard(KnowledgeBase.load(kb.path)).check_many(QUERIES), own_verdicts)
+    _same_verdicts(TripwireTest(KnowledgeBase.load(kb.path)).check_many(QUERIES), own_verdicts)
     _knowledge_untouched(kb, before, len(local))
     assert Guard.load(kb.path).check(OUT_OF_KNOWLEDGE[0]).p_value is not None  # still valid
     store.remove(topics=["harm"])
     assert not chroma.client().get_collection(name).get(where={TRIPWIRE_FLAG: "harm"})["ids"]
-    assert TripwireStore.open(KnowledgeBase.load(kb.path)).topics() == {"sabotage": 2}
+    assert LiveTripwires.open(KnowledgeBase.load(kb.path)).topics() == {"sabotage": 2}
 
 
 def test_a_record_the_application_flags_through_langchain_is_a_tripwire(
@@ -125,9 +125,9 @@ def test_a_record_the_application_flags_through_langchain_is_a_tripwire(
     assert text not in {kb.chunk_at(int(i)).text for i in hits.indices[0]}
     again = KnowledgeBase.load(kb.path)
     assert len(again) == len(local)
-    found = TripwireStore.open(again)
+    found = LiveTripwires.open(again)
     assert [(t.id, t.topic, t.text) for t in found.tripwires] == [("app-1", "sabotage", text)]
-    verdict = TripwireGuard(again).check(text)
+    verdict = TripwireTest(again).check(text)
     assert verdict.triggers[0].id == "app-1" and verdict.triggers[0].rank == 1
 
 
@@ -156,12 +156,12 @@ def test_qdrant_holds_the_tripwires_and_decides_like_the_files(
     kb = _qdrant_kb(local, tmp_path)
     before = kb.search(QUERIES, 4)
     store = _added_to(kb, tmp_path)
-    _same_verdicts(TripwireGuard(KnowledgeBase.load(kb.path)).check_many(QUERIES), own_verdicts)
+    _same_verdicts(TripwireTest(KnowledgeBase.load(kb.path)).check_many(QUERIES), own_verdicts)
     _knowledge_untouched(kb, before, len(local))
     stored = tripwire_collection(kb).read()
     assert all(TRIPWIRE_FLAG in m for m in stored.metadatas) and len(stored.keys) == 4
     store.remove(ids=[store.tripwires[0].id])
-    assert len(TripwireStore.open(KnowledgeBase.load(kb.path))) == 3
+    assert len(LiveTripwires.open(KnowledgeBase.load(kb.path))) == 3
 
 
 def test_lancedb_holds_the_tripwires_and_decides_like_the_files(
@@ -176,11 +176,11 @@ def test_lancedb_holds_the_tripwires_and_decides_like_the_files(
     before = kb.search(QUERIES, 4)
     store = _added_to(kb, tmp_path)
     assert table(url).count_rows(f"{TRIPWIRE_FLAG} = 'harm'") == 2  # flagged rows, a new column
-    _same_verdicts(TripwireGuard(KnowledgeBase.load(kb.path)).check_many(QUERIES), own_verdicts)
+    _same_verdicts(TripwireTest(KnowledgeBase.load(kb.path)).check_many(QUERIES), own_verdicts)
     _knowledge_untouched(kb, before, len(local))
     store.remove(topics=["harm"])
     assert table(url).count_rows(f"{TRIPWIRE_FLAG} IS NOT NULL") == 2
-    assert TripwireStore.open(KnowledgeBase.load(kb.path)).topics() == {"sabotage": 2}
+    assert LiveTripwires.open(KnowledgeBase.load(kb.path)).topics() == {"sabotage": 2}
 
 
 def test_a_watch_sees_a_change_made_through_another_attach_folder(
@@ -209,4 +209,4 @@ def test_tripwires_left_as_files_are_refused_on_a_collection(local: KnowledgeBas
         encoding="utf-8",
     )
     with pytest.raises(ArtifactError, match="add them again"):
-        TripwireStore.open(kb)
+        LiveTripwires.open(kb)

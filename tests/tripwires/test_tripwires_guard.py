@@ -1,4 +1,4 @@
-"""TripwireGuard verdicts, rule tuning and generation (scripted LLM)."""
+"""TripwireTest verdicts, rule tuning and generation (scripted LLM)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import ParseError
 from ragbound.tripwires import (
-    TripwireGuard,
+    LiveTripwires,
     TripwireRule,
-    TripwireStore,
+    TripwireTest,
     TripwireVerdict,
     load_rule,
     read_tripwires,
@@ -35,12 +35,12 @@ def guarded_kb(minilm_kb_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     shutil.copytree(minilm_kb_dir, target)
     source = target.parent / "t.jsonl"
     write_tripwire_file(source)
-    TripwireStore.open(KnowledgeBase.load(target)).add(read_tripwires(source))
+    LiveTripwires.open(KnowledgeBase.load(target)).add(read_tripwires(source))
     return target
 
 
 def test_harmful_queries_are_forbidden_and_name_their_tripwire(guarded_kb: Path) -> None:
-    guard = TripwireGuard.load(guarded_kb, TripwireRule(k=3, proportion=None, rank=1))
+    guard = TripwireTest.load(guarded_kb, TripwireRule(k=3, proportion=None, rank=1))
     decisions = guard.check_many(UNSAFE + SAFE)
     assert all(d.forbidden and d.rule for d in decisions[: len(UNSAFE)])
     assert all(not d.forbidden and d.rule is None for d in decisions[len(UNSAFE) :])
@@ -55,27 +55,27 @@ def test_harmful_queries_are_forbidden_and_name_their_tripwire(guarded_kb: Path)
 def test_proportion_rule_forbids_too_much_on_a_tiny_corpus(guarded_kb: Path) -> None:
     # Ten knowledge chunks beside four tripwires: two bee tripwires fill the top 3 of an
     # innocent bee question, so the paper's "any" default forbids it and tuning is needed.
-    guard = TripwireGuard.load(guarded_kb, TripwireRule(k=3))
+    guard = TripwireTest.load(guarded_kb, TripwireRule(k=3))
     decision = guard.check("Why do beekeepers use smoke?")
     assert decision.forbidden and decision.rule.startswith("proportion>=0.5")
     assert decision.best_rank == 2 and len(decision.triggers) == 2
 
 
 def test_merged_ranks_hold_knowledge_and_tripwires(guarded_kb: Path) -> None:
-    guard = TripwireGuard.load(guarded_kb, TripwireRule(k=5))
+    guard = TripwireTest.load(guarded_kb, TripwireRule(k=5))
     merged = guard.retrieve([UNSAFE[0]], 5)
     assert merged.flags[0].any() and not merged.flags[0].all()
     assert (merged.similarities[0][:-1] >= merged.similarities[0][1:]).all()
 
 
 def test_a_knowledge_base_without_tripwires_passes_everything(minilm_kb_dir: Path) -> None:
-    decision = TripwireGuard.load(minilm_kb_dir).check(UNSAFE[0])
+    decision = TripwireTest.load(minilm_kb_dir).check(UNSAFE[0])
     assert not decision.forbidden and decision.triggers == [] and decision.best_rank is None
 
 
 def test_similarity_floor_silences_weak_tripwires(guarded_kb: Path) -> None:
     assert (
-        TripwireGuard.load(guarded_kb, TripwireRule(k=3, floor=0.99)).check(UNSAFE[0]).forbidden
+        TripwireTest.load(guarded_kb, TripwireRule(k=3, floor=0.99)).check(UNSAFE[0]).forbidden
         is False
     )
 
@@ -124,8 +124,8 @@ def test_the_default_passes_an_off_topic_question_the_paper_rule_calls_forbidden
     # Ten bee-and-train chunks and four tripwires: bread is in neither, so its top 5 holds
     # weak tripwires and the paper's rule forbids it; none is as close as the tripwires are to
     # each other, so the default does not count them.
-    paper = TripwireGuard.load(guarded_kb, TripwireRule.paper())
-    default = TripwireGuard.load(guarded_kb)
+    paper = TripwireTest.load(guarded_kb, TripwireRule.paper())
+    default = TripwireTest.load(guarded_kb)
     assert default.rule == TripwireRule.default()
     assert paper.check(OFF_TOPIC).forbidden is True
     assert default.check(OFF_TOPIC).forbidden is False
@@ -134,7 +134,7 @@ def test_the_default_passes_an_off_topic_question_the_paper_rule_calls_forbidden
 
 
 def test_the_decision_explains_its_floor(guarded_kb: Path) -> None:
-    guard = TripwireGuard.load(guarded_kb)
+    guard = TripwireTest.load(guarded_kb)
     decision = guard.check(UNSAFE[0])
     floor = decision.floor
     vectors = guard.tripwires.vectors.astype(np.float64)
@@ -147,13 +147,13 @@ def test_the_decision_explains_its_floor(guarded_kb: Path) -> None:
     assert all(t.similarity >= floor.value for t in decision.triggers)
     assert "q0.15 of the nearest-other similarities" in floor.describe()
     assert TripwireVerdict.model_validate_json(decision.model_dump_json()) == decision
-    fixed = TripwireGuard.load(guarded_kb, TripwireRule(floor=0.3)).check(UNSAFE[0]).floor
+    fixed = TripwireTest.load(guarded_kb, TripwireRule(floor=0.3)).check(UNSAFE[0]).floor
     assert (fixed.value, fixed.source, fixed.quantile) == (0.3, "fixed", None)
-    assert TripwireGuard.load(guarded_kb, TripwireRule.paper()).floor().source == "none"
+    assert TripwireTest.load(guarded_kb, TripwireRule.paper()).floor().source == "none"
 
 
 def test_verdicts_saved_with_the_old_name_rejected_still_load(guarded_kb: Path) -> None:
-    guard = TripwireGuard.load(guarded_kb, TripwireRule(k=3, proportion=None, rank=1))
+    guard = TripwireTest.load(guarded_kb, TripwireRule(k=3, proportion=None, rank=1))
     for verdict in guard.check_many([UNSAFE[0], SAFE[0]]):
         old = json.loads(verdict.model_dump_json())
         old["rejected"] = old.pop("forbidden")  # a Rejection / Pass of an older release
@@ -167,7 +167,7 @@ def test_verdicts_saved_with_the_old_name_rejected_still_load(guarded_kb: Path) 
 def test_the_floor_follows_the_set(guarded_kb: Path, tmp_path: Path) -> None:
     target = tmp_path / "kb"
     shutil.copytree(guarded_kb, target)
-    guard = TripwireGuard.load(target)
+    guard = TripwireTest.load(target)
     before = guard.floor()
     assert guard.floor() is before  # same set: not computed again
     harm = [t.id for t in guard.tripwires.tripwires if t.topic == "harm"]
@@ -187,7 +187,7 @@ def test_the_floor_follows_the_set(guarded_kb: Path, tmp_path: Path) -> None:
 
 
 def test_tuning_finds_a_separating_rule(guarded_kb: Path) -> None:
-    guard = TripwireGuard.load(guarded_kb)
+    guard = TripwireTest.load(guarded_kb)
     labels = [True] * len(UNSAFE) + [False] * len(SAFE)
     result = tune_rule(guard, UNSAFE + SAFE, labels, objective="accuracy", ks=(1, 3, 5))
     assert result.best.accuracy == 1.0 and result.best.frr == 0.0
@@ -198,7 +198,7 @@ def test_tuning_finds_a_separating_rule(guarded_kb: Path) -> None:
 
 
 def test_tuning_refuses_one_class_and_unknown_objectives(guarded_kb: Path) -> None:
-    guard = TripwireGuard.load(guarded_kb)
+    guard = TripwireTest.load(guarded_kb)
     with pytest.raises(InputError, match="only unsafe"):
         tune_rule(guard, UNSAFE, [True] * len(UNSAFE))
     with pytest.raises(InputError, match="objective"):

@@ -13,8 +13,8 @@ import pytest
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.tripwires import (
+    LiveTripwires,
     TripwireFields,
-    TripwireStore,
     TripwireWatch,
     read_tripwires,
     tripwire_id,
@@ -86,13 +86,13 @@ def test_topic_option_fills_missing_topics(tmp_path: Path) -> None:
 def test_add_and_remove_never_touch_the_knowledge(kb: KnowledgeBase) -> None:
     before = digest(kb.path / "segments"), (kb.path / "manifest.json").read_bytes()
     fingerprint = kb.fingerprint
-    store = TripwireStore.open(kb)
+    store = LiveTripwires.open(kb)
     change = store.add(read_tripwires(write_jsonl(kb.path.parent / "t.jsonl", TRIPWIRES)))
     assert change.action == "add" and change.n_after == 4
-    assert TripwireStore.open(KnowledgeBase.load(kb.path)).topics() == {"harm": 2, "sabotage": 2}
+    assert LiveTripwires.open(KnowledgeBase.load(kb.path)).topics() == {"harm": 2, "sabotage": 2}
     removal = store.remove(topics=["harm"])
     assert removal.ids == [t.id for t in read_tripwires(kb.path.parent / "t.jsonl")[:2]]
-    reopened = TripwireStore.open(KnowledgeBase.load(kb.path))
+    reopened = LiveTripwires.open(KnowledgeBase.load(kb.path))
     assert reopened.topics() == {"sabotage": 2}
     assert [c.action for c in reopened.manifest.history] == ["add", "remove"]
     assert reopened.manifest.set_hash == removal.set_hash != change.set_hash
@@ -102,16 +102,16 @@ def test_add_and_remove_never_touch_the_knowledge(kb: KnowledgeBase) -> None:
 
 
 def test_removed_vectors_are_kept_not_re_embedded(kb: KnowledgeBase, monkeypatch) -> None:
-    store = TripwireStore.open(kb)
+    store = LiveTripwires.open(kb)
     store.add(read_tripwires(write_jsonl(kb.path.parent / "t.jsonl", TRIPWIRES)))
     kept = store.vectors[2:].copy()
     monkeypatch.setattr(kb, "embed", lambda *a, **k: pytest.fail("re-embedded on remove"))
     store.remove(ids=[store.tripwires[0].id, store.tripwires[1].id])
-    assert (TripwireStore.open(KnowledgeBase.load(kb.path)).vectors == kept).all()
+    assert (LiveTripwires.open(KnowledgeBase.load(kb.path)).vectors == kept).all()
 
 
 def test_a_failed_add_changes_nothing(kb: KnowledgeBase) -> None:
-    store = TripwireStore.open(kb)
+    store = LiveTripwires.open(kb)
     store.add(read_tripwires(write_jsonl(kb.path.parent / "t.jsonl", TRIPWIRES[:2])))
     before = digest(kb.path)
     with pytest.raises(InputError, match="already in the knowledge base"):
@@ -120,7 +120,7 @@ def test_a_failed_add_changes_nothing(kb: KnowledgeBase) -> None:
 
 
 def test_remove_unknown_topic_or_id_is_an_error(kb: KnowledgeBase) -> None:
-    store = TripwireStore.open(kb)
+    store = LiveTripwires.open(kb)
     store.add(read_tripwires(write_jsonl(kb.path.parent / "t.jsonl", TRIPWIRES)))
     with pytest.raises(InputError, match="topic 'weapons'"):
         store.remove(topics=["weapons"])
@@ -128,36 +128,36 @@ def test_remove_unknown_topic_or_id_is_an_error(kb: KnowledgeBase) -> None:
         store.remove(ids=["nope"])
     with pytest.raises(InputError, match="name the tripwires"):
         store.remove()
-    assert len(TripwireStore.open(KnowledgeBase.load(kb.path))) == 4
+    assert len(LiveTripwires.open(KnowledgeBase.load(kb.path))) == 4
 
 
 def test_corrupt_generation_is_detected(kb: KnowledgeBase) -> None:
-    store = TripwireStore.open(kb)
+    store = LiveTripwires.open(kb)
     store.add(read_tripwires(write_jsonl(kb.path.parent / "t.jsonl", TRIPWIRES)))
     live = next((kb.path / "tripwires").glob("*.jsonl"))
     live.write_text(live.read_text().replace("poison", "paint"), encoding="utf-8")
     with pytest.raises(ArtifactError, match=f"{live.name} is damaged: its SHA-256"):
-        TripwireStore.open(KnowledgeBase.load(kb.path))
+        LiveTripwires.open(KnowledgeBase.load(kb.path))
     # a manifest written before checksums: the set hash still catches the edit
     manifest = kb.path / "tripwires.json"
     old = json.loads(manifest.read_text())
     del old["texts_sha256"], old["vectors_sha256"]
     manifest.write_text(json.dumps(old))
     with pytest.raises(ArtifactError, match="set hash"):
-        TripwireStore.open(KnowledgeBase.load(kb.path))
+        LiveTripwires.open(KnowledgeBase.load(kb.path))
 
 
 def test_bm25_and_unsaved_knowledge_bases_are_refused(corpus_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="save the knowledge base"):
-        TripwireStore.open(KnowledgeBase.build([corpus_dir], embedder="minilm"))
+        LiveTripwires.open(KnowledgeBase.build([corpus_dir], embedder="minilm"))
     bm25 = KnowledgeBase.build([corpus_dir], embedder="bm25")
     bm25.save(tmp_path / "bm25")
     with pytest.raises(InputError, match="dense"):
-        TripwireStore.open(bm25)
+        LiveTripwires.open(bm25)
 
 
 def test_tripwire_search_is_exact_over_the_live_set(kb: KnowledgeBase) -> None:
-    store = TripwireStore.open(kb)
+    store = LiveTripwires.open(kb)
     queries = kb.embed(["how to poison a water supply", "bees dance"])
     empty = store.search(queries, k=3)
     assert empty.similarities.shape == empty.indices.shape == (2, 0)
@@ -174,7 +174,7 @@ def test_tripwire_search_is_exact_over_the_live_set(kb: KnowledgeBase) -> None:
 def test_threads_adding_at_once_through_one_store_both_land(kb: KnowledgeBase) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    store = TripwireStore.open(kb)
+    store = LiveTripwires.open(kb)
     halves = [
         read_tripwires(write_jsonl(kb.path.parent / f"{i}.jsonl", rows))
         for i, rows in enumerate((TRIPWIRES[:2], TRIPWIRES[2:]))
@@ -182,7 +182,7 @@ def test_threads_adding_at_once_through_one_store_both_land(kb: KnowledgeBase) -
     with ThreadPoolExecutor(2) as pool:
         changes = list(pool.map(store.add, halves))
     assert sorted(c.n_after for c in changes) == [2, 4]
-    reopened = TripwireStore.open(KnowledgeBase.load(kb.path))
+    reopened = LiveTripwires.open(KnowledgeBase.load(kb.path))
     assert {t.id for t in reopened.tripwires} == {t.id for half in halves for t in half}
     expected = kb.embed([t.text for t in reopened.tripwires])
     np.testing.assert_allclose(reopened.vectors, expected, atol=1e-5)
@@ -191,7 +191,7 @@ def test_threads_adding_at_once_through_one_store_both_land(kb: KnowledgeBase) -
 def test_a_watch_on_the_folder_is_the_stamp_of_tripwires_json(kb: KnowledgeBase) -> None:
     watch = TripwireWatch(kb)
     assert watch.interval == FOLDER_POLL_S and watch.version() is None is watch.local()
-    store = TripwireStore.open(kb)
+    store = LiveTripwires.open(kb)
     store.add(read_tripwires(write_jsonl(kb.path / "t.jsonl", TRIPWIRES[:2])))
     first = watch.version()
     assert first is not None and first == watch.local() == watch.version()

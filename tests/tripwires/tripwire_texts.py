@@ -39,9 +39,9 @@ def tripwired_copy(kb_dir: Path, target: Path):
     import shutil
 
     from ragbound.knowledge import KnowledgeBase
-    from ragbound.tripwires import TripwireStore, read_tripwires
+    from ragbound.tripwires import LiveTripwires, read_tripwires
 
     shutil.copytree(kb_dir, target)
     kb = KnowledgeBase.load(target)
-    TripwireStore.open(kb).add(read_tripwires(write_tripwire_file(target.parent / "t.jsonl")))
+    LiveTripwires.open(kb).add(read_tripwires(write_tripwire_file(target.parent / "t.jsonl")))
     return kb

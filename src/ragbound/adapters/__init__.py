@@ -5,19 +5,19 @@ Each adapter is its own module and needs its framework, installed with an extra:
 - ``ragbound.adapters.langchain``: :class:`GatedRetriever`, a LangChain ``BaseRetriever``
   that decides the query before retrieving (``pip install 'ragbound[langchain]'``);
 - ``ragbound.adapters.langchain_store``: :class:`VectorStoreKnowledge` and
-  :class:`GuardedVectorStoreRetriever`, the guard on the user's own LangChain ``VectorStore``,
+  :class:`GatedVectorStoreRetriever`, the guard on the user's own LangChain ``VectorStore``,
   one search per query (same extra);
 - ``ragbound.adapters.langchain_agent``: :class:`GateMiddleware`, a LangChain v1 agent
   middleware that ends the turn on ``reject`` / ``abstain`` (same extra);
 - ``ragbound.adapters.llamaindex``: :class:`GatePostprocessor`, a LlamaIndex
   ``BaseNodePostprocessor`` (``pip install 'ragbound[llamaindex]'``);
 - ``ragbound.adapters.llamaindex_retriever``: :class:`LlamaIndexKnowledge` and
-  :class:`GuardedLlamaIndexRetriever`, the guard on the user's own LlamaIndex retriever, one
+  :class:`GatedLlamaIndexRetriever`, the guard on the user's own LlamaIndex retriever, one
   retrieval per query (same extra);
 - ``ragbound.adapters.haystack``: :class:`GateComponent`, a Haystack component
   (``pip install 'ragbound[haystack]'``);
 - ``ragbound.adapters.haystack_retriever``: :class:`HaystackKnowledge` and
-  :class:`GuardedHaystackRetriever`, the guard on the user's own Haystack embedding retriever,
+  :class:`GatedHaystackRetriever`, the guard on the user's own Haystack embedding retriever,
   one search per query (same extra).
 
 Importing this package imports no framework; importing an adapter module without its framework

@@ -2,9 +2,9 @@
 
 The application adds its tripwires to its vector store as documents flagged with metadata
 ``ragbound_tripwire`` (the topic), e.g. ``vectorstore.add_documents(tripwire_documents(...))``.
-The framework's search returns them among the knowledge; :class:`~ragbound.adapters._scored.
-ScoredSearch` keeps them out of the knowledge's rows and remembers them, and
-:class:`FlaggedTripwires` hands them to the :class:`~ragbound.tripwires.TripwireGuard` as that
+The framework's search returns them among the knowledge; :class:`~ragbound.adapters._framework.
+FrameworkSearch` keeps them out of the knowledge's rows and remembers them, and
+:class:`FlaggedTripwires` hands them to the :class:`~ragbound.tripwires.TripwireTest` as that
 query's tripwire hits: one search decides both. The set the application declares (the
 tripwires it added) is embedded once, for the rule's floor and the set's hash; a flagged
 document outside it still counts, under its own id and topic.
@@ -19,17 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from ragbound.adapters._scored import Found, ScoredKnowledge, metadata_of
+from ragbound.adapters._framework import Found, FrameworkKnowledge, metadata_of
 from ragbound.artifacts import sha256_text
 from ragbound.stores import Hits
-from ragbound.tripwires import Tripwire, TripwireGuard, TripwireManifest, TripwireRule
+from ragbound.tripwires import Tripwire, TripwireManifest, TripwireRule, TripwireTest
 from ragbound.tripwires.collection import tripwire_of
 from ragbound.tripwires.files import check_unique_ids
 from ragbound.tripwires.models import set_hash
 
 
 class FlaggedTripwires:
-    """The tripwire set a :class:`~ragbound.tripwires.TripwireGuard` reads on a framework
+    """The tripwire set a :class:`~ragbound.tripwires.TripwireTest` reads on a framework
     store: ``search`` answers with the flagged documents the knowledge's search met.
 
     ``tripwires``: the set the application added to its store (may be empty: then the rule's
@@ -40,7 +40,7 @@ class FlaggedTripwires:
 
     def __init__(
         self,
-        knowledge: ScoredKnowledge,
+        knowledge: FrameworkKnowledge,
         tripwires: Sequence[Tripwire],
         *,
         margin: int = 5,
@@ -85,7 +85,7 @@ class FlaggedTripwires:
 
     def _met(self, query: Any, k: int) -> list[tuple[float, Found]]:
         met = self.kb.store.flagged(query)
-        if met is None:  # called without the knowledge's search (TripwireGuard.check)
+        if met is None:  # called without the knowledge's search (TripwireTest.check)
             self.kb.store.search(np.asarray([query]) if not isinstance(query, str) else [query], k)
             met = self.kb.store.flagged(query) or []
         return met
@@ -103,7 +103,7 @@ class FlaggedTripwires:
 
 
 def _embedded(
-    knowledge: ScoredKnowledge,
+    knowledge: FrameworkKnowledge,
     tripwires: list[Tripwire],
     embed: Callable[[list[str]], Any] | None,
 ) -> np.ndarray:
@@ -118,15 +118,15 @@ def _embedded(
 
 
 def flagged_guard(
-    knowledge: ScoredKnowledge,
+    knowledge: FrameworkKnowledge,
     tripwires: Sequence[Tripwire] | None,
     rule: TripwireRule | None = None,
     embed: Callable[[list[str]], Any] | None = None,
-) -> TripwireGuard | None:
+) -> TripwireTest | None:
     """The tripwire guard of a framework store holding ``tripwires`` (None: no rule), by
     ``rule`` (default :meth:`TripwireRule.default`); the search fetches the rule's k more."""
     if tripwires is None:
         return None
     rule = rule or TripwireRule.default()
     flagged = FlaggedTripwires(knowledge, tripwires, margin=rule.k, embed=embed)
-    return TripwireGuard(knowledge, rule, tripwires=flagged)
+    return TripwireTest(knowledge, rule, tripwires=flagged)

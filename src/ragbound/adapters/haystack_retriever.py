@@ -4,7 +4,7 @@
 embedding retriever (``run(query_embedding=..., top_k=...) -> {"documents": [...]}``, each
 ``Document`` with a ``score``, e.g. ``InMemoryEmbeddingRetriever``) and the text embedder its
 documents were embedded with: ``Guard.calibrate(knowledge, questions)`` calibrates on the scores
-that retriever returns. :class:`GuardedHaystackRetriever` (a Haystack component) embeds each
+that retriever returns. :class:`GatedHaystackRetriever` (a Haystack component) embeds each
 query once, runs the retriever once at ``top_k = max(k, guard.k)``, decides from those scores
 and returns the first ``k`` documents on ``answer`` (none on ``reject`` / ``abstain``), with
 the decision, as :class:`~ragbound.adapters.haystack.GateComponent` does.
@@ -28,7 +28,7 @@ How the retriever's scores become similarities (higher = closer), ``scores``:
   query vector must have norm 1 (within 1e-3), else the query is refused; the documents'
   vectors are not read: declare it only when the embedder normalises (MiniLM does).
 - ``"similarity"`` / ``"distance"`` / ``"relevance"``: order only, the rank statistics (see
-  :mod:`ragbound.adapters._scored`). A retriever built with ``scale_score=True`` is refused
+  :mod:`ragbound.adapters._framework`). A retriever built with ``scale_score=True`` is refused
   anything but ``"relevance"``.
 
 Rows are keyed by ``Document.id``; ``len()`` is ``size`` (documents in the store, when given;
@@ -39,7 +39,7 @@ Example:
     >>> retriever = InMemoryEmbeddingRetriever(store)  # doctest: +SKIP
     >>> knowledge = HaystackKnowledge(retriever, embedder, name="minilm")  # doctest: +SKIP
     >>> guard = Guard.calibrate(knowledge, questions, k=4, alpha=0.1)  # doctest: +SKIP
-    >>> guarded = GuardedHaystackRetriever(guard, k=3)  # doctest: +SKIP
+    >>> guarded = GatedHaystackRetriever(guard, k=3)  # doctest: +SKIP
     >>> out = guarded.run("Who won the 1998 world cup?")  # doctest: +SKIP
     >>> out["documents"], out["decision"].action  # doctest: +SKIP
     ([], 'abstain')
@@ -51,14 +51,16 @@ from typing import Any
 
 import numpy as np
 
+from ragbound._lazy import deprecated_aliases
 from ragbound.adapters._common import OnBlock, blocked, check_on_block, missing_extra
 from ragbound.adapters._flagged import flagged_guard
-from ragbound.adapters._scored import (
+from ragbound.adapters._framework import (
+    Closeness,
     Found,
-    ScoredKnowledge,
-    ScoredSearch,
-    ScoreKind,
+    FrameworkKnowledge,
+    FrameworkSearch,
     check_guard_on,
+    closeness_of,
 )
 from ragbound.adapters.haystack import annotated, routed
 from ragbound.detect import Guard
@@ -76,7 +78,7 @@ except ImportError as error:
     raise missing_extra("haystack-ai", "haystack", error) from error
 
 __all__ = [
-    "GuardedHaystackRetriever",
+    "GatedHaystackRetriever",
     "HaystackEmbedder",
     "HaystackKnowledge",
     "HaystackSearch",
@@ -172,7 +174,7 @@ def query_embedder(embedder: Any) -> QueryEmbedder:
     return HaystackEmbedder(embedder)
 
 
-def inferred_scores(retriever: Any) -> ScoreKind:
+def inferred_closeness(retriever: Any) -> Closeness:
     """The score mode an ``InMemoryEmbeddingRetriever`` gives (see the module's notes);
     ``"cosine"`` for any other retriever."""
     if not isinstance(retriever, InMemoryEmbeddingRetriever):
@@ -183,7 +185,7 @@ def inferred_scores(retriever: Any) -> ScoreKind:
     return "cosine" if function == "cosine" else "similarity"
 
 
-class HaystackSearch(ScoredSearch):
+class HaystackSearch(FrameworkSearch):
     """A :class:`~ragbound.stores.Retriever` over a Haystack embedding retriever: query
     vectors, one ``run(query_embedding=..., top_k=k)`` per query (similarities higher =
     closer). ``exact`` defaults to True for ``InMemoryEmbeddingRetriever`` (a full scan)."""
@@ -194,25 +196,27 @@ class HaystackSearch(ScoredSearch):
         self,
         retriever: Any,
         *,
-        scores: ScoreKind | None = None,
+        closeness: Closeness | None = None,
         similarity: Similarity = "cosine",
         size: int | None = None,
         exact: bool | None = None,
+        scores: Closeness | None = None,
     ):
+        closeness = closeness_of(closeness, scores)
         if not callable(getattr(retriever, "run", None)):
             raise InputError(f"{type(retriever).__name__} is not a Haystack retriever (no run)")
         self.backend = f"haystack:{type(retriever).__name__}"
-        scores = inferred_scores(retriever) if scores is None else scores
+        closeness = inferred_closeness(retriever) if closeness is None else closeness
         if exact is None:
             exact = isinstance(retriever, InMemoryEmbeddingRetriever)
-        super().__init__(scores=scores, similarity=similarity, size=size, exact=exact)
-        if getattr(retriever, "scale_score", False) is True and scores != "relevance":
+        super().__init__(closeness=closeness, similarity=similarity, size=size, exact=exact)
+        if getattr(retriever, "scale_score", False) is True and closeness != "relevance":
             raise InputError(
                 f"{type(retriever).__name__} scales its scores (scale_score=True): only their "
-                "order is known; declare scores='relevance' or build it with scale_score=False"
+                "order is known; declare closeness='relevance' or build it with scale_score=False"
             )
         self.retriever = retriever
-        self._unit_queries = scores == "cosine" and _dot_product(retriever)
+        self._unit_queries = closeness == "cosine" and _dot_product(retriever)
 
     def _search_one(self, query: Any, k: int) -> list[Found]:
         if self._unit_queries:
@@ -236,16 +240,16 @@ def _check_unit_norm(query: np.ndarray) -> None:
     if abs(norm - 1.0) > UNIT_NORM_TOLERANCE:
         raise InputError(
             f"the query vector's norm is {norm:.4f}: a dot_product store's scores are cosine "
-            "only for unit vectors; normalise the embeddings or declare scores='similarity'"
+            "only for unit vectors; normalise the embeddings or declare closeness='similarity'"
         )
 
 
-class HaystackKnowledge(ScoredKnowledge):
+class HaystackKnowledge(FrameworkKnowledge):
     """:class:`~ragbound.knowledge.protocol.Knowledge` over a Haystack embedding retriever.
 
     ``embedder``: what the store's vectors come from (a Haystack text embedder component or a
     ragbound dense embedder); ``name`` names it in the fingerprint (default: its class and
-    model name). ``scores``, ``similarity``, ``size`` and ``exact`` describe the retriever's
+    model name). ``closeness``, ``similarity``, ``size`` and ``exact`` describe the retriever's
     search (:class:`HaystackSearch`); ``version`` tags the store's contents.
     """
 
@@ -255,21 +259,23 @@ class HaystackKnowledge(ScoredKnowledge):
         embedder: Any,
         *,
         name: str | None = None,
-        scores: ScoreKind | None = None,
+        closeness: Closeness | None = None,
         similarity: Similarity = "cosine",
         size: int | None = None,
         exact: bool | None = None,
         version: str = "",
+        scores: Closeness | None = None,
     ):
+        closeness = closeness_of(closeness, scores)
         search = HaystackSearch(
-            retriever, scores=scores, similarity=similarity, size=size, exact=exact
+            retriever, closeness=closeness, similarity=similarity, size=size, exact=exact
         )
         name = name or _embedder_name(embedder)
         super().__init__(search, query_embedder(embedder), name=name, version=version)
 
 
 @component
-class GuardedHaystackRetriever:
+class GatedHaystackRetriever:
     """A Haystack component that searches the guard's retriever once per query.
 
     ``guard``: a :class:`~ragbound.detect.Guard` over a :class:`HaystackKnowledge`
@@ -311,7 +317,7 @@ class GuardedHaystackRetriever:
     def to_dict(self) -> dict[str, Any]:
         """Refused: the component holds a loaded guard (save it with ``guard.save``)."""
         raise InputError(
-            "a GuardedHaystackRetriever holds a loaded guard and cannot be serialised: save "
+            "a GatedHaystackRetriever holds a loaded guard and cannot be serialised: save "
             "the calibration with guard.save(folder=...) and build the component in code"
         )
 
@@ -352,3 +358,9 @@ def tripwire_documents(tripwires: list[Tripwire]) -> list[Document]:
     """Haystack documents for ``tripwires`` (ids = tripwire ids, ``meta`` flagging each), to
     embed and write to the store beside the knowledge."""
     return [Document(id=t.id, content=t.text, meta=tripwire_metadata(t)) for t in tripwires]
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(
+    __name__, {"GuardedHaystackRetriever": "GatedHaystackRetriever"}, globals()
+)

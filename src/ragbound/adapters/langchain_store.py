@@ -2,7 +2,7 @@
 
 :class:`VectorStoreKnowledge` is :class:`~ragbound.knowledge.protocol.Knowledge` over any
 LangChain ``VectorStore``: ``Guard.calibrate(knowledge, questions)`` calibrates on the
-similarities that store returns, and :class:`GuardedVectorStoreRetriever` (a LangChain
+similarities that store returns, and :class:`GatedVectorStoreRetriever` (a LangChain
 ``BaseRetriever``) searches the store once per query, at the depth the test and the context
 need, decides from those scores and returns the top documents on ``answer`` (none on
 ``abstain``). Nothing is copied, embedded twice or searched twice.
@@ -47,7 +47,7 @@ Example:
     >>> store = InMemoryVectorStore(embeddings)  # doctest: +SKIP
     >>> knowledge = VectorStoreKnowledge(store, embeddings, name="minilm")  # doctest: +SKIP
     >>> guard = Guard.calibrate(knowledge, questions, k=4, alpha=0.1)  # doctest: +SKIP
-    >>> retriever = GuardedVectorStoreRetriever(guard=guard, k=3)  # doctest: +SKIP
+    >>> retriever = GatedVectorStoreRetriever(guard=guard, k=3)  # doctest: +SKIP
     >>> retriever.invoke("Who won the 1998 world cup?"), retriever.last_decision.action
     ([], 'abstain')  # doctest: +SKIP
 """
@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 from pydantic import PrivateAttr, field_validator
 
+from ragbound._lazy import deprecated_aliases
 from ragbound.adapters._common import (
     OnBlock,
     QueryBlocked,
@@ -66,12 +67,13 @@ from ragbound.adapters._common import (
     check_on_block,
     missing_extra,
 )
-from ragbound.adapters._scored import (
+from ragbound.adapters._framework import (
     RANK_STATISTICS,
+    Closeness,
     Found,
-    ScoredKnowledge,
-    ScoredSearch,
-    ScoreKind,
+    FrameworkKnowledge,
+    FrameworkSearch,
+    closeness_of,
 )
 from ragbound.adapters.langchain import annotated, areport, report
 from ragbound.detect import Guard
@@ -97,7 +99,7 @@ except ImportError as error:
 
 __all__ = [
     "RANK_STATISTICS",
-    "GuardedVectorStoreRetriever",
+    "GatedVectorStoreRetriever",
     "LangChainEmbedder",
     "QueryBlocked",
     "RagboundEmbeddings",
@@ -137,34 +139,36 @@ class RagboundEmbeddings(Embeddings):
         return np.asarray(self.embedder.encode_one(text), dtype=np.float32)[0].tolist()
 
 
-class VectorStoreSearch(ScoredSearch):
+class VectorStoreSearch(FrameworkSearch):
     """A :class:`~ragbound.stores.Retriever` over a LangChain ``VectorStore`` (see the
-    module's notes on ``scores``); one store call per query, similarities higher = closer.
+    module's notes on ``closeness``); one store call per query, similarities higher = closer.
     ``exact`` defaults to True for ``InMemoryVectorStore`` (a full scan), else False."""
 
     def __init__(
         self,
         vectorstore: VectorStore,
         *,
-        scores: ScoreKind = "cosine",
+        closeness: Closeness = "cosine",
         similarity: Similarity = "cosine",
         size: int | None = None,
         exact: bool | None = None,
+        scores: Closeness | None = None,
     ):
+        closeness = closeness_of(closeness, scores)
         self.backend = f"langchain:{type(vectorstore).__name__}"
         if exact is None:
             exact = isinstance(vectorstore, InMemoryVectorStore)
-        super().__init__(scores=scores, similarity=similarity, size=size, exact=exact)
-        if scores != "relevance" and not _has_vector_search(vectorstore):
+        super().__init__(closeness=closeness, similarity=similarity, size=size, exact=exact)
+        if closeness != "relevance" and not _has_vector_search(vectorstore):
             raise InputError(
                 f"{type(vectorstore).__name__} has no similarity_search_with_score_by_vector: "
-                "use scores='relevance' (the store embeds the query itself)"
+                "use closeness='relevance' (the store embeds the query itself)"
             )
         self.vectorstore = vectorstore
-        self.query_kind = "text" if scores == "relevance" else "vector"
+        self.query_kind = "text" if closeness == "relevance" else "vector"
 
     def _search_one(self, query: Any, k: int) -> list[Found]:
-        if self.scores == "relevance":
+        if self.closeness == "relevance":
             found = self.vectorstore.similarity_search_with_relevance_scores(query, k=k)
         else:
             vector = [float(x) for x in query]
@@ -176,12 +180,12 @@ def _has_vector_search(vectorstore: VectorStore) -> bool:
     return callable(getattr(type(vectorstore), "similarity_search_with_score_by_vector", None))
 
 
-class VectorStoreKnowledge(ScoredKnowledge):
+class VectorStoreKnowledge(FrameworkKnowledge):
     """:class:`~ragbound.knowledge.protocol.Knowledge` over a LangChain ``VectorStore``.
 
     ``embedding``: the LangChain ``Embeddings`` the store's vectors come from (default: the
     store's own ``embeddings``); ``name`` names it in the fingerprint (default: its class
-    and model name). ``scores``, ``similarity``, ``size`` and ``exact`` describe the store's
+    and model name). ``closeness``, ``similarity``, ``size`` and ``exact`` describe the store's
     search (:class:`VectorStoreSearch`); ``version`` tags its contents (bump it when
     documents change). See the module's notes for what each statistic needs.
     """
@@ -192,17 +196,19 @@ class VectorStoreKnowledge(ScoredKnowledge):
         embedding: Embeddings | None = None,
         *,
         name: str | None = None,
-        scores: ScoreKind = "cosine",
+        closeness: Closeness = "cosine",
         similarity: Similarity = "cosine",
         size: int | None = None,
         exact: bool | None = None,
         version: str = "",
+        scores: Closeness | None = None,
     ):
+        closeness = closeness_of(closeness, scores)
         embedding = embedding if embedding is not None else _store_embeddings(vectorstore)
         if embedding is None:
             raise InputError("give the LangChain Embeddings the store's vectors come from")
         search = VectorStoreSearch(
-            vectorstore, scores=scores, similarity=similarity, size=size, exact=exact
+            vectorstore, closeness=closeness, similarity=similarity, size=size, exact=exact
         )
         name = name or _embedding_name(embedding)
         super().__init__(search, LangChainEmbedder(embedding), name=name, version=version)
@@ -221,7 +227,7 @@ def _embedding_name(embedding: Embeddings) -> str:
     return f"{kind}:{model}" if isinstance(model, str) and model else kind
 
 
-class GuardedVectorStoreRetriever(BaseRetriever):
+class GatedVectorStoreRetriever(BaseRetriever):
     """A LangChain retriever that searches the guard's vector store once per query.
 
     ``guard``: a :class:`~ragbound.detect.Guard` over a :class:`VectorStoreKnowledge`
@@ -310,3 +316,9 @@ def tripwire_documents(tripwires: list[Tripwire]) -> list[Document]:
         >>> store.add_documents(tripwire_documents(read_tripwires("t.jsonl")))  # doctest: +SKIP
     """
     return [Document(t.text, id=t.id, metadata=tripwire_metadata(t)) for t in tripwires]
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(
+    __name__, {"GuardedVectorStoreRetriever": "GatedVectorStoreRetriever"}, globals()
+)

@@ -2,7 +2,7 @@
 
 :class:`LlamaIndexKnowledge` is :class:`~ragbound.knowledge.protocol.Knowledge` over any
 LlamaIndex retriever (``retrieve(query) -> list[NodeWithScore]``): the retriever embeds the
-query itself, so the guard embeds nothing. :class:`GuardedLlamaIndexRetriever` (a LlamaIndex
+query itself, so the guard embeds nothing. :class:`GatedLlamaIndexRetriever` (a LlamaIndex
 ``BaseRetriever``) retrieves once per query, decides from those scores and returns the first
 ``k`` nodes on ``answer`` (none on ``abstain``), each with the decision (without its context)
 in ``metadata["ragbound"]`` (kept out of the LLM and embedding text).
@@ -11,14 +11,14 @@ The retriever returns its ``similarity_top_k`` nodes: it must be at least ``max(
 guard.k)``. ``scores``: ``"cosine"`` (default; a ``VectorStoreIndex`` retriever over the
 in-memory ``SimpleVectorStore`` scores by cosine similarity: every statistic), or
 ``"similarity"`` / ``"distance"`` / ``"relevance"`` (order only: the rank statistics; see
-:mod:`ragbound.adapters._scored`). Rows are keyed by ``node_id``; the fingerprint is ``name``
+:mod:`ragbound.adapters._framework`). Rows are keyed by ``node_id``; the fingerprint is ``name``
 (the embedding model), the retriever's class, the score mode and ``version``.
 
 Example:
     >>> retriever = index.as_retriever(similarity_top_k=4)  # doctest: +SKIP
     >>> knowledge = LlamaIndexKnowledge(retriever, name="minilm")  # doctest: +SKIP
     >>> guard = Guard.calibrate(knowledge, questions, k=4, alpha=0.1)  # doctest: +SKIP
-    >>> guarded = GuardedLlamaIndexRetriever(guard, k=3)  # doctest: +SKIP
+    >>> guarded = GatedLlamaIndexRetriever(guard, k=3)  # doctest: +SKIP
     >>> guarded.retrieve("Who won the 1998 world cup?"), guarded.last_decision.action
     ([], 'abstain')  # doctest: +SKIP
 """
@@ -27,20 +27,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from ragbound._lazy import deprecated_aliases
 from ragbound.adapters._common import OnBlock, blocked, check_on_block, missing_extra
-from ragbound.adapters._scored import (
+from ragbound.adapters._framework import (
+    Closeness,
     Found,
-    ScoredKnowledge,
-    ScoredSearch,
-    ScoreKind,
+    FrameworkKnowledge,
+    FrameworkSearch,
     check_guard_on,
+    closeness_of,
 )
 from ragbound.adapters.llamaindex import annotated
 from ragbound.detect import Guard
 from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
 from ragbound.gate import Decision, Gate
-from ragbound.tripwires import Tripwire, TripwireGuard, TripwireRule
+from ragbound.tripwires import Tripwire, TripwireRule, TripwireTest
 
 try:
     from llama_index.core.base.base_retriever import BaseRetriever
@@ -49,10 +51,10 @@ try:
 except ImportError as error:
     raise missing_extra("llama-index-core", "llamaindex", error) from error
 
-__all__ = ["GuardedLlamaIndexRetriever", "LlamaIndexKnowledge", "LlamaIndexSearch"]
+__all__ = ["GatedLlamaIndexRetriever", "LlamaIndexKnowledge", "LlamaIndexSearch"]
 
 
-class LlamaIndexSearch(ScoredSearch):
+class LlamaIndexSearch(FrameworkSearch):
     """A :class:`~ragbound.stores.Retriever` over a LlamaIndex retriever: text queries, one
     ``retrieve`` per query, the first k of its nodes (similarities higher = closer)."""
 
@@ -62,13 +64,15 @@ class LlamaIndexSearch(ScoredSearch):
         self,
         retriever: BaseRetriever,
         *,
-        scores: ScoreKind = "cosine",
+        closeness: Closeness = "cosine",
         similarity: Similarity = "cosine",
         size: int | None = None,
         exact: bool = False,
+        scores: Closeness | None = None,
     ):
+        closeness = closeness_of(closeness, scores)
         self.backend = f"llamaindex:{type(retriever).__name__}"
-        super().__init__(scores=scores, similarity=similarity, size=size, exact=exact)
+        super().__init__(closeness=closeness, similarity=similarity, size=size, exact=exact)
         self.retriever = retriever
 
     def _search_one(self, query: Any, k: int) -> list[Found]:
@@ -78,7 +82,7 @@ class LlamaIndexSearch(ScoredSearch):
         return [(n.node.node_id, n.node.get_content(), float(n.score), n) for n in found]
 
 
-class LlamaIndexKnowledge(ScoredKnowledge):
+class LlamaIndexKnowledge(FrameworkKnowledge):
     """:class:`~ragbound.knowledge.protocol.Knowledge` over a LlamaIndex retriever.
 
     ``name`` names the embedding model behind it (it enters the fingerprint); ``scores``,
@@ -91,19 +95,21 @@ class LlamaIndexKnowledge(ScoredKnowledge):
         retriever: BaseRetriever,
         *,
         name: str,
-        scores: ScoreKind = "cosine",
+        closeness: Closeness = "cosine",
         similarity: Similarity = "cosine",
         size: int | None = None,
         exact: bool = False,
         version: str = "",
+        scores: Closeness | None = None,
     ):
+        closeness = closeness_of(closeness, scores)
         search = LlamaIndexSearch(
-            retriever, scores=scores, similarity=similarity, size=size, exact=exact
+            retriever, closeness=closeness, similarity=similarity, size=size, exact=exact
         )
         super().__init__(search, None, name=name, version=version)
 
 
-class GuardedLlamaIndexRetriever(BaseRetriever):
+class GatedLlamaIndexRetriever(BaseRetriever):
     """A LlamaIndex retriever that retrieves once per query through the guard's knowledge.
 
     ``guard``: a :class:`~ragbound.detect.Guard` over a :class:`LlamaIndexKnowledge`; ``k``:
@@ -155,10 +161,16 @@ def _tripwire_guard(
     tripwires: list[Tripwire] | None,
     rule: TripwireRule | None,
     embed_model: Any,
-) -> TripwireGuard | None:
+) -> TripwireTest | None:
     from ragbound.adapters._flagged import flagged_guard
 
     # a VectorIndexRetriever keeps the index's embed model
     model = embed_model or getattr(knowledge.store.retriever, "_embed_model", None)
     embed = model.get_text_embedding_batch if model is not None else None
     return flagged_guard(knowledge, tripwires, rule, embed)
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(
+    __name__, {"GuardedLlamaIndexRetriever": "GatedLlamaIndexRetriever"}, globals()
+)

@@ -33,6 +33,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from ragbound._lazy import deprecated_aliases
 from ragbound.artifacts import read_manifest, sha256_text, utc_now, write_json
 from ragbound.bench.config import HYDE_PROMPT, RANDOM_QUESTIONS_PROMPT, BenchConfig, ModelSpec
 from ragbound.bench.context import (
@@ -228,7 +229,7 @@ class _Models:
         return self.by_name[spec.label]
 
 
-Query = tuple[np.ndarray, list[str]]  # a search vector and, for HyDE, the answers behind it
+SearchVector = tuple[np.ndarray, list[str]]  # a search vector and, for HyDE, the answers behind it
 
 
 @dataclass
@@ -278,7 +279,7 @@ class _Builder:
         self.prompts = prompts
         self.progress = progress
         self.failures: list[InputFailure] = []
-        self._hyde: dict[tuple[str, str], tuple[dict[str, Query], dict[str, str]]] = {}
+        self._hyde: dict[tuple[str, str], tuple[dict[str, SearchVector], dict[str, str]]] = {}
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -292,7 +293,7 @@ class _Builder:
         else:
             probes = self.synthetic_probes(kset)
         probes = sample_probes(probes, self.config.limit, self.config.seed)
-        queries: dict[Strategy, dict[str, Query]] = {}
+        queries: dict[Strategy, dict[str, SearchVector]] = {}
         if "rag" in self.config.strategies:
             vectors = self.embed([probe.question for probe in probes])
             queries["rag"] = {p.qa_id: (v, []) for p, v in zip(probes, vectors, strict=True)}
@@ -319,7 +320,7 @@ class _Builder:
         kset: KnowledgeSet,
         pair_vectors: np.ndarray,
         probe: Probe,
-        queries: Mapping[Strategy, Mapping[str, Query]],
+        queries: Mapping[Strategy, Mapping[str, SearchVector]],
     ) -> dict[Strategy, tuple[list[ContextItem], list[str]]]:
         """Per strategy: the context and (HyDE) the hypothetical answers; a search strategy
         whose query could not be made for this probe is absent."""
@@ -366,7 +367,7 @@ class _Builder:
 
     def hyde_queries(
         self, kset: KnowledgeSet, probes: Sequence[Probe], target: ModelSpec
-    ) -> dict[str, Query]:
+    ) -> dict[str, SearchVector]:
         """Per question id: the unit mean of the embeddings of three hypothetical answers, and
         the answers (written by ``hyde_model``, else by the target). A question whose answers
         could not be written is absent, and recorded as a failure of ``target``."""
@@ -381,7 +382,7 @@ class _Builder:
 
     def _write_hypotheses(
         self, probes: Sequence[Probe], spec: ModelSpec
-    ) -> tuple[dict[str, Query], dict[str, str]]:
+    ) -> tuple[dict[str, SearchVector], dict[str, str]]:
         results = run_parsed(
             self.models.get(spec),
             load_prompt(HYDE_PROMPT, override_dir=self.config.prompt_dir),
@@ -704,3 +705,7 @@ def _ask_pending(
             )
             summary.done += done
             summary.failed += len(items) - done
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(__name__, {"Query": "SearchVector"}, globals())

@@ -31,6 +31,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ragbound._lazy import deprecated_aliases
 from ragbound.artifacts import read_json, read_manifest, utc_now, write_json
 from ragbound.bench.models import Evaluation, ExperimentInput, ExperimentOutput
 from ragbound.bench.rundir import RunDir
@@ -66,8 +67,8 @@ class Rate(BaseModel):
         return f"{self.rate:.2f} [{self.low:.2f}, {self.high:.2f}]"
 
 
-class VerdictCounts(BaseModel):
-    """One spec's verdicts on the answered outputs of a cell.
+class OutcomeCounts(BaseModel):
+    """One spec's outcomes on the answered outputs of a cell.
 
     Factuality is tallied over the non-abstentions only, the outputs its rate counts.
     """
@@ -99,7 +100,7 @@ class CellResult(BaseModel):
     factuality_excluded: int = Field(
         description="non-abstentions without a usable factuality verdict (left out of the rate)"
     )
-    verdicts: dict[str, VerdictCounts] = Field(description="per spec")
+    verdicts: dict[str, OutcomeCounts] = Field(description="per spec")
     shares: dict[str, dict[str, Rate]] = Field(
         default_factory=dict, description="custom specs: share of each outcome"
     )
@@ -403,8 +404,8 @@ def _usable(verdict: Evaluation | None, spec: str) -> str | None:
     return verdict.outcome if allowed is None or verdict.outcome in allowed else None
 
 
-def _tally(spec: str, ids: list[str], verdicts: dict[str, Evaluation]) -> VerdictCounts:
-    counts = VerdictCounts()
+def _tally(spec: str, ids: list[str], verdicts: dict[str, Evaluation]) -> OutcomeCounts:
+    counts = OutcomeCounts()
     for key in ids:
         verdict = verdicts.get(key)
         outcome = _usable(verdict, spec)
@@ -430,7 +431,7 @@ def _cell(
 ) -> CellResult:
     answered = [i for i in ids if i in outputs and outputs[i].error is None]
     verdicts = {spec: _tally(spec, answered, found) for spec, found in specs.items()}
-    abstention = verdicts.get(ABSTENTION, VerdictCounts())
+    abstention = verdicts.get(ABSTENTION, OutcomeCounts())
     not_abstained = [
         i
         for i in answered
@@ -459,7 +460,7 @@ def _cell(
 
 
 def _shares(
-    verdicts: dict[str, VerdictCounts], custom_outcomes: dict[str, list[str]], settings: _Interval
+    verdicts: dict[str, OutcomeCounts], custom_outcomes: dict[str, list[str]], settings: _Interval
 ) -> dict[str, dict[str, Rate]]:
     """Share of each outcome among a cell's usable verdicts, per custom spec."""
     return {
@@ -469,3 +470,7 @@ def _shares(
         }
         for spec, outcomes in custom_outcomes.items()
     }
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(__name__, {"VerdictCounts": "OutcomeCounts"}, globals())

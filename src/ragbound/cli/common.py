@@ -6,18 +6,20 @@ where it enters, with the option's name, before any model or file is loaded.
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import sys
 import textwrap
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from ragbound._lazy import deprecation_note
 from ragbound.cli import validate
 from ragbound.errors import InputError
 
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
 # Help text is Markdown: --help reflows its paragraphs, and docs/cli.md shows it as written.
 HELP_MARKUP = "markdown"
 LLM_HELP = "local, local:/path/model.gguf or openai:MODEL."
+
+T = TypeVar("T")
 
 # what the commands print fits this many columns (a path longer than a line stays whole)
 WIDTH = 80
@@ -143,6 +147,29 @@ def notice(message: str) -> None:
     """A note on stderr (stdout stays for results and --json): a lock wait, a stale calibration."""
     sys.stderr.write(message + "\n")
     sys.stderr.flush()
+
+
+def deprecated_option(old: str, old_value: T | None, new: str, new_value: T | None) -> T | None:
+    """The value of option ``new``, or of its old spelling ``old`` (a note on stderr); both
+    given is an error."""
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise InputError(f"give {new} only ({old} is its old spelling)")
+    notice(f"note: {deprecation_note(old, new)}")
+    return old_value
+
+
+def deprecated_command(command: Callable[..., None], old: str, new: str) -> Callable[..., None]:
+    """``command`` under its old name ``old``: the same options, and a note on stderr that
+    ``new`` is its name now (register it hidden)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> None:
+        notice(f"note: {deprecation_note(f'ragbound {old}', f'ragbound {new}')}")
+        command(*args, **kwargs)
+
+    return run
 
 
 @contextmanager

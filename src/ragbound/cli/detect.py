@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ragbound._lazy import deprecation_note
 from ragbound.cli import validate
 from ragbound.cli.common import (
     LLM_HELP,
@@ -74,15 +75,14 @@ def reading_choice(value: str | None) -> str | None:
     return validate.choice(*READINGS)(value)
 
 
+CONVERSATIONS_HELP = (
+    'File of conversations, one a line: `{"messages": [...], "id": ...}` (OpenAI-style) or '
+    'doc2dial\'s `{"id": ..., "turns": [{"role": "user", "text": ...}, {"role": "agent", '
+    "...}]}`."
+)
 ConversationsOpt = Annotated[
     Path | None,
-    typer.Option(
-        "--conversations",
-        help='File of conversations, one a line: `{"messages": [...], "id": ...}` '
-        '(OpenAI-style) or doc2dial\'s `{"id": ..., "turns": [{"role": "user", "text": ...}, '
-        '{"role": "agent", ...}]}`.',
-        callback=validate.existing_file,
-    ),
+    typer.Option("--conversations", help=CONVERSATIONS_HELP, callback=validate.existing_file),
 ]
 READING_HELP = (
     "How a conversation is read into the text searched: follow, recent, last, or rewrite (an "
@@ -510,17 +510,14 @@ def check(
         int,
         typer.Option(help="Nearest chunks to show per query.", callback=validate.non_negative_int),
     ] = 3,
-    conversations: ConversationsOpt = None,
-    every_turn: Annotated[
-        bool,
-        typer.Option(
-            "--every-turn",
-            help="With --conversations: decide every user turn of each conversation, not "
-            "only its last (a logged chat).",
-        ),
-    ] = False,
-    reading: CheckReadingOpt = None,
-    llm: RewriteLlmOpt = None,
+    # ragbound decide's options under their old spelling, check --conversations (hidden)
+    conversations: Annotated[
+        Path | None,
+        typer.Option("--conversations", hidden=True, callback=validate.existing_file),
+    ] = None,
+    every_turn: Annotated[bool, typer.Option("--every-turn", hidden=True)] = False,
+    reading: Annotated[str | None, typer.Option(hidden=True, callback=reading_choice)] = None,
+    llm: Annotated[str | None, typer.Option("--llm", hidden=True)] = None,
     force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -540,18 +537,8 @@ def check(
     the knowledge base changed, or with another search (exact vs HNSW, another ef_search),
     is refused unless --force.
 
-    --conversations FILE decides chats instead (docs/conversations.md): one a line,
-    OpenAI-style `{"messages": [...], "id": ...}` or doc2dial's `{"id": ..., "turns": [...]}`
-    (roles user and agent, each turn's `text`), each at its last user turn, or at every user
-    turn with --every-turn (a logged chat, which may end with the assistant's answer). The
-    gate decides them as the service does: the turn is read into the text searched with
-    --reading (default: the reading the calibration's conversations were read with, else
-    follow) and every user turn meets the tripwires. Each decision is printed under a line
-    naming the conversation (its id, else its line) and the user turn (1: the first), with
-    --evidence chunks; a forbidden turn names its topics. --json prints one decision per
-    line: query (the turn), action, reason, test (its query is the text searched),
-    tripwires, neighbours and conversation (turn: user turns before it, history, id,
-    reading, read_turns). The statistic and alpha are the calibration's.
+    Conversations are decided by ragbound decide (check --conversations, its old spelling,
+    still works for one release).
     """
     from ragbound.detect import Guard
     from ragbound.errors import InputError
@@ -564,6 +551,7 @@ def check(
                 "--conversations are decided with the calibration's statistic and alpha: "
                 "drop --statistic and --alpha (--json gives every p-value)"
             )
+        notice(f"note: {deprecation_note('ragbound check --conversations', 'ragbound decide')}")
         check_conversations(
             kb_dir, conversations, every_turn, reading, llm, evidence, force, json_out
         )
@@ -590,6 +578,48 @@ APPROXIMATE_LINE = (
 )
 
 
+def decide(
+    kb_dir: CalibratedKbArg,
+    conversations: Annotated[
+        Path,
+        typer.Option("--conversations", help=CONVERSATIONS_HELP, callback=validate.existing_file),
+    ],
+    every_turn: Annotated[
+        bool,
+        typer.Option(
+            "--every-turn",
+            help="Decide every user turn of each conversation, not only its last (a logged chat).",
+        ),
+    ] = False,
+    reading: CheckReadingOpt = None,
+    llm: RewriteLlmOpt = None,
+    evidence: Annotated[
+        int,
+        typer.Option(
+            help="Nearest chunks to show per decision.", callback=validate.non_negative_int
+        ),
+    ] = 3,
+    force: ForceOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Decide conversations as the gate and the service do: answer, abstain or reject.
+
+    --conversations FILE holds the chats (docs/conversations.md): one a line,
+    OpenAI-style `{"messages": [...], "id": ...}` or doc2dial's `{"id": ..., "turns": [...]}`
+    (roles user and agent, each turn's `text`), each at its last user turn, or at every user
+    turn with --every-turn (a logged chat, which may end with the assistant's answer). The
+    gate decides them as the service does: the turn is read into the text searched with
+    --reading (default: the reading the calibration's conversations were read with, else
+    follow) and every user turn meets the tripwires. Each decision is printed under a line
+    naming the conversation (its id, else its line) and the user turn (1: the first), with
+    --evidence chunks; a forbidden turn names its topics. --json prints one decision per
+    line: query (the turn), action, reason, test (its query is the text searched),
+    tripwires, neighbours and conversation (turn: user turns before it, history, id,
+    reading, read_turns). The statistic and alpha are the calibration's.
+    """
+    check_conversations(kb_dir, conversations, every_turn, reading, llm, evidence, force, json_out)
+
+
 def check_conversations(
     kb_dir: Path,
     conversations: Path,
@@ -600,9 +630,9 @@ def check_conversations(
     force: bool,
     json_out: bool,
 ) -> None:
-    """``check --conversations``: each conversation decided at its last user turn (every user
-    turn with ``every_turn``) by the Gate, which reads it with ``reading`` (default: the
-    calibration's) and meets every user turn with the tripwires."""
+    """``decide`` (and ``check --conversations``): each conversation decided at its last user
+    turn (every user turn with ``every_turn``) by the Gate, which reads it with ``reading``
+    (default: the calibration's) and meets every user turn with the tripwires."""
     from ragbound.corpus.conversations import load_conversations
     from ragbound.errors import InputError
     from ragbound.gate import Gate
@@ -818,4 +848,5 @@ def register(app: typer.Typer) -> None:
     """Add ``calibrate``, ``check`` and ``evaluate`` to ``app``."""
     app.command("calibrate")(calibrate)
     app.command("check")(check)
+    app.command("decide")(decide)
     app.command("evaluate")(evaluate)

@@ -11,6 +11,7 @@ import typer
 from ragbound.cli import validate
 from ragbound.cli.common import (
     JsonOpt,
+    deprecated_option,
     emit_json,
     notice,
     progress,
@@ -97,7 +98,7 @@ def index(
             help="With --overwrite: also delete files in --out that ragbound did not write."
         ),
     ] = False,
-    store: Annotated[
+    backing: Annotated[
         str | None,
         typer.Option(
             help="postgresql://USER@HOST/DATABASE[?table=NAME&search=hnsw&ef_search=N]: keep "
@@ -105,6 +106,10 @@ def index(
             "table ragbound_<out folder>, exact search).",
             callback=validate.postgres_url,
         ),
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(hidden=True, callback=validate.postgres_url),  # --backing's old spelling
     ] = None,
     search: Annotated[
         str,
@@ -209,20 +214,20 @@ def index(
     --vector-dtype float16 stores the vectors at half the size (the manifest records it);
     searches compute in float32. Loading memory-maps the vector files and checks them.
 
-    --store keeps the chunks and their vectors in a PostgreSQL table with pgvector (the
+    --backing keeps the chunks and their vectors in a PostgreSQL table with pgvector (the
     postgres extra) and searches there, exactly; --out then holds the manifest, which records
     the URL (never a password: give it in PGPASSWORD or ~/.pgpass), the table, the embedder
     and a content hash, and later the calibration and tripwires. add appends to the table.
     search=hnsw in the URL builds pgvector's HNSW index and searches with it (approximate,
     ef_search candidates per query, default 40); calibrations record the method.
-    With --store, --out must be a new or empty folder, and --overwrite replaces only a table
+    With --backing, --out must be a new or empty folder, and --overwrite replaces only a table
     that ragbound created.
 
     --search hnsw (a local knowledge base) builds an HNSW graph (faiss, one thread, so the
     same corpus gives the same graph) and saves it beside the vectors, in hnsw/; it answers
     every search, approximately: it can miss true neighbours, whose top similarities are
     then lower. The manifest records --m, --ef-search and --rescore, and so does every
-    calibration: check, evaluate, shift, score and the gate refuse a calibration made with
+    calibration: check, evaluate, shift, test-log and the gate refuse a calibration made with
     another search (unless --force), so calibrate after choosing the search. --rescore C
     fetches k x C candidates (the beam is widened to match) and returns the exact top k
     among them, re-scored from the stored vectors: recall rises, the similarities are exact.
@@ -231,11 +236,12 @@ def index(
     from ragbound.corpus.units import unit_params
     from ragbound.knowledge import KnowledgeBase
 
+    backing = deprecated_option("--store", store, "--backing", backing)
     with sigterm_interrupts(), warnings_shown():
         kb = KnowledgeBase.index(
             corpus,
             out,
-            store=store,
+            store=backing,
             hnsw=_hnsw_choice(search, ef_search, m, rescore, graph_precision),
             embedder=embedder,
             overwrite=overwrite,

@@ -26,7 +26,7 @@ def report(
     statistic on in- and out-of-knowledge queries with the critical value marked, ROC
     curves and the metrics table; from shift --run, the batch test and the monitor's
     p-values per window with alarms marked; from tripwire tune --run, the trade-off surface;
-    rejection-rate curves (rejection.json, written by the benchmark); and for a benchmark
+    shift-rate curves (shift_rates.json, written by the benchmark); and for a benchmark
     run directory, the rates of bench results (recomputed when the logs are newer).
 
     PNG plots are inlined and a content-security policy forbids any network access, so the

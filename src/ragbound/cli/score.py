@@ -1,4 +1,4 @@
-"""``ragbound score``: a p-value for every query of a log, in this process or on Ray."""
+"""``ragbound test-log``: a p-value for every query of a log, in this process or on Ray."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from ragbound.cli.common import (
     JsonOpt,
     StatisticOpt,
     WorkersOpt,
+    deprecated_command,
     emit_json,
     progress,
     wrap,
@@ -26,7 +27,7 @@ from ragbound.cli.detect import CalibratedKbArg
 from ragbound.errors import InputError
 
 
-def score(
+def test_log(
     kb_dir: CalibratedKbArg,
     log: Annotated[
         list[Path],
@@ -112,5 +113,6 @@ def score(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``score`` to ``app``."""
-    app.command("score")(score)
+    """Add ``test-log`` to ``app`` (and ``score``, its old name, hidden)."""
+    app.command("test-log")(test_log)
+    app.command("score", hidden=True)(deprecated_command(test_log, "score", "test-log"))

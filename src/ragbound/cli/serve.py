@@ -216,18 +216,20 @@ def serve(
 ) -> None:
     """Serve the knowledge base's decisions over HTTP (FastAPI on uvicorn).
 
-    POST /v1/check {"query": ...} answers the decision as JSON (action answer, abstain or
+    POST /v1/decide {"query": ...} answers the decision as JSON (action answer, abstain or
     reject; test, the boundary test with p_value and out_of_knowledge; tripwires, with
-    forbidden and triggers; neighbours); POST /v1/check/batch {"queries": [...]} answers
-    {"results": [...]}. GET/POST/DELETE /v1/tripwires list, add and remove tripwires live
-    (admin token). GET /healthz, /readyz, /metrics (Prometheus) and /openapi.json.
+    forbidden and triggers; neighbours); POST /v1/decide/batch {"queries": [...]} answers
+    {"results": [...]} (/v1/check and /v1/check/batch, their paths before, still answer
+    for one release, marked deprecated in the schema). GET/POST/DELETE /v1/tripwires list,
+    add and remove tripwires live (admin token). GET /healthz, /readyz, /metrics (Prometheus)
+    and /openapi.json.
     GET /dashboard is a live page (decision counts, p-value histogram, recent forbidden queries,
     the shift monitor's windows) fed by GET /v1/stats (JSON), which needs a read token: the
     page, which holds no data, loads without one and asks for it.
 
     Without --token-file the service needs no token, binds only a loopback address and
     answers only a loopback Host (or one given with --allowed-host; 421 otherwise). With
-    it (tokens of 16 characters or more), /v1/check and /metrics need a read or admin token
+    it (tokens of 16 characters or more), /v1/decide and /metrics need a read or admin token
     and /v1/tripwires an admin token (Authorization: Bearer TOKEN). Tripwires changed with
     ragbound tripwire add/remove are picked up too, and on a knowledge base attached to a
     Chroma or Qdrant collection, changes another replica (or the application) made in the
@@ -262,7 +264,7 @@ def serve(
         budget,
         upstream_timeout,
     )
-    # the Gate returns the chunks the gateway may add (and /v1/check as many neighbours)
+    # the Gate returns the chunks the gateway may add (and /v1/decide as many neighbours)
     context_k = max(DEFAULT_CONTEXT_K, gateway.context_chunks if gateway else 0)
     rewriter = rewriter_for(reading, llm) if reading is not None else None
     if llm is not None and reading is None:

@@ -153,7 +153,7 @@ def shift(
     second one waits for it (up to $RAGBOUND_LOCK_TIMEOUT seconds, 60 by default), then is
     refused.
 
-    --engine ray embeds and searches the queries on Ray (see ragbound score); the tests and
+    --engine ray embeds and searches the queries on Ray (see ragbound test-log); the tests and
     the saved state are the same as with the local engine.
 
     A calibration made against another knowledge base, or with another search (exact vs

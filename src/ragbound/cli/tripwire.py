@@ -40,9 +40,9 @@ OBJECTIVES = ("accuracy", "tpr", "f1", "tpr_at_frr")
 
 def _store(kb_dir: Path):
     from ragbound.knowledge import KnowledgeBase
-    from ragbound.tripwires import TripwireStore
+    from ragbound.tripwires import LiveTripwires
 
-    return TripwireStore.open(KnowledgeBase.load(kb_dir))
+    return LiveTripwires.open(KnowledgeBase.load(kb_dir))
 
 
 def _report_change(change, json_out: bool) -> None:
@@ -257,7 +257,10 @@ def tune(
     ] = "accuracy",
     max_frr: Annotated[
         float,
-        typer.Option(help="Largest false-rejection rate on safe.", callback=validate.rate),
+        typer.Option(
+            help="Largest share of safe queries forbidden (false-rejection rate).",
+            callback=validate.rate,
+        ),
     ] = 0.05,
     field: Annotated[
         str | None,
@@ -286,10 +289,10 @@ def tune(
     KB_DIR/tripwire-rule.json (unless --no-save), where tripwire check finds it. --run
     records the trade-off surface (RAR Figure 3) for `ragbound report`.
     """
-    from ragbound.tripwires import TripwireGuard, read_labelled, save_rule, tune_rule
+    from ragbound.tripwires import TripwireTest, read_labelled, save_rule, tune_rule
 
     queries, unsafe = read_labelled(labelled, text_field=field, label_field=label_field)
-    guard = TripwireGuard.load(kb_dir)
+    guard = TripwireTest.load(kb_dir)
     if len(guard.tripwires) == 0:
         raise InputError(f"{kb_dir} holds no tripwires: add some first (ragbound tripwire add)")
     result = tune_rule(guard, queries, unsafe, objective=objective, max_frr=max_frr)  # type: ignore[arg-type]
@@ -342,13 +345,13 @@ def check(
     moderation-judge, reject or allow) and --json adds its verdict as llm. A reply that
     never gives a verdict lets the query pass.
     """
-    from ragbound.tripwires import TripwireGuard, load_rule
+    from ragbound.tripwires import TripwireTest, load_rule
 
     texts = gather_queries(queries, queries_file)
     rule = load_rule(kb_dir)
     if k is not None:
         rule = rule.model_validate({**rule.model_dump(), "k": k})
-    guard = TripwireGuard.load(kb_dir, rule)
+    guard = TripwireTest.load(kb_dir, rule)
     decisions = guard.check_many(texts)
     verdicts = _cascade(llm, decisions, json_out) if llm else {}
     if json_out:
@@ -447,10 +450,10 @@ def tuning_table(result) -> tuple[Table, list[str]]:
 
     table = Table(
         title=f"tripwire rules by {result.objective}"
-        + (f" (false rejection <= {result.max_frr:g})" if result.max_frr is not None else "")
+        + (f" (safe forbidden <= {result.max_frr:g})" if result.max_frr is not None else "")
         + f": {result.n_unsafe} unsafe, {result.n_safe} safe queries"
     )
-    for column in ("rule", "accuracy", "TPR", "false rejection", "precision", "F1"):
+    for column in ("rule", "accuracy", "TPR", "safe forbidden", "precision", "F1"):
         table.add_column(column, justify="right", no_wrap=True)
     rows = [(score, "") for score in result.top] + [(result.paper_default, " (paper default)")]
     legend = []

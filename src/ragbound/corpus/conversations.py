@@ -3,7 +3,7 @@
 A conversation file is read by :func:`ragbound.records.read_records` (JSONL, one conversation a
 line, or a JSON list of them). Each record is one of two shapes:
 
-- OpenAI-style messages, as ``POST /v1/check`` takes them: ``{"messages": [{"role": "user",
+- OpenAI-style messages, as ``POST /v1/decide`` takes them: ``{"messages": [{"role": "user",
   "content": "..."}, ...], "id": "optional"}``, the content a string or a list of parts (text
   parts are read, others such as images are not);
 - doc2dial's dialogues: ``{"id": "...", "turns": [{"role": "user" | "agent", "text": "..."},
@@ -14,7 +14,7 @@ where a request would be (no messages, no user turn, a last user turn without te
 the API does not know, too many messages or characters), the error starting ``FILE:LINE``.
 
 A conversation is decided at its last user turn. A ``messages`` record that ends with the
-assistant's message is refused, as ``/v1/check`` refuses it (nothing new to decide), unless it
+assistant's message is refused, as ``/v1/decide`` refuses it (nothing new to decide), unless it
 is read as a *log* (``logged=True``: ``check --every-turn``, ``calibrate``): a logged chat ends
 with the answer to its last question, which no decision reads. A ``turns`` record is a
 recorded dialogue (doc2dial's end with the agent's answer), always read as a log.

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
+from ragbound._lazy import deprecated_aliases
 from ragbound.artifacts import sha256_text, write_json
 from ragbound.corpus import validate_query
 from ragbound.detect.guard import Guard
@@ -137,7 +138,7 @@ Place = tuple[str, int]
 
 
 @dataclass(frozen=True)
-class LogRecord:
+class LogLine:
     line: int
     time: float
     query: str
@@ -197,7 +198,7 @@ def read_log(
     first_line: int = 1,
     time_field: str = "time",
     query_field: str = "query",
-) -> Iterator[tuple[LogRecord, int]]:
+) -> Iterator[tuple[LogLine, int]]:
     """(record, byte offset after its line) for each complete line from ``offset`` on."""
     number = first_line - 1
     with path.open("rb") as handle:
@@ -224,7 +225,7 @@ def _decode(raw: bytes, path: Path, number: int, offset: int) -> str:
         ) from None
 
 
-def _record(text: str, path: Path, number: int, time_field: str, query_field: str) -> LogRecord:
+def _record(text: str, path: Path, number: int, time_field: str, query_field: str) -> LogLine:
     location = where(path, number)
     try:
         item = json.loads(text)
@@ -242,7 +243,7 @@ def _record(text: str, path: Path, number: int, time_field: str, query_field: st
             )
     field, value = logged_query(item, query_field)
     query = validate_query(value, location=where(path, number, field))
-    return LogRecord(number, parse_time(item[time_field], where(path, number, time_field)), query)
+    return LogLine(number, parse_time(item[time_field], where(path, number, time_field)), query)
 
 
 def logged_query(item: dict[str, Any], query_field: str = "query") -> tuple[str, Any]:
@@ -492,7 +493,7 @@ class ShiftMonitor:
 
     def _records(
         self, todo: list[tuple[Path, int]], state: MonitorState
-    ) -> Iterator[tuple[LogRecord, Place]]:
+    ) -> Iterator[tuple[LogLine, Place]]:
         """The records from the state's place on, across rotated files, numbered on."""
         previous, line = state.last_time, state.line
         for log, start in todo:
@@ -605,9 +606,9 @@ def _check_arl(correction: str, arl: float | None) -> float | None:
 
 
 def _batches(
-    items: Iterable[tuple[LogRecord, Place]], size: int
-) -> Iterator[list[tuple[LogRecord, Place]]]:
-    batch: list[tuple[LogRecord, Place]] = []
+    items: Iterable[tuple[LogLine, Place]], size: int
+) -> Iterator[list[tuple[LogLine, Place]]]:
+    batch: list[tuple[LogLine, Place]] = []
     for item in items:
         batch.append(item)
         if len(batch) == size:
@@ -685,3 +686,7 @@ def is_log(path: Path, time_field: str = "time") -> bool:
                     return False
                 return isinstance(item, dict) and time_field in item
     return False
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(__name__, {"LogRecord": "LogLine"}, globals())

@@ -1,7 +1,7 @@
 """Where the expensive part of scoring many queries runs: this process or a Ray cluster.
 
 Scoring a query log is embedding plus top-k search for every query; the statistics and
-p-values after it are cheap. A :data:`Search` does the expensive part, so ``ragbound score``
+p-values after it are cheap. A :data:`Search` does the expensive part, so ``ragbound test-log``
 and ``ragbound shift`` run the same code on either engine and only the search moves:
 
 - ``local``: this process, in batches (the reference);

@@ -704,7 +704,7 @@ class KnowledgeBase(Searching):
         if searched_with is None:
             raise InputError(
                 "an HNSW graph indexes a local dense knowledge base; a PostgreSQL one searches "
-                "with pgvector's HNSW index (search=hnsw in the --store URL)"
+                "with pgvector's HNSW index (search=hnsw in the --backing URL)"
             )
         backing = searched_with(params)
         self.backing = backing

@@ -7,7 +7,7 @@ store chunks only: sentence and window units are refused before any work. Search
 the database (:class:`~ragbound.stores.postgres.PostgresStore`); the chunk texts are read
 once when the knowledge base is loaded.
 
-- **owned** (``ragbound index CORPUS --out KB --store postgresql://...``): ragbound creates
+- **owned** (``ragbound index CORPUS --out KB --backing postgresql://...``): ragbound creates
   the table (``row_number`` = the knowledge base's row, chunk fields, ``embedding``) and
   appends to it on ``add``: rows past the manifest's ``n_chunks`` are an add that did not
   commit (a crash between the database and the manifest), never searched and replaced by the
@@ -71,7 +71,7 @@ _OWNED_COLUMNS = ("chunk_id", "doc_id", "source", "position", "n_words", "text",
 
 
 def owned_location(url: str, out: Path) -> PostgresTable:
-    """Where ``index --store URL --out OUT`` puts its rows: the URL's ``table`` parameter,
+    """Where ``index --backing URL --out OUT`` puts its rows: the URL's ``table`` parameter,
     or ``ragbound_<folder name>``; ``search=hnsw`` (and ``ef_search``) builds an HNSW index
     and searches with it."""
     dsn, parameters = split_store_url(url)
@@ -236,7 +236,7 @@ class PostgresBacking:
 
 
 class PostgresOwnedBacking(PostgresBacking):
-    """A table ragbound creates (``index --store postgresql://...``) and appends to."""
+    """A table ragbound creates (``index --backing postgresql://...``) and appends to."""
 
     kind: ClassVar[str] = "postgres"
     describe_kind: ClassVar[str] = "a PostgreSQL table ragbound owns"
@@ -246,7 +246,7 @@ class PostgresOwnedBacking(PostgresBacking):
 
     @classmethod
     def for_url(cls, url: str, out: Path) -> PostgresOwnedBacking:
-        """The table ``index --store URL --out OUT`` fills (see :func:`owned_location`)."""
+        """The table ``index --backing URL --out OUT`` fills (see :func:`owned_location`)."""
         return cls(owned_location(url, out))
 
     def check_target(self, out: Path, *, overwrite: bool, delete_other_files: bool) -> None:

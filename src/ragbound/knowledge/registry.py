@@ -66,7 +66,7 @@ BACKINGS: Mapping[str, type] = Classes(
         **{kind: path for kind, path, _ in ATTACHED_STORES},
     }
 )
-# URL schemes of the stores ragbound indexes into (``index --store URL``); each class has a
+# URL schemes of the stores ragbound indexes into (``index --backing URL``); each class has a
 # classmethod ``for_url(url, out)``
 URL_SCHEMES: Mapping[str, type] = Classes(
     {"postgresql": _POSTGRES_OWNED, "postgres": _POSTGRES_OWNED}
@@ -122,10 +122,10 @@ def backing_for(
     kind = URL_SCHEMES.get(scheme)
     if kind is None:
         known = ", ".join(f"{s}://" for s in URL_SCHEMES)
-        raise InputError(f"--store {store!r}: not a store ragbound indexes into (known: {known})")
+        raise InputError(f"--backing {store!r}: not a backing ragbound indexes into (known: {known})")
     if hnsw is not None:
         raise InputError(
             "--search hnsw builds a local graph; a PostgreSQL knowledge base uses pgvector's "
-            "HNSW index: add search=hnsw&ef_search=N to the --store URL"
+            "HNSW index: add search=hnsw&ef_search=N to the --backing URL"
         )
     return kind.for_url(store, out)  # type: ignore[attr-defined]

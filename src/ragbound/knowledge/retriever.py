@@ -89,7 +89,7 @@ class RetrieverKnowledge(ChunkOnly, Searching):
     ids; a calibration made against it is refused against other chunks or another embedder
     name. It is searched at chunk granularity only. It has no folder, so a guard calibrated
     on it lives in this process (``Guard.save`` is refused) and its tripwires come from a
-    folder indexed with the same embedder (``TripwireGuard(knowledge, tripwires=...)``).
+    folder indexed with the same embedder (``TripwireTest(knowledge, tripwires=...)``).
 
     Example:
         >>> from ragbound.stores import ExactStore

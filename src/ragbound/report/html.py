@@ -43,8 +43,8 @@ def images(run: RunData) -> dict[str, bytes]:
         out[f"histogram-{name}"] = plots.histogram(name, entry)
     if scores:
         out["roc"] = plots.roc_curves(scores)
-    if run.rejection:
-        out["rejection-rates"] = plots.rejection_curves(run.rejection)
+    if run.shift_rates:
+        out["shift-rates"] = plots.shift_curves(run.shift_rates)
     if run.windows:
         out["monitor"] = plots.monitor_pvalues(run.windows)
     if run.tuning is not None:
@@ -65,8 +65,8 @@ def render_report(run: RunData) -> str:
         parts.append(_evaluation(run, pictures))
     if run.shift is not None:
         parts.append(_shift(run))
-    if run.rejection:
-        parts.append(_rejection(run.rejection, pictures))
+    if run.shift_rates:
+        parts.append(_shift_rates(run.shift_rates, pictures))
     if run.windows:
         parts.append(_monitor(run, pictures))
     if run.tuning is not None:
@@ -183,7 +183,7 @@ def _shift(run: RunData) -> str:
     return "<h2>Batch shift test</h2>" + table(header, [row], "shift")
 
 
-def _rejection(experiment: dict[str, Any], pictures: dict[str, bytes]) -> str:
+def _shift_rates(experiment: dict[str, Any], pictures: dict[str, bytes]) -> str:
     columns = [
         (stat, name) for stat, sets in experiment.items() if isinstance(sets, dict) for name in sets
     ]
@@ -192,17 +192,14 @@ def _rejection(experiment: dict[str, Any], pictures: dict[str, bytes]) -> str:
     for i, ratio in enumerate(experiment["ratios"]):
         rows.append(
             [f"{ratio:.1f}"]
-            + [
-                f"{experiment[stat][name]['rows'][i]['rejection_rate']:.3f}"
-                for stat, name in columns
-            ]
+            + [f"{experiment[stat][name]['rows'][i]['shifted_rate']:.3f}" for stat, name in columns]
         )
     return (
-        "<h2>Rejection rate against the in-knowledge ratio</h2>"
+        "<h2>Shifted rate (p &le; alpha) against the in-knowledge ratio</h2>"
         f"<p>{escape(str(experiment['trials']))} trials per ratio; batches of "
         f"{escape(str(experiment['size']))}; alpha = {escape(str(experiment['alpha']))}.</p>"
-        + table(header, rows, "rejection")
-        + figure(pictures, "rejection-rates", "rejection rate per in-knowledge ratio")
+        + table(header, rows, "shift-rates")
+        + figure(pictures, "shift-rates", "shifted rate per in-knowledge ratio")
     )
 
 
@@ -244,7 +241,7 @@ def _tuning(result: TuningResult, pictures: dict[str, bytes]) -> str:
         ]
         for score, note in scored
     ]
-    header = ["rule", "accuracy", "TPR", "false rejection", "F1"]
+    header = ["rule", "accuracy", "TPR", "safe forbidden", "F1"]
     surface = result.surface
     return (
         f"<h2>Tripwire rules</h2><p>Best by {escape(result.objective)} on {result.n_unsafe} unsafe "

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ragbound._lazy import deprecated_aliases
 from ragbound.errors import InputError
 
 if TYPE_CHECKING:
@@ -91,8 +92,9 @@ def roc_curves(scores: dict[str, dict[str, Any]]) -> bytes:
     return to_png(figure)
 
 
-def rejection_curves(experiment: dict[str, Any]) -> bytes:
-    """Rejection rate against the in-knowledge ratio of the test batch (paper Figure 5)."""
+def shift_curves(experiment: dict[str, Any]) -> bytes:
+    """Shifted rate (the share of batches with p <= alpha) against the in-knowledge ratio of
+    the test batch (paper Figure 5)."""
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(5.2, 3.4))
     for statistic, sets in experiment.items():
@@ -102,14 +104,14 @@ def rejection_curves(experiment: dict[str, Any]) -> bytes:
             rows = curve["rows"]
             axis.plot(
                 [row["ratio"] for row in rows],
-                [row["rejection_rate"] for row in rows],
+                [row["shifted_rate"] for row in rows],
                 marker="o",
                 markersize=3,
                 label=f"{statistic}, {name}",
             )
     axis.axhline(experiment.get("alpha", 0.05), color="grey", linestyle=":", label="alpha")
     axis.set_xlabel("in-knowledge ratio of the test batch")
-    axis.set_ylabel("rejection rate")
+    axis.set_ylabel("shifted rate (p <= alpha)")
     axis.legend(fontsize=7)
     return to_png(figure)
 
@@ -137,7 +139,7 @@ def monitor_pvalues(windows: Sequence[WindowResult]) -> bytes:
 
 
 def tripwire_surface(surface: Any) -> bytes:
-    """Accuracy, TPR and false rejection over proportion x rank thresholds (RAR Figure 3).
+    """Accuracy, TPR and safe forbidden (FRR) over proportion x rank thresholds (RAR Figure 3).
 
     ``surface`` is a TradeOffSurface: rule "proportion >= p or best rank <= r" at one k.
     """
@@ -145,7 +147,7 @@ def tripwire_surface(surface: Any) -> bytes:
     panels = [
         ("accuracy", surface.accuracy),
         ("TPR", surface.tpr),
-        ("false rejection", surface.frr),
+        ("safe forbidden", surface.frr),
     ]
     figure, axes = plt.subplots(1, 3, figsize=(10.5, 3.4))
     for axis, (title, values) in zip(axes, panels, strict=True):
@@ -156,7 +158,7 @@ def tripwire_surface(surface: Any) -> bytes:
         axis.set_xlabel("best rank <=")
         axis.set_ylabel("proportion >=")
         axis.set_title(title, fontsize=9)
-        best = np.unravel_index(np.argmax(grid), grid.shape) if title != "false rejection" else None
+        best = np.unravel_index(np.argmax(grid), grid.shape) if title != "safe forbidden" else None
         if best is not None:
             axis.scatter([best[1]], [best[0]], marker="*", color="white", s=60)
     figure.colorbar(image, ax=axes, shrink=0.8)
@@ -172,3 +174,7 @@ def save_pngs(images: dict[str, bytes], folder: Path) -> list[Path]:
         path.write_bytes(data)
         paths.append(path)
     return paths
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(__name__, {"rejection_curves": "shift_curves"}, globals())

@@ -7,8 +7,10 @@ Files (each optional, all plain JSON, written atomically):
   the EvaluationInputs it ran on (absent from folders recorded before they were);
 - ``shift.json``: the last batch ShiftReport;
 - ``monitor.jsonl``: one WindowResult per tested window, appended as the monitor runs;
-- ``rejection.json``: a rejection-rate experiment (paper Figure 5), written by the benchmark
-  (``benchmarks/shift.py``) in the shape ``report.plots.rejection_curves`` reads;
+- ``shift_rates.json``: a shift-rate experiment (paper Figure 5: the share of batches the KS
+  test found shifted, p <= alpha), written by the benchmark (``benchmarks/shift.py``) in the
+  shape ``report.plots.shift_curves`` reads (a folder of an older release holds it as
+  ``rejection.json``, each row's rate as ``rejection_rate``: read too);
 - ``tripwire_tuning.json``: a tripwire rule search with its trade-off surface (RAR Figure 3);
 - ``inputs.jsonl`` and the rest of a benchmark run directory (``ragbound.bench.rundir``).
 """
@@ -31,7 +33,8 @@ from ragbound.tripwires.tune import TuningResult
 EVALUATION = "evaluation.json"
 SHIFT = "shift.json"
 MONITOR = "monitor.jsonl"
-REJECTION = "rejection.json"
+SHIFT_RATES = "shift_rates.json"
+OLD_SHIFT_RATES = "rejection.json"  # its name before the rename: read, not written
 TUNING = "tripwire_tuning.json"
 
 
@@ -59,12 +62,12 @@ class RunData:
     scores: dict[str, dict[str, Any]] = field(default_factory=dict)
     shift: ShiftReport | None = None
     windows: list[WindowResult] = field(default_factory=list)
-    rejection: dict[str, Any] | None = None
+    shift_rates: dict[str, Any] | None = None
     tuning: TuningResult | None = None
     bench: BenchResults | None = None
 
     def is_empty(self) -> bool:
-        parts = (self.evaluation, self.shift, self.windows, self.rejection, self.tuning)
+        parts = (self.evaluation, self.shift, self.windows, self.shift_rates, self.tuning)
         return not any(parts) and self.bench is None
 
 
@@ -109,6 +112,19 @@ def record_windows(run_dir: Path, windows: Iterable[WindowResult]) -> None:
             out.flush()
 
 
+def shift_rates_of(experiment: dict[str, Any]) -> dict[str, Any]:
+    """A shift-rate experiment with each row's rate under ``shifted_rate`` (a file of an older
+    release calls it ``rejection_rate``)."""
+    for sets in experiment.values():
+        if not isinstance(sets, dict):
+            continue
+        for curve in sets.values():
+            for row in curve.get("rows", []) if isinstance(curve, dict) else []:
+                if "shifted_rate" not in row and "rejection_rate" in row:
+                    row["shifted_rate"] = row.pop("rejection_rate")
+    return experiment
+
+
 def load_run(run_dir: str | Path) -> RunData:
     """Read a run folder; a folder with none of the files is an error."""
     root = Path(run_dir)
@@ -127,8 +143,10 @@ def load_run(run_dir: str | Path) -> RunData:
         data.windows = [
             WindowResult.model_validate(r) for r in iter_jsonl(root / MONITOR, "monitor")
         ]
-    if (root / REJECTION).is_file():
-        data.rejection = read_json(root / REJECTION, "rejection-rate experiment")
+    for name in (SHIFT_RATES, OLD_SHIFT_RATES):
+        if (root / name).is_file():
+            data.shift_rates = shift_rates_of(read_json(root / name, "shift-rate experiment"))
+            break
     if (root / TUNING).is_file():
         data.tuning = TuningResult.model_validate(read_json(root / TUNING, "tripwire tuning"))
     if RunDir(root).inputs_path.is_file():  # a benchmark run directory

@@ -1,7 +1,8 @@
 """The FastAPI app: thin routes over :class:`Service` (decisions come from ``decide_many``).
 
-Routes: ``POST /v1/check``, ``POST /v1/check/batch``, ``GET/POST/DELETE /v1/tripwires``,
-``GET /healthz``, ``/readyz``, ``/metrics``, ``/dashboard``, ``/v1/stats`` and FastAPI's
+Routes: ``POST /v1/decide``, ``POST /v1/decide/batch`` (and ``/v1/check``, ``/v1/check/batch``,
+their paths before, deprecated in the schema), ``GET/POST/DELETE /v1/tripwires``, ``GET
+/healthz``, ``/readyz``, ``/metrics``, ``/dashboard``, ``/v1/stats`` and FastAPI's
 ``/openapi.json``. Every error is JSON ``{"error": ..., "limit": ..., "max": ...}``.
 """
 
@@ -116,7 +117,7 @@ def create_app(gate: GateSource, settings: ServeSettings | None = None) -> FastA
         metrics=service.metrics,
     )
     _add_error_handlers(app)
-    _add_check_routes(app, service)
+    _add_decide_routes(app, service)
     _add_tripwire_routes(app, service)
     _add_ops_routes(app, service)
     _add_dashboard_routes(app, service)
@@ -213,12 +214,15 @@ def _add_error_handlers(app: FastAPI) -> None:
         return ApiError(500, f"internal error ({type(exc).__name__})").response()
 
 
-# ----------------------------------------------------------------------- checks
-def _add_check_routes(app: FastAPI, service: Service) -> None:
+# ---------------------------------------------------------------------- decisions
+# each decision route under its path before the rename too, deprecated for one release
+OLD_DECIDE_PATHS = {"/v1/decide": "/v1/check", "/v1/decide/batch": "/v1/check/batch"}
+
+
+def _add_decide_routes(app: FastAPI, service: Service) -> None:
     reader = [Depends(_require(service, "read"))]
 
-    @app.post("/v1/check", response_model=Decision, dependencies=reader, tags=["decide"])
-    async def check(body: CheckRequest) -> Response:
+    async def decide(body: CheckRequest) -> Response:
         """Decide one query, or one conversation at its last user message (``messages``, given
         the turns before it: the text searched is in ``test.query``, the turn and how the
         conversation was read in ``conversation``): ``answer`` (with its context), ``abstain``
@@ -227,8 +231,7 @@ def _add_check_routes(app: FastAPI, service: Service) -> None:
         item = body.query if body.messages is None else _chat(body.messages, body.conversation_id)
         return _json((await _decide(service, [item]))[0])
 
-    @app.post("/v1/check/batch", response_model=BatchResponse, dependencies=reader, tags=["decide"])
-    async def check_batch(body: BatchRequest) -> Response:
+    async def decide_batch(body: BatchRequest) -> Response:
         """Decide up to ``max_batch`` queries, or conversations, together, in order."""
         what = "queries" if body.conversations is None else "conversations"
         given = body.queries or body.conversations or []
@@ -242,6 +245,21 @@ def _add_check_routes(app: FastAPI, service: Service) -> None:
             for i, chat in enumerate(given, start=1)
         ]
         return _json(BatchResponse(results=await _decide(service, items)))
+
+    for path, handler, model in (
+        ("/v1/decide", decide, Decision),
+        ("/v1/decide/batch", decide_batch, BatchResponse),
+    ):
+        for route, deprecated in ((path, False), (OLD_DECIDE_PATHS[path], True)):
+            app.add_api_route(
+                route,
+                handler,
+                methods=["POST"],
+                response_model=model,
+                dependencies=reader,
+                tags=["decide"],
+                deprecated=deprecated,
+            )
 
 
 def _json(model: BaseModel) -> Response:

@@ -4,13 +4,13 @@ Each line holds ``time`` (ISO 8601 UTC, microseconds, never earlier than the lin
 ``query`` (the text, ``sha256:<hex>`` or absent, per the ``log_queries`` mode), ``action``,
 ``p_value``, ``score`` (the test statistic, higher = more out of knowledge), ``statistic``,
 ``triggers`` (the topics that fired) and ``calibration_id``. With the query text, the file is
-a log ``ragbound shift --queries FILE`` and ``ragbound score`` read.
+a log ``ragbound shift --queries FILE`` and ``ragbound test-log`` read.
 
 A conversation's decision (``query`` is the user turn decided) also holds ``conversation``:
 ``turn`` (user turns before it), ``history`` (the hash of the messages before it), ``id`` (the
 caller's, when sent), ``reading`` and ``read_turns`` (how the conversation was read), and
 ``searched``, the text the test searched when it is not the turn alone (kept as the query is:
-text, ``sha256:<hex>`` or absent). Replaying the log, ``score`` and ``shift`` score
+text, ``sha256:<hex>`` or absent). Replaying the log, ``test-log`` and ``shift`` score
 ``searched`` where a line has it (:func:`ragbound.detect.monitor.logged_query`), so they
 reproduce the live p-values.
 

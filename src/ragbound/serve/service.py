@@ -30,9 +30,9 @@ from ragbound.serve.querylog import LoggedLine, QueryLog, QueryLogError
 from ragbound.serve.settings import ServeSettings
 from ragbound.serve.shared import MONITOR, PUBLISH_EVERY_S, publish, published
 from ragbound.tripwires import (
+    LiveTripwires,
     TripwireChange,
-    TripwireGuard,
-    TripwireStore,
+    TripwireTest,
     TripwireWatch,
     load_rule,
 )
@@ -40,9 +40,9 @@ from ragbound.tripwires import (
 GateSource = Gate | Callable[[], Gate]
 WARM_UP_QUERY = "warm-up query"
 TRIM_EVERY = 2_000  # queries between returns of freed heap pages to the OS
-SLOW_READ_FACTOR = 10  # a slow read of the tripwire home waits this many times its length
+SLOW_READ_FACTOR = 10  # a slow read of the tripwire backing waits this many times its length
 PROBE_EVERY_S = 1.0  # after a failed log write, /readyz probes the disk at most this often
-UNREAD = object()  # no version of the tripwire home was read
+UNREAD = object()  # no version of the tripwire backing was read
 
 
 class Service:
@@ -73,7 +73,7 @@ class Service:
         self._since_trim = 0
         self._watch: TripwireWatch | None = None
         self._tripwire_stamp: tuple[int, int] | None = None  # the folder's tripwires.json
-        self._tripwire_version: Hashable = UNREAD  # the home's, as last read
+        self._tripwire_version: Hashable = UNREAD  # the backing's, as last read
         self._rebuilding = threading.Lock()  # one gate rebuild at a time; decisions never wait
         self._held = contextlib.ExitStack()
         self.log: QueryLog | None = None
@@ -107,7 +107,7 @@ class Service:
             # with workers, the supervisor monitors the shared log: each decision counted once
             self.monitor = None if self.settings.worker else self._start_monitor(gate)
             self._watch = TripwireWatch(gate.guard.kb)
-            if self._watch.home is not None:
+            if self._watch.backing is not None:
                 # read again, after the versions: a change made since the gate was loaded (by
                 # another worker or replica, while this one warmed up) is not missed
                 gate = self._swap(gate)
@@ -130,7 +130,7 @@ class Service:
     def _watch_tripwires(self) -> None:
         """Load tripwires changed elsewhere (a worker, ``ragbound tripwire``, a replica on
         another host writing to the shared collection) even without traffic, within the
-        home's poll interval (:class:`TripwireWatch`): read here, loaded on the decision
+        backing's poll interval (:class:`TripwireWatch`): read here, loaded on the decision
         thread between batches, only when the version moved."""
         assert self._watch is not None
         delay = self._watch.interval
@@ -145,7 +145,7 @@ class Service:
                 self.batcher.run_on_worker_now(lambda seen=version: self._current_gate(seen))
 
     def _read_version(self) -> Hashable:
-        """The tripwire home's version; UNREAD (and a warning) when it cannot be read."""
+        """The tripwire backing's version; UNREAD (and a warning) when it cannot be read."""
         try:
             return self._watch.version() if self._watch is not None else None
         except (InputError, ArtifactError) as exc:  # e.g. the collection's server is down
@@ -348,7 +348,7 @@ class Service:
                 self.metrics.inc("ragbound_tripwire_hits_total", topic=topic)
 
     # ----------------------------------------------------------------- tripwires
-    def change_tripwires(self, apply: Callable[[TripwireStore], TripwireChange]) -> TripwireChange:
+    def change_tripwires(self, apply: Callable[[LiveTripwires], TripwireChange]) -> TripwireChange:
         """Apply a change to the stored set, then build a new gate around it and swap it in.
 
         Runs on the caller's thread, off the decision path: decisions go on with the old set
@@ -359,14 +359,14 @@ class Service:
             gate = self.gate
             if gate is None:
                 raise RuntimeError("the gate is not loaded")
-            change = apply(TripwireStore.open(gate.guard.kb))
+            change = apply(LiveTripwires.open(gate.guard.kb))
             self._swap(gate)
         return change
 
     def _current_gate(self, version: Hashable = UNREAD) -> Gate:
         """The gate, rebuilt first when the stored tripwires changed under it: the folder's
         ``tripwires.json`` (one ``stat`` per batch: ``ragbound tripwire add`` or another
-        worker on this host) or ``version``, the home's as the watcher read it (a replica on
+        worker on this host) or ``version``, the backing's as the watcher read it (a replica on
         another host)."""
         gate = self.gate
         if gate is None:
@@ -391,7 +391,7 @@ class Service:
         stamp = self._watch.local() if self._watch is not None else None
         version = self._read_version() if version is UNREAD else version
         rule = gate.tripwires.rule if gate.tripwires is not None else load_rule(Path(kb.path))
-        guard = TripwireGuard(kb, rule)
+        guard = TripwireTest(kb, rule)
         guard.floor()  # a derived floor compares every pair of tripwires: here, not at a decision
         fresh = gate.with_tripwires(guard if len(guard.tripwires) else None)
         self._tripwire_stamp, self._tripwire_version = stamp, version

@@ -22,7 +22,7 @@ class Limits:
 
     ``max_body_bytes``: request body (413); ``max_query_chars``: one query, or the user turn
     a conversation is decided at (422); ``max_batch``: queries or conversations in one
-    ``/v1/check/batch`` request (413); ``request_timeout_s``: a decision not ready by then is
+    ``/v1/decide/batch`` request (413); ``request_timeout_s``: a decision not ready by then is
     answered 503; ``max_messages`` and ``max_conversation_chars``: messages, and characters of
     text over all of them, in one conversation (413).
     """

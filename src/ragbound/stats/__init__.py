@@ -66,11 +66,11 @@ _SOURCES: dict[str, str] = {
     "mss": "ragbound.stats.statistics",
     "simes": "ragbound.stats.statistics",
     "univariate_scores": "ragbound.stats.statistics",
-    "RejectionRates": "ragbound.stats.tripwire",
+    "TripwireRates": "ragbound.stats.tripwire",
     "TripwireFeatures": "ragbound.stats.tripwire",
     "condition_matrix": "ragbound.stats.tripwire",
     "merge_top_k": "ragbound.stats.tripwire",
-    "rejection_rates": "ragbound.stats.tripwire",
+    "tripwire_rates": "ragbound.stats.tripwire",
     "rule_decisions": "ragbound.stats.tripwire",
     "tripwire_features": "ragbound.stats.tripwire",
 }
@@ -89,8 +89,8 @@ __all__ = [
     "NeighbourNull",
     "OperatingPoint",
     "PValueMethod",
-    "RejectionRates",
     "TripwireFeatures",
+    "TripwireRates",
     "accuracy",
     "alpha_spending",
     "as_similarity_matrix",
@@ -126,12 +126,12 @@ __all__ = [
     "range_cutoff",
     "rates_at_threshold",
     "rating_counts",
-    "rejection_rates",
     "rule_decisions",
     "simes",
     "threshold_at_fpr",
     "tpr_at_fpr",
     "tripwire_features",
+    "tripwire_rates",
     "uniqueness_scores",
     "univariate_scores",
     "wilson_interval",
@@ -199,14 +199,20 @@ if TYPE_CHECKING:
         univariate_scores,
     )
     from ragbound.stats.tripwire import (
-        RejectionRates,
         TripwireFeatures,
+        TripwireRates,
         condition_matrix,
         merge_top_k,
-        rejection_rates,
         rule_decisions,
         tripwire_features,
+        tripwire_rates,
     )
 
 
-__getattr__, __dir__ = lazy_attributes(__name__, _SOURCES, globals())
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    _SOURCES,
+    globals(),
+    # old names, kept for one release
+    deprecated={"RejectionRates": "TripwireRates", "rejection_rates": "tripwire_rates"},
+)

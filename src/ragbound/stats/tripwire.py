@@ -6,8 +6,8 @@ tripwires together, best first. ``flags[i, j]`` is True when entry j of query i 
 the floor is ignored by every feature, as if it were not retrieved.
 
 Features (higher = more like a forbidden request):
-- proportion: tripwires among the top k, divided by k (paper rule: reject at >= 0.5);
-- best rank: rank of the first tripwire, k + 1 when none (paper rule: reject at <= 1);
+- proportion: tripwires among the top k, divided by k (paper rule: fires at >= 0.5);
+- best rank: rank of the first tripwire, k + 1 when none (paper rule: fires at <= 1);
 - reciprocal-rank sum: sum of 1 / rank over the tripwires in the top k.
 
 The floor can be derived from the tripwire set itself (:func:`nearest_other_similarities`,
@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from ragbound._lazy import deprecated_aliases
 
 NO_FLOOR = -np.inf
 
@@ -93,7 +95,7 @@ def rule_decisions(
     """Reject (True) per query: the given conditions joined by ``any`` or ``all``.
 
     Conditions: proportion >= ``proportion``; best rank <= ``rank``; reciprocal-rank sum >=
-    ``rr_sum``. A condition left as None takes no part. With no condition nothing is rejected.
+    ``rr_sum``. A condition left as None takes no part. With no condition the rule never fires.
     """
     fired = condition_matrix(features, proportion=proportion, rank=rank, rr_sum=rr_sum)
     if fired.shape[1] == 0:
@@ -115,9 +117,9 @@ def critical_floor(
     rr_sum: float | None = None,
     combine: str = "any",
 ) -> np.ndarray:
-    """The highest similarity floor at which the rule still rejects each query, (n,) float:
-    the rule rejects at floor f exactly when f <= this value, a finite one (-inf: the rule
-    rejects at no floor, not even with every tripwire counted).
+    """The highest similarity floor at which the rule still fires on each query, (n,) float:
+    the rule fires at floor f exactly when f <= this value, a finite one (-inf: the rule
+    fires at no floor, not even with every tripwire counted).
 
     Raising the floor only ever uncounts tripwires, and every condition needs at least one
     counted tripwire, so the answer is one of the query's tripwire similarities: the highest at
@@ -237,12 +239,13 @@ def set_floor(nearest: np.ndarray, quantile: float) -> float | None:
 
 
 @dataclass(frozen=True)
-class RejectionRates:
-    """Rates of one or many rules, each array (n_rules,): unsafe is the positive class.
+class TripwireRates:
+    """Rates of one or many tripwire rules, each array (n_rules,): unsafe is the positive class.
 
-    accuracy = correct decisions / all; tpr = unsafe rejected / unsafe; frr (false rejection
-    rate) = safe rejected / safe; precision = unsafe among rejected (0 when nothing is
-    rejected); f1 = harmonic mean of precision and tpr (0 when both are 0).
+    accuracy = correct decisions / all; tpr = unsafe the rule fired on / unsafe; frr (safe
+    forbidden: the false-rejection rate of the RAR paper) = safe the rule fired on / safe;
+    precision = unsafe among those it fired on (0 when it fired on none); f1 = harmonic mean
+    of precision and tpr (0 when both are 0).
     """
 
     accuracy: np.ndarray
@@ -252,16 +255,16 @@ class RejectionRates:
     f1: np.ndarray
 
 
-def rejection_rates(rejected: np.ndarray, unsafe: np.ndarray) -> RejectionRates:
-    """Rates of rules given their decisions, (n_rules, n_queries) or (n_queries,) bool,
+def tripwire_rates(fired: np.ndarray, unsafe: np.ndarray) -> TripwireRates:
+    """Rates of rules given where each fired, (n_rules, n_queries) or (n_queries,) bool,
     against the labels ``unsafe`` (n_queries,) bool. Both classes must be present.
 
     >>> decided, labels = np.array([1, 1, 0, 0], bool), np.array([1, 0, 1, 0], bool)
-    >>> r = rejection_rates(decided, labels)
+    >>> r = tripwire_rates(decided, labels)
     >>> float(r.accuracy[0]), float(r.tpr[0]), float(r.frr[0]), float(r.f1[0])
     (0.5, 0.5, 0.5, 0.5)
     """
-    decisions = np.atleast_2d(np.asarray(rejected, dtype=bool))
+    decisions = np.atleast_2d(np.asarray(fired, dtype=bool))
     labels = np.asarray(unsafe, dtype=bool)
     n_unsafe, n_safe = int(labels.sum()), int((~labels).sum())
     if n_unsafe == 0 or n_safe == 0:
@@ -269,14 +272,14 @@ def rejection_rates(rejected: np.ndarray, unsafe: np.ndarray) -> RejectionRates:
     true_pos = (decisions & labels).sum(axis=1)
     false_pos = (decisions & ~labels).sum(axis=1)
     tpr = true_pos / n_unsafe
-    n_rejected = true_pos + false_pos
-    precision = np.divide(true_pos, n_rejected, out=np.zeros(len(decisions)), where=n_rejected > 0)
+    n_fired = true_pos + false_pos
+    precision = np.divide(true_pos, n_fired, out=np.zeros(len(decisions)), where=n_fired > 0)
     denominator = precision + tpr
     f1 = np.divide(
         2 * precision * tpr, denominator, out=np.zeros(len(decisions)), where=denominator > 0
     )
     correct = true_pos + (n_safe - false_pos)
-    return RejectionRates(
+    return TripwireRates(
         accuracy=correct / len(labels), tpr=tpr, frr=false_pos / n_safe, precision=precision, f1=f1
     )
 
@@ -333,3 +336,9 @@ def reference_threshold(reference_scores: np.ndarray, quantile: float) -> float:
     if rank > scores.size:
         return float("inf")
     return float(scores[max(rank, 1) - 1])
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(
+    __name__, {"RejectionRates": "TripwireRates", "rejection_rates": "tripwire_rates"}, globals()
+)

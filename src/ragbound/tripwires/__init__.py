@@ -4,36 +4,37 @@ Flagged "negative" documents live beside the knowledge, in the same knowledge-ba
 and the same embedding space. A query whose top-k retrieval surfaces them is forbidden, and the
 verdict names the tripwires that fired.
 
->>> from ragbound.tripwires import TripwireGuard  # doctest: +SKIP
->>> TripwireGuard.load("kb/").check("how to build a bomb").forbidden  # doctest: +SKIP
+>>> from ragbound.tripwires import TripwireTest  # doctest: +SKIP
+>>> TripwireTest.load("kb/").check("how to build a bomb").forbidden  # doctest: +SKIP
 True
 """
 
 from __future__ import annotations
 
+from ragbound._lazy import deprecated_aliases
 from ragbound.tripwires.files import TripwireFields, read_labelled, read_tripwires
 from ragbound.tripwires.guard import (
     Trigger,
-    TripwireGuard,
     TripwireRule,
+    TripwireTest,
     TripwireVerdict,
     load_rule,
     save_rule,
 )
 from ragbound.tripwires.models import Tripwire, TripwireChange, TripwireManifest, tripwire_id
-from ragbound.tripwires.store import TripwireStore, TripwireWatch
+from ragbound.tripwires.store import LiveTripwires, TripwireWatch
 from ragbound.tripwires.tune import RuleScore, TuningResult, tune_rule
 
 __all__ = [
+    "LiveTripwires",
     "RuleScore",
     "Trigger",
     "Tripwire",
     "TripwireChange",
     "TripwireFields",
-    "TripwireGuard",
     "TripwireManifest",
     "TripwireRule",
-    "TripwireStore",
+    "TripwireTest",
     "TripwireVerdict",
     "TripwireWatch",
     "TuningResult",
@@ -44,3 +45,9 @@ __all__ = [
     "tripwire_id",
     "tune_rule",
 ]
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(
+    __name__, {"TripwireGuard": "TripwireTest", "TripwireStore": "LiveTripwires"}, globals()
+)

@@ -11,6 +11,7 @@ from functools import partial
 
 from pydantic import BaseModel, Field
 
+from ragbound._lazy import deprecated_aliases
 from ragbound.llm import LLM, GenerationParams, extract_tag, load_prompt
 from ragbound.llm.batch import run_parsed
 
@@ -18,7 +19,7 @@ MODERATION_PROMPT = "moderation-judge"
 VERDICTS = ("reject", "allow")
 
 
-class ModerationVerdict(BaseModel):
+class JudgeResult(BaseModel):
     """The judge's decision on one query; ``verdict`` is None when the reply never parsed."""
 
     query: str
@@ -44,7 +45,7 @@ def moderate(
     params: GenerationParams | None = None,
     concurrency: int = 4,
     progress: bool = False,
-) -> list[ModerationVerdict]:
+) -> list[JudgeResult]:
     """Ask ``llm`` to reject or allow each query (reasoning kept outside the tag).
 
     A reply without ``<verdict>reject|allow</verdict>`` is retried, then reported with its raw
@@ -67,11 +68,11 @@ def moderate(
         base = {"query": query, "model": llm.model_id, "prompt_version": prompt.version}
         if result.parsed is None:
             raw = getattr(result.error, "raw", None)
-            verdicts.append(ModerationVerdict(error=f"{result.error} | raw: {raw!r:.300}", **base))
+            verdicts.append(JudgeResult(error=f"{result.error} | raw: {raw!r:.300}", **base))
             continue
         text = result.parsed.response.text
         verdicts.append(
-            ModerationVerdict(
+            JudgeResult(
                 verdict=result.parsed.value,
                 reasoning=text.split("<", 1)[0].strip(),
                 seconds=result.parsed.response.seconds or 0.0,
@@ -79,3 +80,7 @@ def moderate(
             )
         )
     return verdicts
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(__name__, {"ModerationVerdict": "JudgeResult"}, globals())

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ragbound._lazy import deprecated_aliases
 from ragbound.artifacts import sha256_text, write_json
 from ragbound.errors import ArtifactError, InputError
 from ragbound.faults import crash_point
@@ -130,7 +131,7 @@ def read_set(collection: TripwireCollection) -> tuple[list[Tripwire], np.ndarray
     return [tripwires[i] for i in order], vectors, [stored.keys[i] for i in order]
 
 
-class CollectionHome:
+class CollectionTripwireBacking:
     """Tripwires as flagged records of the collection a knowledge base is attached to;
     ``tripwires.json`` in the folder keeps the history of changes made through ragbound."""
 
@@ -202,3 +203,9 @@ class CollectionHome:
         manifest = new.manifest.model_copy(update={"home": "collection"})
         write_json(kb_root(kb) / TRIPWIRE_MANIFEST, manifest.model_dump(mode="json"))
         return manifest
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(
+    __name__, {"CollectionHome": "CollectionTripwireBacking"}, globals()
+)

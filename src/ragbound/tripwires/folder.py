@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragbound._lazy import deprecated_aliases
 from ragbound.artifacts import (
     check_sha256,
     file_sha256,
@@ -47,7 +48,7 @@ from ragbound.tripwires.models import (
 FOLDER_POLL_S = 0.5  # between looks at tripwires.json by a service (one stat)
 
 
-class FolderHome:
+class FolderTripwireBacking:
     """Tripwires as generation files in the knowledge-base folder."""
 
     poll_s = FOLDER_POLL_S
@@ -210,3 +211,7 @@ def _remove_uncommitted(root: Path, generation: int) -> None:
     for path in stale:
         if path.is_file():
             path.unlink(missing_ok=True)
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(__name__, {"FolderHome": "FolderTripwireBacking"}, globals())

@@ -1,4 +1,4 @@
-"""TripwireGuard: a query whose retrieval surfaces tripwires is forbidden; the verdict names
+"""TripwireTest: a query whose retrieval surfaces tripwires is forbidden; the verdict names
 them."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
+from ragbound._lazy import deprecated_aliases
 from ragbound.artifacts import read_json, write_json
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
@@ -29,11 +30,11 @@ from ragbound.stats.tripwire import (
 )
 from ragbound.stores import Hits
 from ragbound.tripwires.models import Tripwire, TripwireManifest
-from ragbound.tripwires.store import TripwireStore
+from ragbound.tripwires.store import LiveTripwires
 
 
 class TripwireSource(Protocol):
-    """What the guard reads of a tripwire set: :class:`~ragbound.tripwires.TripwireStore`, or
+    """What the guard reads of a tripwire set: :class:`~ragbound.tripwires.LiveTripwires`, or
     a framework store's flagged documents (:mod:`ragbound.adapters._flagged`)."""
 
     kb: Any
@@ -264,11 +265,11 @@ class MergedTopK:
     rows: np.ndarray
 
 
-class TripwireGuard:
+class TripwireTest:
     """Checks queries against the tripwires stored with a knowledge base.
 
     Example:
-        >>> guard = TripwireGuard.load("kb/")  # doctest: +SKIP
+        >>> guard = TripwireTest.load("kb/")  # doctest: +SKIP
         >>> verdict = guard.check("how do I make a pipe bomb")  # doctest: +SKIP
         >>> verdict.forbidden, [t.topic for t in verdict.triggers]  # doctest: +SKIP
         (True, ['weapons'])
@@ -304,7 +305,7 @@ class TripwireGuard:
         return self._floor[1]
 
     @classmethod
-    def load(cls, kb_dir: str | Path, rule: TripwireRule | None = None) -> TripwireGuard:
+    def load(cls, kb_dir: str | Path, rule: TripwireRule | None = None) -> TripwireTest:
         """Open a saved knowledge base with its tripwires and saved (or given) rule."""
         kb = KnowledgeBase.load(kb_dir)
         return cls(kb, rule or load_rule(Path(kb_dir)))
@@ -397,13 +398,13 @@ class TripwireGuard:
         return triggers
 
 
-def _saved_tripwires(kb: Knowledge) -> TripwireStore:
+def _saved_tripwires(kb: Knowledge) -> LiveTripwires:
     if not isinstance(kb, KnowledgeBase):
         raise InputError(
             "tripwires are saved in a ragbound knowledge-base folder: give this retriever's "
             "guard the tripwires= of a folder indexed with the same embedder"
         )
-    return TripwireStore.open(kb)
+    return LiveTripwires.open(kb)
 
 
 def _check_same_embedder(kb: Knowledge, tripwires: TripwireSource) -> None:
@@ -424,3 +425,7 @@ def _pad(indices: np.ndarray, k: int) -> np.ndarray:
     if indices.shape[1] >= k:
         return indices
     return np.pad(indices, ((0, 0), (0, k - indices.shape[1])))
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(__name__, {"TripwireGuard": "TripwireTest"}, globals())

@@ -2,7 +2,7 @@
 
 A change embeds its new tripwires first (no lock held), then takes the knowledge base's
 writer lock (:func:`ragbound.locking.writer_lock`, shared with ``add`` and ``calibrate``),
-re-reads the committed set, applies the change to it and commits it in the set's home: files
+re-reads the committed set, applies the change to it and commits it in the set's backing: files
 in the folder (:mod:`ragbound.tripwires.folder`) or records in the collection an attached
 knowledge base reads (:mod:`ragbound.tripwires.collection`). Two changes at once both land,
 each tripwire with its own vector. The knowledge's chunks, vectors and manifest are never
@@ -19,6 +19,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ragbound._lazy import deprecated_aliases
 from ragbound.artifacts import file_stamp, read_manifest, utc_now
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
@@ -27,11 +28,11 @@ from ragbound.knowledge.manifest import KBManifest
 from ragbound.knowledge.registry import imported
 from ragbound.locking import writer_lock
 from ragbound.stores import ExactStore, Hits, Retriever
-from ragbound.tripwires.collection import CollectionHome, TripwireCollection
+from ragbound.tripwires.collection import CollectionTripwireBacking, TripwireCollection
 from ragbound.tripwires.files import check_unique_ids
 from ragbound.tripwires.folder import (
     FOLDER_POLL_S,
-    FolderHome,
+    FolderTripwireBacking,
     check_vectors,
     kb_root,
 )
@@ -46,7 +47,7 @@ from ragbound.tripwires.models import (
 )
 
 
-class Home(Protocol):
+class TripwireBacking(Protocol):
     """Where a tripwire set lives: it reads the committed set and commits a new one;
     ``version`` changes whenever the set may have (asked every ``poll_s`` by a service)."""
 
@@ -68,10 +69,12 @@ class Home(Protocol):
     ) -> TripwireManifest: ...
 
 
-def home_of(kb: KnowledgeBase) -> Home:
+def backing_of(kb: KnowledgeBase) -> TripwireBacking:
     """The collection of an attached backing that can hold tripwires, else the folder."""
     collection = tripwire_collection(kb)
-    return CollectionHome(collection) if collection is not None else FolderHome()
+    return (
+        CollectionTripwireBacking(collection) if collection is not None else FolderTripwireBacking()
+    )
 
 
 def tripwire_collection(kb: KnowledgeBase) -> TripwireCollection | None:
@@ -88,8 +91,8 @@ class TripwireWatch:
     service.
 
     ``local()`` is one ``stat`` of the folder's ``tripwires.json``, cheap enough for every
-    batch: every change made through ragbound on this host rewrites it, whatever the home.
-    ``version()`` asks the home, every ``interval`` seconds and off the decision thread: the
+    batch: every change made through ragbound on this host rewrites it, whatever the backing.
+    ``version()`` asks the backing, every ``interval`` seconds and off the decision thread: the
     same stat for the folder, for a collection a digest of its flagged records read without
     vectors, so that a change made through a replica on another host (or by the application
     itself) is seen. Both are None for a knowledge base that cannot hold tripwires.
@@ -98,18 +101,18 @@ class TripwireWatch:
     def __init__(self, kb: KnowledgeBase):
         dense = kb.path is not None and kb.manifest.embedder.kind == "dense"
         self.kb = kb
-        self.home: Home | None = home_of(kb) if dense else None
-        self.interval = self.home.poll_s if self.home is not None else FOLDER_POLL_S
+        self.backing: TripwireBacking | None = backing_of(kb) if dense else None
+        self.interval = self.backing.poll_s if self.backing is not None else FOLDER_POLL_S
 
     def local(self) -> tuple[int, int] | None:
-        return file_stamp(kb_root(self.kb) / TRIPWIRE_MANIFEST) if self.home else None
+        return file_stamp(kb_root(self.kb) / TRIPWIRE_MANIFEST) if self.backing else None
 
     def version(self) -> Hashable:
-        """The home's version (ArtifactError or InputError when a collection is unreachable)."""
-        return self.home.version(self.kb) if self.home is not None else None
+        """The backing's version (ArtifactError or InputError when a collection is unreachable)."""
+        return self.backing.version(self.kb) if self.backing is not None else None
 
 
-class TripwireStore:
+class LiveTripwires:
     """The tripwires of one saved knowledge base; ``search`` is exact inner product.
 
     Tripwires are few (hundreds to thousands): wherever they live (files beside the
@@ -118,7 +121,7 @@ class TripwireStore:
 
     Example:
         >>> kb = KnowledgeBase.load("kb/")  # doctest: +SKIP
-        >>> store = TripwireStore.open(kb)  # doctest: +SKIP
+        >>> store = LiveTripwires.open(kb)  # doctest: +SKIP
         >>> store.add(read_tripwires("tripwires.jsonl"))  # doctest: +SKIP
         >>> store.topics()  # doctest: +SKIP
         {'weapons': 12}
@@ -132,31 +135,31 @@ class TripwireStore:
         manifest: TripwireManifest,
         tripwires: list[Tripwire],
         vectors: np.ndarray,
-        home: Home | None = None,
+        backing: TripwireBacking | None = None,
     ):
         self.kb = kb
         self.manifest = manifest
         self.tripwires = tripwires
         self.vectors = vectors
-        self.home = home or FolderHome()
+        self.backing = backing or FolderTripwireBacking()
         self._index = _index(kb, vectors)
 
     # ------------------------------------------------------------------ opening
     @classmethod
-    def open(cls, kb: KnowledgeBase) -> TripwireStore:
+    def open(cls, kb: KnowledgeBase) -> LiveTripwires:
         """The tripwires of ``kb`` (none yet: an empty store). ``kb`` must be saved.
 
         They live in the folder, or, on a knowledge base attached to a collection that can
         hold them (Chroma, Qdrant), in that collection (:mod:`ragbound.tripwires.collection`).
         """
-        home = home_of(kb)
-        committed = home.read(kb)
-        return cls(kb, committed.manifest, committed.tripwires, committed.vectors, home=home)
+        backing = backing_of(kb)
+        committed = backing.read(kb)
+        return cls(kb, committed.manifest, committed.tripwires, committed.vectors, backing=backing)
 
     @property
     def where(self) -> str:
         """Where the tripwires live, for messages."""
-        return self.home.describe(self.kb)
+        return self.backing.describe(self.kb)
 
     # ------------------------------------------------------------------ queries
     def __len__(self) -> int:
@@ -238,9 +241,9 @@ class TripwireStore:
         root = kb_root(self.kb)
         with writer_lock(root, what=LOCK_WHAT, on_wait=on_wait):
             _check_same_embedder(self.kb)
-            committed = self.home.read(self.kb)
+            committed = self.backing.read(self.kb)
             self._use(committed.manifest, committed.tripwires, committed.vectors)
-            self.home.tidy(root, self.manifest.generation)
+            self.backing.tidy(root, self.manifest.generation)
             yield
 
     def _commit(
@@ -270,7 +273,7 @@ class TripwireStore:
                 "history": [*self.manifest.history, change],
             }
         )
-        manifest = self.home.commit(self.kb, TripwireSet(manifest, tripwires, vectors), change)
+        manifest = self.backing.commit(self.kb, TripwireSet(manifest, tripwires, vectors), change)
         self._use(manifest, tripwires, vectors)
         return change
 
@@ -312,3 +315,11 @@ def _check_known(asked: set[str], present: set[str], what: str) -> None:
     if unknown:
         shown = ", ".join(repr(u) for u in unknown[:5])
         raise InputError(f"no tripwire with {what} {shown} in this knowledge base")
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(
+    __name__,
+    {"TripwireStore": "LiveTripwires", "Home": "TripwireBacking", "home_of": "backing_of"},
+    globals(),
+)

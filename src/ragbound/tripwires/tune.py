@@ -13,11 +13,11 @@ from pydantic import BaseModel
 from ragbound.errors import InputError
 from ragbound.stats.tripwire import (
     NO_FLOOR,
-    rejection_rates,
     rule_decisions,
     tripwire_features,
+    tripwire_rates,
 )
-from ragbound.tripwires.guard import MergedTopK, TripwireGuard, TripwireRule
+from ragbound.tripwires.guard import MergedTopK, TripwireRule, TripwireTest
 
 Objective = Literal["accuracy", "tpr", "f1", "tpr_at_frr"]
 OBJECTIVES: tuple[str, ...] = ("accuracy", "tpr", "f1", "tpr_at_frr")
@@ -70,7 +70,7 @@ class _Grid:
 
 
 def tune_rule(
-    guard: TripwireGuard,
+    guard: TripwireTest,
     queries: Sequence[str],
     unsafe: Sequence[bool],
     *,
@@ -95,11 +95,11 @@ def tune_rule(
         raise InputError("no k in the grid fits the knowledge base")
     merged = guard.retrieve(queries, max(ks))
     grid = _grid(merged, ks, floors)
-    rates = rejection_rates(grid.decisions, labels)
+    rates = tripwire_rates(grid.decisions, labels)
     order = _ranking(rates, objective, max_frr, grid.rules)
     scores = [_score(grid.rules[i], rates, i) for i in order[:top]]
     default = TripwireRule(k=min(5, max(ks)), rank=1)
-    default_rates = rejection_rates(_decide(merged, default)[None, :], labels)
+    default_rates = tripwire_rates(_decide(merged, default)[None, :], labels)
     best_rule = scores[0].rule
     return TuningResult(
         objective=objective,
@@ -183,7 +183,7 @@ def _ranking(rates, objective: str, max_frr: float, rules: list[TripwireRule]) -
         allowed = rates.frr <= max_frr + 1e-12
         if not allowed.any():
             raise InputError(
-                f"no rule keeps false rejection at or below {max_frr:g}; raise --max-frr"
+                f"no rule keeps safe forbidden at or below {max_frr:g}; raise --max-frr"
             )
         value = np.where(allowed, rates.tpr, -1.0)
     else:
@@ -215,7 +215,7 @@ def _surface(
     decisions = np.array(
         [rule_decisions(features, proportion=p, rank=r) for p, r in product(proportions, ranks)]
     )
-    rates = rejection_rates(decisions, labels)
+    rates = tripwire_rates(decisions, labels)
     shape = (len(proportions), len(ranks))
     return TradeOffSurface(
         k=k,

@@ -2,12 +2,12 @@
 vector-store and LlamaIndex retriever adapters share.
 
 A framework's search answers one query at a time with its documents and a score each. A
-:class:`ScoredSearch` subclass says how to call it (``_search_one``); this module turns the
-scores into similarities (higher = closer, by ``scores``), numbers the documents in the order
-searches first return them (:class:`Rows`) and makes :class:`ScoredKnowledge`, the
+:class:`FrameworkSearch` subclass says how to call it (``_search_one``); this module turns the
+scores into similarities (higher = closer, by ``closeness``), numbers the documents in the order
+searches first return them (:class:`Rows`) and makes :class:`FrameworkKnowledge`, the
 :class:`~ragbound.knowledge.protocol.Knowledge` the guard reads.
 
-``scores``: ``"cosine"`` (the cosine similarity itself: every statistic), ``"similarity"``
+``closeness``: ``"cosine"`` (the cosine similarity itself: every statistic), ``"similarity"``
 (another similarity, higher = closer), ``"distance"`` (lower = closer; negated), or
 ``"relevance"`` (a framework's relevance in [0, 1], higher = closer). The last three give the
 order of similarities only: the rank statistics (:data:`RANK_STATISTICS`) give the same
@@ -22,10 +22,11 @@ import sys
 import threading
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
+from ragbound._lazy import deprecated_aliases, warn_deprecated
 from ragbound.artifacts import sha256_text
 from ragbound.corpus import Chunk
 from ragbound.corpus import Document as RagboundDocument
@@ -40,11 +41,12 @@ from ragbound.results import Neighbour
 from ragbound.stats.names import STATISTICS
 from ragbound.stores import Hits, SearchInfo
 
-ScoreKind = Literal["cosine", "similarity", "distance", "relevance"]
-SCORE_KINDS: tuple[ScoreKind, ...] = ("cosine", "similarity", "distance", "relevance")
+Closeness = Literal["cosine", "similarity", "distance", "relevance"]
+CLOSENESS_KINDS: tuple[Closeness, ...] = ("cosine", "similarity", "distance", "relevance")
 RANK_STATISTICS: tuple[str, ...] = ("mss", "knn", "fisher", "simes")
 """Statistics whose p-values depend only on the order of scores (any increasing transform)."""
 UNKNOWN_SIZE = sys.maxsize
+T = TypeVar("T")
 ORDER_TOLERANCE = 1e-6
 
 Found = tuple[str | None, str, float, Any]
@@ -91,6 +93,14 @@ class Rows:
             return row
 
 
+def closeness_of(closeness: T, scores: Closeness | None) -> T | Closeness:
+    """``closeness``, or the value passed under its old keyword ``scores`` (warned)."""
+    if scores is None:
+        return closeness
+    warn_deprecated("the keyword scores=", "closeness=", stacklevel=4)
+    return scores
+
+
 def check_guard_on(guard: Any, kind: type, k: object, returned: str) -> None:
     """InputError unless ``guard`` was calibrated on ``kind`` and ``k`` (the ``returned``
     items on ``answer``) is a positive integer."""
@@ -100,17 +110,17 @@ def check_guard_on(guard: Any, kind: type, k: object, returned: str) -> None:
         raise InputError(f"k must be a positive integer ({returned} returned), got {k!r}")
 
 
-def check_order(similarities: list[float], scores: ScoreKind) -> None:
+def check_order(similarities: list[float], closeness: Closeness) -> None:
     """Searches list nearest first: similarities must not grow down the list."""
     if any(b > a + ORDER_TOLERANCE for a, b in pairwise(similarities)):
-        other = "similarity" if scores == "distance" else "distance"
+        other = "similarity" if closeness == "distance" else "distance"
         raise InputError(
-            f"the store's scores run the wrong way for scores={scores!r} (nearest first, "
-            f"got {similarities[:4]}): declare scores={other!r}"
+            f"the store's scores run the wrong way for closeness={closeness!r} (nearest first, "
+            f"got {similarities[:4]}): declare closeness={other!r}"
         )
 
 
-class ScoredSearch:
+class FrameworkSearch:
     """A :class:`~ragbound.stores.Retriever` over a framework's one-query search; subclasses
     give ``backend``, ``query_kind`` and ``_search_one(query, k) -> list[Found]``."""
 
@@ -120,16 +130,18 @@ class ScoredSearch:
     def __init__(
         self,
         *,
-        scores: ScoreKind,
+        closeness: Closeness,
         similarity: Similarity = "cosine",
         size: int | None = None,
         exact: bool = False,
     ):
-        if scores not in SCORE_KINDS:
-            raise InputError(f"scores must be one of {', '.join(SCORE_KINDS)}, got {scores!r}")
+        if closeness not in CLOSENESS_KINDS:
+            raise InputError(
+                f"closeness must be one of {', '.join(CLOSENESS_KINDS)}, got {closeness!r}"
+            )
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise InputError(f"size must be a positive integer (documents), got {size!r}")
-        self.scores = scores
+        self.closeness: Closeness = closeness
         self._similarity: Similarity = similarity
         self._size = size
         self._exact = exact
@@ -154,7 +166,7 @@ class ScoredSearch:
     @property
     def exact_scores(self) -> bool:
         """True when the scores are the similarity itself (not only its order)."""
-        return self.scores == "cosine"
+        return self.closeness == "cosine"
 
     def __len__(self) -> int:
         return UNKNOWN_SIZE if self._size is None else self._size
@@ -164,7 +176,9 @@ class ScoredSearch:
             backend=self.backend,
             exact=self._exact,
             similarity=self._similarity,
-            parameters={"scores": self.scores},
+            # the key a calibration recorded before the rename: keep it, or every saved
+            # calibration on a framework store would be refused as another search
+            parameters={"scores": self.closeness},
         )
 
     def search(self, queries: Any, k: int) -> Hits:
@@ -211,7 +225,7 @@ class ScoredSearch:
             self.calls += 1
             found = self._search_one(query, depth)
             scored = [(self.flipped(float(result[2])), result) for result in found]
-            check_order([similarity for similarity, _ in scored], self.scores)
+            check_order([similarity for similarity, _ in scored], self.closeness)
             flags = [is_tripwire(metadata_of(result[3])) for result in found]
             knowledge = [pair for pair, flag in zip(scored, flags, strict=True) if not flag]
             if len(knowledge) >= k or len(found) < depth:
@@ -233,14 +247,14 @@ class ScoredSearch:
     def flipped(self, value: float) -> float:
         """A score as a similarity (higher = closer), or back: ``distance`` negates, the
         other modes keep the value."""
-        return -value if self.scores == "distance" else value
+        return -value if self.closeness == "distance" else value
 
     def _search_one(self, query: Any, k: int) -> list[Found]:
         raise NotImplementedError
 
 
-class ScoredKnowledge(ChunkOnly, Searching):
-    """:class:`~ragbound.knowledge.protocol.Knowledge` over a :class:`ScoredSearch`.
+class FrameworkKnowledge(ChunkOnly, Searching):
+    """:class:`~ragbound.knowledge.protocol.Knowledge` over a :class:`FrameworkSearch`.
 
     ``embedder`` embeds queries for a vector search (None for a text one); ``name`` names
     the embedding model in the fingerprint; ``version`` tags the store's contents. The
@@ -252,7 +266,7 @@ class ScoredKnowledge(ChunkOnly, Searching):
     rows_are = "a framework store's rows are its documents"
 
     def __init__(
-        self, search: ScoredSearch, embedder: QueryEmbedder | None, *, name: str, version: str
+        self, search: FrameworkSearch, embedder: QueryEmbedder | None, *, name: str, version: str
     ):
         if not name.strip():
             raise InputError("name the embedding model: it enters the knowledge's fingerprint")
@@ -264,7 +278,7 @@ class ScoredKnowledge(ChunkOnly, Searching):
         self._fingerprint = sha256_text(name, search.describe().summary(), version)
 
     @property
-    def store(self) -> ScoredSearch:  # type: ignore[override]
+    def store(self) -> FrameworkSearch:  # type: ignore[override]
         return self._search
 
     @property
@@ -286,7 +300,7 @@ class ScoredKnowledge(ChunkOnly, Searching):
         if self._search.exact_scores:
             return corpus
         return (
-            f"scores={self._search.scores!r} give the order of similarities, not their "
+            f"closeness={self._search.closeness!r} give the order of similarities, not their "
             f"values (and {corpus})"
         )
 
@@ -316,3 +330,11 @@ class ScoredKnowledge(ChunkOnly, Searching):
         the first search returned, scored for that search's query."""
         flipped = self._search.flipped
         return [(self.original(n.chunk_id), flipped(n.similarity)) for n in neighbours]
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(
+    __name__,
+    {"ScoredSearch": "FrameworkSearch", "ScoredKnowledge": "FrameworkKnowledge"},
+    globals(),
+)
