@@ -285,12 +285,12 @@ def _quality_cells(row: dict, ook: list[str]) -> list[str]:
 
 def _langchain_lines(lc: dict) -> list[str]:
     if "skipped" in lc:
-        return [f"Guarded LangChain retriever over the collection: skipped ({lc['skipped']}).", ""]
+        return [f"Gated LangChain retriever over the collection: skipped ({lc['skipped']}).", ""]
     if not lc:
         return []
     met = "met" if lc["ratio_p50"] <= TARGET_RATIO else "NOT met"
     intro = (
-        "**Guarded LangChain retriever over the same collection**: langchain-chroma's `Chroma` "
+        "**Gated LangChain retriever over the same collection**: langchain-chroma's `Chroma` "
         f"vector store (embeddings: `RagboundEmbeddings` over `{SPEC}`), {lc['n']} retrievals "
         "each (held-out PubMedQA and MMLU-Med questions, interleaved), "
         f"{lc['context_k']} documents returned. The guard (mss, k = {lc['k']}, "

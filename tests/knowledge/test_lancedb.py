@@ -18,7 +18,7 @@ from ragbound.errors import ArtifactError, InputError
 from ragbound.gate import Gate
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.lancedb import LanceAccess, LanceLocation, parse_url
-from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG
+from ragbound.knowledge.tripwire_flags import TRIPWIRE_FLAG
 from ragbound.tripwires import TripwireStore
 from tests.cli.runner import run
 from tests.lancefill import fill, rows, table

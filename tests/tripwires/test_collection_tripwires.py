@@ -15,7 +15,7 @@ import pytest
 from ragbound.detect import Guard
 from ragbound.errors import ArtifactError
 from ragbound.knowledge import KnowledgeBase
-from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG
+from ragbound.knowledge.tripwire_flags import TRIPWIRE_FLAG
 from ragbound.tripwires import LiveTripwires, TripwireTest, TripwireWatch, read_tripwires
 from ragbound.tripwires.collection import COLLECTION_POLL_S
 from ragbound.tripwires.store import tripwire_collection

@@ -36,7 +36,7 @@ from ragbound.errors import InputError
 from ragbound.knowledge.protocol import Searching
 from ragbound.knowledge.query import QueryEmbedder
 from ragbound.knowledge.retriever import ChunkOnly
-from ragbound.knowledge.tripwire_records import is_tripwire
+from ragbound.knowledge.tripwire_flags import is_tripwire
 from ragbound.results import Neighbour
 from ragbound.stats.names import STATISTICS
 from ragbound.stores import Hits, SearchInfo

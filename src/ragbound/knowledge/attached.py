@@ -48,9 +48,9 @@ from ragbound.embedders.base import Similarity
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge.backing import ATTACHED, Capabilities, Contents, Loaded, refuse_missing
 from ragbound.knowledge.layout import MANIFEST
-from ragbound.knowledge.manifest import BackingRecord, KBManifest, corpus_hash
+from ragbound.knowledge.manifest import BackingEntry, KBManifest, corpus_hash
 from ragbound.knowledge.segments import FineUnits, check_new_folder, same_dir
-from ragbound.knowledge.tripwire_records import is_tripwire
+from ragbound.knowledge.tripwire_flags import is_tripwire
 from ragbound.stores import Hits, QueryKind, Retriever, SearchInfo
 from ragbound.stores.base import query_vectors
 
@@ -513,7 +513,7 @@ class AttachedBacking:
     describe_kind: ClassVar[str]
     capabilities: ClassVar[Capabilities] = ATTACHED
     holds_vectors: ClassVar[bool] = False
-    record_type: ClassVar[type[BackingRecord]]
+    entry_type: ClassVar[type[BackingEntry]]
     access_type: ClassVar[type[Access]]
     text_field: ClassVar[str] = "text"  # the manifest's text_field when none is named
 
@@ -536,12 +536,12 @@ class AttachedBacking:
         cls.locate(url)
 
     @classmethod
-    def from_record(cls, record: BackingRecord) -> AttachedBacking:
-        return cls(cls.record_type.model_validate(record.model_dump()).location)  # type: ignore[attr-defined]
+    def from_record(cls, record: BackingEntry) -> AttachedBacking:
+        return cls(cls.entry_type.model_validate(record.model_dump()).location)  # type: ignore[attr-defined]
 
     @property
-    def record(self) -> BackingRecord:
-        return self.record_type(kind=self.kind, location=self.location)  # type: ignore[call-arg]
+    def entry(self) -> BackingEntry:
+        return self.entry_type(kind=self.kind, location=self.location)  # type: ignore[call-arg]
 
     def check_target(self, out: Path, *, overwrite: bool, delete_other_files: bool) -> None:
         check_new_folder(out)
@@ -573,7 +573,7 @@ class AttachedBacking:
             refuse_missing(self, add=True)
         if contents.path is None or not same_dir(target, contents.path):
             check_new_folder(target)
-        manifest = contents.manifest.model_copy(update={"backing": self.record})
+        manifest = contents.manifest.model_copy(update={"backing": self.entry})
         write_json(target / MANIFEST, manifest.model_dump(mode="json"))
         return manifest
 
@@ -633,7 +633,7 @@ class AttachedBacking:
             text_field=getattr(backing.location, "text_field", None) or cls.text_field,
             id_field=backing.location.doc_field or "id",
             segments=[],
-            backing=backing.record,
+            backing=backing.entry,
             **_counts(chunks),
         )
         return backing, manifest, chunks, dense

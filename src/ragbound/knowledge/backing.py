@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from ragbound.corpus import Chunk
 from ragbound.corpus.units import GRANULARITIES, Granularity, granularity_label
 from ragbound.errors import InputError
-from ragbound.knowledge.manifest import BackingRecord, KBManifest
+from ragbound.knowledge.manifest import BackingEntry, KBManifest
 from ragbound.stores import QueryKind, Retriever, SearchInfo
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ class Backing(Protocol):
     capabilities: ClassVar[Capabilities]
 
     @property
-    def record(self) -> BackingRecord:
+    def entry(self) -> BackingEntry:
         """The manifest's ``backing`` entry."""
         ...
 

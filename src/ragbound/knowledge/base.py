@@ -106,7 +106,7 @@ class KnowledgeBase(Searching):
         units: FineUnits | None = None,
     ):
         self.backing = backing or backing_of(manifest.backing)
-        self.manifest = manifest.model_copy(update={"backing": self.backing.record})
+        self.manifest = manifest.model_copy(update={"backing": self.backing.entry})
         self.chunks = chunks
         self.path = path
         self._embedder = embedder
@@ -229,7 +229,7 @@ class KnowledgeBase(Searching):
             n_documents=len(documents),
             corpus_hash=corpus_hash(chunks),
             segments=[],
-            backing=backing.record,
+            backing=backing.entry,
             vector_dtype=vector_dtype,
         )
         kb = cls(manifest, [], None, backing=backing, embedder=dense)
@@ -708,7 +708,7 @@ class KnowledgeBase(Searching):
             )
         backing = searched_with(params)
         self.backing = backing
-        self.manifest = self.manifest.model_copy(update={"backing": backing.record})
+        self.manifest = self.manifest.model_copy(update={"backing": backing.entry})
         self._store = None
 
     def describe(self) -> SearchInfo:

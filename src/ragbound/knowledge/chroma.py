@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl, urlsplit
 import numpy as np
 from pydantic import Field
 
+from ragbound._lazy import deprecated_aliases
 from ragbound.embedders.base import Similarity
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge.attached import (
@@ -43,8 +44,8 @@ from ragbound.knowledge.attached import (
     text_of,
 )
 from ragbound.knowledge.backing import ATTACHED, Capabilities
-from ragbound.knowledge.manifest import BackingRecord
-from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG
+from ragbound.knowledge.manifest import BackingEntry
+from ragbound.knowledge.tripwire_flags import TRIPWIRE_FLAG
 from ragbound.stores import SearchInfo
 
 Space = Literal["l2", "cosine", "ip"]
@@ -89,7 +90,7 @@ def _all(terms: list[dict[str, Any]]) -> dict[str, Any] | None:
     return terms[0] if len(terms) == 1 else {"$and": terms}
 
 
-class ChromaRecord(BackingRecord):
+class ChromaEntry(BackingEntry):
     """The manifest's ``backing`` of an attached Chroma collection."""
 
     kind: Literal["chroma-attached"]
@@ -326,7 +327,7 @@ class ChromaAttachedBacking(AttachedBacking):
     capabilities: ClassVar[Capabilities] = ATTACHED.model_copy(
         update={"tripwires": "ragbound.knowledge.chroma_tripwires.ChromaTripwires"}
     )
-    record_type = ChromaRecord
+    entry_type = ChromaEntry
     access_type = ChromaAccess
     text_field: ClassVar[str] = "document"
 
@@ -338,3 +339,7 @@ class ChromaAttachedBacking(AttachedBacking):
         return ChromaLocation(
             **parse_chroma_url(url), where=parse_filters(where or ()), doc_field=doc_field or None
         )
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(__name__, {"ChromaRecord": "ChromaEntry"}, globals())

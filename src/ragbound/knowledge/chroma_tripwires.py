@@ -16,7 +16,7 @@ from ragbound.knowledge.chroma import (
     open_collection,
     pages,
 )
-from ragbound.knowledge.tripwire_records import StoredRecords, is_tripwire
+from ragbound.knowledge.tripwire_flags import StoredRecords, is_tripwire
 
 KEY_PREFIX = "ragbound-tripwire-"  # the Chroma id of a tripwire written by ragbound
 

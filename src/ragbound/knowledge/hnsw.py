@@ -24,11 +24,11 @@ import numpy as np
 from ragbound.artifacts import check_sha256, file_sha256, write_atomically
 from ragbound.embedders.base import Similarity
 from ragbound.knowledge.layout import GRAPH_DIR, GRAPH_SUFFIX
-from ragbound.knowledge.manifest import BackingRecord
+from ragbound.knowledge.manifest import BackingEntry
 from ragbound.stores.hnsw import HnswParams, HnswStore
 
 
-class HnswIndex(BackingRecord):
+class HnswIndex(BackingEntry):
     """The manifest's record of an HNSW search (``backing`` of kind ``hnsw``): its parameters
     and the committed graph (``graph`` a file name in ``hnsw/``, None before the first save;
     ``n_rows`` it covers)."""

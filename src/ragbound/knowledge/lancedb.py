@@ -43,8 +43,8 @@ from ragbound.knowledge.attached import (
     text_of,
 )
 from ragbound.knowledge.backing import ATTACHED, Capabilities
-from ragbound.knowledge.manifest import BackingRecord
-from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG
+from ragbound.knowledge.manifest import BackingEntry
+from ragbound.knowledge.tripwire_flags import TRIPWIRE_FLAG
 from ragbound.stores import SearchInfo
 
 SCHEME = "lancedb"
@@ -68,7 +68,7 @@ class LanceLocation(AttachedLocation):
         return f"LanceDB table {self.table!r} in {self.folder}"
 
 
-class LanceRecord(BackingRecord):
+class LanceEntry(BackingEntry):
     """The manifest's ``backing`` of an attached LanceDB table."""
 
     kind: Literal["lancedb-attached"]
@@ -338,7 +338,7 @@ class LanceAttachedBacking(AttachedBacking):
     capabilities: ClassVar[Capabilities] = ATTACHED.model_copy(
         update={"tripwires": "ragbound.knowledge.lancedb_tripwires.LanceTripwires"}
     )
-    record_type = LanceRecord
+    entry_type = LanceEntry
     access_type = LanceAccess
 
     @property

@@ -12,7 +12,7 @@ import numpy as np
 
 from ragbound.errors import InputError
 from ragbound.knowledge import lancedb as lance
-from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG, StoredRecords
+from ragbound.knowledge.tripwire_flags import TRIPWIRE_FLAG, StoredRecords
 
 KEY_PREFIX = "ragbound-tripwire-"  # the key of a tripwire row written by ragbound
 COLUMNS = (TRIPWIRE_FLAG, *(f"{TRIPWIRE_FLAG}_{f}" for f in ("id", "severity", "note", "source")))

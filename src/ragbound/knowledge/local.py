@@ -36,7 +36,7 @@ from ragbound.knowledge.hnsw import (
 )
 from ragbound.knowledge.layout import CHUNKS_SUFFIX, MANIFEST, SEGMENTS, VECTORS_SUFFIX
 from ragbound.knowledge.manifest import (
-    BackingRecord,
+    BackingEntry,
     KBManifest,
     Segment,
     hash_id,
@@ -70,8 +70,8 @@ class SegmentBacking:
     holds_vectors: ClassVar[bool] = True
 
     @property
-    def record(self) -> BackingRecord:
-        return BackingRecord(kind=self.kind)
+    def entry(self) -> BackingEntry:
+        return BackingEntry(kind=self.kind)
 
     def check_target(self, out: Path, *, overwrite: bool, delete_other_files: bool) -> None:
         check_index_target(out, overwrite=overwrite, delete_other_files=delete_other_files)
@@ -215,9 +215,9 @@ class SegmentBacking:
         shutil.rmtree(staging_dir(target), ignore_errors=True)  # the committed build's blocks
         return manifest
 
-    def before_commit(self, contents: Contents, target: Path) -> BackingRecord:
+    def before_commit(self, contents: Contents, target: Path) -> BackingEntry:
         """Write what the backing keeps beside the segments; the record to commit."""
-        return self.record
+        return self.entry
 
     def load(self, root: Path, manifest: KBManifest) -> Loaded:
         """Every segment's chunks (left in their files), units and vectors (memory maps)."""
@@ -286,11 +286,11 @@ class HnswBacking(SegmentBacking):
         self._graph: HnswStore | None = previous
 
     @classmethod
-    def from_record(cls, record: BackingRecord) -> HnswBacking:
+    def from_record(cls, record: BackingEntry) -> HnswBacking:
         return cls(HnswIndex.model_validate(record.model_dump()))
 
     @property
-    def record(self) -> BackingRecord:
+    def entry(self) -> BackingEntry:
         return self.index
 
     def searched_with(self, params: HnswParams | None) -> Backing:
@@ -332,7 +332,7 @@ class HnswBacking(SegmentBacking):
         self._graph = store
         return store
 
-    def before_commit(self, contents: Contents, target: Path) -> BackingRecord:
+    def before_commit(self, contents: Contents, target: Path) -> BackingEntry:
         if not has_graph(target, self.index, contents.manifest.n_chunks):
             self.index = save_graph(target, self.graph(contents), self.index)
         return self.index

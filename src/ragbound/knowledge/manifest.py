@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, SerializeAsAny, model_validator
 
+from ragbound._lazy import deprecated_aliases
 from ragbound._version import __version__
 from ragbound.artifacts import read_manifest, sha256_text
 from ragbound.corpus import LINE_IDS, Chunk, ChunkingParams
@@ -27,7 +28,7 @@ VectorDType = Literal["float32", "float16"]
 VECTOR_DTYPES: tuple[str, ...] = ("float32", "float16")
 
 
-class BackingRecord(BaseModel):
+class BackingEntry(BaseModel):
     """A backing's entry in the manifest: its ``kind`` and its own settings (kept as given;
     the backing of that kind validates them)."""
 
@@ -79,7 +80,7 @@ class KBManifest(BaseModel):
     n_documents: int
     corpus_hash: str
     segments: list[Segment]
-    backing: SerializeAsAny[BackingRecord]
+    backing: SerializeAsAny[BackingEntry]
     # how segment vector files store numbers; float16 halves the files and the memory they
     # map, at a similarity error of about 1e-3 (see docs/benchmarks.md, "A million chunks")
     vector_dtype: VectorDType = "float32"
@@ -168,3 +169,7 @@ def build_settings(manifest: KBManifest) -> tuple[str, str, str, str, str | None
         manifest.text_field,
         manifest.loader_id_field,
     )
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(__name__, {"BackingRecord": "BackingEntry"}, globals())

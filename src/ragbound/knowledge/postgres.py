@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import model_validator
 
+from ragbound._lazy import deprecated_aliases
 from ragbound.artifacts import read_manifest, utc_now, write_json
 from ragbound.corpus import Chunk
 from ragbound.corpus.units import Granularity, granularity_label
@@ -38,9 +39,9 @@ from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge.attached import Access, AttachedBacking, Found, Rows
 from ragbound.knowledge.backing import Capabilities, Contents, Loaded, refuse_missing
 from ragbound.knowledge.layout import KB_FORMAT, MANIFEST
-from ragbound.knowledge.manifest import BackingRecord, KBManifest, corpus_hash
+from ragbound.knowledge.manifest import BackingEntry, KBManifest, corpus_hash
 from ragbound.knowledge.segments import FineUnits, check_new_folder, same_dir
-from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG
+from ragbound.knowledge.tripwire_flags import TRIPWIRE_FLAG
 from ragbound.stores import Retriever, SearchInfo
 from ragbound.stores.postgres import (
     OWNED_MARK,
@@ -118,14 +119,14 @@ def _check_table_free(connection: Any, location: PostgresTable, overwrite: bool)
         )
 
 
-class PostgresRecord(BackingRecord):
+class PostgresEntry(BackingEntry):
     """The manifest's ``backing`` of a PostgreSQL knowledge base: where its rows live."""
 
     kind: Literal["postgres", "postgres-attached"]
     location: PostgresTable
 
     @model_validator(mode="after")
-    def _kind_matches(self) -> PostgresRecord:
+    def _kind_matches(self) -> PostgresEntry:
         if self.location.owned != (self.kind == "postgres"):
             raise ValueError(f"a {self.kind} backing with owned={self.location.owned}")
         return self
@@ -144,12 +145,12 @@ class PostgresBacking:
         self.saved_rows = saved_rows  # rows the last committed manifest counts (searched)
 
     @classmethod
-    def from_record(cls, record: BackingRecord) -> PostgresBacking:
-        return cls(PostgresRecord.model_validate(record.model_dump()).location)
+    def from_record(cls, record: BackingEntry) -> PostgresBacking:
+        return cls(PostgresEntry.model_validate(record.model_dump()).location)
 
     @property
-    def record(self) -> BackingRecord:
-        return PostgresRecord(kind=self.kind, location=self.location)
+    def entry(self) -> BackingEntry:
+        return PostgresEntry(kind=self.kind, location=self.location)
 
     def retriever(self, contents: Contents, granularity: tuple[Granularity, ...]) -> Retriever:
         """Search in the table, over the rows the last committed manifest counts."""
@@ -207,7 +208,7 @@ class PostgresBacking:
             s if not s.name.startswith("unsaved-") else s.model_copy(update={"name": f"{i:06d}"})
             for i, s in enumerate(contents.manifest.segments, start=1)
         ]
-        manifest = contents.manifest.model_copy(update={"segments": named, "backing": self.record})
+        manifest = contents.manifest.model_copy(update={"segments": named, "backing": self.entry})
         write_json(target / MANIFEST, manifest.model_dump(mode="json"))
         self.saved_rows = manifest.n_chunks
         return manifest
@@ -531,7 +532,7 @@ class PostgresAttachedBacking(AttachedBacking):
 
     kind: ClassVar[str] = "postgres-attached"
     describe_kind: ClassVar[str] = "a PostgreSQL table another application owns"
-    record_type = PostgresRecord
+    entry_type = PostgresEntry
     access_type = PostgresAccess
 
     @classmethod
@@ -580,3 +581,7 @@ class PostgresAttachedBacking(AttachedBacking):
     @property
     def source(self) -> str:
         return self.location.table
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(__name__, {"PostgresRecord": "PostgresEntry"}, globals())

@@ -34,6 +34,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import numpy as np
 from pydantic import model_validator
 
+from ragbound._lazy import deprecated_aliases
 from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
 from ragbound.knowledge.attached import (
@@ -52,8 +53,8 @@ from ragbound.knowledge.attached import (
     text_of,
 )
 from ragbound.knowledge.backing import ATTACHED, Capabilities
-from ragbound.knowledge.manifest import BackingRecord
-from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG
+from ragbound.knowledge.manifest import BackingEntry
+from ragbound.knowledge.tripwire_flags import TRIPWIRE_FLAG
 from ragbound.stores import SearchInfo
 
 SERVER_SCHEME, FOLDER_SCHEME = "qdrant", "qdrant+path"
@@ -111,7 +112,7 @@ class QdrantLocation(AttachedLocation):
         return " and ".join(f"{k}={v!r}" for k, v in sorted(self.where.items()))
 
 
-class QdrantRecord(BackingRecord):
+class QdrantEntry(BackingEntry):
     """The manifest's ``backing`` of an attached Qdrant collection."""
 
     kind: Literal["qdrant-attached"]
@@ -468,7 +469,7 @@ class QdrantAttachedBacking(AttachedBacking):
     capabilities: ClassVar[Capabilities] = ATTACHED.model_copy(
         update={"tripwires": "ragbound.knowledge.qdrant_tripwires.QdrantTripwires"}
     )
-    record_type = QdrantRecord
+    entry_type = QdrantEntry
     access_type = QdrantAccess
 
     @classmethod
@@ -581,3 +582,7 @@ def _vector_params(vectors: Any, location: QdrantLocation) -> tuple[str | None, 
             f"vectors: {names})"
         )
     return location.vector_name, vectors[location.vector_name]
+
+
+# old names, kept for one release
+__getattr__ = deprecated_aliases(__name__, {"QdrantRecord": "QdrantEntry"}, globals())

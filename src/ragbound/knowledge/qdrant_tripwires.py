@@ -31,7 +31,7 @@ from ragbound.knowledge.qdrant import (
     tripwire_condition,
     vector_of,
 )
-from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG, StoredRecords
+from ragbound.knowledge.tripwire_flags import TRIPWIRE_FLAG, StoredRecords
 
 
 class QdrantTripwires:

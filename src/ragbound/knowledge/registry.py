@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge.backing import Backing, EmbedderKind
-from ragbound.knowledge.manifest import BackingRecord
+from ragbound.knowledge.manifest import BackingEntry
 from ragbound.stores.hnsw import HnswParams
 
 
@@ -85,7 +85,7 @@ def attaching(url: str) -> type:
     return kind
 
 
-def backing_of(record: BackingRecord) -> Backing:
+def backing_of(record: BackingEntry) -> Backing:
     """The backing a manifest's ``backing`` entry names (ArtifactError for an unknown kind)."""
     kind = BACKINGS.get(record.kind)
     if kind is None:
@@ -122,7 +122,9 @@ def backing_for(
     kind = URL_SCHEMES.get(scheme)
     if kind is None:
         known = ", ".join(f"{s}://" for s in URL_SCHEMES)
-        raise InputError(f"--backing {store!r}: not a backing ragbound indexes into (known: {known})")
+        raise InputError(
+            f"--backing {store!r}: not a backing ragbound indexes into (known: {known})"
+        )
     if hnsw is not None:
         raise InputError(
             "--search hnsw builds a local graph; a PostgreSQL knowledge base uses pgvector's "

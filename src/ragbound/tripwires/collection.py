@@ -39,7 +39,7 @@ from ragbound.errors import ArtifactError, InputError
 from ragbound.faults import crash_point
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.layout import TRIPWIRE_MANIFEST
-from ragbound.knowledge.tripwire_records import TRIPWIRE_FLAG, StoredRecords
+from ragbound.knowledge.tripwire_flags import TRIPWIRE_FLAG, StoredRecords
 from ragbound.tripwires.folder import check_vectors, empty_vectors, kb_root, read_history
 from ragbound.tripwires.models import (
     Tripwire,
