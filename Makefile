@@ -55,7 +55,6 @@ $(INFINITY_VENV)/.installed:
 
 infinity: $(INFINITY_VENV)/.installed
 
-# DEMO_LLM=1 also runs the part that needs the bundled local LLM (the abstention benchmark)
 # DEMO_LLM=1 also runs the abstention benchmark with the bundled LLM: that needs every extra
 demo: $(if $(DEMO_LLM),$(STAMP),$(DEMO_STAMP))
 	$(BIN)/python -m ragbound.demo $(if $(DEMO_LLM),--llm,)
