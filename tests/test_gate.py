@@ -105,8 +105,8 @@ def test_the_decision_names_the_artifacts_it_used_and_serialises(gate: Gate) -> 
     assert again == decision
     fields = json.loads(decision.model_dump_json())
     assert set(fields) == {
-        *("query", "action", "reason", "test", "tripwires", "neighbours"),
-        *("kb_fingerprint", "calibration_id", "tripwire_set", "conversation"),
+        *("query", "action", "cause", "reason", "test", "answerability", "tripwires"),
+        *("neighbours", "kb_fingerprint", "calibration_id", "tripwire_set", "conversation"),
     }
     assert fields["test"]["out_of_knowledge"] == decision.test.out_of_knowledge
     assert fields["test"]["neighbours"] == []  # the evidence is the decision's neighbours

@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field, model_validator
 
 import ragbound.tracing as tracing
 from ragbound.conversation import Query, as_query, decided_text
+from ragbound.detect.answerability import AnswerabilityVerdict
 from ragbound.detect.guard import Guard, Scored
 from ragbound.detect.names import APPROXIMATE
 from ragbound.detect.reading import DEFAULT_READING, check_reading
@@ -66,6 +67,20 @@ if TYPE_CHECKING:
 
 Action = Literal["answer", "abstain", "reject"]
 ACTIONS: tuple[Action, ...] = ("answer", "abstain", "reject")
+Cause = Literal["in_knowledge", "out_of_knowledge", "unanswerable", "forbidden"]
+CAUSES: tuple[Cause, ...] = ("in_knowledge", "out_of_knowledge", "unanswerable", "forbidden")
+ACTION_OF: dict[Cause, Action] = {
+    "forbidden": "reject",
+    "out_of_knowledge": "abstain",
+    "unanswerable": "abstain",
+    "in_knowledge": "answer",
+}
+# a decision saved before the answerability test: the one cause of each action
+CAUSE_OF: dict[str, Cause] = {
+    "reject": "forbidden",
+    "abstain": "out_of_knowledge",
+    "answer": "in_knowledge",
+}
 DEFAULT_CONTEXT_K = 5
 
 
@@ -78,7 +93,11 @@ class Decision(BaseModel):
     :class:`~ragbound.tripwires.TripwireVerdict` (``forbidden`` = the rule fired; None: no
     tripwires). ``action`` is ``reject`` for a forbidden query, even one also out of
     knowledge ("forbidden" is the stronger answer to give a user), ``abstain`` for one out of
-    knowledge, else ``answer``. When the calibration was made of synthetic questions alone,
+    knowledge, else ``answer``. With the answerability test (``answerability``), a question
+    in scope whose retrieved chunks do not hold what it asks is ``abstain`` too; ``cause``
+    says which (``out_of_knowledge`` or ``unanswerable``; ``forbidden`` for ``reject``,
+    ``in_knowledge`` for ``answer``), and both tests run at their share of alpha. When the
+    calibration was made of synthetic questions alone,
     ``test.approximate`` is true and ``reason`` ends "(p-values approximate: no real
     questions)".
 
@@ -89,8 +108,17 @@ class Decision(BaseModel):
 
     query: str
     action: Action
+    cause: Cause = Field(
+        description="why: forbidden (reject), out_of_knowledge or unanswerable (abstain), "
+        "in_knowledge (answer)"
+    )
     reason: str = Field(description="one line a person can read")
     test: Verdict = Field(description="the knowledge-boundary test (evidence: neighbours)")
+    answerability: AnswerabilityVerdict | None = Field(
+        None,
+        description="the answerability test: do the retrieved chunks hold what the question "
+        "asks (None: the calibration has none)",
+    )
     tripwires: TripwireVerdict | None = Field(
         description="the tripwire test (None: the knowledge base has no tripwires)"
     )
@@ -109,7 +137,11 @@ class Decision(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _old_shape(cls, data: Any) -> Any:
-        return _nested(data)
+        data = _nested(data)
+        if isinstance(data, dict) and "cause" not in data and data.get("action") in CAUSE_OF:
+            # saved before the answerability test: each action had one cause
+            data = {**data, "cause": CAUSE_OF[data["action"]]}
+        return data
 
     def context_text(self) -> str:
         """The retrieved chunks as one text for an LLM prompt, nearest first, blank lines
@@ -277,7 +309,10 @@ class Gate:
         prepared = embedded.prepared
         texts, vectors = prepared.texts, prepared.vectors
         rule_k = self.tripwires.rule.k if self.tripwires is not None else 0
-        depth = max(self.guard.k, self.context_k, rule_k)
+        answerability = self.guard.answerability
+        answer_depth = answerability.depth if answerability is not None else 0
+        depth = max(self.guard.k, self.context_k, rule_k, answer_depth)
+        level = self.guard.answerability_level()  # alpha, shared when both tests run
         if self.guard.is_learned() and kb.store.describe().exact:
             # one search for the combined statistic's features too: an exact search's first
             # rows are a shallower one's (an approximate one's are not: it searches its own)
@@ -287,9 +322,14 @@ class Gate:
         with tracing.span("ragbound.statistic") as step:
             # the vectors and the search above: the combined statistic neither embeds nor
             # searches the knowledge base's own granularity again
-            scored = self.guard.score(texts, hits=hits, prepared=prepared)
+            scored = self.guard.score(texts, hits=hits, prepared=prepared, alpha=level)
             if step.is_recording():
                 step.set_attributes(tracing.named(_test_attributes(scored)))
+        answers = None
+        if answerability is not None:
+            with tracing.span("ragbound.answerability"):
+                # the text searched and the chunks it found: no second search or embedding
+                answers = self.guard.answerability_verdicts(texts, hits, level)
         with tracing.span("ragbound.tripwires") as step:
             # tripwires a framework's own search met are keyed by what it searched (texts too)
             reads_search = self.tripwires is not None and self.tripwires.tripwires.reads_search
@@ -301,7 +341,7 @@ class Gate:
             if verdicts is not None and step.is_recording():
                 step.set_attributes({"ragbound.forbidden": sum(v.forbidden for v in verdicts)})
         decisions = [
-            self._decision(i, text, scored, hits, verdicts, embedded)
+            self._decision(i, text, scored, hits, verdicts, embedded, answers)
             for i, text in enumerate(texts)
         ]
         if span.is_recording():
@@ -359,20 +399,22 @@ class Gate:
         hits: Hits,
         verdicts: list[TripwireVerdict] | None,
         embedded: Embedded,
+        answers: list[AnswerabilityVerdict] | None = None,
     ) -> Decision:
         # the test's evidence is the decision's neighbours: not repeated inside it
         test = self.guard.verdict(text, scored, i, evidence=0)
         item = embedded.items[i] if embedded.reads else text
         tripwires = verdicts[i] if verdicts is not None else None
-        forbidden = tripwires is not None and tripwires.forbidden
-        action: Action = (
-            "reject" if forbidden else ("abstain" if test.out_of_knowledge else "answer")
-        )
+        answer = answers[i] if answers is not None else None
+        cause = _cause(test, tripwires, answer)
+        action: Action = ACTION_OF[cause]
         return Decision(
             query=decided_text(item),
             action=action,
-            reason=_reason(action, test, tripwires),
+            cause=cause,
+            reason=_reason(cause, test, tripwires, answer),
             test=test,
+            answerability=answer,
             tripwires=tripwires,
             neighbours=self.guard.neighbours(hits, i, self.context_k, full_text=True),
             kb_fingerprint=self.guard.kb.fingerprint,
@@ -406,14 +448,43 @@ def _trace_decisions(span: Any, scored: Scored, decisions: list[Decision]) -> No
             span.set_attributes(attributes)
 
 
-def _reason(action: Action, test: Verdict, tripwires: TripwireVerdict | None) -> str:
-    if action == "reject":
+def _cause(
+    test: Verdict, tripwires: TripwireVerdict | None, answer: AnswerabilityVerdict | None
+) -> Cause:
+    """Forbidden first (the stronger answer to give), then out of knowledge (the question is
+    off the corpus), then unanswerable (on it, the answer not retrieved)."""
+    if tripwires is not None and tripwires.forbidden:
+        return "forbidden"
+    if test.out_of_knowledge:
+        return "out_of_knowledge"
+    if answer is not None and answer.unanswerable:
+        return "unanswerable"
+    return "in_knowledge"
+
+
+def _reason(
+    cause: Cause,
+    test: Verdict,
+    tripwires: TripwireVerdict | None,
+    answer: AnswerabilityVerdict | None,
+) -> str:
+    if cause == "forbidden":
         assert tripwires is not None
         return (
             f"forbidden: tripwire rule {tripwires.rule} fired ({', '.join(tripwires.topics())}); "
             f"floor {tripwires.floor.describe()}"
         )
     caveat = f" ({APPROXIMATE})" if test.approximate else ""
-    if action == "abstain":
+    if cause == "out_of_knowledge":
         return f"out of knowledge: p = {test.p_value:.3g} <= alpha = {test.alpha:g}{caveat}"
-    return f"in knowledge: p = {test.p_value:.3g} > alpha = {test.alpha:g}{caveat}"
+    relevance = f"in knowledge: p = {test.p_value:.3g} > alpha = {test.alpha:g}"
+    if answer is None:
+        return f"{relevance}{caveat}"
+    held = f"the retrieved chunks hold {answer.evidence.coverage:.0%} of the question"
+    missing = ", ".join(answer.evidence.missing)
+    if cause == "unanswerable":
+        return (
+            f"unanswerable: {held}, p = {answer.p_value:.3g} <= alpha = {answer.alpha:g}"
+            f"{f'; missing: {missing}' if missing else ''} ({relevance}){caveat}"
+        )
+    return f"{relevance}; answerable: {held}, p = {answer.p_value:.3g}{caveat}"

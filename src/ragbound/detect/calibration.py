@@ -47,6 +47,7 @@ from ragbound.artifacts import (
 )
 from ragbound.corpus.provenance import QuestionOrigin
 from ragbound.corpus.units import Granularity, granularity_label, parse_granularity
+from ragbound.detect.answerability import AnswerabilityModel
 from ragbound.detect.canary import Canary
 from ragbound.detect.combined import CombinedModel, Selection
 from ragbound.detect.config import DETECTOR_PARAMS, DetectorConfig
@@ -178,6 +179,9 @@ class CalibrationManifest(BaseModel):
     # (ragbound.detect.reading: follow, recent, last, rewrite); Gate.load checks with it by
     # default. None: standalone questions only, and calibrations made before it was recorded
     reading: str | None = None
+    # the answerability test (ragbound.detect.answerability), calibrated on the same
+    # questions; None: off (the relevance test alone, at the whole alpha)
+    answerability: AnswerabilityModel | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -12,6 +12,16 @@ from typing import Any
 import numpy as np
 
 from ragbound.corpus.provenance import DeclaredOrigin, QuestionOrigin, origins_of
+from ragbound.detect.answerability import (
+    DEPTH as ANSWER_DEPTH,
+)
+from ragbound.detect.answerability import (
+    AnswerabilityModel,
+    AnswerabilityVerdict,
+    calibrate_answerability,
+    check_answerability,
+    coverage,
+)
 from ragbound.detect.boundary import BoundaryDetector
 from ragbound.detect.calibration import Calibration, NullQuestions
 from ragbound.detect.canary import CanaryCheck, check_canaries, record_canaries, verify_canaries
@@ -106,6 +116,7 @@ class Guard:
         null_queries: Sequence[str] | None = None,
         seed: int | None = None,
         questions: Questions | None = None,
+        answerability: str | None = None,
         **params: Any,
     ) -> Guard:
         """Calibrate on in-knowledge queries: the empirical null new queries are tested against.
@@ -145,11 +156,32 @@ class Guard:
         None: unknown. A null of synthetic questions alone marks every verdict
         ``approximate`` ("p-values approximate: no real questions").
 
+        ``answerability`` (``"coverage"``; None: off) adds the answerability test
+        (:mod:`ragbound.detect.answerability`), calibrated on the same questions: a
+        :class:`~ragbound.gate.Gate` then also abstains on a question in scope whose retrieved
+        chunks do not hold what it asks, the two tests sharing alpha. Not with ``combined`` or
+        ``auto``.
+
         Example (synthetic questions teach the score, real ones certify it)::
 
             guard = Guard.calibrate(kb, synthetic, statistic="auto", null_queries=real,
                                     queries_source="real.txt", questions="real")
         """
+        if answerability is not None:
+            check_answerability(answerability)
+            guard = cls.calibrate(
+                kb,
+                queries,
+                config,
+                queries_source=queries_source,
+                granularity=granularity,
+                progress=progress,
+                null_queries=null_queries,
+                seed=seed,
+                questions=questions,
+                **params,
+            )
+            return guard.with_answerability(answerability, progress=progress)
         origins_of((), questions)  # a bad value is refused before any search
         if "tau" in params:
             params["tau"] = resolve_tau(params["tau"], kb.embedder_name)
@@ -326,6 +358,66 @@ class Guard:
         monitor of a service's supervisor reads the calibration only)."""
         kb = KnowledgeBase.load(kb_dir)
         return cls(kb, Calibration.load(Path(kb_dir)), force=force, granularity=granularity)
+
+    def with_answerability(self, statistic: str | None, *, progress: bool = False) -> Guard:
+        """This guard with the answerability test calibrated on its calibration questions
+        (``statistic`` None: without it). Refused for the learned statistics, whose null is
+        a part of the questions."""
+        manifest = self.calibration.manifest
+        if statistic is None:
+            self.calibration.manifest = manifest.model_copy(update={"answerability": None})
+            return self
+        check_answerability(statistic)
+        if self.is_learned():
+            raise InputError(
+                f"the answerability test needs a statistic of the similarities (mss, knn, "
+                f"...): its null and {COMBINED}'s are made of different questions"
+            )
+        queries = self.calibration.queries
+        hits = search_in_batches(
+            self.kb, queries, min(ANSWER_DEPTH, len(self.kb)), progress=progress
+        )
+        model = calibrate_answerability(self.kb, queries, hits, statistic)
+        self.calibration.manifest = manifest.model_copy(update={"answerability": model})
+        return self
+
+    @property
+    def answerability(self) -> AnswerabilityModel | None:
+        """The calibrated answerability test (None: off)."""
+        return self.calibration.manifest.answerability
+
+    def answerability_level(self, alpha: float | None = None) -> float:
+        """The level each test runs at when both share ``alpha`` (default: the
+        calibration's); ``alpha`` itself without the answerability test."""
+        alpha = self.config.alpha if alpha is None else alpha
+        model = self.answerability
+        if model is None:
+            return alpha
+        return model.level(alpha, self.null_scores())
+
+    def answerability_verdicts(
+        self, texts: Sequence[str], hits: Hits, level: float
+    ) -> list[AnswerabilityVerdict]:
+        """The answerability test of each text given its ``hits`` (the search the relevance
+        test read, at least the model's depth), flagged at ``level``."""
+        model = self.answerability
+        if model is None:
+            raise InputError("this calibration has no answerability test: calibrate with one")
+        null = model.empirical_null()
+        found = coverage(self.kb, texts, hits, model.depth)
+        p_values = null.p_values([c.score for c in found])
+        return [
+            AnswerabilityVerdict(
+                statistic=model.statistic,
+                score=c.score,
+                p_value=float(p),
+                unanswerable=bool(p <= level),
+                alpha=level,
+                n_calibration=null.n,
+                evidence=c.evidence,
+            )
+            for c, p in zip(found, p_values, strict=True)
+        ]
 
     def record_questions(self, questions: Questions | None) -> Guard:
         """Keep where the null's questions came from in the manifest (self); ``questions`` as

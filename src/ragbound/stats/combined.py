@@ -67,25 +67,45 @@ def weighted_overlap(
     groups: ArrayLike,
     n_groups: int,
 ) -> float:
-    """The largest share of ``total`` held by the query words found in one group of words.
+    """The largest share of ``total`` held by the query words found in one group of words
+    (the maximum of :func:`group_overlaps`; 0.0 when there is no group or no weight).
+
+    >>> weighted_overlap([3, 7], [2.0, 1.0], 4.0, [7, 3, 9], [0, 1, 1], 2)
+    0.5
+    """
+    shares = group_overlaps(query_ids, query_weights, total, word_ids, groups, n_groups)
+    return float(shares.max()) if shares.size else 0.0
+
+
+def group_overlaps(
+    query_ids: ArrayLike,
+    query_weights: ArrayLike,
+    total: float,
+    word_ids: ArrayLike,
+    groups: ArrayLike,
+    n_groups: int,
+) -> FloatArray:
+    """Each group's share of ``total`` held by the query words found in it.
 
     ``query_ids`` (sorted, unique) are the query's word ids and ``query_weights`` their
     weights (> 0); ``total`` is the weight of all the query's words (those without an id
     too). ``word_ids`` are the words of ``n_groups`` groups (candidate chunks, sentences)
     concatenated, each group's unique, and ``groups`` the group (0 to n_groups - 1) of each.
-    0.0 when there is no group or no weight.
+    All zeros when there is no weight; empty when there is no group.
 
-    >>> weighted_overlap([3, 7], [2.0, 1.0], 4.0, [7, 3, 9], [0, 1, 1], 2)
-    0.5
+    >>> group_overlaps([3, 7], [2.0, 1.0], 4.0, [7, 3, 9], [0, 1, 1], 2).tolist()
+    [0.25, 0.5]
     """
     ids = np.asarray(query_ids, dtype=np.int64)
     words = np.asarray(word_ids, dtype=np.int64)
-    if total <= 0 or n_groups <= 0 or ids.size == 0 or words.size == 0:
-        return 0.0
+    if n_groups <= 0:
+        return np.zeros(0)
+    if total <= 0 or ids.size == 0 or words.size == 0:
+        return np.zeros(n_groups)
     found = np.isin(words, ids)
     weights = np.asarray(query_weights, dtype=np.float64)[np.searchsorted(ids, words[found])]
     held = np.bincount(np.asarray(groups)[found], weights=weights, minlength=n_groups)
-    return float(held.max() / total)
+    return held / total
 
 
 def document_gap(sims: ArrayLike, documents: ArrayLike) -> FloatArray:

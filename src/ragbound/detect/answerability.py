@@ -1,0 +1,184 @@
+"""The answerability test: do the chunks retrieved for a question hold what it asks about?
+
+The relevance test asks whether a question lands where the knowledge is. A question on the
+corpus's topic whose answer the corpus lacks passes it; this second test reads the chunks the
+gate already retrieved (no second search, no second embedding) and scores how much of the
+question they hold.
+
+Statistic ``coverage`` (LLM-free): each word of the question (BM25's tokens: lower-cased, stop
+words out) weighs its BM25 IDF among the knowledge base's chunks, so rare words (names,
+numbers, terms) count most; the score is 1 minus the largest share of that weight found in
+one sentence of the :data:`DEPTH` nearest chunks (higher = more likely unanswerable). Its
+evidence is that sentence, its share, and the question's weightiest words no retrieved chunk
+holds.
+
+Calibration: the calibration questions, answerable by construction, are scored the same way;
+their scores make the null, and a new question's p-value is conformal on them
+(``(1 + #{null >= score}) / (n + 1)``), exactly valid when it is exchangeable with them. The
+two tests share one alpha (:func:`ragbound.stats.answerability.shared_alpha`): each runs at the
+level that keeps the share of calibration questions either flags at alpha.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from ragbound.corpus.chunker import split_sentences
+from ragbound.detect.combined import CorpusWords, corpus_words
+from ragbound.errors import InputError
+from ragbound.knowledge.protocol import Knowledge
+from ragbound.stats import EmpiricalNull
+from ragbound.stats.answerability import leave_one_out_p_values, shared_alpha
+from ragbound.stats.combined import group_overlaps
+from ragbound.stores import Hits
+from ragbound.stores.lexical import word_tokens
+
+COVERAGE = "coverage"
+ANSWERABILITY_STATISTICS: tuple[str, ...] = (COVERAGE,)
+# nearest chunks read: the gate's default context (what an LLM would be given)
+DEPTH = 5
+# missing words named in a verdict's evidence
+MISSING_SHOWN = 5
+
+
+class AnswerabilityEvidence(BaseModel):
+    """What the answerability test read: the best sentence, its share of the question, and
+    the question's words no retrieved chunk holds."""
+
+    sentence: str = Field(description="the retrieved sentence holding most of the question")
+    chunk_id: str | None = Field(description="its chunk (None: nothing was retrieved)")
+    coverage: float = Field(description="share of the question's word weight it holds, 0-1")
+    missing: list[str] = Field(
+        description="the question's weightiest words no retrieved chunk holds, rarest first"
+    )
+
+
+class AnswerabilityVerdict(BaseModel):
+    """The answerability test for one question.
+
+    ``score`` is the statistic (higher = more likely unanswerable); ``p_value`` its right
+    tail among the calibration questions' scores; ``unanswerable`` = p_value <= ``alpha``,
+    the level this test runs at (its share of the gate's alpha).
+    """
+
+    statistic: str
+    score: float
+    p_value: float
+    unanswerable: bool = Field(description="p_value <= alpha")
+    alpha: float = Field(description="this test's level: its share of the gate's alpha")
+    n_calibration: int
+    evidence: AnswerabilityEvidence
+
+
+class AnswerabilityModel(BaseModel):
+    """A calibrated answerability test, saved in the calibration's manifest (plain JSON)."""
+
+    statistic: str = COVERAGE
+    depth: int = DEPTH
+    null: list[float] = Field(description="the calibration questions' scores")
+
+    def empirical_null(self) -> EmpiricalNull:
+        return _null(tuple(self.null))
+
+    def level(self, alpha: float, relevance_null: np.ndarray) -> float:
+        """The level both tests run at for a gate at ``alpha`` (see
+        :func:`~ragbound.stats.answerability.shared_alpha`); ``relevance_null`` holds the
+        relevance test's calibration scores, in the same question order as ``null``."""
+        return _level(alpha, tuple(self.null), tuple(np.asarray(relevance_null).tolist()))
+
+
+@lru_cache(maxsize=8)
+def _null(scores: tuple[float, ...]) -> EmpiricalNull:
+    return EmpiricalNull(np.asarray(scores))
+
+
+@lru_cache(maxsize=16)
+def _level(alpha: float, answerability: tuple[float, ...], relevance: tuple[float, ...]) -> float:
+    if len(answerability) != len(relevance):
+        raise ValueError(
+            f"the two nulls differ in size ({len(answerability)} and {len(relevance)})"
+        )
+    p = np.column_stack(
+        [leave_one_out_p_values(np.asarray(relevance)), leave_one_out_p_values(answerability)]
+    )
+    return shared_alpha(p, alpha)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """One question's coverage score (higher = less of it found) and its evidence."""
+
+    score: float
+    evidence: AnswerabilityEvidence
+
+
+def coverage(kb: Knowledge, texts: Sequence[str], hits: Hits, depth: int = DEPTH) -> list[Coverage]:
+    """The ``coverage`` statistic of each text against the first ``depth`` chunks of its row
+    of ``hits`` (a search of ``kb``), with its evidence."""
+    corpus = corpus_words(kb)
+    words = word_tokens(list(texts))
+    return [
+        _coverage(kb, corpus, set(words[i]), hits.indices[i, :depth]) for i in range(len(texts))
+    ]
+
+
+def _coverage(kb: Knowledge, corpus: CorpusWords, words: set[str], row: np.ndarray) -> Coverage:
+    rows = [int(r) for r in row if r >= 0]
+    if not rows or not words:  # nothing to find, or nothing asked: nothing holds it
+        evidence = AnswerabilityEvidence(sentence="", chunk_id=None, coverage=0.0, missing=[])
+        return Coverage(score=1.0 if words else 0.0, evidence=evidence)
+    found = corpus.chunk_words(rows, lambda r: kb.chunk_at(r).text)
+    ids, weights, total = corpus.query_terms(words)
+    sentence_words = np.concatenate([f.sentence_words for f in found])
+    first = np.cumsum([0] + [f.n_sentences for f in found])  # each chunk's first sentence
+    of = np.concatenate([f.sentence_of + n for f, n in zip(found, first, strict=False)])
+    shares = group_overlaps(ids, weights, total, sentence_words, of, int(first[-1]))
+    best = int(np.argmax(shares))
+    chunk = int(np.searchsorted(first, best, side="right") - 1)
+    held = np.concatenate([f.words for f in found])
+    evidence = AnswerabilityEvidence(
+        sentence=_sentence(kb.chunk_at(rows[chunk]).text, best - int(first[chunk])),
+        chunk_id=kb.chunk_at(rows[chunk]).id,
+        coverage=float(shares[best]),
+        missing=_missing(corpus, words, held),
+    )
+    return Coverage(score=1.0 - float(shares[best]), evidence=evidence)
+
+
+def _sentence(text: str, index: int) -> str:
+    sentences = split_sentences(text) or [text]
+    return sentences[min(index, len(sentences) - 1)]
+
+
+def _missing(corpus: CorpusWords, words: set[str], held: np.ndarray) -> list[str]:
+    vocab = corpus.index.vocab
+    held_set = set(held.tolist())
+    absent = [w for w in words if vocab.get(w) not in held_set]
+    return sorted(absent, key=lambda w: (-corpus.weight(w), w))[:MISSING_SHOWN]
+
+
+def calibrate_answerability(
+    kb: Knowledge, queries: Sequence[str], hits: Hits, statistic: str = COVERAGE
+) -> AnswerabilityModel:
+    """The answerability test calibrated on in-knowledge ``queries`` (the relevance test's
+    calibration questions, in its order) and their ``hits`` (a search of ``kb`` at least
+    :data:`DEPTH` deep, or as deep as ``kb`` is)."""
+    check_answerability(statistic)
+    depth = min(DEPTH, hits.indices.shape[1])
+    scores = [c.score for c in coverage(kb, queries, hits, depth)]
+    return AnswerabilityModel(statistic=statistic, depth=depth, null=scores)
+
+
+def check_answerability(statistic: str) -> str:
+    """``statistic`` if it names an answerability statistic, else an InputError."""
+    if statistic not in ANSWERABILITY_STATISTICS:
+        raise InputError(
+            f"unknown answerability statistic {statistic!r}: expected one of "
+            f"{', '.join(ANSWERABILITY_STATISTICS)} (or off)"
+        )
+    return statistic
