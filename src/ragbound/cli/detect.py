@@ -34,6 +34,7 @@ from ragbound.cli.common import (
 )
 from ragbound.corpus.origins import DECLARED_ORIGINS
 from ragbound.detect.names import (
+    ANSWERABILITY_STATISTICS,
     APPROXIMATE,
     AUTO,
     COMBINED,
@@ -51,8 +52,10 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from ragbound.corpus.conversations import FileConversation
+    from ragbound.detect.answerability import AnswerabilityVerdict
     from ragbound.detect.calibration import CalibrationManifest, NullQuestions
     from ragbound.detect.combined import Selection
+    from ragbound.detect.guard import Guard
     from ragbound.detect.rewrite import Rewriter
     from ragbound.gate import Decision
     from ragbound.results import EvaluationReport, Neighbour, Verdict
@@ -203,6 +206,14 @@ def calibrate(
             callback=validate.choice(*DECLARED_ORIGINS),
         ),
     ] = None,
+    answerability: Annotated[
+        str,
+        typer.Option(
+            help="The second test: coverage (do the retrieved chunks hold the question's "
+            "words? LLM-free) or off. See docs/answerability.md.",
+            callback=validate.choice("off", *ANSWERABILITY_STATISTICS),
+        ),
+    ] = "off",
     json_out: JsonOpt = False,
 ) -> None:
     """Build the empirical null from in-knowledge queries; save it in KB_DIR/calibration/.
@@ -212,7 +223,17 @@ def calibrate(
     does answer: real user questions, or the output of `ragbound synth`. The smallest
     p-value is 1/(n+1), so finding any query out of knowledge at alpha = 0.05 needs at
     least 19 queries; a few hundred are better. Calibrating again replaces the saved
-    calibration. It is saved while no other process writes the knowledge base (waiting up to
+    calibration.
+
+    --answerability coverage adds the answerability test, calibrated on the same questions:
+    check, the gate and the service then also abstain (cause unanswerable) on a question in
+    scope whose 5 nearest chunks do not hold what it asks (the IDF-weighted share of its
+    words in their best sentence), the two tests sharing --alpha (each at the level that
+    keeps the calibration questions either flags at alpha; --json: answerability, with
+    level). Off by default: on the corpus zoo it does not catch more everywhere
+    (docs/answerability.md).
+
+    It is saved while no other process writes the knowledge base (waiting up to
     $RAGBOUND_LOCK_TIMEOUT seconds, 60 by default), and refused if the knowledge base changed
     while it was being calibrated.
 
@@ -341,6 +362,7 @@ def calibrate(
             queries_source=str(source),
             progress=progress(json_out),
             questions=questions or origins,  # type: ignore[arg-type]
+            answerability=None if answerability == "off" else answerability,
         )
     from ragbound.cli.synth import check_against_real
 
@@ -363,6 +385,7 @@ def calibrate(
     }
     info["questions"] = guard.calibration.manifest.questions.model_dump()
     info["reading"] = guard.reading
+    info["answerability"] = _answerability_info(guard)
     if chats:
         info["conversations"] = _chats_info(conversations, chats)
     if synthetic_check is not None:
@@ -394,8 +417,26 @@ def calibrate(
             f"conversations: {found['n_turns']} user turns of {n} conversation"
             f"{'s' if n != 1 else ''}, read with {reading} (check reads conversations with it)"
         )
+    if info["answerability"] is not None:
+        level = info["answerability"]["level"]
+        say(
+            f"answerability test {info['answerability']['statistic']} calibrated on the same "
+            f"questions; both tests share alpha={alpha}: each runs at {level:.4g}"
+        )
     say(f"saved to {folder}")
     say(questions_line(guard.calibration.manifest.questions))
+
+
+def _answerability_info(guard: Guard) -> dict | None:
+    """The answerability test of a calibration for --json (None: off)."""
+    model = guard.answerability
+    if model is None:
+        return None
+    return {
+        "statistic": model.statistic,
+        "depth": model.depth,
+        "level": guard.answerability_level(),
+    }
 
 
 def _calibration_chats(
@@ -560,14 +601,15 @@ def check(
         raise InputError("--every-turn, --reading and --llm need --conversations FILE")
     texts = gather_queries(query, queries, field)
     guard = Guard.load(kb_dir, force=force)
-    verdicts = guard.check_many(
+    verdicts, answers = guard.check_both(
         texts, statistic=statistic, alpha=alpha, evidence=evidence, progress=progress(json_out)
     )
     if json_out:
-        for verdict in verdicts:
-            emit_json(verdict)
+        for i, verdict in enumerate(verdicts):
+            found = None if answers is None else answers[i].model_dump(mode="json")
+            emit_json({**verdict.model_dump(mode="json"), "answerability": found})
         return
-    print_verdicts(verdicts)
+    print_verdicts(verdicts, answers)
     if guard.approximate:
         say(APPROXIMATE_LINE)
 
@@ -762,20 +804,39 @@ def _warn_when_smaller_than_samples(sizes: dict[Path, int], samples: int, runs: 
     notice(f"warning: {files} {verb} fewer than --samples {samples}; {what}")
 
 
-def print_verdicts(verdicts: Sequence[Verdict]) -> None:
+def print_verdicts(
+    verdicts: Sequence[Verdict], answers: Sequence[AnswerabilityVerdict] | None = None
+) -> None:
     """Each verdict in two lines of at most 80 columns: the query whole (wrapped at spaces),
     then its p-value, in or out of knowledge, and the nearest chunk's similarity and source
-    (the statistic's score and the chunk's text are in --json)."""
+    (the statistic's score and the chunk's text are in --json); with the answerability test,
+    a third line (:func:`answerability_line`)."""
     from rich.markup import escape
 
     first = verdicts[0]
+    shared = "" if answers is None else " (shared with the answerability test)"
     say(
-        f"{first.statistic}, alpha={first.alpha}, k={first.k}, "
+        f"{first.statistic}, alpha={first.alpha:.4g}{shared}, k={first.k}, "
         f"{first.n_calibration} calibration queries"
     )
-    for v in verdicts:
+    for i, v in enumerate(verdicts):
         say(escape(v.query))
         console().print(verdict_line(v, v.neighbours), soft_wrap=True)
+        if answers is not None and not v.out_of_knowledge:
+            console().print(answerability_line(answers[i]), soft_wrap=True)
+
+
+def answerability_line(answer: AnswerabilityVerdict) -> str:
+    """The line under an in-knowledge verdict: the answerability test's p-value, answerable
+    or not, the share of the question the best retrieved sentence holds and, when
+    unanswerable, the question's rarest words no retrieved chunk holds."""
+    from rich.markup import escape
+
+    label = "[red]unanswerable[/]" if answer.unanswerable else "[green]answerable[/]  "
+    held = f"  best sentence holds {answer.evidence.coverage:.0%}"
+    missing = ", ".join(answer.evidence.missing)
+    lacking = f"; missing: {escape(missing)}" if answer.unanswerable and missing else ""
+    return f"    p-value {answer.p_value:.4f}  {label}{held}{lacking}"
 
 
 def verdict_line(verdict: Verdict, neighbours: Sequence[Neighbour]) -> str:

@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from ragbound.corpus.chunker import split_sentences
 from ragbound.detect.combined import CorpusWords, corpus_words
+from ragbound.detect.names import ANSWERABILITY_STATISTICS, COVERAGE
 from ragbound.errors import InputError
 from ragbound.knowledge.protocol import Knowledge
 from ragbound.stats import EmpiricalNull
@@ -38,8 +39,6 @@ from ragbound.stats.combined import group_overlaps
 from ragbound.stores import Hits
 from ragbound.stores.lexical import word_tokens
 
-COVERAGE = "coverage"
-ANSWERABILITY_STATISTICS: tuple[str, ...] = (COVERAGE,)
 # nearest chunks read: the gate's default context (what an LLM would be given)
 DEPTH = 5
 # missing words named in a verdict's evidence

@@ -386,14 +386,42 @@ class Guard:
         """The calibrated answerability test (None: off)."""
         return self.calibration.manifest.answerability
 
-    def answerability_level(self, alpha: float | None = None) -> float:
+    def answerability_level(
+        self, alpha: float | None = None, statistic: str | None = None
+    ) -> float:
         """The level each test runs at when both share ``alpha`` (default: the
+        calibration's), the relevance test scoring ``statistic`` (default: the
         calibration's); ``alpha`` itself without the answerability test."""
         alpha = self.config.alpha if alpha is None else alpha
         model = self.answerability
         if model is None:
             return alpha
-        return model.level(alpha, self.null_scores())
+        return model.level(alpha, self.null_scores(statistic))
+
+    def check_both(
+        self,
+        queries: Sequence[str],
+        *,
+        statistic: str | None = None,
+        alpha: float | None = None,
+        evidence: int = 3,
+        progress: bool = False,
+    ) -> tuple[list[Verdict], list[AnswerabilityVerdict] | None]:
+        """:meth:`check_many` with the answerability test beside it, both at their share of
+        ``alpha`` and from one search (the answerability verdicts None: the calibration has
+        no such test, and the relevance test runs at the whole alpha)."""
+        model = self.answerability
+        if model is None:
+            verdicts = self.check_many(
+                queries, statistic=statistic, alpha=alpha, evidence=evidence, progress=progress
+            )
+            return verdicts, None
+        level = self.answerability_level(alpha, statistic)
+        depth = max(self.search_depth(), model.depth)
+        hits = search_in_batches(self.kb, queries, depth, progress=progress)
+        scored = self.score(queries, statistic=statistic, alpha=level, hits=hits)
+        verdicts = [self.verdict(q, scored, i, evidence) for i, q in enumerate(queries)]
+        return verdicts, self.answerability_verdicts(queries, hits, level)
 
     def answerability_verdicts(
         self, texts: Sequence[str], hits: Hits, level: float

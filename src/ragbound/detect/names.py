@@ -16,6 +16,9 @@ DEFAULT_STATISTIC = "mss"
 COMBINED = "combined"
 # calibrate only: pick the statistic, k and granularity by estimated power (detect.select)
 AUTO = "auto"
+# the answerability test's statistics (ragbound.detect.answerability)
+COVERAGE = "coverage"
+ANSWERABILITY_STATISTICS: tuple[str, ...] = (COVERAGE,)
 # tau = "auto": the embedder's training temperature (detect.config.resolve_tau)
 TAU_AUTO = "auto"
 
