@@ -34,7 +34,7 @@ from ragbound.detect.names import ANSWERABILITY_STATISTICS, COVERAGE
 from ragbound.errors import InputError
 from ragbound.knowledge.protocol import Knowledge
 from ragbound.stats import EmpiricalNull
-from ragbound.stats.answerability import leave_one_out_p_values, shared_alpha
+from ragbound.stats.answerability import calibration_p_values, shared_alpha
 from ragbound.stats.combined import group_overlaps
 from ragbound.stores import Hits
 from ragbound.stores.lexical import word_tokens
@@ -103,7 +103,7 @@ def _level(alpha: float, answerability: tuple[float, ...], relevance: tuple[floa
             f"the two nulls differ in size ({len(answerability)} and {len(relevance)})"
         )
     p = np.column_stack(
-        [leave_one_out_p_values(np.asarray(relevance)), leave_one_out_p_values(answerability)]
+        [calibration_p_values(np.asarray(relevance)), calibration_p_values(answerability)]
     )
     return shared_alpha(p, alpha)
 

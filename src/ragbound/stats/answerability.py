@@ -3,7 +3,7 @@
 The gate runs the relevance test and the answerability test on every question; a question is
 turned away when either flags it. :func:`shared_alpha` picks the one level both run at so
 that the share of calibration questions (answerable by construction) flagged by either stays
-at alpha; :func:`leave_one_out_p_values` gives each calibration question the p-value a new
+at alpha; :func:`calibration_p_values` gives each calibration question the p-value a new
 question exchangeable with it would get. Scores are oriented as everywhere in the package:
 higher = more out of knowledge.
 """
@@ -16,19 +16,19 @@ from numpy.typing import ArrayLike
 from ragbound.stats._validate import FloatArray, check_open_unit
 
 
-def leave_one_out_p_values(scores: ArrayLike) -> FloatArray:
+def calibration_p_values(scores: ArrayLike) -> FloatArray:
     """Each calibration score's conformal p-value against the others:
     ``(1 + #{j != i: s_j >= s_i}) / n`` (higher score = more extreme).
 
     What a new question exchangeable with them would get against n - 1 of them; a little
     smaller than against all n, so a threshold chosen on these errs on the safe side.
 
-    >>> leave_one_out_p_values([0.1, 0.5, 0.5, 0.9]).tolist()
+    >>> calibration_p_values([0.1, 0.5, 0.5, 0.9]).tolist()
     [1.0, 0.75, 0.75, 0.25]
     """
     s = np.asarray(scores, dtype=np.float64)
     if s.ndim != 1 or s.size < 2:
-        raise ValueError("leave_one_out_p_values needs a 1-d array of at least 2 scores")
+        raise ValueError("calibration_p_values needs a 1-d array of at least 2 scores")
     ordered = np.sort(s)
     at_least = s.size - np.searchsorted(ordered, s, side="left")  # itself included
     return at_least / s.size
@@ -39,7 +39,7 @@ def shared_alpha(p_values: ArrayLike, alpha: float) -> float:
     ``alpha`` of the calibration questions.
 
     ``p_values`` is (n, m): each of n calibration questions' leave-one-out p-value
-    (:func:`leave_one_out_p_values`) under each of m tests. A question is flagged when any of
+    (:func:`calibration_p_values`) under each of m tests. A question is flagged when any of
     its p-values is <= the level; the level returned is the largest such that the share
     flagged is <= ``alpha`` (alpha itself when one test: nothing to share; 0.0 when even the
     smallest p-value flags too many). Tests that agree (correlated p-values) keep a level near
