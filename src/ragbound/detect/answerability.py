@@ -5,12 +5,12 @@ corpus's topic whose answer the corpus lacks passes it; this second test reads t
 gate already retrieved (no second search, no second embedding) and scores how much of the
 question they hold.
 
-Statistic ``coverage`` (LLM-free): each word of the question (BM25's tokens: lower-cased, stop
-words out) weighs its BM25 IDF among the knowledge base's chunks, so rare words (names,
-numbers, terms) count most; the score is 1 minus the largest share of that weight found in
-one sentence of the :data:`DEPTH` nearest chunks (higher = more likely unanswerable). Its
-evidence is that sentence, its share, and the question's weightiest words no retrieved chunk
-holds.
+Statistic ``coverage`` (LLM-free): each content word of the question (BM25's tokens,
+lower-cased, without English function words: :func:`question_words`) weighs its BM25 IDF
+among the knowledge base's chunks, so rare words (names, numbers, terms) count most; the
+score is 1 minus the largest share of that weight found in one sentence of the
+:data:`DEPTH` nearest chunks (higher = more likely unanswerable). Its evidence is that
+sentence, its share, and the question's weightiest words no retrieved chunk holds.
 
 Calibration: the calibration questions, answerable by construction, are scored the same way;
 their scores make the null, and a new question's p-value is conformal on them
@@ -120,10 +120,17 @@ def coverage(kb: Knowledge, texts: Sequence[str], hits: Hits, depth: int = DEPTH
     """The ``coverage`` statistic of each text against the first ``depth`` chunks of its row
     of ``hits`` (a search of ``kb``), with its evidence."""
     corpus = corpus_words(kb)
-    words = word_tokens(list(texts))
-    return [
-        _coverage(kb, corpus, set(words[i]), hits.indices[i, :depth]) for i in range(len(texts))
-    ]
+    words = question_words(texts)
+    return [_coverage(kb, corpus, words[i], hits.indices[i, :depth]) for i in range(len(texts))]
+
+
+def question_words(texts: Sequence[str]) -> list[set[str]]:
+    """Each text's content words: BM25's tokens (lower-cased) without English function
+    words. BM25's own stop list is short (33 words) and keeps "how", "which", "each": a
+    corpus rarely holds them, so they would weigh as much as a missing name."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # a core dependency
+
+    return [set(words) - ENGLISH_STOP_WORDS for words in word_tokens(list(texts))]
 
 
 def _coverage(kb: Knowledge, corpus: CorpusWords, words: set[str], row: np.ndarray) -> Coverage:
