@@ -52,6 +52,7 @@ def test_a_fresh_process_reads_the_same_entries(tmp_path: Path) -> None:
         {"params": GenerationParams(temperature=0.5)},
         {"params": GenerationParams(max_tokens=10)},
         {"params": GenerationParams(stop=["\n"])},
+        {"params": GenerationParams(top_logprobs=5)},
     ],
 )
 def test_every_part_of_the_request_is_in_the_key(tmp_path: Path, change: dict) -> None:
@@ -69,6 +70,15 @@ def test_every_part_of_the_request_is_in_the_key(tmp_path: Path, change: dict) -
         )
         assert not reply.cached
     assert len(root) == 2
+
+
+def test_a_key_made_before_top_logprobs_existed_is_unchanged() -> None:
+    from ragbound.llm.cache import request_record
+
+    record = request_record("fake:scripted", user("hello"), GenerationParams(), "p", 2)
+    assert "top_logprobs" not in record["params"]
+    asked = request_record("fake:scripted", user("hello"), GenerationParams(top_logprobs=3), "p", 2)
+    assert asked["params"]["top_logprobs"] == 3
 
 
 def test_entry_layout_and_provenance(tmp_path: Path) -> None:

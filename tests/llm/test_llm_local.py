@@ -131,3 +131,18 @@ def test_the_default_model_answers_a_one_line_question(tmp_path: Path) -> None:
     cached = CachedLLM(llm, ResponseCache(tmp_path))
     cached.complete(question, params)
     assert cached.complete(question, params).cached
+
+
+@pytest.mark.slow
+def test_the_default_model_gives_its_first_token_alternatives() -> None:
+    llm = default_model_or_skip()
+    question = [
+        ChatMessage(role="system", content="Answer YES or NO."),
+        ChatMessage(role="user", content="Is Paris the capital of France? Answer YES or NO."),
+    ]
+    reply = llm.complete(question, GenerationParams(max_tokens=2, top_logprobs=5))
+    assert reply.top_logprobs is not None and len(reply.top_logprobs) <= 5
+    best = max(reply.top_logprobs, key=reply.top_logprobs.__getitem__)
+    assert best.strip().upper() == "YES" and reply.text.strip().upper().startswith("YES")
+    assert all(value <= 0.0 for value in reply.top_logprobs.values())
+    assert llm.complete(question, GenerationParams(max_tokens=2)).top_logprobs is None

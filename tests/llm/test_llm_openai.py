@@ -93,6 +93,25 @@ def test_no_seed_no_stop_and_no_key_are_left_out(server: ScriptedServer) -> None
     assert "Authorization" not in sent["headers"]
 
 
+def test_top_logprobs_are_asked_for_and_read(server: ScriptedServer) -> None:
+    body = completion("YES")
+    alternatives = [
+        {"token": "YES", "logprob": -0.1},
+        {"token": "NO", "logprob": -2.5},
+        {"token": "NO", "logprob": -9.0},  # repeated: the likelier entry is kept
+        {"token": "x", "logprob": None},  # not a number: left out
+    ]
+    body["choices"][0]["logprobs"] = {"content": [{"token": "YES", "top_logprobs": alternatives}]}
+    server.script = [Reply(body=body)]
+    reply = client(server).complete(MESSAGES, GenerationParams(max_tokens=1, top_logprobs=5))
+    assert reply.top_logprobs == {"YES": -0.1, "NO": -2.5}
+    sent = server.seen[0]["json"]
+    assert (sent["logprobs"], sent["top_logprobs"]) == (True, 5)
+    plain = client(server).complete(MESSAGES)
+    assert plain.top_logprobs is None
+    assert "logprobs" not in server.seen[1]["json"]
+
+
 def test_a_500_is_retried(server: ScriptedServer) -> None:
     server.script = [Reply(500, {"error": "overloaded"}), Reply(body=completion("Lyon"))]
     assert client(server).complete(MESSAGES).text == "Lyon"

@@ -27,7 +27,9 @@ class GenerationParams(BaseModel):
 
     ``temperature`` 0 is greedy decoding; ``max_tokens`` caps the completion length in tokens;
     ``seed`` fixes the sampler (``None``: the backend picks one); ``top_p`` is nucleus sampling
-    mass in (0, 1]; ``stop`` lists strings that end the completion.
+    mass in (0, 1]; ``stop`` lists strings that end the completion; ``top_logprobs`` (1-20)
+    asks for the first generated token's most likely alternatives with their log-probabilities
+    (:attr:`LLMResponse.top_logprobs`: a judge's graded score; None: not asked).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -37,6 +39,15 @@ class GenerationParams(BaseModel):
     seed: int | None = 0
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     stop: list[str] | None = None
+    top_logprobs: int | None = Field(default=None, ge=1, le=20)
+
+    def cache_fields(self) -> dict:
+        """The fields a response cache keys on: the ones set away from None by the newer
+        options too, so a key made before ``top_logprobs`` existed is still the same."""
+        fields = self.model_dump()
+        if fields["top_logprobs"] is None:
+            del fields["top_logprobs"]
+        return fields
 
 
 class LLMResponse(BaseModel):
@@ -55,6 +66,11 @@ class LLMResponse(BaseModel):
     seconds: float = Field(ge=0.0)
     cached: bool = False
     created_at: str = Field(default_factory=utc_now)
+    top_logprobs: dict[str, float] | None = Field(
+        default=None,
+        description="the first generated token's likeliest alternatives (token text -> natural "
+        "log-probability), when GenerationParams.top_logprobs asked for them",
+    )
 
 
 @runtime_checkable

@@ -35,7 +35,7 @@ def request_record(
         "prompt_id": prompt_id,
         "prompt_version": prompt_version,
         "messages": [message.model_dump() for message in messages],
-        "params": params.model_dump(),
+        "params": params.cache_fields(),
     }
 
 

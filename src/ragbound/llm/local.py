@@ -191,15 +191,42 @@ class LocalLlama:
     def _generate(self, messages: Sequence[ChatMessage], params: GenerationParams) -> LLMResponse:
         llama = self._load()
         start = time.perf_counter()  # generation only: the one-time load is not counted
-        reply = llama.create_chat_completion(
-            messages=[message.model_dump() for message in messages],
-            temperature=params.temperature,
-            max_tokens=params.max_tokens,
-            seed=params.seed,
-            top_p=params.top_p,
-            stop=params.stop,
-        )
+        options = {
+            "messages": [message.model_dump() for message in messages],
+            "temperature": params.temperature,
+            "max_tokens": params.max_tokens,
+            "seed": params.seed,
+            "top_p": params.top_p,
+            "stop": params.stop,
+        }
+        if params.top_logprobs is not None:
+            return self._with_logprobs(llama, options, params.top_logprobs, start)
+        reply = llama.create_chat_completion(**options)
         return self._response(reply, time.perf_counter() - start)
+
+    def _with_logprobs(
+        self, llama: Any, options: dict[str, Any], top: int, start: float
+    ) -> LLMResponse:
+        """Generate streaming and read the first token's distribution off the context while
+        the stream waits after it. llama-cpp-python returns logprobs only from a model loaded
+        with ``logits_all`` (the output layer for every prompt position: a vocabulary-wide row
+        per token, about 0.6 MB each for Qwen), while the context always holds the row of the
+        last position it evaluated: the prompt's last, which gives the first token."""
+        import numpy as np
+
+        text, first = [], None
+        for chunk in llama.create_chat_completion(**options, stream=True):
+            if first is None:
+                row = llama._ctx.get_logits()  # the row the first token was sampled from
+                first = np.ctypeslib.as_array(row, shape=(llama.n_vocab(),)).astype(np.float64)
+            text.append(chunk["choices"][0]["delta"].get("content") or "")
+        alternatives = None if first is None else _top_tokens(llama, first, top)
+        return LLMResponse(
+            text="".join(text),
+            model=self._name,
+            seconds=time.perf_counter() - start,
+            top_logprobs=alternatives,
+        )
 
     def complete(
         self, messages: Sequence[ChatMessage], params: GenerationParams | None = None
@@ -236,3 +263,17 @@ class LocalLlama:
         if self._llama is not None:
             self._llama.close()
             self._llama = None
+
+
+def _top_tokens(llama: Any, logits: Any, top: int) -> dict[str, float]:
+    """The ``top`` likeliest tokens of a logit row as text -> natural log-probability (a
+    token whose text repeats keeps its likelier entry)."""
+    import numpy as np
+
+    shifted = logits - logits.max()
+    logprobs = shifted - np.log(np.exp(shifted).sum())
+    found: dict[str, float] = {}
+    for token in np.argsort(logprobs)[::-1][:top]:
+        text = llama.detokenize([int(token)]).decode("utf-8", errors="replace")
+        found[text] = max(float(logprobs[token]), found.get(text, -np.inf))
+    return found

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -112,6 +113,9 @@ class OpenAIChat:
             payload["seed"] = params.seed
         if params.stop:
             payload["stop"] = params.stop
+        if params.top_logprobs is not None:
+            payload["logprobs"] = True
+            payload["top_logprobs"] = params.top_logprobs
         return payload
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
@@ -215,6 +219,7 @@ class OpenAIChat:
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
             seconds=seconds,
+            top_logprobs=first_token_logprobs(body["choices"][0]),
         )
 
     def _malformed(self, body: Any, what: str) -> LLMResponseError:
@@ -232,3 +237,22 @@ class OpenAIChat:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def first_token_logprobs(choice: Any) -> dict[str, float] | None:
+    """The first generated token's alternatives of a chat completion choice
+    (``logprobs.content[0].top_logprobs``: token -> log-probability); None when the server
+    sent none (it was not asked, or does not support them). A token listed twice keeps its
+    likelier entry."""
+    try:
+        alternatives = choice["logprobs"]["content"][0]["top_logprobs"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    found: dict[str, float] = {}
+    for entry in alternatives if isinstance(alternatives, list) else []:
+        token, logprob = (
+            (entry.get("token"), entry.get("logprob")) if isinstance(entry, dict) else (None, None)
+        )
+        if isinstance(token, str) and isinstance(logprob, (int, float)) and math.isfinite(logprob):
+            found[token] = max(float(logprob), found.get(token, -math.inf))
+    return found or None
