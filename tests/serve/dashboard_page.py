@@ -76,6 +76,10 @@ def assert_the_page_updates(url: str) -> None:
             timeout=15_000,
         )
         answered_after = int(page.inner_text("#count-answer"))
+        causes = {
+            cause: int(page.inner_text(f"#cause-{cause}"))
+            for cause in ("out_of_knowledge", "unanswerable")
+        }
         timeline = page.eval_on_selector_all("#timeline circle", "nodes => nodes.length")
         browser.close()
     after = stats(url)
@@ -87,3 +91,5 @@ def assert_the_page_updates(url: str) -> None:
     assert bars == P_VALUE_BINS
     assert timeline == (len(monitor["windows"]) if monitor else 0)
     assert answered_after == answered + gained and gained >= 1
+    # no decision since the page's last poll: it shows the abstentions split by cause
+    assert causes == {cause: after["causes"][cause] for cause in causes}

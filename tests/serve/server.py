@@ -18,6 +18,7 @@ import httpx
 import pytest
 import uvicorn
 
+from ragbound.demo import sample_corpus
 from ragbound.detect import Guard
 from ragbound.knowledge import KnowledgeBase
 from ragbound.tripwires import LiveTripwires, Tripwire, TripwireRule, save_rule, tripwire_id
@@ -47,6 +48,29 @@ def prepare_served(kb_dir: Path, calibration: list[str] = SERVED) -> Path:
     Guard.calibrate(kb, calibration, k=4, alpha=0.1).save()
     save_rule(kb_dir, RULE)
     return kb_dir
+
+
+# the bundled sample corpus calibrated with the answerability test: a question in scope whose
+# answer its documents do not hold, one they answer, and one off the corpus
+UNANSWERABLE = "Which university did the inventor of BM25 attend?"
+ANSWERABLE = "How does BM25 score a chunk?"
+OFF_CORPUS = "Who won the FIFA World Cup in 2014?"
+CAUSE_OF_QUESTION = {
+    UNANSWERABLE: "unanswerable",
+    ANSWERABLE: "in_knowledge",
+    OFF_CORPUS: "out_of_knowledge",
+}
+
+
+def answerability_kb(target: Path) -> Path:
+    """The bundled sample corpus (MiniLM) calibrated on its in-knowledge questions with the
+    answerability test, as ``ragbound index DOCS`` then ``ragbound calibrate KB --queries
+    in_knowledge.txt --answerability coverage`` make it."""
+    KnowledgeBase.build([sample_corpus() / "docs"], embedder="minilm").save(target)
+    text = (sample_corpus() / "in_knowledge.txt").read_text(encoding="utf-8")
+    questions = [line for line in text.splitlines() if line.strip()]
+    Guard.calibrate(KnowledgeBase.load(target), questions, answerability="coverage").save()
+    return target
 
 
 def add_tripwires(kb_dir: Path) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ragbound.gate import Gate
+from ragbound.gate import ACTION_OF, Gate
 from ragbound.serve import Limits, ServeSettings, Tokens, create_app
 from tests.cli.runner import run
 from tests.serve.server import (
@@ -247,7 +247,9 @@ def test_every_decision_is_logged_and_ragbound_shift_reads_the_log(
     lines = log_lines(log_path)
     assert [line["query"] for line in lines[-6:]] == queries
     for line in lines:
-        assert {"time", "query", "action", "p_value", "score"} <= set(line)
+        assert {"time", "query", "action", "cause", "p_value", "score"} <= set(line)
+        assert ACTION_OF[line["cause"]] == line["action"]
+        assert line["cause"] != "unanswerable" and "answerability" not in line  # no such test
     times = [line["time"] for line in lines]
     assert times == sorted(times)
     code, out, err = run(
@@ -271,6 +273,9 @@ def test_metrics_count_decisions_tripwires_and_the_monitor(url: str) -> None:
         line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#")
     )
     assert float(samples['ragbound_decisions_total{action="answer"}']) >= 5
+    assert float(samples['ragbound_decisions_by_cause_total{cause="in_knowledge"}']) >= 5
+    assert float(samples['ragbound_decisions_by_cause_total{cause="forbidden"}']) >= 1
+    assert float(samples['ragbound_decisions_by_cause_total{cause="unanswerable"}']) == 0
     assert float(samples['ragbound_tripwire_hits_total{topic="harm"}']) >= 1
     assert float(samples["ragbound_p_value_count"]) >= 6
     assert float(samples['ragbound_request_seconds_count{route="/v1/decide"}']) >= 6

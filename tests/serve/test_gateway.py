@@ -155,6 +155,9 @@ def test_abstain_and_reject_never_reach_the_upstream(
         assert completion.model == "local-model" and completion.choices[0].finish_reason == "stop"
     assert text == reply
     assert decision["action"] == action
+    cause = {"abstain": "out_of_knowledge", "reject": "forbidden"}[action]
+    assert raw.headers["x-ragbound-cause"] == decision["cause"] == cause
+    assert "x-ragbound-answerability-p-value" not in raw.headers  # no such test calibrated
     assert len(upstream.received) == before
     if action == "reject":
         assert decision["tripwires"]["forbidden"] and decision["tripwires"]["triggers"]

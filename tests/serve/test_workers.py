@@ -113,10 +113,12 @@ def test_two_workers_share_one_port_log_monitor_and_metrics(start, tmp_path: Pat
         time.sleep(0.1)
     assert _metric(metrics, "ragbound_monitor_windows_total") == 2  # each decision once
     assert _metric(metrics, "ragbound_decisions_total") == len(queries)  # both workers
+    assert _metric(metrics, "ragbound_decisions_by_cause_total") == len(queries)
     assert "ragbound_ready 1" in metrics
     assert 'ragbound_p_at_most_alpha_share{worker="0"}' in metrics
     stats = httpx.get(f"{service.url}/v1/stats").json()
     assert stats["total"] == len(queries) and stats["p_values"]["n"] == len(queries)
+    assert sum(stats["causes"].values()) == len(queries)  # both workers' counts by cause
     assert len(stats["monitor"]["windows"]) == 2
     assert service.stop() == 0 and not service.workers()
     state = load_state(log.with_name(log.name + ".monitor.json"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -25,6 +25,10 @@ from ragbound.cli.common import (
 )
 from ragbound.cli.detect import CalibratedKbArg
 from ragbound.errors import InputError
+
+if TYPE_CHECKING:
+    from ragbound.detect import Guard
+    from ragbound.detect.logscore import ScoreTable
 
 
 def test_log(
@@ -67,9 +71,15 @@ def test_log(
     --engine ray embeds and searches on ray.data with --workers actors, each loading the
     knowledge base once (the KB folder must be readable at the same path on every node);
     without --address it starts Ray on this machine. Both engines search the same batches
-    and give the same scores. --json prints a summary: n, out_of_knowledge, statistic,
-    alpha, engine, out. A calibration made against another knowledge base, or with another
-    search (exact vs HNSW, another ef_search), is refused unless --force.
+    and give the same scores. --json prints a summary: n, out_of_knowledge, unanswerable,
+    statistic, alpha, engine, out. A calibration made against another knowledge base, or with
+    another search (exact vs HNSW, another ef_search), is refused unless --force.
+
+    With a calibration that has the answerability test (calibrate --answerability), the
+    queries are flagged as the gate flags them: out_of_knowledge at the boundary test's share
+    of alpha (the alpha printed), and unanswerable counts the others that the answerability
+    test flags (in this process, whatever the engine; the rows do not hold it). Without it,
+    unanswerable is null.
     """
     from ragbound.detect import Guard
     from ragbound.detect.logscore import check_score_output, score_file, write_scores
@@ -79,6 +89,8 @@ def test_log(
     if engine == "local" and address is not None:
         raise InputError("--address needs --engine ray")
     guard = Guard.load(kb_dir, force=force)
+    if guard.answerability is not None:  # both tests at their share of alpha, as the gate
+        alpha = guard.answerability_level(alpha, statistic)
     search = make_search(
         guard,
         engine,  # type: ignore[arg-type]
@@ -92,9 +104,11 @@ def test_log(
     )
     write_scores(table, out)
     flagged = int(table.out_of_knowledge.sum())
+    unanswerable = _unanswerable(guard, table, progress(json_out))
     summary = {
         "n": len(table.query),
         "out_of_knowledge": flagged,
+        "unanswerable": unanswerable,
         "statistic": table.statistic,
         "alpha": table.alpha,
         "engine": engine,
@@ -103,13 +117,29 @@ def test_log(
     if json_out:
         emit_json(summary)
         return
+    also = "" if unanswerable is None else f", {unanswerable} unanswerable"
     sys.stderr.write(
         wrap(
-            f"scored {summary['n']} queries ({engine}): {flagged} out of knowledge at "
+            f"scored {summary['n']} queries ({engine}): {flagged} out of knowledge{also} at "
             f"alpha = {table.alpha:g} ({table.statistic}); wrote {out}"
         )
         + "\n"
     )
+
+
+def _unanswerable(guard: Guard, table: ScoreTable, show: bool) -> int | None:
+    """The queries of ``table`` in knowledge that the answerability test flags at the
+    table's level, as the gate decides them (None: the calibration has no such test). The
+    test reads each query's nearest chunks: one more search, in this process."""
+    model = guard.answerability
+    if model is None:
+        return None
+    from ragbound.detect.guard import search_in_batches
+
+    hits = search_in_batches(guard.kb, table.query, model.depth, progress=show)
+    verdicts = guard.answerability_verdicts(table.query, hits, table.alpha)
+    flagged = zip(verdicts, table.out_of_knowledge, strict=True)
+    return sum(verdict.unanswerable and not out for verdict, out in flagged)
 
 
 def register(app: typer.Typer) -> None:

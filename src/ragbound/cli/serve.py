@@ -11,7 +11,12 @@ import typer
 from ragbound.cli import validate
 from ragbound.cli.detect import CalibratedKbArg, CheckReadingOpt, RewriteLlmOpt, rewriter_for
 from ragbound.errors import InputError
-from ragbound.gate_texts import DEFAULT_ABSTENTION, DEFAULT_CONTEXT_TEMPLATE, DEFAULT_REFUSAL
+from ragbound.gate_texts import (
+    DEFAULT_ABSTENTION,
+    DEFAULT_CONTEXT_TEMPLATE,
+    DEFAULT_REFUSAL,
+    DEFAULT_UNANSWERABLE,
+)
 from ragbound.records import read_text
 
 if TYPE_CHECKING:
@@ -208,17 +213,28 @@ def serve(
     abstention: Annotated[
         str,
         typer.Option(
-            help="The gateway's reply to an abstain (out of knowledge).",
+            help="The gateway's reply to an abstain out of knowledge (cause out_of_knowledge).",
             callback=validate.non_empty,
             rich_help_panel="Gateway",
         ),
     ] = DEFAULT_ABSTENTION,
+    unanswerable: Annotated[
+        str,
+        typer.Option(
+            help="The gateway's reply to an abstain on a question in scope whose answer the "
+            "retrieved chunks do not hold (cause unanswerable: calibrate --answerability).",
+            callback=validate.non_empty,
+            rich_help_panel="Gateway",
+        ),
+    ] = DEFAULT_UNANSWERABLE,
 ) -> None:
     """Serve the knowledge base's decisions over HTTP (FastAPI on uvicorn).
 
     POST /v1/decide {"query": ...} answers the decision as JSON (action answer, abstain or
-    reject; test, the boundary test with p_value and out_of_knowledge; tripwires, with
-    forbidden and triggers; neighbours); POST /v1/decide/batch {"queries": [...]} answers
+    reject, and its cause: in_knowledge, out_of_knowledge, unanswerable or forbidden; test,
+    the boundary test with p_value and out_of_knowledge; answerability, with p_value,
+    unanswerable and evidence, when the calibration has that test; tripwires, with forbidden
+    and triggers; neighbours); POST /v1/decide/batch {"queries": [...]} answers
     {"results": [...]} (/v1/check and /v1/check/batch, their paths before, still answer
     for one release, marked deprecated in the schema). GET/POST/DELETE /v1/tripwires list,
     add and remove tripwires live (admin token). GET /healthz, /readyz, /metrics (Prometheus)
@@ -235,7 +251,7 @@ def serve(
     Chroma or Qdrant collection, changes another replica (or the application) made in the
     collection, within about two seconds: replicas on several hosts share their tripwires so
     (docs/deploy.md). Concurrent requests are decided in one embedding batch.
-    With --log, each decision is a JSON line (time, query, action, p_value, score, ...)
+    With --log, each decision is a JSON line (time, query, action, cause, p_value, score, ...)
     written and fsync-ed before the answer; the shift monitor runs on the decisions' scores
     and its state is kept beside the log (LOG.monitor.json), so a restart resumes it. A --log
     file that ragbound serve did not write (a query log kept for ragbound shift, say) is
@@ -253,7 +269,7 @@ def serve(
     from ragbound.serve.querylog import check_query_log
 
     tokens = Tokens.load(token_file) if token_file is not None else None
-    replies = {"refusal": refusal, "abstention": abstention}
+    replies = {"refusal": refusal, "abstention": abstention, "unanswerable": unanswerable}
     budget = _budget(context_chunks, context_chars)
     gateway = _gateway(
         upstream,

@@ -226,8 +226,10 @@ def _add_decide_routes(app: FastAPI, service: Service) -> None:
         """Decide one query, or one conversation at its last user message (``messages``, given
         the turns before it: the text searched is in ``test.query``, the turn and how the
         conversation was read in ``conversation``): ``answer`` (with its context), ``abstain``
-        (out of knowledge) or ``reject`` (forbidden, by any user turn). The boundary test's
-        verdict is in ``test``, the tripwires' in ``tripwires``."""
+        (out of knowledge, or unanswerable) or ``reject`` (forbidden, by any user turn), and
+        why in ``cause`` and ``reason``. The boundary test's verdict is in ``test``, the
+        answerability test's in ``answerability`` (null: the calibration has none), the
+        tripwires' in ``tripwires``."""
         item = body.query if body.messages is None else _chat(body.messages, body.conversation_id)
         return _json((await _decide(service, [item]))[0])
 
@@ -448,8 +450,9 @@ def _add_ops_routes(app: FastAPI, service: Service) -> None:
         tags=["ops"],
     )
     async def metrics() -> PlainTextResponse:
-        """Prometheus text: latency, decisions, p-values, tripwire hits, the shift monitor, the
-        share of decided queries flagged beside alpha (``ragbound_p_at_most_alpha_share``,
+        """Prometheus text: latency, decisions by action and by cause
+        (``ragbound_decisions_by_cause_total``), p-values, tripwire hits, the shift monitor,
+        the share of decided queries flagged beside alpha (``ragbound_p_at_most_alpha_share``,
         ``ragbound_alpha``), whether the calibration is approximate."""
         return PlainTextResponse(service.metrics_text(), media_type=PROMETHEUS_TEXT)
 
@@ -460,9 +463,9 @@ def _add_dashboard_routes(app: FastAPI, service: Service) -> None:
 
     @app.get("/v1/stats", response_model=Stats, dependencies=reader, tags=["ops"])
     async def stats() -> JSONResponse:
-        """The dashboard's data: decision counts, the p-value histogram of recent decisions
-        (against the uniform calibration reference), recent forbidden queries with their
-        tripwires, the shift monitor's windows."""
+        """The dashboard's data: decision counts (by action and by cause), the p-value
+        histogram of recent decisions (against the uniform calibration reference), recent
+        forbidden queries with their tripwires, the shift monitor's windows."""
         return JSONResponse(service.stats().model_dump(), headers={"Cache-Control": "no-store"})
 
     @app.get(
@@ -518,7 +521,6 @@ def _gateway_responses(reply: str, more: dict[int, dict] | None = None) -> dict:
 
 def _add_gateway_routes(app: FastAPI, service: Service, upstream: Upstream) -> None:
     reader = [Depends(_require(service, "read"))]
-    replies = {"reject": upstream.settings.refusal, "abstain": upstream.settings.abstention}
     chat_replies = _gateway_responses(
         "an OpenAI chat.completion, or with stream: true server-sent chat.completion.chunk "
         "events ending in [DONE]"
@@ -537,13 +539,14 @@ def _add_gateway_routes(app: FastAPI, service: Service, upstream: Upstream) -> N
     @app.post("/v1/chat/completions", dependencies=reader, tags=["gateway"], responses=chat_replies)
     async def chat_completions(body: ChatRequest):
         """OpenAI-compatible chat completions, the chat decided as one conversation at its
-        last user message: ``reject`` (forbidden) and ``abstain`` (out of knowledge) are
-        answered here (refusal or "I don't know"), ``answer`` goes upstream with the retrieved
-        chunks as context. The decision is in the ``ragbound`` field (the first chunk of a
-        stream) and the ``X-Ragbound-*`` headers."""
+        last user message: ``reject`` (forbidden) and ``abstain`` (out of knowledge, or
+        unanswerable) are answered here (the refusal, or the "I don't know" of the cause),
+        ``answer`` goes upstream with the retrieved chunks as context. The decision is in the
+        ``ragbound`` field (the first chunk of a stream) and the ``X-Ragbound-*`` headers
+        (``X-Ragbound-Action``, ``X-Ragbound-Cause``, ...)."""
         with tracing.span("ragbound.chat", stream=body.stream) as span:
             decision = await _decide_chat(service, body, span, conversation_id(body.model_extra))
-            return await _chat_reply(body, decision, upstream, replies, ChatShape(body))
+            return await _chat_reply(body, decision, upstream, ChatShape(body))
 
     @app.post("/v1/responses", dependencies=reader, tags=["gateway"], responses=responses_replies)
     async def responses(body: ResponsesRequest):
@@ -558,7 +561,7 @@ def _add_gateway_routes(app: FastAPI, service: Service, upstream: Upstream) -> N
         with tracing.span("ragbound.responses", stream=body.stream) as span:
             chat_id = conversation_id(body.model_extra)
             decision = await _decide_chat(service, chat, span, chat_id, "input, as chat messages")
-            return await _chat_reply(chat, decision, upstream, replies, ResponsesShape(body))
+            return await _chat_reply(chat, decision, upstream, ResponsesShape(body))
 
 
 async def _decide_chat(
@@ -574,18 +577,12 @@ async def _decide_chat(
     return decision
 
 
-async def _chat_reply(
-    chat: ChatRequest,
-    decision: Decision,
-    upstream: Upstream,
-    replies: dict[str, str],
-    shape: ReplyShape,
-):
-    """The gateway's own reply to a ``reject`` or ``abstain``, else the upstream's, in the
-    route's ``shape``."""
+async def _chat_reply(chat: ChatRequest, decision: Decision, upstream: Upstream, shape: ReplyShape):
+    """The gateway's own reply to a ``reject`` or ``abstain`` (the text of its cause), else
+    the upstream's, in the route's ``shape``."""
     headers = decision_headers(decision)
-    if decision.action != "answer":
-        text = replies[decision.action]
+    text = upstream.settings.own_text(decision.cause)
+    if text is not None:
         if chat.stream:
             return _sse(shape.own_stream(decision, text), headers)
         return JSONResponse(shape.own(decision, text), headers=headers)

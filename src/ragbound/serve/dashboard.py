@@ -1,9 +1,10 @@
 """The live dashboard: bounded state fed by the decision thread, its JSON, and the page.
 
-``GET /v1/stats`` answers :meth:`DashboardState.snapshot` (decision counts since the start,
-the p-value histogram of the last ``RECENT_DECISIONS`` decisions, the recent forbidden queries
-(those rejected) with their tripwires, the shift monitor's windows, the share of decided
-queries flagged beside alpha, and whether the calibration's p-values are approximate).
+``GET /v1/stats`` answers :meth:`DashboardState.snapshot` (decision counts since the start, by
+action and by cause, the p-value histogram of the last ``RECENT_DECISIONS`` decisions, the
+recent forbidden queries (those rejected) with their tripwires, the shift monitor's windows,
+the share of decided queries flagged beside alpha, and whether the calibration's p-values are
+approximate).
 ``GET /dashboard`` answers one self-contained HTML page (``dashboard.html``: inline CSS and
 JS, no external asset) that polls it, sent with a content-security policy allowing only its
 own inline code, by a nonce fresh per response. The page holds no data and needs no token;
@@ -24,7 +25,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from ragbound.detect.calibration import APPROXIMATE, NullQuestions
-from ragbound.gate import Decision
+from ragbound.gate import ACTIONS, CAUSES, Decision
 from ragbound.results import WindowResult
 from ragbound.serve.fit import FitShown, merged_fit
 from ragbound.serve.querylog import shown_query
@@ -34,7 +35,6 @@ from ragbound.tripwires import TripwireVerdict
 RECENT_DECISIONS = 200
 RECENT_FORBIDDEN = 50
 P_VALUE_BINS = 20
-ACTIONS = ("answer", "abstain", "reject")
 NONCE_MARK = "__NONCE__"
 
 
@@ -91,6 +91,11 @@ class Stats(BaseModel):
     started: float
     alpha: float | None = Field(description="the decisions' alpha (null before the first)")
     counts: dict[str, int] = Field(description="decisions by action since the start")
+    causes: dict[str, int] = Field(
+        default_factory=dict,
+        description="decisions by cause since the start: in_knowledge (answer), "
+        "out_of_knowledge or unanswerable (abstain), forbidden (reject)",
+    )
     total: int
     p_values: PValueHistogram
     forbidden: list[ForbiddenShown] = Field(description="newest first")
@@ -118,6 +123,7 @@ class DashboardState:
         self.started = time.time()
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
+        self._causes: Counter[str] = Counter()
         self._p_values: deque[float] = deque(maxlen=RECENT_DECISIONS)
         self._forbidden: deque[ForbiddenShown] = deque(maxlen=RECENT_FORBIDDEN)
         self._alpha: float | None = None
@@ -128,6 +134,7 @@ class DashboardState:
         with self._lock:
             for decision in decisions:
                 self._counts[decision.action] += 1
+                self._causes[decision.cause] += 1
                 self._p_values.append(decision.test.p_value)
                 self._alpha = decision.test.alpha
                 if decision.tripwires is not None and decision.tripwires.forbidden:
@@ -156,6 +163,7 @@ class DashboardState:
         (None: not loaded yet)."""
         with self._lock:
             counts = {action: self._counts[action] for action in ACTIONS}
+            causes = {cause: self._causes[cause] for cause in CAUSES}
             p_values = list(self._p_values)
             forbidden = list(reversed(self._forbidden))
             alpha = self._alpha
@@ -165,6 +173,7 @@ class DashboardState:
             started=self.started,
             alpha=alpha,
             counts=counts,
+            causes=causes,
             total=sum(counts.values()),
             p_values=_histogram(p_values),
             forbidden=forbidden,
@@ -180,6 +189,7 @@ def merged_stats(parts: Sequence[Stats], monitor: Timeline | None) -> Stats:
     counts and p-value bins added up, forbidden queries newest first, and the supervisor's
     shift monitor."""
     counts = {action: sum(p.counts.get(action, 0) for p in parts) for action in ACTIONS}
+    causes = {cause: sum(p.causes.get(cause, 0) for p in parts) for cause in CAUSES}
     bins = [sum(column) for column in zip(*(p.p_values.counts for p in parts), strict=True)]
     n = sum(bins)
     forbidden = sorted((f for p in parts for f in p.forbidden), key=lambda f: -f.time)
@@ -189,6 +199,7 @@ def merged_stats(parts: Sequence[Stats], monitor: Timeline | None) -> Stats:
             "ready": all(p.ready for p in parts),
             "started": min(p.started for p in parts),
             "counts": counts,
+            "causes": causes,
             "total": sum(counts.values()),
             "p_values": parts[0].p_values.model_copy(
                 update={"n": n, "counts": bins, "expected_per_bin": n / P_VALUE_BINS}

@@ -3,17 +3,19 @@
 The gate decides each chat request as one conversation (:mod:`ragbound.conversation`), at its
 last user message:
 
-- ``reject`` (forbidden) / ``abstain`` (out of knowledge): the gateway answers itself with a
-  completion whose text is the refusal or the "I don't know" reply; the upstream server is
-  never called;
+- ``reject`` (forbidden) / ``abstain`` (out of knowledge, or unanswerable: in scope, the
+  retrieved chunks do not hold the answer): the gateway answers itself with a completion whose
+  text is the refusal or the "I don't know" reply of the decision's ``cause``
+  (:meth:`GatewaySettings.own_text`); the upstream server is never called;
 - ``answer``: the request goes to the upstream server with the retrieved chunks added to the
   system prompt (a template with a ``{context}`` field), or unchanged in pass-through mode.
   The context has a budget: the ``context_chunks`` nearest chunks, whole, nearest first, while
   they fit in ``context_chars`` characters (:func:`budgeted_context`).
 
 Either way the full :class:`~ragbound.gate.Decision` is in the response's ``ragbound`` field
-(in the first chunk of a stream) and its summary in ``X-Ragbound-*`` headers, so an OpenAI
-client that knows nothing of ragbound still works, and one that does can read why.
+(in the first chunk of a stream) and its summary in ``X-Ragbound-*`` headers (the action, its
+cause, the p-values), so an OpenAI client that knows nothing of ragbound still works, and one
+that does can read why.
 
 ``POST /v1/responses`` (:mod:`ragbound.serve.responses`) is the same gateway in the shape of
 OpenAI's Responses API, translated to and from Chat Completions; both routes reply through a
@@ -38,8 +40,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragbound.corpus.chunker import split_sentences
 from ragbound.errors import InputError
-from ragbound.gate import DEFAULT_CONTEXT_K, Decision
-from ragbound.gate_texts import DEFAULT_ABSTENTION, DEFAULT_CONTEXT_TEMPLATE, DEFAULT_REFUSAL
+from ragbound.gate import DEFAULT_CONTEXT_K, Cause, Decision
+from ragbound.gate_texts import (
+    DEFAULT_ABSTENTION,
+    DEFAULT_CONTEXT_TEMPLATE,
+    DEFAULT_REFUSAL,
+    DEFAULT_UNANSWERABLE,
+)
 from ragbound.records import standard_json
 from ragbound.serve.models import Text
 
@@ -70,6 +77,8 @@ class GatewaySettings:
     ``{upstream}/chat/completions``. ``api_key``: sent upstream as a bearer token (None: no
     header). ``context_template``: a text with one ``{context}`` field added to the system
     prompt on ``answer`` (None: pass-through, the request is forwarded unchanged).
+    ``refusal``, ``abstention`` and ``unanswerable``: the gateway's own replies to a forbidden
+    query, to one out of knowledge and to an unanswerable one (:meth:`own_text`).
     ``timeout_s``: how long the upstream may stay silent (seconds): to connect (at most
     ``CONNECT_TIMEOUT_S``), to send its reply's headers, then between two reads of its body
     (so a whole reply that is not streamed).
@@ -81,6 +90,7 @@ class GatewaySettings:
     api_key: str | None = None
     refusal: str = DEFAULT_REFUSAL
     abstention: str = DEFAULT_ABSTENTION
+    unanswerable: str = DEFAULT_UNANSWERABLE
     context_template: str | None = DEFAULT_CONTEXT_TEMPLATE
     timeout_s: float = DEFAULT_UPSTREAM_TIMEOUT_S
     context_chunks: int = DEFAULT_CONTEXT_CHUNKS
@@ -102,6 +112,16 @@ class GatewaySettings:
             return request.model_dump(exclude_unset=True)
         context = budgeted_context(decision, self.context_chunks, self.context_chars)
         return with_context(request, context, self.context_template)
+
+    def own_text(self, cause: Cause) -> str | None:
+        """The gateway's own reply for a decision of ``cause``; None for ``in_knowledge``
+        (the upstream answers)."""
+        replies: dict[str, str] = {
+            "forbidden": self.refusal,
+            "out_of_knowledge": self.abstention,
+            "unanswerable": self.unanswerable,
+        }
+        return replies.get(cause)
 
     @property
     def completions_url(self) -> str:
@@ -224,15 +244,19 @@ def with_context(request: ChatRequest, context: str, template: str) -> dict[str,
 
 
 def decision_headers(decision: Decision) -> dict[str, str]:
-    """The decision's summary as ``X-Ragbound-*`` headers (no query text). Each stored
-    value passes :func:`header_value`: an id that a header cannot carry (in a collection
-    flagged by hand, or kept before ids were checked) is percent-encoded, never a reply that
-    cannot be sent."""
+    """The decision's summary as ``X-Ragbound-*`` headers (no query text): the action and
+    its cause, the boundary test's p-value and the answerability test's (when it ran), the
+    artifacts, the tripwires that fired. Each stored value passes :func:`header_value`: an id
+    that a header cannot carry (in a collection flagged by hand, or kept before ids were
+    checked) is percent-encoded, never a reply that cannot be sent."""
     headers = {
         "X-Ragbound-Action": decision.action,
+        "X-Ragbound-Cause": decision.cause,
         "X-Ragbound-P-Value": f"{decision.test.p_value:.6g}",
         "X-Ragbound-Calibration": header_value(decision.calibration_id),
     }
+    if decision.answerability is not None:
+        headers["X-Ragbound-Answerability-P-Value"] = f"{decision.answerability.p_value:.6g}"
     if decision.tripwire_set:
         headers["X-Ragbound-Tripwire-Set"] = header_value(decision.tripwire_set)
     triggers = decision.tripwires.triggers if decision.tripwires is not None else []

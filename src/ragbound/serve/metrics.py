@@ -16,6 +16,8 @@ import threading
 from collections.abc import Sequence
 from typing import Literal
 
+from ragbound.gate import ACTIONS, CAUSES
+
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 P_VALUE_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -189,7 +191,17 @@ def service_registry() -> Registry:
     )
     registry.counter("ragbound_requests_total", "Requests by route and status code.")
     registry.counter("ragbound_decisions_total", "Decisions by action.")
+    registry.counter(
+        "ragbound_decisions_by_cause_total",
+        "Decisions by cause: in_knowledge (answer), out_of_knowledge or unanswerable "
+        "(abstain), forbidden (reject).",
+    )
     registry.histogram("ragbound_p_value", "P-values of the decided queries.", P_VALUE_BUCKETS)
+    registry.histogram(
+        "ragbound_answerability_p_value",
+        "Answerability-test p-values of the decided queries (with that test only).",
+        P_VALUE_BUCKETS,
+    )
     registry.counter("ragbound_tripwire_hits_total", "Tripwires that fired, by topic.")
     registry.histogram("ragbound_batch_queries", "Queries per embedding batch.", BATCH_BUCKETS)
     declare_monitor(registry)
@@ -208,8 +220,10 @@ def service_registry() -> Registry:
         "max",
     )
     _declare_fit(registry)
-    for action in ("answer", "abstain", "reject"):
+    for action in ACTIONS:
         registry.inc("ragbound_decisions_total", 0, action=action)
+    for cause in CAUSES:
+        registry.inc("ragbound_decisions_by_cause_total", 0, cause=cause)
     registry.set("ragbound_canary_largest_move", math.nan)
     registry.set("ragbound_ready", 0)
     registry.set("ragbound_calibration_approximate", math.nan)

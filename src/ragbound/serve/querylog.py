@@ -2,9 +2,12 @@
 
 Each line holds ``time`` (ISO 8601 UTC, microseconds, never earlier than the line before),
 ``query`` (the text, ``sha256:<hex>`` or absent, per the ``log_queries`` mode), ``action``,
-``p_value``, ``score`` (the test statistic, higher = more out of knowledge), ``statistic``,
-``triggers`` (the topics that fired) and ``calibration_id``. With the query text, the file is
-a log ``ragbound shift --queries FILE`` and ``ragbound test-log`` read.
+``cause`` (``in_knowledge``, ``out_of_knowledge``, ``unanswerable`` or ``forbidden``; absent
+from lines written before it), ``p_value``, ``score`` (the test statistic, higher = more out of
+knowledge), ``statistic``, ``triggers`` (the topics that fired) and ``calibration_id``; with a
+calibration that has the answerability test, ``answerability`` too: that test's
+``statistic``, ``score`` (higher = more likely unanswerable) and ``p_value``. With the query
+text, the file is a log ``ragbound shift --queries FILE`` and ``ragbound test-log`` read.
 
 A conversation's decision (``query`` is the user turn decided) also holds ``conversation``:
 ``turn`` (user turns before it), ``history`` (the hash of the messages before it), ``id`` (the
@@ -42,6 +45,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragbound.detect.answerability import AnswerabilityVerdict
 from ragbound.detect.monitor import SEARCHED
 from ragbound.errors import InputError, RagboundError, where
 from ragbound.faults import io_fault
@@ -228,12 +232,15 @@ class QueryLog:
             row["query"] = shown
         row |= {
             "action": decision.action,
+            "cause": decision.cause,
             "p_value": decision.test.p_value,
             "score": decision.test.score,
             "statistic": decision.test.statistic,
             "triggers": fired_topics(decision),
             "calibration_id": decision.calibration_id,
         }
+        if decision.answerability is not None:
+            row["answerability"] = answerability_fields(decision.answerability)
         if decision.conversation is not None:
             row["conversation"] = self._conversation(decision)
         return json.dumps(row, ensure_ascii=False) + "\n"
@@ -254,6 +261,12 @@ class QueryLog:
             os.close(self._fd)
             if self._append_lock is not None:
                 os.close(self._append_lock)
+
+
+def answerability_fields(verdict: AnswerabilityVerdict) -> dict[str, object]:
+    """The answerability test as a log line keeps it, as the boundary test's is kept
+    (statistic, score, p-value); not its evidence, which names the question's words."""
+    return {"statistic": verdict.statistic, "score": verdict.score, "p_value": verdict.p_value}
 
 
 def shown_query(query: str, mode: LogQueries) -> str | None:

@@ -32,7 +32,8 @@ The translation, field by field:
 
 The decision is on the translated messages, like a chat's. The gateway's own replies
 (``reject``, ``abstain``) are Responses objects whose one message holds the refusal or the "I
-don't know" text as ``output_text`` (so ``response.output_text`` reads it). The decision is in
+don't know" text of the decision's cause as ``output_text`` (so ``response.output_text`` reads
+it). The decision is in
 the Response's ``ragbound`` field (streamed: in ``response.created``'s and
 ``response.completed``'s response) and its summary in the ``X-Ragbound-*`` headers.
 """

@@ -343,7 +343,11 @@ class Service:
     def _count(self, decisions: Sequence[Decision]) -> None:
         for decision in decisions:
             self.metrics.inc("ragbound_decisions_total", action=decision.action)
+            self.metrics.inc("ragbound_decisions_by_cause_total", cause=decision.cause)
             self.metrics.observe("ragbound_p_value", decision.test.p_value)
+            if decision.answerability is not None:
+                p_value = decision.answerability.p_value
+                self.metrics.observe("ragbound_answerability_p_value", p_value)
             for topic in fired_topics(decision):
                 self.metrics.inc("ragbound_tripwire_hits_total", topic=topic)
 
