@@ -425,6 +425,7 @@ ROWS: list[tuple[str, str]] = [
     ),
     ("serve {kb} --upstream http://127.0.0.1:9/v1 --refusal ' '", "'--refusal': must not be"),
     ("serve {kb} --upstream http://127.0.0.1:9/v1 --abstention ''", "'--abstention': must not"),
+    ("serve {kb} --upstream http://127.0.0.1:9/v1 --unanswerable ' '", "'--unanswerable': must"),
     # ------------------------------------------------------------------------ report
     ("report", "Missing argument"),
     ("report {missing}", "no such run folder"),
