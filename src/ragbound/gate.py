@@ -117,7 +117,8 @@ class Decision(BaseModel):
     answerability: AnswerabilityVerdict | None = Field(
         None,
         description="the answerability test: do the retrieved chunks hold what the question "
-        "asks (None: the calibration has none)",
+        "asks (None: the calibration has none, or the query was already rejected or out of "
+        "knowledge, so it was not run)",
     )
     tripwires: TripwireVerdict | None = Field(
         description="the tripwire test (None: the knowledge base has no tripwires)"
@@ -325,11 +326,6 @@ class Gate:
             scored = self.guard.score(texts, hits=hits, prepared=prepared, alpha=level)
             if step.is_recording():
                 step.set_attributes(tracing.named(_test_attributes(scored)))
-        answers = None
-        if answerability is not None:
-            with tracing.span("ragbound.answerability"):
-                # the text searched and the chunks it found: no second search or embedding
-                answers = self.guard.answerability_verdicts(texts, hits, level)
         with tracing.span("ragbound.tripwires") as step:
             # tripwires a framework's own search met are keyed by what it searched (texts too)
             reads_search = self.tripwires is not None and self.tripwires.tripwires.reads_search
@@ -340,6 +336,10 @@ class Gate:
                 verdicts = self._across_turns(embedded, verdicts)
             if verdicts is not None and step.is_recording():
                 step.set_attributes({"ragbound.forbidden": sum(v.forbidden for v in verdicts)})
+        answers = None
+        if answerability is not None:
+            with tracing.span("ragbound.answerability"):
+                answers = self._answerability(texts, hits, scored, verdicts, level)
         decisions = [
             self._decision(i, text, scored, hits, verdicts, embedded, answers)
             for i, text in enumerate(texts)
@@ -347,6 +347,33 @@ class Gate:
         if span.is_recording():
             _trace_decisions(span, scored, decisions)
         return decisions
+
+    def _answerability(
+        self,
+        texts: Sequence[str],
+        hits: Hits,
+        scored: Scored,
+        verdicts: list[TripwireVerdict] | None,
+        level: float,
+    ) -> list[AnswerabilityVerdict | None]:
+        """The answerability test of the questions the other tests let through, from the
+        text searched and the chunks it found (no second search or embedding); None for the
+        others: their action is decided already, and an LLM judge never reads a forbidden
+        turn."""
+        open_rows = [
+            i
+            for i in range(len(texts))
+            if scored.p_values[i] > level and not (verdicts is not None and verdicts[i].forbidden)
+        ]
+        answers: list[AnswerabilityVerdict | None] = [None] * len(texts)
+        if open_rows:
+            subset = Hits(
+                similarities=hits.similarities[open_rows], indices=hits.indices[open_rows]
+            )
+            found = self.guard.answerability_verdicts([texts[i] for i in open_rows], subset, level)
+            for i, verdict in zip(open_rows, found, strict=True):
+                answers[i] = verdict
+        return answers
 
     def _tripwire_verdicts(
         self, texts: Sequence[str], vectors: np.ndarray | None, hits: Hits
@@ -399,7 +426,7 @@ class Gate:
         hits: Hits,
         verdicts: list[TripwireVerdict] | None,
         embedded: Embedded,
-        answers: list[AnswerabilityVerdict] | None = None,
+        answers: list[AnswerabilityVerdict | None] | None = None,
     ) -> Decision:
         # the test's evidence is the decision's neighbours: not repeated inside it
         test = self.guard.verdict(text, scored, i, evidence=0)
@@ -448,6 +475,15 @@ def _trace_decisions(span: Any, scored: Scored, decisions: list[Decision]) -> No
             span.set_attributes(attributes)
 
 
+def _held(answer: AnswerabilityVerdict) -> str:
+    """What the answerability test found, in words: the judge's probability, or the best
+    sentence's share of the question."""
+    chance = answer.evidence.answer_probability
+    if chance is not None:
+        return f"the judge reads the answer in the retrieved chunks with probability {chance:.2f}"
+    return f"the retrieved chunks hold {answer.evidence.coverage:.0%} of the question"
+
+
 def _cause(
     test: Verdict, tripwires: TripwireVerdict | None, answer: AnswerabilityVerdict | None
 ) -> Cause:
@@ -480,7 +516,7 @@ def _reason(
     relevance = f"in knowledge: p = {test.p_value:.3g} > alpha = {test.alpha:g}"
     if answer is None:
         return f"{relevance}{caveat}"
-    held = f"the retrieved chunks hold {answer.evidence.coverage:.0%} of the question"
+    held = _held(answer)
     missing = ", ".join(answer.evidence.missing)
     if cause == "unanswerable":
         return (

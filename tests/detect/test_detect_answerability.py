@@ -78,6 +78,7 @@ def test_the_gate_abstains_on_a_missing_answer_with_its_own_cause(guard: Guard) 
     assert kept.answerability is not None and not kept.answerability.unanswerable
     off_topic = gate.decide("What is the capital of Australia?")
     assert (off_topic.action, off_topic.cause) == ("abstain", "out_of_knowledge")
+    assert off_topic.answerability is None  # decided already: not read again
     again = Decision.model_validate_json(decision.model_dump_json())
     assert again == decision
 
@@ -100,9 +101,12 @@ def test_off_by_default_and_then_the_relevance_test_has_the_whole_alpha(guard: G
 
 
 def test_check_both_runs_the_two_tests_from_one_search(guard: Guard) -> None:
-    verdicts, answers = guard.check_both([MISSING_ANSWER, QUESTIONS[0]])
-    assert answers is not None and [a.unanswerable for a in answers] == [True, False]
+    off_topic = "What is the capital of Australia?"
+    verdicts, answers = guard.check_both([MISSING_ANSWER, QUESTIONS[0], off_topic])
+    assert answers is not None and answers[2] is None  # out of knowledge: not read again
+    assert [a.unanswerable for a in answers[:2] if a is not None] == [True, False]
     assert verdicts[0].alpha == guard.answerability_level()
+    assert verdicts[2].out_of_knowledge
 
 
 def test_refused_with_an_unknown_statistic_or_a_learned_one(guard: Guard) -> None:

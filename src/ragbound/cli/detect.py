@@ -126,7 +126,14 @@ def calibrate(
         str | None,
         typer.Option(help=READING_HELP + " [default: follow]", callback=reading_choice),
     ] = None,
-    llm: RewriteLlmOpt = None,
+    llm: Annotated[
+        str | None,
+        typer.Option(
+            "--llm",
+            help=f"The LLM of the rewrite reading and of --answerability judge, {LLM_HELP} "
+            "[default: local].",
+        ),
+    ] = None,
     field: FieldOpt = None,
     k: Annotated[
         int, typer.Option("--k", help=_help("k"), callback=validate.positive_int)
@@ -210,7 +217,8 @@ def calibrate(
         str,
         typer.Option(
             help="The second test: coverage (do the retrieved chunks hold the question's "
-            "words? LLM-free) or off. See docs/answerability.md.",
+            "words? LLM-free), judge (the --llm reads the question and the nearest chunks: "
+            "one call per decision) or off. See docs/answerability.md.",
             callback=validate.choice("off", *ANSWERABILITY_STATISTICS),
         ),
     ] = "off",
@@ -230,8 +238,11 @@ def calibrate(
     scope whose 5 nearest chunks do not hold what it asks (the IDF-weighted share of its
     words in their best sentence), the two tests sharing --alpha (each at the level that
     keeps the calibration questions either flags at alpha; --json: answerability, with
-    level). Off by default: on the corpus zoo it does not catch more everywhere
-    (docs/answerability.md).
+    level). --answerability judge asks the --llm (default local) whether the 3 nearest
+    chunks hold the answer, and scores the probability of its NO: one LLM call per
+    calibration question and per decision, cached on disk; the calibration records the
+    model, and check, decide and serve load it. Off by default: on the corpus zoo neither
+    catches more everywhere at an LLM-free cost (docs/answerability.md).
 
     It is saved while no other process writes the knowledge base (waiting up to
     $RAGBOUND_LOCK_TIMEOUT seconds, 60 by default), and refused if the knowledge base changed
@@ -335,13 +346,15 @@ def calibrate(
             "--real-queries compares --queries (e.g. `ragbound synth` output) with real "
             "questions: give --queries FILE"
         )
-    chats = _calibration_chats(conversations, reading, llm)
+    judge = answerability == "judge"
+    chats = _calibration_chats(conversations, reading, None if judge and reading is None else llm)
     kb = KnowledgeBase.load(kb_dir)
     texts = load_queries(queries, field=field) if queries is not None else []
     if chats:
         reading = reading or DEFAULT_READING
         items = [chat.conversation for chat in chats]
-        texts += read_texts(kb, items, reading, rewriter_for(reading, llm))
+        rewrite_llm = None if judge and reading != "rewrite" else llm
+        texts += read_texts(kb, items, reading, rewriter_for(reading, rewrite_llm))
     real_texts = load_queries(real_queries) if real_queries else None
     null_texts = load_queries(null_queries) if null_queries else None
     source = null_file if null_queries is not None else _sources(queries, conversations)
@@ -363,6 +376,7 @@ def calibrate(
             progress=progress(json_out),
             questions=questions or origins,  # type: ignore[arg-type]
             answerability=None if answerability == "off" else answerability,
+            llm=(llm or "local") if judge else None,
         )
     from ragbound.cli.synth import check_against_real
 
@@ -606,7 +620,8 @@ def check(
     )
     if json_out:
         for i, verdict in enumerate(verdicts):
-            found = None if answers is None else answers[i].model_dump(mode="json")
+            answer = None if answers is None else answers[i]
+            found = None if answer is None else answer.model_dump(mode="json")
             emit_json({**verdict.model_dump(mode="json"), "answerability": found})
         return
     print_verdicts(verdicts, answers)
@@ -805,7 +820,7 @@ def _warn_when_smaller_than_samples(sizes: dict[Path, int], samples: int, runs: 
 
 
 def print_verdicts(
-    verdicts: Sequence[Verdict], answers: Sequence[AnswerabilityVerdict] | None = None
+    verdicts: Sequence[Verdict], answers: Sequence[AnswerabilityVerdict | None] | None = None
 ) -> None:
     """Each verdict in two lines of at most 80 columns: the query whole (wrapped at spaces),
     then its p-value, in or out of knowledge, and the nearest chunk's similarity and source
@@ -822,8 +837,9 @@ def print_verdicts(
     for i, v in enumerate(verdicts):
         say(escape(v.query))
         console().print(verdict_line(v, v.neighbours), soft_wrap=True)
-        if answers is not None and not v.out_of_knowledge:
-            console().print(answerability_line(answers[i]), soft_wrap=True)
+        answer = None if answers is None else answers[i]
+        if answer is not None:
+            console().print(answerability_line(answer), soft_wrap=True)
 
 
 def answerability_line(answer: AnswerabilityVerdict) -> str:
@@ -833,7 +849,12 @@ def answerability_line(answer: AnswerabilityVerdict) -> str:
     from rich.markup import escape
 
     label = "[red]unanswerable[/]" if answer.unanswerable else "[green]answerable[/]  "
-    held = f"  best sentence holds {answer.evidence.coverage:.0%}"
+    chance = answer.evidence.answer_probability
+    held = (
+        f"  best sentence holds {answer.evidence.coverage:.0%}"
+        if chance is None
+        else f"  judge: answer in the chunks with probability {chance:.2f}"
+    )
     missing = ", ".join(answer.evidence.missing)
     lacking = f"; missing: {escape(missing)}" if answer.unanswerable and missing else ""
     return f"    p-value {answer.p_value:.4f}  {label}{held}{lacking}"

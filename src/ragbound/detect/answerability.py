@@ -30,7 +30,8 @@ from pydantic import BaseModel, Field
 
 from ragbound.corpus.chunker import split_sentences
 from ragbound.detect.combined import CorpusWords, corpus_words
-from ragbound.detect.names import ANSWERABILITY_STATISTICS, COVERAGE
+from ragbound.detect.judge import AnswerabilityJudge
+from ragbound.detect.names import ANSWERABILITY_STATISTICS, COVERAGE, JUDGE
 from ragbound.errors import InputError
 from ragbound.knowledge.protocol import Knowledge
 from ragbound.stats import EmpiricalNull
@@ -54,6 +55,9 @@ class AnswerabilityEvidence(BaseModel):
     coverage: float = Field(description="share of the question's word weight it holds, 0-1")
     missing: list[str] = Field(
         description="the question's weightiest words no retrieved chunk holds, rarest first"
+    )
+    answer_probability: float | None = Field(
+        None, description="the LLM judge's probability that the chunks answer it (None: no judge)"
     )
 
 
@@ -80,6 +84,10 @@ class AnswerabilityModel(BaseModel):
     statistic: str = COVERAGE
     depth: int = DEPTH
     null: list[float] = Field(description="the calibration questions' scores")
+    llm: str | None = Field(
+        None, description="the judge's model spec (local, openai:MODEL); None: no judge"
+    )
+    model_id: str | None = Field(None, description="the judge's model identity at calibration")
 
     def empirical_null(self) -> EmpiricalNull:
         return _null(tuple(self.null))
@@ -169,15 +177,54 @@ def _missing(corpus: CorpusWords, words: set[str], held: np.ndarray) -> list[str
 
 
 def calibrate_answerability(
-    kb: Knowledge, queries: Sequence[str], hits: Hits, statistic: str = COVERAGE
+    kb: Knowledge,
+    queries: Sequence[str],
+    hits: Hits,
+    statistic: str = COVERAGE,
+    *,
+    judge: AnswerabilityJudge | None = None,
+    llm: str | None = None,
+    progress: bool = False,
 ) -> AnswerabilityModel:
     """The answerability test calibrated on in-knowledge ``queries`` (the relevance test's
     calibration questions, in its order) and their ``hits`` (a search of ``kb`` at least
-    :data:`DEPTH` deep, or as deep as ``kb`` is)."""
+    :data:`DEPTH` deep, or as deep as ``kb`` is). ``judge`` (statistic ``judge`` only) scores
+    them; ``llm`` is its spec, recorded so that a gate loading the calibration makes it
+    again."""
     check_answerability(statistic)
     depth = min(DEPTH, hits.indices.shape[1])
-    scores = [c.score for c in coverage(kb, queries, hits, depth)]
-    return AnswerabilityModel(statistic=statistic, depth=depth, null=scores)
+    if (statistic == JUDGE) != (judge is not None):
+        raise InputError(f"the {JUDGE} statistic, and it alone, needs an LLM (llm=...)")
+    found = scored(kb, queries, hits, depth, judge, progress=progress)
+    return AnswerabilityModel(
+        statistic=statistic,
+        depth=depth,
+        null=[c.score for c in found],
+        llm=llm if judge is not None else None,
+        model_id=judge.llm.model_id if judge is not None else None,
+    )
+
+
+def scored(
+    kb: Knowledge,
+    texts: Sequence[str],
+    hits: Hits,
+    depth: int,
+    judge: AnswerabilityJudge | None = None,
+    *,
+    progress: bool = False,
+) -> list[Coverage]:
+    """Each text's score and evidence: :func:`coverage`'s, or with ``judge`` the judge's
+    probability of NO, the coverage evidence kept beside it."""
+    found = coverage(kb, texts, hits, depth)
+    if judge is None:
+        return found
+    passages = [[kb.chunk_at(int(r)).text for r in row[:depth] if r >= 0] for row in hits.indices]
+    no = judge.scores(texts, passages, progress=progress)
+    return [
+        Coverage(score=p, evidence=c.evidence.model_copy(update={"answer_probability": 1 - p}))
+        for c, p in zip(found, no, strict=True)
+    ]
 
 
 def check_answerability(statistic: str) -> str:

@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from ragbound.detect.answerability import (
     AnswerabilityVerdict,
     calibrate_answerability,
     check_answerability,
-    coverage,
+    scored,
 )
 from ragbound.detect.boundary import BoundaryDetector
 from ragbound.detect.calibration import Calibration, NullQuestions
@@ -35,6 +35,8 @@ from ragbound.detect.config import (
     check_option,
     resolve_tau,
 )
+from ragbound.detect.judge import AnswerabilityJudge
+from ragbound.detect.names import JUDGE
 from ragbound.detect.reading import check_reading
 from ragbound.detect.rerank import CrossEncoderReranker, relevance_rows
 from ragbound.detect.select import combined_calibration, learn_from_queries
@@ -45,6 +47,9 @@ from ragbound.knowledge.protocol import Knowledge, check_statistic
 from ragbound.knowledge.query import SEARCH_BATCH, Prepared, query_texts
 from ragbound.results import Neighbour, Verdict
 from ragbound.stores import Hits
+
+if TYPE_CHECKING:
+    from ragbound.llm import LLM
 
 PREVIEW_CHARS = 240
 Questions = DeclaredOrigin | Mapping[str, QuestionOrigin]
@@ -101,6 +106,7 @@ class Guard:
         self.calibration = calibration
         self._detectors: dict[tuple[str | None, float | None], BoundaryDetector] = {}
         self._reranker: CrossEncoderReranker | None = None
+        self._judge: AnswerabilityJudge | None = None
 
     # ------------------------------------------------------------- lifecycle
     @classmethod
@@ -117,6 +123,7 @@ class Guard:
         seed: int | None = None,
         questions: Questions | None = None,
         answerability: str | None = None,
+        llm: LLM | str | None = None,
         **params: Any,
     ) -> Guard:
         """Calibrate on in-knowledge queries: the empirical null new queries are tested against.
@@ -156,8 +163,9 @@ class Guard:
         None: unknown. A null of synthetic questions alone marks every verdict
         ``approximate`` ("p-values approximate: no real questions").
 
-        ``answerability`` (``"coverage"``; None: off) adds the answerability test
-        (:mod:`ragbound.detect.answerability`), calibrated on the same questions: a
+        ``answerability`` (``"coverage"``, or ``"judge"`` with ``llm``; None: off) adds the
+        answerability test (:mod:`ragbound.detect.answerability`, :mod:`ragbound.detect.judge`),
+        calibrated on the same questions: a
         :class:`~ragbound.gate.Gate` then also abstains on a question in scope whose retrieved
         chunks do not hold what it asks, the two tests sharing alpha. Not with ``combined`` or
         ``auto``.
@@ -169,6 +177,8 @@ class Guard:
         """
         if answerability is not None:
             check_answerability(answerability)
+            if answerability == JUDGE and llm is None:  # refused before any search
+                raise InputError(f"the {JUDGE} answerability test needs an LLM: llm='local'")
             guard = cls.calibrate(
                 kb,
                 queries,
@@ -181,7 +191,7 @@ class Guard:
                 questions=questions,
                 **params,
             )
-            return guard.with_answerability(answerability, progress=progress)
+            return guard.with_answerability(answerability, llm=llm, progress=progress)
         origins_of((), questions)  # a bad value is refused before any search
         if "tau" in params:
             params["tau"] = resolve_tau(params["tau"], kb.embedder_name)
@@ -359,9 +369,14 @@ class Guard:
         kb = KnowledgeBase.load(kb_dir)
         return cls(kb, Calibration.load(Path(kb_dir)), force=force, granularity=granularity)
 
-    def with_answerability(self, statistic: str | None, *, progress: bool = False) -> Guard:
+    def with_answerability(
+        self, statistic: str | None, *, llm: LLM | str | None = None, progress: bool = False
+    ) -> Guard:
         """This guard with the answerability test calibrated on its calibration questions
-        (``statistic`` None: without it). Refused for the learned statistics, whose null is
+        (``statistic`` None: without it). ``judge`` needs ``llm``: a spec (``local``,
+        ``openai:MODEL``: recorded, so that a gate loading the calibration makes the same
+        model) or an :class:`~ragbound.llm.LLM` (its ``model_id`` is recorded; give it to
+        :meth:`use_judge` after loading). Refused for the learned statistics, whose null is
         a part of the questions."""
         manifest = self.calibration.manifest
         if statistic is None:
@@ -373,13 +388,45 @@ class Guard:
                 f"the answerability test needs a statistic of the similarities (mss, knn, "
                 f"...): its null and {COMBINED}'s are made of different questions"
             )
+        if statistic == JUDGE and llm is None:
+            raise InputError(f"the {JUDGE} answerability test needs an LLM: llm='local', ...")
+        judge = None if statistic != JUDGE else self.use_judge(llm)
         queries = self.calibration.queries
-        hits = search_in_batches(
-            self.kb, queries, min(ANSWER_DEPTH, len(self.kb)), progress=progress
+        depth = min(ANSWER_DEPTH, len(self.kb))
+        hits = search_in_batches(self.kb, queries, depth, progress=progress)
+        spec = llm if isinstance(llm, str) else None
+        model = calibrate_answerability(
+            self.kb, queries, hits, statistic, judge=judge, llm=spec, progress=progress
         )
-        model = calibrate_answerability(self.kb, queries, hits, statistic)
         self.calibration.manifest = manifest.model_copy(update={"answerability": model})
         return self
+
+    def use_judge(self, llm: LLM | str | None) -> AnswerabilityJudge:
+        """The answerability judge on ``llm`` (a spec, made behind the on-disk response
+        cache, or an LLM as it is), kept for the decisions."""
+        from ragbound.llm import CachedLLM, ResponseCache, make_llm
+
+        model = CachedLLM(make_llm(llm), ResponseCache()) if isinstance(llm, str) else llm
+        if model is None:
+            raise InputError("use_judge needs an LLM or its spec")
+        self._judge = AnswerabilityJudge(model)
+        return self._judge
+
+    @property
+    def judge(self) -> AnswerabilityJudge | None:
+        """The answerability judge the calibration asks for (None: none), made from its
+        recorded spec on first use unless :meth:`use_judge` gave one."""
+        model = self.answerability
+        if model is None or model.statistic != JUDGE:
+            return None
+        if self._judge is None:
+            if model.llm is None:
+                raise InputError(
+                    f"this calibration's judge ({model.model_id}) was an LLM object, not a "
+                    "spec: give it again with guard.use_judge(llm)"
+                )
+            self.use_judge(model.llm)
+        return self._judge
 
     @property
     def answerability(self) -> AnswerabilityModel | None:
@@ -406,10 +453,11 @@ class Guard:
         alpha: float | None = None,
         evidence: int = 3,
         progress: bool = False,
-    ) -> tuple[list[Verdict], list[AnswerabilityVerdict] | None]:
+    ) -> tuple[list[Verdict], list[AnswerabilityVerdict | None] | None]:
         """:meth:`check_many` with the answerability test beside it, both at their share of
-        ``alpha`` and from one search (the answerability verdicts None: the calibration has
-        no such test, and the relevance test runs at the whole alpha)."""
+        ``alpha`` and from one search; a query out of knowledge gets no answerability verdict
+        (None). The answerability list is None when the calibration has no such test, and
+        the relevance test then runs at the whole alpha."""
         model = self.answerability
         if model is None:
             verdicts = self.check_many(
@@ -421,7 +469,14 @@ class Guard:
         hits = search_in_batches(self.kb, queries, depth, progress=progress)
         scored = self.score(queries, statistic=statistic, alpha=level, hits=hits)
         verdicts = [self.verdict(q, scored, i, evidence) for i, q in enumerate(queries)]
-        return verdicts, self.answerability_verdicts(queries, hits, level)
+        rows = [i for i, v in enumerate(verdicts) if not v.out_of_knowledge]
+        answers: list[AnswerabilityVerdict | None] = [None] * len(verdicts)
+        if rows:  # the others are decided: not read again (a judge's call is not free)
+            subset = Hits(similarities=hits.similarities[rows], indices=hits.indices[rows])
+            found = self.answerability_verdicts([queries[i] for i in rows], subset, level)
+            for i, verdict in zip(rows, found, strict=True):
+                answers[i] = verdict
+        return verdicts, answers
 
     def answerability_verdicts(
         self, texts: Sequence[str], hits: Hits, level: float
@@ -432,7 +487,7 @@ class Guard:
         if model is None:
             raise InputError("this calibration has no answerability test: calibrate with one")
         null = model.empirical_null()
-        found = coverage(self.kb, texts, hits, model.depth)
+        found = scored(self.kb, texts, hits, model.depth, self.judge)
         p_values = null.p_values([c.score for c in found])
         return [
             AnswerabilityVerdict(

@@ -18,7 +18,8 @@ COMBINED = "combined"
 AUTO = "auto"
 # the answerability test's statistics (ragbound.detect.answerability)
 COVERAGE = "coverage"
-ANSWERABILITY_STATISTICS: tuple[str, ...] = (COVERAGE,)
+JUDGE = "judge"  # an LLM reads the question and the nearest chunks (ragbound.detect.judge)
+ANSWERABILITY_STATISTICS: tuple[str, ...] = (COVERAGE, JUDGE)
 # tau = "auto": the embedder's training temperature (detect.config.resolve_tau)
 TAU_AUTO = "auto"
 
