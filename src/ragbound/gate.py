@@ -42,6 +42,7 @@ from ragbound.errors import InputError
 from ragbound.gate_texts import DEFAULT_ABSTENTION as DEFAULT_ABSTENTION  # re-exported
 from ragbound.gate_texts import DEFAULT_CONTEXT_TEMPLATE as DEFAULT_CONTEXT_TEMPLATE
 from ragbound.gate_texts import DEFAULT_REFUSAL as DEFAULT_REFUSAL
+from ragbound.gate_texts import DEFAULT_UNANSWERABLE as DEFAULT_UNANSWERABLE
 from ragbound.gate_turns import (
     TURN_CACHE_SIZE,
     ConversationRead,

@@ -126,3 +126,22 @@ def test_async_agent_is_gated_too(gate: Gate) -> None:
     result = asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": REJECTED}]}))
     assert result["messages"][-1].text == "No."
     assert result["ragbound_decision"]["tripwires"]["triggers"][0]["topic"] == "harm"
+
+
+def test_an_unanswerable_turn_gets_its_own_text(gated_kb_dir: Path) -> None:
+    """With the answerability test, a question in scope whose answer the chunks lack ends
+    the turn with the unanswerable text, not the out-of-knowledge one."""
+    from ragbound.detect import Guard
+    from ragbound.knowledge import KnowledgeBase
+    from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE
+
+    kb = KnowledgeBase.load(gated_kb_dir)
+    questions = IN_KNOWLEDGE + MORE_IN_KNOWLEDGE
+    guard = Guard.calibrate(kb, questions, k=4, alpha=0.1, answerability="coverage")
+    middleware = GateMiddleware(Gate(guard), unanswerable="Not in my documents.")
+    agent = create_agent(scripted_model(), tools=[], middleware=[middleware])
+    result = ask(agent, "Which beekeeper invented the smoker in 1873?")
+    assert result["messages"][-1].text == "Not in my documents."
+    assert result["ragbound_decision"]["cause"] == "unanswerable"
+    off_topic = ask(agent, ABSTAINED)
+    assert off_topic["messages"][-1].text == DEFAULT_ABSTENTION

@@ -31,6 +31,7 @@ from ragbound.gate import (
     DEFAULT_ABSTENTION,
     DEFAULT_CONTEXT_TEMPLATE,
     DEFAULT_REFUSAL,
+    DEFAULT_UNANSWERABLE,
     Decision,
     Gate,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "DEFAULT_ABSTENTION",
     "DEFAULT_CONTEXT_TEMPLATE",
     "DEFAULT_REFUSAL",
+    "DEFAULT_UNANSWERABLE",
     "GateMiddleware",
     "GateState",
 ]
@@ -69,7 +71,9 @@ class GateState(AgentState):
 class GateMiddleware(AgentMiddleware[GateState]):
     """Ends the agent's turn on ``reject`` / ``abstain``; records every decision in the state.
 
-    ``refusal`` answers a ``reject``, ``abstention`` an ``abstain``. ``context_template``
+    ``refusal`` answers a ``reject``, ``abstention`` an ``abstain`` out of knowledge and
+    ``unanswerable`` one whose retrieved chunks do not hold the answer (the answerability
+    test, when the calibration has it: ``decision.cause``). ``context_template``
     (a string with a ``{context}`` field, e.g. :data:`DEFAULT_CONTEXT_TEMPLATE`; None: off)
     adds the Gate's chunks to the system prompt on ``answer``.
     """
@@ -82,11 +86,16 @@ class GateMiddleware(AgentMiddleware[GateState]):
         *,
         refusal: str = DEFAULT_REFUSAL,
         abstention: str = DEFAULT_ABSTENTION,
+        unanswerable: str = DEFAULT_UNANSWERABLE,
         context_template: str | None = None,
     ):
         super().__init__()
         self.gate = gate
-        self.replies = {"reject": refusal, "abstain": abstention}
+        self.replies = {
+            "forbidden": refusal,
+            "out_of_knowledge": abstention,
+            "unanswerable": unanswerable,
+        }
         self.context_template = context_template
 
     @hook_config(can_jump_to=["end"])
@@ -118,7 +127,7 @@ class GateMiddleware(AgentMiddleware[GateState]):
         if decision.action == "answer":
             return update
         reply = AIMessage(
-            content=self.replies[decision.action],
+            content=self.replies[decision.cause],
             response_metadata={METADATA_KEY: decision_metadata(decision)},
         )
         return {**update, "messages": [reply], "jump_to": "end"}
