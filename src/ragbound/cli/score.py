@@ -78,8 +78,8 @@ def test_log(
     With a calibration that has the answerability test (calibrate --answerability), the
     queries are flagged as the gate flags them: out_of_knowledge at the boundary test's share
     of alpha (the alpha printed), and unanswerable counts the others that the answerability
-    test flags (in this process, whatever the engine; the rows do not hold it). Without it,
-    unanswerable is null.
+    test flags (run on them alone, in this process whatever the engine; the rows do not hold
+    it). Without it, unanswerable is null.
     """
     from ragbound.detect import Guard
     from ragbound.detect.logscore import check_score_output, score_file, write_scores
@@ -129,17 +129,20 @@ def test_log(
 
 def _unanswerable(guard: Guard, table: ScoreTable, show: bool) -> int | None:
     """The queries of ``table`` in knowledge that the answerability test flags at the
-    table's level, as the gate decides them (None: the calibration has no such test). The
-    test reads each query's nearest chunks: one more search, in this process."""
+    table's level, as the gate decides them: the test runs on those alone (None: the
+    calibration has no such test). It reads each one's nearest chunks: one more search, in
+    this process."""
     model = guard.answerability
     if model is None:
         return None
+    flagged = zip(table.query, table.out_of_knowledge, strict=True)
+    texts = [query for query, out in flagged if not out]
+    if not texts:
+        return 0
     from ragbound.detect.guard import search_in_batches
 
-    hits = search_in_batches(guard.kb, table.query, model.depth, progress=show)
-    verdicts = guard.answerability_verdicts(table.query, hits, table.alpha)
-    flagged = zip(verdicts, table.out_of_knowledge, strict=True)
-    return sum(verdict.unanswerable and not out for verdict, out in flagged)
+    hits = search_in_batches(guard.kb, texts, model.depth, progress=show)
+    return sum(v.unanswerable for v in guard.answerability_verdicts(texts, hits, table.alpha))
 
 
 def register(app: typer.Typer) -> None:

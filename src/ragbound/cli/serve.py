@@ -233,8 +233,8 @@ def serve(
     POST /v1/decide {"query": ...} answers the decision as JSON (action answer, abstain or
     reject, and its cause: in_knowledge, out_of_knowledge, unanswerable or forbidden; test,
     the boundary test with p_value and out_of_knowledge; answerability, with p_value,
-    unanswerable and evidence, when the calibration has that test; tripwires, with forbidden
-    and triggers; neighbours); POST /v1/decide/batch {"queries": [...]} answers
+    unanswerable and evidence, where that test ran; tripwires, with forbidden and triggers;
+    neighbours); POST /v1/decide/batch {"queries": [...]} answers
     {"results": [...]} (/v1/check and /v1/check/batch, their paths before, still answer
     for one release, marked deprecated in the schema). GET/POST/DELETE /v1/tripwires list,
     add and remove tripwires live (admin token). GET /healthz, /readyz, /metrics (Prometheus)

@@ -228,8 +228,8 @@ def _add_decide_routes(app: FastAPI, service: Service) -> None:
         conversation was read in ``conversation``): ``answer`` (with its context), ``abstain``
         (out of knowledge, or unanswerable) or ``reject`` (forbidden, by any user turn), and
         why in ``cause`` and ``reason``. The boundary test's verdict is in ``test``, the
-        answerability test's in ``answerability`` (null: the calibration has none), the
-        tripwires' in ``tripwires``."""
+        answerability test's in ``answerability`` (null: the calibration has none, or the
+        query was already forbidden or out of knowledge), the tripwires' in ``tripwires``."""
         item = body.query if body.messages is None else _chat(body.messages, body.conversation_id)
         return _json((await _decide(service, [item]))[0])
 

@@ -199,7 +199,7 @@ def service_registry() -> Registry:
     registry.histogram("ragbound_p_value", "P-values of the decided queries.", P_VALUE_BUCKETS)
     registry.histogram(
         "ragbound_answerability_p_value",
-        "Answerability-test p-values of the decided queries (with that test only).",
+        "Answerability-test p-values of the decided queries it ran on.",
         P_VALUE_BUCKETS,
     )
     registry.counter("ragbound_tripwire_hits_total", "Tripwires that fired, by topic.")

@@ -4,9 +4,10 @@ Each line holds ``time`` (ISO 8601 UTC, microseconds, never earlier than the lin
 ``query`` (the text, ``sha256:<hex>`` or absent, per the ``log_queries`` mode), ``action``,
 ``cause`` (``in_knowledge``, ``out_of_knowledge``, ``unanswerable`` or ``forbidden``; absent
 from lines written before it), ``p_value``, ``score`` (the test statistic, higher = more out of
-knowledge), ``statistic``, ``triggers`` (the topics that fired) and ``calibration_id``; with a
-calibration that has the answerability test, ``answerability`` too: that test's
-``statistic``, ``score`` (higher = more likely unanswerable) and ``p_value``. With the query
+knowledge), ``statistic``, ``triggers`` (the topics that fired) and ``calibration_id``; where
+the answerability test ran (a calibration with it, on a question neither forbidden nor out of
+knowledge), ``answerability`` too: that test's ``statistic``, ``score`` (higher = more likely
+unanswerable) and ``p_value``. With the query
 text, the file is a log ``ragbound shift --queries FILE`` and ``ragbound test-log`` read.
 
 A conversation's decision (``query`` is the user turn decided) also holds ``conversation``:
