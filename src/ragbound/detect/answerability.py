@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -90,30 +89,22 @@ class AnswerabilityModel(BaseModel):
     model_id: str | None = Field(None, description="the judge's model identity at calibration")
 
     def empirical_null(self) -> EmpiricalNull:
-        return _null(tuple(self.null))
+        """The null the p-values are read from."""
+        return EmpiricalNull(np.asarray(self.null))
 
     def level(self, alpha: float, relevance_null: np.ndarray) -> float:
         """The level both tests run at for a gate at ``alpha`` (see
         :func:`~ragbound.stats.answerability.shared_alpha`); ``relevance_null`` holds the
         relevance test's calibration scores, in the same question order as ``null``."""
-        return _level(alpha, tuple(self.null), tuple(np.asarray(relevance_null).tolist()))
-
-
-@lru_cache(maxsize=8)
-def _null(scores: tuple[float, ...]) -> EmpiricalNull:
-    return EmpiricalNull(np.asarray(scores))
-
-
-@lru_cache(maxsize=16)
-def _level(alpha: float, answerability: tuple[float, ...], relevance: tuple[float, ...]) -> float:
-    if len(answerability) != len(relevance):
-        raise ValueError(
-            f"the two nulls differ in size ({len(answerability)} and {len(relevance)})"
+        relevance = np.asarray(relevance_null, dtype=np.float64)
+        if relevance.shape != (len(self.null),):
+            raise ValueError(
+                f"the two nulls differ in size ({len(self.null)} and {relevance.size})"
+            )
+        p = np.column_stack(
+            [calibration_p_values(relevance), calibration_p_values(np.asarray(self.null))]
         )
-    p = np.column_stack(
-        [calibration_p_values(np.asarray(relevance)), calibration_p_values(answerability)]
-    )
-    return shared_alpha(p, alpha)
+        return shared_alpha(p, alpha)
 
 
 @dataclass(frozen=True)

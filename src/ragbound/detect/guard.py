@@ -46,6 +46,7 @@ from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.protocol import Knowledge, check_statistic
 from ragbound.knowledge.query import SEARCH_BATCH, Prepared, query_texts
 from ragbound.results import Neighbour, Verdict
+from ragbound.stats import EmpiricalNull
 from ragbound.stores import Hits
 
 if TYPE_CHECKING:
@@ -107,6 +108,8 @@ class Guard:
         self._detectors: dict[tuple[str | None, float | None], BoundaryDetector] = {}
         self._reranker: CrossEncoderReranker | None = None
         self._judge: AnswerabilityJudge | None = None
+        self._levels: dict[tuple[float, str | None, int], float] = {}
+        self._answer_null: tuple[AnswerabilityModel, EmpiricalNull] | None = None
 
     # ------------------------------------------------------------- lifecycle
     @classmethod
@@ -379,6 +382,7 @@ class Guard:
         :meth:`use_judge` after loading). Refused for the learned statistics, whose null is
         a part of the questions."""
         manifest = self.calibration.manifest
+        self._levels.clear()
         if statistic is None:
             self.calibration.manifest = manifest.model_copy(update={"answerability": None})
             return self
@@ -443,7 +447,10 @@ class Guard:
         model = self.answerability
         if model is None:
             return alpha
-        return model.level(alpha, self.null_scores(statistic))
+        key = (alpha, statistic, id(model))  # per request: computed once per alpha
+        if key not in self._levels:
+            self._levels[key] = model.level(alpha, self.null_scores(statistic))
+        return self._levels[key]
 
     def check_both(
         self,
@@ -486,7 +493,9 @@ class Guard:
         model = self.answerability
         if model is None:
             raise InputError("this calibration has no answerability test: calibrate with one")
-        null = model.empirical_null()
+        if self._answer_null is None or self._answer_null[0] is not model:
+            self._answer_null = (model, model.empirical_null())  # built once, not per request
+        null = self._answer_null[1]
         found = scored(self.kb, texts, hits, model.depth, self.judge)
         p_values = null.p_values([c.score for c in found])
         return [
