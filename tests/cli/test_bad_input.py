@@ -261,6 +261,11 @@ ROWS: list[tuple[str, str]] = [
         "calibrate {kb} --queries {queries} --statistic auto --null-queries {records}",
         "and 2 to make the null, got",
     ),
+    ("calibrate {kb} --queries {queries} --answerability llm", "'--answerability': must be one"),
+    (
+        "calibrate {kb} --queries {queries} --statistic combined --answerability coverage",
+        "the answerability test needs a statistic of the similarities",
+    ),
     # ------------------------------------------------------------------------- check
     ("check", "Missing argument"),
     ("check {kb}", "give queries as arguments or with --queries FILE"),
