@@ -54,6 +54,7 @@ def test_a_decision_is_one_decide_span_over_its_four_steps(gate: Gate, spans, ac
     attributes = decide.attributes
     assert attributes["ragbound.action"] == action
     assert attributes["ragbound.p_value"] == pytest.approx(decision.test.p_value)
+    assert attributes["ragbound.cause"] == decision.cause
     assert attributes["ragbound.statistic"] == decision.test.statistic
     assert attributes["ragbound.k"] == decision.test.k
     assert attributes["ragbound.batch_size"] == 1

@@ -469,7 +469,12 @@ def _trace_decisions(span: Any, scored: Scored, decisions: list[Decision]) -> No
     for i, decision in enumerate(decisions):
         fired = fired_topics(decision) or None
         attributes = tracing.named(
-            {"action": decision.action, "p_value": decision.test.p_value, "tripwire.topics": fired}
+            {
+                "action": decision.action,
+                "cause": decision.cause,
+                "p_value": decision.test.p_value,
+                "tripwire.topics": fired,
+            }
         )
         span.add_event("ragbound.decision", {"ragbound.index": i, **attributes})
         if len(decisions) == 1:
