@@ -23,7 +23,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 DEMO_EXTRAS := serve,report
 EXTRAS := dev,torch,report,mpnet,local,baselines,serve,langchain,llamaindex,haystack,ray,postgres,hnsw,chroma,qdrant,lancedb,tracing
 
-.PHONY: install demo test lint docs bench bench-abstention bench-serve bench-zoo bench-conversations bench-default-path bench-install clean infinity
+.PHONY: install demo test lint docs bench bench-abstention bench-serve bench-zoo bench-conversations bench-answerability bench-default-path bench-install clean infinity
 
 # each install step says what it does and how long it took (pip itself stays quiet)
 STEP := scripts/step
@@ -100,6 +100,13 @@ bench-zoo: $(STAMP)
 # group for the bundled LLM, 0 skips; BENCH_CONV_LATENCY_N turns timed); its own section
 bench-conversations: $(STAMP)
 	$(BIN)/python -m benchmarks.run conversations
+
+# the answerability test (relevance + coverage) against relevance alone on the zoo's corpora,
+# a quarter of each corpus's documents left out (KnowOrNot's construction), 3 seeds
+# (BENCH_ANSWER_SEEDS; BENCH_ANSWER_CORPORA picks some; BENCH_ANSWER_LATENCY_N questions timed
+# one at a time, 0 skips); its own section
+bench-answerability: $(STAMP)
+	$(BIN)/python -m benchmarks.run answerability
 
 # a default Gate.decide against the query's embedding alone on PubMedQA (threads in the request
 # path: ONNX Runtime's spinning, small searches on one BLAS thread); its own section

@@ -127,6 +127,18 @@ def covidqa_questions() -> list[tuple[str, str]]:
     ]
 
 
+def covidqa_answer_starts() -> list[tuple[str, str, int]]:
+    """The COVID-QA questions as (document id, question, where its first answer starts in
+    that article's text: ``answer_start``); a question without an answer is left out (none
+    in the published set)."""
+    return [
+        (str(p["document_id"]), qa["question"].strip(), int(qa["answers"][0]["answer_start"]))
+        for p in _covidqa_paragraphs()
+        for qa in p["qas"]
+        if qa["answers"]
+    ]
+
+
 def pubmedqa_questions_by_pmid() -> dict[str, str]:
     """PQA-L: PMID -> its question (the abstract of that PMID answers it)."""
     return {pmid: record["QUESTION"] for pmid, record in _pubmedqa().items()}

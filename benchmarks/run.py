@@ -14,15 +14,17 @@ local generation speed (see benchmarks/synthetic.py, baselines.py, llm_speed.py)
 saved results; ``python -m benchmarks.run --list`` lists the parts, each with what it needs
 first: nothing, the shared data folder, or the PubMedQA set-up (corpus, question halves, far
 sets); without it the part is skipped with the reason. ``serve`` is ``make bench-serve``,
-``zoo`` ``make bench-zoo``, ``conversations`` ``make bench-conversations``, ``install`` ``make
-bench-install``, ``default-path`` ``make bench-default-path``; those take their own arguments
+``zoo`` ``make bench-zoo``, ``conversations`` ``make bench-conversations``, ``answerability``
+``make bench-answerability``, ``install`` ``make bench-install``, ``default-path`` ``make
+bench-default-path``; those take their own arguments
 (``render``: the section again from their raw file in bench_out/).
 Environment: RAGBOUND_DATA (data folder), BENCH_MEMORY_CHUNKS (default 100000; 0 skips),
 BENCH_MILLION_CHUNKS (default 1000000; 0 keeps only the float16 quality table),
 BENCH_SYNTH (default 1; 0 skips the LLM parts), BENCH_SYNTH_STEPS (default all: "1,2,3,4,5");
 BENCH_SERVE_REQUESTS, BENCH_SERVE_PER_LEVEL (serve); BENCH_ZOO_SEEDS, BENCH_ZOO_CORPORA,
 BENCH_ZOO_SYNTH, BENCH_ZOO_SYNTH_N (zoo); BENCH_CONV_SEEDS, BENCH_CONV_REWRITE_N,
-BENCH_CONV_LATENCY_N (conversations); BENCH_CASCADE_N (the tripwires' LLM cascade subset,
+BENCH_CONV_LATENCY_N (conversations); BENCH_ANSWER_SEEDS, BENCH_ANSWER_CORPORA,
+BENCH_ANSWER_LATENCY_N (answerability); BENCH_CASCADE_N (the tripwires' LLM cascade subset,
 default 30 per side); BENCH_NEAR_SEEDS (near, 5); BENCH_LEXICAL_CHUNKS (lexical-scale, default
 "100000,1000000").
 """
@@ -880,6 +882,12 @@ PARTS: dict[str, Part] = {
     "zoo": Part(
         "`make bench-zoo`: every automatic choice against the default on the corpus zoo",
         main_of("zoo"),
+        "data",
+        args=True,
+    ),
+    "answerability": Part(
+        "`make bench-answerability`: relevance + coverage against relevance alone, leave-one-out",
+        main_of("answerability"),
         "data",
         args=True,
     ),
