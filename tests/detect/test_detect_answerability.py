@@ -114,3 +114,14 @@ def test_refused_with_an_unknown_statistic_or_a_learned_one(guard: Guard) -> Non
         Guard.calibrate(guard.kb, QUESTIONS, answerability="judge-of-everything")
     with pytest.raises(InputError, match="answerability test needs a statistic"):
         Guard.calibrate(guard.kb, QUESTIONS * 3, statistic="combined", answerability="coverage")
+
+
+def test_too_few_questions_flag_nothing_rather_than_fail(guard: Guard) -> None:
+    """Under 1 / alpha calibration questions no test can flag; sharing alpha must not make
+    the gate fail either (the level stays > 0 and below every p-value)."""
+    with pytest.warns(UserWarning, match="cannot flag anything"):
+        few = Guard.calibrate(guard.kb, QUESTIONS[:8], k=4, answerability="coverage")
+    level = few.answerability_level()
+    assert 0.0 < level < 1 / 9
+    decision = Gate(few).decide(MISSING_ANSWER)
+    assert decision.action == "answer"

@@ -41,15 +41,16 @@ def shared_alpha(p_values: ArrayLike, alpha: float) -> float:
     ``p_values`` is (n, m): each of n calibration questions' leave-one-out p-value
     (:func:`calibration_p_values`) under each of m tests. A question is flagged when any of
     its p-values is <= the level; the level returned is the largest such that the share
-    flagged is <= ``alpha`` (alpha itself when one test: nothing to share; 0.0 when even the
-    smallest p-value flags too many). Tests that agree (correlated p-values) keep a level near
+    flagged is <= ``alpha`` (alpha itself when one test: nothing to share). When even the
+    smallest p-value flags too many (fewer than 1 / alpha questions), half of it: a level > 0
+    that flags nothing, as no single test can at that alpha either. Tests that agree (correlated p-values) keep a level near
     alpha; independent ones fall toward a Bonferroni split (alpha / m).
 
     >>> p = [[0.1, 0.9], [0.9, 0.1], [0.5, 0.5], [0.9, 0.9]]
     >>> shared_alpha(p, 0.5)
     0.1
     >>> shared_alpha(p, 0.25)
-    0.0
+    0.05
     """
     check_open_unit(alpha, "alpha")
     p = np.asarray(p_values, dtype=np.float64)
@@ -66,5 +67,5 @@ def shared_alpha(p_values: ArrayLike, alpha: float) -> float:
     # under the (allowed + 1)-th smallest
     below = smallest[allowed]
     candidates = smallest[smallest < below]
-    level = float(candidates.max()) if candidates.size else 0.0
+    level = float(candidates.max()) if candidates.size else float(smallest[0]) / 2
     return min(level, float(alpha))
