@@ -43,8 +43,9 @@ def shared_alpha(p_values: ArrayLike, alpha: float) -> float:
     its p-values is <= the level; the level returned is the largest such that the share
     flagged is <= ``alpha`` (alpha itself when one test: nothing to share). When even the
     smallest p-value flags too many (fewer than 1 / alpha questions), half of it: a level > 0
-    that flags nothing, as no single test can at that alpha either. Tests that agree (correlated p-values) keep a level near
-    alpha; independent ones fall toward a Bonferroni split (alpha / m).
+    that flags nothing, as no single test can at that alpha either. Tests that agree
+    (correlated p-values) keep a level near alpha; independent ones fall toward a Bonferroni
+    split (alpha / m).
 
     >>> p = [[0.1, 0.9], [0.9, 0.1], [0.5, 0.5], [0.9, 0.9]]
     >>> shared_alpha(p, 0.5)
