@@ -15,8 +15,9 @@ saved results; ``python -m benchmarks.run --list`` lists the parts, each with wh
 first: nothing, the shared data folder, or the PubMedQA set-up (corpus, question halves, far
 sets); without it the part is skipped with the reason. ``serve`` is ``make bench-serve``,
 ``zoo`` ``make bench-zoo``, ``conversations`` ``make bench-conversations``, ``answerability``
-``make bench-answerability``, ``install`` ``make bench-install``, ``default-path`` ``make
-bench-default-path``; those take their own arguments
+``make bench-answerability`` (``answerability-judge`` its LLM judge's subset), ``install``
+``make bench-install``, ``default-path`` ``make bench-default-path``; those take their own
+arguments
 (``render``: the section again from their raw file in bench_out/).
 Environment: RAGBOUND_DATA (data folder), BENCH_MEMORY_CHUNKS (default 100000; 0 skips),
 BENCH_MILLION_CHUNKS (default 1000000; 0 keeps only the float16 quality table),
@@ -24,9 +25,10 @@ BENCH_SYNTH (default 1; 0 skips the LLM parts), BENCH_SYNTH_STEPS (default all: 
 BENCH_SERVE_REQUESTS, BENCH_SERVE_PER_LEVEL (serve); BENCH_ZOO_SEEDS, BENCH_ZOO_CORPORA,
 BENCH_ZOO_SYNTH, BENCH_ZOO_SYNTH_N (zoo); BENCH_CONV_SEEDS, BENCH_CONV_REWRITE_N,
 BENCH_CONV_LATENCY_N (conversations); BENCH_ANSWER_SEEDS, BENCH_ANSWER_CORPORA,
-BENCH_ANSWER_LATENCY_N (answerability); BENCH_CASCADE_N (the tripwires' LLM cascade subset,
-default 30 per side); BENCH_NEAR_SEEDS (near, 5); BENCH_LEXICAL_CHUNKS (lexical-scale, default
-"100000,1000000").
+BENCH_ANSWER_LATENCY_N (answerability); BENCH_ANSWER_JUDGE_N, BENCH_ANSWER_JUDGE_CALIBRATION,
+BENCH_ANSWER_JUDGE_CORPORA (answerability-judge: the bundled LLM, slow); BENCH_CASCADE_N (the
+tripwires' LLM cascade subset, default 30 per side); BENCH_NEAR_SEEDS (near, 5);
+BENCH_LEXICAL_CHUNKS (lexical-scale, default "100000,1000000").
 """
 
 from __future__ import annotations
@@ -888,6 +890,12 @@ PARTS: dict[str, Part] = {
     "answerability": Part(
         "`make bench-answerability`: relevance + coverage against relevance alone, leave-one-out",
         main_of("answerability"),
+        "data",
+        args=True,
+    ),
+    "answerability-judge": Part(
+        "the answerability test's LLM judge (bundled local model) on a subset, leave-one-out",
+        main_of("answerability_judge"),
         "data",
         args=True,
     ),
