@@ -125,3 +125,31 @@ def test_too_few_questions_flag_nothing_rather_than_fail(guard: Guard) -> None:
     assert 0.0 < level < 1 / 9
     decision = Gate(few).decide(MISSING_ANSWER)
     assert decision.action == "answer"
+
+
+def test_a_conversation_is_read_as_the_relevance_test_searched_it(guard: Guard) -> None:
+    """The answerability test reads the text searched (the follow reading's join), so a
+    follow-up's missing answer is judged with the turn it follows."""
+    chat = [
+        {"role": "user", "content": "Why do beekeepers use smoke?"},
+        {"role": "assistant", "content": "To calm the colony before opening the hive."},
+        {"role": "user", "content": "Which beekeeper invented the smoker in 1873?"},
+    ]
+    decision = Gate(guard).decide(chat)
+    assert decision.query == chat[-1]["content"]
+    searched = decision.test.query
+    assert chat[0]["content"] in searched and chat[-1]["content"] in searched
+    assert not decision.test.out_of_knowledge
+    answer = decision.answerability
+    assert answer is not None
+    hits = guard.kb.search([searched], answer_depth(guard))
+    (expected,) = coverage(guard.kb, [searched], hits, answer_depth(guard))
+    assert answer.score == pytest.approx(expected.score)
+    # the earlier turn's words count as found: the join covers more than the turn alone
+    (alone,) = coverage(guard.kb, [chat[-1]["content"]], hits, answer_depth(guard))
+    assert answer.score < alone.score
+
+
+def answer_depth(guard: Guard) -> int:
+    assert guard.answerability is not None
+    return guard.answerability.depth
