@@ -34,6 +34,7 @@ from ragbound.artifacts import write_json
 from ragbound.detect import Guard
 from ragbound.embedders import load_dense_embedder
 from ragbound.gate import Gate
+from ragbound.stats import auroc
 
 RAW = answerability.OUT / "answerability_judge.json"
 TITLE = "Answerability: the LLM judge (bundled local model, a subset)"
@@ -60,13 +61,12 @@ def sample(questions: Sequence[str], n: int, seed: int) -> list[str]:
     return [questions[i] for i in sorted(order)]
 
 
-def flagged(gate: Gate, questions: Sequence[str]) -> tuple[float, float]:
-    """The share of ``questions`` the gate abstains on, and of those, unanswerable."""
-    if not questions:
-        return float("nan"), float("nan")
+def flagged(gate: Gate, questions: Sequence[str]) -> tuple[float, list[float]]:
+    """The share of ``questions`` the gate abstains on, and the answerability scores of
+    those it ran that test on (the ones relevance let through)."""
     decisions = gate.decide_many(questions)
-    abstained = np.mean([d.action == "abstain" for d in decisions])
-    return float(abstained), float(np.mean([d.cause == "unanswerable" for d in decisions]))
+    abstained = float(np.mean([d.action == "abstain" for d in decisions]))
+    return abstained, [d.answerability.score for d in decisions if d.answerability is not None]
 
 
 def corpus_rows(corpus: str, embedder: near.CachedEmbedder, n: int, n_cal: int) -> dict:
@@ -84,13 +84,19 @@ def corpus_rows(corpus: str, embedder: near.CachedEmbedder, n: int, n_cal: int) 
     both = Gate(guard)
     rows: dict = {RELEVANCE: {"level": alone.guard.answerability_level()}, WITH_JUDGE: {}}
     rows[WITH_JUDGE]["level"] = guard.answerability_level()
-    rows[WITH_JUDGE]["seconds_per_call"] = calibration_s / len(calibration)
+    judged: dict[str, list[float]] = {}
     for name, questions in sets.items():
         rows[RELEVANCE][name], _ = flagged(alone, questions)
-        rows[WITH_JUDGE][name], rows[WITH_JUDGE][f"{name}_unanswerable"] = flagged(both, questions)
+        rows[WITH_JUDGE][name], judged[name] = flagged(both, questions)
         print(f"{corpus} {name}: {rows[WITH_JUDGE][name]:.3f}", flush=True)
+    for name in ("left_out", "unanswerable"):
+        if judged.get(name) and judged["inside"]:
+            rows[WITH_JUDGE][f"auroc_{name}"] = auroc(judged["inside"], judged[name])
+    assert guard.judge is not None
+    rows[WITH_JUDGE]["seconds_per_call"] = float(np.median(guard.judge.call_seconds))
     sizes = {"calibration": len(calibration), **{k: len(v) for k, v in sets.items()}}
-    return {"rows": rows, "sizes": sizes}
+    sizes |= {f"judged {k}": len(v) for k, v in judged.items()}
+    return {"rows": rows, "sizes": sizes, "calibration_s": calibration_s}
 
 
 def judge_part() -> dict:
@@ -117,7 +123,9 @@ COLUMNS = (
     ("unanswerable", "CLAP NQ unanswerable flagged"),
     ("inside", "held-out FPR (false 'I don't know')"),
     ("level", "level each test runs at"),
-    ("seconds_per_call", "judge s / call"),
+    ("auroc_left_out", "judge AUROC in vs left out (judged)"),
+    ("auroc_unanswerable", "judge AUROC in vs unanswerable (judged)"),
+    ("seconds_per_call", "judge s / call (p50)"),
 )
 
 
@@ -135,8 +143,9 @@ def judge_markdown(results: dict) -> list[str]:
         for corpus, found in results["corpora"].items()
         for choice in (RELEVANCE, WITH_JUDGE)
     ]
+    size_keys = ("calibration", *SETS, *(f"judged {k}" for k in SETS))
     sizes = [
-        [corpus, *(str(found["sizes"].get(k, 0)) for k in ("calibration", *SETS))]
+        [corpus, *(str(found["sizes"].get(k, 0)) for k in size_keys)]
         for corpus, found in results["corpora"].items()
     ]
     skipped = [f"- {c}: skipped, {why}" for c, why in results.get("skipped", {}).items()]
@@ -147,14 +156,18 @@ def judge_markdown(results: dict) -> list[str]:
         "Qwen2.5-Coder 1.5B (Q4_K_M, llama.cpp, 2 threads) reads the question and the 3 "
         "nearest chunks, its score the probability of NO among YES and NO in the first "
         "token's distribution; both rows decided by `Gate.decide_many` at alpha = 0.05 "
-        "(relevance + judge: both tests at their shared level). One seed: read the shares "
+        "(relevance + judge: both tests at their shared level); the judge's seconds are the "
+        "model's time per call, a cached reply keeping its first call's. One seed: read the shares "
         f"with their sampling error (about ±{1.96 * np.sqrt(0.25 / results['n']):.2f} at "
         "0.5 for this n). The whole run took "
         f"{results.get('total_s', 0.0) / 60:.1f} min.",
         "",
         *markdown_table(header, rows),
         "",
-        *markdown_table(["corpus", "calibration", *SETS], sizes),
+        "Sizes; judged: the questions relevance let through, on which the judge ran (its AUROC "
+        "reads those: how well it separates where it decides).",
+        "",
+        *markdown_table(["corpus", *size_keys], sizes),
         *(["", *skipped] if skipped else []),
     ]
 

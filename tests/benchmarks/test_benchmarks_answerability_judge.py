@@ -24,6 +24,7 @@ def test_the_section_shows_both_rows_per_corpus_and_what_was_skipped() -> None:
             "inside": 0.05,
             "left_out": 0.6,
             "unanswerable": 0.7,
+            "auroc_left_out": 0.9,
             "seconds_per_call": 9.5,
         },
     }
@@ -37,10 +38,13 @@ def test_the_section_shows_both_rows_per_corpus_and_what_was_skipped() -> None:
     }
     text = "\n".join(judge.judge_markdown(results))
     assert (
-        "| CLAP NQ | relevance + judge (local 1.5B) | 0.600 | 0.700 | 0.050 | 0.030 | 9.500 |"
+        "| CLAP NQ | relevance + judge (local 1.5B) | 0.600 | 0.700 | 0.050 | 0.030 | 0.900 |  | 9.500 |"
         in text
     )
-    assert "| CLAP NQ | relevance alone (default, mss) | 0.100 | 0.300 | 0.050 | 0.050 |  |" in text
+    assert (
+        "| CLAP NQ | relevance alone (default, mss) | 0.100 | 0.300 | 0.050 | 0.050 |  |  |  |"
+        in text
+    )
     assert "- COVID-QA: skipped, COVID-QA not found" in text
     assert "10.0 min" in text
     assert judge.judge_markdown({"corpora": {}}) == []

@@ -52,6 +52,8 @@ class AnswerabilityJudge:
         self.concurrency = concurrency
         self.prompt = load_prompt(PROMPT_ID)
         self.params = GenerationParams(max_tokens=2, top_logprobs=ALTERNATIVES)
+        # each judgment's model time (a cached reply keeps its first call's): what it costs
+        self.call_seconds: list[float] = []
 
     def scores(
         self, questions: Sequence[str], passages: Sequence[Sequence[str]], *, progress: bool = False
@@ -70,6 +72,7 @@ class AnswerabilityJudge:
             if result.error is not None or result.response is None:
                 raise result.error or InputError("the judge returned nothing")
             out.append(no_probability(result.response.top_logprobs, result.response.text))
+            self.call_seconds.append(result.response.seconds)
         return out
 
     def _request(self, question: str, passages: Sequence[str]) -> Request:
