@@ -366,15 +366,7 @@ class Gate:
             for i in range(len(texts))
             if scored.p_values[i] > level and not (verdicts is not None and verdicts[i].forbidden)
         ]
-        answers: list[AnswerabilityVerdict | None] = [None] * len(texts)
-        if open_rows:
-            subset = Hits(
-                similarities=hits.similarities[open_rows], indices=hits.indices[open_rows]
-            )
-            found = self.guard.answerability_verdicts([texts[i] for i in open_rows], subset, level)
-            for i, verdict in zip(open_rows, found, strict=True):
-                answers[i] = verdict
-        return answers
+        return self.guard.answerability_of(texts, hits, level, open_rows)
 
     def _tripwire_verdicts(
         self, texts: Sequence[str], vectors: np.ndarray | None, hits: Hits

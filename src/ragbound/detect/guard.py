@@ -477,13 +477,21 @@ class Guard:
         scored = self.score(queries, statistic=statistic, alpha=level, hits=hits)
         verdicts = [self.verdict(q, scored, i, evidence) for i, q in enumerate(queries)]
         rows = [i for i, v in enumerate(verdicts) if not v.out_of_knowledge]
-        answers: list[AnswerabilityVerdict | None] = [None] * len(verdicts)
-        if rows:  # the others are decided: not read again (a judge's call is not free)
+        return verdicts, self.answerability_of(queries, hits, level, rows)
+
+    def answerability_of(
+        self, texts: Sequence[str], hits: Hits, level: float, rows: Sequence[int]
+    ) -> list[AnswerabilityVerdict | None]:
+        """:meth:`answerability_verdicts` of the texts at ``rows`` alone, None for the others:
+        those are decided already and not read again (a judge's call is not free)."""
+        answers: list[AnswerabilityVerdict | None] = [None] * len(texts)
+        if rows:
+            rows = list(rows)
             subset = Hits(similarities=hits.similarities[rows], indices=hits.indices[rows])
-            found = self.answerability_verdicts([queries[i] for i in rows], subset, level)
+            found = self.answerability_verdicts([texts[i] for i in rows], subset, level)
             for i, verdict in zip(rows, found, strict=True):
                 answers[i] = verdict
-        return verdicts, answers
+        return answers
 
     def answerability_verdicts(
         self, texts: Sequence[str], hits: Hits, level: float
