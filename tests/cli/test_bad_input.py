@@ -263,6 +263,14 @@ ROWS: list[tuple[str, str]] = [
     ),
     ("calibrate {kb} --queries {queries} --answerability llm", "'--answerability': must be one"),
     (
+        "calibrate {kb} --queries {queries} --answerability coverage --llm local",
+        "also judges with --answerability judge",
+    ),
+    (
+        "calibrate {kb} --queries {queries} --answerability judge --llm nonsense",
+        "unknown LLM spec 'nonsense'",
+    ),
+    (
         "calibrate {kb} --queries {queries} --statistic combined --answerability coverage",
         "the answerability test needs a statistic of the similarities",
     ),

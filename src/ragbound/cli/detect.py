@@ -461,7 +461,10 @@ def _calibration_chats(
 
     if conversations is None:
         if reading is not None or llm is not None:
-            raise InputError("--reading and --llm read conversations: give --conversations FILE")
+            raise InputError(
+                "--reading and --llm read conversations: give --conversations FILE (--llm "
+                "also judges with --answerability judge)"
+            )
         return []
     from ragbound.corpus.conversations import load_conversations
 

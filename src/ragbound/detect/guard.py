@@ -182,6 +182,10 @@ class Guard:
             check_answerability(answerability)
             if answerability == JUDGE and llm is None:  # refused before any search
                 raise InputError(f"the {JUDGE} answerability test needs an LLM: llm='local'")
+            if answerability == JUDGE and isinstance(llm, str):
+                from ragbound.llm import make_llm
+
+                make_llm(llm)  # a bad spec or a missing server setting: refused before searching
             guard = cls.calibrate(
                 kb,
                 queries,
