@@ -17,9 +17,16 @@ pytest.importorskip("langchain.agents.middleware")
 from langchain.agents import create_agent
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langgraph.checkpoint.memory import InMemorySaver
 
+from ragbound.adapters.langchain import thread_conversation
 from ragbound.adapters.langchain_agent import (
     DEFAULT_ABSTENTION,
     DEFAULT_CONTEXT_TEMPLATE,
@@ -30,6 +37,7 @@ from ragbound.gate import Decision, Gate
 from tests.adapters.conftest import ABSTAINED, ANSWERED, REJECTED, RULE
 
 SCRIPTED = "scripted model reply"
+FOLLOW_UP = "yes"  # says nothing alone: the question before it says what it asks
 
 
 class PromptRecorder(BaseCallbackHandler):
@@ -98,25 +106,46 @@ def test_the_context_template_puts_the_gates_chunks_in_the_system_prompt(gate: G
         assert chunk["text"] in system.text
 
 
-def test_each_turn_of_a_thread_is_decided_on_its_own_message(gate: Gate) -> None:
+def test_each_turn_of_a_thread_is_decided_with_the_turns_before_it(gate: Gate) -> None:
+    """The thread's messages are the conversation: a follow-up that abstains alone is read
+    with the question it follows, and every turn is the gate's decision on the same chat."""
     model = scripted_model()
     agent = create_agent(
         model, tools=[], middleware=[GateMiddleware(gate)], checkpointer=InMemorySaver()
     )
     thread = {"configurable": {"thread_id": "t1"}}
-    first = ask(agent, ANSWERED, **thread)
-    second = ask(agent, REJECTED, **thread)
-    third = ask(agent, ANSWERED, **thread)
-    assert [r["ragbound_decision"]["action"] for r in (first, second, third)] == [
-        "answer",
-        "reject",
-        "answer",
+    assert gate.decide(FOLLOW_UP).action == "abstain"  # alone
+    results = [ask(agent, turn, **thread) for turn in (ANSWERED, FOLLOW_UP, REJECTED, ANSWERED)]
+    decisions = [Decision.model_validate(r["ragbound_decision"]) for r in results]
+    assert [d.action for d in decisions[:3]] == ["answer", "answer", "reject"]
+    assert decisions[1].conversation is not None and decisions[1].conversation.read_turns == 2
+    assert [d.conversation.turn for d in decisions if d.conversation] == [0, 1, 2, 3]
+    messages: list[dict[str, str]] = []
+    for turn, decision, result in zip(
+        (ANSWERED, FOLLOW_UP, REJECTED, ANSWERED), decisions, results, strict=True
+    ):
+        messages.append({"role": "user", "content": turn})
+        expected = gate.decide(messages)  # what the service decides from the same messages
+        assert (decision.action, decision.test.query) == (expected.action, expected.test.query)
+        messages.append({"role": "assistant", "content": result["messages"][-1].text})
+
+
+def test_tool_results_and_tool_calls_are_left_out_of_the_conversation() -> None:
+    thread = [
+        SystemMessage("Be brief."),
+        HumanMessage("How do bees make honey?"),
+        AIMessage("", tool_calls=[{"name": "search", "args": {}, "id": "c1"}]),
+        ToolMessage("a long retrieved page " * 50, tool_call_id="c1"),
+        AIMessage("From nectar."),
+        HumanMessage("yes"),
     ]
-    assert [m.text for m in third["messages"] if m.type == "ai"] == [
-        SCRIPTED,
-        DEFAULT_REFUSAL,
-        SCRIPTED,
+    assert thread_conversation(thread) == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "How do bees make honey?"},
+        {"role": "assistant", "content": "From nectar."},
+        {"role": "user", "content": "yes"},
     ]
+    assert thread_conversation([AIMessage("Hello!")]) is None  # no human turn: not decided
 
 
 def test_async_agent_is_gated_too(gate: Gate) -> None:

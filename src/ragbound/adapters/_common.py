@@ -50,6 +50,13 @@ def blocked(decision: Decision, on_block: OnBlock) -> bool:
     return True
 
 
+def reply_texts(refusal: str, abstention: str, unanswerable: str) -> dict[str, str]:
+    """The text a chat answers with, by the decision's cause (``in_knowledge`` has none: the
+    LLM answers): ``refusal`` for a ``reject``, ``abstention`` for an ``abstain`` out of
+    knowledge, ``unanswerable`` for one whose chunks do not hold the answer."""
+    return {"forbidden": refusal, "out_of_knowledge": abstention, "unanswerable": unanswerable}
+
+
 def decision_metadata(decision: Decision) -> dict[str, Any]:
     """The decision as JSON-ready metadata, without its context (the documents carry that)."""
     return decision.model_dump(mode="json", exclude={"neighbours"})

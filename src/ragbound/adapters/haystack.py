@@ -12,6 +12,12 @@
   ``PromptBuilder`` with ``required_variables=["query"]``) so that branch runs only then;
 - ``blocked``: only on ``reject`` / ``abstain``, the decision: connect it to a refusal branch.
 
+In a chat pipeline, pass the chat so far as ``history`` (Haystack ``ChatMessage`` objects,
+oldest first, without the new question): ``query`` is then decided as the last user turn of
+that conversation, as ``POST /v1/decide`` with ``messages`` decides it (a follow-up read with
+the turns it follows; the tripwires see every user turn). Tool results are left out
+(:mod:`ragbound.adapters._chat`).
+
 Built from ``kb_dir`` the component loads its Gate in ``warm_up()`` and serialises with the
 pipeline (``to_dict`` / ``from_dict``; Haystack loads it only from a trusted module:
 ``Pipeline.loads(text, allowed_modules=["ragbound.adapters.haystack"])``); built from a loaded
@@ -32,6 +38,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from ragbound.adapters._chat import chat_messages
 from ragbound.adapters._common import (
     METADATA_KEY,
     chunk_metadata,
@@ -43,10 +50,11 @@ from ragbound.gate import DEFAULT_CONTEXT_K, Decision, Gate
 
 try:
     from haystack import Document, component, default_from_dict, default_to_dict
+    from haystack.dataclasses import ChatMessage
 except ImportError as error:
     raise missing_extra("haystack-ai", "haystack", error) from error
 
-__all__ = ["GateComponent"]
+__all__ = ["GateComponent", "chat_query"]
 
 
 @component
@@ -97,22 +105,31 @@ class GateComponent:
     @component.output_types(
         documents=list[Document], decision=Decision, query=str, blocked=Decision
     )
-    def run(self, query: str, documents: list[Document] | None = None) -> dict[str, Any]:
-        """Decide ``query``; documents on ``answer`` only (see the module docstring)."""
+    def run(
+        self,
+        query: str,
+        documents: list[Document] | None = None,
+        history: list[ChatMessage] | None = None,
+    ) -> dict[str, Any]:
+        """Decide ``query`` (after ``history``, in a chat); documents on ``answer`` only (see
+        the module docstring)."""
         self.warm_up()
         assert self._gate is not None
-        return self._outputs(self._gate.decide(query), documents)
+        return self._outputs(self._gate.decide(chat_query(query, history)), documents)
 
     @component.output_types(
         documents=list[Document], decision=Decision, query=str, blocked=Decision
     )
     async def run_async(
-        self, query: str, documents: list[Document] | None = None
+        self,
+        query: str,
+        documents: list[Document] | None = None,
+        history: list[ChatMessage] | None = None,
     ) -> dict[str, Any]:
         """:meth:`run` for ``AsyncPipeline``: the decision is made in a worker thread."""
         self.warm_up()
         assert self._gate is not None
-        decision = await asyncio.to_thread(self._gate.decide, query)
+        decision = await asyncio.to_thread(self._gate.decide, chat_query(query, history))
         return self._outputs(decision, documents)
 
     def _outputs(self, decision: Decision, documents: list[Document] | None) -> dict[str, Any]:
@@ -123,6 +140,15 @@ class GateComponent:
         else:
             found = annotated(documents, decision) if self.annotate else documents
         return routed(decision, found)
+
+
+def chat_query(query: str, history: list[ChatMessage] | None) -> str | list[dict[str, str]]:
+    """What the Gate decides: ``query`` alone (``history`` None), or the conversation of
+    ``history`` (Haystack chat messages, oldest first) with ``query`` as its last user turn,
+    as OpenAI-style messages."""
+    if history is None:
+        return query
+    return chat_messages([(m.role.value, m.text or "") for m in history], query)
 
 
 def routed(decision: Decision, documents: list[Document]) -> dict[str, Any]:

@@ -24,8 +24,11 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import PrivateAttr, field_validator
 
+from ragbound.adapters._chat import chat_messages, last_user_index
 from ragbound.adapters._common import (
     METADATA_KEY,
     OnBlock,
@@ -36,6 +39,7 @@ from ragbound.adapters._common import (
     decision_metadata,
     missing_extra,
 )
+from ragbound.conversation import Query
 from ragbound.gate import Decision, Gate
 
 try:
@@ -44,12 +48,19 @@ try:
         CallbackManagerForRetrieverRun,
     )
     from langchain_core.documents import Document
+    from langchain_core.messages import (
+        BaseMessage,
+        ChatMessage,
+        MessageLikeRepresentation,
+        convert_to_messages,
+    )
     from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables import RunnableConfig
     from langchain_core.runnables.config import run_in_executor
 except ImportError as error:
     raise missing_extra("langchain-core", "langchain", error) from error
 
-__all__ = ["DECISION_EVENT", "GatedRetriever", "QueryBlocked"]
+__all__ = ["DECISION_EVENT", "GatedRetriever", "QueryBlocked", "thread_conversation"]
 
 DECISION_EVENT = "ragbound_decision"
 """Name of the custom callback event that carries each decision (data: the decision as JSON)."""
@@ -103,9 +114,59 @@ class GatedRetriever(BaseRetriever):
         return annotated(found, decision)
 
     def _decide(self, query: str) -> Decision:
+        return self.decide(query)
+
+    def decide(self, query: Query | list[dict[str, str]]) -> Decision:
+        """The decision on a query, or on a conversation (OpenAI-style messages, e.g.
+        :func:`thread_conversation`'s) at its last user turn; kept as ``last_decision``."""
         decision = self.gate.decide(query)
         self._last_decision = decision
         return decision
+
+    def answer_documents(
+        self, decision: Decision, config: RunnableConfig | None = None
+    ) -> list[Document]:
+        """The documents for a decision already made (none unless ``answer``; ``on_block``
+        applies): the wrapped retriever's, searched with the text the Gate searched
+        (``decision.test.query``: a follow-up joined with the turns it follows), or the
+        Gate's own chunks."""
+        if blocked(decision, self.on_block):
+            return []
+        if self.retriever is None:
+            return context_documents(decision)
+        return annotated(self.retriever.invoke(decision.test.query, config=config), decision)
+
+    async def aanswer_documents(
+        self, decision: Decision, config: RunnableConfig | None = None
+    ) -> list[Document]:
+        """:meth:`answer_documents`, the wrapped retriever run asynchronously."""
+        if blocked(decision, self.on_block) or self.retriever is None:
+            return self.answer_documents(decision, config)
+        found = await self.retriever.ainvoke(decision.test.query, config=config)
+        return annotated(found, decision)
+
+
+def thread_conversation(
+    messages: Sequence[MessageLikeRepresentation], question: str | None = None
+) -> list[dict[str, str]] | None:
+    """LangChain messages (``BaseMessage`` objects, ``("human", text)`` tuples, dicts: what a
+    ``MessagesPlaceholder`` takes) up to the last human message, as the OpenAI-style
+    conversation the Gate decides; with ``question``, the messages are the history before it.
+    None: no human turn to decide. Tool results and messages without text are left out
+    (:mod:`ragbound.adapters._chat`)."""
+    thread = convert_to_messages(messages)
+    pairs = [(_role(m), m.text) for m in thread]
+    if question is not None:
+        return chat_messages(pairs, question)
+    last = last_user_index([role for role, _ in pairs])
+    if last is None:
+        return None
+    return chat_messages(pairs[:last], pairs[last][1])
+
+
+def _role(message: BaseMessage) -> str:
+    # a ChatMessage carries any role name in .role; the others name theirs in .type
+    return message.role if isinstance(message, ChatMessage) else message.type
 
 
 def report(decision: Decision, run_manager: CallbackManagerForRetrieverRun) -> None:

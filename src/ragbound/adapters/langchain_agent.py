@@ -1,6 +1,11 @@
 """LangChain v1 agent middleware: the Gate decides each turn before the agent runs.
 
-:class:`GateMiddleware` decides the turn's last human message in ``before_agent``:
+:class:`GateMiddleware` decides the thread's conversation at its last human message in
+``before_agent``: the thread's human, AI and system messages are the conversation (as
+``POST /v1/decide`` with ``messages`` reads it: a follow-up is read with the turns it follows,
+and the tripwires see every human turn); tool results and AI turns made only of tool calls are
+left out (:mod:`ragbound.adapters._chat`). With a checkpointer the thread is the whole chat;
+without one, the messages the caller sends.
 
 - ``reject`` / ``abstain``: the turn ends at once with an ``AIMessage`` (``refusal`` or
   ``abstention`` text, the decision without its context in ``response_metadata["ragbound"]``);
@@ -26,7 +31,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, NotRequired
 
-from ragbound.adapters._common import METADATA_KEY, decision_metadata, missing_extra
+from ragbound.adapters._common import (
+    METADATA_KEY,
+    decision_metadata,
+    missing_extra,
+    reply_texts,
+)
+from ragbound.adapters.langchain import thread_conversation
 from ragbound.gate import (
     DEFAULT_ABSTENTION,
     DEFAULT_CONTEXT_TEMPLATE,
@@ -44,7 +55,7 @@ try:
         ModelResponse,
         hook_config,
     )
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+    from langchain_core.messages import AIMessage, SystemMessage
     from langchain_core.runnables.config import run_in_executor
     from langgraph.runtime import Runtime
 except ImportError as error:
@@ -57,6 +68,7 @@ __all__ = [
     "DEFAULT_UNANSWERABLE",
     "GateMiddleware",
     "GateState",
+    "thread_conversation",
 ]
 
 DECISION_KEY = "ragbound_decision"
@@ -91,24 +103,20 @@ class GateMiddleware(AgentMiddleware[GateState]):
     ):
         super().__init__()
         self.gate = gate
-        self.replies = {
-            "forbidden": refusal,
-            "out_of_knowledge": abstention,
-            "unanswerable": unanswerable,
-        }
+        self.replies = reply_texts(refusal, abstention, unanswerable)
         self.context_template = context_template
 
     @hook_config(can_jump_to=["end"])
     def before_agent(self, state: GateState, runtime: Runtime) -> dict[str, Any] | None:
-        query = _last_human_text(state)
-        return None if query is None else self._verdict(self.gate.decide(query))
+        chat = thread_conversation(state["messages"])
+        return None if chat is None else self._verdict(self.gate.decide(chat))
 
     @hook_config(can_jump_to=["end"])
     async def abefore_agent(self, state: GateState, runtime: Runtime) -> dict[str, Any] | None:
-        query = _last_human_text(state)
-        if query is None:
+        chat = thread_conversation(state["messages"])
+        if chat is None:
             return None
-        return self._verdict(await run_in_executor(None, self.gate.decide, query))
+        return self._verdict(await run_in_executor(None, self.gate.decide, chat))
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
@@ -141,10 +149,3 @@ class GateMiddleware(AgentMiddleware[GateState]):
         prompt = request.system_prompt
         text = addition if not prompt else f"{prompt}\n\n{addition}"
         return request.override(system_message=SystemMessage(content=text))
-
-
-def _last_human_text(state: GateState) -> str | None:
-    for message in reversed(state["messages"]):
-        if isinstance(message, HumanMessage):
-            return message.text
-    return None
