@@ -56,6 +56,7 @@ from ragbound.gate_turns import (
 from ragbound.knowledge.query import QueryTexts
 from ragbound.results import Neighbour, Verdict, renamed
 from ragbound.stores import Hits
+from ragbound.tripwires.floor import Reference
 from ragbound.tripwires.guard import (
     TripwireRule,
     TripwireTest,
@@ -228,6 +229,12 @@ class Gate:
         self.tripwire_instructions = tripwire_instructions
         self.rewriter = rewriter
         self._verdicts: dict[tuple[str, str | None], TripwireVerdict] = {}
+        # the calibration's questions bound the in-knowledge questions the tripwires call
+        # forbidden (the rule's calibrated floor), in every path a gate decides
+        calibration = guard.calibration
+        self.reference = Reference(calibration.queries, source=calibration.manifest.id)
+        if tripwires is not None and tripwires.reference is None:
+            tripwires.use_reference(self.reference)
         embedder = vector_reader(guard.kb)
         self.turn_vectors = None if embedder is None else TurnVectors(embedder)
 
@@ -251,7 +258,7 @@ class Gate:
         if guard.kb.manifest.embedder.kind == "dense":
             candidate = TripwireTest(guard.kb, rule or load_rule(Path(kb_dir)))
             tripwires = candidate if len(candidate.tripwires) else None
-        return cls(
+        gate = cls(
             guard,
             tripwires,
             context_k=context_k,
@@ -259,10 +266,17 @@ class Gate:
             tripwire_instructions=tripwire_instructions,
             rewriter=rewriter,
         )
+        if gate.tripwires is not None:
+            gate.tripwires.floor()  # its calibration's questions embedded here, not at a decision
+        return gate
 
     def with_tripwires(self, tripwires: TripwireTest | None) -> Gate:
         """This gate with another tripwire set (None: none), everything else kept, the cache
-        of embedded turns shared: what a service swaps in when its tripwires change."""
+        of embedded turns and the calibration's questions (the calibrated floor's) shared:
+        what a service swaps in when its tripwires change."""
+        if tripwires is not None and tripwires.reference is None:
+            tripwires.use_reference(self.reference)
+            tripwires.floor()  # a tripwire search of the questions embedded already
         fresh = Gate(
             self.guard,
             tripwires,
@@ -272,6 +286,7 @@ class Gate:
             rewriter=self.rewriter,
         )
         fresh.turn_vectors = self.turn_vectors
+        fresh.reference = self.reference
         return fresh
 
     def decide(self, query: Query | Sequence[Any]) -> Decision:

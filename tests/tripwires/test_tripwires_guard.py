@@ -93,7 +93,9 @@ def test_rules_are_validated_and_saved(tmp_path: Path) -> None:
     default = TripwireRule.default()
     save_rule(tmp_path, default)
     assert load_rule(tmp_path) == default and default.floor_quantile == DEFAULT_FLOOR_QUANTILE
-    assert default.describe() == "proportion>=0.5 or rank<=1 (k=5, set floor q0.15)"
+    assert default.describe() == (
+        "proportion>=0.5 or rank<=1 (k=5, set floor q0.15, in-knowledge forbidden <= 1%)"
+    )
     assert TripwireRule(combine="all").describe() == "proportion>=0.5 and rank<=1 (k=5)"
     with pytest.raises(ValidationError, match="floor_quantile"):
         TripwireRule(floor_quantile=1.5)
@@ -110,9 +112,8 @@ def test_rules_by_name() -> None:
         None,
     )
     default = TripwireRule.named("default")
-    assert default.model_dump(exclude={"floor_quantile"}) == paper.model_dump(
-        exclude={"floor_quantile"}
-    )
+    floors = {"floor_quantile", "calibrated"}
+    assert default.model_dump(exclude=floors) == paper.model_dump(exclude=floors)
     assert TripwireRule.default(k=3).k == 3
     with pytest.raises(InputError, match="unknown tripwire rule 'lenient': use default or paper"):
         TripwireRule.named("lenient")

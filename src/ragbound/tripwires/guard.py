@@ -22,6 +22,7 @@ from ragbound.results import renamed
 from ragbound.stats.tripwire import (
     NO_FLOOR,
     condition_matrix,
+    critical_floor,
     merge_top_k,
     nearest_other_similarities,
     rule_decisions,
@@ -29,6 +30,7 @@ from ragbound.stats.tripwire import (
     tripwire_features,
 )
 from ragbound.stores import Hits
+from ragbound.tripwires.floor import CalibratedFloor, Reference, calibrated_floor
 from ragbound.tripwires.models import Tripwire, TripwireManifest
 from ragbound.tripwires.store import LiveTripwires
 
@@ -54,6 +56,10 @@ class TripwireSource(Protocol):
 # 3 splits): false rejection <= 1.0% on TruthfulQA and <= 1.6% on XSTest safe, against 56%
 # and 82% with no floor. A sparser set (1-2 tripwires per subtopic) gets a lower floor.
 DEFAULT_FLOOR_QUANTILE = 0.15
+# The share of in-knowledge questions (exchangeable with the calibration's) the default rule
+# may call forbidden: the floor is raised until the calibration's questions stay under it
+# (benchmarks/tripwire_default.py measures it on the corpus zoo).
+DEFAULT_IN_KNOWLEDGE_SHARE = 0.01
 
 
 class TripwireRule(BaseModel):
@@ -65,9 +71,13 @@ class TripwireRule(BaseModel):
     a fixed similarity; ``floor_quantile`` derives it from the tripwire set instead (this
     quantile of each tripwire's similarity to its nearest other tripwire, so a query counts a
     tripwire only when it is about as close to it as the tripwires are to each other), with
-    ``floor`` as the fallback for a set of fewer than two tripwires. ``combine`` joins the
-    conditions. The field defaults are the RAR paper's rule (p = 0.5 or r = 1, k = 5, no
-    floor); the product default, :meth:`default`, adds the derived floor.
+    ``floor`` as the fallback for a set of fewer than two tripwires. ``calibrated``, the share
+    of in-knowledge questions the rule may call forbidden: the floor is raised, when it must
+    be, to the lowest that keeps the calibration's questions at that share
+    (:mod:`ragbound.tripwires.floor`; used when the test has those questions, as a gate's
+    has). ``combine`` joins the conditions. The field defaults are the RAR paper's rule (p =
+    0.5 or r = 1, k = 5, no floor); the product default, :meth:`default`, adds the derived
+    floor and the calibrated one at 1%.
     """
 
     k: int = Field(5, ge=1)
@@ -76,6 +86,7 @@ class TripwireRule(BaseModel):
     rr_sum: float | None = Field(None, gt=0)
     floor: float | None = None
     floor_quantile: float | None = Field(None, ge=0, le=1)
+    calibrated: float | None = Field(None, gt=0, lt=1)
     combine: Literal["any", "all"] = "any"
 
     @classmethod
@@ -86,8 +97,13 @@ class TripwireRule(BaseModel):
     @classmethod
     def default(cls, **changes: object) -> TripwireRule:
         """The product default: the paper's conditions, counting only tripwires above the floor
-        derived from the set at quantile ``DEFAULT_FLOOR_QUANTILE``."""
-        return cls.model_validate({"floor_quantile": DEFAULT_FLOOR_QUANTILE, **changes})
+        derived from the set at quantile ``DEFAULT_FLOOR_QUANTILE``, raised when needed to
+        call at most ``DEFAULT_IN_KNOWLEDGE_SHARE`` of in-knowledge questions forbidden."""
+        defaults = {
+            "floor_quantile": DEFAULT_FLOOR_QUANTILE,
+            "calibrated": DEFAULT_IN_KNOWLEDGE_SHARE,
+        }
+        return cls.model_validate({**defaults, **changes})
 
     @classmethod
     def named(cls, name: str) -> TripwireRule:
@@ -115,11 +131,14 @@ class TripwireRule(BaseModel):
 
     def describe(self) -> str:
         """E.g. ``proportion>=0.5 or rank<=1 (k=5)``; ``set floor q0.15``: the floor derived
-        from the tripwire set at quantile 0.15."""
+        from the tripwire set at quantile 0.15; ``in-knowledge forbidden <= 1%``: the floor
+        calibrated on the knowledge's questions."""
         floor = f", floor {self.floor:g}" if self.floor is not None else ""
         if self.floor_quantile is not None:
             fallback = f", else {self.floor:g}" if self.floor is not None else ""
             floor = f", set floor q{self.floor_quantile:g}{fallback}"
+        if self.calibrated is not None:
+            floor += f", in-knowledge forbidden <= {self.calibrated:.0%}"
         return join_conditions(self.conditions(), self.combine) + f" (k={self.k}{floor})"
 
 
@@ -141,26 +160,46 @@ class FloorUsed(BaseModel):
     """The similarity floor a decision used, and where it came from."""
 
     value: float | None = Field(description="cosine; tripwires below it did not count")
-    source: Literal["none", "fixed", "derived", "fallback"] = Field(
+    source: Literal["none", "fixed", "derived", "fallback", "calibrated"] = Field(
         description="none: no floor; fixed: the rule's; derived: from the tripwire set; "
-        "fallback: the set has fewer than two tripwires, so the rule's fixed floor (or none)"
+        "fallback: the set has fewer than two tripwires, so the rule's fixed floor (or none); "
+        "calibrated: the floor calibrated on in-knowledge questions, higher than the others"
     )
     quantile: float | None = Field(
         None, description="quantile of the tripwires' nearest-other similarities (derived)"
     )
     tripwire_set: str = Field("", description="hash of the set the floor was derived from")
     n_tripwires: int = 0
+    calibrated: float | None = Field(
+        None,
+        description="the floor calibrated on in-knowledge questions (None: not used; -inf "
+        "is given as None too: the rule fires on too few of them to need one)",
+    )
+    bound: float | None = Field(
+        None,
+        description="at most this share of in-knowledge questions (exchangeable with the "
+        "reference) is called forbidden (None: no calibrated floor)",
+    )
+    n_reference: int = Field(0, description="in-knowledge questions the floor calibrated on")
 
     def describe(self) -> str:
-        """E.g. ``0.614 (q0.15 of the nearest-other similarities of set 3f2a..., 679)``."""
+        """E.g. ``0.614 (q0.15 of the nearest-other similarities of set 3f2a..., 679)``;
+        with a calibrated floor, the bound it keeps, e.g. ``; in-knowledge forbidden <= 1.0%
+        (500 questions)``."""
         if self.value is None:
             return "none"
         if self.source == "derived":
-            return (
+            text = (
                 f"{self.value:.3f} (q{self.quantile:g} of the nearest-other similarities of "
                 f"set {self.tripwire_set}, {self.n_tripwires} tripwires)"
             )
-        return f"{self.value:g} ({self.source})"
+        elif self.source == "calibrated":
+            text = f"{self.value:.3f} (calibrated on {self.n_reference} in-knowledge questions)"
+        else:
+            text = f"{self.value:g} ({self.source})"
+        if self.bound is not None:
+            text += f"; in-knowledge forbidden <= {self.bound:.1%} ({self.n_reference} questions)"
+        return text
 
 
 def derive_floor(rule: TripwireRule, vectors: np.ndarray, set_hash: str) -> FloorUsed:
@@ -181,6 +220,16 @@ def derive_floor(rule: TripwireRule, vectors: np.ndarray, set_hash: str) -> Floo
     if value is None:
         return FloorUsed(value=rule.floor, source="fallback", **common)
     return FloorUsed(value=value, source="derived", **common)
+
+
+def with_calibrated(used: FloorUsed, calibrated: CalibratedFloor) -> FloorUsed:
+    """``used`` (the set's or the rule's floor) raised to the ``calibrated`` one when that is
+    higher; either way the decision keeps the bound the calibrated floor gives."""
+    value = calibrated.value if np.isfinite(calibrated.value) else None
+    common = {"calibrated": value, "bound": calibrated.bound, "n_reference": calibrated.n}
+    if value is not None and (used.value is None or value > used.value):
+        return used.model_copy(update={"value": value, "source": "calibrated", **common})
+    return used.model_copy(update=common)
 
 
 def save_rule(
@@ -281,11 +330,15 @@ class TripwireTest:
         rule: TripwireRule | None = None,
         *,
         tripwires: TripwireSource | None = None,
+        reference: Reference | Sequence[str] | None = None,
     ):
         """Check queries against ``kb`` merged with ``tripwires`` (default: the set saved in
         ``kb``'s folder). ``kb`` may be any :class:`~ragbound.knowledge.protocol.Knowledge`;
         knowledge without a folder (a retriever of the user's) is given the ``tripwires`` of
-        a knowledge-base folder embedded by the same embedder."""
+        a knowledge-base folder embedded by the same embedder. ``reference``: in-knowledge
+        questions (a calibration's) the rule's ``calibrated`` floor is measured on; a
+        :class:`~ragbound.gate.Gate` gives its calibration's. Without them that floor is not
+        used."""
         self.kb = kb
         self.tripwires = tripwires if tripwires is not None else _saved_tripwires(kb)
         _check_same_embedder(kb, self.tripwires)
@@ -293,16 +346,51 @@ class TripwireTest:
         if len(kb) < self.rule.k:
             raise InputError(f"k={self.rule.k} exceeds the knowledge base ({len(kb)} chunks)")
         self._floor: tuple[tuple, FloorUsed] | None = None
+        self.reference: Reference | None = None
+        if reference is not None:
+            self.use_reference(reference)
+
+    def use_reference(self, reference: Reference | Sequence[str]) -> None:
+        """Calibrate the rule's ``calibrated`` floor on these in-knowledge questions (none:
+        no calibrated floor); the floor is measured again at the next decision."""
+        given = reference if isinstance(reference, Reference) else Reference(reference)
+        self.reference = given if len(given) else None
 
     def floor(self) -> FloorUsed:
-        """The floor of the rule over the current tripwire set; a derived floor is computed
-        again only when the set (its hash) or the rule changes."""
+        """The floor of the rule over the current tripwire set; a derived or calibrated floor
+        is computed again only when the set (its hash), the rule or the reference changes."""
         # the hash is read before the vectors: a change in between makes the next call recompute
-        key = (self.tripwires.manifest.set_hash, self.rule.floor_quantile, self.rule.floor)
+        rule = self.rule
+        key = (
+            self.tripwires.manifest.set_hash,
+            rule.model_dump_json(),
+            id(self.reference),
+        )
         if self._floor is None or self._floor[0] != key:
-            used = derive_floor(self.rule, self.tripwires.vectors, key[0])
+            used = derive_floor(rule, self.tripwires.vectors, key[0])
+            if rule.calibrated is not None and self.reference is not None:
+                used = with_calibrated(used, self._calibrated(rule, self.reference))
             self._floor = (key, used)
         return self._floor[1]
+
+    def _calibrated(self, rule: TripwireRule, reference: Reference) -> CalibratedFloor:
+        """The rule's floor calibrated on the reference questions' critical floors, searched
+        as every query is (a framework's own search searched again: its tripwires are met
+        in it)."""
+        assert rule.calibrated is not None
+        searched = reference.searched(self.kb)
+        known = None if self.tripwires.reads_search else reference.hits(self.kb, rule.k)
+        merged = self.retrieve_vectors(searched, rule.k, known)
+        critical = critical_floor(
+            merged.flags,
+            merged.similarities,
+            rule.k,
+            proportion=rule.proportion,
+            rank=rule.rank,
+            rr_sum=rule.rr_sum,
+            combine=rule.combine,
+        )
+        return calibrated_floor(critical, rule.calibrated)
 
     @classmethod
     def load(cls, kb_dir: str | Path, rule: TripwireRule | None = None) -> TripwireTest:
