@@ -136,8 +136,14 @@ def calibrate(
     ] = None,
     field: FieldOpt = None,
     k: Annotated[
-        int, typer.Option("--k", help=_help("k"), callback=validate.positive_int)
-    ] = DEFAULT_K,
+        int | None,
+        typer.Option(
+            "--k",
+            help=_help("k") + f" [default: {DEFAULT_K}, or every chunk of a smaller knowledge "
+            "base, with a note]",
+            callback=validate.positive_int,
+        ),
+    ] = None,
     tau: Annotated[
         str,
         typer.Option(
@@ -227,11 +233,18 @@ def calibrate(
     """Build the empirical null from in-knowledge queries; save it in KB_DIR/calibration/.
 
     Each query is retrieved against the knowledge base and its top --k similarities are
-    kept. check, evaluate and shift compare new queries with these. Use queries the corpus
-    does answer: real user questions, or the output of `ragbound synth`. The smallest
-    p-value is 1/(n+1), so finding any query out of knowledge at alpha = 0.05 needs at
-    least 19 queries; a few hundred are better. Calibrating again replaces the saved
-    calibration.
+    kept (a knowledge base of fewer chunks than the default k: every chunk, with a note).
+    check, evaluate and shift compare new queries with these. Use queries the corpus
+    does answer: real user questions, or the output of `ragbound synth`. Calibrating again
+    replaces the saved calibration.
+
+    p-values move in steps of 1/(n+1) for n questions, so finding any query out of
+    knowledge at alpha = 0.05 needs at least 19 queries, and the share of in-knowledge
+    questions flagged stays within +-50% of its mean from one calibration set to another
+    only from 79 (m = floor(alpha (n+1)) >= 4 calibration questions at the level; two tests
+    sharing alpha need more). Fewer get a warning saying how many would do; --json:
+    resolution (n, alpha, level, step, flaggable, attained, spread, needed, can_flag,
+    coarse).
 
     --answerability coverage adds the answerability test, calibrated on the same questions:
     check, the gate and the service then also abstain (cause unanswerable) on a question in
@@ -320,6 +333,7 @@ def calibrate(
     from ragbound.corpus.provenance import question_origins
     from ragbound.detect import Guard
     from ragbound.detect.reading import DEFAULT_READING
+    from ragbound.detect.resolution import guard_resolution
     from ragbound.errors import InputError
     from ragbound.gate_turns import read_texts
     from ragbound.knowledge import KnowledgeBase
@@ -400,6 +414,7 @@ def calibrate(
     info["questions"] = guard.calibration.manifest.questions.model_dump()
     info["reading"] = guard.reading
     info["answerability"] = _answerability_info(guard)
+    info["resolution"] = guard_resolution(guard).model_dump()
     if chats:
         info["conversations"] = _chats_info(conversations, chats)
     if synthetic_check is not None:

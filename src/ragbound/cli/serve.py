@@ -117,6 +117,15 @@ def serve(
             "search, or its canaries have moved (/readyz stays ready and shows the move).",
         ),
     ] = False,
+    alpha: Annotated[
+        float | None,
+        typer.Option(
+            help="The significance level of the decisions (out of knowledge when p <= alpha; "
+            "both tests' when the answerability test shares it) [default: the calibration's]. "
+            "A warning at start when the calibration is too small for it.",
+            callback=validate.probability,
+        ),
+    ] = None,
     reading: CheckReadingOpt = None,
     llm: RewriteLlmOpt = None,
     tripwire_instructions: Annotated[
@@ -309,6 +318,7 @@ def serve(
         workers=workers,
         rotation=_rotation(log, log_max_bytes, log_rotate),
         allowed_hosts=tuple(allowed_host or ()),
+        alpha=alpha,
     )
     if tracing:  # refused before the model loads, like a port in use or a foreign --log
         import ragbound.tracing as spans

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from ragbound.detect.judge import AnswerabilityJudge
 from ragbound.detect.names import JUDGE
 from ragbound.detect.reading import check_reading
 from ragbound.detect.rerank import CrossEncoderReranker, relevance_rows
+from ragbound.detect.resolution import warn_if_coarse
 from ragbound.detect.select import combined_calibration, learn_from_queries
 from ragbound.embedders.base import DenseEmbedder
 from ragbound.errors import IncompatibleArtifactError, InputError
@@ -225,7 +225,8 @@ class Guard:
             )
         if granularity is not None:
             kb = kb.at_granularity(granularity)
-        config = (config or DEFAULTS).updated(statistic=statistic, **params)
+        k_given = params.get("k") is not None or _set_k(config)
+        config = _k_within(kb, (config or DEFAULTS).updated(statistic=statistic, **params), k_given)
         if len(queries) < 2:
             raise InputError(
                 f"calibration needs at least 2 in-knowledge queries, got {len(queries)}"
@@ -249,7 +250,7 @@ class Guard:
         )
         guard = cls(kb, calibration).recorded(questions)
         guard._reranker = reranker
-        _warn_if_powerless(len(queries), config.alpha)
+        warn_if_coarse(len(queries), config.alpha)
         return guard
 
     @classmethod
@@ -407,6 +408,22 @@ class Guard:
             self.kb, queries, hits, statistic, judge=judge, llm=spec, progress=progress
         )
         self.calibration.manifest = manifest.model_copy(update={"answerability": model})
+        shared = self.answerability_level()
+        if shared < self.config.alpha:  # each test at its share: coarser than alpha alone
+            warn_if_coarse(len(queries), self.config.alpha, shared)
+        return self
+
+    def use_alpha(self, alpha: float | None) -> Guard:
+        """Decide at ``alpha`` from now on instead of the calibration's (None: keep it), in
+        this process: what ``serve --alpha`` does. The calibration on disk is unchanged
+        unless this guard is saved. InputError for an alpha outside (0, 1)."""
+        if alpha is None:
+            return self
+        manifest = self.calibration.manifest
+        detector = manifest.detector.updated(alpha=alpha)
+        self.calibration.manifest = manifest.model_copy(update={"detector": detector})
+        self._detectors.clear()  # keyed by alpha None, which meant the calibration's
+        self._levels.clear()
         return self
 
     def use_judge(self, llm: LLM | str | None) -> AnswerabilityJudge:
@@ -807,16 +824,25 @@ class Guard:
         return out
 
 
-def _warn_if_powerless(n_queries: int, alpha: float) -> None:
-    """With n calibration queries no conformal p-value is below 1/(n+1): say so early."""
-    needed = math.ceil(1 / alpha - 1)
-    if n_queries < needed:
-        warnings.warn(
-            f"{n_queries} calibration queries cannot flag anything at alpha={alpha}: the "
-            f"smallest p-value is 1/{n_queries + 1}; use at least {needed} queries",
-            UserWarning,
-            stacklevel=3,
-        )
+def _set_k(config: DetectorConfig | None) -> bool:
+    """The caller's config sets k itself (not DetectorConfig's default)."""
+    return config is not None and "k" in config.model_fields_set
+
+
+def _k_within(kb: Knowledge, config: DetectorConfig, given: bool) -> DetectorConfig:
+    """``config`` with the default k cut to the knowledge base's size, with a warning (a
+    30-article knowledge base has fewer chunks than the default 32); a k the caller gave
+    that is too large stays, and the search refuses it naming both."""
+    size = len(kb)
+    if given or config.k <= size or size < 1:
+        return config
+    warnings.warn(
+        f"k={config.k} (the default) is more than the knowledge base's {size} chunks: "
+        f"calibrated with k={size}, every chunk",
+        UserWarning,
+        stacklevel=4,
+    )
+    return config.updated(k=size)
 
 
 def search_in_batches(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ragbound.conversation import Query
 from ragbound.detect.canary import CanaryCheck
+from ragbound.detect.resolution import guard_resolution
 from ragbound.embedders import set_cpu_threads
 from ragbound.embedders.sentence import limit_math_threads, release_freed_memory
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
@@ -97,6 +98,7 @@ class Service:
             if self.settings.threads is not None:
                 set_cpu_threads(self.settings.threads)
             gate = self.gate if self.gate is not None else self._loader()  # type: ignore[misc]
+            self._use_alpha(gate)
             limit_math_threads()  # the libraries the gate loaded
             gate.decide(WARM_UP_QUERY)  # not logged: loads the model before the first request
             check = self.check_canaries(gate)
@@ -123,6 +125,17 @@ class Service:
         except Exception as exc:  # reported by /readyz; the process stays up for /healthz
             self.error = f"{type(exc).__name__}: {exc}"
             sys.stderr.write(f"error: the service is not ready: {exc}\n")
+
+    def _use_alpha(self, gate: Gate) -> None:
+        """Decide at the settings' alpha (None: the calibration's); a warning on stderr,
+        from one process, when the calibration is too small for the level to mean what it
+        says (:mod:`ragbound.detect.resolution`)."""
+        gate.guard.use_alpha(self.settings.alpha)
+        if self.settings.worker is not None and self.settings.worker.name != "0":
+            return
+        message = guard_resolution(gate.guard).message()
+        if message is not None:
+            sys.stderr.write(f"warning: {message}\n")
 
     def _start(self, target: Callable[[], None], name: str) -> None:
         threading.Thread(target=target, name=name, daemon=True).start()

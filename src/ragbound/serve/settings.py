@@ -83,6 +83,8 @@ class ServeSettings:
     with tokens once names are given.
     ``workers``: processes behind the port (:mod:`ragbound.serve.workers`); ``worker``: set in
     each of them, the name it publishes under and the folder the processes share.
+    ``alpha``: the significance level decisions are made at (None: the calibration's), both
+    tests' when the answerability test shares it (:meth:`Guard.use_alpha`).
     """
 
     host: str = "127.0.0.1"
@@ -102,8 +104,13 @@ class ServeSettings:
     worker: WorkerRole | None = None
     rotation: Rotation = field(default_factory=Rotation)
     allowed_hosts: tuple[str, ...] = ()
+    alpha: float | None = None
 
     def __post_init__(self) -> None:
+        alpha = self.alpha
+        number = isinstance(alpha, int | float) and not isinstance(alpha, bool)
+        if alpha is not None and not (number and 0 < alpha < 1):  # NaN fails too
+            raise InputError(f"alpha must be a number between 0 and 1 (exclusive), got {alpha!r}")
         object.__setattr__(
             self, "allowed_hosts", tuple(dict.fromkeys(map(allowed_name, self.allowed_hosts)))
         )
