@@ -73,11 +73,16 @@ def test_the_reading_is_a_choice(gated_kb: Path) -> None:
 
 
 @pytest.mark.parametrize("unsafe", UNSAFE)
-def test_a_forbidden_request_in_an_earlier_turn_is_rejected(gate: Gate, unsafe: str) -> None:
+def test_a_forbidden_earlier_turn_is_dropped_not_forwarded(gate: Gate, unsafe: str) -> None:
+    """Refused at its own turn; later, left out of what is read and of what goes upstream,
+    and the later turn decided on its merits (docs/tripwires.md)."""
     assert gate.decide(unsafe).action == "reject"
-    decision = gate.decide(chat(unsafe, "Why do beekeepers use smoke?"))
-    assert decision.action == "reject"
-    assert unsafe in decision.tripwires.query  # the turn that tripped (alone or joined)
+    messages = chat(unsafe, "Why do beekeepers use smoke?")
+    decision = gate.decide(messages)
+    assert decision.action != "reject" and decision.conversation.dropped == [0]
+    assert unsafe not in decision.test.query
+    forwarded = decision.upstream_messages(messages)
+    assert [m["content"] for m in forwarded] == ["Why do beekeepers use smoke?"]
 
 
 def test_the_system_message_meets_the_tripwires_only_when_asked(gated_kb: Path) -> None:
@@ -139,6 +144,6 @@ def test_the_earlier_turns_meet_the_tripwires_once(gated_kb: Path) -> None:
     for n in range(1, len(turns) + 1):
         gate.decide(chat(*turns[:n]))
     last = gate.decide(chat(*turns, "yes please"))
-    assert last.action == "reject"  # the kept verdict of the unsafe earlier turn holds
+    assert last.conversation.dropped == [3]  # the kept verdict of the unsafe earlier turn
     assert searched and len(searched) == len(set(searched))  # each text searched once
     assert set(turns[:3]) <= set(searched)

@@ -33,7 +33,7 @@ import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
 import ragbound.tracing as tracing
-from ragbound.conversation import Query, as_query, decided_text
+from ragbound.conversation import Conversation, Query, as_query, decided_text
 from ragbound.detect.answerability import AnswerabilityVerdict
 from ragbound.detect.guard import Guard, Scored
 from ragbound.detect.names import APPROXIMATE
@@ -49,9 +49,12 @@ from ragbound.gate_turns import (
     Embedded,
     TurnVectors,
     conversation_read,
+    joined_turns,
     other_turns,
     read_batch,
+    upstream_messages,
     vector_reader,
+    without_turns,
 )
 from ragbound.knowledge.query import QueryTexts
 from ragbound.results import Neighbour, Verdict, renamed
@@ -145,6 +148,14 @@ class Decision(BaseModel):
             # saved before the answerability test: each action had one cause
             data = {**data, "cause": CAUSE_OF[data["action"]]}
         return data
+
+    def upstream_messages(self, messages: list[dict]) -> list[dict]:
+        """The conversation's OpenAI-style ``messages`` as they may go to an LLM on
+        ``answer``: without the earlier turns found forbidden (``conversation.dropped``) and
+        their replies. Forward these, never the history as sent: a forbidden request must not
+        reach the LLM in a later turn either."""
+        dropped = self.conversation.dropped if self.conversation is not None else []
+        return upstream_messages(messages, dropped)
 
     def context_text(self) -> str:
         """The retrieved chunks as one text for an LLM prompt, nearest first, blank lines
@@ -313,7 +324,53 @@ class Gate:
                 return Embedded(tuple(prepared.texts), (), prepared)
             items = [as_query(q, location=f"query {i + 1}") for i, q in enumerate(queries)]
             kb = self.guard.kb
-            return read_batch(items, self.reading, self.turn_vectors, kb.prepare, self.rewriter)
+            dropped = self._dropped(items)
+            kept = [without_turns(q, d) if d else q for q, d in zip(items, dropped, strict=True)]
+            read = read_batch(kept, self.reading, self.turn_vectors, kb.prepare, self.rewriter)
+            return Embedded(tuple(items), read.reads, read.prepared, tuple(dropped))
+
+    def _dropped(self, items: Sequence[Query]) -> list[tuple[int, ...]]:
+        """Per item, the earlier user turns the tripwires find forbidden: each turn alone, or
+        the recent turns kept before it joined with it (a request split over turns); a turn
+        found forbidden is dropped, so the joins after it leave it out.
+
+        The policy (docs/tripwires.md): a forbidden turn is refused at its own turn, then
+        left out of what is read and of what goes upstream (``conversation.dropped``), and
+        every later turn is decided on its merits: one false hit costs its own turn alone.
+        Checked in one batch as if nothing were dropped, then again from the first turn
+        dropped (its verdicts are kept per text: a chat's turns are searched once)."""
+        dropped: list[tuple[int, ...]] = [()] * len(items)
+        if self.tripwires is None or self.turn_vectors is None:
+            return dropped
+        if self.tripwires.tripwires.reads_search:  # a framework's search: the turn alone
+            return dropped
+        chats = [
+            (i, item.user_turns[:-1])
+            for i, item in enumerate(items)
+            if isinstance(item, Conversation) and item.turn_index > 0
+        ]
+        first = [t for _, turns in chats for t in _optimistic(turns)]
+        found = {t: v.forbidden for t, v in zip(first, self._turn_verdicts(first), strict=True)}
+        for i, turns in chats:
+            dropped[i] = self._walk(turns, found)
+        return dropped
+
+    def _walk(self, turns: Sequence[str], found: dict[str, bool]) -> tuple[int, ...]:
+        """The turns found forbidden, walking ``turns`` in order (``found``: verdicts known,
+        by text; others are searched as met)."""
+        kept: list[str] = []
+        dropped: list[int] = []
+        for j, turn in enumerate(turns):
+            texts = [turn, joined_turns([*kept, turn])] if kept else [turn]
+            unknown = [t for t in texts if t not in found]
+            if unknown:
+                verdicts = self._turn_verdicts(unknown)
+                found.update((t, v.forbidden) for t, v in zip(unknown, verdicts, strict=True))
+            if any(found[t] for t in texts):
+                dropped.append(j)
+            else:
+                kept.append(turn)
+        return tuple(dropped)
 
     def decide_embedded(self, embedded: Embedded) -> list[Decision]:
         """:meth:`decide_many` for a batch :meth:`embed` prepared, in its order (span
@@ -400,7 +457,8 @@ class Gate:
         owners: list[int] = []
         others: list[str] = []
         for i, (item, how) in enumerate(zip(embedded.items, embedded.reads, strict=True)):
-            for text in other_turns(item, how, instructions=self.tripwire_instructions):
+            read = without_turns(item, embedded.dropped_at(i))
+            for text in other_turns(read, how, instructions=self.tripwire_instructions):
                 owners.append(i)
                 others.append(text)
         found = list(verdicts)
@@ -455,8 +513,18 @@ class Gate:
             kb_fingerprint=self.guard.kb.fingerprint,
             calibration_id=self.guard.calibration.manifest.id,
             tripwire_set=self.tripwires.tripwires.manifest.set_hash if self.tripwires else None,
-            conversation=conversation_read(item, embedded.reads[i]) if embedded.reads else None,
+            conversation=(
+                conversation_read(item, embedded.reads[i], embedded.dropped_at(i))
+                if embedded.reads
+                else None
+            ),
         )
+
+
+def _optimistic(turns: Sequence[str]) -> list[str]:
+    """Each earlier turn alone and joined with the turns before it, as if none were dropped:
+    what :meth:`Gate._dropped` checks in one batch (the common case drops nothing)."""
+    return [t for j, turn in enumerate(turns) for t in (turn, joined_turns(turns[: j + 1]))]
 
 
 def fired_topics(decision: Decision) -> list[str]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ragbound.conversation import Conversation, Query
+from ragbound.conversation import INSTRUCTION_ROLES, Conversation, Message, Query
 from ragbound.detect.reading import LAST, REWRITE, Read, Vectors, read, recent_text
 from ragbound.errors import InputError
 from ragbound.knowledge.query import Prepared, QueryEmbedder, query_texts
@@ -73,6 +73,11 @@ class ConversationRead(BaseModel):
     id: str | None = None
     reading: str
     read_turns: int = Field(description="user turns joined into the text searched")
+    dropped: list[int] = Field(
+        default_factory=list,
+        description="earlier user turns (0-based) found forbidden: left out of the text read "
+        "and of what goes upstream (:func:`upstream_messages`), their replies too",
+    )
 
 
 @dataclass(frozen=True)
@@ -83,11 +88,17 @@ class Embedded:
     items: tuple[Query, ...]
     reads: tuple[Read, ...]
     prepared: Prepared
+    # per item, the earlier user turns the tripwires found forbidden (left out of the read)
+    dropped: tuple[tuple[int, ...], ...] = ()
 
     @property
     def texts(self) -> Sequence[str]:
         """The texts searched, one per item."""
         return self.prepared.texts
+
+    def dropped_at(self, i: int) -> tuple[int, ...]:
+        """The earlier user turns of item ``i`` left out as forbidden (none for a query)."""
+        return self.dropped[i] if self.dropped else ()
 
 
 def read_batch(
@@ -130,7 +141,9 @@ def read_texts(
     return [read_one(item, reading, vectors, rewriter).text for item in items]
 
 
-def conversation_read(item: Query, how: Read) -> ConversationRead | None:
+def conversation_read(
+    item: Query, how: Read, dropped: Sequence[int] = ()
+) -> ConversationRead | None:
     """The decision's ``conversation`` field for ``item`` (None for a single query)."""
     if not isinstance(item, Conversation):
         return None
@@ -140,19 +153,57 @@ def conversation_read(item: Query, how: Read) -> ConversationRead | None:
         id=item.id,
         reading=how.reading,
         read_turns=how.turns,
+        dropped=list(dropped),
     )
 
 
 def other_turns(item: Query, how: Read, *, instructions: bool) -> list[str]:
-    """The texts the tripwires see besides the read text: every user turn (the last too when
-    the read text joins it with others), the recent turns joined (a request split over
-    turns; already embedded by the ``follow`` reading) and, with ``instructions``, the system
-    and developer messages."""
+    """The texts the tripwires see besides the read text: the decided turn alone (when the
+    read text joins it with others), the recent turns joined (a request split over turns;
+    already embedded by the ``follow`` reading) and, with ``instructions``, the system and
+    developer messages. ``item`` is the conversation as read, its forbidden turns dropped
+    (:func:`without_turns`): every earlier turn it keeps was found not forbidden at its own
+    turn, so it is not checked again, and one false hit does not refuse the rest of a chat."""
     if not isinstance(item, Conversation):
         return []
     extra = list(item.instructions) if instructions else []
     joined = [recent_text(item)[0]] if item.turn_index > 0 else []
-    return [t for t in dict.fromkeys([*item.user_turns, *joined, *extra]) if t != how.text]
+    return [t for t in dict.fromkeys([item.last_user, *joined, *extra]) if t != how.text]
+
+
+def without_turns(chat: Conversation, dropped: Sequence[int]) -> Conversation:
+    """``chat`` without the user turns ``dropped`` (0-based) and the messages that answer each
+    (everything up to the next user message); the decided turn is never dropped."""
+    if not dropped:
+        return chat
+    rows = _kept_rows([m.role for m in chat.messages], dropped)
+    return Conversation(tuple(chat.messages[i] for i in rows), id=chat.id)
+
+
+def upstream_messages(messages: list[dict], dropped: Sequence[int]) -> list[dict]:
+    """OpenAI-style ``messages`` as they go upstream: without the user turns a decision
+    ``dropped`` (its ``conversation.dropped``) and the messages that answer them, so a
+    forbidden request never reaches the LLM in a later turn either."""
+    if not dropped:
+        return messages
+    return [messages[i] for i in _kept_rows([m.get("role") for m in messages], dropped)]
+
+
+def _kept_rows(roles: Sequence[str | None], dropped: Sequence[int]) -> list[int]:
+    """The messages kept (their rows) when the user turns ``dropped`` go with their answers;
+    system and developer messages always stay."""
+    gone, turn, kept = set(dropped), -1, []
+    for row, role in enumerate(roles):
+        turn += role == "user"
+        if turn not in gone or role in INSTRUCTION_ROLES:
+            kept.append(row)
+    return kept
+
+
+def joined_turns(turns: Sequence[str]) -> str:
+    """The recent ``turns`` joined as the tripwires read a request split over turns (the
+    last :data:`~ragbound.detect.reading.RECENT_TURNS`, as :func:`recent_text` joins them)."""
+    return recent_text(Conversation(tuple(Message("user", t) for t in turns)))[0]
 
 
 def vector_reader(kb) -> Vectors | None:

@@ -108,9 +108,13 @@ def test_every_turn_and_another_reading(monkeypatch, capsys, kb, chats, tmp_path
 
 def test_a_forbidden_earlier_turn_is_reported(monkeypatch, capsys, kb, tmp_path):
     chat = {"messages": [user(UNSAFE[0]), assistant("No."), user("What do worker bees make?")]}
-    path = write(tmp_path / "chat.jsonl", chat)
-    decision = decide(monkeypatch, capsys, str(kb), "--conversations", str(path))[0]
-    assert decision["action"] == "reject" and decision["query"] == "What do worker bees make?"
+    first = {"messages": chat["messages"][:1]}
+    path = write(tmp_path / "chat.jsonl", first, chat)
+    decisions = decide(monkeypatch, capsys, str(kb), "--conversations", str(path))
+    assert decisions[0]["action"] == "reject"
+    later = decisions[1]  # the forbidden turn dropped, the later one decided on its merits
+    assert later["action"] != "reject" and later["query"] == "What do worker bees make?"
+    assert later["conversation"]["dropped"] == [0]
     code, out, err = run(monkeypatch, capsys, "decide", str(kb), "--conversations", str(path))
     assert code == 0, err
     assert "    forbidden: harm" in out.splitlines()

@@ -140,15 +140,18 @@ def test_concurrent_conversations_and_queries_share_batches(url: str, gate: Gate
     assert_served_as(results, expected, gate)
 
 
-def test_a_forbidden_earlier_turn_is_rejected(url: str) -> None:
+def test_a_forbidden_earlier_turn_is_dropped(url: str) -> None:
     messages = chat(UNSAFE[1], IN_KNOWLEDGE[7])
-    assert check(url, {"messages": messages}).json()["action"] != "reject"
+    assert check(url, {"messages": messages}).json()["conversation"]["dropped"] == []
     added = httpx.post(f"{url}/v1/tripwires", json={"tripwires": TRIPWIRES})
     assert added.status_code == 200, added.text
     try:
+        alone = check(url, {"messages": messages[:1]}).json()
+        assert alone["action"] == "reject", alone["reason"]
+        assert {t["topic"] for t in alone["tripwires"]["triggers"]} == {"sabotage"}
         decision = check(url, {"messages": messages}).json()
-        assert decision["action"] == "reject", decision["reason"]
-        assert {t["topic"] for t in decision["tripwires"]["triggers"]} == {"sabotage"}
+        assert decision["action"] != "reject", decision["reason"]
+        assert decision["conversation"]["dropped"] == [0]
     finally:
         topics = {"topics": ["harm", "sabotage"]}
         assert httpx.request("DELETE", f"{url}/v1/tripwires", json=topics).status_code == 200

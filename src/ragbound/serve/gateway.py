@@ -107,11 +107,15 @@ class GatewaySettings:
             _check_count("context_chars", self.context_chars)
 
     def forwarded(self, request: ChatRequest, decision: Decision) -> dict[str, Any]:
-        """The body sent upstream on ``answer``: with the context, or as sent (pass-through)."""
+        """The body sent upstream on ``answer``: with the context, or as sent (pass-through);
+        either way without the earlier turns found forbidden (``Decision.upstream_messages``)."""
         if self.context_template is None:
-            return request.model_dump(exclude_unset=True)
-        context = budgeted_context(decision, self.context_chunks, self.context_chars)
-        return with_context(request, context, self.context_template)
+            body = request.model_dump(exclude_unset=True)
+        else:
+            context = budgeted_context(decision, self.context_chunks, self.context_chars)
+            body = with_context(request, context, self.context_template)
+        body["messages"] = decision.upstream_messages(body["messages"])
+        return body
 
     def own_text(self, cause: Cause) -> str | None:
         """The gateway's own reply for a decision of ``cause``; None for ``in_knowledge``
