@@ -60,7 +60,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import datasets, near, zoo
-from benchmarks.doc import markdown_table, write_section
+from benchmarks.doc import markdown_table, measured_or_saved, write_section
 from benchmarks.settings import int_value
 from benchmarks.timing import paired_latency
 from ragbound.artifacts import write_json
@@ -725,15 +725,8 @@ def write(results: dict) -> Path | None:
 def main(argv: Sequence[str] = ()) -> dict:
     """Run the benchmark, save its raw numbers and write its section; ``render``: write the
     section again from the saved raw numbers, measuring nothing."""
-    if list(argv) == ["render"]:
-        results = ordered(json.loads(RAW.read_text(encoding="utf-8")))
-    elif argv:
-        raise SystemExit(
-            f"benchmarks.answerability: unknown arguments {list(argv)}; give none or render"
-        )
-    else:
-        results = answerability_part(save=lambda found: write_json(RAW, found))
-        write_json(RAW, results)
+    measure = functools.partial(answerability_part, save=lambda found: write_json(RAW, found))
+    results = ordered(measured_or_saved(argv, RAW, measure, "answerability"))
     written = write(results)
     if written:
         print(f"raw numbers: {RAW}; tables written to {written}")

@@ -20,7 +20,6 @@ section of docs/benchmarks.md (``answerability-judge render``: the section again
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Sequence
@@ -28,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from benchmarks import answerability, near
-from benchmarks.doc import markdown_table, write_section
+from benchmarks.doc import markdown_table, measured_or_saved, write_section
 from benchmarks.settings import int_value
 from ragbound.artifacts import write_json
 from ragbound.detect import Guard
@@ -45,7 +44,7 @@ SEED = 0
 SETS = ("inside", "left_out", "unanswerable")
 
 
-def _corpora() -> list[str]:
+def corpora() -> list[str]:
     raw = os.environ.get("BENCH_ANSWER_JUDGE_CORPORA", ",".join(DEFAULT_CORPORA))
     chosen = [c.strip() for c in raw.split(",") if c.strip()]
     if not chosen or any(c not in answerability.CORPORA for c in chosen):
@@ -107,7 +106,7 @@ def judge_part() -> dict:
         load_dense_embedder(answerability.SPEC), answerability.CACHE / "query-cache"
     )
     began = time.perf_counter()
-    for corpus in _corpora():
+    for corpus in corpora():
         reason = answerability.missing_reason(corpus)
         if reason:
             results["skipped"][corpus] = reason
@@ -175,13 +174,7 @@ def judge_markdown(results: dict) -> list[str]:
 def main(argv: Sequence[str] = ()) -> dict:
     """Run the judge's subset, save its raw numbers and write its section; ``render``: the
     section again from the saved raw numbers."""
-    if list(argv) == ["render"]:
-        results = json.loads(RAW.read_text(encoding="utf-8"))
-    elif argv:
-        raise SystemExit(f"benchmarks.answerability_judge: unknown arguments {list(argv)}")
-    else:
-        results = judge_part()
-        write_json(RAW, results)
+    results = measured_or_saved(argv, RAW, judge_part, "answerability_judge")
     lines = judge_markdown(results)
     if lines:
         written = write_section("answerability-judge", TITLE, "\n".join(lines))

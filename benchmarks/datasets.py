@@ -221,3 +221,32 @@ def clapnq(kind: str) -> list[dict[str, str]]:
                 }
             )
     return rows
+
+
+def pubmedqa_decisions() -> dict[str, str]:
+    """PQA-L: question -> its expert label (yes, no or maybe), PubMedQA's reference answer."""
+    return {record["QUESTION"]: record["final_decision"] for record in _pubmedqa().values()}
+
+
+def covidqa_answers() -> dict[str, str]:
+    """COVID-QA: question (stripped) -> its first answer span's text (a repeated question keeps
+    its first answer)."""
+    found: dict[str, str] = {}
+    for paragraph in _covidqa_paragraphs():
+        for qa in paragraph["qas"]:
+            if qa["answers"]:
+                found.setdefault(qa["question"].strip(), qa["answers"][0]["text"])
+    return found
+
+
+def clapnq_answers() -> dict[str, str]:
+    """CLAP NQ's answerable dev questions: question (stripped) -> the first annotator's answer."""
+    path = data_root() / "clapnq" / "clapnq_dev_answerable.jsonl"
+    found: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            record = json.loads(line)
+            answers = [o["answer"] for o in record.get("output", []) if o.get("answer")]
+            if answers:
+                found.setdefault(record["input"].strip(), answers[0])
+    return found

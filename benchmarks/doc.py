@@ -10,14 +10,16 @@ section not yet in the file is appended; the file is created when absent.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import platform
 import re
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 
 from benchmarks.datasets import REPO
-from ragbound.artifacts import write_text
+from ragbound.artifacts import write_json, write_text
 
 BENCH_DOC = REPO / "docs" / "benchmarks.md"
 # the packages whose versions move the numbers (absent ones are left out of the stamp)
@@ -118,3 +120,17 @@ def _version(package: str) -> str | None:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
         return None
+
+
+def measured_or_saved(
+    argv: Sequence[str], raw: Path, measure: Callable[[], dict], name: str
+) -> dict:
+    """A benchmark's results: measured (and saved to ``raw``) with no arguments, read back from
+    ``raw`` with ``render`` (measuring nothing); any other argument is refused."""
+    if list(argv) == ["render"]:
+        return json.loads(raw.read_text(encoding="utf-8"))
+    if argv:
+        raise SystemExit(f"benchmarks.{name}: unknown arguments {list(argv)}; give none or render")
+    results = measure()
+    write_json(raw, results)
+    return results

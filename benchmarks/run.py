@@ -899,6 +899,12 @@ PARTS: dict[str, Part] = {
         "data",
         args=True,
     ),
+    "answerability-answers": Part(
+        "the bundled LLM's answers gated by relevance alone, + coverage, + the judge (slow)",
+        main_of("answerability_answers"),
+        "data",
+        args=True,
+    ),
     "install": Part(
         "`make bench-install`: venv size and install time of the core, the image, the demo, "
         "everything; the MiniLM graph built from its weights against the torch export",

@@ -53,4 +53,4 @@ def test_the_section_shows_both_rows_per_corpus_and_what_was_skipped() -> None:
 def test_unknown_corpora_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BENCH_ANSWER_JUDGE_CORPORA", "Nowhere QA")
     with pytest.raises(SystemExit, match="choose among"):
-        judge._corpora()
+        judge.corpora()
