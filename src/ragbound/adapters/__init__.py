@@ -9,6 +9,8 @@ Each adapter is its own module and needs its framework, installed with an extra:
   one search per query (same extra);
 - ``ragbound.adapters.langchain_agent``: :class:`GateMiddleware`, a LangChain v1 agent
   middleware that ends the turn on ``reject`` / ``abstain`` (same extra);
+- ``ragbound.adapters.langchain_chat``: :class:`GatedChatRetriever` and
+  :func:`gated_chat_chain`, the chat history beside the question (same extra);
 - ``ragbound.adapters.llamaindex``: :class:`GatePostprocessor`, a LlamaIndex
   ``BaseNodePostprocessor`` (``pip install 'ragbound[llamaindex]'``);
 - ``ragbound.adapters.llamaindex_retriever``: :class:`LlamaIndexKnowledge` and
@@ -19,6 +21,10 @@ Each adapter is its own module and needs its framework, installed with an extra:
 - ``ragbound.adapters.haystack_retriever``: :class:`HaystackKnowledge` and
   :class:`GatedHaystackRetriever`, the guard on the user's own Haystack embedding retriever,
   one search per query (same extra).
+
+Every adapter decides a chat as ``POST /v1/decide`` with ``messages`` does: the middleware
+reads the thread, the chat retriever its ``chat_history``, the LlamaIndex adapters a chat
+engine's ``memory`` and the Haystack components a ``history`` input.
 
 Importing this package imports no framework; importing an adapter module without its framework
 raises an ``ImportError`` naming the extra to install.

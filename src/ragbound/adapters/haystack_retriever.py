@@ -62,7 +62,7 @@ from ragbound.adapters._framework import (
     check_guard_on,
     closeness_of,
 )
-from ragbound.adapters.haystack import annotated, routed
+from ragbound.adapters.haystack import annotated, chat_query, routed
 from ragbound.detect import Guard
 from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
@@ -74,6 +74,7 @@ from ragbound.tripwires.collection import tripwire_metadata
 try:
     from haystack import Document, component
     from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
+    from haystack.dataclasses import ChatMessage
 except ImportError as error:
     raise missing_extra("haystack-ai", "haystack", error) from error
 
@@ -321,8 +322,9 @@ class GatedHaystackRetriever:
             "the calibration with guard.save(folder=...) and build the component in code"
         )
 
-    def decide(self, query: str) -> Decision:
-        """The decision on one query: one embedding, one run of the retriever."""
+    def decide(self, query: str | list[dict[str, str]]) -> Decision:
+        """The decision on one query, or on a conversation (OpenAI-style messages) at its last
+        user turn: one embedding, one run of the retriever."""
         decision = self._gate.decide(query)
         self.last_decision = decision
         return decision
@@ -330,16 +332,21 @@ class GatedHaystackRetriever:
     @component.output_types(
         documents=list[Document], decision=Decision, query=str, blocked=Decision
     )
-    def run(self, query: str) -> dict[str, Any]:
-        """Decide ``query``; the retriever's documents on ``answer`` only."""
-        return self._outputs(self.decide(query))
+    def run(self, query: str, history: list[ChatMessage] | None = None) -> dict[str, Any]:
+        """Decide ``query`` (after ``history``, the chat so far, as
+        :class:`~ragbound.adapters.haystack.GateComponent` does); the retriever's documents on
+        ``answer`` only."""
+        return self._outputs(self.decide(chat_query(query, history)))
 
     @component.output_types(
         documents=list[Document], decision=Decision, query=str, blocked=Decision
     )
-    async def run_async(self, query: str) -> dict[str, Any]:
+    async def run_async(
+        self, query: str, history: list[ChatMessage] | None = None
+    ) -> dict[str, Any]:
         """:meth:`run` for ``AsyncPipeline``: the decision is made in a worker thread."""
-        return self._outputs(await asyncio.to_thread(self.decide, query))
+        chat = chat_query(query, history)
+        return self._outputs(await asyncio.to_thread(self.decide, chat))
 
     def _outputs(self, decision: Decision) -> dict[str, Any]:
         if blocked(decision, self.on_block):

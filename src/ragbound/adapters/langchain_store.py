@@ -76,6 +76,7 @@ from ragbound.adapters._framework import (
     closeness_of,
 )
 from ragbound.adapters.langchain import annotated, areport, report
+from ragbound.conversation import Query
 from ragbound.detect import Guard
 from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
@@ -92,6 +93,7 @@ try:
     from langchain_core.documents import Document
     from langchain_core.embeddings import Embeddings
     from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables import RunnableConfig
     from langchain_core.runnables.config import run_in_executor
     from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 except ImportError as error:
@@ -275,8 +277,9 @@ class GatedVectorStoreRetriever(BaseRetriever):
         """The decision on the latest query this retriever saw (None before the first)."""
         return self._last_decision
 
-    def decide(self, query: str) -> Decision:
-        """The decision on one query: one embedding, one search of the store."""
+    def decide(self, query: Query | list[dict[str, str]]) -> Decision:
+        """The decision on one query, or on a conversation (OpenAI-style messages) at its
+        last user turn: one embedding, one search of the store."""
         if self._gate is None:
             from ragbound.adapters._flagged import flagged_guard
 
@@ -298,6 +301,14 @@ class GatedVectorStoreRetriever(BaseRetriever):
     ) -> list[Document]:
         decision = await run_in_executor(None, self.decide, query)
         await areport(decision, run_manager)
+        return self._documents(decision)
+
+    def answer_documents(
+        self, decision: Decision, config: RunnableConfig | None = None
+    ) -> list[Document]:
+        """The store's documents for a decision already made (none unless ``answer``;
+        ``on_block`` applies): what :class:`~ragbound.adapters.langchain_chat.GatedChatRetriever`
+        returns for a chat turn."""
         return self._documents(decision)
 
     def _documents(self, decision: Decision) -> list[Document]:

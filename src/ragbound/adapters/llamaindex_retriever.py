@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from ragbound._lazy import deprecated_aliases
@@ -37,7 +38,7 @@ from ragbound.adapters._framework import (
     check_guard_on,
     closeness_of,
 )
-from ragbound.adapters.llamaindex import annotated
+from ragbound.adapters.llamaindex import annotated, chat_query
 from ragbound.detect import Guard
 from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
@@ -47,6 +48,7 @@ from ragbound.tripwires import Tripwire, TripwireRule, TripwireTest
 try:
     from llama_index.core.base.base_retriever import BaseRetriever
     from llama_index.core.callbacks import CallbackManager
+    from llama_index.core.memory import BaseMemory
     from llama_index.core.schema import NodeWithScore, QueryBundle
 except ImportError as error:
     raise missing_extra("llama-index-core", "llamaindex", error) from error
@@ -119,7 +121,9 @@ class GatedLlamaIndexRetriever(BaseRetriever):
     decided by ``tripwire_rule`` (default :meth:`TripwireRule.default`, its floor derived
     from their vectors by ``embed_model``, default the retriever's own) from the same one
     retrieval: the retriever's ``similarity_top_k`` must leave room for them beside the
-    knowledge.
+    knowledge. ``memory``: a chat engine's memory, to decide each query as the last user turn
+    of the chat it holds (as :class:`~ragbound.adapters.llamaindex.GatePostprocessor` does;
+    None: each query alone).
     """
 
     def __init__(
@@ -132,6 +136,7 @@ class GatedLlamaIndexRetriever(BaseRetriever):
         tripwire_rule: TripwireRule | None = None,
         embed_model: Any = None,
         callback_manager: CallbackManager | None = None,
+        memory: BaseMemory | None = None,
     ):
         check_guard_on(guard, LlamaIndexKnowledge, k, "nodes")
         super().__init__(callback_manager=callback_manager)
@@ -140,15 +145,25 @@ class GatedLlamaIndexRetriever(BaseRetriever):
         tripwire_guard = _tripwire_guard(guard.kb, tripwires, tripwire_rule, embed_model)
         self._gate = Gate(guard, tripwire_guard, context_k=k)
         self.last_decision: Decision | None = None
+        self.memory = memory
 
-    def decide(self, query: str) -> Decision:
-        """The decision on one query: one retrieval of the user's retriever."""
+    def decide(self, query: str | list[dict[str, str]]) -> Decision:
+        """The decision on one query, or on a conversation (OpenAI-style messages) at its last
+        user turn: one retrieval of the user's retriever."""
         decision = self._gate.decide(query)
         self.last_decision = decision
         return decision
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        decision = self.decide(query_bundle.query_str)
+        history = None if self.memory is None else self.memory.get_all()
+        return self._nodes(self.decide(chat_query(query_bundle, history)))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        history = None if self.memory is None else await self.memory.aget_all()
+        query = chat_query(query_bundle, history)
+        return self._nodes(await asyncio.to_thread(self.decide, query))
+
+    def _nodes(self, decision: Decision) -> list[NodeWithScore]:
         if blocked(decision, self.on_block):
             return []
         knowledge: LlamaIndexKnowledge = self.guard.kb  # type: ignore[assignment]
