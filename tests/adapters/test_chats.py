@@ -21,6 +21,7 @@ import itertools
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -41,7 +42,7 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import Runnable
 from langgraph.checkpoint.memory import InMemorySaver
 from llama_index.core import SummaryIndex
-from llama_index.core.chat_engine import ContextChatEngine
+from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
 from llama_index.core.llms import MockLLM
 from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.schema import TextNode
@@ -194,16 +195,20 @@ def langchain_history_chat(gate: Gate, turns: list[str]) -> list[Turn]:
     return runs
 
 
-def llamaindex_chat(gate: Gate, turns: list[str]) -> list[Turn]:
-    """A LlamaIndex ContextChatEngine whose memory the GatePostprocessor reads."""
+def llamaindex_chat(
+    gate: Gate, turns: list[str], engine_class: type = ContextChatEngine, **options: Any
+) -> list[Turn]:
+    """A LlamaIndex chat engine (ContextChatEngine by default) whose memory the
+    GatePostprocessor reads."""
     nodes = [TextNode(text=chunk.text) for chunk in gate.guard.kb.chunks[:20]]
     memory = ChatMemoryBuffer.from_defaults(token_limit=100_000)
     postprocessor = GatePostprocessor(gate=gate, memory=memory)
-    engine = ContextChatEngine.from_defaults(
+    engine = engine_class.from_defaults(
         SummaryIndex(nodes).as_retriever(),
         memory=memory,
         node_postprocessors=[postprocessor],
         llm=MockLLM(max_tokens=6),  # a test double: six words, "text text ..."
+        **options,
     )
     runs = []
     for turn in turns:
@@ -212,6 +217,11 @@ def llamaindex_chat(gate: Gate, turns: list[str]) -> list[Turn]:
         assert decision is not None
         runs.append((decision.action, str(response), turn_of(decision)))
     return runs
+
+
+def llamaindex_condense_chat(gate: Gate, turns: list[str]) -> list[Turn]:
+    """A CondensePlusContextChatEngine told not to condense: the user's own turn is decided."""
+    return llamaindex_chat(gate, turns, CondensePlusContextChatEngine, skip_condense=True)
 
 
 CHAT_TEMPLATE = """{% message role="system" %}Answer from these documents:
@@ -255,6 +265,7 @@ FRAMEWORKS: dict[str, ChatRun] = {
     "langchain agent": langchain_agent_chat,
     "langchain history chain": langchain_history_chat,
     "llamaindex chat engine": llamaindex_chat,
+    "llamaindex condense-plus-context engine": llamaindex_condense_chat,
     "haystack chat pipeline": haystack_chat,
 }
 
