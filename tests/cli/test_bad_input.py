@@ -443,6 +443,15 @@ ROWS: list[tuple[str, str]] = [
     ("serve {kb} --upstream http://127.0.0.1:9/v1 --refusal ' '", "'--refusal': must not be"),
     ("serve {kb} --upstream http://127.0.0.1:9/v1 --abstention ''", "'--abstention': must not"),
     ("serve {kb} --upstream http://127.0.0.1:9/v1 --unanswerable ' '", "'--unanswerable': must"),
+    (
+        "serve {kb} --upstream http://127.0.0.1:9/v1 --refusal 'No {{why}}'",
+        "the --refusal template has an unknown field {why}; its fields are {cause}, {reason}",
+    ),
+    (
+        "serve {kb} --upstream http://127.0.0.1:9/v1 --abstention 'p {{p_value:q}}'",
+        "the --abstention template does not format",
+    ),
+    ("serve {kb} --upstream http://127.0.0.1:9/v1 --unanswerable 'No {{}}'", "does not format"),
     # ------------------------------------------------------------------------ report
     ("report", "Missing argument"),
     ("report {missing}", "no such run folder"),

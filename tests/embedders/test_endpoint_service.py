@@ -144,7 +144,7 @@ def client(url: str) -> openai.OpenAI:
 
 
 def test_the_gateway_answers_with_the_store_s_chunks_as_context(
-    client: openai.OpenAI, upstream: ScriptedUpstream
+    client: openai.OpenAI, upstream: ScriptedUpstream, url: str
 ) -> None:
     query = IN_KNOWLEDGE[0]
     before = len(upstream.received)
@@ -154,12 +154,14 @@ def test_the_gateway_answers_with_the_store_s_chunks_as_context(
     completion = raw.parse()
     assert completion.choices[0].message.content == REPLY
     assert raw.headers["x-ragbound-action"] == "answer"
-    decision = completion.model_extra["ragbound"]
-    assert decision["action"] == "answer" and decision["neighbours"]
+    decision = completion.model_extra["ragbound"]  # the reply's summary: chunk ids, no text
+    assert decision["action"] == "answer" and decision["chunk_ids"]
     assert len(upstream.received) == before + 1
     system, user = upstream.received[-1]["messages"]
     assert system["content"].startswith("Be brief.\n\n") and user["content"] == query
-    for neighbour in decision["neighbours"]:  # the texts the Chroma collection holds
+    (whole,) = check_all(url, [query])  # /v1/decide: the whole decision, with the texts
+    assert [n["chunk_id"] for n in whole["neighbours"]] == decision["chunk_ids"]
+    for neighbour in whole["neighbours"]:  # the texts the Chroma collection holds
         assert neighbour["text"] in system["content"]
 
 

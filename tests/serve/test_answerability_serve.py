@@ -200,13 +200,13 @@ def test_the_chat_gateway_answers_each_cause_with_its_own_text(
     assert decision["cause"] == cause and decision["action"] == "abstain"
     assert raw.headers["x-ragbound-action"] == "abstain"
     assert raw.headers["x-ragbound-cause"] == cause
-    verdict = decision["answerability"]
+    p_value = decision["answerability_p_value"]
     if cause == "unanswerable":
-        p_value = float(raw.headers["x-ragbound-answerability-p-value"])
-        assert p_value == pytest.approx(verdict["p_value"], rel=1e-5)
-        assert verdict["unanswerable"] and verdict["evidence"]["missing"]
+        header = float(raw.headers["x-ragbound-answerability-p-value"])
+        assert header == pytest.approx(p_value, rel=1e-5)
+        assert p_value is not None and decision["p_value"] > decision["alpha"]
     else:  # out of knowledge: the answerability test did not run
-        assert verdict is None and "x-ragbound-answerability-p-value" not in raw.headers
+        assert p_value is None and "x-ragbound-answerability-p-value" not in raw.headers
     assert len(upstream.received) == before  # never sent upstream
 
 
@@ -228,7 +228,7 @@ def test_the_responses_gateway_answers_each_cause_with_its_own_text(
         text = response.output_text
     assert text == reply
     assert decision["cause"] == cause
-    assert (decision["answerability"] is not None) == (cause == "unanswerable")
+    assert (decision["answerability_p_value"] is not None) == (cause == "unanswerable")
     assert raw.headers["x-ragbound-cause"] == cause
     assert len(upstream.received) == before
 
@@ -243,16 +243,21 @@ def test_an_answerable_question_goes_upstream_with_its_cause(client, upstream) -
     assert raw.headers["x-ragbound-cause"] == "in_knowledge"
     decision = completion.model_extra["ragbound"]
     assert float(raw.headers["x-ragbound-answerability-p-value"]) == pytest.approx(
-        decision["answerability"]["p_value"], rel=1e-5
+        decision["answerability_p_value"], rel=1e-5
     )
 
 
-def test_the_texts_are_one_per_cause_by_default() -> None:
+def test_the_texts_are_one_per_cause_by_default(gate: Gate) -> None:
     settings = GatewaySettings(upstream="http://127.0.0.1:9/v1")
-    assert settings.own_text("unanswerable") == DEFAULT_UNANSWERABLE != DEFAULT_ABSTENTION
-    assert settings.own_text("out_of_knowledge") == DEFAULT_ABSTENTION
-    assert settings.own_text("forbidden") == DEFAULT_REFUSAL
-    assert settings.own_text("in_knowledge") is None
+    decision = gate.decide(ANSWERABLE)
+    texts = {
+        cause: settings.own_text(decision.model_copy(update={"cause": cause}))
+        for cause in ("unanswerable", "out_of_knowledge", "forbidden", "in_knowledge")
+    }
+    assert texts["unanswerable"] == DEFAULT_UNANSWERABLE != DEFAULT_ABSTENTION
+    assert texts["out_of_knowledge"] == DEFAULT_ABSTENTION
+    assert texts["forbidden"] == DEFAULT_REFUSAL
+    assert texts["in_knowledge"] is None
 
 
 # ---------------------------------------------------------- the log, metrics, stats

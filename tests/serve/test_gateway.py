@@ -30,7 +30,9 @@ from ragbound.serve.gateway import (
     conversation_id,
     cut_text,
 )
+from ragbound.serve.shown import DECISION_HEADER
 from tests.serve.server import (
+    ADMIN,
     READ,
     ThreadServer,
     ask,
@@ -45,6 +47,7 @@ from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 from tests.tripwires.tripwire_texts import UNSAFE
 
 UPSTREAM_KEY = "upstream-key-not-the-callers"
+FULL_ASK = {DECISION_HEADER: "full"}
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +63,7 @@ def upstream():
 
 def gateway_app(gate: Gate, upstream_url: str, **gateway: object):
     settings = GatewaySettings(upstream=f"{upstream_url}/v1", api_key=UPSTREAM_KEY, **gateway)
-    tokens = Tokens.from_lines([f"read:{READ}"])
+    tokens = Tokens.from_lines([f"read:{READ}", f"admin:{ADMIN}"])
     return create_app(gate, ServeSettings(tokens=tokens, gateway=settings))
 
 
@@ -74,6 +77,12 @@ def url(gate: Gate, upstream: ScriptedUpstream):
 @pytest.fixture
 def client(url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{url}/v1", api_key=READ, max_retries=0, timeout=60)
+
+
+@pytest.fixture
+def admin(url: str) -> openai.OpenAI:
+    """A client holding the admin token, which may ask for the whole decision (FULL_ASK)."""
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=ADMIN, max_retries=0, timeout=60)
 
 
 @pytest.fixture(autouse=True)
@@ -93,10 +102,10 @@ def test_answer_goes_upstream_with_the_chunks_as_context(client, upstream, gate)
     assert completion.choices[0].message.content == REPLY
     assert raw.headers["x-ragbound-action"] == "answer"
     decision = completion.model_extra["ragbound"]
-    assert decision["action"] == "answer" and decision["query"] == query
-    p_value = decision["test"]["p_value"]
+    assert decision["action"] == "answer" and decision["shown"] == "summary"
+    p_value = decision["p_value"]
     assert float(raw.headers["x-ragbound-p-value"]) == pytest.approx(p_value, 1e-5)
-    assert not decision["test"]["out_of_knowledge"]
+    assert p_value > decision["alpha"]
 
     assert len(upstream.received) == before + 1
     forwarded = upstream.received[-1]
@@ -105,7 +114,8 @@ def test_answer_goes_upstream_with_the_chunks_as_context(client, upstream, gate)
     chunks = gate.decide(query).neighbours
     assert sum(len(c.text) + 2 for c in chunks) < DEFAULT_CONTEXT_CHARS  # all fit the budget
     for chunk in chunks:
-        assert chunk.text in system["content"]
+        assert chunk.text in system["content"]  # upstream: the texts; the caller: their ids
+    assert decision["chunk_ids"] == [c.chunk_id for c in chunks]
     assert user == {"role": "user", "content": query}
     assert forwarded["model"] == "local-model" and forwarded["temperature"] == 0.2
     # the caller's ragbound token never reaches the upstream; the upstream's own key does
@@ -160,20 +170,19 @@ def test_abstain_and_reject_never_reach_the_upstream(
     assert "x-ragbound-answerability-p-value" not in raw.headers  # no such test calibrated
     assert len(upstream.received) == before
     if action == "reject":
-        assert decision["tripwires"]["forbidden"] and decision["tripwires"]["triggers"]
-        ids = [t["id"] for t in decision["tripwires"]["triggers"]]
-        assert raw.headers["x-ragbound-triggers"] == ",".join(ids)
+        assert decision["trigger_ids"]
+        assert raw.headers["x-ragbound-triggers"] == ",".join(decision["trigger_ids"])
     else:
-        assert decision["test"]["out_of_knowledge"]
+        assert decision["p_value"] <= decision["alpha"] and not decision["trigger_ids"]
 
 
-def test_the_last_user_message_is_the_one_decided(client, upstream) -> None:
+def test_the_last_user_message_is_the_one_decided(admin, upstream) -> None:
     messages = [
         {"role": "user", "content": IN_KNOWLEDGE[3]},
         {"role": "assistant", "content": "About two thousand."},
         {"role": "user", "content": [{"type": "text", "text": IN_KNOWLEDGE[2]}]},
     ]
-    completion = client.chat.completions.create(model="m", messages=messages)
+    completion = admin.chat.completions.create(model="m", messages=messages, extra_headers=FULL_ASK)
     assert completion.model_extra["ragbound"]["query"] == IN_KNOWLEDGE[2]
     assert upstream.received[-1]["messages"][1:] == messages
 
@@ -250,7 +259,7 @@ def test_tracing_puts_the_decision_and_the_upstream_call_under_the_chat(client, 
     (request,) = named(spans, "ragbound.chat")
     assert request.parent is None
     assert request.attributes["ragbound.action"] == "answer"
-    p_value = raw.parse().model_extra["ragbound"]["test"]["p_value"]
+    p_value = raw.parse().model_extra["ragbound"]["p_value"]
     assert request.attributes["ragbound.p_value"] == pytest.approx(p_value)
     # the service embeds a batch on one thread and decides it on another: siblings
     under = ["ragbound.embed", "ragbound.decide", "ragbound.upstream"]
@@ -290,7 +299,7 @@ def test_a_bad_context_template_is_refused(template: str, fragment: str) -> None
     assert check_context_template("{{json}} {context}") == "{{json}} {context}"
 
 
-def test_a_chat_is_decided_as_one_conversation_with_its_id(client, upstream) -> None:
+def test_a_chat_is_decided_as_one_conversation_with_its_id(admin, upstream) -> None:
     messages = [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": IN_KNOWLEDGE[1]},
@@ -304,8 +313,11 @@ def test_a_chat_is_decided_as_one_conversation_with_its_id(client, upstream) -> 
             ],
         },
     ]
-    completion = client.chat.completions.create(
-        model="m", messages=messages, metadata={"conversation_id": "chat-42"}
+    completion = admin.chat.completions.create(
+        model="m",
+        messages=messages,
+        metadata={"conversation_id": "chat-42"},
+        extra_headers=FULL_ASK,
     )
     decision = completion.model_extra["ragbound"]
     assert decision["query"] == "And how do\nthey store it?"  # the text parts joined

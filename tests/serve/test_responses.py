@@ -21,6 +21,7 @@ from ragbound.errors import InputError
 from ragbound.gate_texts import DEFAULT_CONTEXT_TEMPLATE
 from ragbound.serve.gateway import budgeted_context
 from ragbound.serve.responses import ResponsesRequest, ResponsesShape, to_chat
+from ragbound.serve.shown import shown
 from tests.serve import test_gateway
 from tests.serve.server import READ, ThreadServer, auth, wait_ready
 from tests.spans import named, recording
@@ -58,9 +59,7 @@ def test_an_answer_goes_upstream_as_a_chat_with_the_context(client, upstream, ga
     assert response.instructions == "Be brief." and response.model == "local-model"
     decision = response.model_extra["ragbound"]
     assert decision["action"] == "answer" and raw.headers["x-ragbound-action"] == "answer"
-    assert float(raw.headers["x-ragbound-p-value"]) == pytest.approx(
-        decision["test"]["p_value"], 1e-5
-    )
+    assert float(raw.headers["x-ragbound-p-value"]) == pytest.approx(decision["p_value"], 1e-5)
 
     assert len(upstream.received) == before + 1
     forwarded = upstream.received[-1]
@@ -178,7 +177,7 @@ def test_abstain_and_reject_are_answered_by_the_gateway(
     assert decision["action"] == action
     assert len(upstream.received) == before
     if action == "reject":
-        assert raw.headers["x-ragbound-triggers"]
+        assert raw.headers["x-ragbound-triggers"] == ",".join(decision["trigger_ids"])
 
 
 # ------------------------------------------------------------------------- bad input
@@ -327,7 +326,7 @@ def test_an_image_part_stays_a_part_and_parts_of_text_are_joined() -> None:
 
 
 def test_a_completion_s_tool_calls_and_length_stop_become_a_response(gate) -> None:
-    decision = gate.decide(IN_KNOWLEDGE[0])
+    decision = shown(gate.decide(IN_KNOWLEDGE[0]), full=False)  # as a reply shows it
     call = {"id": "c9", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}
     completion = {
         "model": "upstream-model",
@@ -352,7 +351,7 @@ def test_a_completion_s_tool_calls_and_length_stop_become_a_response(gate) -> No
     assert response["usage"]["input_tokens"] == 11 and response["usage"]["total_tokens"] == 13
 
 
-def relayed(lines: list[str], decision) -> list[dict]:
+def relayed(lines: list[str], decision: dict) -> list[dict]:
     async def run() -> list[bytes]:
         async def source():
             for line in lines:
@@ -374,7 +373,7 @@ def chunk(**delta: object) -> str:
 
 
 def test_streamed_tool_calls_are_assembled_into_function_call_items(gate) -> None:
-    decision = gate.decide(IN_KNOWLEDGE[0])
+    decision = shown(gate.decide(IN_KNOWLEDGE[0]), full=False)  # as a reply shows it
     first = {"index": 0, "id": "c1", "function": {"name": "look", "arguments": '{"q":'}}
     rest = {"index": 0, "function": {"arguments": '"bees"}'}}
     lines = [chunk(role="assistant"), "", chunk(tool_calls=[first]), chunk(tool_calls=[rest])]
@@ -388,7 +387,7 @@ def test_streamed_tool_calls_are_assembled_into_function_call_items(gate) -> Non
 
 
 def test_an_error_in_the_upstream_s_stream_fails_the_response(gate) -> None:
-    decision = gate.decide(IN_KNOWLEDGE[0])
+    decision = shown(gate.decide(IN_KNOWLEDGE[0]), full=False)  # as a reply shows it
     error = "data: " + json.dumps({"error": {"message": "out of memory"}})
     events = relayed([chunk(content="Bees"), error], decision)
     assert events[-1]["type"] == "response.failed"

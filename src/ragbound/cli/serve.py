@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from ragbound.serve.settings import Rotation
 
 LOG_QUERY_MODES = ("full", "hash", "none")
+TEMPLATE_HELP = (
+    " A template: {cause}, {reason}, {p_value}, {alpha}, {trigger_ids} and {topics} are "
+    "filled from the decision (other braces doubled; docs/service.md)."
+)
 
 
 def serve(
@@ -214,7 +218,7 @@ def serve(
     refusal: Annotated[
         str,
         typer.Option(
-            help="The gateway's reply to a forbidden query (reject).",
+            help="The gateway's reply to a forbidden query (reject)." + TEMPLATE_HELP,
             callback=validate.non_empty,
             rich_help_panel="Gateway",
         ),
@@ -222,7 +226,8 @@ def serve(
     abstention: Annotated[
         str,
         typer.Option(
-            help="The gateway's reply to an abstain out of knowledge (cause out_of_knowledge).",
+            help="The gateway's reply to an abstain out of knowledge (cause out_of_knowledge)."
+            + TEMPLATE_HELP,
             callback=validate.non_empty,
             rich_help_panel="Gateway",
         ),
@@ -231,7 +236,8 @@ def serve(
         str,
         typer.Option(
             help="The gateway's reply to an abstain on a question in scope whose answer the "
-            "retrieved chunks do not hold (cause unanswerable: calibrate --answerability).",
+            "retrieved chunks do not hold (cause unanswerable: calibrate --answerability)."
+            + TEMPLATE_HELP,
             callback=validate.non_empty,
             rich_help_panel="Gateway",
         ),
@@ -251,6 +257,13 @@ def serve(
     GET /dashboard is a live page (decision counts, p-value histogram, recent forbidden queries,
     the shift monitor's windows) fed by GET /v1/stats (JSON), which needs a read token: the
     page, which holds no data, loads without one and asks for it.
+
+    With --upstream, the gateway's replies (POST /v1/chat/completions, /v1/responses) hold a
+    summary of the decision in their ragbound field and X-Ragbound-* headers: action, cause,
+    p-values, the retrieved chunks' ids and the ids of the tripwires that fired, never a
+    chunk's or a tripwire's text; the request header X-Ragbound-Decision: full with an admin
+    token gets the whole decision (403 with a read token). /v1/decide answers the whole
+    decision: it is for the operator's application, which needs the chunks as its context.
 
     Without --token-file the service needs no token, binds only a loopback address and
     answers only a loopback Host (or one given with --allowed-host; 421 otherwise). With
@@ -387,6 +400,7 @@ def _gateway(
         DEFAULT_UPSTREAM_TIMEOUT_S,
         GatewaySettings,
         check_context_template,
+        check_reply_template,
     )
 
     if upstream is None:
@@ -401,6 +415,8 @@ def _gateway(
             "--pass-through forwards chats unchanged: drop --context-template, "
             "--context-chunks and --context-chars"
         )
+    for name, text in replies.items():  # refused at start, naming the option
+        check_reply_template(text, f"--{name}")
     template = read_text(template_file) if template_file is not None else DEFAULT_CONTEXT_TEMPLATE
     try:
         check_context_template(template)

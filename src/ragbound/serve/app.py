@@ -64,6 +64,7 @@ from ragbound.serve.querylog import QueryLogError
 from ragbound.serve.responses import ResponsesRequest, ResponsesShape, to_chat
 from ragbound.serve.service import GateSource, Service, start_loading
 from ragbound.serve.settings import Limits, ServeSettings
+from ragbound.serve.shown import DECISION_HEADER, asks_full, shown
 from ragbound.tripwires import Tripwire, tripwire_id
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
@@ -537,31 +538,37 @@ def _add_gateway_routes(app: FastAPI, service: Service, upstream: Upstream) -> N
     )
 
     @app.post("/v1/chat/completions", dependencies=reader, tags=["gateway"], responses=chat_replies)
-    async def chat_completions(body: ChatRequest):
+    async def chat_completions(body: ChatRequest, request: Request):
         """OpenAI-compatible chat completions, the chat decided as one conversation at its
         last user message: ``reject`` (forbidden) and ``abstain`` (out of knowledge, or
         unanswerable) are answered here (the refusal, or the "I don't know" of the cause),
-        ``answer`` goes upstream with the retrieved chunks as context. The decision is in the
-        ``ragbound`` field (the first chunk of a stream) and the ``X-Ragbound-*`` headers
-        (``X-Ragbound-Action``, ``X-Ragbound-Cause``, ...)."""
+        ``answer`` goes upstream with the retrieved chunks as context. The decision's summary
+        (action, cause, p-values, chunk and tripwire ids; never their text) is in the
+        ``ragbound`` field (the first chunk of a stream) and its outline in the
+        ``X-Ragbound-*`` headers (``X-Ragbound-Action``, ``X-Ragbound-Cause``, ...); the whole
+        decision with ``X-Ragbound-Decision: full`` and an admin token (403 with a read
+        token)."""
+        full = _shows_full(service, request)
         with tracing.span("ragbound.chat", stream=body.stream) as span:
             decision = await _decide_chat(service, body, span, conversation_id(body.model_extra))
-            return await _chat_reply(body, decision, upstream, ChatShape(body))
+            return await _chat_reply(body, decision, upstream, ChatShape(body), full)
 
     @app.post("/v1/responses", dependencies=reader, tags=["gateway"], responses=responses_replies)
-    async def responses(body: ResponsesRequest):
+    async def responses(body: ResponsesRequest, request: Request):
         """OpenAI's Responses API, translated to a chat completion and decided like one: the
         input (with the instructions as a system message) is one conversation, decided at its
         last user message; ``reject`` and ``abstain`` are answered here, ``answer`` goes
         upstream as a chat completion with the retrieved chunks as context and comes back as
-        a Response (or its events). The decision is in the Response's ``ragbound`` field and
-        the ``X-Ragbound-*`` headers. The gateway keeps no state: send the whole conversation
-        as ``input`` (``previous_response_id`` is refused)."""
+        a Response (or its events). The decision's summary is in the Response's ``ragbound``
+        field and the ``X-Ragbound-*`` headers, the whole decision with ``X-Ragbound-Decision:
+        full`` and an admin token, as on chat completions. The gateway keeps no state: send
+        the whole conversation as ``input`` (``previous_response_id`` is refused)."""
+        full = _shows_full(service, request)
         chat = to_chat(body)
         with tracing.span("ragbound.responses", stream=body.stream) as span:
             chat_id = conversation_id(body.model_extra)
             decision = await _decide_chat(service, chat, span, chat_id, "input, as chat messages")
-            return await _chat_reply(chat, decision, upstream, ResponsesShape(body))
+            return await _chat_reply(chat, decision, upstream, ResponsesShape(body), full)
 
 
 async def _decide_chat(
@@ -577,22 +584,42 @@ async def _decide_chat(
     return decision
 
 
-async def _chat_reply(chat: ChatRequest, decision: Decision, upstream: Upstream, shape: ReplyShape):
+def _shows_full(service: Service, request: Request) -> bool:
+    """Whether a gateway reply shows the whole decision: asked with ``X-Ragbound-Decision:
+    full`` (422 for another value than summary or full) by an admin token (403 for a read
+    token; without tokens every caller may). Checked before the decision is made."""
+    if not asks_full(request.headers.get(DECISION_HEADER)):
+        return False
+    tokens = service.settings.tokens
+    if tokens is None:
+        return True
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    role = tokens.role_of(value.strip()) if scheme.lower() == "bearer" else None
+    if role != "admin":
+        raise ApiError(403, f"{DECISION_HEADER}: full needs an admin token")
+    return True
+
+
+async def _chat_reply(
+    chat: ChatRequest, decision: Decision, upstream: Upstream, shape: ReplyShape, full: bool
+):
     """The gateway's own reply to a ``reject`` or ``abstain`` (the text of its cause), else
-    the upstream's, in the route's ``shape``."""
-    headers = decision_headers(decision)
-    text = upstream.settings.own_text(decision.cause)
+    the upstream's, in the route's ``shape``, showing the decision whole (``full``) or its
+    summary."""
+    headers = {**decision_headers(decision), DECISION_HEADER: "full" if full else "summary"}
+    seen = shown(decision, full)
+    text = upstream.settings.own_text(decision)
     if text is not None:
         if chat.stream:
-            return _sse(shape.own_stream(decision, text), headers)
-        return JSONResponse(shape.own(decision, text), headers=headers)
+            return _sse(shape.own_stream(seen, text), headers)
+        return JSONResponse(shape.own(seen, text), headers=headers)
     forwarded = upstream.settings.forwarded(chat, decision)
     try:
         # on a stream, until the upstream's headers: the relay goes on after the route returns
         with tracing.span("ragbound.upstream", stream=chat.stream):
             if chat.stream:
-                return _sse(shape.relay(await upstream.stream(forwarded), decision), headers)
-            reply = shape.reply(await upstream.complete(forwarded), decision)
+                return _sse(shape.relay(await upstream.stream(forwarded), seen), headers)
+            reply = shape.reply(await upstream.complete(forwarded), seen)
             return JSONResponse(reply, headers=headers)
     except UpstreamError as exc:  # its own error body when it sent one, with the decision
         error = exc.body if isinstance(exc.body, dict) else {"error": str(exc)}

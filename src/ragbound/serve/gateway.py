@@ -5,17 +5,20 @@ last user message:
 
 - ``reject`` (forbidden) / ``abstain`` (out of knowledge, or unanswerable: in scope, the
   retrieved chunks do not hold the answer): the gateway answers itself with a completion whose
-  text is the refusal or the "I don't know" reply of the decision's ``cause``
-  (:meth:`GatewaySettings.own_text`); the upstream server is never called;
+  text is the refusal or the "I don't know" reply of the decision's ``cause``, a template
+  filled from the decision (:meth:`GatewaySettings.own_text`, :data:`REPLY_FIELDS`); the
+  upstream server is never called;
 - ``answer``: the request goes to the upstream server with the retrieved chunks added to the
   system prompt (a template with a ``{context}`` field), or unchanged in pass-through mode.
   The context has a budget: the ``context_chunks`` nearest chunks, whole, nearest first, while
   they fit in ``context_chars`` characters (:func:`budgeted_context`).
 
-Either way the full :class:`~ragbound.gate.Decision` is in the response's ``ragbound`` field
-(in the first chunk of a stream) and its summary in ``X-Ragbound-*`` headers (the action, its
-cause, the p-values), so an OpenAI client that knows nothing of ragbound still works, and one
-that does can read why.
+Either way the decision is in the response's ``ragbound`` field (in the first chunk of a
+stream) and its outline in ``X-Ragbound-*`` headers (the action, its cause, the p-values, the
+ids of the tripwires that fired), so an OpenAI client that knows nothing of ragbound still
+works, and one that does can read why. The field holds a summary by ids, never a chunk's or a
+tripwire's text; an operator asks for the whole decision with ``X-Ragbound-Decision: full``
+and an admin token (:mod:`ragbound.serve.shown`).
 
 ``POST /v1/responses`` (:mod:`ragbound.serve.responses`) is the same gateway in the shape of
 OpenAI's Responses API, translated to and from Chat Completions; both routes reply through a
@@ -40,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragbound.corpus.chunker import split_sentences
 from ragbound.errors import InputError
-from ragbound.gate import DEFAULT_CONTEXT_K, Cause, Decision
+from ragbound.gate import DEFAULT_CONTEXT_K, Decision, fired_topics
 from ragbound.gate_texts import (
     DEFAULT_ABSTENTION,
     DEFAULT_CONTEXT_TEMPLATE,
@@ -49,6 +52,7 @@ from ragbound.gate_texts import (
 )
 from ragbound.records import standard_json
 from ragbound.serve.models import Text
+from ragbound.serve.shown import fired_ids
 
 DECISION_FIELD = "ragbound"
 SSE_DONE = b"data: [DONE]\n\n"
@@ -78,7 +82,8 @@ class GatewaySettings:
     header). ``context_template``: a text with one ``{context}`` field added to the system
     prompt on ``answer`` (None: pass-through, the request is forwarded unchanged).
     ``refusal``, ``abstention`` and ``unanswerable``: the gateway's own replies to a forbidden
-    query, to one out of knowledge and to an unanswerable one (:meth:`own_text`).
+    query, to one out of knowledge and to an unanswerable one (:meth:`own_text`), each a
+    template whose fields (:data:`REPLY_FIELDS`) are filled from the decision.
     ``timeout_s``: how long the upstream may stay silent (seconds): to connect (at most
     ``CONNECT_TIMEOUT_S``), to send its reply's headers, then between two reads of its body
     (so a whole reply that is not streamed).
@@ -101,6 +106,8 @@ class GatewaySettings:
             raise InputError(f"upstream must be an http:// or https:// URL, got {self.upstream!r}")
         if self.context_template is not None:
             check_context_template(self.context_template)
+        for name in ("refusal", "abstention", "unanswerable"):
+            check_reply_template(getattr(self, name), name)
         _check_seconds("timeout_s", self.timeout_s)
         _check_count("context_chunks", self.context_chunks)
         if self.context_chars is not None:
@@ -117,15 +124,16 @@ class GatewaySettings:
         body["messages"] = decision.upstream_messages(body["messages"])
         return body
 
-    def own_text(self, cause: Cause) -> str | None:
-        """The gateway's own reply for a decision of ``cause``; None for ``in_knowledge``
-        (the upstream answers)."""
+    def own_text(self, decision: Decision) -> str | None:
+        """The gateway's own reply to ``decision``, its cause's template filled; None for
+        ``in_knowledge`` (the upstream answers)."""
         replies: dict[str, str] = {
             "forbidden": self.refusal,
             "out_of_knowledge": self.abstention,
             "unanswerable": self.unanswerable,
         }
-        return replies.get(cause)
+        template = replies.get(decision.cause)
+        return None if template is None else template.format(**reply_fields(decision))
 
     @property
     def completions_url(self) -> str:
@@ -141,6 +149,56 @@ def _check_seconds(name: str, value: object) -> None:
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not (number and math.isfinite(value) and value > 0):  # type: ignore[arg-type]
         raise InputError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+
+
+REPLY_FIELDS: dict[str, str] = {
+    "cause": "forbidden, out_of_knowledge or unanswerable",
+    "reason": "the decision's reason, one line (it names the tripwires' topics on reject)",
+    "p_value": "the boundary test's p-value, a number ({p_value:.3f} formats it)",
+    "alpha": "the level it ran at, a number",
+    "trigger_ids": "the ids of the tripwires that fired, comma-separated (empty unless reject)",
+    "topics": "their topics, comma-separated (empty unless reject)",
+}
+"""The fields a refusal or abstention template may hold, and what each is."""
+_SAMPLE_FIELDS: dict[str, object] = {
+    "cause": "forbidden",
+    "reason": "forbidden: tripwire rule rank<=1 fired (topic)",
+    "p_value": 0.5,
+    "alpha": 0.05,
+    "trigger_ids": "tw-000000000000",
+    "topics": "topic",
+}
+
+
+def reply_fields(decision: Decision) -> dict[str, object]:
+    """The values of :data:`REPLY_FIELDS` for ``decision``."""
+    return {
+        "cause": decision.cause,
+        "reason": decision.reason,
+        "p_value": decision.test.p_value,
+        "alpha": decision.test.alpha,
+        "trigger_ids": ",".join(fired_ids(decision)),
+        "topics": ",".join(fired_topics(decision)),
+    }
+
+
+def check_reply_template(template: str, name: str = "reply") -> str:
+    """``template`` if every field in it is one of :data:`REPLY_FIELDS` and formats; an
+    InputError naming ``name`` and the fields otherwise."""
+    fields = ", ".join("{" + field + "}" for field in REPLY_FIELDS)
+    try:
+        template.format(**_SAMPLE_FIELDS)
+    except KeyError as exc:
+        raise InputError(
+            f"the {name} template has an unknown field {{{exc.args[0]}}}; its fields are "
+            f"{fields} (write other braces doubled, {{{{ and }}}})"
+        ) from None
+    except (IndexError, ValueError) as exc:
+        raise InputError(
+            f"the {name} template does not format ({exc}); its fields are {fields} (write "
+            "other braces doubled, {{ and }})"
+        ) from None
+    return template
 
 
 def check_context_template(template: str) -> str:
@@ -248,9 +306,10 @@ def with_context(request: ChatRequest, context: str, template: str) -> dict[str,
 
 
 def decision_headers(decision: Decision) -> dict[str, str]:
-    """The decision's summary as ``X-Ragbound-*`` headers (no query text): the action and
-    its cause, the boundary test's p-value and the answerability test's (when it ran), the
-    artifacts, the tripwires that fired. Each stored value passes :func:`header_value`: an id
+    """The decision's outline as ``X-Ragbound-*`` headers (no query, chunk or tripwire
+    text): the action and its cause, the boundary test's p-value and the answerability
+    test's (when it ran), the artifacts, the ids of the tripwires that made it forbidden
+    (none unless reject). Each stored value passes :func:`header_value`: an id
     that a header cannot carry (in a collection flagged by hand, or kept before ids were
     checked) is percent-encoded, never a reply that cannot be sent."""
     headers = {
@@ -263,8 +322,7 @@ def decision_headers(decision: Decision) -> dict[str, str]:
         headers["X-Ragbound-Answerability-P-Value"] = f"{decision.answerability.p_value:.6g}"
     if decision.tripwire_set:
         headers["X-Ragbound-Tripwire-Set"] = header_value(decision.tripwire_set)
-    triggers = decision.tripwires.triggers if decision.tripwires is not None else []
-    ids = ",".join(header_value(t.id) for t in triggers)
+    ids = ",".join(header_value(fired) for fired in fired_ids(decision))
     if ids:
         headers["X-Ragbound-Triggers"] = ids
     return headers
@@ -278,31 +336,28 @@ def header_value(text: str) -> str:
     return urllib.parse.quote_from_bytes(data, safe=HEADER_SAFE)
 
 
-def decision_json(decision: Decision) -> dict[str, Any]:
-    return decision.model_dump(mode="json")
-
-
 # ---------------------------------------------------------------- the reply's shape
 class ReplyShape(Protocol):
     """How a gateway route words its replies: its own (refusal, abstention), whole or as
-    server-sent events, and the upstream's chat completion, whole or as its relayed stream."""
+    server-sent events, and the upstream's chat completion, whole or as its relayed stream;
+    ``shown`` is the decision as the reply shows it (:func:`ragbound.serve.shown.shown`)."""
 
-    def own(self, decision: Decision, text: str) -> dict[str, Any]: ...
+    def own(self, shown: dict[str, Any], text: str) -> dict[str, Any]: ...
 
-    def own_stream(self, decision: Decision, text: str) -> AsyncIterator[bytes]: ...
+    def own_stream(self, shown: dict[str, Any], text: str) -> AsyncIterator[bytes]: ...
 
-    def reply(self, completion: dict[str, Any], decision: Decision) -> dict[str, Any]: ...
+    def reply(self, completion: dict[str, Any], shown: dict[str, Any]) -> dict[str, Any]: ...
 
-    def relay(self, lines: AsyncIterator[str], decision: Decision) -> AsyncIterator[bytes]: ...
+    def relay(self, lines: AsyncIterator[str], shown: dict[str, Any]) -> AsyncIterator[bytes]: ...
 
 
 @dataclass(frozen=True)
 class ChatShape:
-    """``/v1/chat/completions``' replies: chat completions, the decision in ``ragbound``."""
+    """``/v1/chat/completions``' replies: chat completions, the decision shown in ``ragbound``."""
 
     request: ChatRequest
 
-    def own(self, decision: Decision, text: str) -> dict[str, Any]:
+    def own(self, shown: dict[str, Any], text: str) -> dict[str, Any]:
         """A whole ``chat.completion`` answering ``text`` (a refusal or an abstention)."""
         return {
             **self._envelope("chat.completion"),
@@ -314,28 +369,28 @@ class ChatShape:
                 }
             ],
             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-            DECISION_FIELD: decision_json(decision),
+            DECISION_FIELD: shown,
         }
 
-    async def own_stream(self, decision: Decision, text: str) -> AsyncIterator[bytes]:
+    async def own_stream(self, shown: dict[str, Any], text: str) -> AsyncIterator[bytes]:
         """The same reply as server-sent ``chat.completion.chunk`` events, then ``[DONE]``."""
         envelope = self._envelope("chat.completion.chunk")
         delta = {"role": "assistant", "content": text}
         first = {
             **envelope,
             "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
-            DECISION_FIELD: decision_json(decision),
+            DECISION_FIELD: shown,
         }
         last = {**envelope, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
         yield sse_data(first)
         yield sse_data(last)
         yield SSE_DONE
 
-    def reply(self, completion: dict[str, Any], decision: Decision) -> dict[str, Any]:
+    def reply(self, completion: dict[str, Any], shown: dict[str, Any]) -> dict[str, Any]:
         """The upstream's completion as it is, with the decision."""
-        return {**completion, DECISION_FIELD: decision_json(decision)}
+        return {**completion, DECISION_FIELD: shown}
 
-    async def relay(self, lines: AsyncIterator[str], decision: Decision) -> AsyncIterator[bytes]:
+    async def relay(self, lines: AsyncIterator[str], shown: dict[str, Any]) -> AsyncIterator[bytes]:
         """Server-sent events relayed line by line; the first JSON ``data:`` event gains the
         decision. Blank lines (event ends) and other fields pass unchanged. A stream the
         upstream breaks off (:class:`UpstreamError`) ends with an OpenAI-style error event
@@ -348,7 +403,7 @@ class ChatShape:
                     data = line[5:].strip() if line.startswith("data:") else ""
                     payload = sse_json(line) if pending and data not in ("", "[DONE]") else None
                     if payload is not None:
-                        payload[DECISION_FIELD] = decision_json(decision)
+                        payload[DECISION_FIELD] = shown
                         line = "data: " + json.dumps(payload, separators=(",", ":"))
                         pending = False
                     ended = not line

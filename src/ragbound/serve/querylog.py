@@ -4,7 +4,9 @@ Each line holds ``time`` (ISO 8601 UTC, microseconds, never earlier than the lin
 ``query`` (the text, ``sha256:<hex>`` or absent, per the ``log_queries`` mode), ``action``,
 ``cause`` (``in_knowledge``, ``out_of_knowledge``, ``unanswerable`` or ``forbidden``; absent
 from lines written before it), ``p_value``, ``score`` (the test statistic, higher = more out of
-knowledge), ``statistic``, ``triggers`` (the topics that fired) and ``calibration_id``; where
+knowledge), ``statistic``, ``triggers`` (the topics that fired), ``trigger_ids`` (the ids of
+the tripwires that fired), ``chunk_ids`` (the retrieved chunks, nearest first: the ids a gateway
+reply shows, :mod:`ragbound.serve.shown`) and ``calibration_id``; where
 the answerability test ran (a calibration with it, on a question neither forbidden nor out of
 knowledge), ``answerability`` too: that test's ``statistic``, ``score`` (higher = more likely
 unanswerable) and ``p_value``. With the query
@@ -54,6 +56,7 @@ from ragbound.gate import Decision, fired_topics
 from ragbound.logseries import file_id, next_rotated, remaining
 from ragbound.serve.batcher import BatchFailure
 from ragbound.serve.settings import LogQueries, Rotation
+from ragbound.serve.shown import fired_ids
 
 _TAIL_SCAN = 1 << 16
 _FIRST_LINE_MAX = 1 << 20  # far longer than any decision line (queries are capped)
@@ -238,6 +241,8 @@ class QueryLog:
             "score": decision.test.score,
             "statistic": decision.test.statistic,
             "triggers": fired_topics(decision),
+            "trigger_ids": fired_ids(decision),
+            "chunk_ids": [chunk.chunk_id for chunk in decision.neighbours],
             "calibration_id": decision.calibration_id,
         }
         if decision.answerability is not None:

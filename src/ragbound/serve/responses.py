@@ -33,9 +33,10 @@ The translation, field by field:
 The decision is on the translated messages, like a chat's. The gateway's own replies
 (``reject``, ``abstain``) are Responses objects whose one message holds the refusal or the "I
 don't know" text of the decision's cause as ``output_text`` (so ``response.output_text`` reads
-it). The decision is in
+it). The decision, as
+:mod:`ragbound.serve.shown` shows it (a summary by ids, or the whole on an admin's ask), is in
 the Response's ``ragbound`` field (streamed: in ``response.created``'s and
-``response.completed``'s response) and its summary in the ``X-Ragbound-*`` headers.
+``response.completed``'s response) and its outline in the ``X-Ragbound-*`` headers.
 """
 
 from __future__ import annotations
@@ -50,12 +51,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ragbound.errors import InputError
-from ragbound.gate import Decision
 from ragbound.serve.gateway import (
     DECISION_FIELD,
     ChatRequest,
     UpstreamError,
-    decision_json,
     sse_data,
     sse_json,
 )
@@ -358,20 +357,20 @@ class ResponsesShape:
     sequence: int = 0
     opened: bool = False  # the message item's events have begun
 
-    def own(self, decision: Decision, text: str) -> dict[str, Any]:
+    def own(self, shown: dict[str, Any], text: str) -> dict[str, Any]:
         """A whole Response answering ``text`` (a refusal or an abstention)."""
-        return self._response(_Output(text, usage=_usage(None)), decision)
+        return self._response(_Output(text, usage=_usage(None)), shown)
 
-    async def own_stream(self, decision: Decision, text: str) -> AsyncIterator[bytes]:
+    async def own_stream(self, shown: dict[str, Any], text: str) -> AsyncIterator[bytes]:
         """The same reply as the Responses API's server-sent events."""
-        for event in self._start(decision):
+        for event in self._start(shown):
             yield event
         for event in self._delta(text):
             yield event
-        for event in self._finish(_Output(text, usage=_usage(None)), decision):
+        for event in self._finish(_Output(text, usage=_usage(None)), shown):
             yield event
 
-    def reply(self, completion: dict[str, Any], decision: Decision) -> dict[str, Any]:
+    def reply(self, completion: dict[str, Any], shown: dict[str, Any]) -> dict[str, Any]:
         """The upstream's chat completion as a Response."""
         choices = completion.get("choices") or [{}]
         message = choices[0].get("message") or {}
@@ -381,13 +380,13 @@ class ResponsesShape:
             finish=choices[0].get("finish_reason"),
             usage=_usage(completion.get("usage")),
         )
-        return self._response(output, decision, completion.get("model"))
+        return self._response(output, shown, completion.get("model"))
 
-    async def relay(self, lines: AsyncIterator[str], decision: Decision) -> AsyncIterator[bytes]:
+    async def relay(self, lines: AsyncIterator[str], shown: dict[str, Any]) -> AsyncIterator[bytes]:
         """The upstream's chat-completion chunks as the Responses API's events; an error
         the upstream sends, or a stream it breaks off (:class:`UpstreamError`), ends them
         with ``response.failed``."""
-        for event in self._start(decision):
+        for event in self._start(shown):
             yield event
         output = _Output(finish=None)
         calls: dict[int, dict[str, str]] = {}
@@ -404,7 +403,7 @@ class ResponsesShape:
                 yield self._event("response.failed", response=self._failed(str(exc)))
                 return
         output.calls = [calls[i] for i in sorted(calls)]
-        for event in self._finish(output, decision):
+        for event in self._finish(output, shown):
             yield event
 
     def _chunk(
@@ -424,10 +423,10 @@ class ResponsesShape:
         return events
 
     # ------------------------------------------------------------------ the events
-    def _start(self, decision: Decision) -> list[bytes]:
+    def _start(self, shown: dict[str, Any]) -> list[bytes]:
         snapshot = self._snapshot("in_progress", [])
         return [
-            self._event("response.created", response={**snapshot, **_decided(decision)}),
+            self._event("response.created", response={**snapshot, DECISION_FIELD: shown}),
             self._event("response.in_progress", response=snapshot),
         ]
 
@@ -447,7 +446,7 @@ class ResponsesShape:
         opened = self._open()  # first: the events are numbered as they are made
         return [*opened, self._event("response.output_text.delta", **self._at(), delta=text)]
 
-    def _finish(self, output: _Output, decision: Decision) -> list[bytes]:
+    def _finish(self, output: _Output, shown: dict[str, Any]) -> list[bytes]:
         events = [] if output.calls else self._open()  # a reply of no text is an empty message
         if self.opened:
             message = self._message(output.text, "completed")
@@ -470,7 +469,7 @@ class ResponsesShape:
                 ),
                 self._event("response.output_item.done", output_index=index, item=item),
             ]
-        response = self._response(output, decision)
+        response = self._response(output, shown)
         kind = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
         return [*events, self._event(kind, response=response)]
 
@@ -494,7 +493,7 @@ class ResponsesShape:
         }
 
     def _response(
-        self, output: _Output, decision: Decision, model: str | None = None
+        self, output: _Output, shown: dict[str, Any], model: str | None = None
     ) -> dict[str, Any]:
         items = [self._message(output.text, "completed")] if output.text or not output.calls else []
         items += [_call_item(call) for call in output.calls]
@@ -503,7 +502,7 @@ class ResponsesShape:
         response["incomplete_details"] = {"reason": reason} if reason else None
         response["completed_at"] = None if reason else int(time.time())
         response["usage"] = output.usage
-        return {**response, **_decided(decision)}
+        return {**response, DECISION_FIELD: shown}
 
     def _failed(self, error: object) -> dict[str, Any]:
         message = error.get("message") if isinstance(error, dict) else error
@@ -537,10 +536,6 @@ class ResponsesShape:
             "truncation": "disabled",
             "usage": None,
         }
-
-
-def _decided(decision: Decision) -> dict[str, Any]:
-    return {DECISION_FIELD: decision_json(decision)}
 
 
 def _usage(usage: object) -> dict[str, Any]:
