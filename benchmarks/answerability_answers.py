@@ -12,11 +12,12 @@ system that makes things up) and the 3 nearest chunks as numbered facts. Rows: n
 by relevance alone (the default); relevance + coverage; relevance + judge (the corpora of
 ``BENCH_ANSWER_JUDGE_CORPORA``). A reply is *correct* when it holds the reference: PubMedQA's
 label is the first yes/no/maybe word of the reply (the question asks for it first); for the
-span corpora at least half the reference's content words are in the reply (content words as
-the coverage statistic reads them). A reply that says the facts do not hold the answer is a
-decline (:data:`DECLINES`), not an answer. Columns: correct among the answers given (in-scope
-and left-out questions pooled, Wilson 95% intervals), left-out questions not attempted (gate
-declined or the model did), in-scope questions answered.
+free-text references (COVID-QA, CLAP NQ) the same model, as evaluator, puts YES above NO on
+"does the reply give the reference answer" (``bench-eval-agrees``, one token). A reply that
+says the facts do not hold the answer is a decline (:data:`DECLINES`), not an answer.
+Columns: correct among the answers given (in-scope and left-out questions pooled, Wilson 95%
+intervals), left-out questions not attempted (gate declined or the model did), in-scope
+questions answered.
 
 Replies are cached on disk (``~/.cache/ragbound/llm``). Raw numbers go to
 bench_out/answerability_answers.json, the table to the ``answerability-answers`` section of
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchmarks import answerability, answerability_judge, datasets, near
@@ -37,7 +38,7 @@ from ragbound.artifacts import write_json
 from ragbound.bench.context import render_context
 from ragbound.bench.models import ContextItem
 from ragbound.detect import Guard
-from ragbound.detect.answerability import question_words
+from ragbound.detect.judge import ALTERNATIVES, no_probability
 from ragbound.embedders import load_dense_embedder
 from ragbound.gate import Decision, Gate
 from ragbound.llm import CachedLLM, GenerationParams, Request, ResponseCache, make_llm, run_batch
@@ -47,11 +48,13 @@ from ragbound.stats.metrics import wilson_interval
 RAW = answerability.OUT / "answerability_answers.json"
 TITLE = "Answerability: the bundled LLM's answers, gated"
 PROMPT_ID = "bench-system-basic"
+EVALUATOR_ID = "bench-eval-agrees"
 FACTS = 3
+ANSWER_TOKENS = 96
 LABEL_ASK = " Start your answer with yes, no or maybe."
 DECLINES = re.compile(
     r"i don'?t know|not (?:provided|mentioned|stated|specified|given|included) in|"
-    r"(?:facts|context) (?:do|does) not (?:provide|mention|contain|specify|say)|"
+    r"(?:facts?|context)(?: \d+)? (?:do|does) not (?:provide|mention|contain|specify|say)|"
     r"no (?:information|mention) (?:about|of|on)",
     re.IGNORECASE,
 )
@@ -64,15 +67,15 @@ CHOICES = (NO_GATE, RELEVANCE, COVERAGE, JUDGE)
 SCORED_SETS = ("inside", "left_out")
 
 
-def references(corpus: str) -> tuple[dict[str, str], Callable[[str, str], bool]] | None:
-    """The corpus's reference answers (question -> reference) and how a reply is judged
-    correct against one; None for a corpus without answers (BANKING77-OOS)."""
+def references(corpus: str) -> tuple[dict[str, str], bool] | None:
+    """The corpus's reference answers (question -> reference) and whether they are labels
+    (yes/no/maybe) rather than free text; None for a corpus without answers (BANKING77-OOS)."""
     if corpus == "PubMedQA":
-        return datasets.pubmedqa_decisions(), label_correct
+        return datasets.pubmedqa_decisions(), True
     if corpus == answerability.COVID:
-        return datasets.covidqa_answers(), span_correct
+        return datasets.covidqa_answers(), False
     if corpus == answerability.CLAP:
-        return datasets.clapnq_answers(), span_correct
+        return datasets.clapnq_answers(), False
     return None
 
 
@@ -82,10 +85,26 @@ def label_correct(reply: str, reference: str) -> bool:
     return found is not None and found.group(1).lower() == reference.lower()
 
 
-def span_correct(reply: str, reference: str) -> bool:
-    """True when at least half of the reference's content words are in the reply."""
-    wanted, said = question_words([reference, reply])
-    return bool(wanted) and len(wanted & said) >= len(wanted) / 2
+def agreeing(llm: CachedLLM, items: Sequence[tuple[str, str, str]]) -> list[bool]:
+    """For each (question, reference, reply): True when the evaluator (``bench-eval-agrees``,
+    one token) puts YES above NO, i.e. the reply gives the reference answer."""
+    prompt = load_prompt(EVALUATOR_ID)
+    params = GenerationParams(max_tokens=2, top_logprobs=ALTERNATIVES)
+    requests = [
+        Request(
+            messages=prompt.render(question=q, reference=ref, model_answer=reply),
+            params=params,
+            prompt_id=prompt.id,
+            prompt_version=prompt.version,
+        )
+        for q, ref, reply in items
+    ]
+    found = []
+    for result in run_batch(llm, requests, progress=True):
+        if result.response is None:
+            raise result.error or RuntimeError("the evaluator returned nothing")
+        found.append(no_probability(result.response.top_logprobs, result.response.text) < 0.5)
+    return found
 
 
 @dataclass(frozen=True)
@@ -99,37 +118,47 @@ class Reply:
 def answer(
     llm: CachedLLM, corpus: str, decisions: Sequence[Decision], refs: dict[str, str]
 ) -> list[Reply]:
-    """The target model's reply to each decided question, from its 3 nearest chunks."""
+    """The target model's reply to each decided question, from its 3 nearest chunks, judged
+    against the question's reference (a label by its first word, free text by the evaluator)."""
+    found = references(corpus)
+    assert found is not None
+    labels = found[1]
     prompt = load_prompt(PROMPT_ID)
-    judge = references(corpus)
-    assert judge is not None
-    correct = judge[1]
-    ask = LABEL_ASK if correct is label_correct else ""
-    requests = []
-    for decision in decisions:
-        facts = [
-            ContextItem(number=n.rank, qa_id=n.chunk_id, text=n.text)
-            for n in decision.neighbours[:FACTS]
-        ]
-        messages = prompt.render(question=decision.query + ask, context=render_context(facts))
-        requests.append(
-            Request(
-                messages=messages,
-                params=GenerationParams(max_tokens=96),
-                prompt_id=prompt.id,
-                prompt_version=prompt.version,
-            )
+    requests = [
+        Request(
+            messages=prompt.render(
+                question=d.query + (LABEL_ASK if labels else ""), context=facts(d)
+            ),
+            params=GenerationParams(max_tokens=ANSWER_TOKENS),
+            prompt_id=prompt.id,
+            prompt_version=prompt.version,
         )
-    replies = []
-    for decision, result in zip(decisions, run_batch(llm, requests, progress=True), strict=True):
+        for d in decisions
+    ]
+    texts = []
+    for result in run_batch(llm, requests, progress=True):
         if result.response is None:
             raise result.error or RuntimeError("the target model returned nothing")
-        text = result.response.text
-        reference = refs.get(decision.query)
-        declined = DECLINES.search(text) is not None
-        right = not declined and bool(reference) and correct(text, reference or "")
-        replies.append(Reply(declined, right))
-    return replies
+        texts.append(result.response.text)
+    declined = [DECLINES.search(text) is not None for text in texts]
+    pairs = [(d.query, refs.get(d.query, ""), t) for d, t in zip(decisions, texts, strict=True)]
+    if labels:
+        right = [label_correct(reply, ref) for _, ref, reply in pairs]
+    else:
+        right = agreeing(llm, pairs)
+    return [
+        Reply(gave_up, ok and not gave_up and bool(ref))
+        for gave_up, ok, (_, ref, _) in zip(declined, right, pairs, strict=True)
+    ]
+
+
+def facts(decision: Decision) -> str:
+    """The decision's nearest chunks as the numbered facts the target model reads."""
+    items = [
+        ContextItem(number=n.rank, qa_id=n.chunk_id, text=n.text)
+        for n in decision.neighbours[:FACTS]
+    ]
+    return render_context(items)
 
 
 def gates(split: answerability.LeaveOutSplit, calibration: list[str], judged: bool) -> dict:
@@ -253,9 +282,11 @@ def answers_markdown(results: dict) -> list[str]:
         "alpha = 0.05. The target: the bundled Qwen2.5-Coder 1.5B, the `bench-system-basic` "
         "prompt (no instruction to abstain), the 3 nearest chunks as numbered facts, greedy, "
         "96 tokens at most. Correct: PubMedQA's label is the reply's first yes/no/maybe word; "
-        "COVID-QA and CLAP NQ: at least half the reference answer's content words are in the "
-        "reply. A reply saying the facts do not hold the answer counts as not attempted. Wilson "
-        "95% intervals. The whole run took "
+        "COVID-QA and CLAP NQ: the same model as evaluator (`bench-eval-agrees`, the "
+        'probability of YES above NO\'s on "does the reply give the reference answer"; a '
+        "1.5B evaluator: read the rows against each other, not as absolute accuracy). A reply "
+        "saying the facts do not hold the answer counts as not attempted. Wilson 95% "
+        "intervals. The whole run took "
         f"{results.get('total_s', 0.0) / 60:.1f} min.",
         "",
         *markdown_table(header, rows),

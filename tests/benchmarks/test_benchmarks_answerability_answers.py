@@ -13,19 +13,13 @@ def test_a_label_is_the_first_yes_no_or_maybe_word() -> None:
     assert not answers.label_correct("It depends on the dose.", "no")
 
 
-def test_a_span_is_held_when_half_its_content_words_are_said() -> None:
-    reference = "Mother-to-child transmission is the main cause of infection"
-    assert answers.span_correct("Mostly mother to child transmission.", reference)
-    assert not answers.span_correct("Blood transfusions cause it.", reference)
-    assert not answers.span_correct("anything", "the of and")  # nothing to hold
-
-
 def test_declines_are_read_in_the_usual_phrasings() -> None:
     for reply in (
         "I don't know.",
         "The answer is not provided in the facts.",
         "The context does not mention the year.",
         "There is no information about that.",
+        "Fact 3 does not mention his name.",
     ):
         assert answers.DECLINES.search(reply), reply
     assert not answers.DECLINES.search("Yes, fact 2 says so.")
