@@ -264,6 +264,7 @@ def test_the_log_holds_the_conversation_and_score_replays_it(
         "id": "chat-7",
         "reading": "follow",
         "read_turns": 2,
+        "dropped": [],
         "searched": live["test"]["query"],
     }
     first = check(url, {"messages": chat(IN_KNOWLEDGE[6])}).json()  # searched: the turn itself
