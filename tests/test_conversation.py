@@ -39,6 +39,20 @@ def test_a_chat_is_read_into_roles_turns_and_the_turn_decided() -> None:
     assert [m.role for m in chat.before] == ["system", "user", "assistant"]
 
 
+def test_each_user_turn_knows_the_answer_before_it() -> None:
+    chat = conversation(
+        [
+            {"role": "user", "content": "Hi"},
+            {"role": "user", "content": "How do bees dance?"},
+            {"role": "assistant", "content": "They waggle."},
+            {"role": "tool", "content": "looked up"},
+            {"role": "user", "content": "Why?"},
+        ]
+    )
+    assert chat.user_answers == (None, None, "They waggle.")
+    assert chat.user_answers[-1] == chat.previous_answer()
+
+
 def test_the_history_hash_depends_on_the_turns_before_only() -> None:
     one = conversation(CHAT)
     other_last = conversation([*CHAT[:3], {"role": "user", "content": "Why?"}])

@@ -48,6 +48,27 @@ def test_a_topic_switch_is_still_out_of_knowledge(gate: Gate) -> None:
     assert switch.action == "abstain" and switch.conversation.read_turns == 1
 
 
+def test_a_pronoun_that_points_back_follows(gate: Gate) -> None:
+    assert gate.decide("And what is its job?").action == "abstain"
+    follow_up = gate.decide(chat("Why do beekeepers use smoke?", "And what is its job?"))
+    assert follow_up.action == "answer" and follow_up.conversation.read_turns == 2
+
+
+def test_a_turn_after_an_off_topic_turn_is_not_joined_with_the_topic(gate: Gate) -> None:
+    switched = chat(QUESTION, "What is the capital of Australia?", "And the capital of Peru?")
+    decision = gate.decide(switched)
+    assert decision.action != "answer"  # abstain, or a tripwire nearer than bees and trains
+    assert decision.test.query == "What is the capital of Australia? And the capital of Peru?"
+
+
+def test_small_talk_is_answered_as_small_talk(gate: Gate) -> None:
+    for messages in (chat("hi there"), chat(QUESTION, "thanks!")):
+        decision = gate.decide(messages)
+        assert (decision.action, decision.cause) == ("answer", "small_talk")
+        assert decision.reason.startswith("small talk")
+    assert gate.decide(chat("Hi, what is the capital of Australia?")).cause != "small_talk"
+
+
 def test_a_first_turn_is_decided_as_the_query_alone(gate: Gate) -> None:
     first = gate.decide(chat(QUESTION, system="Answer about bees."))
     alone = gate.decide(QUESTION)

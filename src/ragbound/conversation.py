@@ -105,6 +105,19 @@ class Conversation:
         cuts = [i + 1 for i, m in enumerate(self.messages) if m.role == "user" and m.text]
         return [Conversation(self.messages[:cut], id=self.id) for cut in cuts]
 
+    @property
+    def user_answers(self) -> tuple[str | None, ...]:
+        """For each user turn, the assistant's last message before it (None: none yet), in
+        the order of :attr:`user_turns`: what each turn may answer to."""
+        found: list[str | None] = []
+        answer = None
+        for message in self.messages:
+            if message.role == "assistant" and message.text:
+                answer = message.text
+            elif message.role == "user":
+                found.append(answer)
+        return tuple(found)
+
     def previous_answer(self) -> str | None:
         """The assistant's last message before the decided turn (None when there is none)."""
         for message in reversed(self.before):

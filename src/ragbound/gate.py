@@ -72,13 +72,20 @@ if TYPE_CHECKING:
 
 Action = Literal["answer", "abstain", "reject"]
 ACTIONS: tuple[Action, ...] = ("answer", "abstain", "reject")
-Cause = Literal["in_knowledge", "out_of_knowledge", "unanswerable", "forbidden"]
-CAUSES: tuple[Cause, ...] = ("in_knowledge", "out_of_knowledge", "unanswerable", "forbidden")
+Cause = Literal["in_knowledge", "out_of_knowledge", "unanswerable", "forbidden", "small_talk"]
+CAUSES: tuple[Cause, ...] = (
+    "in_knowledge",
+    "out_of_knowledge",
+    "unanswerable",
+    "forbidden",
+    "small_talk",
+)
 ACTION_OF: dict[Cause, Action] = {
     "forbidden": "reject",
     "out_of_knowledge": "abstain",
     "unanswerable": "abstain",
     "in_knowledge": "answer",
+    "small_talk": "answer",  # a greeting or thanks gets a reply, not "I don't know"
 }
 # a decision saved before the answerability test: the one cause of each action
 CAUSE_OF: dict[str, Cause] = {
@@ -115,7 +122,7 @@ class Decision(BaseModel):
     action: Action
     cause: Cause = Field(
         description="why: forbidden (reject), out_of_knowledge or unanswerable (abstain), "
-        "in_knowledge (answer)"
+        "in_knowledge or small_talk (answer: a chat's greeting, thanks or 'ok')"
     )
     reason: str = Field(description="one line a person can read")
     test: Verdict = Field(description="the knowledge-boundary test (evidence: neighbours)")
@@ -499,7 +506,8 @@ class Gate:
         item = embedded.items[i] if embedded.reads else text
         tripwires = verdicts[i] if verdicts is not None else None
         answer = answers[i] if answers is not None else None
-        cause = _cause(test, tripwires, answer)
+        talk = bool(embedded.reads) and embedded.reads[i].small_talk
+        cause = _cause(test, tripwires, answer, small_talk=talk)
         action: Action = ACTION_OF[cause]
         return Decision(
             query=decided_text(item),
@@ -566,12 +574,19 @@ def _held(answer: AnswerabilityVerdict) -> str:
 
 
 def _cause(
-    test: Verdict, tripwires: TripwireVerdict | None, answer: AnswerabilityVerdict | None
+    test: Verdict,
+    tripwires: TripwireVerdict | None,
+    answer: AnswerabilityVerdict | None,
+    *,
+    small_talk: bool = False,
 ) -> Cause:
-    """Forbidden first (the stronger answer to give), then out of knowledge (the question is
-    off the corpus), then unanswerable (on it, the answer not retrieved)."""
+    """Forbidden first (the stronger answer to give), then small talk (a chat's greeting or
+    thanks asks nothing of the knowledge), then out of knowledge (the question is off the
+    corpus), then unanswerable (on it, the answer not retrieved)."""
     if tripwires is not None and tripwires.forbidden:
         return "forbidden"
+    if small_talk:
+        return "small_talk"
     if test.out_of_knowledge:
         return "out_of_knowledge"
     if answer is not None and answer.unanswerable:
@@ -592,6 +607,8 @@ def _reason(
             f"floor {tripwires.floor.describe()}"
         )
     caveat = f" ({APPROXIMATE})" if test.approximate else ""
+    if cause == "small_talk":
+        return f"small talk: answered whatever the test says (p = {test.p_value:.3g})"
     if cause == "out_of_knowledge":
         return f"out of knowledge: p = {test.p_value:.3g} <= alpha = {test.alpha:g}{caveat}"
     relevance = f"in knowledge: p = {test.p_value:.3g} > alpha = {test.alpha:g}"

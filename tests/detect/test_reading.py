@@ -9,14 +9,18 @@ from ragbound.conversation import conversation
 from ragbound.detect.reading import (
     FOLLOW,
     LAST,
+    LOOKBACK,
     READINGS,
     RECENT,
     RECENT_TURNS,
     check_reading,
+    follows,
     generic_turns,
     opening,
     read,
     recent_text,
+    refers_back,
+    small_talk_turns,
 )
 
 
@@ -76,6 +80,48 @@ def test_follow_joins_a_content_free_turn() -> None:
     assert read(chat("how do bees dance", "yes"), FOLLOW, Words()).turns == 2
 
 
+def test_a_turn_that_refers_back_follows_whatever_its_words() -> None:
+    talk = chat("how do bees dance", "And what are its weaknesses?")
+    assert read(talk, FOLLOW, Words()).text == "how do bees dance And what are its weaknesses?"
+    assert refers_back("and on the 5 GHz one?") and refers_back("Which is faster, that one?")
+    # a longer turn names its subject: its dummy "it" does not point back
+    assert not refers_back("Is it legal to own a rifle in the state of Texas?")
+    assert not refers_back("Who won the 2018 World Cup?")
+
+
+def test_a_turn_following_an_off_topic_turn_is_joined_with_it_alone() -> None:
+    talk = chat("how do bees dance", "capital of peru", "capital of france")
+    found = read(talk, FOLLOW, Words())
+    assert (found.text, found.turns) == ("capital of peru capital of france", 2)
+
+
+def test_a_return_to_the_topic_is_joined_with_the_turns_it_returns_to() -> None:
+    talk = chat(
+        "how do bees dance",
+        "why do bees sleep",
+        "capital of peru",
+        "cheap flights lima",
+        "bees again: bees sleep",
+    )
+    found = read(talk, FOLLOW, Words())
+    assert found.text == "how do bees dance why do bees sleep bees again: bees sleep"
+    assert follows(talk, Words())
+    # beyond the lookback the old topic is forgotten
+    far_back = chat("how do bees dance", *[f"topic{i} word{i}" for i in range(LOOKBACK)], "bees")
+    assert read(far_back, FOLLOW, Words()).turns == 1
+
+
+def test_small_talk_is_marked_at_any_turn() -> None:
+    words = Words()
+    first = read(chat("thank you"), FOLLOW, words)
+    later = read(chat("how do bees dance", "thank you"), FOLLOW, words)
+    question = read(chat("how do bees dance"), FOLLOW, words)
+    assert first.small_talk and first.turns == 1
+    assert later.small_talk and later.text == "how do bees dance thank you"
+    assert not question.small_talk
+    assert not read(chat("thank you", "how do bees dance"), LAST, words).small_talk
+
+
 def test_follow_without_vectors_reads_as_recent() -> None:
     assert read(chat("a b", "c d"), FOLLOW).text == "a b c d"
 
@@ -92,9 +138,10 @@ def test_an_unknown_reading_is_refused() -> None:
         check_reading("mine")
 
 
-def test_the_content_free_turns_ship_with_the_package() -> None:
+def test_the_content_free_turns_and_small_talk_ship_with_the_package() -> None:
     turns = generic_turns()
     assert "yes" in turns and len(turns) >= 20
+    assert "hi there" in small_talk_turns() and set(small_talk_turns()) <= set(turns)
 
 
 def test_follow_with_the_bundled_embedder() -> None:
@@ -107,6 +154,11 @@ def test_follow_with_the_bundled_embedder() -> None:
         "And how far do they fly to find them?": 2,
         "Who won the 1998 football world cup?": 1,
         "What is the best recipe for lasagne?": 1,
+        "And what are its enemies?": 2,
     }
     for turn, turns in cases.items():
         assert read(chat(start, turn), FOLLOW, embedder.encode).turns == turns, turn
+    for talk in ("hi there", "thanks!", "ok", "Good morning!"):
+        assert read(chat(talk), FOLLOW, embedder.encode).small_talk, talk
+    for asked in ("Hi, how do bees find flowers?", "Thanks. Why do bees dance?"):
+        assert not read(chat(asked), FOLLOW, embedder.encode).small_talk, asked
