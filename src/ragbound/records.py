@@ -20,7 +20,10 @@ Anything else (``.txt``, ``.out``, no extension, ...)
     Text, one record per non-blank line, unless the content says otherwise (below).
 
 Every file must be UTF-8; a leading byte-order mark is dropped. NaN, Infinity and numbers
-beyond a float's range (``1e999``) are refused in JSON.
+beyond a float's range (``1e999``) are refused in JSON, and so are lists and objects nested
+deeper than ``MAX_JSON_DEPTH`` (128) levels and strings holding a lone surrogate (``"\\ud800"``:
+JSON's escapes can spell one, but it is not Unicode text, and no tokenizer or UTF-8 file takes
+it), wherever they are in a record: the error names the file and the line.
 
 The content decides, not only the extension
 -------------------------------------------
@@ -94,8 +97,17 @@ DEFAULT_TEXT_FIELDS: tuple[str, ...] = ("query", "question", "text", "prompt")
 FIELDS_SHOWN = 12
 """Field names a message lists before ``... and N more``."""
 
+MAX_JSON_DEPTH = 128
+"""Deepest nesting of lists and objects read in JSON: serde_json's default, and far below the
+~1,000 levels at which Python's parser (and every recursive reader after it) overflows."""
+
 _CSV_FIELD_LIMIT = min(sys.maxsize, 2**31 - 1)
 _JSON_SPACE = " \t\n\r"
+# a JSON string (unrolled for speed; never across a line: JSON strings hold no raw line end)
+_JSON_STRING = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"')
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+# a \uD800-\uDFFF escape: one half of a surrogate pair, or a lone surrogate
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 @dataclass(frozen=True)
@@ -237,6 +249,15 @@ def read_records(
     display = str(path)
     text = read_text(path)
     chosen = format or detect_format(Path(path), text)
+    records = _records(text, display, chosen, key)
+    if chosen in ("jsonl", "json") and _SURROGATE_ESCAPE.search(text):
+        for record in records:  # only when the text spells a surrogate: a walk is slow
+            _check_unicode(record)
+    return records
+
+
+def _records(text: str, display: str, chosen: RecordFormat, key: str | None) -> list[Record]:
+    """The records of ``text`` read as ``chosen`` (see :func:`read_records`)."""
     if chosen == "text":
         return [
             Record(display, line, index, content, "text")
@@ -350,6 +371,9 @@ def parse_json(text: str, display: str, line: int | None = None) -> Any:
         raise InputError(
             f"{where(display, at_line)}: not valid JSON ({exc.msg} at column {exc.colno})"
         ) from exc
+    except TooDeepJSON as exc:
+        at_line = line if line is not None else exc.line
+        raise InputError(f"{where(display, at_line)}: {exc}") from exc
     except ValueError as exc:
         raise InputError(f"{where(display, line)}: not valid JSON ({exc})") from exc
 
@@ -463,13 +487,109 @@ def _finite_float(text: str) -> float:
     return value
 
 
+class TooDeepJSON(ValueError):
+    """JSON whose lists and objects nest deeper than :data:`MAX_JSON_DEPTH`; ``line`` is the
+    1-based line of the text on which the level past the limit opens."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(
+            f"lists and objects nested deeper than {MAX_JSON_DEPTH} levels (JSON is read to "
+            f"{MAX_JSON_DEPTH} levels)"
+        )
+        self.line = line
+
+
+def _nested_deeper(value: Any, limit: int) -> bool:
+    """Whether a parsed JSON list or object nests lists and objects deeper than ``limit``
+    levels. Level by level, not recursive: a recursive walk would overflow on the values it is
+    there to find. (A parsed value holds exact dicts and lists: ``type`` is the fast test.)"""
+    level, depth = [value], 1
+    while level:
+        below = []
+        for item in level:
+            members = item.values() if type(item) is dict else item
+            below += [m for m in members if type(m) is dict or type(m) is list]
+        if below and depth == limit:
+            return True
+        level, depth = below, depth + 1
+    return False
+
+
+def _deep_line(text: str) -> int:
+    """The 1-based line of ``text`` on which a list or object past :data:`MAX_JSON_DEPTH`
+    opens (brackets inside strings do not count); 1 if none does."""
+    bare = _JSON_STRING.sub('""', text)  # line ends stay where they were
+    depth = 0
+    for match in _JSON_BRACKET.finditer(bare):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > MAX_JSON_DEPTH:
+            return bare.count("\n", 0, match.start()) + 1
+    return 1
+
+
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 def standard_json(text: str) -> Any:
     """``text`` parsed as standard JSON: :class:`NonStandardJSON` for NaN, ±Infinity or a
-    number a float cannot hold; :class:`json.JSONDecodeError` for malformed text."""
-    return _DECODER.decode(text)
+    number a float cannot hold; :class:`TooDeepJSON` for lists and objects nested deeper than
+    :data:`MAX_JSON_DEPTH`; :class:`json.JSONDecodeError` for malformed text (all ValueError)."""
+    try:
+        value = _DECODER.decode(text)
+    except RecursionError:  # Python's parser recurses: ~1,000 levels overflow its stack
+        raise TooDeepJSON(_deep_line(text)) from None
+    # fewer brackets than the limit cannot nest past it: most texts are never walked
+    deep = text.count("[") + text.count("{") > MAX_JSON_DEPTH
+    if deep and isinstance(value, dict | list) and _nested_deeper(value, MAX_JSON_DEPTH):
+        raise TooDeepJSON(_deep_line(text))
+    return value
+
+
+def unicode_problem(value: Any) -> tuple[str | None, str] | None:
+    """Where a parsed JSON value holds a lone surrogate, and what: ``(path, problem)`` with
+    the path of the string (``messages[0].content``; None for the value itself), or None.
+
+    Field names are checked too. Iterative, so any depth :func:`standard_json` returns is
+    walked.
+    """
+    pending: list[tuple[str | None, Any]] = [(None, value)]
+    while pending:
+        path, item = pending.pop()
+        if isinstance(item, str):
+            problem = _surrogate(item)
+            if problem is not None:
+                return path, problem
+        elif isinstance(item, dict):
+            for name, member in reversed(item.items()):
+                problem = _surrogate(name)
+                if problem is not None:
+                    return path, f"a field name {problem}"
+                pending.append((name if path is None else f"{path}.{name}", member))
+        elif isinstance(item, list):
+            base = path or ""
+            pending += [(f"{base}[{i}]", member) for i, member in reversed(list(enumerate(item)))]
+    return None
+
+
+def _surrogate(text: str) -> str | None:
+    """``holds a lone surrogate (U+D800 at character 5) ...`` when ``text`` does, else None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"holds a lone surrogate (U+{ord(text[exc.start]):04X} at character "
+            f"{exc.start + 1}), which is not Unicode text (UTF-8 cannot encode it)"
+        )
+    return None
+
+
+def _check_unicode(record: Record) -> None:
+    """InputError ``FILE:LINE (field 'x'): holds a lone surrogate ...`` for a record that holds
+    one anywhere."""
+    found = unicode_problem(record.data)
+    if found is not None:
+        field, problem = found
+        raise record.error(problem, field)
 
 
 def _lines(text: str) -> list[tuple[int, str]]:
@@ -487,23 +607,30 @@ def _lines(text: str) -> list[tuple[int, str]]:
 
 
 def _parses(text: str) -> bool:
-    """Whether ``text`` is one JSON document (NaN allowed here: reading refuses it, with a
-    message, so that a file with a NaN is not mistaken for text)."""
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
+    """Whether ``text`` is one JSON document (NaN and too deep nesting allowed here: reading
+    refuses them, with a message, so that such a file is not mistaken for text)."""
+    return _sniffed(text) is not _NOT_JSON
 
 
 def _is_json_object(line: str) -> bool:
     """Whether one line is a whole JSON object (cheap test first: it must start with ``{``)."""
     if not line.lstrip().startswith("{"):
         return False
+    return isinstance(_sniffed(line), dict)
+
+
+_NOT_JSON = object()
+
+
+def _sniffed(text: str) -> Any:
+    """``text`` parsed leniently to tell JSON from text: its value (an empty dict for JSON
+    too deep to parse: its first bracket decides), or ``_NOT_JSON``."""
     try:
-        return isinstance(json.loads(line), dict)
+        return json.loads(text)
+    except RecursionError:
+        return {} if text.lstrip().startswith("{") else []
     except ValueError:
-        return False
+        return _NOT_JSON
 
 
 def _all_objects(lines: list[tuple[int, str]]) -> bool:

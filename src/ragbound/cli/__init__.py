@@ -13,7 +13,7 @@ import typer
 
 from ragbound._version import __version__
 from ragbound.cli import bench, detect, index, report, score, serve, shift, synth, tripwire
-from ragbound.cli.common import HELP_MARKUP
+from ragbound.cli.common import HELP_MARKUP, visible
 from ragbound.cli.failures import INTERRUPTED, USAGE, describe, interrupted, one_line
 
 __all__ = ["app", "build_app", "main"]
@@ -85,5 +85,6 @@ def main() -> None:
 
 
 def _fail(message: str, code: int, prefix: str = "error: ") -> None:
-    sys.stderr.write(f"{prefix}{one_line(message)}\n")
+    # a message may quote a file name or a record: its control characters are shown, not sent
+    sys.stderr.write(f"{prefix}{visible(one_line(message))}\n")
     raise SystemExit(code) from None

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import re
 import signal
 import sys
 import textwrap
@@ -22,6 +24,7 @@ import typer
 from ragbound._lazy import deprecation_note
 from ragbound.cli import validate
 from ragbound.errors import InputError
+from ragbound.labels import BIDI_CONTROLS
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -125,8 +128,11 @@ SeedOpt = Annotated[int, typer.Option(help="Random seed.", callback=validate.see
 def gather_queries(
     queries: list[str] | None, queries_file: Path | None, field: str | None = None
 ) -> list[str]:
-    """Queries given as arguments, then those of ``--queries FILE``; at least one."""
-    texts = list(queries or [])
+    """Queries given as arguments, then those of ``--queries FILE``; at least one.
+
+    An argument that is not UTF-8 is an InputError naming it (see :func:`utf8_argument`).
+    """
+    texts = [utf8_argument(text, f"query argument {i}") for i, text in enumerate(queries or [], 1)]
     if queries_file is not None:
         from ragbound.corpus import load_queries
 
@@ -134,6 +140,60 @@ def gather_queries(
     if not texts:
         raise InputError("give queries as arguments or with --queries FILE")
     return texts
+
+
+def utf8_argument(value: str, what: str) -> str:
+    """``value``, a command-line argument, when it is UTF-8 text.
+
+    Python hands an argument's bytes that are not UTF-8 over as lone surrogates (U+DC80 to
+    U+DCFF, PEP 383), which no tokenizer and no UTF-8 file accepts: InputError ``what
+    'caf\\xe9': not UTF-8 (byte 0xe9 at character 4)`` naming the first.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = os.fsencode(value[exc.start])[0]  # the byte the shell passed
+        shown_value = os.fsencode(value).decode("utf-8", "backslashreplace")
+        raise InputError(
+            f"{what} '{shown_value}': not UTF-8 (byte 0x{byte:02x} at character "
+            f"{exc.start + 1}); give UTF-8 text"
+        ) from None
+    return value
+
+
+# What a terminal must not receive raw: C0 and C1 controls and DEL (escape sequences, bells,
+# carriage returns and line ends that split or overwrite a line), line and paragraph
+# separators, bidirectional controls (text shown in another order) and lone surrogates.
+_HIDDEN = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff" + "".join(sorted(BIDI_CONTROLS)) + "]"
+)
+
+
+def visible(text: str) -> str:
+    """``text`` with every character a terminal would act on, or show as something else, as
+    its Python escape (``\\x1b``, ``\\n``, ``\\x9b``, ``\\u202e``, ``\\udcff``); other
+    Unicode, accents and scripts included, is kept.
+
+    Every text the commands print that came from a user or a corpus (queries, document ids
+    and sources, chunk and tripwire texts, topics, ids, paths) goes through it (``--json``
+    output is JSON, which escapes these already).
+
+    >>> visible("red\\x1b[31m\\nline é")
+    'red\\\\x1b[31m\\\\nline é'
+    """
+    return _HIDDEN.sub(_escape_char, text)
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")
+
+
+def shown(text: str) -> str:
+    """``text`` from a user or a corpus, ready to be put in rich markup: :func:`visible`,
+    and its square brackets escaped (``[bold]`` in a query is text, not a style)."""
+    from rich.markup import escape
+
+    return escape(visible(text))
 
 
 def cached_llm(spec: str) -> LLM:
@@ -144,8 +204,11 @@ def cached_llm(spec: str) -> LLM:
 
 
 def notice(message: str) -> None:
-    """A note on stderr (stdout stays for results and --json): a lock wait, a stale calibration."""
-    sys.stderr.write(message + "\n")
+    """A note on stderr (stdout stays for results and --json): a lock wait, a stale calibration.
+
+    Each line is :func:`visible` (the line ends are the message's own: wrap user text after
+    :func:`visible`, which makes its line ends visible too)."""
+    sys.stderr.write("\n".join(visible(line) for line in message.split("\n")) + "\n")
     sys.stderr.flush()
 
 
@@ -197,7 +260,7 @@ def warnings_shown() -> Iterator[None]:
             yield
         finally:
             for warning in caught:
-                notice(wrap(f"warning: {warning.message}"))
+                notice(wrap(visible(f"warning: {warning.message}")))
 
 
 def emit_json(obj: BaseModel | dict) -> None:
@@ -229,8 +292,15 @@ def fit(text: str, width: int = WIDTH) -> str:
 
 
 def say(text: str) -> None:
-    """Print ``text`` (rich markup) wrapped by :func:`wrap`, not again by the terminal's width."""
-    console().print(wrap(text), soft_wrap=True)
+    """Print ``text`` (rich markup: put user text in with :func:`shown`) wrapped by
+    :func:`wrap`, not again by the terminal's width; control characters made visible."""
+    console().print(wrap(visible(text)), soft_wrap=True)
+
+
+def show(text: str) -> None:
+    """Print ``text`` (rich markup: put user text in with :func:`shown`) on one line as it is
+    (a line the caller fitted to the width), control characters made visible."""
+    console().print(visible(text), soft_wrap=True)
 
 
 def utc_text(iso: str) -> str:
@@ -248,7 +318,8 @@ def utc_text(iso: str) -> str:
 
 
 def progress(json_out: bool) -> bool:
-    """Show progress bars: on a terminal and not with --json."""
+    """Report progress, unless --json: a bar on a terminal, a line every 30 s in a log
+    (:mod:`ragbound.progress`)."""
     from ragbound.progress import progress_wanted
 
     return progress_wanted(quiet=json_out)

@@ -28,6 +28,8 @@ from ragbound.cli.common import (
     notice,
     progress,
     say,
+    show,
+    shown,
     warnings_shown,
     wrap,
     write_plots,
@@ -425,10 +427,8 @@ def calibrate(
         emit_json(info)
         return
     if selection is not None:
-        from rich.markup import escape
-
         console().print(candidate_table(selection))
-        say(escape(f"{candidate_basis(selection)}. {selection.reason()}"))
+        say(shown(f"{candidate_basis(selection)}. {selection.reason()}"))
     used = guard.calibration.manifest.n_queries
     learners = n_learning(guard.calibration.manifest)
     say(
@@ -452,7 +452,7 @@ def calibrate(
             f"answerability test {info['answerability']['statistic']} calibrated on the same "
             f"questions; both tests share alpha={alpha}: each runs at {level:.4g}"
         )
-    say(f"saved to {folder}")
+    say(f"saved to {shown(str(folder))}")
     say(questions_line(guard.calibration.manifest.questions))
 
 
@@ -844,8 +844,6 @@ def print_verdicts(
     then its p-value, in or out of knowledge, and the nearest chunk's similarity and source
     (the statistic's score and the chunk's text are in --json); with the answerability test,
     a third line (:func:`answerability_line`)."""
-    from rich.markup import escape
-
     first = verdicts[0]
     shared = "" if answers is None else " (shared with the answerability test)"
     say(
@@ -853,19 +851,17 @@ def print_verdicts(
         f"{first.n_calibration} calibration queries"
     )
     for i, v in enumerate(verdicts):
-        say(escape(v.query))
-        console().print(verdict_line(v, v.neighbours), soft_wrap=True)
+        say(shown(v.query))
+        show(verdict_line(v, v.neighbours))
         answer = None if answers is None else answers[i]
         if answer is not None:
-            console().print(answerability_line(answer), soft_wrap=True)
+            show(answerability_line(answer))
 
 
 def answerability_line(answer: AnswerabilityVerdict) -> str:
     """The line under an in-knowledge verdict: the answerability test's p-value, answerable
     or not, the share of the question the best retrieved sentence holds and, when
     unanswerable, the question's rarest words no retrieved chunk holds."""
-    from rich.markup import escape
-
     label = "[red]unanswerable[/]" if answer.unanswerable else "[green]answerable[/]  "
     chance = answer.evidence.answer_probability
     held = (
@@ -874,18 +870,16 @@ def answerability_line(answer: AnswerabilityVerdict) -> str:
         else f"  judge: answer in the chunks with probability {chance:.2f}"
     )
     missing = ", ".join(answer.evidence.missing)
-    lacking = f"; missing: {escape(missing)}" if answer.unanswerable and missing else ""
+    lacking = f"; missing: {shown(missing)}" if answer.unanswerable and missing else ""
     return f"    p-value {answer.p_value:.4f}  {label}{held}{lacking}"
 
 
 def verdict_line(verdict: Verdict, neighbours: Sequence[Neighbour]) -> str:
     """The indented line under a query: p-value, in or out of knowledge, nearest chunk."""
-    from rich.markup import escape
-
     out = verdict.out_of_knowledge
     label = "[red]out of knowledge[/]" if out else "[green]in knowledge[/]    "
     near = neighbours[0] if neighbours else None
-    evidence = f"  nearest {near.similarity:.3f} {escape(near.source)}" if near else ""
+    evidence = f"  nearest {near.similarity:.3f} {shown(near.source)}" if near else ""
     return f"    p-value {verdict.p_value:.4f}  {label}{evidence}"
 
 
@@ -895,8 +889,6 @@ def print_decisions(
     """Each conversation's decided turn as :func:`print_verdicts` prints a query, under a line
     naming the conversation (its id, else its line) and the user turn (1: the first), and
     how many user turns the text searched joins; a forbidden turn says which topics fired."""
-    from rich.markup import escape
-
     from ragbound.detect.reading import REWRITE
     from ragbound.gate import fired_topics
 
@@ -911,13 +903,13 @@ def print_decisions(
         rewritten = turn.reading == REWRITE and decision.test.query != decision.query
         joined = turn.reading != REWRITE and turn.read_turns > 1
         how = f", searched with the last {turn.read_turns} user turns" if joined else ""
-        say(escape(f"{chat.label}, user turn {turn.turn + 1}{how}:"))
-        say(escape(decision.query))
+        say(shown(f"{chat.label}, user turn {turn.turn + 1}{how}:"))
+        say(shown(decision.query))
         if rewritten:
-            say(escape(f"    rewritten: {decision.test.query}"))
-        console().print(verdict_line(decision.test, decision.neighbours), soft_wrap=True)
+            say(shown(f"    rewritten: {decision.test.query}"))
+        show(verdict_line(decision.test, decision.neighbours))
         if decision.action == "reject":
-            say(escape(f"    forbidden: {', '.join(fired_topics(decision))}"))
+            say(shown(f"    forbidden: {', '.join(fired_topics(decision))}"))
 
 
 def evaluation_table(report: EvaluationReport) -> Table:

@@ -23,8 +23,11 @@ HEADER = """# CLI reference
 Every command of `ragbound`, with every option, written from the commands themselves
 (`python -m ragbound.cli.docs > docs/cli.md`); `ragbound COMMAND --help` shows the same text.
 Every command refuses bad input with one `error:` line on stderr (naming the file, line,
-field or option) and exit status 2; Ctrl-C exits with 130. Progress bars appear when stderr is a
-terminal, never with `--json`.
+field or option) and exit status 2; Ctrl-C exits with 130. Long jobs show a progress bar when
+stderr is a terminal, else a progress line every 30 seconds (`RAGBOUND_PROGRESS_SECONDS` sets
+another interval); never with `--json`. Text from a file, a corpus or an argument (queries,
+document names, tripwires) is printed with its control characters escaped (`\\x1b`, `\\n`):
+no escape sequence reaches the terminal.
 
 Query files (`--queries`, `--in-knowledge`, ...) are text with one query per line, or records
 in `.jsonl`, `.json`, `.csv` or `.tsv`, whose query is `--field` (default: the first of

@@ -16,6 +16,7 @@ from ragbound.cli.common import (
     notice,
     progress,
     say,
+    shown,
     sigterm_interrupts,
     warnings_shown,
 )
@@ -606,9 +607,9 @@ def _report_kb(kb: KnowledgeBase, verb: str, json_out: bool) -> None:
     if not search.exact:
         where += f", search {search.summary()}"
     if m.group_field is not None:
-        where += f", grouped by {m.group_field} ({len(set(kb.groups()))} groups)"
+        where += f", grouped by {shown(m.group_field)} ({len(set(kb.groups()))} groups)"
     say(
-        f"{verb} [bold]{kb.path}[/]: {m.n_documents} documents, {m.n_chunks} chunks, "
+        f"{verb} [bold]{shown(str(kb.path))}[/]: {m.n_documents} documents, {m.n_chunks} chunks, "
         f"embedder {m.embedder.name} ({m.embedder.similarity}), fingerprint {kb.fingerprint}"
         f"{where}"
     )

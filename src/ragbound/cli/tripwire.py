@@ -28,7 +28,10 @@ from ragbound.cli.common import (
     notice,
     progress,
     say,
+    show,
+    shown,
     utc_text,
+    visible,
 )
 from ragbound.errors import InputError
 
@@ -51,7 +54,7 @@ def _report_change(change, json_out: bool) -> None:
         return
     verb = "added" if change.action == "add" else "removed"
     say(
-        f"{verb} {len(change.ids)} tripwire(s) ({', '.join(change.topics)}); "
+        f"{verb} {len(change.ids)} tripwire(s) ({shown(', '.join(change.topics))}); "
         f"{change.n_after} in the knowledge base, set {change.set_hash or '(empty)'}"
     )
 
@@ -113,7 +116,7 @@ def add(
         # stderr, so --json output stays one object
         sys.stderr.write(
             f"skipped {len(loaded.duplicates)} row(s) identical to an earlier row "
-            f"(first at {loaded.duplicates[0]})\n"
+            f"(first at {visible(loaded.duplicates[0])})\n"
         )
     change = _store(kb_dir).add(
         loaded.tripwires, source=str(file), progress=progress(json_out), on_wait=notice
@@ -159,12 +162,12 @@ def list_(
         return
     out = console()
     out.print(topics_table(store.topics(), store.manifest.set_hash))
-    say(f"kept in {store.where}")
+    say(f"kept in {shown(store.where)}")
     if history:
         table, legend = history_table(store.manifest.history)
         out.print(table)
         for line in legend:
-            say(line)
+            say(shown(line))
 
 
 def generate(
@@ -231,7 +234,7 @@ def generate(
         return
     for outcome in outcomes:
         detail = f": {outcome.detail[:160]!r}" if outcome.detail else ""
-        console().print(f"{outcome.topic}: {outcome.status}, {outcome.kept} kept{detail}")
+        show(shown(f"{outcome.topic}: {outcome.status}, {outcome.kept} kept{detail}"))
     if change is not None:
         _report_change(change, False)
     if not tripwires:
@@ -311,7 +314,7 @@ def tune(
     for line in legend:
         say(line)
     if save:
-        say(f"saved the rule {result.best.rule.describe()} to {kb_dir}")
+        say(f"saved the rule {shown(result.best.rule.describe())} to {shown(str(kb_dir))}")
 
 
 def check(
@@ -386,7 +389,7 @@ def topics_table(topics: dict[str, int], set_hash: str) -> Table:
     table.add_column("topic")
     table.add_column("tripwires", justify="right")
     for topic, count in topics.items():
-        table.add_row(topic, str(count))
+        table.add_row(shown(topic), str(count))
     return table
 
 
@@ -410,12 +413,12 @@ def history_table(history: Sequence) -> tuple[Table, list[str]]:
         table.add_row(
             utc_text(change.at)[:16],
             f"{sign}{len(change.ids)}",
-            ", ".join(change.topics),
+            shown(", ".join(change.topics)),
             str(change.n_after),
             change.set_hash,
             str(sources.index(change.source) + 1) if change.source else "",
         )
-    return table, [f"src {i}: {source}" for i, source in enumerate(sources, start=1)]
+    return table, [f"src {i}: {shown(source)}" for i, source in enumerate(sources, start=1)]
 
 
 def print_decisions(decisions: Sequence, rule: str, verdicts: dict | None = None) -> None:
@@ -424,23 +427,22 @@ def print_decisions(decisions: Sequence, rule: str, verdicts: dict | None = None
 
     ``verdicts`` maps a row number to the cascade LLM's verdict on a query the tripwires passed.
     """
-    from rich.markup import escape
-
     verdicts = verdicts or {}
-    say(f"tripwire rule: {escape(rule)}")
+    say(f"tripwire rule: {shown(rule)}")
     for i, d in enumerate(decisions):
         label = "[red]forbidden[/]" if d.forbidden else "[green]passed[/]"
-        why = f"  held: {escape(d.rule)}" if d.rule else ""
+        why = f"  held: {shown(d.rule)}" if d.rule else ""
         if i in verdicts:
             verdict = verdicts[i]
             label = {True: "[red]forbidden (LLM)[/]", False: "[green]passed (LLM)[/]"}.get(
                 verdict.forbidden, "[yellow]passed (LLM error)[/]"
             )
-        say(escape(d.query))
-        console().print(f"    {label}{why}", soft_wrap=True)
+        say(shown(d.query))
+        show(f"    {label}{why}")
         for t in d.triggers:
-            line = fit(f"#{t.rank} {t.similarity:.3f} {t.topic}: {t.text}", WIDTH - 6)
-            console().print(f"      {escape(line)}", soft_wrap=True, highlight=False)
+            # visible before fit: an escape made visible is counted in the width
+            line = fit(visible(f"#{t.rank} {t.similarity:.3f} {t.topic}: {t.text}"), WIDTH - 6)
+            console().print(f"      {shown(line)}", soft_wrap=True, highlight=False)
 
 
 def tuning_table(result) -> tuple[Table, list[str]]:

@@ -206,12 +206,27 @@ def _collect_files(paths: list[Path]) -> tuple[list[_FileRef], list[str], list[s
         else:
             found = [_direct_file(path)]
         for ref in found:
+            _check_name(ref)
             real = ref.path.resolve()
             if real in seen:
                 raise InputError(f"{ref.display}: the same file is also included as {seen[real]}")
             seen[real] = ref.display
             refs.append(ref)
     return refs, skipped, special
+
+
+def _check_name(ref: _FileRef) -> None:
+    """InputError naming the file when its path is not UTF-8: its name is its documents'
+    source and id and the path is kept in the manifest, all written to UTF-8 files."""
+    try:
+        ref.display.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = os.fsencode(ref.display[exc.start])[0]  # the byte the name has on disk
+        shown = os.fsencode(ref.display).decode("utf-8", "backslashreplace")
+        raise InputError(
+            f"{shown}: the path is not UTF-8 (byte 0x{byte:02x}); a file's name is the source "
+            "and id of its documents, kept in UTF-8 files: rename it"
+        ) from None
 
 
 def _direct_file(path: Path) -> _FileRef:

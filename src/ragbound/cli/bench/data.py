@@ -16,6 +16,7 @@ from ragbound.cli.common import (
     console,
     emit_json,
     progress,
+    shown,
 )
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def _write(path: Path, artifact: BaseModel) -> None:
 def _print_errors(errors: list[str]) -> None:
     out = console()
     for error in errors[:ERRORS_SHOWN]:
-        out.print(f"  [yellow]{error[:300]}[/]", highlight=False)
+        out.print(f"  [yellow]{shown(error[:300])}[/]", highlight=False)
     if len(errors) > ERRORS_SHOWN:
         out.print(f"  ... and {len(errors) - ERRORS_SHOWN} more (see the file's errors)")
 
@@ -262,12 +263,12 @@ def _drops_table(filtered: FilteredSet, qa_set: QASet) -> Table:
         table.add_column(column, overflow="fold")
     for drop in filtered.dropped:
         table.add_row(
-            drop.id,
+            shown(drop.id),
             drop.filter,
             f"{drop.score:.3f}",
             f"{drop.cutoff:.3f}",
-            drop.near_id or "",
-            questions.get(drop.id, "")[:120],
+            shown(drop.near_id or ""),
+            shown(questions.get(drop.id, "")[:120]),
         )
     return table
 

@@ -8,7 +8,15 @@ from typing import Annotated, Any
 import typer
 
 from ragbound.cli import validate
-from ragbound.cli.common import LLM_HELP, JsonOpt, cached_llm, console, emit_json, progress
+from ragbound.cli.common import (
+    LLM_HELP,
+    JsonOpt,
+    cached_llm,
+    console,
+    emit_json,
+    progress,
+    shown,
+)
 
 RunArg = Annotated[Path, typer.Argument(help="Benchmark run directory.")]
 SpecFileOpt = Annotated[
@@ -263,7 +271,7 @@ def _disagreement_table(report: Any) -> Any:
         table.add_column(column)
     for row in report.disagreements:
         labels = ", ".join(f"{name}: {value}" for name, value in row.labels.items())
-        table.add_row(row.input_id, row.task, labels, row.question[:80])
+        table.add_row(shown(row.input_id), row.task, shown(labels), shown(row.question[:80]))
     return table
 
 
