@@ -250,9 +250,9 @@ def read_records(
     text = read_text(path)
     chosen = format or detect_format(Path(path), text)
     records = _records(text, display, chosen, key)
-    if chosen in ("jsonl", "json") and _SURROGATE_ESCAPE.search(text):
+    if chosen == "json" and _SURROGATE_ESCAPE.search(text):
         for record in records:  # only when the text spells a surrogate: a walk is slow
-            _check_unicode(record)
+            _check_unicode(record.data, display, record.line)
     return records
 
 
@@ -269,7 +269,7 @@ def _records(text: str, display: str, chosen: RecordFormat, key: str | None) -> 
         return [Record(display, line, index, row, chosen) for index, (line, row) in enumerate(rows)]
     if chosen == "jsonl":
         return [
-            Record(display, line, index, parse_json(content, display, line), "jsonl")
+            Record(display, line, index, json_line(content, display, line), "jsonl")
             for index, (line, content) in enumerate(_lines(text))
         ]
     return [
@@ -376,6 +376,15 @@ def parse_json(text: str, display: str, line: int | None = None) -> Any:
         raise InputError(f"{where(display, at_line)}: {exc}") from exc
     except ValueError as exc:
         raise InputError(f"{where(display, line)}: not valid JSON ({exc})") from exc
+
+
+def json_line(text: str, display: str, line: int) -> Any:
+    """One line of a JSONL file, parsed as :func:`parse_json` parses it and checked for lone
+    surrogates: InputError ``FILE:LINE (field 'x'): holds a lone surrogate ...``."""
+    value = parse_json(text, display, line)
+    if _SURROGATE_ESCAPE.search(text):  # only a line that spells a surrogate is walked
+        _check_unicode(value, display, line)
+    return value
 
 
 def json_kind(value: object) -> str:
@@ -583,13 +592,13 @@ def _surrogate(text: str) -> str | None:
     return None
 
 
-def _check_unicode(record: Record) -> None:
-    """InputError ``FILE:LINE (field 'x'): holds a lone surrogate ...`` for a record that holds
-    one anywhere."""
-    found = unicode_problem(record.data)
+def _check_unicode(value: Any, display: str, line: int) -> None:
+    """InputError ``FILE:LINE (field 'x'): holds a lone surrogate ...`` for a JSON value that
+    holds one anywhere."""
+    found = unicode_problem(value)
     if found is not None:
         field, problem = found
-        raise record.error(problem, field)
+        raise InputError(f"{where(display, line, field)}: {problem}")
 
 
 def _lines(text: str) -> list[tuple[int, str]]:

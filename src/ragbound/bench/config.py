@@ -249,6 +249,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raw = tomllib.loads(text) if suffix == ".toml" else _load_yaml(text)
     except (tomllib.TOMLDecodeError, ValueError) as exc:
         raise InputError(f"{path}: not valid {suffix[1:].upper()}: {exc}") from None
+    except RecursionError:  # both parsers recurse: lists nested ~1,000 deep overflow them
+        raise InputError(f"{path}: lists or tables nested too deep to read") from None
     if not isinstance(raw, dict):
         raise InputError(f"{path}: the config must be a mapping of settings")
     return raw

@@ -15,7 +15,6 @@ newest record of an input wins.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -45,6 +44,7 @@ from ragbound.llm.base import parallel_limit
 from ragbound.llm.parse import acomplete_parsed
 from ragbound.llm.prompts import Template
 from ragbound.progress import progress_bar
+from ragbound.records import standard_json
 
 BUILTIN_SPECS: dict[str, EvaluationSpec] = {
     ABSTENTION: EvaluationSpec(
@@ -146,7 +146,7 @@ def _read_spec_file(path: Path) -> dict[str, Any]:
     if path.suffix.lower() != ".json":
         return read_config_file(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = standard_json(path.read_text(encoding="utf-8"))  # ValueError past 128 levels
     except FileNotFoundError as exc:
         raise InputError(f"{path}: no such file") from exc
     except (OSError, UnicodeDecodeError, ValueError) as exc:

@@ -51,7 +51,7 @@ from ragbound.faults import crash_point
 from ragbound.locking import writer_lock
 from ragbound.logseries import file_id, remaining, series
 from ragbound.progress import progress_bar
-from ragbound.records import case_hint
+from ragbound.records import case_hint, json_line, standard_json
 from ragbound.results import WindowResult
 from ragbound.stats import ks_two_sample
 
@@ -227,10 +227,7 @@ def _decode(raw: bytes, path: Path, number: int, offset: int) -> str:
 
 def _record(text: str, path: Path, number: int, time_field: str, query_field: str) -> LogLine:
     location = where(path, number)
-    try:
-        item = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{location}: not valid JSON ({exc.msg})") from None
+    item = json_line(text, str(path), number)  # the one reader's JSON rules (depth, surrogates)
     if not isinstance(item, dict):
         raise InputError(
             f"{location}: expected a JSON object with {time_field!r} and {query_field!r}"
@@ -681,8 +678,8 @@ def is_log(path: Path, time_field: str = "time") -> bool:
         for raw in handle:
             if raw.strip():
                 try:
-                    item = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError):
+                    item = standard_json(raw.decode("utf-8"))
+                except ValueError:  # not UTF-8, not JSON, nested too deep: not a log
                     return False
                 return isinstance(item, dict) and time_field in item
     return False
