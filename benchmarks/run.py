@@ -875,6 +875,12 @@ PARTS: dict[str, Part] = {
         "nothing",
         args=True,
     ),
+    "chat-agreement": Part(
+        "the same doc2dial chats through the service, in process and each framework adapter",
+        main_of("chat_agreement"),
+        "data",
+        args=True,
+    ),
     "serve": Part(
         "`make bench-serve`: the HTTP service against in-process decisions",
         main_of("serve"),
