@@ -340,3 +340,104 @@ def test_jsonl_and_json_round_trip_any_text(tmp_path_factory, texts: list[str]) 
     assert read_texts(as_lines) == texts
     assert read_texts(as_list) == texts
     assert [r.line for r in read_records(as_list)] == [2 + 3 * i for i in range(len(texts))]
+
+
+# --- hostile JSON: nesting, lone surrogates (issue 47) ---------------------------------------
+
+
+def _nested(depth: int, leaf: str = "1") -> str:
+    """A JSON value nesting lists and objects ``depth`` levels deep (alternating)."""
+    opens = "".join('{"a": ' if level % 2 else "[" for level in range(depth))
+    closes = "".join("}" if level % 2 else "]" for level in reversed(range(depth)))
+    return opens + leaf + closes
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".out"])
+def test_nesting_to_the_limit_is_read_and_past_it_names_the_line(
+    tmp_path: Path, suffix: str
+) -> None:
+    # a record is one level itself: its field holds MAX_JSON_DEPTH - 1 more
+    fine = write(
+        tmp_path / f"fine{suffix}", jsonl({"q": "a"}) + '{"q": "b", "x": ' + _nested(127) + "}\n"
+    )
+    assert [r.data["q"] for r in read_records(fine)] == ["a", "b"]
+    deep = write(
+        tmp_path / f"deep{suffix}", jsonl({"q": "a"}) + '{"q": "b", "x": ' + _nested(128) + "}\n"
+    )
+    with pytest.raises(
+        InputError, match=rf"deep{suffix}:2: lists and objects nested deeper than 128"
+    ):
+        read_records(deep)
+
+
+def test_brackets_inside_strings_do_not_count(tmp_path: Path) -> None:
+    text = "[" * 500 + "]]]" + "{" * 300
+    path = write(tmp_path / "q.jsonl", jsonl({"query": text}, {"query": '\\"[[[' * 200}))
+    assert read_texts(path) == [text, '\\"[[[' * 200]
+
+
+def test_a_json_document_names_the_line_where_nesting_passes_the_limit(tmp_path: Path) -> None:
+    document = '[\n {"text": "a"},\n {"text": "b",\n  "x": ' + _nested(1000) + "}\n]\n"
+    with pytest.raises(InputError, match=r"docs\.json:4: lists and objects nested deeper"):
+        read_records(write(tmp_path / "docs.json", document))
+
+
+def test_a_lone_surrogate_anywhere_names_file_line_and_field(tmp_path: Path) -> None:
+    lines = '{"q": "fine \\ud83d\\ude00"}\n{"q": "ok", "meta": {"tags": ["x", "\\udc80"]}}\n'
+    with pytest.raises(
+        InputError,
+        match=r"q\.jsonl:2 \(field 'meta\.tags\[1\]'\): holds a lone surrogate \(U\+DC80 at character 1\)",
+    ):
+        read_records(write(tmp_path / "q.jsonl", lines))
+    document = '[\n {"q": "a"},\n {"\\ud800key": "b"}\n]'
+    with pytest.raises(InputError, match=r"q\.json:3: a field name holds a lone surrogate"):
+        read_records(write(tmp_path / "q.json", document))
+
+
+def test_an_escaped_backslash_before_u_d800_is_text(tmp_path: Path) -> None:
+    path = write(tmp_path / "q.jsonl", '{"q": "a path C:\\\\ud800"}\n')
+    assert read_texts(path, "q") == ["a path C:\\ud800"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    depth=st.integers(1, 3000),
+    at=st.integers(0, 4),
+    suffix=st.sampled_from([".jsonl", ".json", ".txt"]),
+)
+def test_any_nesting_is_read_or_one_input_error(
+    tmp_path_factory, depth: int, at: int, suffix: str
+) -> None:
+    """Fuzzed: nesting of any depth on any line is read, or refused naming that line; never a
+    RecursionError."""
+    rows = [json.dumps({"q": f"q{i}"}) for i in range(5)]
+    rows[at] = '{"q": "deep", "x": ' + _nested(depth) + "}"
+    path = write(tmp_path_factory.mktemp("deep") / f"q{suffix}", "\n".join(rows) + "\n")
+    if depth < 128:
+        assert len(read_records(path)) == 5
+        return
+    with pytest.raises(InputError) as caught:
+        read_records(path)
+    assert f"q{suffix}:{at + 1}: lists and objects nested deeper than 128 levels" in str(
+        caught.value
+    )
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    code=st.integers(0xD800, 0xDFFF),
+    before=st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=5),
+    at=st.integers(0, 2),
+)
+def test_any_lone_surrogate_is_one_input_error_naming_its_line(
+    tmp_path_factory, code: int, before: str, at: int
+) -> None:
+    """Fuzzed: a lone surrogate escaped anywhere in a query file is refused naming its line."""
+    rows = [json.dumps({"query": f"q{i}"}) for i in range(3)]
+    rows[at] = '{"query": ' + json.dumps(before)[:-1] + f'\\u{code:04x}"' + "}"
+    path = write(tmp_path_factory.mktemp("sur") / "q.jsonl", "\n".join(rows) + "\n")
+    with pytest.raises(
+        InputError,
+        match=rf"q\.jsonl:{at + 1} \(field 'query'\): holds a lone surrogate \(U\+{code:04X}",
+    ):
+        read_records(path)
