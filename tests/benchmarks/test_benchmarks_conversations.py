@@ -21,6 +21,13 @@ def test_a_cell_is_the_mean_with_the_worst_seed_in_its_direction():
     assert conv._cell([], higher_is_better=True) == ""
 
 
+def test_a_switch_ratio_is_left_out_when_no_question_was_caught_opening():
+    row: dict[str, float] = {}
+    conv.add_ratio(row, conv.SWITCH_RATIO, 0.4, 0.8)
+    conv.add_ratio(row, conv.FAR_RATIO, 0.4, 0.0)
+    assert row == {conv.SWITCH_RATIO: pytest.approx(0.5)}
+
+
 def _results(follow: dict[str, float], latency_ms: float) -> dict:
     base = {
         conv.IK_FIRST: 0.04,
@@ -46,8 +53,8 @@ def _results(follow: dict[str, float], latency_ms: float) -> dict:
 
 def test_each_target_is_met_or_missed_against_its_bound():
     follow = {conv.IK_LATER: 0.06, conv.OUT_TURNS: 0.08, conv.SWITCH: 0.06, conv.AUROC_TURNS: 0.69}
-    found = {t["target"]: t for t in conv.targets(_results(follow, latency_ms=12.5))}
-    assert len(found) == 6
+    found = {t["target"]: t for t in conv.targets(_results(follow, latency_ms=17.0))}
+    assert len(found) == 10
     later = found["in-knowledge later turns flagged"]
     assert later["bound"] == conv.IK_BOUND
     assert later["values"][LAST] == (pytest.approx(0.33), False)
@@ -58,9 +65,13 @@ def test_each_target_is_met_or_missed_against_its_bound():
     assert found["switch turns flagged"]["values"][FOLLOW][1] is False  # 0.06 < 0.07
     auroc = found["AUROC, in-knowledge vs left-out turns"]
     assert auroc["bound"] == pytest.approx(0.68) and auroc["values"][FOLLOW][1] is True
-    ratio = found["p50 decision latency, conversation / query (later turns)"]["values"]
-    assert ratio[FOLLOW] == (pytest.approx(1.25), False)
+    ratio = found["p50 decision latency, conversation / query (later turns; issue 46)"]["values"]
+    assert ratio[FOLLOW] == (pytest.approx(1.7), False)  # issue 46's bound: 1.6
     assert ratio[LAST] == (pytest.approx(1.0), True)
+    # issue 46: switches against the same questions opening a chat, and against before
+    switch = found["switch turns flagged, as often as follow before issue 46"]
+    assert switch["bound"] == conv.SWITCH_BEFORE and switch["values"][FOLLOW][1] is True
+    assert found["far switches caught / the same questions opening a chat"]["values"] == {}
     header, table = conv.targets_table(_results(follow, latency_ms=12.5))
     assert header == ["target", "bound", LAST, FOLLOW]
     assert table[0][2:] == ["0.330 missed", "0.060 met"]
@@ -91,6 +102,12 @@ def test_the_split_keeps_a_text_on_one_side_and_halves_the_kept_dialogues():
     left_out_first = {chat.last_user for chat in found[conv.OUT_FIRST]}
     assert all(chat.last_user in left_out_first for chat in found[conv.SWITCH])
     assert all(chat.last_user in corpus.far for chat in found[conv.FAR])
+    # the same questions, opening a chat
+    assert [c.last_user for c in found[conv.SWITCH_OPEN]] == [
+        c.last_user for c in found[conv.SWITCH]
+    ]
+    assert [c.last_user for c in found[conv.FAR_OPEN]] == [c.last_user for c in found[conv.FAR]]
+    assert all(chat.turn_index == 0 for chat in found[conv.SWITCH_OPEN] + found[conv.FAR_OPEN])
     assert len(split.first_questions()) == len(split.calibration)
     # another seed, another split
     assert conv.make_split(corpus, kb, seed=1).kept != split.kept
@@ -113,8 +130,9 @@ def test_a_small_run_fills_every_table_with_numbers_in_range(tmp_path, monkeypat
         assert header == ["reading", *(label for label, _, _ in conv.COLUMNS)]
         rows = [row[0] for row in table]
         assert rows[:3] == [LAST, FOLLOW, RECENT]
+        shares = [i + 1 for i, (_, m, _) in enumerate(conv.COLUMNS) if not m.endswith("opening")]
         for row in table[:3]:
-            assert all(0.0 <= float(cell) <= 1.0 for cell in row[1:] if cell)
+            assert all(0.0 <= float(row[i]) <= 1.0 for i in shares if row[i])
     # every reading reads a first turn as itself: the same first-turn AUROC on every row
     standalone = results["rows"]
     firsts = {round(standalone[r][conv.STANDALONE][conv.AUROC_FIRST][0], 9) for r in rows[:3]}
@@ -125,8 +143,11 @@ def test_a_small_run_fills_every_table_with_numbers_in_range(tmp_path, monkeypat
     _, lat_table = conv.latency_table(results)
     assert len(lat_table) == 4 and lat_table[0][2] == "1.00"
     assert all(float(cell) > 0 for row in lat_table for cell in row[1:])
+    header, table = conv.sample_table(results)  # the set kept aside: the bundled sample
+    assert [row[0] for row in table] == [LAST, FOLLOW, RECENT]
+    assert all(0.0 <= float(cell) <= 1.0 for row in table for cell in row[1:4])
     header, table = conv.targets_table(results)
-    assert header[2:] == [LAST, FOLLOW, RECENT] and len(table) == 6
-    assert all(cell.endswith((" met", " missed")) for row in table for cell in row[2:])
+    assert header[2:] == [LAST, FOLLOW, RECENT] and len(table) == 10
+    assert all(cell.endswith((" met", " missed", "n/a")) for row in table for cell in row[2:])
     lines = conv.conversations_markdown(results)
     assert "**Targets** (issue 38" in "\n".join(lines)
