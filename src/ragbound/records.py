@@ -250,8 +250,12 @@ def read_records(
     text = read_text(path)
     chosen = format or detect_format(Path(path), text)
     records = _records(text, display, chosen, key)
-    if chosen == "json" and _SURROGATE_ESCAPE.search(text):
-        for record in records:  # only when the text spells a surrogate: a walk is slow
+    if (
+        chosen == "json"
+        and _SURROGATE_ESCAPE.search(text)
+        and not _encodes([r.data for r in records])
+    ):
+        for record in records:  # a slow walk, only to name the record and field
             _check_unicode(record.data, display, record.line)
     return records
 
@@ -592,9 +596,21 @@ def _surrogate(text: str) -> str | None:
     return None
 
 
+def _encodes(value: Any) -> bool:
+    """Whether a parsed JSON value is Unicode text throughout (no lone surrogate: JSON joins
+    an escaped pair into one character, so any surrogate left is lone), at C speed."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check_unicode(value: Any, display: str, line: int) -> None:
     """InputError ``FILE:LINE (field 'x'): holds a lone surrogate ...`` for a JSON value that
     holds one anywhere."""
+    if _encodes(value):
+        return
     found = unicode_problem(value)
     if found is not None:
         field, problem = found
