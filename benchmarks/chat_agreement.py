@@ -42,7 +42,9 @@ the history (as a chat application's backend does), through each path:
   ``MockChatGenerator``, the history as ``ChatMessage`` objects.
 
 Each path opens its own ``Gate.load`` of the served folder (its own turn cache), as separate
-deployments would. A framework not installed is skipped, with the reason.
+deployments would. A framework not installed is skipped, with the reason. The service also
+decides each dialogue without its splice: the turns after a splice, decided as the same turns
+without it, are what the splice cost them (the forbidden-turn policy, a return to the topic).
 
 ``python -m benchmarks.run chat-agreement`` (``render``: the section again from
 bench_out/chat_agreement.json); ``BENCH_CHAT_N`` chats (default 40). The table goes to the
@@ -147,6 +149,24 @@ def spliced(dialogue: conv.Dialogue, kind: str, question: str, before: int) -> C
     own = [FIRST, *[FOLLOW_UP] * (before - 1)]
     kinds = (*own, kind, *[AFTER[kind]] * (len(positions) - before))
     return Chat(f"{dialogue.id} + {kind.split(':')[0]}", messages, kinds)
+
+
+def splice_index(chat: Chat) -> int:
+    """The user turn number of ``chat``'s spliced turn."""
+    return next(n for n, kind in enumerate(chat.kinds) if kind in SPLICES)
+
+
+def unspliced(chat: Chat) -> Chat:
+    """``chat`` without its spliced turn and the reply to it: the dialogue as doc2dial has it
+    (its turns after the splice become plain follow-ups)."""
+    n = splice_index(chat)
+    at = chat.user_positions()[n]
+    kinds = [FOLLOW_UP if kind in AFTER.values() else kind for kind in chat.kinds]
+    return Chat(
+        chat.id.split(" + ")[0],
+        (*chat.messages[:at], *chat.messages[at + 2 :]),
+        (*kinds[:n], *kinds[n + 1 :]),
+    )
 
 
 def domain_of(corpus: conv.Corpus) -> dict[str, str]:
@@ -440,6 +460,29 @@ def differences(
     return found, gap
 
 
+AFTER_CAUGHT = {SWITCH: "after a switch caught", FORBIDDEN: "after a forbidden request rejected"}
+AFTER_MISSED = {SWITCH: "after a switch missed", FORBIDDEN: "after a forbidden request missed"}
+
+
+def splice_cost(
+    chats: Sequence[Chat], decided: Sequence[Sequence[Decided]], plain: Sequence[Sequence[Decided]]
+) -> dict[str, list[int]]:
+    """What a splice costs the turns after it: per group (the splice caught or missed, a
+    switch near or far taken together), [turns decided as the same turn of the dialogue
+    without the splice (``plain``), turns]."""
+    found: dict[str, list[int]] = {}
+    for chat, turns, alone in zip(chats, decided, plain, strict=True):
+        n = splice_index(chat)
+        kind = FORBIDDEN if chat.kinds[n] == FORBIDDEN else SWITCH
+        caught = turns[n][0] == EXPECTED[chat.kinds[n]]
+        group = found.setdefault((AFTER_CAUGHT if caught else AFTER_MISSED)[kind], [0, 0])
+        for after, before in zip(turns[n + 1 :], alone[n:], strict=True):
+            group[0] += after[0] == before[0]
+            group[1] += 1
+    order = [*AFTER_CAUGHT.values(), *AFTER_MISSED.values()]
+    return {name: found[name] for name in order if name in found}
+
+
 def summarise(chats: Sequence[Chat], runs: dict[str, dict]) -> dict[str, dict]:
     """Per path: its tally, its differences from the service, its speed (or why skipped)."""
     reference = runs.get(SERVICE, {}).get("decided")
@@ -461,10 +504,9 @@ def chat_agreement_part(
     out: Path = OUT,
     corpus: conv.Corpus | None = None,
     n_chats: int | None = None,
-    paths: Sequence[str] = tuple(PATHS),
 ) -> dict:
     """Build the chats and the served folder (under ``out``/chat_agreement), run every path
-    in ``paths`` and summarise them."""
+    and summarise them."""
     began = time.perf_counter()
     n_chats = n_chats if n_chats is not None else int_value("BENCH_CHAT_N", N_CHATS, 1, N_CHATS)
     corpus = corpus or conv.load_corpus()
@@ -477,7 +519,15 @@ def chat_agreement_part(
     harmful = tripwires.splits(tripwires.SEED)
     chats = make_chats(corpus, split, harmful["test_in_topic"], n_chats, SAMPLE_SEED)
     kb_dir = served_folder(split, embedder, harmful["tripwires"], work / "kb")
-    runs = {name: run_path(name, kb_dir, chats) for name in paths}
+    runs = {name: run_path(name, kb_dir, chats) for name in PATHS if name != SERVICE}
+    # the service also decides the dialogues without their splices: what a splice costs
+    plain = [unspliced(chat) for chat in chats]
+    served = run_path(SERVICE, kb_dir, [*chats, *plain])
+    cost = None
+    if "decided" in served:
+        cost = splice_cost(chats, served["decided"][: len(chats)], served["decided"][len(chats) :])
+        served["decided"] = served["decided"][: len(chats)]
+    runs = {SERVICE: served, **runs}
     turns = [kind for chat in chats for kind in chat.kinds]
     return {
         "split_seed": SPLIT_SEED,
@@ -492,6 +542,11 @@ def chat_agreement_part(
             "tripwires": len(harmful["tripwires"]),
         },
         "paths": summarise(chats, runs),
+        "splice_cost": cost,
+        "service_turns": {
+            chat.id: [list(turn) for turn in turns]
+            for chat, turns in zip(chats, runs[SERVICE].get("decided", []), strict=False)
+        },
         "total_s": time.perf_counter() - began,
     }
 
@@ -602,12 +657,25 @@ def agreement_markdown(results: dict) -> list[str]:
         "",
         "**Agreement with the service** (a path's action against the service's on the same "
         "turn: the target is none differing; decided as the chat: the decision names the "
-        "turn's own index, not a single query)",
+        "turn's own index, not a single query; ms: the paths run one after another on a "
+        "shared machine, the framework's own work included, not a latency benchmark)",
         "",
         *markdown_table(*agreement_table(results)),
         "",
         *differing_lines(results),
     ]
+    if results.get("splice_cost"):
+        lines += [
+            "",
+            "**What a splice costs the turns after it** (through the service: the dialogue's "
+            "own turns after the spliced one, decided as the same turns of the dialogue "
+            "without it; a switch near or far; caught: decided as expected)",
+            "",
+            *markdown_table(
+                ["turns", "decided as without the splice"],
+                [[name, _share(pair)] for name, pair in results["splice_cost"].items()],
+            ),
+        ]
     missed = missed_lines(results)
     if missed:
         lines += ["", f"The service's first {len(missed)} turns not decided as expected:", ""]

@@ -57,6 +57,15 @@ def test_a_switch_abstains_and_the_chat_returns_to_its_topic() -> None:
     assert {"role": "assistant", "content": DEFAULT_ABSTENTION} in chat.messages
 
 
+def test_without_its_splice_a_chat_is_the_dialogue_as_doc2dial_has_it() -> None:
+    own = dialogue("d", "doc", 4)
+    chat = ca.spliced(own, ca.FORBIDDEN, "a forbidden request", before=2)
+    plain = ca.unspliced(chat)
+    assert ca.splice_index(chat) == 2
+    assert plain.messages == own.messages and plain.id == "d"
+    assert plain.kinds == (ca.FIRST, ca.FOLLOW_UP, ca.FOLLOW_UP, ca.FOLLOW_UP)
+
+
 @pytest.mark.parametrize("before", [0, 3])
 def test_a_splice_needs_a_dialogue_turn_before_and_after_it(before: int) -> None:
     with pytest.raises(ValueError, match="splice before user turn"):
@@ -150,6 +159,20 @@ def test_differences_name_each_turn_decided_otherwise_than_by_the_service() -> N
     assert ca.differences(_chats(), SERVED, SERVED) == ([], 0.0)
 
 
+def test_a_splice_costs_the_turns_after_it_decided_otherwise_than_without_it() -> None:
+    plain = [  # the dialogues alone: user turns 0 and 1
+        [("answer", 0.5, 0), ("answer", 0.4, 1)],
+        [("answer", 0.3, 0), ("answer", 0.2, 1)],
+    ]
+    assert ca.splice_cost(_chats(), SERVED, plain) == {
+        "after a switch caught": [1, 1],
+        "after a forbidden request rejected": [0, 1],  # abstained after it, answered alone
+    }
+    missed = [list(turns) for turns in SERVED]
+    missed[0][1] = ("answer", 0.3, 1)  # the switch answered
+    assert ca.splice_cost(_chats(), missed, plain)["after a switch missed"] == [1, 1]
+
+
 def _results() -> dict:
     other = [list(turns) for turns in SERVED]
     other[1][2] = ("answer", 0.07, 2)
@@ -173,6 +196,10 @@ def _results() -> dict:
             "tripwires": 10,
         },
         "paths": ca.summarise(_chats(), runs),
+        "splice_cost": {
+            "after a switch caught": [1, 1],
+            "after a forbidden request rejected": [0, 1],
+        },
         "total_s": 90.0,
     }
 
@@ -197,6 +224,7 @@ def test_the_section_shows_each_path_its_agreement_and_the_turns_that_differ() -
     assert "- langchain agent, y + forbidden, user turn 2" in text
     # the service's misses are quoted, a forbidden request never
     assert 'abstain: "y question 1"' in text
+    assert "| after a forbidden request rejected | 0/1 (0.00) |" in text
     assert "harm" not in text
 
 
@@ -230,3 +258,7 @@ def test_a_small_run_decides_every_turn_through_every_path_as_the_service(tmp_pa
         if name != ca.SERVICE:
             assert found["differs"] == [], name
     assert ca.agreement_markdown(results)
+    cost = results["splice_cost"]
+    after = results["turns"][ca.AFTER_SWITCH] + results["turns"][ca.AFTER_FORBIDDEN]
+    assert sum(n for _, n in cost.values()) == after
+    assert len(results["service_turns"]) == 3
