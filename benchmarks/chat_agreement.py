@@ -500,6 +500,20 @@ def summarise(chats: Sequence[Chat], runs: dict[str, dict]) -> dict[str, dict]:
 
 
 # ------------------------------------------------------------------------------- part
+def source_state() -> str:
+    """The commit the checkout is at, and whether src/ has uncommitted changes (several
+    people change the tree at once: the numbers are of the tree as it was)."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=datasets.REPO, capture_output=True, text=True)
+        return done.stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = bool(git("status", "--porcelain", "--", "src"))
+    return f"{commit}, with uncommitted changes in src/" if dirty else commit
+
+
 def chat_agreement_part(
     out: Path = OUT,
     corpus: conv.Corpus | None = None,
@@ -530,6 +544,7 @@ def chat_agreement_part(
     runs = {SERVICE: served, **runs}
     turns = [kind for chat in chats for kind in chat.kinds]
     return {
+        "source": source_state(),
         "split_seed": SPLIT_SEED,
         "sample_seed": SAMPLE_SEED,
         "chats": len(chats),
@@ -648,7 +663,8 @@ def agreement_markdown(results: dict) -> list[str]:
         "holding the history; each path its own `Gate.load`; the frameworks' LLMs are their "
         "own test doubles (GenericFakeChatModel, MockLLM, MockChatGenerator), their replies "
         "never enter a chat. The service: a real `ragbound serve` child on loopback, "
-        f"`POST /v1/decide` with the messages. The run took {results['total_s'] / 60:.1f} min.",
+        f"`POST /v1/decide` with the messages. The run took {results['total_s'] / 60:.1f} min"
+        + (f", on {results['source']}." if results.get("source") else "."),
         "",
         "**Turns decided as expected** (issue 46's bar on its own 73-turn chats, not "
         "available here: 66/73 = 0.90 through the service and through `GateMiddleware`)",
