@@ -50,3 +50,21 @@ def kb(minilm_kb_dir: Path) -> KnowledgeBase:
     from ragbound.knowledge import KnowledgeBase
 
     return KnowledgeBase.load(minilm_kb_dir)
+
+
+@pytest.fixture(scope="session")
+def sample_chat_kb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled sample corpus (a product's documentation) indexed with MiniLM, calibrated on
+    its in-knowledge questions, with its ten tripwires: what the README's tour leaves behind,
+    and what the chat tests talk to."""
+    from ragbound import Guard, KnowledgeBase
+    from ragbound.demo import sample_corpus
+    from ragbound.tripwires import LiveTripwires, read_tripwires
+
+    root = sample_corpus()
+    target = tmp_path_factory.mktemp("chats") / "kb"
+    KnowledgeBase.build([root / "docs"], embedder="minilm").save(target)
+    questions = (root / "in_knowledge.txt").read_text(encoding="utf-8").splitlines()
+    Guard.calibrate(KnowledgeBase.load(target), questions).save()
+    LiveTripwires.open(KnowledgeBase.load(target)).add(read_tripwires(root / "tripwires.jsonl"))
+    return target

@@ -101,20 +101,9 @@ ChatRun = Callable[[Gate, list[str]], list[Turn]]
 
 
 @pytest.fixture(scope="module")
-def kb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sample corpus indexed with MiniLM, calibrated on its in-knowledge questions, with
-    its tripwires (what the README's tour leaves behind)."""
-    from ragbound import Guard, KnowledgeBase
-    from ragbound.demo import sample_corpus
-    from ragbound.tripwires import LiveTripwires, read_tripwires
-
-    root = sample_corpus()
-    target = tmp_path_factory.mktemp("chats") / "kb"
-    KnowledgeBase.build([root / "docs"], embedder="minilm").save(target)
-    questions = (root / "in_knowledge.txt").read_text(encoding="utf-8").splitlines()
-    Guard.calibrate(KnowledgeBase.load(target), questions).save()
-    LiveTripwires.open(KnowledgeBase.load(target)).add(read_tripwires(root / "tripwires.jsonl"))
-    return target
+def kb_dir(sample_chat_kb_dir: Path) -> Path:
+    """The sample corpus with its tripwires, as the README's tour leaves it (conftest)."""
+    return sample_chat_kb_dir
 
 
 @pytest.fixture(scope="module")
@@ -199,13 +188,13 @@ def llamaindex_chat(
     gate: Gate, turns: list[str], engine_class: type = ContextChatEngine, **options: Any
 ) -> list[Turn]:
     """A LlamaIndex chat engine (ContextChatEngine by default) whose memory the
-    GatePostprocessor reads."""
+    GatePostprocessor reads (the engine's LLM reads it through upstream_memory)."""
     nodes = [TextNode(text=chunk.text) for chunk in gate.guard.kb.chunks[:20]]
     memory = ChatMemoryBuffer.from_defaults(token_limit=100_000)
     postprocessor = GatePostprocessor(gate=gate, memory=memory)
     engine = engine_class.from_defaults(
         SummaryIndex(nodes).as_retriever(),
-        memory=memory,
+        memory=postprocessor.upstream_memory(),
         node_postprocessors=[postprocessor],
         llm=MockLLM(max_tokens=6),  # a test double: six words, "text text ..."
         **options,
@@ -232,13 +221,15 @@ CHAT_TEMPLATE = """{% message role="system" %}Answer from these documents:
 
 
 def haystack_pipeline(gate: Gate) -> Pipeline:
-    """gate -> ChatPromptBuilder -> chat generator; the prompt is built only on answer."""
+    """gate -> ChatPromptBuilder -> chat generator; the prompt is built only on answer, with
+    the gate's history (without the turns found forbidden)."""
     pipe = Pipeline()
     pipe.add_component("gate", GateComponent(gate=gate))
     pipe.add_component("prompt", ChatPromptBuilder(CHAT_TEMPLATE, required_variables=["query"]))
     pipe.add_component("llm", MockChatGenerator(responses=REPLY))  # a test double
     pipe.connect("gate.documents", "prompt.documents")
     pipe.connect("gate.query", "prompt.query")
+    pipe.connect("gate.history", "prompt.history")
     pipe.connect("prompt.prompt", "llm.messages")
     return pipe
 
@@ -250,10 +241,7 @@ def haystack_chat(gate: Gate, turns: list[str]) -> list[Turn]:
     history: list[HaystackMessage] = []
     runs = []
     for turn in turns:
-        out = pipe.run(
-            {"gate": {"query": turn, "history": history}, "prompt": {"history": history}},
-            include_outputs_from={"gate"},
-        )
+        out = pipe.run({"gate": {"query": turn, "history": history}}, include_outputs_from={"gate"})
         decision = out["gate"]["decision"]
         reply = out["llm"]["replies"][0].text if "llm" in out else replies[decision.action]
         runs.append((decision.action, reply, turn_of(decision)))

@@ -12,13 +12,22 @@ without text (an assistant turn made only of tool calls), and roles no framework
 A chat longer than the service accepts keeps its most recent messages, as the service asks a
 caller to do (:data:`~ragbound.conversation.MAX_MESSAGES`,
 :data:`~ragbound.conversation.MAX_CONVERSATION_CHARS`).
+
+What goes to the LLM on ``answer`` (:func:`upstream_rows`) is the framework's own history
+without the earlier turns the Gate found forbidden (``Decision.conversation.dropped``) and
+everything that answers them, tool calls and results included; messages older than the part
+the Gate read are left out too (it never checked them). System messages always stay.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ragbound.conversation import MAX_CONVERSATION_CHARS, MAX_MESSAGES
+from ragbound.conversation import INSTRUCTION_ROLES, MAX_CONVERSATION_CHARS, MAX_MESSAGES
+
+if TYPE_CHECKING:
+    from ragbound.gate import Decision
 
 ROLE_OF: dict[str, str] = {
     "human": "user",
@@ -34,19 +43,58 @@ ROLE_OF: dict[str, str] = {
 
 
 def chat_messages(
-    history: Iterable[tuple[str, str]], question: str | None = None
+    history: Sequence[tuple[str, str]], question: str | None = None
 ) -> list[dict[str, str]]:
     """OpenAI-style messages of ``history`` ((role, text) pairs, oldest first, roles as the
     framework names them) followed by ``question`` as the user's turn (None: the history
     already ends with it); the most recent that fit the service's limits."""
-    messages = [
-        {"role": ROLE_OF[role], "content": text.strip()}
-        for role, text in history
-        if role in ROLE_OF and text and text.strip()
-    ]
+    return _read(history, question)[1]
+
+
+def upstream_rows(
+    history: Sequence[tuple[str, str]], decision: Decision, question: str | None = None
+) -> list[int]:
+    """The rows of ``history`` (as :func:`chat_messages` takes it, the conversation
+    ``decision`` decided) that may go to the LLM on ``answer``, oldest first.
+
+    Left out: each earlier user turn the Gate dropped as forbidden and every row after it up
+    to the next user turn (its replies, tool calls and tool results), and the rows before the
+    recent part the Gate read. System and developer messages always stay."""
+    rows, messages = _read(history, question)
+    marked = [{**message, "row": row} for message, row in zip(messages, rows, strict=True)]
+    kept = {message["row"] for message in decision.upstream_messages(marked)}
+    read, start = set(rows), rows[0] if rows else 0
+    upstream, turn_kept = [], True
+    for row, (role, _) in enumerate(history):
+        openai = ROLE_OF.get(role)
+        if openai in INSTRUCTION_ROLES:
+            upstream.append(row)
+            continue
+        if row < start:
+            continue
+        if row in read and openai == "user":
+            turn_kept = row in kept
+        # a row the Gate did not read (a tool result, say) goes with the turn it follows
+        if (row in kept) if row in read else turn_kept:
+            upstream.append(row)
+    return upstream
+
+
+def _read(
+    history: Sequence[tuple[str, str]], question: str | None
+) -> tuple[list[int], list[dict[str, str]]]:
+    """The messages the Gate reads of ``history`` and ``question`` (see :func:`chat_messages`),
+    each with its row in ``history`` (the question's: ``len(history)``)."""
+    rows, messages = [], []
+    for row, (role, text) in enumerate(history):
+        if role in ROLE_OF and text and text.strip():
+            rows.append(row)
+            messages.append({"role": ROLE_OF[role], "content": text.strip()})
     if question is not None:
+        rows.append(len(history))
         messages.append({"role": "user", "content": question})
-    return _recent(messages)
+    recent = _recent(messages)
+    return rows[len(rows) - len(recent) :], recent
 
 
 def _recent(messages: list[dict[str, str]]) -> list[dict[str, str]]:

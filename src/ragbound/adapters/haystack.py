@@ -10,13 +10,16 @@
   ``abstain`` an empty list;
 - ``query``: only on ``answer``, the query: connect it to the generation branch (e.g. a
   ``PromptBuilder`` with ``required_variables=["query"]``) so that branch runs only then;
-- ``blocked``: only on ``reject`` / ``abstain``, the decision: connect it to a refusal branch.
+- ``blocked``: only on ``reject`` / ``abstain``, the decision: connect it to a refusal branch;
+- ``history``: only on ``answer``, the chat to send the LLM (below).
 
 In a chat pipeline, pass the chat so far as ``history`` (Haystack ``ChatMessage`` objects,
 oldest first, without the new question): ``query`` is then decided as the last user turn of
 that conversation, as ``POST /v1/decide`` with ``messages`` decides it (a follow-up read with
 the turns it follows; the tripwires see every user turn). Tool results are left out
-(:mod:`ragbound.adapters._chat`).
+(:mod:`ragbound.adapters._chat`). The ``history`` output is that chat without the earlier
+turns found forbidden and their replies (``Decision.conversation.dropped``): connect it to the
+prompt builder's ``history``, so a forbidden request never reaches the LLM in a later turn.
 
 Built from ``kb_dir`` the component loads its Gate in ``warm_up()`` and serialises with the
 pipeline (``to_dict`` / ``from_dict``; Haystack loads it only from a trusted module:
@@ -38,7 +41,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from ragbound.adapters._chat import chat_messages
+from ragbound.adapters._chat import chat_messages, upstream_rows
 from ragbound.adapters._common import (
     METADATA_KEY,
     chunk_metadata,
@@ -103,7 +106,11 @@ class GateComponent:
         return default_from_dict(cls, data)
 
     @component.output_types(
-        documents=list[Document], decision=Decision, query=str, blocked=Decision
+        documents=list[Document],
+        decision=Decision,
+        query=str,
+        blocked=Decision,
+        history=list[ChatMessage],
     )
     def run(
         self,
@@ -115,10 +122,15 @@ class GateComponent:
         the module docstring)."""
         self.warm_up()
         assert self._gate is not None
-        return self._outputs(self._gate.decide(chat_query(query, history)), documents)
+        decision = self._gate.decide(chat_query(query, history))
+        return self._outputs(decision, documents, upstream_history(query, history, decision))
 
     @component.output_types(
-        documents=list[Document], decision=Decision, query=str, blocked=Decision
+        documents=list[Document],
+        decision=Decision,
+        query=str,
+        blocked=Decision,
+        history=list[ChatMessage],
     )
     async def run_async(
         self,
@@ -130,16 +142,21 @@ class GateComponent:
         self.warm_up()
         assert self._gate is not None
         decision = await asyncio.to_thread(self._gate.decide, chat_query(query, history))
-        return self._outputs(decision, documents)
+        return self._outputs(decision, documents, upstream_history(query, history, decision))
 
-    def _outputs(self, decision: Decision, documents: list[Document] | None) -> dict[str, Any]:
+    def _outputs(
+        self,
+        decision: Decision,
+        documents: list[Document] | None,
+        upstream: list[ChatMessage],
+    ) -> dict[str, Any]:
         if decision.action != "answer":
             return routed(decision, [])
         if documents is None:
             found = context_documents(decision)
         else:
             found = annotated(documents, decision) if self.annotate else documents
-        return routed(decision, found)
+        return routed(decision, found, upstream)
 
 
 def chat_query(query: str, history: list[ChatMessage] | None) -> str | list[dict[str, str]]:
@@ -148,15 +165,36 @@ def chat_query(query: str, history: list[ChatMessage] | None) -> str | list[dict
     as OpenAI-style messages."""
     if history is None:
         return query
-    return chat_messages([(m.role.value, m.text or "") for m in history], query)
+    return chat_messages(_pairs(history), query)
 
 
-def routed(decision: Decision, documents: list[Document]) -> dict[str, Any]:
-    """A component's outputs: ``documents`` and ``decision`` always, ``query`` on ``answer``
-    (to run the generation branch), ``blocked`` otherwise (to run a refusal branch)."""
+def upstream_history(
+    query: str, history: list[ChatMessage] | None, decision: Decision
+) -> list[ChatMessage]:
+    """``history`` (before ``query``, as :func:`chat_query` took them for ``decision``) as it
+    may go to the LLM on ``answer``: without the earlier turns the Gate dropped as forbidden
+    and what answers them (tool calls and results included), and without what came before
+    the recent part it read (:func:`~ragbound.adapters._chat.upstream_rows`)."""
+    if not history or decision.action != "answer":
+        return []
+    return [history[row] for row in upstream_rows(_pairs(history), decision, query)]
+
+
+def _pairs(history: list[ChatMessage]) -> list[tuple[str, str]]:
+    return [(m.role.value, m.text or "") for m in history]
+
+
+def routed(
+    decision: Decision, documents: list[Document], upstream: list[ChatMessage] | None = None
+) -> dict[str, Any]:
+    """A component's outputs: ``documents`` and ``decision`` always; on ``answer`` ``query``
+    (to run the generation branch) and ``history``, the chat before it for the LLM
+    (``upstream``: :func:`upstream_history`); ``blocked`` otherwise (to run a refusal
+    branch)."""
     if decision.action != "answer":
         return {"documents": documents, "decision": decision, "blocked": decision}
-    return {"documents": documents, "decision": decision, "query": decision.query}
+    outputs = {"documents": documents, "decision": decision, "query": decision.query}
+    return {**outputs, "history": upstream or []}
 
 
 def context_documents(decision: Decision) -> list[Document]:

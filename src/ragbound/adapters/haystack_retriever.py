@@ -62,7 +62,7 @@ from ragbound.adapters._framework import (
     check_guard_on,
     closeness_of,
 )
-from ragbound.adapters.haystack import annotated, chat_query, routed
+from ragbound.adapters.haystack import annotated, chat_query, routed, upstream_history
 from ragbound.detect import Guard
 from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
@@ -330,28 +330,38 @@ class GatedHaystackRetriever:
         return decision
 
     @component.output_types(
-        documents=list[Document], decision=Decision, query=str, blocked=Decision
+        documents=list[Document],
+        decision=Decision,
+        query=str,
+        blocked=Decision,
+        history=list[ChatMessage],
     )
     def run(self, query: str, history: list[ChatMessage] | None = None) -> dict[str, Any]:
         """Decide ``query`` (after ``history``, the chat so far, as
         :class:`~ragbound.adapters.haystack.GateComponent` does); the retriever's documents on
-        ``answer`` only."""
-        return self._outputs(self.decide(chat_query(query, history)))
+        ``answer`` only, with ``history`` to send the LLM (without the turns found
+        forbidden)."""
+        decision = self.decide(chat_query(query, history))
+        return self._outputs(decision, upstream_history(query, history, decision))
 
     @component.output_types(
-        documents=list[Document], decision=Decision, query=str, blocked=Decision
+        documents=list[Document],
+        decision=Decision,
+        query=str,
+        blocked=Decision,
+        history=list[ChatMessage],
     )
     async def run_async(
         self, query: str, history: list[ChatMessage] | None = None
     ) -> dict[str, Any]:
         """:meth:`run` for ``AsyncPipeline``: the decision is made in a worker thread."""
-        chat = chat_query(query, history)
-        return self._outputs(await asyncio.to_thread(self.decide, chat))
+        decision = await asyncio.to_thread(self.decide, chat_query(query, history))
+        return self._outputs(decision, upstream_history(query, history, decision))
 
-    def _outputs(self, decision: Decision) -> dict[str, Any]:
+    def _outputs(self, decision: Decision, upstream: list[ChatMessage]) -> dict[str, Any]:
         if blocked(decision, self.on_block):
             return routed(decision, [])
-        return routed(decision, annotated(self._found(decision), decision))
+        return routed(decision, annotated(self._found(decision), decision), upstream)
 
     def _found(self, decision: Decision) -> list[Document]:
         """The retriever's documents behind the decision's neighbours, each scored by this

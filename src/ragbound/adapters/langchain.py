@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from pydantic import PrivateAttr, field_validator
 
-from ragbound.adapters._chat import chat_messages, last_user_index
+from ragbound.adapters._chat import chat_messages, last_user_index, upstream_rows
 from ragbound.adapters._common import (
     METADATA_KEY,
     OnBlock,
@@ -60,7 +60,13 @@ try:
 except ImportError as error:
     raise missing_extra("langchain-core", "langchain", error) from error
 
-__all__ = ["DECISION_EVENT", "GatedRetriever", "QueryBlocked", "thread_conversation"]
+__all__ = [
+    "DECISION_EVENT",
+    "GatedRetriever",
+    "QueryBlocked",
+    "thread_conversation",
+    "thread_upstream",
+]
 
 DECISION_EVENT = "ragbound_decision"
 """Name of the custom callback event that carries each decision (data: the decision as JSON)."""
@@ -154,14 +160,35 @@ def thread_conversation(
     conversation the Gate decides; with ``question``, the messages are the history before it.
     None: no human turn to decide. Tool results and messages without text are left out
     (:mod:`ragbound.adapters._chat`)."""
-    thread = convert_to_messages(messages)
-    pairs = [(_role(m), m.text) for m in thread]
+    pairs = _pairs(messages)
     if question is not None:
         return chat_messages(pairs, question)
     last = last_user_index([role for role, _ in pairs])
     if last is None:
         return None
     return chat_messages(pairs[:last], pairs[last][1])
+
+
+def thread_upstream(
+    messages: Sequence[MessageLikeRepresentation], decision: Decision, question: str | None = None
+) -> list[int]:
+    """The positions in ``messages`` (taken as :func:`thread_conversation` took them for
+    ``decision``) that may go to the LLM on ``answer``, oldest first: without the earlier
+    human turns the Gate dropped as forbidden and what answers them (AI replies, tool calls
+    and tool results), and without the messages older than the recent part it read. The
+    decided turn and what follows it always stay; system messages too."""
+    pairs = _pairs(messages)
+    if question is not None:
+        return upstream_rows(pairs, decision, question)
+    last = last_user_index([role for role, _ in pairs])
+    if last is None:
+        return list(range(len(pairs)))
+    return [*upstream_rows(pairs[:last], decision, pairs[last][1]), *range(last, len(pairs))]
+
+
+def _pairs(messages: Sequence[MessageLikeRepresentation]) -> list[tuple[str, str]]:
+    """(role, text) of each message (one per item: convert_to_messages keeps the positions)."""
+    return [(_role(m), m.text) for m in convert_to_messages(messages)]
 
 
 def _role(message: BaseMessage) -> str:

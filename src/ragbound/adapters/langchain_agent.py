@@ -13,6 +13,13 @@ without one, the messages the caller sends.
 - ``answer``: the agent runs as usual; with a ``context_template`` the Gate's retrieved chunks
   are added to the model's system prompt, so the agent never retrieves them twice.
 
+A human turn found forbidden is refused at its turn and then dropped (docs/tripwires.md):
+every model call of a later turn gets the thread without it and without what answers it (the
+refusal, and any AI tool calls and tool results after it), and without messages older than
+the recent part the Gate read (:func:`~ragbound.adapters.langchain.thread_upstream`). The
+thread itself keeps them (the user sees their chat; the model does not): the ids of the
+messages withheld from this turn's model calls are in the state under ``ragbound_withheld``.
+
 Every turn's decision (full, as JSON) is in the agent's state under ``ragbound_decision``, so
 ``agent.invoke(...)["ragbound_decision"]`` gives it to the caller
 (``Decision.model_validate`` restores the object).
@@ -37,7 +44,7 @@ from ragbound.adapters._common import (
     missing_extra,
     reply_texts,
 )
-from ragbound.adapters.langchain import thread_conversation
+from ragbound.adapters.langchain import thread_conversation, thread_upstream
 from ragbound.gate import (
     DEFAULT_ABSTENTION,
     DEFAULT_CONTEXT_TEMPLATE,
@@ -55,7 +62,7 @@ try:
         ModelResponse,
         hook_config,
     )
-    from langchain_core.messages import AIMessage, SystemMessage
+    from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
     from langchain_core.runnables.config import run_in_executor
     from langgraph.runtime import Runtime
 except ImportError as error:
@@ -72,12 +79,16 @@ __all__ = [
 ]
 
 DECISION_KEY = "ragbound_decision"
+WITHHELD_KEY = "ragbound_withheld"
 
 
 class GateState(AgentState):
-    """The agent state with the latest turn's decision (``Decision`` as JSON)."""
+    """The agent state with the latest turn's decision (``Decision`` as JSON) and the ids of
+    the thread's messages its model calls do not get (the turns found forbidden and their
+    replies; empty unless ``answer``)."""
 
     ragbound_decision: NotRequired[dict[str, Any]]
+    ragbound_withheld: NotRequired[list[str]]
 
 
 class GateMiddleware(AgentMiddleware[GateState]):
@@ -109,36 +120,45 @@ class GateMiddleware(AgentMiddleware[GateState]):
     @hook_config(can_jump_to=["end"])
     def before_agent(self, state: GateState, runtime: Runtime) -> dict[str, Any] | None:
         chat = thread_conversation(state["messages"])
-        return None if chat is None else self._verdict(self.gate.decide(chat))
+        return None if chat is None else self._verdict(self.gate.decide(chat), state)
 
     @hook_config(can_jump_to=["end"])
     async def abefore_agent(self, state: GateState, runtime: Runtime) -> dict[str, Any] | None:
         chat = thread_conversation(state["messages"])
         if chat is None:
             return None
-        return self._verdict(await run_in_executor(None, self.gate.decide, chat))
+        return self._verdict(await run_in_executor(None, self.gate.decide, chat), state)
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
-        return handler(self._with_context(request))
+        return handler(self._upstream(request))
 
     async def awrap_model_call(
         self,
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
-        return await handler(self._with_context(request))
+        return await handler(self._upstream(request))
 
-    def _verdict(self, decision: Decision) -> dict[str, Any]:
+    def _verdict(self, decision: Decision, state: GateState) -> dict[str, Any]:
         update: dict[str, Any] = {DECISION_KEY: decision.model_dump(mode="json")}
         if decision.action == "answer":
-            return update
+            return {**update, WITHHELD_KEY: withheld_ids(state["messages"], decision)}
         reply = AIMessage(
             content=self.replies[decision.cause],
             response_metadata={METADATA_KEY: decision_metadata(decision)},
         )
         return {**update, "messages": [reply], "jump_to": "end"}
+
+    def _upstream(self, request: ModelRequest) -> ModelRequest:
+        """The model call as it goes: the thread without the messages withheld, the Gate's
+        chunks in the system prompt (with a ``context_template``)."""
+        withheld = set(request.state.get(WITHHELD_KEY) or ())
+        if withheld:
+            kept = [m for m in request.messages if m.id not in withheld]
+            request = request.override(messages=kept)
+        return self._with_context(request)
 
     def _with_context(self, request: ModelRequest) -> ModelRequest:
         decision = request.state.get(DECISION_KEY)
@@ -149,3 +169,11 @@ class GateMiddleware(AgentMiddleware[GateState]):
         prompt = request.system_prompt
         text = addition if not prompt else f"{prompt}\n\n{addition}"
         return request.override(system_message=SystemMessage(content=text))
+
+
+def withheld_ids(messages: list[AnyMessage], decision: Decision) -> list[str]:
+    """The ids of the thread's messages (the state's, as decided) the model must not get on
+    ``answer``: those :func:`~ragbound.adapters.langchain.thread_upstream` leaves out (the
+    agent's state gives every message an id)."""
+    kept = set(thread_upstream(messages, decision))
+    return [m.id for row, m in enumerate(messages) if row not in kept and m.id is not None]

@@ -19,6 +19,14 @@ LangChain's history-aware chains take ``{"input": question, "chat_history": mess
   abstention text. Its output is ``create_retrieval_chain``'s (the input, ``context``,
   ``answer``) and the decision as JSON under ``ragbound_decision``.
 
+A human turn found forbidden is refused at its turn and then dropped (docs/tripwires.md):
+on ``answer``, the ``search`` runnable and ``answer_chain`` get the input with its
+``chat_history`` without the turns dropped and what answers them
+(:meth:`GatedChatRetriever.upstream_input`), so a forbidden request never reaches the
+rephrasing or the answering LLM in a later turn. The caller's history is left as it is, and
+so is the output's. ``create_retrieval_chain`` hands its LLM the history as given: use
+:func:`gated_chat_chain`.
+
 Each decision is also the gated retriever's ``last_decision`` and the custom callback event
 ``ragbound_decision`` (as for :class:`~ragbound.adapters.langchain.GatedRetriever`).
 
@@ -36,7 +44,12 @@ from typing import Any
 from pydantic import ConfigDict
 
 from ragbound.adapters._common import blocked, missing_extra, reply_texts
-from ragbound.adapters.langchain import DECISION_EVENT, annotated, thread_conversation
+from ragbound.adapters.langchain import (
+    DECISION_EVENT,
+    annotated,
+    thread_conversation,
+    thread_upstream,
+)
 from ragbound.errors import InputError
 from ragbound.gate import DEFAULT_ABSTENTION, DEFAULT_REFUSAL, DEFAULT_UNANSWERABLE, Decision
 
@@ -75,10 +88,29 @@ class GatedChatRetriever(RunnableSerializable[dict[str, Any], list[Document]]):
 
     def conversation(self, inputs: dict[str, Any]) -> list[dict[str, str]]:
         """The input as the OpenAI-style messages the Gate decides."""
+        return thread_conversation(self._history(inputs), self._question(inputs)) or []
+
+    def upstream_input(self, inputs: dict[str, Any], decision: Decision) -> dict[str, Any]:
+        """The input as it may go to an LLM on ``answer`` (the rephrasing ``search``, your
+        answer chain): its history without the earlier turns the Gate dropped as forbidden
+        and what answers them, and without what came before the recent part it read
+        (:func:`~ragbound.adapters.langchain.thread_upstream`); the items kept as given."""
+        history = self._history(inputs)
+        if not history:
+            return inputs
+        rows = thread_upstream(history, decision, self._question(inputs))
+        if len(rows) == len(history):
+            return inputs
+        return {**inputs, self.history_key: [history[row] for row in rows]}
+
+    def _question(self, inputs: dict[str, Any]) -> str:
         question = inputs.get(self.input_key) if isinstance(inputs, dict) else None
         if not isinstance(question, str):
             raise InputError(f"the chat input needs the question as a string in {self.input_key!r}")
-        return thread_conversation(inputs.get(self.history_key) or [], question) or []
+        return question
+
+    def _history(self, inputs: dict[str, Any]) -> list[Any]:
+        return list(inputs.get(self.history_key) or []) if isinstance(inputs, dict) else []
 
     def decide(self, inputs: dict[str, Any], config: RunnableConfig | None = None) -> Decision:
         """The decision on the conversation (sent as the ``ragbound_decision`` event when
@@ -107,7 +139,8 @@ class GatedChatRetriever(RunnableSerializable[dict[str, Any], list[Document]]):
             return self.retriever.answer_documents(decision, config)
         if blocked(decision, self.retriever.on_block):
             return []
-        return annotated(self.search.invoke(inputs, config), decision)
+        upstream = self.upstream_input(inputs, decision)
+        return annotated(self.search.invoke(upstream, config), decision)
 
     async def adocuments(
         self, decision: Decision, inputs: dict[str, Any], config: RunnableConfig | None = None
@@ -118,7 +151,8 @@ class GatedChatRetriever(RunnableSerializable[dict[str, Any], list[Document]]):
             if answer is None:  # a search of its own already made: nothing left to await
                 return self.documents(decision, inputs, config)
             return await answer(decision, config)
-        return annotated(await self.search.ainvoke(inputs, config), decision)
+        upstream = self.upstream_input(inputs, decision)
+        return annotated(await self.search.ainvoke(upstream, config), decision)
 
     def invoke(
         self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
@@ -149,8 +183,10 @@ def gated_chat_chain(
     ``answer`` (a string) and ``ragbound_decision`` (the decision as JSON).
 
     ``answer_chain`` (your LLM chain: a runnable over the input with ``context`` added, e.g.
-    ``create_stuff_documents_chain(llm, prompt)``) runs only on ``answer``; ``reject`` answers
-    ``refusal``, ``abstain`` ``abstention`` or ``unanswerable`` (by the decision's cause).
+    ``create_stuff_documents_chain(llm, prompt)``) runs only on ``answer``, its
+    ``chat_history`` without the turns found forbidden (:meth:`GatedChatRetriever.upstream_input`);
+    ``reject`` answers ``refusal``, ``abstain`` ``abstention`` or ``unanswerable`` (by the
+    decision's cause).
     """
     replies = reply_texts(refusal, abstention, unanswerable)
 
@@ -162,7 +198,8 @@ def gated_chat_chain(
         if decision.action != "answer":
             return blocked_turn(inputs, decision)
         out = turn_of(inputs, decision, retriever.documents(decision, inputs, config))
-        return {**out, "answer": answer_chain.invoke(out, config)}
+        upstream = {**out, **retriever.upstream_input(inputs, decision)}
+        return {**out, "answer": answer_chain.invoke(upstream, config)}
 
     async def aturn(inputs: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         decision = await retriever.adecide(inputs, config)
@@ -170,7 +207,8 @@ def gated_chat_chain(
             return blocked_turn(inputs, decision)
         documents = await retriever.adocuments(decision, inputs, config)
         out = turn_of(inputs, decision, documents)
-        return {**out, "answer": await answer_chain.ainvoke(out, config)}
+        upstream = {**out, **retriever.upstream_input(inputs, decision)}
+        return {**out, "answer": await answer_chain.ainvoke(upstream, config)}
 
     return RunnableLambda(turn, afunc=aturn, name="ragbound_chat_turn")
 

@@ -38,7 +38,13 @@ from ragbound.adapters._framework import (
     check_guard_on,
     closeness_of,
 )
-from ragbound.adapters.llamaindex import annotated, chat_query
+from ragbound.adapters.llamaindex import (
+    UpstreamMemory,
+    Withheld,
+    annotated,
+    chat_query,
+    upstream_memory,
+)
 from ragbound.detect import Guard
 from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
@@ -123,7 +129,8 @@ class GatedLlamaIndexRetriever(BaseRetriever):
     retrieval: the retriever's ``similarity_top_k`` must leave room for them beside the
     knowledge. ``memory``: a chat engine's memory, to decide each query as the last user turn
     of the chat it holds (as :class:`~ragbound.adapters.llamaindex.GatePostprocessor` does;
-    None: each query alone).
+    None: each query alone); give the chat engine :meth:`upstream_memory` as its memory, so
+    its LLM never gets a turn found forbidden.
     """
 
     def __init__(
@@ -146,6 +153,12 @@ class GatedLlamaIndexRetriever(BaseRetriever):
         self._gate = Gate(guard, tripwire_guard, context_k=k)
         self.last_decision: Decision | None = None
         self.memory = memory
+        self.withheld = Withheld()
+
+    def upstream_memory(self) -> UpstreamMemory:
+        """The memory to give the chat engine: ``memory`` as its LLM may read it (without
+        the turns found forbidden: :class:`~ragbound.adapters.llamaindex.UpstreamMemory`)."""
+        return upstream_memory(self.memory, self)
 
     def decide(self, query: str | list[dict[str, str]]) -> Decision:
         """The decision on one query, or on a conversation (OpenAI-style messages) at its last
@@ -156,12 +169,16 @@ class GatedLlamaIndexRetriever(BaseRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         history = None if self.memory is None else self.memory.get_all()
-        return self._nodes(self.decide(chat_query(query_bundle, history)))
+        decision = self.decide(chat_query(query_bundle, history))
+        self.withheld = Withheld.of(history, query_bundle, decision)
+        return self._nodes(decision)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         history = None if self.memory is None else await self.memory.aget_all()
         query = chat_query(query_bundle, history)
-        return self._nodes(await asyncio.to_thread(self.decide, query))
+        decision = await asyncio.to_thread(self.decide, query)
+        self.withheld = Withheld.of(history, query_bundle, decision)
+        return self._nodes(decision)
 
     def _nodes(self, decision: Decision) -> list[NodeWithScore]:
         if blocked(decision, self.on_block):
