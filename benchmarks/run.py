@@ -960,6 +960,13 @@ PARTS: dict[str, Part] = {
         "the default tripwire rule against the paper's over seeded splits",
         stored("tripwire_default", lambda: tripwire_default_part(minilm_kb(), OUT)),
     ),
+    "tripwire-floor": Part(
+        "the calibrated tripwire floor: in-knowledge questions called forbidden on the zoo, "
+        "doc2dial and XSTest's safe prompts, beside held-out harmful recall",
+        main_of("tripwire_floor"),
+        "data",
+        args=True,
+    ),
     "llm-speed": Part(
         "local generation speed against a bare llama-cpp-python loop",
         _into_synthetic("speed", llm_speed.generation_speed, "llm-speed"),
