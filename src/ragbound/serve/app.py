@@ -108,9 +108,9 @@ def create_app(gate: GateSource, settings: ServeSettings | None = None) -> FastA
     )
     app.router.route_class = StandardJSONRoute  # every JSON body read by the one parser
     app.state.service = service
-    hosts = settings.checked_hosts()
-    if hosts is not None:  # inside RequestLimits: a refused Host is counted in the metrics
-        app.add_middleware(HostCheck, allowed=hosts)
+    # inside RequestLimits: a refused Host is counted in the metrics; its form is checked
+    # always, its name unless checked_hosts() is None
+    app.add_middleware(HostCheck, allowed=settings.checked_hosts())
     app.add_middleware(
         RequestLimits,
         max_body_bytes=settings.limits.max_body_bytes,

@@ -4,7 +4,11 @@ Standard JSON only (RFC 8259, :func:`ragbound.records.standard_json`): ``NaN``, 
 ``-Infinity`` and numbers beyond a float's range are refused with ``400`` naming them, wherever
 they are in the body (a field the route ignores too), so no such value reaches a model, the
 query log, the upstream server or an error answer. A body that is not UTF-8 is ``422``, as is
-malformed JSON (FastAPI's ``json_invalid`` error, naming the position).
+malformed JSON (FastAPI's ``json_invalid`` error, naming the position), and so is a string
+anywhere in the body (a field forwarded upstream unread, a field name) that holds a lone
+surrogate (``"\\ud800"``: JSON's escapes can spell one, Unicode has none, UTF-8 cannot encode
+it), naming the field: refused here, no such text reaches the upstream server, a log or a
+header, where it was a 500 (docs/reliability.md says why it is refused rather than escaped).
 
 FastAPI reads a JSON body with ``await request.json()``; :class:`StandardJSONRoute` hands the
 route a :class:`StandardJSONRequest` whose ``json()`` is this parser (FastAPI's documented way
@@ -14,6 +18,7 @@ to change how a body is read).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -21,7 +26,10 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
-from ragbound.records import NonStandardJSON, standard_json
+from ragbound.records import NonStandardJSON, standard_json, unicode_problem
+
+# a \uD800-\uDFFF escape: the only way a lone surrogate gets into JSON text read from UTF-8
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class BodyError(HTTPException):
@@ -31,7 +39,8 @@ class BodyError(HTTPException):
 
 def parse_body(raw: bytes) -> Any:
     """A request body as JSON; BodyError 400 for non-standard JSON, 422 for a body that is not
-    UTF-8; :class:`json.JSONDecodeError` for malformed JSON (FastAPI answers it 422)."""
+    UTF-8 or holds a lone surrogate; :class:`json.JSONDecodeError` for malformed JSON (FastAPI
+    answers it 422)."""
     try:
         text = raw.decode("utf-8-sig")  # a byte-order mark is dropped, as json.loads does
     except UnicodeDecodeError as exc:
@@ -39,13 +48,30 @@ def parse_body(raw: bytes) -> Any:
             422, f"the body is not UTF-8 (invalid byte 0x{raw[exc.start]:02x} at {exc.start})"
         ) from None
     try:
-        return standard_json(text)
+        value = standard_json(text)
     except json.JSONDecodeError:
         raise
     except NonStandardJSON as exc:
         raise BodyError(400, f"the body is not standard JSON: {exc}") from None
     except (ValueError, RecursionError) as exc:  # an integer of over 4,300 digits; deep nesting
         raise BodyError(400, f"the body cannot be read as JSON: {exc}") from None
+    problem = lone_surrogate(text, value)
+    if problem is not None:
+        raise BodyError(422, f"invalid request: {problem}")
+    return value
+
+
+def lone_surrogate(text: str, value: Any) -> str | None:
+    """Where the JSON ``value`` parsed from ``text`` holds a lone surrogate, and what
+    (``field 'messages[0].name': holds a lone surrogate (U+D800 at character 1) ...``), or
+    None. Only a text that spells a surrogate escape is walked."""
+    if not SURROGATE_ESCAPE.search(text):
+        return None
+    found = unicode_problem(value)
+    if found is None:
+        return None
+    path, problem = found
+    return f"the body {problem}" if path is None else f"field {path!r}: {problem}"
 
 
 class StandardJSONRequest(Request):

@@ -51,6 +51,7 @@ from ragbound.gate_texts import (
     DEFAULT_UNANSWERABLE,
 )
 from ragbound.records import standard_json
+from ragbound.serve.bodies import lone_surrogate
 from ragbound.serve.models import Text
 from ragbound.serve.shown import fired_ids
 
@@ -64,6 +65,12 @@ of English, three of the sample corpus's 200-word chunks, so that with the quest
 answer the prompt fits a 2,048-token context window (docs/service.md gives the cost)."""
 HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "%,")
 """What a header value keeps as it is (:func:`header_value`)."""
+MAX_HEADER_CHARS = 1_024
+"""Characters of one ``X-Ragbound-*`` header value, at most (:func:`header_list`): all of them
+stay far below the 16 KiB that httpx (the ``openai`` client's transport) reads of a reply's
+whole head, and below the 4-8 KiB line limits of common proxies."""
+CUT_MARK = "+{n} more"
+"""The last item of a header value cut to :data:`MAX_HEADER_CHARS`: ``n`` items left out."""
 CONVERSATION_ID = "conversation_id"
 """The ``metadata`` key whose string value is logged as the decision's conversation id."""
 DEFAULT_UPSTREAM_TIMEOUT_S = 300.0
@@ -309,20 +316,21 @@ def decision_headers(decision: Decision) -> dict[str, str]:
     """The decision's outline as ``X-Ragbound-*`` headers (no query, chunk or tripwire
     text): the action and its cause, the boundary test's p-value and the answerability
     test's (when it ran), the artifacts, the ids of the tripwires that made it forbidden
-    (none unless reject). Each stored value passes :func:`header_value`: an id
-    that a header cannot carry (in a collection flagged by hand, or kept before ids were
-    checked) is percent-encoded, never a reply that cannot be sent."""
+    (none unless reject). Each stored value passes :func:`header_list`: an id that a header
+    cannot carry (in a collection flagged by hand, or kept before ids were checked) is
+    percent-encoded, and a value past :data:`MAX_HEADER_CHARS` is cut, never a reply that
+    cannot be sent or that a client cannot read."""
     headers = {
         "X-Ragbound-Action": decision.action,
         "X-Ragbound-Cause": decision.cause,
         "X-Ragbound-P-Value": f"{decision.test.p_value:.6g}",
-        "X-Ragbound-Calibration": header_value(decision.calibration_id),
+        "X-Ragbound-Calibration": header_list([decision.calibration_id]),
     }
     if decision.answerability is not None:
         headers["X-Ragbound-Answerability-P-Value"] = f"{decision.answerability.p_value:.6g}"
     if decision.tripwire_set:
-        headers["X-Ragbound-Tripwire-Set"] = header_value(decision.tripwire_set)
-    ids = ",".join(header_value(fired) for fired in fired_ids(decision))
+        headers["X-Ragbound-Tripwire-Set"] = header_list([decision.tripwire_set])
+    ids = header_list(fired_ids(decision))
     if ids:
         headers["X-Ragbound-Triggers"] = ids
     return headers
@@ -334,6 +342,27 @@ def header_value(text: str) -> str:
     surrogate as ``?``)."""
     data = text.encode("utf-8", "replace")
     return urllib.parse.quote_from_bytes(data, safe=HEADER_SAFE)
+
+
+def header_list(items: list[str], limit: int = MAX_HEADER_CHARS) -> str:
+    """``items`` as one comma-separated header value of at most ``limit`` characters, each
+    passed through :func:`header_value`. When they do not all fit, the whole items that fit
+    are kept, in order, and the value ends with the item ``+N more`` (:data:`CUT_MARK`: N
+    items left out; ``+N more`` alone when not even the first fits). No item can spell the
+    marker: :func:`header_value` sends a space as ``%20``. The reply's JSON has them all."""
+    values = [header_value(item) for item in items]
+    whole = ",".join(values)
+    if len(whole) <= limit:
+        return whole
+    room = limit - len(CUT_MARK.format(n=len(values))) - 1  # the marker and its comma
+    kept: list[str] = []
+    used = 0
+    for value in values:
+        used += len(value) + (1 if kept else 0)
+        if used > room:
+            break
+        kept.append(value)
+    return ",".join([*kept, CUT_MARK.format(n=len(values) - len(kept))])
 
 
 # ---------------------------------------------------------------- the reply's shape
@@ -454,6 +483,24 @@ class UpstreamError(Exception):
         return {"message": str(self), "type": "server_error", "param": None, "code": code}
 
 
+def upstream_json(raw: bytes | str, what: str) -> dict[str, Any]:
+    """An upstream reply (``what``: a whole ``reply`` or one ``stream event``'s data) as the
+    gateway passes it on: a standard JSON object (no NaN or infinity, :func:`standard_json`)
+    of Unicode text (no lone surrogate: UTF-8 could not send it on); UpstreamError 502 naming
+    the problem otherwise. The one check of both the whole reply and each streamed event."""
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        payload = standard_json(text)
+    except ValueError:  # not UTF-8, malformed, or NaN and the like
+        raise UpstreamError(502, f"the upstream server's {what} is not standard JSON") from None
+    if not isinstance(payload, dict):
+        raise UpstreamError(502, f"the upstream server's {what} is not a JSON object")
+    problem = lone_surrogate(text, payload)
+    if problem is not None:
+        raise UpstreamError(502, f"the upstream server's {what} is not Unicode text: {problem}")
+    return payload
+
+
 def _failure(exc: httpx.HTTPError, url: str, timeout_s: float, replying: bool) -> UpstreamError:
     """What an httpx error calling ``url`` means for the caller: 504 for a timeout, else 502
     (``replying``: it happened while the reply was read, after the headers)."""
@@ -482,29 +529,30 @@ class Upstream:
         """The upstream's chat completion for ``body`` (a JSON object)."""
         reply = await self._send(body)
         try:
-            payload = standard_json((await reply.aread()).decode("utf-8"))
+            raw = await reply.aread()
         except httpx.HTTPError as exc:  # reset, closed or silent mid-body
             raise self._failure(exc, replying=True) from None
-        except ValueError:  # not UTF-8, malformed, or NaN and the like
-            raise UpstreamError(502, "the upstream server's reply is not standard JSON") from None
         finally:
             await reply.aclose()
-        if not isinstance(payload, dict):
-            raise UpstreamError(502, "the upstream server's reply is not a JSON object")
-        return payload
+        return upstream_json(raw, "reply")
 
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[str]:
         """Open the upstream stream now (so its errors become this request's status) and
-        return an iterator over its lines, which closes it at the end. A stream that breaks
-        off (reset, closed before ``data: [DONE]``, silent past the timeout) raises
-        UpstreamError from the iterator, after one ``error:`` line on stderr."""
+        return an iterator over its lines, which closes it at the end. Each ``data:`` event
+        but ``[DONE]`` must be what a whole reply must be (:func:`upstream_json`). A stream
+        that breaks off (reset, closed before ``data: [DONE]``, silent past the timeout) or
+        sends an event that is not a standard JSON object raises UpstreamError from the
+        iterator, after one ``error:`` line on stderr; the events before it are relayed."""
         reply = await self._send({**body, "stream": True})
 
         async def lines() -> AsyncIterator[str]:
             done = False
             try:
                 async for line in reply.aiter_lines():
-                    done = done or (line.startswith("data:") and line[5:].strip() == "[DONE]")
+                    data = line[5:].strip() if line.startswith("data:") else None
+                    done = done or data == "[DONE]"
+                    if data and data != "[DONE]":  # each event held to the whole reply's rules
+                        upstream_json(data, "stream event")
                     yield line
                 if not done:
                     url = self.settings.completions_url

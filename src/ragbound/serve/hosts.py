@@ -7,29 +7,48 @@ service without tokens answers it. Such a request carries the attacker's name in
 a service without tokens answers only requests whose ``Host`` is a loopback name (``localhost``,
 ``127.0.0.1``, ``[::1]``, any port: a port forward keeps working) or a name given with
 ``--allowed-host``; any other is answered ``421`` JSON. With tokens, a browser page cannot
-present one, so the check is on only when ``--allowed-host`` names the hosts.
+present one, so the names are checked only when ``--allowed-host`` names the hosts.
+
+The header's form is checked always (RFC 9112 section 3.2: a server answers ``400`` to a
+request with more than one ``Host`` or an invalid one): a name of letters, digits, ``.``,
+``-``, ``_`` and ``~``, or an IPv6 address in brackets, then an optional ``:port`` of at most
+five digits (65535 at most). ``[::1``, ``::1`` unbracketed, ``host:port:port``, a space or
+``@`` in it are ``400`` JSON, as is a second ``Host`` header: two readers of one request
+(a proxy and this service) could each take another of them.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Any
 
 from ragbound.errors import InputError
 from ragbound.serve.limits import ApiError
 
 MAX_SHOWN = 100  # characters of a refused Host header echoed in the error
+# a Host header as a client sends one: a name (RFC 3986's unreserved characters) or a bracketed
+# IPv6 literal, then an optional port; sub-delimiters and percent-encoding, which RFC 3986
+# allows in a name, are refused: no resolver or browser sends them
+_HOST = re.compile(
+    r"(?:\[(?P<ip6>[^\[\]]*)\]|(?P<name>[A-Za-z0-9._~-]*))(?::(?P<port>[0-9]{0,5}))?"
+)
 
 
-def host_name(header: str) -> str:
+def host_name(header: str) -> str | None:
     """The host name of a ``Host`` header, without its port, lower case, without a trailing
-    dot (``[::1]:8000`` -> ``::1``, ``LocalHost.:80`` -> ``localhost``)."""
-    value = header.strip()
-    if value.startswith("["):
-        name = value[1:].partition("]")[0]
-    else:
-        name = value.rpartition(":")[0] if value.count(":") == 1 else value
-    return name.lower().rstrip(".")
+    dot (``[::1]:8000`` -> ``::1``, ``LocalHost.:80`` -> ``localhost``); None for a header
+    that is not one (``[::1``, ``::1``, ``a b``, ``host:1:2``, ``host:70000``)."""
+    found = _HOST.fullmatch(header.strip())
+    if found is None or int(found["port"] or 0) > 65535:
+        return None
+    if found["ip6"] is not None:
+        try:
+            ipaddress.IPv6Address(found["ip6"])
+        except ValueError:
+            return None
+        return found["ip6"].lower()
+    return found["name"].lower().rstrip(".")
 
 
 def allowed_name(entry: str) -> str:
@@ -62,33 +81,43 @@ def is_loopback(host: str) -> bool:
 
 
 class HostCheck:
-    """ASGI middleware: ``421`` JSON for a request whose ``Host`` is neither a loopback name
-    nor one of ``allowed`` (names as :func:`allowed_name` gives them). A request without a
-    ``Host`` (HTTP/1.0) is no browser's, and passes."""
+    """ASGI middleware: ``400`` JSON for a request with more than one ``Host`` header or a
+    malformed one, then (``allowed`` not None) ``421`` JSON for a request whose ``Host`` is
+    neither a loopback name nor one of ``allowed`` (names as :func:`allowed_name` gives them).
+    A request without a ``Host`` (HTTP/1.0) is no browser's, and passes."""
 
-    def __init__(self, app, allowed: frozenset[str]):
+    def __init__(self, app, allowed: frozenset[str] | None):
         self.app = app
         self.allowed = allowed
 
     async def __call__(self, scope: dict[str, Any], receive, send) -> None:
-        header = _host_header(scope) if scope["type"] == "http" else None
-        if header is None or self._admits(host_name(header)):
+        refused = _refusal(scope, self.allowed) if scope["type"] == "http" else None
+        if refused is None:
             await self.app(scope, receive, send)
             return
-        shown = header[:MAX_SHOWN]
-        response = ApiError(
-            421,
-            f"Host {shown!r} is not a name this service answers to: it answers loopback "
-            "names (localhost, 127.0.0.1, [::1]) and those given with --allowed-host",
-        ).response()
-        await response(scope, receive, send)
-
-    def _admits(self, name: str) -> bool:
-        return is_loopback(name) or name in self.allowed
+        await refused.response()(scope, receive, send)
 
 
-def _host_header(scope: dict[str, Any]) -> str | None:
-    for key, value in scope.get("headers") or []:
-        if key == b"host":
-            return value.decode("latin-1")
-    return None
+def _refusal(scope: dict[str, Any], allowed: frozenset[str] | None) -> ApiError | None:
+    """Why the request's ``Host`` is refused (400 or 421), or None."""
+    headers = [value for key, value in scope.get("headers") or [] if key == b"host"]
+    if not headers:
+        return None
+    if len(headers) > 1:
+        return ApiError(400, f"the request has {len(headers)} Host headers; send one")
+    header = headers[0].decode("latin-1")
+    shown = header[:MAX_SHOWN]
+    name = host_name(header)
+    if name is None:
+        return ApiError(
+            400,
+            f"Host {shown!r} is not a host: send a name, an IPv4 address or an IPv6 address "
+            "in brackets, then an optional :port",
+        )
+    if allowed is None or is_loopback(name) or name in allowed:
+        return None
+    return ApiError(
+        421,
+        f"Host {shown!r} is not a name this service answers to: it answers loopback "
+        "names (localhost, 127.0.0.1, [::1]) and those given with --allowed-host",
+    )

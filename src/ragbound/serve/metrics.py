@@ -172,6 +172,9 @@ def _labels(key: Labels, **extra: str) -> str:
 
 
 def _escape(value: str) -> str:
+    """A label value as the text format writes it; a lone surrogate (a topic a store gave)
+    as ``?``, so that the page always encodes as UTF-8."""
+    value = value.encode("utf-8", "replace").decode("utf-8")
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 

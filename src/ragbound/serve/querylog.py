@@ -163,7 +163,9 @@ class QueryLog:
         now = max(dt.datetime.now(dt.UTC).timestamp(), self._last_time)
         step = 0 if self.shared else 1  # a shared log's line numbers are not known here
         rows = [self._row(decision, now) for decision in decisions]
-        data = "".join(rows).encode()
+        # a lone surrogate (a topic or chunk id a store gave, requests refuse them) is
+        # written as its JSON escape "\udxxx": the line stays UTF-8 and JSON, never a lost batch
+        data = "".join(rows).encode("utf-8", "backslashreplace")
         self._rotate_if_due(now, len(data))
         logged = [
             LoggedLine(self.lines + step * (i + 1), now, decision.test.score)

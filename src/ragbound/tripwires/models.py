@@ -9,6 +9,7 @@ import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
 from ragbound.artifacts import sha256_text
+from ragbound.errors import InputError
 from ragbound.labels import check_label, one_line
 
 TRIPWIRE_FORMAT = "ragbound.tripwires/1"
@@ -44,15 +45,40 @@ class Tripwire(BaseModel):
         return value
 
 
+MAX_ID_CHARS = 128
+"""Longest tripwire id a set takes (characters): the default id is 15, a dataset's key or a
+UUID under 64. Ids are written to the gateway's ``X-Ragbound-Triggers`` header (percent-encoded,
+up to 9 characters for one), log lines and tables; three ids of 200,000 characters made a
+reply whose head no ``openai``/``httpx`` client reads."""
+MAX_TOPIC_CHARS = 128
+"""Longest tripwire topic a set takes (characters): a topic is a name (``weapons``,
+``self-harm``), written to log lines, metrics labels, tables and refusals."""
+
+
 def storable(tripwire: Tripwire) -> Tripwire:
-    """``tripwire`` as a tripwire set may keep it: InputError when its id or topic holds a
-    character that a header, a log line or a page cannot carry as it is
-    (:func:`ragbound.labels.check_label`); its note and source put on one line
-    (:func:`ragbound.labels.one_line`; None when nothing is left)."""
+    """``tripwire`` as a tripwire set may keep it: InputError when its id or topic is longer
+    than :data:`MAX_ID_CHARS` / :data:`MAX_TOPIC_CHARS` or holds a character that a header, a
+    log line or a page cannot carry as it is (:func:`ragbound.labels.check_label`); its note
+    and source put on one line (:func:`ragbound.labels.one_line`; None when nothing is
+    left). Sets stored before the bounds still load (the gateway cuts what it writes)."""
+    check_length(tripwire.id, MAX_ID_CHARS, "tripwire id")
     check_label(tripwire.id, "tripwire id")
-    check_label(tripwire.topic, f"the topic of tripwire {tripwire.id!r}")
+    topic_of = f"the topic of tripwire {tripwire.id!r}"
+    check_length(tripwire.topic, MAX_TOPIC_CHARS, topic_of)
+    check_label(tripwire.topic, topic_of)
     flat = {name: flat_text(getattr(tripwire, name)) for name in ("note", "source")}
     return tripwire.model_copy(update=flat)
+
+
+def check_length(value: str, most: int, what: str) -> str:
+    """``value`` if it has at most ``most`` characters; InputError naming ``what``, its
+    length and the bound (the value's start shown) otherwise."""
+    if len(value) > most:
+        raise InputError(
+            f"{what} {value[:40] + '...'!r} is {len(value):,} characters long; at most {most} "
+            "(ids and topics are written to headers, log lines and pages)"
+        )
+    return value
 
 
 def flat_text(text: str | None) -> str | None:
