@@ -331,4 +331,4 @@ def write_plots(run_data, folder: Path) -> None:
     from ragbound.report.plots import save_pngs
 
     paths = save_pngs(images(run_data), folder)
-    sys.stderr.write(f"wrote {len(paths)} plot(s) to {folder}\n")
+    notice(f"wrote {len(paths)} plot(s) to {folder}")

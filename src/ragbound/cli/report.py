@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ragbound.cli import validate
-from ragbound.cli.common import PlotOpt, write_plots
+from ragbound.cli.common import PlotOpt, notice, write_plots
 
 
 def report(
@@ -39,7 +38,7 @@ def report(
     write_report(data, out)
     if plot:
         write_plots(data, plot)
-    sys.stderr.write(f"wrote {out}\n")
+    notice(f"wrote {out}")
 
 
 def register(app: typer.Typer) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -20,7 +19,9 @@ from ragbound.cli.common import (
     WorkersOpt,
     deprecated_command,
     emit_json,
+    notice,
     progress,
+    visible,
     wrap,
 )
 from ragbound.cli.detect import CalibratedKbArg
@@ -118,12 +119,13 @@ def test_log(
         emit_json(summary)
         return
     also = "" if unanswerable is None else f", {unanswerable} unanswerable"
-    sys.stderr.write(
+    notice(
         wrap(
-            f"scored {summary['n']} queries ({engine}): {flagged} out of knowledge{also} at "
-            f"alpha = {table.alpha:g} ({table.statistic}); wrote {out}"
+            visible(
+                f"scored {summary['n']} queries ({engine}): {flagged} out of knowledge{also} at "
+                f"alpha = {table.alpha:g} ({table.statistic}); wrote {out}"
+            )
         )
-        + "\n"
     )
 
 

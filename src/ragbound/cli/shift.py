@@ -25,6 +25,7 @@ from ragbound.cli.common import (
     progress,
     say,
     utc_text,
+    visible,
     wrap,
     write_plots,
 )
@@ -304,7 +305,7 @@ def _shift_log(
     summary = f"{tested} window(s) tested, {alarms} alarm(s) (windows of {spec.describe()})"
     if tested == 0:
         summary = f"no window completed: the log has fewer new queries than one window; {summary}"
-    sys.stderr.write(f"{wrap(summary)}\n{wrap(kept)}\n")
+    notice(f"{wrap(visible(summary))}\n{wrap(visible(kept))}")
     if plot and seen:
         write_plots(RunData(path=plot, windows=seen), plot)
 

@@ -234,7 +234,7 @@ def generate(
         return
     for outcome in outcomes:
         detail = f": {outcome.detail[:160]!r}" if outcome.detail else ""
-        show(shown(f"{outcome.topic}: {outcome.status}, {outcome.kept} kept{detail}"))
+        say(shown(f"{outcome.topic}: {outcome.status}, {outcome.kept} kept{detail}"))
     if change is not None:
         _report_change(change, False)
     if not tripwires:

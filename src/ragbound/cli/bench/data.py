@@ -16,6 +16,7 @@ from ragbound.cli.common import (
     console,
     emit_json,
     progress,
+    say,
     shown,
 )
 
@@ -95,9 +96,11 @@ def facts(
     if json_out:
         emit_json(summary)
         return
-    console().print(
-        f"wrote {summary['facts']} facts from {summary['documents']} documents "
-        f"({summary['sentences']} sentences, {summary['skipped']} skipped) to {out}"
+    say(
+        shown(
+            f"wrote {summary['facts']} facts from {summary['documents']} documents "
+            f"({summary['sentences']} sentences, {summary['skipped']} skipped) to {out}"
+        )
     )
     _print_errors(fact_set.errors)
 
@@ -141,7 +144,7 @@ def qa(
     if json_out:
         emit_json({**summary, "errors": len(qa_set.errors)})
         return
-    console().print(f"wrote {len(qa_set.pairs)} QA pairs from {len(fact_set.facts)} facts to {out}")
+    say(shown(f"wrote {len(qa_set.pairs)} QA pairs from {len(fact_set.facts)} facts to {out}"))
     _print_errors(qa_set.errors)
 
 
@@ -177,7 +180,7 @@ def import_(
     if json_out:
         emit_json({"out": str(out), "name": qa_set.name, "pairs": len(qa_set.pairs)})
         return
-    console().print(f"imported {len(qa_set.pairs)} QA pairs as {qa_set.name!r} to {out}")
+    say(shown(f"imported {len(qa_set.pairs)} QA pairs as {qa_set.name!r} to {out}"))
 
 
 def filter_(
