@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -29,6 +29,19 @@ TURN_CACHE_SIZE = 4096
 """Embedded texts kept (about 1.5 MB at 384 dimensions)."""
 
 
+class Bounded(OrderedDict):
+    """A dict that keeps its ``size`` most recently added entries."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.size = size
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        while len(self) > self.size:
+            self.popitem(last=False)
+
+
 class TurnVectors:
     """Unit embeddings of texts through ``embedder``, the most recently used kept (LRU, thread
     safe: the service embeds on one thread and decides on another)."""
@@ -38,6 +51,9 @@ class TurnVectors:
         self.size = size
         self._kept: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+        # whether each earlier turn followed the ones before it (the follow reading's
+        # segments): a chat's history is read again at every later turn
+        self.links: Bounded = Bounded(size)
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         with self._lock:

@@ -111,6 +111,15 @@ def test_a_return_to_the_topic_is_joined_with_the_turns_it_returns_to() -> None:
     assert read(far_back, FOLLOW, Words()).turns == 1
 
 
+def test_the_segments_of_a_history_are_kept_between_turns() -> None:
+    words = Words()
+    words.links = {}  # what the gate's turn cache holds
+    talk = chat("how do bees dance", "capital of peru", "capital of france")
+    found = read(talk, FOLLOW, words)
+    assert words.links == {("capital of peru", ("how do bees dance",), "Ok."): False}
+    assert read(talk, FOLLOW, words) == found
+
+
 def test_small_talk_is_marked_at_any_turn() -> None:
     words = Words()
     first = read(chat("thank you"), FOLLOW, words)

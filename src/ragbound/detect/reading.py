@@ -175,9 +175,8 @@ def follow_read(chat: Conversation, vectors: Vectors) -> Read:
         return _joined(turns, current, last)
     vec = vectors([text])[0]
     talk = is_small_talk(text, vec, vectors)
-    if talk or _follows(
-        text, vec, current, turns, lambda: _answer(answers[last], vectors), vectors
-    ):
+    said = partial(_answer, answers[last], vectors)
+    if talk or _follows(text, vec, [turns[i] for i in current], said, vectors):
         return _joined(turns, current, last, small_talk=talk)
     older = [i for segment in segments[:-1] for i in segment]
     back = _returns_to(vec, older, turns, vectors)
@@ -219,35 +218,45 @@ def _segments(
     starts a new one. Vectors from the cache."""
     segments = [[start]]
     for i in range(start + 1, last):
-        vec = vectors([turns[i]])[0]
-        recent = segments[-1][-(RECENT_TURNS - 1) :]
-        said = partial(_answer, answers[i], vectors)
-        if is_small_talk(turns[i], vec, vectors) or _follows(
-            turns[i], vec, recent, turns, said, vectors
-        ):
+        recent = tuple(turns[j] for j in segments[-1][-(RECENT_TURNS - 1) :])
+        if _links(turns[i], recent, answers[i], vectors):
             segments[-1].append(i)
         else:
             segments.append([i])
     return segments
 
 
+def _links(text: str, recent: tuple[str, ...], answer: str | None, vectors: Vectors) -> bool:
+    """Whether an earlier turn ``text`` followed the turns ``recent`` (or small talk): kept in
+    ``vectors.links`` when it has one (the gate's cache), since a chat asks again at every
+    later turn."""
+    memo = getattr(vectors, "links", None)
+    key = (text, recent, answer)
+    if memo is not None and key in memo:
+        return memo[key]
+    vec = vectors([text])[0]
+    said = partial(_answer, answer, vectors)
+    found = is_small_talk(text, vec, vectors) or _follows(text, vec, recent, said, vectors)
+    if memo is not None:
+        memo[key] = found
+    return found
+
+
 def _follows(
     text: str,
     vec: np.ndarray,
-    recent: Sequence[int],
-    turns: Sequence[str],
+    earlier: Sequence[str],
     answer: Callable[[], np.ndarray | None],
     vectors: Vectors,
 ) -> bool:
-    """Whether the turn ``text`` (vector ``vec``) follows the turns ``recent`` (indices into
-    ``turns``) or the answer before it (``answer()``: its vector, None: none; called last,
-    so it is embedded only when the rest does not settle it): cosine at or above
+    """Whether the turn ``text`` (vector ``vec``) follows the turns ``earlier`` or the answer
+    before it (``answer()``: its vector, None: none; called last, so it is embedded only when
+    the rest does not settle it): cosine at or above
     :data:`FOLLOW_SIMILARITY` to one of them, close to a content-free turn or small talk, or
     a turn that refers back."""
     if refers_back(text):
         return True
-    earlier = [turns[i] for i in recent]
-    if earlier and float((vectors(earlier) @ vec).max()) >= FOLLOW_SIMILARITY:
+    if earlier and float((vectors(list(earlier)) @ vec).max()) >= FOLLOW_SIMILARITY:
         return True
     if float((vectors(list(generic_turns())) @ vec).max()) >= GENERIC_SIMILARITY:
         return True
