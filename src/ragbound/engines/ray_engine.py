@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -121,7 +122,8 @@ class RaySearch:
         import ray.data
 
         context = ray.data.DataContext.get_current()
-        context.enable_progress_bars = self.progress
+        # Ray's bars redraw in place: drawn on a terminal only, never into a log
+        context.enable_progress_bars = self.progress and sys.stderr.isatty()
         batches = [
             {"start": start, "queries": list(queries[start : start + SEARCH_BATCH])}
             for start in range(0, len(queries), SEARCH_BATCH)
