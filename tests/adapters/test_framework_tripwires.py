@@ -125,10 +125,8 @@ def test_without_a_declared_set_flagged_documents_are_still_not_returned(
     assert not any("ragbound_tripwire" in d.metadata for d in documents)
 
 
-def test_a_llamaindex_retriever_finds_the_tripwire_nodes_in_its_one_retrieval(
-    minilm_kb_dir: Path, tripwires: list, own: Gate
-) -> None:
-    kb = KnowledgeBase.load(minilm_kb_dir)
+def flagged_index(kb: KnowledgeBase, tripwires: list) -> VectorStoreIndex:
+    """A LlamaIndex VectorStoreIndex over the folder's chunks and the tripwire nodes."""
     nodes = [TextNode(id_=c.id, text=c.text) for c in kb.chunks] + [
         TextNode(
             id_=t.id,
@@ -138,8 +136,14 @@ def test_a_llamaindex_retriever_finds_the_tripwire_nodes_in_its_one_retrieval(
         )
         for t in tripwires
     ]
-    index = VectorStoreIndex(nodes, embed_model=MiniLMEmbedding(kb=kb))
-    retriever = Counting(index.as_retriever(similarity_top_k=10))
+    return VectorStoreIndex(nodes, embed_model=MiniLMEmbedding(kb=kb))
+
+
+def test_a_llamaindex_retriever_finds_the_tripwire_nodes_in_its_one_retrieval(
+    minilm_kb_dir: Path, tripwires: list, own: Gate
+) -> None:
+    kb = KnowledgeBase.load(minilm_kb_dir)
+    retriever = Counting(flagged_index(kb, tripwires).as_retriever(similarity_top_k=10))
     knowledge = LlamaIndexKnowledge(retriever, name="minilm")
     guard = Guard.calibrate(knowledge, CALIBRATION, k=4, alpha=0.1)
     guarded = GatedLlamaIndexRetriever(
@@ -156,21 +160,19 @@ def test_a_llamaindex_retriever_finds_the_tripwire_nodes_in_its_one_retrieval(
         assert not any("ragbound_tripwire" in n.node.metadata for n in nodes_returned)
 
 
-def test_a_haystack_retriever_finds_the_tripwire_documents_in_its_one_search(
-    minilm_kb_dir: Path, tripwires: list, own: Gate
-) -> None:
+def flagged_haystack_guard(kb: KnowledgeBase, tripwires: list) -> Guard:
+    """A guard calibrated on a Haystack in-memory store (cosine) holding the folder's chunks
+    and the tripwire documents, searched by a CountingRetriever."""
     from haystack import Document
     from haystack.document_stores.in_memory import InMemoryDocumentStore
 
     from ragbound.adapters.haystack_retriever import (
-        GatedHaystackRetriever,
         HaystackKnowledge,
         RagboundDocumentEmbedder,
         tripwire_documents,
     )
     from tests.adapters.test_haystack_retriever import CountingEmbedder, CountingRetriever
 
-    kb = KnowledgeBase.load(minilm_kb_dir)
     store = InMemoryDocumentStore(embedding_similarity_function="cosine")
     documents = [Document(id=c.id, content=c.text) for c in kb.chunks] + tripwire_documents(
         tripwires
@@ -178,8 +180,19 @@ def test_a_haystack_retriever_finds_the_tripwire_documents_in_its_one_search(
     store.write_documents(RagboundDocumentEmbedder(kb.embedder).run(documents)["documents"])
     retriever = CountingRetriever(store)
     knowledge = HaystackKnowledge(retriever, CountingEmbedder(kb.embedder), name="minilm")
-    guard = Guard.calibrate(knowledge, CALIBRATION, k=4, alpha=0.1)
-    guarded = GatedHaystackRetriever(guard, k=3, tripwires=tripwires)
+    return Guard.calibrate(knowledge, CALIBRATION, k=4, alpha=0.1)
+
+
+def test_a_haystack_retriever_finds_the_tripwire_documents_in_its_one_search(
+    minilm_kb_dir: Path, tripwires: list, own: Gate
+) -> None:
+    from ragbound.adapters.haystack_retriever import GatedHaystackRetriever
+    from tests.adapters.test_haystack_retriever import CountingRetriever
+
+    kb = KnowledgeBase.load(minilm_kb_dir)
+    guarded = GatedHaystackRetriever(
+        flagged_haystack_guard(kb, tripwires), k=3, tripwires=tripwires
+    )
     guarded.decide(QUERIES[0])  # the tripwire floor is calibrated at the first decision, once
     for query, expected in zip(QUERIES, own.decide_many(QUERIES), strict=True):
         before = len(CountingRetriever.top_ks)

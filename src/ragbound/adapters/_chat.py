@@ -16,15 +16,19 @@ caller to do (:data:`~ragbound.conversation.MAX_MESSAGES`,
 What goes to the LLM on ``answer`` (:func:`upstream_rows`) is the framework's own history
 without the earlier turns the Gate found forbidden (``Decision.conversation.dropped``) and
 everything that answers them, tool calls and results included; messages older than the part
-the Gate read are left out too (it never checked them). System messages always stay.
+the Gate read are left out too (it never checked them). System messages always stay. The
+retrievers that search the user's own store once per query meet the tripwires with the text
+searched only, so their Gate drops no earlier turn: they keep the turns they refused
+(:class:`Refused`), and those are left out as dropped turns are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import TYPE_CHECKING
 
 from ragbound.conversation import INSTRUCTION_ROLES, MAX_CONVERSATION_CHARS, MAX_MESSAGES
+from ragbound.gate_turns import upstream_messages
 
 if TYPE_CHECKING:
     from ragbound.gate import Decision
@@ -52,17 +56,24 @@ def chat_messages(
 
 
 def upstream_rows(
-    history: Sequence[tuple[str, str]], decision: Decision, question: str | None = None
+    history: Sequence[tuple[str, str]],
+    decision: Decision,
+    question: str | None = None,
+    refused: Container[str] = (),
 ) -> list[int]:
     """The rows of ``history`` (as :func:`chat_messages` takes it, the conversation
     ``decision`` decided) that may go to the LLM on ``answer``, oldest first.
 
-    Left out: each earlier user turn the Gate dropped as forbidden and every row after it up
-    to the next user turn (its replies, tool calls and tool results), and the rows before the
-    recent part the Gate read. System and developer messages always stay."""
+    Left out: each earlier user turn the Gate dropped as forbidden (or whose text is in
+    ``refused``) and every row after it up to the next user turn (its replies, tool calls and
+    tool results), and the rows before the recent part the Gate read. System and developer
+    messages always stay."""
     rows, messages = _read(history, question)
     marked = [{**message, "row": row} for message, row in zip(messages, rows, strict=True)]
-    kept = {message["row"] for message in decision.upstream_messages(marked)}
+    users = [m["content"] for m in messages if m["role"] == "user"][:-1]
+    dropped = decision.conversation.dropped if decision.conversation is not None else []
+    dropped = sorted({*dropped, *(j for j, text in enumerate(users) if text in refused)})
+    kept = {message["row"] for message in upstream_messages(marked, dropped)}
     read, start = set(rows), rows[0] if rows else 0
     upstream, turn_kept = [], True
     for row, (role, _) in enumerate(history):
@@ -78,6 +89,28 @@ def upstream_rows(
         if (row in kept) if row in read else turn_kept:
             upstream.append(row)
     return upstream
+
+
+class Refused:
+    """The user turns a one-search retriever refused when it decided them (their texts, the
+    most recent ``size``), to leave out of what later turns send the LLM: its Gate meets the
+    tripwires with the text it searched alone, so it drops no earlier turn itself. Keyed by
+    text: a turn refused as part of a request split over turns is left out wherever it
+    comes again (erring on the side of the LLM not seeing it)."""
+
+    def __init__(self, size: int = 4096):
+        self.size = size
+        self._texts: dict[str, None] = {}
+
+    def note(self, decision: Decision) -> None:
+        """Keep ``decision``'s turn if it was refused."""
+        if decision.action == "reject":
+            self._texts[decision.query.strip()] = None
+            while len(self._texts) > self.size:
+                del self._texts[next(iter(self._texts))]
+
+    def __contains__(self, text: object) -> bool:
+        return text in self._texts
 
 
 def _read(

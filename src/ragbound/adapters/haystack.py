@@ -38,6 +38,7 @@ Example:
 
 import asyncio
 import dataclasses
+from collections.abc import Container
 from pathlib import Path
 from typing import Any
 
@@ -169,15 +170,20 @@ def chat_query(query: str, history: list[ChatMessage] | None) -> str | list[dict
 
 
 def upstream_history(
-    query: str, history: list[ChatMessage] | None, decision: Decision
+    query: str,
+    history: list[ChatMessage] | None,
+    decision: Decision,
+    refused: Container[str] = (),
 ) -> list[ChatMessage]:
     """``history`` (before ``query``, as :func:`chat_query` took them for ``decision``) as it
     may go to the LLM on ``answer``: without the earlier turns the Gate dropped as forbidden
     and what answers them (tool calls and results included), and without what came before
-    the recent part it read (:func:`~ragbound.adapters._chat.upstream_rows`)."""
+    the recent part it read (:func:`~ragbound.adapters._chat.upstream_rows`; ``refused``:
+    turn texts left out besides)."""
     if not history or decision.action != "answer":
         return []
-    return [history[row] for row in upstream_rows(_pairs(history), decision, query)]
+    rows = upstream_rows(_pairs(history), decision, query, refused)
+    return [history[row] for row in rows]
 
 
 def _pairs(history: list[ChatMessage]) -> list[tuple[str, str]]:

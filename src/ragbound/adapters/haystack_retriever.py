@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from ragbound._lazy import deprecated_aliases
+from ragbound.adapters._chat import Refused
 from ragbound.adapters._common import OnBlock, blocked, check_on_block, missing_extra
 from ragbound.adapters._flagged import flagged_guard
 from ragbound.adapters._framework import (
@@ -308,6 +309,7 @@ class GatedHaystackRetriever:
         self.on_block = check_on_block(on_block)
         self._gate = Gate(guard, flagged_guard(guard.kb, tripwires, tripwire_rule), context_k=k)
         self.last_decision: Decision | None = None
+        self.refused = Refused()  # its one search meets the tripwires with the turn alone
 
     def warm_up(self) -> None:
         """Warm the query embedder up (a Haystack component loads its model)."""
@@ -327,6 +329,7 @@ class GatedHaystackRetriever:
         user turn: one embedding, one run of the retriever."""
         decision = self._gate.decide(query)
         self.last_decision = decision
+        self.refused.note(decision)
         return decision
 
     @component.output_types(
@@ -342,7 +345,7 @@ class GatedHaystackRetriever:
         ``answer`` only, with ``history`` to send the LLM (without the turns found
         forbidden)."""
         decision = self.decide(chat_query(query, history))
-        return self._outputs(decision, upstream_history(query, history, decision))
+        return self._outputs(decision, upstream_history(query, history, decision, self.refused))
 
     @component.output_types(
         documents=list[Document],
@@ -356,7 +359,7 @@ class GatedHaystackRetriever:
     ) -> dict[str, Any]:
         """:meth:`run` for ``AsyncPipeline``: the decision is made in a worker thread."""
         decision = await asyncio.to_thread(self.decide, chat_query(query, history))
-        return self._outputs(decision, upstream_history(query, history, decision))
+        return self._outputs(decision, upstream_history(query, history, decision, self.refused))
 
     def _outputs(self, decision: Decision, upstream: list[ChatMessage]) -> dict[str, Any]:
         if blocked(decision, self.on_block):

@@ -24,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 from pydantic import PrivateAttr, field_validator
 
@@ -170,20 +170,25 @@ def thread_conversation(
 
 
 def thread_upstream(
-    messages: Sequence[MessageLikeRepresentation], decision: Decision, question: str | None = None
+    messages: Sequence[MessageLikeRepresentation],
+    decision: Decision,
+    question: str | None = None,
+    refused: Container[str] = (),
 ) -> list[int]:
     """The positions in ``messages`` (taken as :func:`thread_conversation` took them for
     ``decision``) that may go to the LLM on ``answer``, oldest first: without the earlier
     human turns the Gate dropped as forbidden and what answers them (AI replies, tool calls
     and tool results), and without the messages older than the recent part it read. The
-    decided turn and what follows it always stay; system messages too."""
+    decided turn and what follows it always stay; system messages too. ``refused``: turn
+    texts left out besides (a one-search retriever's :class:`~ragbound.adapters._chat.Refused`)."""
     pairs = _pairs(messages)
     if question is not None:
-        return upstream_rows(pairs, decision, question)
+        return upstream_rows(pairs, decision, question, refused)
     last = last_user_index([role for role, _ in pairs])
     if last is None:
         return list(range(len(pairs)))
-    return [*upstream_rows(pairs[:last], decision, pairs[last][1]), *range(last, len(pairs))]
+    earlier = upstream_rows(pairs[:last], decision, pairs[last][1], refused)
+    return [*earlier, *range(last, len(pairs))]
 
 
 def _pairs(messages: Sequence[MessageLikeRepresentation]) -> list[tuple[str, str]]:

@@ -98,7 +98,8 @@ class GatedChatRetriever(RunnableSerializable[dict[str, Any], list[Document]]):
         history = self._history(inputs)
         if not history:
             return inputs
-        rows = thread_upstream(history, decision, self._question(inputs))
+        refused = getattr(self.retriever, "refused", ())  # a one-search retriever's
+        rows = thread_upstream(history, decision, self._question(inputs), refused)
         if len(rows) == len(history):
             return inputs
         return {**inputs, self.history_key: [history[row] for row in rows]}

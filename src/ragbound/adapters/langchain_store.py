@@ -60,6 +60,7 @@ import numpy as np
 from pydantic import PrivateAttr, field_validator
 
 from ragbound._lazy import deprecated_aliases
+from ragbound.adapters._chat import Refused
 from ragbound.adapters._common import (
     OnBlock,
     QueryBlocked,
@@ -252,6 +253,8 @@ class GatedVectorStoreRetriever(BaseRetriever):
     tripwire_rule: TripwireRule | None = None
     _gate: Gate | None = PrivateAttr(default=None)
     _last_decision: Decision | None = PrivateAttr(default=None)
+    # its one search meets the tripwires with the turn decided: the turns it refused
+    _refused: Refused = PrivateAttr(default_factory=Refused)
 
     @field_validator("on_block", mode="before")
     @classmethod
@@ -277,6 +280,12 @@ class GatedVectorStoreRetriever(BaseRetriever):
         """The decision on the latest query this retriever saw (None before the first)."""
         return self._last_decision
 
+    @property
+    def refused(self) -> Refused:
+        """The turns this retriever refused, left out of what a chat sends its LLM later
+        (:meth:`~ragbound.adapters.langchain_chat.GatedChatRetriever.upstream_input`)."""
+        return self._refused
+
     def decide(self, query: Query | list[dict[str, str]]) -> Decision:
         """The decision on one query, or on a conversation (OpenAI-style messages) at its
         last user turn: one embedding, one search of the store."""
@@ -287,6 +296,7 @@ class GatedVectorStoreRetriever(BaseRetriever):
             self._gate = Gate(self.guard, tripwires, context_k=self.k)
         decision = self._gate.decide(query)
         self._last_decision = decision
+        self._refused.note(decision)
         return decision
 
     def _get_relevant_documents(

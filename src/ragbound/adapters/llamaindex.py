@@ -47,6 +47,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -182,13 +183,18 @@ class Withheld:
 
     @classmethod
     def of(
-        cls, history: list[ChatMessage] | None, query: QueryBundle | str, decision: Decision
+        cls,
+        history: list[ChatMessage] | None,
+        query: QueryBundle | str,
+        decision: Decision,
+        refused: Container[str] = (),
     ) -> Withheld:
-        """What ``decision`` on ``query`` after ``history`` withholds (nothing without one)."""
+        """What ``decision`` on ``query`` after ``history`` withholds (nothing without one;
+        ``refused``: turn texts left out besides those the decision dropped)."""
         if history is None:
             return cls()
         pairs = _pairs(history)
-        kept = set(upstream_rows(pairs, decision, _text(query)))
+        kept = set(upstream_rows(pairs, decision, _text(query), refused))
         rows = frozenset(range(len(pairs))) - kept
         return cls(tuple(pairs), rows, decision.action == "reject")
 

@@ -29,6 +29,7 @@ import asyncio
 from typing import Any
 
 from ragbound._lazy import deprecated_aliases
+from ragbound.adapters._chat import Refused
 from ragbound.adapters._common import OnBlock, blocked, check_on_block, missing_extra
 from ragbound.adapters._framework import (
     Closeness,
@@ -130,7 +131,8 @@ class GatedLlamaIndexRetriever(BaseRetriever):
     knowledge. ``memory``: a chat engine's memory, to decide each query as the last user turn
     of the chat it holds (as :class:`~ragbound.adapters.llamaindex.GatePostprocessor` does;
     None: each query alone); give the chat engine :meth:`upstream_memory` as its memory, so
-    its LLM never gets a turn found forbidden.
+    its LLM never gets a turn found forbidden (one it refused: its one retrieval meets the
+    tripwires with the turn decided, :class:`~ragbound.adapters._chat.Refused`).
     """
 
     def __init__(
@@ -154,6 +156,7 @@ class GatedLlamaIndexRetriever(BaseRetriever):
         self.last_decision: Decision | None = None
         self.memory = memory
         self.withheld = Withheld()
+        self.refused = Refused()
 
     def upstream_memory(self) -> UpstreamMemory:
         """The memory to give the chat engine: ``memory`` as its LLM may read it (without
@@ -165,19 +168,20 @@ class GatedLlamaIndexRetriever(BaseRetriever):
         user turn: one retrieval of the user's retriever."""
         decision = self._gate.decide(query)
         self.last_decision = decision
+        self.refused.note(decision)
         return decision
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         history = None if self.memory is None else self.memory.get_all()
         decision = self.decide(chat_query(query_bundle, history))
-        self.withheld = Withheld.of(history, query_bundle, decision)
+        self.withheld = Withheld.of(history, query_bundle, decision, self.refused)
         return self._nodes(decision)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         history = None if self.memory is None else await self.memory.aget_all()
         query = chat_query(query_bundle, history)
         decision = await asyncio.to_thread(self.decide, query)
-        self.withheld = Withheld.of(history, query_bundle, decision)
+        self.withheld = Withheld.of(history, query_bundle, decision, self.refused)
         return self._nodes(decision)
 
     def _nodes(self, decision: Decision) -> list[NodeWithScore]:
