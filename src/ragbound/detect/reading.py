@@ -151,10 +151,10 @@ def read(item: Query, reading: str = DEFAULT_READING, vectors: Vectors | None = 
 
 
 def follow_read(chat: Conversation, vectors: Vectors) -> Read:
-    """The ``follow`` reading of ``chat`` (see the module docstring). The earlier turns and
-    their answers come from the cache (``vectors`` is the gate's
-    :class:`~ragbound.gate_turns.TurnVectors`; a history not cached yet is embedded in one
-    call). The new texts are embedded only as needed, cheapest first: a turn that refers back
+    """The ``follow`` reading of ``chat`` (see the module docstring). The earlier turns come
+    from the cache (``vectors`` is the gate's :class:`~ragbound.gate_turns.TurnVectors`; a
+    history not cached yet is embedded in one call), and whether each followed the ones
+    before it from the cache's ``links``. The new texts are embedded only as needed, cheapest first: a turn that refers back
     costs the join alone; else the turn, then the answer's opening only when the earlier turns
     and the content-free ones do not settle it, then the join it is read with. (A local
     embedder runs one pass per group of similar lengths, so embedding them together costs
@@ -166,8 +166,9 @@ def follow_read(chat: Conversation, vectors: Vectors) -> Read:
         return Read(turns[0], FOLLOW, 1, small_talk=talk)
     start = max(0, last - LOOKBACK)
     answers = chat.user_answers
-    history = [*turns[start:last], *(opening(a, ANSWER_CHARS) for a in answers[start:last] if a)]
-    vectors(history)  # one call for a history not cached yet (a chat seen for the first time)
+    # the earlier turns in one call when they are not cached yet (a chat seen for the first
+    # time); their answers only as needed, when a turn's link is not kept (``_links``)
+    vectors(list(turns[start:last]))
     segments = _segments(turns, answers, start, last, vectors)
     current = segments[-1][-(RECENT_TURNS - 1) :]
     text = turns[last]
