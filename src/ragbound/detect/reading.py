@@ -154,11 +154,12 @@ def follow_read(chat: Conversation, vectors: Vectors) -> Read:
     """The ``follow`` reading of ``chat`` (see the module docstring). The earlier turns come
     from the cache (``vectors`` is the gate's :class:`~ragbound.gate_turns.TurnVectors`; a
     history not cached yet is embedded in one call), and whether each followed the ones
-    before it from the cache's ``links``. The new texts are embedded only as needed, cheapest first: a turn that refers back
-    costs the join alone; else the turn, then the answer's opening only when the earlier turns
-    and the content-free ones do not settle it, then the join it is read with. (A local
-    embedder runs one pass per group of similar lengths, so embedding them together costs
-    the same passes: measured 3.0x a query's p50 against 2.5x embedded as needed.)"""
+    before it from the cache's ``links``. The new texts are embedded only as needed, cheapest
+    first: a turn that refers back costs the join alone; else the turn, then the answer's
+    opening only when the earlier turns and the content-free ones do not settle it, then the
+    join it is read with. (A local embedder runs one pass per group of similar lengths, so
+    embedding them together costs the same passes: measured 3.0x a query's p50 against 2.5x
+    embedded as needed.)"""
     turns = chat.user_turns
     last = len(turns) - 1
     if last == 0:
