@@ -19,8 +19,17 @@ from schemathesis import GenerationMode
 
 from ragbound.gate import Gate
 from ragbound.labels import BIDI_CONTROLS
+from ragbound.records import unicode_problem
 from ragbound.serve import GatewaySettings, Limits, ServeSettings, Tokens, create_app
-from tests.serve.server import ADMIN, READ, ThreadServer, auth, served_kb, wait_ready
+from tests.serve.server import (
+    ADMIN,
+    READ,
+    ThreadServer,
+    auth,
+    scripted_upstream,
+    served_kb,
+    wait_ready,
+)
 from tests.support.instant_upstream import ScriptedUpstream
 from tests.tripwires.tripwire_texts import TRIPWIRES
 
@@ -60,10 +69,16 @@ def _cases() -> list:
 
 
 @pytest.fixture(scope="module")
-def upstream_url():
-    """The gateway's upstream: the scripted chat server (a TEST DOUBLE, fixed replies)."""
-    with ThreadServer(ScriptedUpstream().app) as url:
-        yield f"{url}/v1"
+def upstream():
+    """The gateway's upstream: the scripted chat server (a TEST DOUBLE, fixed replies), which
+    records the bodies it was sent."""
+    with scripted_upstream() as double:
+        yield double
+
+
+@pytest.fixture(scope="module")
+def upstream_url(upstream: ScriptedUpstream) -> str:
+    return f"{upstream.url}/v1"  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="module")
@@ -230,4 +245,78 @@ def test_a_control_character_in_a_tripwire_id_or_topic_is_422(url: str) -> None:
 
     call()
     assert httpx.get(f"{url}/v1/tripwires", headers=auth(ADMIN)).json() == before
+    assert httpx.get(f"{url}/readyz").status_code == 200
+
+
+# ------------------------------------- forwarded gateway fields: any text, lone surrogates too
+# any code point: controls, NUL, noncharacters, bidirectional controls, private use, and lone
+# surrogates (two drawn side by side may make a pair, which JSON joins into one character)
+ODD_TEXT = st.text(st.characters(exclude_categories=[]), max_size=4)
+SURROGATE = st.characters(categories=["Cs"])
+ANY_TEXT = st.tuples(ODD_TEXT, st.just("") | SURROGATE, ODD_TEXT).map("".join)
+FORWARDED_VALUE = st.recursive(
+    ANY_TEXT | st.integers() | st.booleans() | st.none(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(ANY_TEXT, inner, max_size=3),
+    max_leaves=6,
+)
+READ_FIELDS = {"model", "messages", "stream", "input", "instructions", "previous_response_id"}
+QUESTION = "What do bees make?"
+
+
+@st.composite
+def forwarded_body(draw, path: str) -> dict:
+    """A valid body of the gateway route ``path`` with one field it forwards unread holding
+    any JSON value of any text: ``user``, ``metadata``, ``stop``, a tool, a message's
+    ``name`` (chat) or a field of any name it does not know."""
+    chat = path == "/v1/chat/completions"
+    message = {"role": "user", "content": QUESTION}
+    body: dict = {"messages": [message]} if chat else {"input": [message]}
+    value = draw(FORWARDED_VALUE)
+    field = draw(st.sampled_from(["user", "metadata", "stop", "tool", "name", "unknown"]))
+    if field == "name":
+        message["name"] = value
+    elif field == "tool":
+        function = {"name": "lookup", "description": value}
+        tool = {"function": function} if chat else function  # the Responses API's flat tool
+        body["tools"] = [{"type": "function", **tool}]
+    elif field == "unknown":
+        body[draw(ANY_TEXT.filter(lambda name: name not in READ_FIELDS))] = value
+    else:
+        body[field] = {"team": value} if field == "metadata" else value
+    return body
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses"])
+def test_a_forwarded_field_of_any_text_is_forwarded_or_refused_naming_it(
+    url: str, upstream: ScriptedUpstream, path: str
+) -> None:
+    """A field the gateway forwards unread holding a lone surrogate anywhere (a value, a
+    field name) is 422 naming it, and nothing goes upstream; any other text is answered, and
+    the chat route forwards it as sent (a 500 and a traceback before, on ``answer``)."""
+    headers = {**auth(READ), "Content-Type": "application/json"}
+    chat = path == "/v1/chat/completions"
+
+    @HOSTILE
+    @given(body=forwarded_body(path))
+    def call(body: dict) -> None:
+        text = json.dumps(body)  # a lone surrogate as its escape, as a client sends it
+        sent = json.loads(text)
+        before = len(upstream.received)
+        response = httpx.post(f"{url}{path}", content=text, headers=headers, timeout=60)
+        if unicode_problem(sent) is not None:
+            assert response.status_code == 422, (text, response.text)
+            assert "lone surrogate" in response.json()["error"]
+            assert len(upstream.received) == before
+            return
+        # the Responses route reads some of them (422: a tool it cannot translate)
+        assert response.status_code in ((200,) if chat else (200, 422)), (text, response.text)
+        decided = response.headers.get("X-Ragbound-Action")
+        if chat and decided == "answer":
+            forwarded = upstream.received[-1]
+            assert {k: v for k, v in forwarded.items() if k != "messages"} == {
+                k: v for k, v in sent.items() if k != "messages"
+            }
+            assert forwarded["messages"][-1] == sent["messages"][-1]
+
+    call()
     assert httpx.get(f"{url}/readyz").status_code == 200
