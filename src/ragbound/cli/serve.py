@@ -130,6 +130,88 @@ def serve(
             callback=validate.probability,
         ),
     ] = None,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            help="Open connections each process (worker) holds; one more is answered 503 "
+            "with Retry-After: 1 and closed [default: 1000]. The soft limit on open files is "
+            "raised to fit it.",
+            callback=validate.positive_int,
+            rich_help_panel="Connections",
+        ),
+    ] = None,
+    max_head_bytes: Annotated[
+        str | None,
+        typer.Option(
+            help="The largest request head (request line and headers), answered 431 past it "
+            "as soon as that much is read [default: 32KiB].",
+            callback=validate.byte_size,
+            rich_help_panel="Connections",
+        ),
+    ] = None,
+    max_url_bytes: Annotated[
+        str | None,
+        typer.Option(
+            help="The longest request target (path and query), answered 414 past it "
+            "[default: 8KiB].",
+            callback=validate.byte_size,
+            rich_help_panel="Connections",
+        ),
+    ] = None,
+    max_headers: Annotated[
+        int | None,
+        typer.Option(
+            help="The most header fields in a request, answered 431 past it [default: 100].",
+            callback=validate.positive_int,
+            rich_help_panel="Connections",
+        ),
+    ] = None,
+    head_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a request head may take, from the connection's start (or the first "
+            "byte of a kept-alive connection's next request): past it 408 and closed; a "
+            "connection that sent nothing is closed [default: 10].",
+            callback=validate.positive_number,
+            rich_help_panel="Connections",
+        ),
+    ] = None,
+    body_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a request body may take after its head, plus one per "
+            "--body-min-rate bytes received: past it 408 and closed [default: 10].",
+            callback=validate.positive_number,
+            rich_help_panel="Connections",
+        ),
+    ] = None,
+    body_min_rate: Annotated[
+        str | None,
+        typer.Option(
+            help="Bytes a second a long body must keep arriving at, on average, after "
+            "--body-timeout [default: 1KiB].",
+            callback=validate.byte_size,
+            rich_help_panel="Connections",
+        ),
+    ] = None,
+    keep_alive_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a connection may stay idle between requests [default: 5].",
+            callback=validate.positive_number,
+            rich_help_panel="Connections",
+        ),
+    ] = None,
+    send_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a client may take none of a reply while the service waits to send "
+            "it: past it the connection is cut (a slow reader that takes some, a stream's "
+            "consumer, is not) [default: 60].",
+            callback=validate.positive_number,
+            rich_help_panel="Connections",
+        ),
+    ] = None,
     reading: CheckReadingOpt = None,
     llm: RewriteLlmOpt = None,
     tripwire_instructions: Annotated[
@@ -281,7 +363,8 @@ def serve(
     """
     try:
         from ragbound.serve import ServeSettings, Tokens, create_app
-        from ragbound.serve.listen import bind_sockets, serve_on
+        from ragbound.serve.listen import bind_sockets, reserve_file_handles, serve_on
+        from ragbound.serve.settings import Connections
     except ImportError as exc:
         raise InputError(
             f"ragbound serve needs the serve extra ({exc.name} is missing): "
@@ -318,6 +401,19 @@ def serve(
             rewriter=rewriter,
         )
 
+    bounds = {
+        "max_connections": max_connections,
+        "max_head_bytes": max_head_bytes,
+        "max_url_bytes": max_url_bytes,
+        "max_headers": max_headers,
+        "head_timeout_s": head_timeout,
+        "body_timeout_s": body_timeout,
+        "body_min_rate": body_min_rate,
+        "keep_alive_s": keep_alive_timeout,
+        "send_timeout_s": send_timeout,
+    }
+    given = {name: value for name, value in bounds.items() if value is not None}
+    connections = Connections(**given)  # type: ignore[arg-type]
     settings = ServeSettings(
         host=host,
         port=port,
@@ -332,12 +428,14 @@ def serve(
         rotation=_rotation(log, log_max_bytes, log_rotate),
         allowed_hosts=tuple(allowed_host or ()),
         alpha=alpha,
+        connections=connections,
     )
     if tracing:  # refused before the model loads, like a port in use or a foreign --log
         import ragbound.tracing as spans
 
         spans.enable()
     # refused before the model loads: a port in use, a --log file the service did not write
+    reserve_file_handles(connections)  # inherited by the workers
     sockets = bind_sockets(host, port)
     if log is not None:
         check_query_log(log)
@@ -363,7 +461,7 @@ def serve(
         return
     app = create_app(load_gate(), settings)
     sys.stderr.write(started)
-    serve_on(app, sockets, host, port)
+    serve_on(app, sockets, host, port, connections)
 
 
 def _rotation(log: Path | None, max_bytes: object, every: str | None) -> Rotation:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import resource
 import socket
 from typing import Any
 
@@ -13,9 +14,12 @@ import uvicorn
 from uvicorn.server import STARTUP_FAILURE
 
 from ragbound.errors import InputError
+from ragbound.serve.connections import MAX_LINGERING, protocol_for
+from ragbound.serve.settings import Connections
 
 AddressInfo = tuple[socket.AddressFamily, socket.SocketKind, int, str, Any]
 """One result of :func:`socket.getaddrinfo`."""
+OWN_FILES = 256  # the service's own open files: model, index, log, listening sockets, ...
 
 
 def bind_sockets(host: str, port: int) -> list[socket.socket]:
@@ -74,11 +78,20 @@ def _bind_error(host: str, port: int, exc: OSError) -> str:
     return f"cannot listen on {host} port {port} ({reason})"
 
 
-def serve_on(app: Any, sockets: list[socket.socket], host: str, port: int) -> None:
+def serve_on(
+    app: Any, sockets: list[socket.socket], host: str, port: int, bounds: Connections
+) -> None:
     """Serve ``app`` with uvicorn on ``sockets`` until Ctrl-C or SIGTERM, as ``uvicorn.run``
-    would on ``host:port`` (exit status 3 when the app fails to start)."""
+    would on ``host:port``, each connection held to ``bounds`` (:mod:`ragbound.serve.
+    connections`; exit status 3 when the app fails to start)."""
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=5,
+        http=protocol_for(bounds),
+        timeout_keep_alive=bounds.keep_alive_s,  # type: ignore[arg-type]  # a float works
     )
     server = uvicorn.Server(config)
     # uvicorn raises a caught Ctrl-C again after its graceful shutdown: that is the way out
@@ -86,3 +99,24 @@ def serve_on(app: Any, sockets: list[socket.socket], host: str, port: int) -> No
         server.run(sockets=sockets)
     if not server.started:
         raise SystemExit(STARTUP_FAILURE)
+
+
+def reserve_file_handles(bounds: Connections) -> None:
+    """Make room for ``bounds.max_connections`` open connections, the connections lingering
+    after a refusal and the files the service itself holds: the soft limit on open files is
+    raised (up to the hard limit) when it is lower.
+
+    Raises InputError naming ``--max-connections`` when the hard limit is lower still: past
+    the limit a connection cannot even be accepted, so the cap would never answer.
+    """
+    needed = bounds.max_connections + MAX_LINGERING + OWN_FILES
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise InputError(
+            f"--max-connections {bounds.max_connections} needs {needed} open files, and this "
+            f"process may open at most {hard} (ulimit -Hn): lower --max-connections to at "
+            f"most {max(1, hard - MAX_LINGERING - OWN_FILES)} or raise the limit"
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -33,6 +34,45 @@ class Limits:
     request_timeout_s: float = 10.0
     max_messages: int = MAX_MESSAGES
     max_conversation_chars: int = MAX_CONVERSATION_CHARS
+
+
+@dataclass(frozen=True)
+class Connections:
+    """What the HTTP server bounds before the app sees a request (:mod:`ragbound.serve.
+    connections`); each process (worker) holds its own connections.
+
+    ``max_url_bytes``: the request target (414); ``max_head_bytes``: the request line and
+    headers together, and ``max_headers``: their count (431). ``head_timeout_s``: seconds from a
+    connection's start (or a kept-alive connection's next first byte) to the head's end;
+    ``body_timeout_s`` and ``body_min_rate``: a body has ``body_timeout_s`` seconds after its
+    head, plus one second per ``body_min_rate`` bytes received (both 408, then closed; time
+    while the server itself stops reading does not count). ``keep_alive_s``: a connection idle
+    between requests is closed after it. ``send_timeout_s``: a client that takes none of the
+    reply for that long while the server waits to write is cut off (a slow reader that takes
+    some is not). ``max_connections``: open connections; one beyond is answered 503 with
+    ``Retry-After`` and closed.
+    """
+
+    max_url_bytes: int = 8 << 10
+    max_head_bytes: int = 32 << 10
+    max_headers: int = 100
+    head_timeout_s: float = 10.0
+    body_timeout_s: float = 10.0
+    body_min_rate: int = 1 << 10
+    keep_alive_s: float = 5.0
+    send_timeout_s: float = 60.0
+    max_connections: int = 1000
+
+    def __post_init__(self) -> None:
+        counts = ("max_url_bytes", "max_head_bytes", "max_headers", "body_min_rate")
+        for name in (*counts, "max_connections"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InputError(f"{name} must be an integer >= 1, got {value!r}")
+        for name in ("head_timeout_s", "body_timeout_s", "keep_alive_s", "send_timeout_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and 0 < value < math.inf):  # NaN fails too
+                raise InputError(f"{name} must be a finite number > 0, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -85,6 +125,7 @@ class ServeSettings:
     each of them, the name it publishes under and the folder the processes share.
     ``alpha``: the significance level decisions are made at (None: the calibration's), both
     tests' when the answerability test shares it (:meth:`Guard.use_alpha`).
+    ``connections``: what the HTTP server bounds before the app (:class:`Connections`).
     """
 
     host: str = "127.0.0.1"
@@ -93,6 +134,7 @@ class ServeSettings:
     log: Path | None = None
     log_queries: LogQueries = "full"
     limits: Limits = field(default_factory=Limits)
+    connections: Connections = field(default_factory=Connections)
     batching: Batching = field(default_factory=Batching)
     monitor_window: int = 50
     monitor_state: Path | None = None

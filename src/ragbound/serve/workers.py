@@ -129,7 +129,8 @@ class Supervisor:
             gate.decide(WARM_UP_QUERY)
             role = WorkerRole(name=str(index), shared=self.shared)
             settings = dataclasses.replace(self.settings, worker=role)
-            serve_on(create_app(gate, settings), self.sockets, settings.host, settings.port)
+            app = create_app(gate, settings)
+            serve_on(app, self.sockets, settings.host, settings.port, settings.connections)
             return 0
         except SystemExit as exc:
             return exc.code if isinstance(exc.code, int) else 1
