@@ -419,7 +419,8 @@ class Gate:
         answers = None
         if answerability is not None:
             with tracing.span("ragbound.answerability"):
-                answers = self._answerability(texts, hits, scored, verdicts, level)
+                talk = [embedded.small_talk_at(i) for i in range(len(texts))]
+                answers = self._answerability(texts, hits, scored, verdicts, level, talk)
         decisions = [
             self._decision(i, text, scored, hits, verdicts, embedded, answers)
             for i, text in enumerate(texts)
@@ -435,15 +436,18 @@ class Gate:
         scored: Scored,
         verdicts: list[TripwireVerdict] | None,
         level: float,
+        small_talk: Sequence[bool],
     ) -> list[AnswerabilityVerdict | None]:
         """The answerability test of the questions the other tests let through, from the
         text searched and the chunks it found (no second search or embedding); None for the
-        others: their action is decided already, and an LLM judge never reads a forbidden
-        turn."""
+        others: their action is decided already (small talk too: it asks nothing of the
+        knowledge), and an LLM judge never reads a forbidden turn."""
         open_rows = [
             i
             for i in range(len(texts))
-            if scored.p_values[i] > level and not (verdicts is not None and verdicts[i].forbidden)
+            if scored.p_values[i] > level
+            and not small_talk[i]
+            and not (verdicts is not None and verdicts[i].forbidden)
         ]
         return self.guard.answerability_of(texts, hits, level, open_rows)
 
@@ -506,8 +510,7 @@ class Gate:
         item = embedded.items[i] if embedded.reads else text
         tripwires = verdicts[i] if verdicts is not None else None
         answer = answers[i] if answers is not None else None
-        talk = bool(embedded.reads) and embedded.reads[i].small_talk
-        cause = _cause(test, tripwires, answer, small_talk=talk)
+        cause = _cause(test, tripwires, answer, small_talk=embedded.small_talk_at(i))
         action: Action = ACTION_OF[cause]
         return Decision(
             query=decided_text(item),

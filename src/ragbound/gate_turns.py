@@ -112,6 +112,10 @@ class Embedded:
         """The texts searched, one per item."""
         return self.prepared.texts
 
+    def small_talk_at(self, i: int) -> bool:
+        """Whether item ``i``'s decided turn is small talk (never for a query)."""
+        return bool(self.reads) and self.reads[i].small_talk
+
     def dropped_at(self, i: int) -> tuple[int, ...]:
         """The earlier user turns of item ``i`` left out as forbidden (none for a query)."""
         return self.dropped[i] if self.dropped else ()

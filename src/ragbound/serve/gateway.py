@@ -66,9 +66,9 @@ answer the prompt fits a 2,048-token context window (docs/service.md gives the c
 HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "%,")
 """What a header value keeps as it is (:func:`header_value`)."""
 MAX_HEADER_CHARS = 1_024
-"""Characters of one ``X-Ragbound-*`` header value, at most (:func:`header_list`): all of them
-stay far below the 16 KiB that httpx (the ``openai`` client's transport) reads of a reply's
-whole head, and below the 4-8 KiB line limits of common proxies."""
+"""Characters of one ``X-Ragbound-*`` header value, at most (:func:`header_list`): with the
+others short, the reply's head stays within the 4-8 KiB a proxy such as nginx buffers for it by
+default, far below the 100 KiB httpx (the ``openai`` client's transport) reads."""
 CUT_MARK = "+{n} more"
 """The last item of a header value cut to :data:`MAX_HEADER_CHARS`: ``n`` items left out."""
 CONVERSATION_ID = "conversation_id"

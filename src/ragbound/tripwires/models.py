@@ -47,8 +47,8 @@ class Tripwire(BaseModel):
 
 MAX_ID_CHARS = 128
 """Longest tripwire id a set takes (characters): the default id is 15, a dataset's key or a
-UUID under 64. Ids are written to the gateway's ``X-Ragbound-Triggers`` header (percent-encoded,
-up to 9 characters for one), log lines and tables; three ids of 200,000 characters made a
+UUID under 64. Ids are written to the gateway's ``X-Ragbound-Triggers`` header (percent-encoded:
+up to 12 characters for one), log lines and tables; three ids of 200,000 characters made a
 reply whose head no ``openai``/``httpx`` client reads."""
 MAX_TOPIC_CHARS = 128
 """Longest tripwire topic a set takes (characters): a topic is a name (``weapons``,
