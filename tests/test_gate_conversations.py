@@ -69,6 +69,14 @@ def test_small_talk_is_answered_as_small_talk(gate: Gate) -> None:
     assert gate.decide(chat("Hi, what is the capital of Australia?")).cause != "small_talk"
 
 
+def test_small_talk_never_meets_the_answerability_test(gate: Gate) -> None:
+    # it asks nothing of the knowledge: an LLM judge would be a call spent for nothing
+    both = Gate(gate.guard.with_answerability("coverage"), tripwires=gate.tripwires)
+    talk = both.decide(chat(QUESTION, "thanks!"))
+    assert (talk.cause, talk.answerability) == ("small_talk", None)
+    assert both.decide(chat(QUESTION)).answerability is not None
+
+
 def test_a_first_turn_is_decided_as_the_query_alone(gate: Gate) -> None:
     first = gate.decide(chat(QUESTION, system="Answer about bees."))
     alone = gate.decide(QUESTION)
