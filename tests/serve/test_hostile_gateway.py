@@ -31,6 +31,8 @@ from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.serve import ServeSettings, Tokens, create_app
 from ragbound.serve.gateway import CUT_MARK, MAX_HEADER_CHARS, header_value
+from ragbound.serve.metrics import service_registry
+from ragbound.serve.querylog import QueryLog
 from ragbound.tripwires import LiveTripwires, Tripwire
 from ragbound.tripwires.models import MAX_ID_CHARS, MAX_TOPIC_CHARS
 from tests.scripted_server import Reply, ScriptedServer, serving
@@ -44,6 +46,7 @@ from tests.serve.server import (
     guarded_kb,
     log_lines,
 )
+from tests.serve.test_parts import _decision as decision_of
 from tests.serve.test_upstream_failures import COMPLETION
 from tests.texts import IN_KNOWLEDGE
 
@@ -475,3 +478,23 @@ def test_with_tokens_and_no_allowed_host_the_form_is_still_checked() -> None:
             with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
                 got, _, reply = exchange(sock, get("/healthz", *hosts))
             assert got == status, (hosts, reply)
+
+
+def test_a_topic_a_store_gave_with_a_lone_surrogate_still_renders_the_metrics() -> None:
+    """Requests cannot bring one (422 above); a collection flagged by hand can, and the
+    ``/metrics`` page must still encode as UTF-8."""
+    registry = service_registry()
+    registry.inc("ragbound_tripwire_hits_total", topic=f"sabotage{LONE}")
+    page = registry.render().encode("utf-8")
+    assert b'ragbound_tripwire_hits_total{topic="sabotage?"} 1' in page
+
+
+def test_a_stray_lone_surrogate_is_logged_as_its_json_escape(tmp_path: Path) -> None:
+    """What a store gives (requests cannot bring one) is written, the line UTF-8 and JSON,
+    never a lost batch."""
+    path = tmp_path / "log.jsonl"
+    log = QueryLog(path)
+    log.append([decision_of(f"flood{LONE}"), decision_of("plain")])
+    log.close()
+    assert b"flood\\ud800" in path.read_bytes()
+    assert [line["query"] for line in log_lines(path)] == [f"flood{LONE}", "plain"]
