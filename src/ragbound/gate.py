@@ -59,7 +59,6 @@ from ragbound.gate_turns import (
 from ragbound.knowledge.query import QueryTexts
 from ragbound.results import Neighbour, Verdict, renamed
 from ragbound.stores import Hits
-from ragbound.tripwires.floor import Reference
 from ragbound.tripwires.guard import (
     TripwireRule,
     TripwireTest,
@@ -248,9 +247,9 @@ class Gate:
         self.rewriter = rewriter
         self._verdicts: dict[tuple[str, str | None], TripwireVerdict] = {}
         # the calibration's questions bound the in-knowledge questions the tripwires call
-        # forbidden (the rule's calibrated floor), in every path a gate decides
-        calibration = guard.calibration
-        self.reference = Reference(calibration.queries, source=calibration.manifest.id)
+        # forbidden (the rule's calibrated floor), in every path a gate decides; the guard's,
+        # with the vectors its calibration kept (else embedded once, shared by its gates)
+        self.reference = guard.reference
         if tripwires is not None and tripwires.reference is None:
             tripwires.use_reference(self.reference)
         embedder = vector_reader(guard.kb)
@@ -285,7 +284,9 @@ class Gate:
             rewriter=rewriter,
         )
         if gate.tripwires is not None:
-            gate.tripwires.floor()  # its calibration's questions embedded here, not at a decision
+            # the floor measured here, not at a decision: the reference questions' kept vectors
+            # searched (embedded first only for a calibration saved without them)
+            gate.tripwires.floor()
         return gate
 
     def with_tripwires(self, tripwires: TripwireTest | None) -> Gate:
@@ -304,7 +305,6 @@ class Gate:
             rewriter=self.rewriter,
         )
         fresh.turn_vectors = self.turn_vectors
-        fresh.reference = self.reference
         return fresh
 
     def decide(self, query: Query | Sequence[Any]) -> Decision:

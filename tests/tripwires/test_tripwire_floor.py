@@ -28,13 +28,17 @@ def questions() -> list[str]:
     return [q for q in lines if q.strip()]
 
 
-@pytest.fixture(scope="module")
-def sample_kb(tmp_path_factory: pytest.TempPathFactory) -> KnowledgeBase:
-    out = tmp_path_factory.mktemp("floor") / "kb"
+def sample_with_tripwires(out: Path) -> KnowledgeBase:
+    """The bundled sample saved in ``out`` with its ten tripwires."""
     KnowledgeBase.build([SAMPLE / "docs"], embedder="minilm").save(out)
     kb = KnowledgeBase.load(out)
     LiveTripwires.open(kb).add(read_tripwires(SAMPLE / "tripwires.jsonl"))
     return kb
+
+
+@pytest.fixture(scope="module")
+def sample_kb(tmp_path_factory: pytest.TempPathFactory) -> KnowledgeBase:
+    return sample_with_tripwires(tmp_path_factory.mktemp("floor") / "kb")
 
 
 def test_the_calibrated_floor_is_the_conformal_rank_and_states_its_bound() -> None:

@@ -5,6 +5,8 @@ Layout (inside the knowledge-base directory)::
     calibration/manifest.json          detector config (k, tau, statistic, ...), KB fingerprint
     calibration/<id>.queries.jsonl     the calibration queries, in order
     calibration/<id>.similarities.npy  float64 (n_queries, k), rows sorted descending
+    calibration/<id>.reference.npy     optional: the tripwire floor's reference questions'
+                                       vectors (n <= 2000, dimension), as the search takes them
 
 With a reranker (``DetectorConfig.reranker``) the rows are the cross-encoder's relevance
 logits of the k retrieved chunks, sorted descending (:mod:`ragbound.detect.rerank`), and the
@@ -12,6 +14,13 @@ manifest records the model's revision so that a changed model is refused.
 
 The similarity matrix is the whole null: any statistic can be computed from it later
 without re-embedding, so ``check --statistic NAME`` needs no recalibration.
+
+The reference vectors (:class:`ReferenceVectors`) spare a load the embedding of the questions
+the tripwires' calibrated floor is measured on (:class:`ragbound.tripwires.floor.Reference`:
+up to 2,000 questions, 10 s of MiniLM on two cores). They are used only against the knowledge
+they were embedded for (its fingerprint) and for the same questions (their hash); otherwise,
+and in calibrations saved before they were kept, the questions are embedded at load. float32
+as the embedder gives them (float16 would move the floor: similarities off by about 1e-3).
 
 A save holds the knowledge base's writer lock (:func:`ragbound.locking.writer_lock`, the one
 ``add`` and ``tripwire add`` take), writes the data files under the new calibration's id (a
@@ -62,6 +71,19 @@ from ragbound.stores import SearchInfo
 
 CALIBRATION_FORMAT = "ragbound.calibration/1"
 QuestionsLabel = Literal["real", "synthetic", "mixed", "unknown"]
+
+
+class ReferenceVectors(BaseModel):
+    """The reference questions' vectors kept with a calibration (``<id>.reference.npy``):
+    ``n`` rows of ``dimension``, what the knowledge of fingerprint ``kb_fingerprint`` searches
+    for the questions of hash ``texts_sha256`` (in order); ``sha256`` of the file."""
+
+    n: int
+    dimension: int
+    dtype: str
+    texts_sha256: str
+    kb_fingerprint: str
+    sha256: str | None = None
 
 
 class NullQuestions(BaseModel):
@@ -182,6 +204,8 @@ class CalibrationManifest(BaseModel):
     # the answerability test (ragbound.detect.answerability), calibrated on the same
     # questions; None: off (the relevance test alone, at the whole alpha)
     answerability: AnswerabilityModel | None = None
+    # the tripwire floor's reference questions' vectors; None: not kept (embedded at load)
+    reference: ReferenceVectors | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -199,10 +223,45 @@ class CalibrationManifest(BaseModel):
 class Calibration:
     """In-knowledge calibration data for one knowledge base."""
 
-    def __init__(self, manifest: CalibrationManifest, queries: list[str], similarities: np.ndarray):
+    def __init__(
+        self,
+        manifest: CalibrationManifest,
+        queries: list[str],
+        similarities: np.ndarray,
+        reference: np.ndarray | None = None,
+    ):
         self.manifest = manifest
         self.queries = queries
         self.similarities = similarities
+        self.reference = reference  # the manifest's ReferenceVectors' rows (None: not kept)
+
+    def keep_reference(
+        self, vectors: np.ndarray, texts: Sequence[str], kb_fingerprint: str
+    ) -> None:
+        """Keep ``vectors``, what knowledge ``kb_fingerprint`` searches for the reference
+        questions ``texts``, to be saved with this calibration."""
+        if vectors.ndim != 2 or len(vectors) != len(texts) or not np.isfinite(vectors).all():
+            raise ArtifactError(
+                f"reference vectors must be finite, one row per question ({len(texts)}); got "
+                f"shape {vectors.shape}"
+            )
+        self.reference = vectors
+        entry = ReferenceVectors(
+            n=len(texts),
+            dimension=vectors.shape[1],
+            dtype=str(vectors.dtype),
+            texts_sha256=sha256_text(*texts),
+            kb_fingerprint=kb_fingerprint,
+        )
+        self.manifest = self.manifest.model_copy(update={"reference": entry})
+
+    def reference_for(self, texts: Sequence[str], kb_fingerprint: str) -> np.ndarray | None:
+        """The kept vectors of the reference questions ``texts`` for knowledge
+        ``kb_fingerprint``; None when none were kept, or for other questions or knowledge."""
+        entry = self.manifest.reference
+        if self.reference is None or entry is None or entry.kb_fingerprint != kb_fingerprint:
+            return None
+        return self.reference if entry.texts_sha256 == sha256_text(*texts) else None
 
     @classmethod
     def create(
@@ -327,17 +386,28 @@ class Calibration:
             write_npy(sims_path, self.similarities)
             crash_point("calibration.save:similarities-written")
             write_jsonl(queries_path, ({"query": q} for q in self.queries))
+            reference = self._write_reference(folder / f"{ident}.reference.npy")
             crash_point("calibration.save:data-written")
             self.manifest = self.manifest.model_copy(
                 update={
                     "similarities_sha256": file_sha256(sims_path),
                     "queries_sha256": file_sha256(queries_path),
+                    "reference": reference,
                 }
             )
             write_json(folder / "manifest.json", self.manifest.model_dump(mode="json"))
             crash_point("calibration.save:committed")
             _remove_unreferenced(folder, ident)  # the calibration it replaced
         return folder
+
+    def _write_reference(self, path: Path) -> ReferenceVectors | None:
+        """Write the reference vectors kept (if any); their manifest entry with the file's
+        SHA-256."""
+        entry = self.manifest.reference
+        if self.reference is None or entry is None:
+            return None
+        write_npy(path, self.reference)
+        return entry.model_copy(update={"sha256": file_sha256(path)})
 
     def _check_kb_unchanged(self, kb_dir: Path) -> None:
         on_disk = read_manifest(
@@ -384,7 +454,25 @@ class Calibration:
             )
         if not np.isfinite(sims).all():
             raise ArtifactError(f"{sims_path}: calibration similarities hold NaN or inf")
-        return cls(manifest, queries, sims)
+        return cls(manifest, queries, sims, _read_reference(folder, manifest))
+
+
+def _read_reference(folder: Path, manifest: CalibrationManifest) -> np.ndarray | None:
+    """The reference vectors the manifest names, checked (None: none were kept)."""
+    entry = manifest.reference
+    if entry is None:
+        return None
+    path = folder / f"{manifest.id}.reference.npy"
+    check_sha256(path, entry.sha256, "calibration reference vectors")
+    vectors = read_npy(path, "calibration reference vectors")
+    if vectors.shape != (entry.n, entry.dimension) or str(vectors.dtype) != entry.dtype:
+        raise ArtifactError(
+            f"{path}: holds {vectors.dtype} {vectors.shape}, the manifest says {entry.dtype} "
+            f"({entry.n}, {entry.dimension})"
+        )
+    if not np.isfinite(vectors).all():
+        raise ArtifactError(f"{path}: calibration reference vectors hold NaN or inf")
+    return vectors
 
 
 def _committed_id(folder: Path) -> str | None:

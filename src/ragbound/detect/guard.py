@@ -51,6 +51,7 @@ from ragbound.stores import Hits
 
 if TYPE_CHECKING:
     from ragbound.llm import LLM
+    from ragbound.tripwires.floor import Reference
 
 PREVIEW_CHARS = 240
 Questions = DeclaredOrigin | Mapping[str, QuestionOrigin]
@@ -110,6 +111,7 @@ class Guard:
         self._judge: AnswerabilityJudge | None = None
         self._levels: dict[tuple[float, str | None, int], float] = {}
         self._answer_null: tuple[AnswerabilityModel, EmpiricalNull] | None = None
+        self._reference: Reference | None = None
 
     # ------------------------------------------------------------- lifecycle
     @classmethod
@@ -322,7 +324,11 @@ class Guard:
         ``calibration/`` subfolder is replaced), e.g. for knowledge with no folder of its
         own such as a retriever's; :meth:`load_for` opens it again against that knowledge,
         which must have the fingerprint it was calibrated against.
+
+        With a vector search the tripwire floor's reference questions are embedded (once per
+        guard: not again if a decision did) and kept with it, so a load does not embed them.
         """
+        self._keep_reference()
         if folder is not None:
             target = Path(folder)
             target.mkdir(parents=True, exist_ok=True)
@@ -334,6 +340,29 @@ class Guard:
                 "(guard.save(folder=...))"
             )
         return self.calibration.save(self.kb.path, on_wait=on_wait)
+
+    @property
+    def reference(self) -> Reference:
+        """The calibration's questions the tripwires' calibrated floor is measured on
+        (:class:`~ragbound.tripwires.floor.Reference`), one per guard, with the vectors the
+        calibration kept for this knowledge (else embedded at their first search)."""
+        if self._reference is None:
+            from ragbound.tripwires.floor import Reference, reference_texts  # detect stays light
+
+            texts = reference_texts(self.calibration.queries)
+            kept = self.calibration.reference_for(texts, self.kb.fingerprint)
+            source = self.calibration.manifest.id
+            self._reference = Reference(texts, source=source, vectors=kept)
+        return self._reference
+
+    def _keep_reference(self) -> None:
+        """Give the calibration the reference questions' vectors to save (a vector search)."""
+        reference = self.reference
+        if not len(reference) or self.kb.store.query_kind != "vector":
+            return
+        vectors = reference.searched(self.kb)
+        assert isinstance(vectors, np.ndarray)
+        self.calibration.keep_reference(vectors, reference.texts, self.kb.fingerprint)
 
     @classmethod
     def load_for(

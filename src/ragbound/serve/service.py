@@ -99,6 +99,10 @@ class Service:
                 set_cpu_threads(self.settings.threads)
             gate = self.gate if self.gate is not None else self._loader()  # type: ignore[misc]
             self._use_alpha(gate)
+            if gate.tripwires is not None:
+                # the calibrated floor's reference questions searched before ready, embedded
+                # here where the calibration kept no vectors (text search, older folders)
+                gate.tripwires.floor()
             limit_math_threads()  # the libraries the gate loaded
             gate.decide(WARM_UP_QUERY)  # not logged: loads the model before the first request
             check = self.check_canaries(gate)
