@@ -22,7 +22,9 @@ every user turn of the calibration dialogues read with the row's reading
 (:func:`ragbound.gate_turns.read_texts`), which makes the null exchangeable with new turns.
 
 Rows (one per reading, :mod:`ragbound.detect.reading`): ``last`` (today's single-message gate),
-``follow`` (the default), ``recent``, and ``rewrite`` through the bundled local LLM on the
+``follow`` (the default), ``follow-mean`` (``follow``'s segments, the words-weighted mean of
+the joined turns' vectors searched: no embedding past the turn's; standalone calibration only,
+a calibration holds texts), ``recent``, and ``rewrite`` through the bundled local LLM on the
 first seed's split only, on a seeded subset of ``BENCH_CONV_REWRITE_N`` later turns per group
 (default 10; 0 skips; an LLM call took 15-95 s on 2 busy cores; replies cached in
 ``~/.cache/ragbound/llm``), beside ``last`` and ``follow`` on the same subset. Every
@@ -64,6 +66,7 @@ from ragbound.detect import Guard
 from ragbound.detect.reading import (
     ANSWER_CHARS,
     FOLLOW,
+    FOLLOW_MEAN,
     LAST,
     LOOKBACK,
     RECENT,
@@ -130,10 +133,11 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
 
 STANDALONE = "standalone"
 CONVERSATION = "conversation"
-READINGS = (LAST, FOLLOW, RECENT)  # no LLM: every turn, both calibrations, the latency
+READINGS = (LAST, FOLLOW, FOLLOW_MEAN, RECENT)  # no LLM: every turn, the latency
 ROW_NAMES = {
     LAST: "last message alone (baseline)",
     FOLLOW: "follow (default)",
+    FOLLOW_MEAN: "follow-mean (follow's turns, the mean of their vectors searched)",
     RECENT: "recent (last 3 user turns)",
     REWRITE: "rewrite (bundled 1.5B LLM), subset",
 }
@@ -418,12 +422,15 @@ def split_rows(split: Split, standalone: Guard) -> dict[str, dict[str, dict[str,
     turns = split.calibration_turns()
     rows: dict[str, dict[str, dict[str, float]]] = {}
     for reading in READINGS:
-        texts = read_texts(split.kb, turns, reading)
-        by_turns = Guard.calibrate(split.kb, texts)
         rows[ROW_NAMES[reading]] = {
-            STANDALONE: row_of(Gate(standalone, reading=reading), split.groups),
-            CONVERSATION: row_of(Gate(by_turns, reading=reading), split.groups),
+            STANDALONE: row_of(Gate(standalone, reading=reading), split.groups)
         }
+        if reading == FOLLOW_MEAN:  # a calibration holds texts: follow-mean searches no text
+            continue
+        by_turns = Guard.calibrate(split.kb, read_texts(split.kb, turns, reading))
+        rows[ROW_NAMES[reading]][CONVERSATION] = row_of(
+            Gate(by_turns, reading=reading), split.groups
+        )
     return rows
 
 
@@ -926,7 +933,8 @@ def conversations_markdown(results: dict) -> list[str]:
             f"{results.get('omp_num_threads', 'unset')}). A later turn's cost: `follow` embeds "
             "the turn (not when it refers back: the join alone), the assistant's last answer "
             "only when the turns do not settle whether it follows, and the join it is read "
-            "with when it follows; `recent` embeds the join alone (longer than the turn); "
+            "with when it follows; `follow-mean` the turn alone (its searched vector a mean of "
+            "vectors at hand); `recent` embeds the join alone (longer than the turn); "
             "earlier turns come from the gate's turn cache." + rewrite_cost(results),
             "",
             *markdown_table(*latency_table(results)),

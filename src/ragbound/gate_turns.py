@@ -18,7 +18,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ragbound.conversation import INSTRUCTION_ROLES, Conversation, Message, Query
-from ragbound.detect.reading import LAST, REWRITE, Read, Vectors, read, recent_text
+from ragbound.detect.reading import FOLLOW_MEAN, LAST, REWRITE, Read, Vectors, read, recent_text
 from ragbound.errors import InputError
 from ragbound.knowledge.query import Prepared, QueryEmbedder, query_texts
 
@@ -135,7 +135,22 @@ def read_batch(
     texts = query_texts([r.text for r in reads])
     if vectors is None:
         return Embedded(tuple(items), reads, prepare(texts))
-    return Embedded(tuple(items), reads, Prepared(texts, vectors(list(texts))))
+    return Embedded(tuple(items), reads, Prepared(texts, searched_vectors(reads, texts, vectors)))
+
+
+def searched_vectors(reads: Sequence[Read], texts: Sequence[str], vectors: Vectors) -> np.ndarray:
+    """The vector each read searches: its own (``follow-mean``'s mean of turn vectors, no
+    embedding), else its validated text's embedding (through the cache, in one call)."""
+    given = [i for i, r in enumerate(reads) if r.vector is not None]
+    if not given:
+        return vectors(list(texts))
+    out = np.empty((len(reads), len(reads[given[0]].vector)), dtype=np.float32)
+    for i in given:
+        out[i] = reads[i].vector
+    embed = [i for i, r in enumerate(reads) if r.vector is None]
+    if embed:
+        out[embed] = vectors([texts[i] for i in embed])
+    return out
 
 
 def read_one(
@@ -155,7 +170,13 @@ def read_texts(
 ) -> list[str]:
     """The texts ``kb``'s test searches for ``items`` under ``reading``, in order: what a
     calibration made of conversations holds (each conversation cut at one user turn, see
-    :meth:`~ragbound.conversation.Conversation.turns`)."""
+    :meth:`~ragbound.conversation.Conversation.turns`). Not ``follow-mean``: it searches a
+    mean of vectors, not its text, so a calibration of its texts would not be its null."""
+    if reading == FOLLOW_MEAN:
+        raise InputError(
+            "follow-mean searches a mean of turn vectors, not a text: calibrate on standalone "
+            "questions, or on conversations read with follow"
+        )
     embedder = vector_reader(kb)
     vectors = None if embedder is None else TurnVectors(embedder)
     return [read_one(item, reading, vectors, rewriter).text for item in items]

@@ -10,7 +10,7 @@ from benchmarks import conversations as conv
 from ragbound.knowledge import KnowledgeBase
 
 doc2dial = pytest.mark.skipif(conv.missing_reason() is not None, reason=str(conv.missing_reason()))
-LAST, FOLLOW, RECENT = (conv.ROW_NAMES[r] for r in conv.READINGS)
+LAST, FOLLOW, MEAN, RECENT = (conv.ROW_NAMES[r] for r in conv.READINGS)
 
 
 # ------------------------------------------------------------------------- no data needed
@@ -125,29 +125,34 @@ def test_a_small_run_fills_every_table_with_numbers_in_range(tmp_path, monkeypat
     assert conv.ordered(saved) == results  # `render` puts the rows back in the run's order
     results = conv.ordered(saved)
     assert results["rewrite_skipped"] == "BENCH_CONV_REWRITE_N=0"
-    for calibration in (conv.STANDALONE, conv.CONVERSATION):
+    # follow-mean searches no text: no calibration made of read texts
+    readings = {
+        conv.STANDALONE: [LAST, FOLLOW, MEAN, RECENT],
+        conv.CONVERSATION: [LAST, FOLLOW, RECENT],
+    }
+    for calibration, expected in readings.items():
         header, table = conv.quality_table(results, calibration)
         assert header == ["reading", *(label for label, _, _ in conv.COLUMNS)]
         rows = [row[0] for row in table]
-        assert rows[:3] == [LAST, FOLLOW, RECENT]
+        assert rows[: len(expected)] == expected
         shares = [i + 1 for i, (_, m, _) in enumerate(conv.COLUMNS) if not m.endswith("opening")]
-        for row in table[:3]:
+        for row in table[: len(expected)]:
             assert all(0.0 <= float(row[i]) <= 1.0 for i in shares if row[i])
     # every reading reads a first turn as itself: the same first-turn AUROC on every row
     standalone = results["rows"]
-    firsts = {round(standalone[r][conv.STANDALONE][conv.AUROC_FIRST][0], 9) for r in rows[:3]}
+    firsts = {round(standalone[r][conv.STANDALONE][conv.AUROC_FIRST][0], 9) for r in expected}
     assert len(firsts) == 1
     assert table[-1][0] != conv.ROW_NAMES[conv.REWRITE]  # conversation calibration: no rewrite
     _, table = conv.quality_table(results, conv.STANDALONE)
     assert table[-1][:2] == [conv.ROW_NAMES[conv.REWRITE], "skipped: BENCH_CONV_REWRITE_N=0"]
     _, lat_table = conv.latency_table(results)
-    assert len(lat_table) == 4 and lat_table[0][2] == "1.00"
+    assert len(lat_table) == 5 and lat_table[0][2] == "1.00"
     assert all(float(cell) > 0 for row in lat_table for cell in row[1:])
     header, table = conv.sample_table(results)  # the set kept aside: the bundled sample
-    assert [row[0] for row in table] == [LAST, FOLLOW, RECENT]
+    assert [row[0] for row in table] == [LAST, FOLLOW, MEAN, RECENT]
     assert all(0.0 <= float(cell) <= 1.0 for row in table for cell in row[1:4])
     header, table = conv.targets_table(results)
-    assert header[2:] == [LAST, FOLLOW, RECENT] and len(table) == 10
+    assert header[2:] == [LAST, FOLLOW, MEAN, RECENT] and len(table) == 10
     assert all(cell.endswith((" met", " missed", "n/a")) for row in table for cell in row[2:])
     lines = conv.conversations_markdown(results)
     assert "**Targets** (issue 38" in "\n".join(lines)

@@ -8,6 +8,7 @@ import pytest
 from ragbound.conversation import conversation
 from ragbound.detect.reading import (
     FOLLOW,
+    FOLLOW_MEAN,
     LAST,
     LOOKBACK,
     READINGS,
@@ -16,12 +17,15 @@ from ragbound.detect.reading import (
     check_reading,
     follows,
     generic_turns,
+    mean_vector,
     opening,
     read,
     recent_text,
     refers_back,
     small_talk_turns,
 )
+from ragbound.errors import InputError
+from ragbound.gate_turns import TurnVectors, read_batch, read_texts
 
 
 def chat(*turns: str):
@@ -171,3 +175,77 @@ def test_follow_with_the_bundled_embedder() -> None:
         assert read(chat(talk), FOLLOW, embedder.encode).small_talk, talk
     for asked in ("Hi, how do bees find flowers?", "Thanks. Why do bees dance?"):
         assert not read(chat(asked), FOLLOW, embedder.encode).small_talk, asked
+
+
+class Counted(Words):
+    """:class:`Words` as an embedder (``encode``, ``encode_one``) that keeps every text it
+    embedded, so a test can tell which texts a reading paid an embedding for."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedded: list[str] = []
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        self.embedded += texts
+        return self(texts)
+
+    def encode_one(self, text: str) -> np.ndarray:
+        return self.encode([text])[0]
+
+
+def test_follow_mean_reads_follows_text_and_searches_the_word_weighted_mean() -> None:
+    words = Words()
+    talk = chat("how do bees dance in the hive", "why do bees dance")
+    joined, meant = read(talk, FOLLOW, words), read(talk, FOLLOW_MEAN, words)
+    assert (meant.text, meant.turns, meant.joined) == (joined.text, joined.turns, (0, 1))
+    assert meant.reading == FOLLOW_MEAN and joined.vector is None
+    rows = words(list(talk.user_turns))
+    expected = (7 * rows[0] + 4 * rows[1]) / np.linalg.norm(7 * rows[0] + 4 * rows[1])
+    np.testing.assert_allclose(meant.vector, expected, atol=1e-6)
+    alone = read(chat("how do bees dance", "cheapest flight Paris"), FOLLOW_MEAN, words)
+    assert alone.turns == 1 and alone.vector is None  # searched by its text's embedding
+
+
+@pytest.mark.parametrize("turn", ["why do bees dance", "And what are its weaknesses?"])
+def test_follow_mean_embeds_the_decided_turn_alone_where_follow_embeds_the_join_too(
+    turn: str,
+) -> None:
+    history = ["how do bees dance in the hive", "do bees dance at night"]
+    paid = {}
+    for reading in (FOLLOW, FOLLOW_MEAN):
+        embedder = Counted()
+        vectors = TurnVectors(embedder)
+        read_batch([chat(*history)], reading, vectors, prepare=None)  # the chat so far
+        embedder.embedded.clear()
+        read_batch([chat(*history, turn)], reading, vectors, prepare=None)
+        paid[reading] = embedder.embedded
+    assert paid[FOLLOW_MEAN] == [turn]
+    assert paid[FOLLOW][-1] == " ".join([*history, turn])  # a second pass, the longer
+
+
+def test_a_batch_searches_each_reads_own_vector_and_embeds_the_others_texts() -> None:
+    vectors = TurnVectors(Counted())
+    items = [chat("how do bees dance", "why do bees dance"), chat("cheapest flight Paris")]
+    found = read_batch(items, FOLLOW_MEAN, vectors, prepare=None)
+    np.testing.assert_allclose(found.prepared.vectors[0], found.reads[0].vector)
+    np.testing.assert_allclose(found.prepared.vectors[1], vectors(["cheapest flight Paris"])[0])
+    assert list(found.texts) == ["how do bees dance why do bees dance", "cheapest flight Paris"]
+
+
+def test_the_mean_is_as_near_a_chunk_as_its_turns_are_on_average() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        rows = rng.normal(size=(3, 16))
+        rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+        chunk = rows.mean(axis=0) + rng.normal(scale=0.3, size=16)
+        chunk /= np.linalg.norm(chunk)
+        weights = rng.uniform(1, 20, size=3)
+        average = float(weights @ (rows @ chunk) / weights.sum())
+        if average > 0:
+            assert float(mean_vector(rows, weights) @ chunk) >= average - 1e-9
+
+
+def test_a_calibration_of_read_texts_refuses_follow_mean() -> None:
+    # follow-mean searches vectors: its texts' embeddings would not be the null it meets
+    with pytest.raises(InputError, match="follow-mean searches a mean of turn vectors"):
+        read_texts(None, [chat("how do bees dance", "why")], FOLLOW_MEAN)
