@@ -212,6 +212,10 @@ ROWS: list[tuple[str, str]] = [
     ("calibrate {kb} --conversations {queries_jsonl}", "(field 'messages' or 'turns'): missing"),
     ("calibrate {kb} --conversations {log} --reading nosuch", "'--reading': must be one of"),
     ("calibrate {kb} --queries {queries} --reading last", "give --conversations FILE"),
+    (
+        "calibrate {kb} --conversations {chats} --reading follow-mean",
+        "follow-mean searches a mean of turn vectors",
+    ),
     ("calibrate {kb} --queries {queries} --llm local", "give --conversations FILE"),
     ("calibrate {missing} --queries {queries}", "does not exist"),
     ("calibrate {file} --queries {queries}", "does not exist"),
@@ -644,6 +648,8 @@ def paths(
         "held.txt": "What do bees make?\nWhat is a locomotive?\n",
         "ook.txt": "\n".join(OUT_OF_KNOWLEDGE) + "\n",
         "records.jsonl": json.dumps({"text": "Bees make honey.", "id": "b1"}) + "\n",
+        "chats.jsonl": json.dumps({"messages": [{"role": "user", "content": "Do bees dance?"}]})
+        + "\n",
         "log.jsonl": "".join(
             json.dumps({"time": f"2026-11-01T10:{i:02d}:00Z", "query": q}) + "\n"
             for i, q in enumerate(IN_KNOWLEDGE)
@@ -678,6 +684,7 @@ def paths(
         "ook": "ook.txt",
         "records": "records.jsonl",
         "log": "log.jsonl",
+        "chats": "chats.jsonl",
         "tripwires": "tripwires.jsonl",
         "untopical": "untopical.jsonl",
         "labelled": "labelled.csv",

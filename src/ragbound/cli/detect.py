@@ -90,8 +90,9 @@ ConversationsOpt = Annotated[
     typer.Option("--conversations", help=CONVERSATIONS_HELP, callback=validate.existing_file),
 ]
 READING_HELP = (
-    "How a conversation is read into the text searched: follow, recent, last, or rewrite (an "
-    "LLM call per later turn, through --llm)."
+    "How a conversation is read into the text searched: follow, follow-mean (follow's turns, "
+    "one embedding a turn, their vectors' mean searched; not to calibrate on), recent, "
+    "last, or rewrite (an LLM call per later turn, through --llm)."
 )
 RewriteLlmOpt = Annotated[
     str | None,
