@@ -328,8 +328,9 @@ def serve(
     """Serve the knowledge base's decisions over HTTP (FastAPI on uvicorn).
 
     POST /v1/decide {"query": ...} answers the decision as JSON (action answer, abstain or
-    reject, and its cause: in_knowledge, out_of_knowledge, unanswerable or forbidden; test,
-    the boundary test with p_value and out_of_knowledge; answerability, with p_value,
+    reject, and its cause: in_knowledge, small_talk (a chat's greeting or thanks),
+    out_of_knowledge, unanswerable or forbidden; test, the boundary test with p_value and
+    out_of_knowledge; answerability, with p_value,
     unanswerable and evidence, where that test ran; tripwires, with forbidden and triggers;
     neighbours); POST /v1/decide/batch {"queries": [...]} answers
     {"results": [...]} (/v1/check and /v1/check/batch, their paths before, still answer
