@@ -19,23 +19,42 @@ neighbours' chunks, and the largest change of a neighbour's similarity.
 Target: a default decision at most :data:`TARGET` x its embedding (p50). Raw numbers in
 bench_out/default_path.json (``default-path render``: the section again from them).
 BENCH_DEFAULT_PATH_N sets the number of queries (default 300).
+
+``default-path first-decision`` (issue 46): the first decision of a process that opens a
+gate with tripwires, ``Gate.load(kb)`` then ``decide(q)``, on the BANKING77-OOS knowledge
+base calibrated on its 2,000 in-scope test questions with the bundled sample's ten tripwires:
+*before*, the calibration folder as saved before the tripwire floor's reference vectors were
+kept (the 2,000 questions embedded at load), *after*, the folder as saved now (the vectors
+read). Each in a fresh process, the two taking turns (BENCH_FIRST_DECISION_RUNS each, default
+3); both floors and first decisions compared. Beside them, in one process: the embedding of
+the first 500, 1,000 and 2,000 of those questions (what the reference's cap, ``MAX_REFERENCE``,
+costs where vectors are not kept), and the kept file's size. Raw numbers in
+bench_out/default_path_first.json (``default-path first-decision render``).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from unittest import mock
+
+import numpy as np
 
 from benchmarks import datasets
 from benchmarks.doc import machine_description, markdown_table, write_section
 from benchmarks.settings import int_value
 from ragbound import blas_threads
 from ragbound.artifacts import write_json
+from ragbound.demo import sample_corpus
 from ragbound.detect import Guard
+from ragbound.detect.calibration import Calibration
 from ragbound.detect.evaluate import split_queries
 from ragbound.embedders import load_dense_embedder, set_cpu_spinning
 from ragbound.embedders.onnx import OnnxEmbedder
@@ -43,6 +62,8 @@ from ragbound.embedders.onnx_runner import OnnxRunner
 from ragbound.errors import RagboundError
 from ragbound.gate import Decision, Gate
 from ragbound.knowledge import KnowledgeBase
+from ragbound.tripwires import LiveTripwires, read_tripwires
+from ragbound.tripwires.floor import MAX_REFERENCE, calibrated_floor, reference_texts
 
 OUT = datasets.REPO / "bench_out"
 KB = OUT / "default-path" / "kb-pubmedqa"
@@ -254,8 +275,210 @@ def default_path_markdown(results: dict) -> list[str]:
     ]
 
 
+# ------------------------------------------------------------------ the first decision
+FIRST = OUT / "default-path" / "first-decision"
+FIRST_RAW = OUT / "default_path_first.json"
+FIRST_TITLE = "The first decision of a gate with tripwires: the floor's reference kept"
+FIRST_QUERY = "How do I activate my new card?"
+CAPS = (500, 1000, 2000)
+
+
+def first_decision_folders() -> dict[str, Path]:
+    """The BANKING77-OOS knowledge base with the sample's tripwires, calibrated on its 2,000
+    in-scope test questions: saved now (``after``) and as before (``before``: the same folder
+    without the reference vectors), built once under bench_out/default-path/first-decision."""
+    folders = {"before": FIRST / "before", "after": FIRST / "after"}
+    try:
+        if all(Gate.load(f).tripwires is not None for f in folders.values()):
+            return folders
+    except (RagboundError, OSError):
+        pass
+    from benchmarks import near, zoo  # the zoo's cached knowledge base, built when absent
+
+    shutil.rmtree(FIRST, ignore_errors=True)
+    cached = near.CachedEmbedder(load_dense_embedder(zoo.SPEC), zoo.CACHE / "query-cache")
+    kb, _ = zoo.knowledge_base("BANKING77-OOS", zoo.CACHE, OUT, cached)
+    assert kb.path is not None
+    shutil.copytree(kb.path, folders["after"])
+    after = KnowledgeBase.load(folders["after"])
+    LiveTripwires.open(after).add(read_tripwires(sample_corpus() / "tripwires.jsonl"))
+    questions = [q for q, _ in datasets.banking77oos("test")]
+    Guard.calibrate(after, questions).save()  # the reference vectors embedded and kept
+    shutil.copytree(folders["after"], folders["before"])
+    older = Calibration.load(folders["before"])
+    older.reference = None  # as saved before they were kept
+    older.manifest = older.manifest.model_copy(update={"reference": None})
+    older.save(folders["before"])
+    (folders["before"] / "calibration" / f"{older.manifest.id}.reference.npy").unlink()
+    return folders
+
+
+def first_decision_child(folder: str) -> None:
+    """In a fresh process: ``Gate.load`` and the first ``decide``, timed, as JSON on stdout."""
+    start = time.perf_counter()
+    gate = Gate.load(folder)
+    loaded = time.perf_counter()
+    decision = gate.decide(FIRST_QUERY)
+    done = time.perf_counter()
+    assert gate.tripwires is not None
+    row = {
+        "load_s": loaded - start,
+        "decide_ms": (done - loaded) * 1e3,
+        "total_s": done - start,
+        "floor": gate.tripwires.floor().model_dump(mode="json"),
+        "decision": decision.model_dump(mode="json"),
+        "kept": gate.guard.calibration.reference is not None,
+    }
+    print(json.dumps(row))
+
+
+def first_decision_run(folder: Path) -> dict:
+    code = f"from benchmarks.default_path import first_decision_child as c; c({str(folder)!r})"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=datasets.REPO,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def cap_costs(folder: Path) -> dict:
+    """Seconds to embed the first 500, 1,000, 2,000 reference questions (one process, warm)."""
+    kb = Gate.load(folder).guard.kb
+    texts = reference_texts(Calibration.load(folder).queries)
+    kb.prepare(texts[:64])  # the session and its threads
+    seconds = {}
+    for cap in CAPS:
+        start = time.perf_counter()
+        kb.prepare(texts[:cap])
+        seconds[str(cap)] = time.perf_counter() - start
+    return seconds
+
+
+def first_decision_part(runs: int) -> dict:
+    folders = first_decision_folders()
+    rows: dict[str, list[dict]] = {"before": [], "after": []}
+    for turn in range(runs):  # the two take turns: the same load for both
+        for name in ("before", "after") if turn % 2 == 0 else ("after", "before"):
+            rows[name].append(first_decision_run(folders[name]))
+    calibration = Calibration.load(folders["after"])
+    assert calibration.manifest.reference is not None
+    kept = folders["after"] / "calibration" / f"{calibration.manifest.id}.reference.npy"
+    return {
+        "runs": runs,
+        "n_questions": calibration.manifest.n_queries,
+        "n_reference": calibration.manifest.reference.n,
+        "dimension": calibration.manifest.reference.dimension,
+        "n_chunks": len(KnowledgeBase.load(folders["after"])),
+        "max_reference": MAX_REFERENCE,
+        "rows": rows,
+        "same_floor": all(r["floor"] == rows["before"][0]["floor"] for r in rows["after"]),
+        "same_decision": all(r["decision"] == rows["before"][0]["decision"] for r in rows["after"]),
+        "kept_bytes": kept.stat().st_size,
+        "embed_s": cap_costs(folders["after"]),
+        "load_average": os.getloadavg()[0],  # other work on the machine, after the runs
+        "machine": machine_description(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+def first_decision_markdown(results: dict) -> list[str]:
+    rows, median = results["rows"], statistics.median
+    p50 = {
+        name: {key: median(r[key] for r in found) for key in ("load_s", "decide_ms", "total_s")}
+        for name, found in rows.items()
+    }
+    labels = {
+        "before": "before: the reference questions embedded at load",
+        "after": "after: their vectors kept with the calibration, read at load",
+    }
+    table = [
+        [
+            labels[name],
+            f"{p50[name]['load_s']:.2f}",
+            f"{p50[name]['decide_ms']:.1f}",
+            f"{p50[name]['total_s']:.2f}",
+            f"**{p50[name]['total_s'] / p50['before']['total_s']:.2f}**",
+        ]
+        for name in ("before", "after")
+    ]
+    embed = results["embed_s"]
+    floor = rows["after"][0]["floor"]
+    return [
+        f"A fresh process opens a gate with tripwires and decides one query: "
+        f"`Gate.load(kb)` then `decide(q)`, on the BANKING77-OOS knowledge base "
+        f"({results['n_chunks']:,} chunks) calibrated on {results['n_questions']:,} in-scope "
+        "questions, with the bundled sample's ten tripwires. The tripwires' calibrated floor "
+        f"reads {results['n_reference']:,} of those questions (`MAX_REFERENCE` = "
+        f"{results['max_reference']:,}). Median of {results['runs']} processes each, the two "
+        "taking turns"
+        + (
+            f" (the machine's load average {results['load_average']:.1f} after the runs)."
+            if "load_average" in results
+            else "."
+        ),
+        "",
+        *markdown_table(
+            ["calibration folder", "load, s", "first decide, ms", "load + decide, s", "/ before"],
+            table,
+        ),
+        "",
+        f"Same floor in every process: {'yes' if results['same_floor'] else 'NO'} "
+        f"({floor['value']:.4f}, in-knowledge forbidden <= {floor['bound']:.2%}); same first "
+        f"decision: {'yes' if results['same_decision'] else 'NO'}. The kept vectors: "
+        f"{results['kept_bytes'] / 1e6:.1f} MB (float32, {results['n_reference']:,} x "
+        f"{results['dimension']}), written once when the calibration is saved.",
+        "",
+        "What the cap buys and costs. Embedding the reference questions (one process, warm) is "
+        "paid once at save, and at load only where no vectors are kept (a folder saved "
+        "before, or knowledge searched by text). The bound is 1% at any n >= 99; a larger n "
+        "makes the floor steadier: the share of new in-knowledge questions a calibrated floor "
+        "lets through is Beta(n + 1 - r, r) over calibration sets (r the conformal rank), "
+        "its 95th percentile below.",
+        "",
+        *markdown_table(
+            ["reference questions", "embedding, s", "bound", "share let through, 95th pct"],
+            [
+                [f"{int(cap):,}", f"{embed[cap]:.2f}", *steadiness(int(cap), 0.01)]
+                for cap in sorted(embed, key=int)
+            ],
+        ),
+    ]
+
+
+def steadiness(n: int, share: float) -> list[str]:
+    """The calibrated floor's bound on ``n`` reference questions and the 95th percentile of
+    the share of in-knowledge questions it lets through (Beta(n + 1 - r, r))."""
+    from scipy.stats import beta
+
+    floor = calibrated_floor(np.arange(n, dtype=float), share)  # the rank alone matters
+    rank = round((1 - floor.bound) * (n + 1))
+    return [f"{floor.bound:.2%}", f"{beta.ppf(0.95, n + 1 - rank, rank):.2%}"]
+
+
+def first_decision_main(argv: Sequence[str]) -> dict:
+    if list(argv) == ["render"]:
+        results = json.loads(FIRST_RAW.read_text())
+    elif argv:
+        raise SystemExit(f"benchmarks.default_path first-decision: unknown arguments {argv}")
+    else:
+        results = first_decision_part(int_value("BENCH_FIRST_DECISION_RUNS", "3", 1, "3"))
+        write_json(FIRST_RAW, results)
+    lines = first_decision_markdown(results)
+    print("\n".join(lines))
+    name = "default-path-first-decision"
+    section = write_section(name, FIRST_TITLE, "\n".join(lines), machine=results["machine"])
+    print(f"written to {section}")
+    return results
+
+
 def main(argv: Sequence[str] = ()) -> dict:
-    """Measure (or ``render``: from bench_out/default_path.json), save, write the section."""
+    """Measure (or ``render``: from bench_out/default_path.json), save, write the section;
+    ``first-decision [render]``: the first decision's section (:func:`first_decision_main`)."""
+    if list(argv[:1]) == ["first-decision"]:
+        return first_decision_main(argv[1:])
     if list(argv) == ["render"]:
         results = json.loads(RAW.read_text())
     elif argv:
