@@ -458,36 +458,46 @@ def steadiness(n: int, share: float) -> list[str]:
     return [f"{floor.bound:.2%}", f"{beta.ppf(0.95, n + 1 - rank, rank):.2%}"]
 
 
-def first_decision_main(argv: Sequence[str]) -> dict:
+def section(
+    argv: Sequence[str],
+    raw: Path,
+    measure: Callable[[], dict],
+    markdown: Callable[[dict], list[str]],
+    name: str,
+    title: str,
+) -> dict:
+    """Measure (or ``render``: from ``raw``), save to ``raw``, write section ``name``."""
     if list(argv) == ["render"]:
-        results = json.loads(FIRST_RAW.read_text())
+        results = json.loads(raw.read_text())
     elif argv:
-        raise SystemExit(f"benchmarks.default_path first-decision: unknown arguments {argv}")
+        raise SystemExit(f"benchmarks.default_path {name}: unknown arguments {list(argv)}")
     else:
-        results = first_decision_part(int_value("BENCH_FIRST_DECISION_RUNS", "3", 1, "3"))
-        write_json(FIRST_RAW, results)
-    lines = first_decision_markdown(results)
+        results = measure()
+        write_json(raw, results)
+    lines = markdown(results)
     print("\n".join(lines))
-    name = "default-path-first-decision"
-    section = write_section(name, FIRST_TITLE, "\n".join(lines), machine=results["machine"])
-    print(f"written to {section}")
+    written = write_section(name, title, "\n".join(lines), machine=results.get("machine"))
+    print(f"written to {written}")
     return results
 
 
 def main(argv: Sequence[str] = ()) -> dict:
     """Measure (or ``render``: from bench_out/default_path.json), save, write the section;
-    ``first-decision [render]``: the first decision's section (:func:`first_decision_main`)."""
+    ``first-decision [render]``: the first decision's section."""
     if list(argv[:1]) == ["first-decision"]:
-        return first_decision_main(argv[1:])
-    if list(argv) == ["render"]:
-        results = json.loads(RAW.read_text())
-    elif argv:
-        raise SystemExit(f"benchmarks.default_path: unknown arguments {list(argv)}")
-    else:
-        results = default_path_part(int_value("BENCH_DEFAULT_PATH_N", "300", 1, "300"))
-        write_json(RAW, results)
-    lines = default_path_markdown(results)
-    print("\n".join(lines))
-    section = write_section("default-path", TITLE, "\n".join(lines), machine=results.get("machine"))
-    print(f"written to {section}")
-    return results
+        return section(
+            argv[1:],
+            FIRST_RAW,
+            lambda: first_decision_part(int_value("BENCH_FIRST_DECISION_RUNS", "3", 1, "3")),
+            first_decision_markdown,
+            "default-path-first-decision",
+            FIRST_TITLE,
+        )
+    return section(
+        argv,
+        RAW,
+        lambda: default_path_part(int_value("BENCH_DEFAULT_PATH_N", "300", 1, "300")),
+        default_path_markdown,
+        "default-path",
+        TITLE,
+    )
