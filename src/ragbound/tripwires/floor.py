@@ -87,8 +87,9 @@ def reference_texts(texts: Sequence[str]) -> list[str]:
 
 class Reference:
     """In-knowledge questions a floor is calibrated on (a calibration's questions), prepared
-    for the knowledge once: validated and embedded on first use, and their knowledge hits
-    kept per depth. Shared by every tripwire test of one gate, so a new tripwire set costs a
+    for the knowledge once: validated and embedded on first use (or given: the vectors a
+    saved calibration kept, :attr:`ragbound.detect.Guard.reference`), and their knowledge
+    hits kept per depth. Shared by every tripwire test of one gate, so a new tripwire set costs a
     tripwire search of these questions, never their embedding."""
 
     def __init__(self, texts: Sequence[str], source: str = "", vectors: np.ndarray | None = None):
