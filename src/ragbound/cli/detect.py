@@ -336,7 +336,6 @@ def calibrate(
     from ragbound.corpus.provenance import question_origins
     from ragbound.detect import Guard
     from ragbound.detect.reading import DEFAULT_READING
-    from ragbound.detect.resolution import guard_resolution
     from ragbound.errors import InputError
     from ragbound.gate_turns import read_texts
     from ragbound.knowledge import KnowledgeBase
@@ -417,7 +416,7 @@ def calibrate(
     info["questions"] = guard.calibration.manifest.questions.model_dump()
     info["reading"] = guard.reading
     info["answerability"] = _answerability_info(guard)
-    info["resolution"] = guard_resolution(guard).model_dump()
+    info["resolution"] = guard.calibration_resolution().model_dump()
     if chats:
         info["conversations"] = _chats_info(conversations, chats)
     if synthetic_check is not None:

@@ -38,7 +38,7 @@ from ragbound.detect.judge import AnswerabilityJudge
 from ragbound.detect.names import JUDGE
 from ragbound.detect.reading import check_reading
 from ragbound.detect.rerank import CrossEncoderReranker, relevance_rows
-from ragbound.detect.resolution import warn_if_coarse
+from ragbound.detect.resolution import Resolution, resolution, warn_if_coarse
 from ragbound.detect.select import combined_calibration, learn_from_queries
 from ragbound.embedders.base import DenseEmbedder
 from ragbound.errors import IncompatibleArtifactError, InputError
@@ -486,6 +486,13 @@ class Guard:
     def answerability(self) -> AnswerabilityModel | None:
         """The calibrated answerability test (None: off)."""
         return self.calibration.manifest.answerability
+
+    def calibration_resolution(self) -> Resolution:
+        """How finely the calibration resolves its alpha (each test at its share when the
+        answerability test shares it): whether anything can be flagged, and how much the
+        share flagged varies from one calibration set to another."""
+        n = self.calibration.manifest.n_queries
+        return resolution(n, self.config.alpha, self.answerability_level())
 
     def answerability_level(
         self, alpha: float | None = None, statistic: str | None = None

@@ -21,12 +21,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field, computed_field
-
-if TYPE_CHECKING:
-    from ragbound.detect.guard import Guard
 
 MAX_SPREAD = 0.5
 """The largest relative spread (standard deviation / mean) of the share flagged from one
@@ -133,10 +129,3 @@ def warn_if_coarse(n: int, alpha: float, level: float | None = None, stacklevel:
     message = resolution(n, alpha, level).message()
     if message is not None:
         warnings.warn(message, UserWarning, stacklevel=stacklevel + 1)
-
-
-def guard_resolution(guard: Guard) -> Resolution:
-    """The resolution of a guard's calibration at its alpha, each test at its share when the
-    answerability test shares it."""
-    alpha = guard.config.alpha
-    return resolution(guard.calibration.manifest.n_queries, alpha, guard.answerability_level())

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from ragbound.conversation import Query
 from ragbound.detect.canary import CanaryCheck
-from ragbound.detect.resolution import guard_resolution
 from ragbound.embedders import set_cpu_threads
 from ragbound.embedders.sentence import limit_math_threads, release_freed_memory
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
@@ -137,7 +136,7 @@ class Service:
         gate.guard.use_alpha(self.settings.alpha)
         if self.settings.worker is not None and self.settings.worker.name != "0":
             return
-        message = guard_resolution(gate.guard).message()
+        message = gate.guard.calibration_resolution().message()
         if message is not None:
             sys.stderr.write(f"warning: {message}\n")
 
