@@ -65,6 +65,9 @@ JUDGE = answerability_judge.WITH_JUDGE
 RELEVANCE = answerability_judge.RELEVANCE
 CHOICES = (NO_GATE, RELEVANCE, COVERAGE, JUDGE)
 SCORED_SETS = ("inside", "left_out")
+ANSWERED = ("PubMedQA", answerability.COVID, answerability.CLAP)  # corpora with references
+NO_ANSWERS = "no reference answers (an intent classification set)"
+NOT_MEASURED = "not measured: the run was stopped before it"
 
 
 def references(corpus: str) -> tuple[dict[str, str], bool] | None:
@@ -213,9 +216,10 @@ def answers_part() -> dict:
     for corpus in answerability.CORPORA:
         reason = answerability.missing_reason(corpus)
         if reason is None and references(corpus) is None:
-            reason = "no reference answers (an intent classification set)"
+            reason = NO_ANSWERS
         if reason:
             results["skipped"][corpus] = reason
+            write_json(RAW, results)
             continue
         sizes = (n, n_cal, corpus in judged_corpora)
         results["corpora"][corpus] = corpus_rows(corpus, embedder, llm, sizes)
@@ -270,12 +274,13 @@ def answers_markdown(results: dict) -> list[str]:
         "in-scope answered",
     ]
     rows = []
-    for corpus, found in results["corpora"].items():
+    ran = [c for c in answerability.CORPORA if c in results["corpora"]]
+    for corpus in ran:
+        found = results["corpora"][corpus]
         for choice in CHOICES:
             cells = row(found, choice)
             if cells is not None:
                 rows.append([corpus, choice, *cells])
-    skipped = [f"- {c}: skipped, {why}" for c, why in results.get("skipped", {}).items()]
     return [
         f"Seed 0's split; {results['n']} questions per set (the first of the judge subset's "
         f"sample); every gate calibrated on the same {results['n_calibration']} questions at "
@@ -290,8 +295,21 @@ def answers_markdown(results: dict) -> list[str]:
         f"{results.get('total_s', 0.0) / 60:.1f} min.",
         "",
         *markdown_table(header, rows),
-        *(["", *skipped] if skipped else []),
+        "",
+        *(f"- {corpus}: {why}" for corpus, why in missing(results).items()),
     ]
+
+
+def missing(results: dict) -> dict[str, str]:
+    """Each zoo corpus without rows and why: skipped (its reason), or the run stopped first."""
+    skipped = results.get("skipped", {})
+    return {
+        corpus: "skipped, " + skipped[corpus]
+        if corpus in skipped
+        else ("skipped, " + NO_ANSWERS if corpus not in ANSWERED else NOT_MEASURED)
+        for corpus in answerability.CORPORA
+        if corpus not in results["corpora"]
+    }
 
 
 def main(argv: Sequence[str] = ()) -> dict:

@@ -65,4 +65,5 @@ def test_the_section_lists_rows_and_skips() -> None:
     assert "| CLAP NQ | no gate | 1.00 [" in text
     assert "| CLAP NQ | relevance alone (default, mss) |  | 1.00 [" in text
     assert "- BANKING77-OOS by intent: skipped, no reference answers" in text
+    assert f"- PubMedQA: {answers.NOT_MEASURED}" in text  # neither run nor skipped
     assert answers.answers_markdown({"corpora": {}}) == []
