@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import textwrap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -263,7 +264,9 @@ def tripwires(demo: Demo) -> None:
     console.print(f"added {len(change.ids)} tripwires in {len(change.topics)} topics:")
     console.print(f"  {escape(fit(', '.join(change.topics), WIDTH - 2))}")
     guard = TripwireTest(demo.kb)  # the default rule: the paper's, above the set's own floor
-    console.print(f"rule: forbidden when {escape(guard.rule.describe())}")
+    rule = f"rule: forbidden when {guard.rule.describe()}"
+    for line in textwrap.wrap(rule, WIDTH, subsequent_indent="  "):  # the rule grew clauses
+        console.print(escape(line))
     for line in rule_legend(guard.rule.k, guard.floor()):
         console.print(f"  {escape(line)}")
     console.print()

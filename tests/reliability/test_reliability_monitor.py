@@ -97,7 +97,8 @@ def test_a_damaged_state_is_one_error_naming_it(calibrated: Path, log: Path, tmp
         (b'{"time": -1e20, "query": "bees"}\n', ":3 (field 'time'): the timestamp -1e+20 is"),
         (b'{"time": "nan", "query": "bees"}\n', ":3 (field 'time'): the timestamp 'nan' is not"),
         (b'{"time": "inf", "query": "bees"}\n', ":3 (field 'time'): the timestamp 'inf' is not"),
-        (b'{"time": 1e400, "query": "bees"}\n', ":3 (field 'time'): the timestamp inf is not"),
+        # refused as the reader parses it: no float holds it (records.standard_json)
+        (b'{"time": 1e400, "query": "bees"}\n', ":3: not valid JSON (the number 1e400 is beyond"),
         (
             b'{"time": "9999-12-31T23:59:59-05:00", "query": "bees"}\n',
             ":3 (field 'time'): the timestamp '9999-12-31T23:59:59-05:00' is out of range",

@@ -154,7 +154,8 @@ def test_the_schema_documents_the_cause_and_the_answerability_verdict(url: str) 
     decision = schemas["Decision"]
     assert "cause" in decision["required"]
     assert set(decision["properties"]["cause"]["enum"]) == set(CAUSE_OF_QUESTION.values()) | {
-        "forbidden"
+        "forbidden",
+        "small_talk",
     }
     refs = [option.get("$ref") for option in decision["properties"]["answerability"]["anyOf"]]
     assert "#/components/schemas/AnswerabilityVerdict" in refs
