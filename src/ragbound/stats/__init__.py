@@ -209,10 +209,4 @@ if TYPE_CHECKING:
     )
 
 
-__getattr__, __dir__ = lazy_attributes(
-    __name__,
-    _SOURCES,
-    globals(),
-    # old names, kept for one release
-    deprecated={"RejectionRates": "TripwireRates", "rejection_rates": "tripwire_rates"},
-)
+__getattr__, __dir__ = lazy_attributes(__name__, _SOURCES, globals())

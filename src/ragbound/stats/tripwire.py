@@ -21,8 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragbound._lazy import deprecated_aliases
-
 NO_FLOOR = -np.inf
 
 
@@ -336,9 +334,3 @@ def reference_threshold(reference_scores: np.ndarray, quantile: float) -> float:
     if rank > scores.size:
         return float("inf")
     return float(scores[max(rank, 1) - 1])
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(
-    __name__, {"RejectionRates": "TripwireRates", "rejection_rates": "tripwire_rates"}, globals()
-)
