@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ragbound._lazy import deprecated_aliases
 from ragbound.errors import InputError
 
 if TYPE_CHECKING:
@@ -174,7 +173,3 @@ def save_pngs(images: dict[str, bytes], folder: Path) -> list[Path]:
         path.write_bytes(data)
         paths.append(path)
     return paths
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(__name__, {"rejection_curves": "shift_curves"}, globals())

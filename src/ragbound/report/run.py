@@ -9,8 +9,7 @@ Files (each optional, all plain JSON, written atomically):
 - ``monitor.jsonl``: one WindowResult per tested window, appended as the monitor runs;
 - ``shift_rates.json``: a shift-rate experiment (paper Figure 5: the share of batches the KS
   test found shifted, p <= alpha), written by the benchmark (``benchmarks/shift.py``) in the
-  shape ``report.plots.shift_curves`` reads (a folder of an older release holds it as
-  ``rejection.json``, each row's rate as ``rejection_rate``: read too);
+  shape ``report.plots.shift_curves`` reads;
 - ``tripwire_tuning.json``: a tripwire rule search with its trade-off surface (RAR Figure 3);
 - ``inputs.jsonl`` and the rest of a benchmark run directory (``ragbound.bench.rundir``).
 """
@@ -34,7 +33,6 @@ EVALUATION = "evaluation.json"
 SHIFT = "shift.json"
 MONITOR = "monitor.jsonl"
 SHIFT_RATES = "shift_rates.json"
-OLD_SHIFT_RATES = "rejection.json"  # its name before the rename: read, not written
 TUNING = "tripwire_tuning.json"
 
 
@@ -112,19 +110,6 @@ def record_windows(run_dir: Path, windows: Iterable[WindowResult]) -> None:
             out.flush()
 
 
-def shift_rates_of(experiment: dict[str, Any]) -> dict[str, Any]:
-    """A shift-rate experiment with each row's rate under ``shifted_rate`` (a file of an older
-    release calls it ``rejection_rate``)."""
-    for sets in experiment.values():
-        if not isinstance(sets, dict):
-            continue
-        for curve in sets.values():
-            for row in curve.get("rows", []) if isinstance(curve, dict) else []:
-                if "shifted_rate" not in row and "rejection_rate" in row:
-                    row["shifted_rate"] = row.pop("rejection_rate")
-    return experiment
-
-
 def load_run(run_dir: str | Path) -> RunData:
     """Read a run folder; a folder with none of the files is an error."""
     root = Path(run_dir)
@@ -143,10 +128,8 @@ def load_run(run_dir: str | Path) -> RunData:
         data.windows = [
             WindowResult.model_validate(r) for r in iter_jsonl(root / MONITOR, "monitor")
         ]
-    for name in (SHIFT_RATES, OLD_SHIFT_RATES):
-        if (root / name).is_file():
-            data.shift_rates = shift_rates_of(read_json(root / name, "shift-rate experiment"))
-            break
+    if (root / SHIFT_RATES).is_file():
+        data.shift_rates = read_json(root / SHIFT_RATES, "shift-rate experiment")
     if (root / TUNING).is_file():
         data.tuning = TuningResult.model_validate(read_json(root / TUNING, "tripwire tuning"))
     if RunDir(root).inputs_path.is_file():  # a benchmark run directory
