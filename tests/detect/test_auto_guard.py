@@ -15,7 +15,7 @@ import pytest
 from ragbound.corpus import Document
 from ragbound.corpus.groups import chunk_groups, suggest_group_field
 from ragbound.detect import Guard
-from ragbound.detect.combined import Candidate, QueryFeatures, Selection, feature_depth
+from ragbound.detect.combined import Candidate, QueryFeatures, feature_depth
 from ragbound.detect.select import (
     MIN_GROUPS,
     ProxyShape,
@@ -212,20 +212,6 @@ def test_the_default_is_mss_at_the_knowledge_bases_granularity():
     assert default_candidate(ranked, "chunk,sentence").granularity == "chunk,sentence"
     assert default_candidate(ranked, "chunk") == MSS
     assert default_candidate(ranked, "window") == MSS  # not compared: chunk MSS
-
-
-def test_an_older_selection_loads_and_says_what_it_picked():
-    older = {
-        "picked": COMBINED.model_dump(),
-        "candidates": [COMBINED.model_dump(), MSS.model_dump()],
-        "alpha": 0.05,
-        "n_learning": 10,
-        "n_learning_masked": 10,
-        "seed": 0,
-    }
-    selection = Selection.model_validate(older)
-    assert selection.kept_default_because is None and selection.n_groups is None
-    assert selection.reason() == "picked combined: the simplest within one standard error"
 
 
 # ---------------------------------------------------------------- index --group-field

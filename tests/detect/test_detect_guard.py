@@ -134,7 +134,7 @@ def test_split_queries_is_seeded_and_disjoint():
     assert np.array_equal(sorted(a + b), sorted(queries))
 
 
-def test_manifest_stores_the_config_and_old_flat_manifests_still_load(
+def test_manifest_stores_the_config_and_the_search(
     guard: Guard, tmp_path: Path, minilm_kb_dir: Path
 ):
     copy = tmp_path / "kb"
@@ -150,12 +150,7 @@ def test_manifest_stores_the_config_and_old_flat_manifests_still_load(
         "similarity": guard.kb.describe().similarity,
         "parameters": {"precision": "float32"},
     }
-    flat = {key: value for key, value in data.items() if key not in ("detector", "search")}
-    manifest.write_text(
-        json.dumps({**flat, **data["detector"]})
-    )  # the layout before DetectorConfig
-    old = Calibration.load(copy).manifest
-    assert old.detector == guard.config and old.search is None
+    assert Calibration.load(copy).manifest == guard.calibration.manifest
 
 
 def test_calibrate_takes_a_config_and_field_overrides(guard: Guard):

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragbound.artifacts import sha256_text
 from ragbound.detect import Guard
 from ragbound.detect.monitor import (
     MonitorState,
@@ -337,26 +336,6 @@ def test_a_resumed_monitor_continues_its_period(guard: Guard, tmp_path: Path) ->
                 log, state_path
             )
         )
-
-
-def test_a_state_saved_before_the_period_and_arl_corrections_still_resumes(
-    guard: Guard, tmp_path: Path
-) -> None:
-    log, state_path = tmp_path / "queries.jsonl", tmp_path / "state.json"
-    write_log(log, HELD_OUT_IK[:4])
-    monitor = ShiftMonitor(guard, WindowSpec(size=2))
-    list(monitor.follow(log, state_path))
-    # rewrite the state as the first format wrote it: no period or arl anywhere
-    old = json.loads(state_path.read_text())["state"]
-    for key in ("period_seconds", "arl"):
-        del old["settings"][key]
-    del old["period_key"], old["period_tested"]
-    payload = json.dumps(old, sort_keys=True, separators=(",", ":"))
-    state_path.write_text(json.dumps({"checksum": sha256_text(payload), "state": old}))
-    write_log(log, HELD_OUT_IK[4:6], start=1_700_001_000.0)
-    resumed = list(monitor.follow(log, state_path))
-    assert [w.window for w in resumed] == [2]
-    assert resumed[0].alpha == monitor.window_alpha(2)  # still whole-stream spending
 
 
 def test_a_damaged_or_mismatched_state_is_refused(guard: Guard, tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ def guard(minilm_kb_dir: Path) -> Guard:
         sims,
         kb_fingerprint=kb.fingerprint,
         config=DetectorConfig(k=4),
+        search=kb.describe(),
     )
     return Guard(kb, calibration)
 

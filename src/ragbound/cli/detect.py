@@ -547,7 +547,7 @@ def candidate_table(selection: Selection, shown: int = 12) -> Table:
     for column in ("candidate", "flagged", "AUROC"):
         table.add_column(column, justify="right")
     rows = list(selection.candidates[:shown])
-    rows += [c for c in (selection.proposed, selection.picked) if c and c not in rows]
+    rows += [c for c in (selection.proposed, selection.picked) if c not in rows]
     for candidate in rows:
         mark = " (picked)" if candidate == selection.picked else ""
         if candidate == selection.proposed and candidate != selection.picked:
@@ -558,10 +558,9 @@ def candidate_table(selection: Selection, shown: int = 12) -> Table:
 
 def candidate_basis(selection: Selection) -> str:
     """What the candidates of ``candidate_table`` were ranked on."""
-    groups = "" if selection.n_groups is None else f", {selection.n_groups} groups"
     return (
         f"Candidates ranked on {selection.n_learning_masked} of {selection.n_learning} "
-        f"learning queries left out{groups} (alpha={selection.alpha})"
+        f"learning queries left out, {selection.n_groups} groups (alpha={selection.alpha})"
     )
 
 

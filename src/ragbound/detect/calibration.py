@@ -35,10 +35,10 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel
 
 from ragbound._version import __version__
 from ragbound.artifacts import (
@@ -59,7 +59,7 @@ from ragbound.corpus.units import Granularity, granularity_label, parse_granular
 from ragbound.detect.answerability import AnswerabilityModel
 from ragbound.detect.canary import Canary
 from ragbound.detect.combined import CombinedModel, Selection
-from ragbound.detect.config import DETECTOR_PARAMS, DetectorConfig
+from ragbound.detect.config import DetectorConfig
 from ragbound.detect.names import APPROXIMATE as APPROXIMATE  # re-exported
 from ragbound.errors import ArtifactError, IncompatibleArtifactError
 from ragbound.faults import crash_point
@@ -141,28 +141,9 @@ def _label(counts: dict[str, int], n: int) -> QuestionsLabel:
     return "real" if n and counts["real"] == n else "unknown"
 
 
-def _old_questions(data: dict[str, Any]) -> dict[str, Any]:
-    """What a manifest written before the null's questions were recorded can still say.
-
-    Its ``synthetic_check.synthetic`` (``calibrate --real-queries``) recorded that every null
-    question came from ``ragbound synth``: synthetic. Otherwise nothing was recorded, and the
-    questions are of unknown origin: treated as before (p-values not marked approximate), not
-    claimed real.
-    """
-    check = data.get("synthetic_check")
-    n = data.get("n_queries")
-    n = n if isinstance(n, int) else 0
-    if isinstance(check, dict) and check.get("synthetic") is True:
-        return {"origin": "synthetic", "n_synthetic": n}
-    return {"origin": "unknown", "n_unknown": n}
-
-
 class CalibrationManifest(BaseModel):
-    """What a calibration was made from and against, and the detector's parameters.
-
-    ``detector`` nests the :class:`DetectorConfig`; manifests written before it existed kept
-    k, tau, statistic, alpha and p_value_method at the top level and still load.
-    """
+    """What a calibration was made from and against, and the detector's parameters
+    (``detector``, a :class:`DetectorConfig`)."""
 
     format: Literal["ragbound.calibration/1"] = CALIBRATION_FORMAT
     id: str
@@ -172,10 +153,9 @@ class CalibrationManifest(BaseModel):
     detector: DetectorConfig
     n_queries: int
     queries_source: str = ""
-    # how the calibration queries were searched (exact or approximate, with which parameters);
-    # None in calibrations made before it was recorded
-    search: SearchInfo | None = None
-    # the units its queries were scored against (chunks only in calibrations made before)
+    # how the calibration queries were searched (exact or approximate, with which parameters)
+    search: SearchInfo
+    # the units its queries were scored against
     granularity: tuple[Granularity, ...] = ("chunk",)
     # SHA-256 of the data files, checked on load; None in calibrations made before
     similarities_sha256: str | None = None
@@ -191,7 +171,7 @@ class CalibrationManifest(BaseModel):
     # a few calibration queries and their top-k as searched then (ragbound.detect.canary),
     # searched again at load; empty in calibrations made before they were recorded
     canaries: list[Canary] = []
-    # where the null's questions came from (older manifests: see _old_questions)
+    # where the null's questions came from
     questions: NullQuestions = NullQuestions()
     # what embedded the calibration queries of a local model ("torch" or "onnx"; their vectors
     # agree to the cosine checked at export, so either runtime checks against this null); None
@@ -206,18 +186,6 @@ class CalibrationManifest(BaseModel):
     answerability: AnswerabilityModel | None = None
     # the tripwire floor's reference questions' vectors; None: not kept (embedded at load)
     reference: ReferenceVectors | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _nest_flat_parameters(cls, data: Any) -> Any:
-        """Accept the older layout with the detector's parameters at the top level, and a
-        manifest from before the null's questions were recorded."""
-        if isinstance(data, dict) and "detector" not in data:
-            data = dict(data)
-            data["detector"] = {n: data.pop(n) for n in DETECTOR_PARAMS if n in data}
-        if isinstance(data, dict) and "questions" not in data:
-            data = {**data, "questions": _old_questions(data)}
-        return data
 
 
 class Calibration:
@@ -271,8 +239,8 @@ class Calibration:
         *,
         kb_fingerprint: str,
         config: DetectorConfig,
+        search: SearchInfo,
         queries_source: str = "",
-        search: SearchInfo | None = None,
         reranker_revision: str | None = None,
         granularity: Sequence[str] = ("chunk",),
         combined: CombinedModel | None = None,
@@ -332,25 +300,17 @@ class Calibration:
 
         An approximate index misses neighbours, so its top similarities are lower than exact
         ones: a null measured with one search gives wrong p-values for another (exact vs
-        HNSW, or another ef_search). Exact searches are interchangeable. Calibrations made
-        before the search was recorded were made with an exact search.
+        HNSW, or another ef_search). Exact searches are interchangeable.
         """
         recorded = self.manifest.search
-        if force:
+        if force or recorded.same_results(current):
             return
-        if recorded is None:
-            if current.exact:
-                return
-            made_with = "an exact search (recorded before searches were)"
-        elif recorded.same_results(current):
-            return
-        else:
-            made_with = recorded.summary()
         raise IncompatibleArtifactError(
-            f"this calibration was made with {made_with}, but the knowledge base now searches "
-            f"with {current.summary()}: its p-values would not hold (an approximate search "
-            "returns lower top similarities). Calibrate again with the search you check with "
-            "(ragbound calibrate KB --queries FILE), or pass --force (force=True) to use it anyway"
+            f"this calibration was made with {recorded.summary()}, but the knowledge base now "
+            f"searches with {current.summary()}: its p-values would not hold (an approximate "
+            "search returns lower top similarities). Calibrate again with the search you check "
+            "with (ragbound calibrate KB --queries FILE), or pass --force (force=True) to use it "
+            "anyway"
         )
 
     def save(

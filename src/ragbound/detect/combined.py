@@ -550,8 +550,7 @@ class Selection(BaseModel):
     one standard error of the best's AUROC (Hanley-McNeil). ``picked`` is ``proposed``, or
     the ``default`` (MSS) when ``kept_default_because`` says why not: the proxy could not
     simulate an uncovered topic, or ``proposed`` is not ahead of the default by more than
-    its standard error (:func:`ragbound.detect.select.keep_default_because`). A selection
-    saved before the rule has tolerance 0: it picked the best AUROC.
+    its standard error (:func:`ragbound.detect.select.keep_default_because`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -562,23 +561,21 @@ class Selection(BaseModel):
     n_learning: int
     n_learning_masked: int
     seed: int
-    tolerance: float = 0.0
+    tolerance: float
     # what the one-standard-error rule proposed, and why the default was kept instead
-    # (:func:`ragbound.detect.select.keep_default_because`); None in older selections
-    proposed: Candidate | None = None
-    default: Candidate | None = None
+    # (:func:`ragbound.detect.select.keep_default_because`; None: the proposal was taken)
+    proposed: Candidate
+    default: Candidate
     kept_default_because: str | None = None
     # groups the learning queries' masking left out, and the share of masked queries whose
     # nearest chunk stayed about as close (:class:`ragbound.detect.select.ProxyShape`)
-    n_groups: int | None = None
+    n_groups: int
     sibling_share: float | None = None
 
     def reason(self) -> str:
         """One line: what was picked, against what, and why."""
         if self.kept_default_because is not None:
             return f"kept {self.picked.label} (the default): {self.kept_default_because}"
-        if self.default is None:
-            return f"picked {self.picked.label}: the simplest within one standard error"
         return (
             f"picked {self.picked.label}: AUROC {self.picked.auroc:.3f} against "
             f"{self.default.auroc:.3f} for the default {self.default.label}, over one "

@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
-from ragbound._lazy import deprecated_aliases
 from ragbound.artifacts import sha256_text, write_json
 from ragbound.corpus import validate_query
 from ragbound.detect.guard import Guard
@@ -69,8 +68,6 @@ STATE_FORMAT = "ragbound-monitor-state/1"
 SCORE_BATCH = 256
 Correction = Literal["spending", "period", "arl", "none"]
 CORRECTIONS: tuple[str, ...] = SCHEMES
-# settings added after the first state format, with the values that mean the old behaviour
-_LATER_SETTINGS: dict[str, str | float | int | None] = {"period_seconds": None, "arl": None}
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
@@ -543,7 +540,6 @@ class ShiftMonitor:
             raise InputError(f"{state_path} belongs to the log {state.log}, not {expected.log}")
         if state.kb_fingerprint != expected.kb_fingerprint:
             raise InputError(f"{state_path} was made with another knowledge base or calibration")
-        state.settings = {**_LATER_SETTINGS, **state.settings}  # older states: old behaviour
         if state.settings != expected.settings:
             raise InputError(
                 f"{state_path} was made with other settings ({state.settings}); "
@@ -683,7 +679,3 @@ def is_log(path: Path, time_field: str = "time") -> bool:
                     return False
                 return isinstance(item, dict) and time_field in item
     return False
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(__name__, {"LogRecord": "LogLine"}, globals())
