@@ -13,9 +13,17 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from ragbound.detect import names
 from ragbound.detect.names import AUTO as AUTO  # re-exported, as are the names used here
-from ragbound.detect.names import COMBINED, DEFAULT_STATISTIC, DESCRIPTIONS, TAU_AUTO
+from ragbound.detect.names import (
+    COMBINED,
+    DEFAULT_ALPHA,
+    DEFAULT_K,
+    DEFAULT_P_VALUE_METHOD,
+    DEFAULT_STATISTIC,
+    DEFAULT_TAU,
+    DESCRIPTIONS,
+    TAU_AUTO,
+)
 from ragbound.errors import InputError
 from ragbound.stats.names import STATISTICS, PValueMethod
 
@@ -38,13 +46,11 @@ class DetectorConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     statistic: str = Field(DEFAULT_STATISTIC, description=DESCRIPTIONS["statistic"])
-    k: int = Field(names.DEFAULT_K, ge=1, description=DESCRIPTIONS["k"])
-    tau: float = Field(
-        names.DEFAULT_TAU, gt=0, allow_inf_nan=False, description=DESCRIPTIONS["tau"]
-    )
-    alpha: Alpha = names.DEFAULT_ALPHA
+    k: int = Field(DEFAULT_K, ge=1, description=DESCRIPTIONS["k"])
+    tau: float = Field(DEFAULT_TAU, gt=0, allow_inf_nan=False, description=DESCRIPTIONS["tau"])
+    alpha: Alpha = DEFAULT_ALPHA
     p_value_method: PValueMethod = Field(
-        names.DEFAULT_P_VALUE_METHOD, description=DESCRIPTIONS["p_value_method"]
+        DEFAULT_P_VALUE_METHOD, description=DESCRIPTIONS["p_value_method"]
     )
     reranker: str | None = Field(None, description=DESCRIPTIONS["reranker"])
 

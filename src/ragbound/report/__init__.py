@@ -11,20 +11,32 @@ Public API: ``load_run`` -> ``RunData`` -> ``render_report`` / ``write_report``;
 ``save_pngs`` for the same plots as PNG files; the ``record_*`` writers of a run folder; and
 the building blocks in ``report.markup`` (``escape``, ``table``, ``figure``) and
 ``report.plots`` (``pyplot``, ``to_png``) for new sections.
+
+Names load from their submodule on first use: importing the package runs none of its
+submodules, so one that looks a sibling up in it (``from ragbound.report import plots`` in
+``report.html``) is no import cycle.
 """
 
-from ragbound.report.html import images, render_report, write_report
-from ragbound.report.plots import save_pngs
-from ragbound.report.run import (
-    RunData,
-    ScoredValues,
-    load_run,
-    record_evaluation,
-    record_shift,
-    record_tuning,
-    record_windows,
-    score_lists,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ragbound._lazy import lazy_attributes
+
+_SOURCES: dict[str, str] = {
+    "images": "ragbound.report.html",
+    "render_report": "ragbound.report.html",
+    "write_report": "ragbound.report.html",
+    "save_pngs": "ragbound.report.plots",
+    "RunData": "ragbound.report.run",
+    "ScoredValues": "ragbound.report.run",
+    "load_run": "ragbound.report.run",
+    "record_evaluation": "ragbound.report.run",
+    "record_shift": "ragbound.report.run",
+    "record_tuning": "ragbound.report.run",
+    "record_windows": "ragbound.report.run",
+    "score_lists": "ragbound.report.run",
+}
 
 __all__ = [
     "RunData",
@@ -40,3 +52,19 @@ __all__ = [
     "score_lists",
     "write_report",
 ]
+
+if TYPE_CHECKING:
+    from ragbound.report.html import images, render_report, write_report
+    from ragbound.report.plots import save_pngs
+    from ragbound.report.run import (
+        RunData,
+        ScoredValues,
+        load_run,
+        record_evaluation,
+        record_shift,
+        record_tuning,
+        record_windows,
+        score_lists,
+    )
+
+__getattr__, __dir__ = lazy_attributes(__name__, _SOURCES, globals())
