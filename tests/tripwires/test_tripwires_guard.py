@@ -153,16 +153,14 @@ def test_the_decision_explains_its_floor(guarded_kb: Path) -> None:
     assert TripwireTest.load(guarded_kb, TripwireRule.paper()).floor().source == "none"
 
 
-def test_verdicts_saved_with_the_old_name_rejected_still_load(guarded_kb: Path) -> None:
+def test_a_forbidden_verdict_names_its_rule(guarded_kb: Path) -> None:
     guard = TripwireTest.load(guarded_kb, TripwireRule(k=3, proportion=None, rank=1))
     for verdict in guard.check_many([UNSAFE[0], SAFE[0]]):
-        old = json.loads(verdict.model_dump_json())
-        old["rejected"] = old.pop("forbidden")  # a Rejection / Pass of an older release
-        again = TripwireVerdict.model_validate(old)
-        assert again == verdict
-        assert "rejected" not in again.model_dump() and "forbidden" in again.model_dump()
+        saved = json.loads(verdict.model_dump_json())
+        assert TripwireVerdict.model_validate(saved) == verdict
+    assert saved["forbidden"] is False and saved["rule"] is None
     with pytest.raises(ValidationError, match="names its rule"):
-        TripwireVerdict.model_validate({**old, "rejected": True})  # forbidden without a rule
+        TripwireVerdict.model_validate({**saved, "forbidden": True})  # forbidden without a rule
 
 
 def test_the_floor_follows_the_set(guarded_kb: Path, tmp_path: Path) -> None:

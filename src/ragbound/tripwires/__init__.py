@@ -11,7 +11,6 @@ True
 
 from __future__ import annotations
 
-from ragbound._lazy import deprecated_aliases
 from ragbound.tripwires.files import TripwireFields, read_labelled, read_tripwires
 from ragbound.tripwires.guard import (
     Trigger,
@@ -45,9 +44,3 @@ __all__ = [
     "tripwire_id",
     "tune_rule",
 ]
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(
-    __name__, {"TripwireGuard": "TripwireTest", "TripwireStore": "LiveTripwires"}, globals()
-)

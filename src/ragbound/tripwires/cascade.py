@@ -11,7 +11,6 @@ from functools import partial
 
 from pydantic import BaseModel, Field
 
-from ragbound._lazy import deprecated_aliases
 from ragbound.llm import LLM, GenerationParams, extract_tag, load_prompt
 from ragbound.llm.batch import run_parsed
 
@@ -80,7 +79,3 @@ def moderate(
             )
         )
     return verdicts
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(__name__, {"ModerationVerdict": "JudgeResult"}, globals())

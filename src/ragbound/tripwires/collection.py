@@ -33,7 +33,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ragbound._lazy import deprecated_aliases
 from ragbound.artifacts import sha256_text, write_json
 from ragbound.errors import ArtifactError, InputError
 from ragbound.faults import crash_point
@@ -203,9 +202,3 @@ class CollectionTripwireBacking:
         manifest = new.manifest.model_copy(update={"home": "collection"})
         write_json(kb_root(kb) / TRIPWIRE_MANIFEST, manifest.model_dump(mode="json"))
         return manifest
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(
-    __name__, {"CollectionHome": "CollectionTripwireBacking"}, globals()
-)

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ragbound._lazy import deprecated_aliases
 from ragbound.artifacts import (
     check_sha256,
     file_sha256,
@@ -211,7 +210,3 @@ def _remove_uncommitted(root: Path, generation: int) -> None:
     for path in stale:
         if path.is_file():
             path.unlink(missing_ok=True)
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(__name__, {"FolderHome": "FolderTripwireBacking"}, globals())

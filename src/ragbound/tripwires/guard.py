@@ -11,14 +11,12 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
-from ragbound._lazy import deprecated_aliases
 from ragbound.artifacts import read_json, write_json
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.layout import LOCK_WHAT, RULE_FILE
 from ragbound.knowledge.protocol import Knowledge
 from ragbound.locking import writer_lock
-from ragbound.results import renamed
 from ragbound.stats.tripwire import (
     NO_FLOOR,
     condition_matrix,
@@ -270,9 +268,6 @@ class TripwireVerdict(BaseModel):
     names the conditions that fired; otherwise ``triggers`` lists the tripwires seen below
     the rule's thresholds. ``proportion``, ``best_rank`` and ``rr_sum`` are the features the
     rule compared, over the merged top ``k``.
-
-    A verdict saved by an older release (``Rejection`` / ``Pass``, with ``rejected`` for
-    ``forbidden``) still loads.
     """
 
     query: str
@@ -282,17 +277,9 @@ class TripwireVerdict(BaseModel):
     proportion: float
     best_rank: int | None
     rr_sum: float
-    k: int | None = Field(
-        description="the rule's k (None only in a decision saved by an older release, which "
-        "did not keep it)"
-    )
+    k: int = Field(description="the rule's k")
     tripwire_set: str = Field(description="hash of the tripwire set the verdict used")
     floor: FloorUsed = Field(description="the similarity floor used and how it was derived")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _old_names(cls, data: Any) -> Any:
-        return renamed(data, {"rejected": "forbidden"})
 
     @model_validator(mode="after")
     def _rule_when_forbidden(self) -> TripwireVerdict:
@@ -513,7 +500,3 @@ def _pad(indices: np.ndarray, k: int) -> np.ndarray:
     if indices.shape[1] >= k:
         return indices
     return np.pad(indices, ((0, 0), (0, k - indices.shape[1])))
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(__name__, {"TripwireGuard": "TripwireTest"}, globals())

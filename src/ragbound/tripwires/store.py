@@ -19,7 +19,6 @@ from typing import Protocol
 
 import numpy as np
 
-from ragbound._lazy import deprecated_aliases
 from ragbound.artifacts import file_stamp, read_manifest, utc_now
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
@@ -315,11 +314,3 @@ def _check_known(asked: set[str], present: set[str], what: str) -> None:
     if unknown:
         shown = ", ".join(repr(u) for u in unknown[:5])
         raise InputError(f"no tripwire with {what} {shown} in this knowledge base")
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(
-    __name__,
-    {"TripwireStore": "LiveTripwires", "Home": "TripwireBacking", "home_of": "backing_of"},
-    globals(),
-)
