@@ -116,53 +116,6 @@ def test_the_decision_names_the_artifacts_it_used_and_serialises(gate: Gate) -> 
     assert decision.tripwires.floor is not None and "floor" in decision.reason
 
 
-def _flat(decision: Decision) -> dict:
-    """``decision`` as an older release saved it: every field of both tests beside the action."""
-    fields = json.loads(decision.model_dump_json())
-    test, tripwires = fields.pop("test"), fields.pop("tripwires")
-    fields |= {name: test[name] for name in ("p_value", "out_of_knowledge", "statistic")}
-    fields |= {name: test[name] for name in ("score", "critical_value", "alpha", "k")}
-    fields["reject"] = test["out_of_knowledge"]  # the old computed field
-    if tripwires is None:
-        return fields | {"forbidden": False, "rule": None, "triggers": []}
-    return fields | {
-        "forbidden": tripwires["forbidden"],
-        "rule": tripwires["rule"],
-        "triggers": tripwires["triggers"],
-        "tripwire_proportion": tripwires["proportion"],
-        "tripwire_best_rank": tripwires["best_rank"],
-        "tripwire_floor": tripwires["floor"],
-    }
-
-
-def test_a_decision_saved_flat_by_an_older_release_still_loads(gate: Gate) -> None:
-    for query in (UNSAFE[1], OUT_OF_KNOWLEDGE[0], MORE_IN_KNOWLEDGE[12]):
-        decision = gate.decide(query)
-        old = Decision.model_validate(_flat(decision))
-        # all it kept comes back; what it never kept is None
-        assert old.test == decision.test.model_copy(update={"n_calibration": None})
-        assert old.tripwires == decision.tripwires.model_copy(update={"k": None})
-        assert old.tripwires.rr_sum == pytest.approx(decision.tripwires.rr_sum)
-        assert (old.action, old.reason, old.neighbours) == (
-            decision.action,
-            decision.reason,
-            decision.neighbours,
-        )
-        written = json.loads(old.model_dump_json())  # and it is written in the new shape only
-        assert "reject" not in written and "p_value" not in written
-        assert "forbidden" not in written and "triggers" not in written
-    assert Decision.model_validate_json(json.dumps(_flat(decision))) == old
-
-
-def test_an_old_decision_without_tripwires_loads_with_none(gate: Gate) -> None:
-    flat = _flat(gate.decide(OUT_OF_KNOWLEDGE[0]))
-    flat |= {"tripwire_set": None, "forbidden": False, "rule": None, "triggers": []}
-    flat |= {"tripwire_proportion": None, "tripwire_best_rank": None, "tripwire_floor": None}
-    del flat["out_of_knowledge"]  # only the computed reject left: it means out of knowledge
-    old = Decision.model_validate(flat)
-    assert old.tripwires is None and old.test.out_of_knowledge and old.action == "abstain"
-
-
 def test_without_tripwires_nothing_is_rejected(minilm_kb_dir: Path, tmp_path: Path) -> None:
     target = tmp_path / "kb"
     shutil.copytree(minilm_kb_dir, target)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field
 
 import ragbound.tracing as tracing
 from ragbound.conversation import Conversation, Query, as_query, decided_text
@@ -57,7 +57,7 @@ from ragbound.gate_turns import (
     without_turns,
 )
 from ragbound.knowledge.query import QueryTexts
-from ragbound.results import Neighbour, Verdict, renamed
+from ragbound.results import Neighbour, Verdict
 from ragbound.stores import Hits
 from ragbound.tripwires.guard import (
     TripwireRule,
@@ -86,12 +86,6 @@ ACTION_OF: dict[Cause, Action] = {
     "in_knowledge": "answer",
     "small_talk": "answer",  # a greeting or thanks gets a reply, not "I don't know"
 }
-# a decision saved before the answerability test: the one cause of each action
-CAUSE_OF: dict[str, Cause] = {
-    "reject": "forbidden",
-    "abstain": "out_of_knowledge",
-    "answer": "in_knowledge",
-}
 DEFAULT_CONTEXT_K = 5
 
 
@@ -111,10 +105,6 @@ class Decision(BaseModel):
     calibration was made of synthetic questions alone,
     ``test.approximate`` is true and ``reason`` ends "(p-values approximate: no real
     questions)".
-
-    A decision saved by an older release (flat: ``p_value``, ``out_of_knowledge``, ``reject``,
-    ``forbidden``, ``triggers``, ``tripwire_*`` beside ``action``) still loads; what it did not
-    keep (the calibration size, the tripwire rule's k) is None.
     """
 
     query: str
@@ -146,15 +136,6 @@ class Decision(BaseModel):
         "the conversation was read (the text searched is ``test.query``); None: one query",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _old_shape(cls, data: Any) -> Any:
-        data = _nested(data)
-        if isinstance(data, dict) and "cause" not in data and data.get("action") in CAUSE_OF:
-            # saved before the answerability test: each action had one cause
-            data = {**data, "cause": CAUSE_OF[data["action"]]}
-        return data
-
     def upstream_messages(self, messages: list[dict]) -> list[dict]:
         """The conversation's OpenAI-style ``messages`` as they may go to an LLM on
         ``answer``: without the earlier turns found forbidden (``conversation.dropped``) and
@@ -167,46 +148,6 @@ class Decision(BaseModel):
         """The retrieved chunks as one text for an LLM prompt, nearest first, blank lines
         between (empty when there are none)."""
         return "\n\n".join(chunk.text for chunk in self.neighbours)
-
-
-# a flat decision of an older release: its fields of the boundary test and of the tripwires
-_OLD_TEST_FIELDS = frozenset(
-    {"statistic", "score", "p_value", "out_of_knowledge", "alpha", "critical_value", "k"}
-)
-_OLD_TRIPWIRE_FIELDS = {
-    "forbidden": "forbidden",
-    "rule": "rule",
-    "triggers": "triggers",
-    "tripwire_proportion": "proportion",
-    "tripwire_best_rank": "best_rank",
-    "tripwire_floor": "floor",
-}
-
-
-def _nested(data: Any) -> Any:
-    """A decision saved flat by an older release, as ``{"test": {...}, "tripwires": {...}}``;
-    anything else unchanged. The old computed ``reject`` (= out of knowledge) is dropped:
-    ``out_of_knowledge`` holds the same. ``rr_sum`` is rebuilt from the triggers (the sum of
-    1 / rank over them, as the rule computed it); the calibration size and the rule's k, never
-    saved, are None."""
-    if not isinstance(data, dict) or "test" in data or "p_value" not in data:
-        return data
-    flat = dict(renamed(data, {"reject": "out_of_knowledge"}))
-    test = {name: flat.pop(name) for name in _OLD_TEST_FIELDS if name in flat}
-    test |= {"query": flat.get("query"), "n_calibration": None, "neighbours": []}
-    tripwires = {new: flat.pop(old) for old, new in _OLD_TRIPWIRE_FIELDS.items() if old in flat}
-    flat["test"] = test
-    flat["tripwires"] = None
-    if flat.get("tripwire_set") is not None:
-        triggers = tripwires.get("triggers") or []
-        ranks = [t["rank"] if isinstance(t, dict) else t.rank for t in triggers]
-        flat["tripwires"] = tripwires | {
-            "query": flat.get("query"),
-            "rr_sum": sum(1 / rank for rank in ranks),
-            "k": None,
-            "tripwire_set": flat["tripwire_set"],
-        }
-    return flat
 
 
 class Gate:

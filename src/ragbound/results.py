@@ -3,24 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
-from pydantic import BaseModel, Field, field_serializer, model_validator
-
-
-def renamed(data: Any, names: dict[str, str]) -> Any:
-    """``data`` with the fields of an older release under their new names (``names`` maps old
-    to new); a field already present under its new name wins. Records written before the
-    rename (a saved ``--json`` output, a run folder) still load; the old names are never
-    written again."""
-    if not isinstance(data, dict) or not any(old in data for old in names):
-        return data
-    data = dict(data)
-    for old, new in names.items():
-        if old in data:
-            value = data.pop(old)
-            data.setdefault(new, value)
-    return data
+from pydantic import BaseModel, Field, field_serializer
 
 
 class Neighbour(BaseModel):
@@ -43,10 +27,7 @@ class Verdict(BaseModel):
     is the score at and above which queries are out of knowledge (None when no score can
     reach alpha with this many calibration queries). ``neighbours``: the nearest chunks, as
     evidence. ``approximate``: the calibration was made of synthetic questions alone, so the
-    p-value is only approximate (false on a verdict saved before it was recorded).
-
-    A Verdict saved by an older release, with ``reject`` for ``out_of_knowledge``, still
-    loads.
+    p-value is only approximate.
     """
 
     query: str
@@ -57,21 +38,13 @@ class Verdict(BaseModel):
     alpha: float
     critical_value: float | None
     k: int
-    n_calibration: int | None = Field(
-        description="calibration queries behind the p-value (None only in a decision saved "
-        "by an older release, which did not keep it)"
-    )
+    n_calibration: int = Field(description="calibration queries behind the p-value")
     approximate: bool = Field(
         default=False,
         description="p-values approximate: no real questions (the calibration's null holds "
         "synthetic questions alone)",
     )
     neighbours: list[Neighbour] = Field(default_factory=list)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _old_names(cls, data: Any) -> Any:
-        return renamed(data, {"reject": "out_of_knowledge"})
 
     @field_serializer("critical_value")
     def _finite_or_none(self, value: float | None) -> float | None:
@@ -116,11 +89,7 @@ class EvaluationReport(BaseModel):
     alpha: float
     k: int
     kb_fingerprint: str
-    default_statistic: str | None = Field(
-        None,
-        description="the statistic calibrate uses unless told otherwise (None in reports "
-        "saved before it was recorded)",
-    )
+    default_statistic: str = Field(description="the statistic calibrate uses unless told otherwise")
 
     def ordered(self) -> list[str]:
         """The statistics' names, the default first, then the others alphabetically."""
@@ -131,21 +100,6 @@ class EvaluationReport(BaseModel):
     def label(self, name: str) -> str:
         """``name`` for a table: marked ``(default)`` when it is the default statistic."""
         return f"{name} (default)" if name == self.default_statistic else name
-
-    @model_validator(mode="before")
-    @classmethod
-    def _draw_sizes_of_older_reports(cls, data: Any) -> Any:
-        """Reports saved before the draw sizes were recorded drew min(samples, n) a side."""
-        if isinstance(data, dict) and "drawn_in" not in data and "samples" in data:
-            samples = data["samples"]
-            sizes = (data.get("n_in_knowledge"), data.get("n_out_of_knowledge"))
-            if all(isinstance(value, int) for value in (samples, *sizes)):
-                data = {
-                    **data,
-                    "drawn_in": min(samples, sizes[0]),
-                    "drawn_out": min(samples, sizes[1]),
-                }
-        return data
 
     def draws(self) -> str:
         """The sample behind the numbers, in words (for tables and reports)."""
@@ -183,8 +137,7 @@ class ShiftReport(BaseModel):
     statistic that counts as a shift (same distribution as the p-value, so shifted =
     statistic >= critical_value); the paper's large-sample sqrt(-ln(alpha/2) (n+m) / (2nm))
     is :func:`ragbound.stats.ks_critical_value`. None when the batch is too small for any
-    statistic to reach alpha. A report saved by an older release, with ``reject`` for
-    ``shifted``, still loads.
+    statistic to reach alpha.
     """
 
     test: str
@@ -198,11 +151,6 @@ class ShiftReport(BaseModel):
     n_test: int
     method: str = Field(description="exact, asymp or permutation")
     kb_fingerprint: str
-
-    @model_validator(mode="before")
-    @classmethod
-    def _old_names(cls, data: Any) -> Any:
-        return renamed(data, {"reject": "shifted"})
 
 
 class SyntheticCheck(BaseModel):

@@ -79,17 +79,6 @@ def test_the_run_folder_reads_back_every_part(run_dir: Path) -> None:
     assert run.shift_rates is not None and run.shift_rates["mss"]["toy"]["rows"][0]["ratio"] == 0.0
 
 
-def test_a_shift_report_saved_with_the_old_name_reject_still_loads(
-    run_dir: Path, tmp_path: Path
-) -> None:
-    saved = json.loads((run_dir / "shift.json").read_text())
-    saved["reject"] = saved.pop("shifted")  # as an older release wrote it
-    (tmp_path / "shift.json").write_text(json.dumps(saved))
-    report = load_run(tmp_path).shift
-    assert report is not None and report.shifted is True
-    assert "reject" not in report.model_dump()
-
-
 def test_an_empty_run_folder_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="nothing to report"):
         load_run(tmp_path)
@@ -152,17 +141,14 @@ def test_the_report_names_the_inputs_of_the_evaluation(
     assert dt.timedelta(0) <= age < dt.timedelta(hours=1)  # recorded when the run was made
 
 
-def test_a_run_folder_without_inputs_or_default_says_so(run_dir: Path, tmp_path: Path) -> None:
+def test_a_run_folder_without_inputs_says_so(run_dir: Path, tmp_path: Path) -> None:
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
     saved = json.loads((copy / "evaluation.json").read_text())
-    del saved["inputs"], saved["report"]["default_statistic"]  # as an older release wrote it
+    del saved["inputs"]  # as benchmarks/run.py records an evaluation
     (copy / "evaluation.json").write_text(json.dumps(saved))
     page = write_report(load_run(copy), tmp_path / "report.html").read_text()
-    assert "Inputs not recorded" in page and "(default)" not in page
-    table = page[page.index("<table id='evaluation'>") :]
-    names = re.findall(r"<tr><td>([^<]+)</td>", table[: table.index("</table>")])
-    assert names == sorted(names)
+    assert "Inputs not recorded" in page
 
 
 def test_the_two_aurocs_are_named_under_the_table_and_in_the_roc_legend(
@@ -173,17 +159,6 @@ def test_the_two_aurocs_are_named_under_the_table_and_in_the_roc_legend(
     assert note and "the mean of 3 draws" in note.group(1)
     assert f"&ldquo;{POOLED_AUROC}&rdquo;" in note.group(1)
     assert f"<figcaption>ROC curves per statistic; legend: {POOLED_AUROC}</figcaption>" in page
-
-
-def test_an_evaluation_saved_before_draw_sizes_reads_back_with_them(run_dir: Path, tmp_path):
-    copy = tmp_path / "run"
-    shutil.copytree(run_dir, copy)
-    saved = json.loads((copy / "evaluation.json").read_text())
-    for key in ("drawn_in", "drawn_out"):
-        del saved["report"][key]
-    (copy / "evaluation.json").write_text(json.dumps(saved))
-    report = load_run(copy).evaluation
-    assert report is not None and (report.drawn_in, report.drawn_out) == (6, 6)
 
 
 def test_text_from_the_run_folder_is_escaped(run_dir: Path, tmp_path: Path) -> None:

@@ -295,8 +295,8 @@ def _decision(gate_query: str):
         alpha=0.05, critical_value=None, k=4, n_calibration=20,
     )  # fmt: skip
     return Decision(
-        query=gate_query, action="answer", reason="r", test=test, tripwires=None, neighbours=[],
-        kb_fingerprint="f", calibration_id="c", tripwire_set=None,
+        query=gate_query, action="answer", cause="in_knowledge", reason="r", test=test,
+        tripwires=None, neighbours=[], kb_fingerprint="f", calibration_id="c", tripwire_set=None,
     )  # fmt: skip
 
 

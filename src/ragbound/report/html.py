@@ -154,8 +154,8 @@ def _inputs(inputs: EvaluationInputs | None) -> str:
     """The evaluation's inputs as a two-column table, or a note that they were not recorded."""
     if inputs is None:
         return (
-            "<p id='inputs'>Inputs not recorded: this run folder was written before they were "
-            "(run <code>ragbound evaluate --run</code> again to record them).</p>"
+            "<p id='inputs'>Inputs not recorded (<code>ragbound evaluate --run</code> records "
+            "them).</p>"
         )
     rows = []
     for label, key in INPUT_ROWS:

@@ -4,7 +4,7 @@ Files (each optional, all plain JSON, written atomically):
 
 - ``evaluation.json``: the EvaluationReport, plus every statistic's per-query values on the
   in- and out-of-knowledge test queries and its critical value (histograms, ROC curves), and
-  the EvaluationInputs it ran on (absent from folders recorded before they were);
+  the EvaluationInputs it ran on (absent when its recorder kept none, as a benchmark's);
 - ``shift.json``: the last batch ShiftReport;
 - ``monitor.jsonl``: one WindowResult per tested window, appended as the monitor runs;
 - ``shift_rates.json``: a shift-rate experiment (paper Figure 5: the share of batches the KS
