@@ -178,3 +178,16 @@ def test_what_the_store_cannot_give_is_refused(store: CountingStore) -> None:
         Guard.calibrate(knowledge_of(store), CALIBRATION, k=4, granularity="sentence")
     with pytest.raises(InputError, match="closeness must be one of"):
         knowledge_of(store, closeness="rank")
+
+
+def test_the_retriever_refuses_a_guard_on_other_knowledge_and_a_bad_k(
+    store: CountingStore, kb: KnowledgeBase
+) -> None:
+    # pydantic reports the refusal as a ValidationError, a ValueError like InputError
+    with pytest.raises(ValueError, match="calibrated on a VectorStoreKnowledge"):
+        GatedVectorStoreRetriever(guard=Guard.calibrate(kb, CALIBRATION, k=4))
+    guard = Guard.calibrate(knowledge_of(store), CALIBRATION, k=4)
+    with pytest.raises(ValueError, match=r"k must be a positive integer \(documents returned\)"):
+        GatedVectorStoreRetriever(guard=guard, k=0)
+    with pytest.raises(ValueError, match="on_block must be one of empty, raise"):
+        GatedVectorStoreRetriever(guard=guard, on_block="drop")

@@ -1,5 +1,5 @@
-"""Knowledge over a framework's own search (no framework imported here): what the LangChain
-vector-store and LlamaIndex retriever adapters share.
+"""Knowledge over a framework's own search (no framework imported here): what the adapters on
+the user's own LangChain vector store, LlamaIndex retriever and Haystack retriever share.
 
 A framework's search answers one query at a time with its documents and a score each. A
 :class:`FrameworkSearch` subclass says how to call it (``_search_one``); this module turns the
@@ -22,11 +22,10 @@ import sys
 import threading
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import numpy as np
 
-from ragbound._lazy import deprecated_aliases, warn_deprecated
 from ragbound.artifacts import sha256_text
 from ragbound.corpus import Chunk
 from ragbound.corpus import Document as RagboundDocument
@@ -46,7 +45,6 @@ CLOSENESS_KINDS: tuple[Closeness, ...] = ("cosine", "similarity", "distance", "r
 RANK_STATISTICS: tuple[str, ...] = ("mss", "knn", "fisher", "simes")
 """Statistics whose p-values depend only on the order of scores (any increasing transform)."""
 UNKNOWN_SIZE = sys.maxsize
-T = TypeVar("T")
 ORDER_TOLERANCE = 1e-6
 
 Found = tuple[str | None, str, float, Any]
@@ -93,12 +91,17 @@ class Rows:
             return row
 
 
-def closeness_of(closeness: T, scores: Closeness | None) -> T | Closeness:
-    """``closeness``, or the value passed under its old keyword ``scores`` (warned)."""
-    if scores is None:
-        return closeness
-    warn_deprecated("the keyword scores=", "closeness=", stacklevel=4)
-    return scores
+def model_name(component: Any, *attributes: str) -> str:
+    """``Class:model`` for an embedding component, the model being the first of its
+    ``attributes`` set (a string); the class name alone when none is."""
+    model = next((value for name in attributes if (value := getattr(component, name, None))), None)
+    kind = type(component).__name__
+    return f"{kind}:{model}" if isinstance(model, str) else kind
+
+
+def embedder_name(embedder: Any) -> str:
+    """A ragbound embedder's ``name`` (its class name when it has none)."""
+    return str(getattr(embedder, "name", "") or type(embedder).__name__)
 
 
 def check_guard_on(guard: Any, kind: type, k: object, returned: str) -> None:
@@ -330,11 +333,3 @@ class FrameworkKnowledge(ChunkOnly, Searching):
         the first search returned, scored for that search's query."""
         flipped = self._search.flipped
         return [(self.original(n.chunk_id), flipped(n.similarity)) for n in neighbours]
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(
-    __name__,
-    {"ScoredSearch": "FrameworkSearch", "ScoredKnowledge": "FrameworkKnowledge"},
-    globals(),
-)

@@ -60,6 +60,15 @@ except ImportError as error:
 
 __all__ = ["GateComponent", "chat_query"]
 
+routed_outputs = component.output_types(
+    documents=list[Document],
+    decision=Decision,
+    query=str,
+    blocked=Decision,
+    history=list[ChatMessage],
+)
+"""The outputs of a component whose outputs are :func:`routed` (its ``run`` and ``run_async``)."""
+
 
 @component
 class GateComponent:
@@ -106,13 +115,7 @@ class GateComponent:
         """The component again from :meth:`to_dict`'s output."""
         return default_from_dict(cls, data)
 
-    @component.output_types(
-        documents=list[Document],
-        decision=Decision,
-        query=str,
-        blocked=Decision,
-        history=list[ChatMessage],
-    )
+    @routed_outputs
     def run(
         self,
         query: str,
@@ -126,13 +129,7 @@ class GateComponent:
         decision = self._gate.decide(chat_query(query, history))
         return self._outputs(decision, documents, upstream_history(query, history, decision))
 
-    @component.output_types(
-        documents=list[Document],
-        decision=Decision,
-        query=str,
-        blocked=Decision,
-        history=list[ChatMessage],
-    )
+    @routed_outputs
     async def run_async(
         self,
         query: str,

@@ -15,7 +15,7 @@ e.g. ``load_dense_embedder("minilm")``, the bundled MiniLM, offline). :class:`Ra
 and :class:`RagboundDocumentEmbedder` are Haystack components over a ragbound embedder, to fill
 the store and embed queries in a pipeline with the same vectors.
 
-How the retriever's scores become similarities (higher = closer), ``scores``:
+How the retriever's scores become similarities (higher = closer), ``closeness``:
 
 - ``None`` (default): read from an ``InMemoryEmbeddingRetriever``: ``"relevance"`` when it was
   built with ``scale_score=True`` (cosine becomes ``(1 + cosine) / 2``, a dot product
@@ -45,29 +45,32 @@ Example:
     ([], 'abstain')
 """
 
-import asyncio
 import dataclasses
 from typing import Any
 
 import numpy as np
 
-from ragbound._lazy import deprecated_aliases
-from ragbound.adapters._chat import Refused
-from ragbound.adapters._common import OnBlock, blocked, check_on_block, missing_extra
-from ragbound.adapters._flagged import flagged_guard
+from ragbound.adapters._common import OnBlock, missing_extra
 from ragbound.adapters._framework import (
     Closeness,
     Found,
     FrameworkKnowledge,
     FrameworkSearch,
-    check_guard_on,
-    closeness_of,
+    embedder_name,
+    model_name,
 )
-from ragbound.adapters.haystack import annotated, chat_query, routed, upstream_history
+from ragbound.adapters._own_store import OwnStoreRetriever
+from ragbound.adapters.haystack import (
+    annotated,
+    chat_query,
+    routed,
+    routed_outputs,
+    upstream_history,
+)
 from ragbound.detect import Guard
 from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
-from ragbound.gate import Decision, Gate
+from ragbound.gate import Decision
 from ragbound.knowledge.query import QueryEmbedder
 from ragbound.tripwires import Tripwire, TripwireRule
 from ragbound.tripwires.collection import tripwire_metadata
@@ -127,7 +130,7 @@ class RagboundTextEmbedder:
 
     def __init__(self, embedder: QueryEmbedder):
         self.embedder = embedder
-        self.model = _model_of(embedder)
+        self.model = embedder_name(embedder)
 
     @component.output_types(embedding=list[float])
     def run(self, text: str) -> dict[str, Any]:
@@ -143,7 +146,7 @@ class RagboundDocumentEmbedder:
 
     def __init__(self, embedder: QueryEmbedder):
         self.embedder = embedder
-        self.model = _model_of(embedder)
+        self.model = embedder_name(embedder)
 
     @component.output_types(documents=list[Document])
     def run(self, documents: list[Document]) -> dict[str, Any]:
@@ -156,17 +159,6 @@ class RagboundDocumentEmbedder:
             for doc, vector in zip(documents, vectors, strict=True)
         ]
         return {"documents": embedded}
-
-
-def _model_of(embedder: QueryEmbedder) -> str:
-    """A ragbound embedder's model name (its class name when it has none)."""
-    return str(getattr(embedder, "name", "") or type(embedder).__name__)
-
-
-def _embedder_name(embedder: Any) -> str:
-    model = getattr(embedder, "model", None) or getattr(embedder, "name", None)
-    kind = type(embedder).__name__
-    return f"{kind}:{model}" if isinstance(model, str) and model else kind
 
 
 def query_embedder(embedder: Any) -> QueryEmbedder:
@@ -202,9 +194,7 @@ class HaystackSearch(FrameworkSearch):
         similarity: Similarity = "cosine",
         size: int | None = None,
         exact: bool | None = None,
-        scores: Closeness | None = None,
     ):
-        closeness = closeness_of(closeness, scores)
         if not callable(getattr(retriever, "run", None)):
             raise InputError(f"{type(retriever).__name__} is not a Haystack retriever (no run)")
         self.backend = f"haystack:{type(retriever).__name__}"
@@ -266,18 +256,16 @@ class HaystackKnowledge(FrameworkKnowledge):
         size: int | None = None,
         exact: bool | None = None,
         version: str = "",
-        scores: Closeness | None = None,
     ):
-        closeness = closeness_of(closeness, scores)
         search = HaystackSearch(
             retriever, closeness=closeness, similarity=similarity, size=size, exact=exact
         )
-        name = name or _embedder_name(embedder)
+        name = name or model_name(embedder, "model", "name")
         super().__init__(search, query_embedder(embedder), name=name, version=version)
 
 
 @component
-class GatedHaystackRetriever:
+class GatedHaystackRetriever(OwnStoreRetriever):
     """A Haystack component that searches the guard's retriever once per query.
 
     ``guard``: a :class:`~ragbound.detect.Guard` over a :class:`HaystackKnowledge`
@@ -294,6 +282,8 @@ class GatedHaystackRetriever:
     the same one search; never returned.
     """
 
+    knowledge_class = HaystackKnowledge
+
     def __init__(
         self,
         guard: Guard,
@@ -303,13 +293,7 @@ class GatedHaystackRetriever:
         tripwires: list[Tripwire] | None = None,
         tripwire_rule: TripwireRule | None = None,
     ):
-        check_guard_on(guard, HaystackKnowledge, k, "documents")
-        self.guard = guard
-        self.k = k
-        self.on_block = check_on_block(on_block)
-        self._gate = Gate(guard, flagged_guard(guard.kb, tripwires, tripwire_rule), context_k=k)
-        self.last_decision: Decision | None = None
-        self.refused = Refused()  # its one search meets the tripwires with the turn alone
+        self._start(guard, k, on_block, tripwires, tripwire_rule)
 
     def warm_up(self) -> None:
         """Warm the query embedder up (a Haystack component loads its model)."""
@@ -324,21 +308,7 @@ class GatedHaystackRetriever:
             "the calibration with guard.save(folder=...) and build the component in code"
         )
 
-    def decide(self, query: str | list[dict[str, str]]) -> Decision:
-        """The decision on one query, or on a conversation (OpenAI-style messages) at its last
-        user turn: one embedding, one run of the retriever."""
-        decision = self._gate.decide(query)
-        self.last_decision = decision
-        self.refused.note(decision)
-        return decision
-
-    @component.output_types(
-        documents=list[Document],
-        decision=Decision,
-        query=str,
-        blocked=Decision,
-        history=list[ChatMessage],
-    )
+    @routed_outputs
     def run(self, query: str, history: list[ChatMessage] | None = None) -> dict[str, Any]:
         """Decide ``query`` (after ``history``, the chat so far, as
         :class:`~ragbound.adapters.haystack.GateComponent` does); the retriever's documents on
@@ -347,40 +317,21 @@ class GatedHaystackRetriever:
         decision = self.decide(chat_query(query, history))
         return self._outputs(decision, upstream_history(query, history, decision, self.refused))
 
-    @component.output_types(
-        documents=list[Document],
-        decision=Decision,
-        query=str,
-        blocked=Decision,
-        history=list[ChatMessage],
-    )
+    @routed_outputs
     async def run_async(
         self, query: str, history: list[ChatMessage] | None = None
     ) -> dict[str, Any]:
         """:meth:`run` for ``AsyncPipeline``: the decision is made in a worker thread."""
-        decision = await asyncio.to_thread(self.decide, chat_query(query, history))
+        decision = await self.adecide(chat_query(query, history))
         return self._outputs(decision, upstream_history(query, history, decision, self.refused))
 
     def _outputs(self, decision: Decision, upstream: list[ChatMessage]) -> dict[str, Any]:
-        if blocked(decision, self.on_block):
-            return routed(decision, [])
-        return routed(decision, annotated(self._found(decision), decision), upstream)
-
-    def _found(self, decision: Decision) -> list[Document]:
-        """The retriever's documents behind the decision's neighbours, each scored by this
-        search (the one kept is the first search's copy, scored for another query)."""
-        knowledge: HaystackKnowledge = self.guard.kb  # type: ignore[assignment]
-        found = knowledge.rescored(decision.neighbours)
-        return [dataclasses.replace(doc, score=score) for doc, score in found]
+        # each document scored by this search (the one kept is the first search's copy)
+        found = [dataclasses.replace(doc, score=score) for doc, score in self._results(decision)]
+        return routed(decision, annotated(found, decision), upstream)
 
 
 def tripwire_documents(tripwires: list[Tripwire]) -> list[Document]:
     """Haystack documents for ``tripwires`` (ids = tripwire ids, ``meta`` flagging each), to
     embed and write to the store beside the knowledge."""
     return [Document(id=t.id, content=t.text, meta=tripwire_metadata(t)) for t in tripwires]
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(
-    __name__, {"GuardedHaystackRetriever": "GatedHaystackRetriever"}, globals()
-)

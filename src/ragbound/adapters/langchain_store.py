@@ -7,7 +7,7 @@ similarities that store returns, and :class:`GatedVectorStoreRetriever` (a LangC
 need, decides from those scores and returns the top documents on ``answer`` (none on
 ``abstain``). Nothing is copied, embedded twice or searched twice.
 
-How the store's scores become similarities (higher = closer), chosen with ``scores``:
+How the store's scores become similarities (higher = closer), chosen with ``closeness``:
 
 - ``"cosine"`` (default): ``similarity_search_with_score_by_vector`` returns cosine
   similarities (langchain-core's ``InMemoryVectorStore`` does). The exact similarity: every
@@ -54,30 +54,24 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import PrivateAttr, field_validator
 
-from ragbound._lazy import deprecated_aliases
 from ragbound.adapters._chat import Refused
-from ragbound.adapters._common import (
-    OnBlock,
-    QueryBlocked,
-    blocked,
-    check_on_block,
-    missing_extra,
-)
+from ragbound.adapters._common import OnBlock, QueryBlocked, check_on_block, missing_extra
 from ragbound.adapters._framework import (
     RANK_STATISTICS,
     Closeness,
     Found,
     FrameworkKnowledge,
     FrameworkSearch,
-    closeness_of,
+    embedder_name,
+    model_name,
 )
+from ragbound.adapters._own_store import OwnStoreRetriever
 from ragbound.adapters.langchain import annotated, areport, report
-from ragbound.conversation import Query
 from ragbound.detect import Guard
 from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
@@ -95,7 +89,6 @@ try:
     from langchain_core.embeddings import Embeddings
     from langchain_core.retrievers import BaseRetriever
     from langchain_core.runnables import RunnableConfig
-    from langchain_core.runnables.config import run_in_executor
     from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 except ImportError as error:
     raise missing_extra("langchain-core", "langchain", error) from error
@@ -133,7 +126,7 @@ class RagboundEmbeddings(Embeddings):
 
     def __init__(self, embedder: QueryEmbedder):
         self.embedder = embedder
-        self.model = str(getattr(embedder, "name", "") or type(embedder).__name__)
+        self.model = embedder_name(embedder)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return np.asarray(self.embedder.encode(list(texts)), dtype=np.float32).tolist()
@@ -155,9 +148,7 @@ class VectorStoreSearch(FrameworkSearch):
         similarity: Similarity = "cosine",
         size: int | None = None,
         exact: bool | None = None,
-        scores: Closeness | None = None,
     ):
-        closeness = closeness_of(closeness, scores)
         self.backend = f"langchain:{type(vectorstore).__name__}"
         if exact is None:
             exact = isinstance(vectorstore, InMemoryVectorStore)
@@ -204,16 +195,14 @@ class VectorStoreKnowledge(FrameworkKnowledge):
         size: int | None = None,
         exact: bool | None = None,
         version: str = "",
-        scores: Closeness | None = None,
     ):
-        closeness = closeness_of(closeness, scores)
         embedding = embedding if embedding is not None else _store_embeddings(vectorstore)
         if embedding is None:
             raise InputError("give the LangChain Embeddings the store's vectors come from")
         search = VectorStoreSearch(
             vectorstore, closeness=closeness, similarity=similarity, size=size, exact=exact
         )
-        name = name or _embedding_name(embedding)
+        name = name or model_name(embedding, "model", "model_name")
         super().__init__(search, LangChainEmbedder(embedding), name=name, version=version)
 
 
@@ -224,13 +213,7 @@ def _store_embeddings(vectorstore: VectorStore) -> Embeddings | None:
         return None
 
 
-def _embedding_name(embedding: Embeddings) -> str:
-    model = getattr(embedding, "model", None) or getattr(embedding, "model_name", None)
-    kind = type(embedding).__name__
-    return f"{kind}:{model}" if isinstance(model, str) and model else kind
-
-
-class GatedVectorStoreRetriever(BaseRetriever):
+class GatedVectorStoreRetriever(OwnStoreRetriever, BaseRetriever):
     """A LangChain retriever that searches the guard's vector store once per query.
 
     ``guard``: a :class:`~ragbound.detect.Guard` over a :class:`VectorStoreKnowledge`
@@ -243,61 +226,27 @@ class GatedVectorStoreRetriever(BaseRetriever):
     ``tripwires``: the tripwire documents added to the store (:func:`tripwire_documents`;
     an empty list still applies the rule to flagged documents met), decided by
     ``tripwire_rule`` (default :meth:`TripwireRule.default`); None: no tripwire rule (flagged
-    documents are still never returned).
+    documents are still never returned). ``refused`` keeps the turns it refused, which
+    :meth:`~ragbound.adapters.langchain_chat.GatedChatRetriever.upstream_input` leaves out.
     """
 
+    knowledge_class: ClassVar[type[FrameworkKnowledge]] = VectorStoreKnowledge
     guard: Guard
     k: int = 4
     on_block: OnBlock = "empty"
     tripwires: list[Tripwire] | None = None
     tripwire_rule: TripwireRule | None = None
-    _gate: Gate | None = PrivateAttr(default=None)
+    _gate: Gate = PrivateAttr()
     _last_decision: Decision | None = PrivateAttr(default=None)
-    # its one search meets the tripwires with the turn decided: the turns it refused
-    _refused: Refused = PrivateAttr(default_factory=Refused)
+    _refused: Refused = PrivateAttr()
 
     @field_validator("on_block", mode="before")
     @classmethod
     def _valid_on_block(cls, value: str) -> OnBlock:
         return check_on_block(value)
 
-    @field_validator("guard")
-    @classmethod
-    def _on_a_vector_store(cls, guard: Guard) -> Guard:
-        if not isinstance(guard.kb, VectorStoreKnowledge):
-            raise InputError("the guard must be calibrated on a VectorStoreKnowledge")
-        return guard
-
-    @field_validator("k")
-    @classmethod
-    def _valid_k(cls, k: int) -> int:
-        if k < 1:
-            raise InputError(f"k must be a positive integer (documents returned), got {k}")
-        return k
-
-    @property
-    def last_decision(self) -> Decision | None:
-        """The decision on the latest query this retriever saw (None before the first)."""
-        return self._last_decision
-
-    @property
-    def refused(self) -> Refused:
-        """The turns this retriever refused, left out of what a chat sends its LLM later
-        (:meth:`~ragbound.adapters.langchain_chat.GatedChatRetriever.upstream_input`)."""
-        return self._refused
-
-    def decide(self, query: Query | list[dict[str, str]]) -> Decision:
-        """The decision on one query, or on a conversation (OpenAI-style messages) at its
-        last user turn: one embedding, one search of the store."""
-        if self._gate is None:
-            from ragbound.adapters._flagged import flagged_guard
-
-            tripwires = flagged_guard(self.guard.kb, self.tripwires, self.tripwire_rule)  # type: ignore[arg-type]
-            self._gate = Gate(self.guard, tripwires, context_k=self.k)
-        decision = self._gate.decide(query)
-        self._last_decision = decision
-        self._refused.note(decision)
-        return decision
+    def model_post_init(self, context: Any) -> None:
+        self._start(self.guard, self.k, self.on_block, self.tripwires, self.tripwire_rule)
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
@@ -309,7 +258,7 @@ class GatedVectorStoreRetriever(BaseRetriever):
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
     ) -> list[Document]:
-        decision = await run_in_executor(None, self.decide, query)
+        decision = await self.adecide(query)
         await areport(decision, run_manager)
         return self._documents(decision)
 
@@ -322,11 +271,7 @@ class GatedVectorStoreRetriever(BaseRetriever):
         return self._documents(decision)
 
     def _documents(self, decision: Decision) -> list[Document]:
-        if blocked(decision, self.on_block):
-            return []
-        knowledge: VectorStoreKnowledge = self.guard.kb  # type: ignore[assignment]
-        found = [knowledge.original(chunk.chunk_id) for chunk in decision.neighbours]
-        return annotated(found, decision)
+        return annotated([doc for doc, _ in self._results(decision)], decision)
 
 
 def tripwire_documents(tripwires: list[Tripwire]) -> list[Document]:
@@ -337,9 +282,3 @@ def tripwire_documents(tripwires: list[Tripwire]) -> list[Document]:
         >>> store.add_documents(tripwire_documents(read_tripwires("t.jsonl")))  # doctest: +SKIP
     """
     return [Document(t.text, id=t.id, metadata=tripwire_metadata(t)) for t in tripwires]
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(
-    __name__, {"GuardedVectorStoreRetriever": "GatedVectorStoreRetriever"}, globals()
-)

@@ -8,7 +8,7 @@ query itself, so the guard embeds nothing. :class:`GatedLlamaIndexRetriever` (a 
 in ``metadata["ragbound"]`` (kept out of the LLM and embedding text).
 
 The retriever returns its ``similarity_top_k`` nodes: it must be at least ``max(k,
-guard.k)``. ``scores``: ``"cosine"`` (default; a ``VectorStoreIndex`` retriever over the
+guard.k)``. ``closeness``: ``"cosine"`` (default; a ``VectorStoreIndex`` retriever over the
 in-memory ``SimpleVectorStore`` scores by cosine similarity: every statistic), or
 ``"similarity"`` / ``"distance"`` / ``"relevance"`` (order only: the rank statistics; see
 :mod:`ragbound.adapters._framework`). Rows are keyed by ``node_id``; the fingerprint is ``name``
@@ -25,20 +25,12 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Callable
 from typing import Any
 
-from ragbound._lazy import deprecated_aliases
-from ragbound.adapters._chat import Refused
-from ragbound.adapters._common import OnBlock, blocked, check_on_block, missing_extra
-from ragbound.adapters._framework import (
-    Closeness,
-    Found,
-    FrameworkKnowledge,
-    FrameworkSearch,
-    check_guard_on,
-    closeness_of,
-)
+from ragbound.adapters._common import OnBlock, missing_extra
+from ragbound.adapters._framework import Closeness, Found, FrameworkKnowledge, FrameworkSearch
+from ragbound.adapters._own_store import OwnStoreRetriever
 from ragbound.adapters.llamaindex import (
     UpstreamMemory,
     Withheld,
@@ -49,8 +41,8 @@ from ragbound.adapters.llamaindex import (
 from ragbound.detect import Guard
 from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
-from ragbound.gate import Decision, Gate
-from ragbound.tripwires import Tripwire, TripwireRule, TripwireTest
+from ragbound.gate import Decision
+from ragbound.tripwires import Tripwire, TripwireRule
 
 try:
     from llama_index.core.base.base_retriever import BaseRetriever
@@ -77,9 +69,7 @@ class LlamaIndexSearch(FrameworkSearch):
         similarity: Similarity = "cosine",
         size: int | None = None,
         exact: bool = False,
-        scores: Closeness | None = None,
     ):
-        closeness = closeness_of(closeness, scores)
         self.backend = f"llamaindex:{type(retriever).__name__}"
         super().__init__(closeness=closeness, similarity=similarity, size=size, exact=exact)
         self.retriever = retriever
@@ -94,7 +84,7 @@ class LlamaIndexSearch(FrameworkSearch):
 class LlamaIndexKnowledge(FrameworkKnowledge):
     """:class:`~ragbound.knowledge.protocol.Knowledge` over a LlamaIndex retriever.
 
-    ``name`` names the embedding model behind it (it enters the fingerprint); ``scores``,
+    ``name`` names the embedding model behind it (it enters the fingerprint); ``closeness``,
     ``similarity``, ``size`` and ``exact`` describe its search (:class:`LlamaIndexSearch`);
     ``version`` tags the index's contents (bump it when nodes change).
     """
@@ -109,16 +99,14 @@ class LlamaIndexKnowledge(FrameworkKnowledge):
         size: int | None = None,
         exact: bool = False,
         version: str = "",
-        scores: Closeness | None = None,
     ):
-        closeness = closeness_of(closeness, scores)
         search = LlamaIndexSearch(
             retriever, closeness=closeness, similarity=similarity, size=size, exact=exact
         )
         super().__init__(search, None, name=name, version=version)
 
 
-class GatedLlamaIndexRetriever(BaseRetriever):
+class GatedLlamaIndexRetriever(OwnStoreRetriever, BaseRetriever):
     """A LlamaIndex retriever that retrieves once per query through the guard's knowledge.
 
     ``guard``: a :class:`~ragbound.detect.Guard` over a :class:`LlamaIndexKnowledge`; ``k``:
@@ -135,6 +123,9 @@ class GatedLlamaIndexRetriever(BaseRetriever):
     tripwires with the turn decided, :class:`~ragbound.adapters._chat.Refused`).
     """
 
+    knowledge_class = LlamaIndexKnowledge
+    returned = "nodes"
+
     def __init__(
         self,
         guard: Guard,
@@ -147,29 +138,15 @@ class GatedLlamaIndexRetriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
         memory: BaseMemory | None = None,
     ):
-        check_guard_on(guard, LlamaIndexKnowledge, k, "nodes")
         super().__init__(callback_manager=callback_manager)
-        self.guard = guard
-        self.on_block = check_on_block(on_block)
-        tripwire_guard = _tripwire_guard(guard.kb, tripwires, tripwire_rule, embed_model)
-        self._gate = Gate(guard, tripwire_guard, context_k=k)
-        self.last_decision: Decision | None = None
+        self._start(guard, k, on_block, tripwires, tripwire_rule, _embed(guard.kb, embed_model))
         self.memory = memory
         self.withheld = Withheld()
-        self.refused = Refused()
 
     def upstream_memory(self) -> UpstreamMemory:
         """The memory to give the chat engine: ``memory`` as its LLM may read it (without
         the turns found forbidden: :class:`~ragbound.adapters.llamaindex.UpstreamMemory`)."""
         return upstream_memory(self.memory, self)
-
-    def decide(self, query: str | list[dict[str, str]]) -> Decision:
-        """The decision on one query, or on a conversation (OpenAI-style messages) at its last
-        user turn: one retrieval of the user's retriever."""
-        decision = self._gate.decide(query)
-        self.last_decision = decision
-        self.refused.note(decision)
-        return decision
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         history = None if self.memory is None else self.memory.get_all()
@@ -179,34 +156,19 @@ class GatedLlamaIndexRetriever(BaseRetriever):
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         history = None if self.memory is None else await self.memory.aget_all()
-        query = chat_query(query_bundle, history)
-        decision = await asyncio.to_thread(self.decide, query)
+        decision = await self.adecide(chat_query(query_bundle, history))
         self.withheld = Withheld.of(history, query_bundle, decision, self.refused)
         return self._nodes(decision)
 
     def _nodes(self, decision: Decision) -> list[NodeWithScore]:
-        if blocked(decision, self.on_block):
-            return []
-        knowledge: LlamaIndexKnowledge = self.guard.kb  # type: ignore[assignment]
-        found = knowledge.rescored(decision.neighbours)
+        found = self._results(decision)
         return annotated([NodeWithScore(node=n.node, score=s) for n, s in found], decision)
 
 
-def _tripwire_guard(
-    knowledge: LlamaIndexKnowledge,
-    tripwires: list[Tripwire] | None,
-    rule: TripwireRule | None,
-    embed_model: Any,
-) -> TripwireTest | None:
-    from ragbound.adapters._flagged import flagged_guard
-
-    # a VectorIndexRetriever keeps the index's embed model
+def _embed(knowledge: object, embed_model: Any) -> Callable[[list[str]], Any] | None:
+    """What embeds the declared tripwires: ``embed_model``'s batch embedding, by default the
+    retriever's own model (a VectorIndexRetriever keeps the index's); None: neither."""
+    if not isinstance(knowledge, LlamaIndexKnowledge):
+        return None  # refused by _start, naming the knowledge it needs
     model = embed_model or getattr(knowledge.store.retriever, "_embed_model", None)
-    embed = model.get_text_embedding_batch if model is not None else None
-    return flagged_guard(knowledge, tripwires, rule, embed)
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(
-    __name__, {"GuardedLlamaIndexRetriever": "GatedLlamaIndexRetriever"}, globals()
-)
+    return model.get_text_embedding_batch if model is not None else None
