@@ -9,7 +9,7 @@ import pytest
 import typer
 from pydantic import ValidationError
 
-import ragbound.cli
+import ragbound.cli.entry
 from ragbound.cli.failures import describe, one_line
 from ragbound.errors import InputError
 from ragbound.tripwires.guard import TripwireRule
@@ -78,20 +78,20 @@ def _app_raising(exc: BaseException) -> typer.Typer:
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt(), typer.Abort()])
 def test_ctrl_c_is_interrupted_with_code_130(monkeypatch, capsys, exc):
-    monkeypatch.setattr(ragbound.cli, "app", _app_raising(exc))
+    monkeypatch.setattr(ragbound.cli.entry, "app", _app_raising(exc))
     code, _, err = run(monkeypatch, capsys, "fail")
     assert code == 130 and err == "interrupted\n"
 
 
 def test_a_bug_keeps_its_traceback(monkeypatch, capsys):
-    monkeypatch.setattr(ragbound.cli, "app", _app_raising(RuntimeError("a bug")))
+    monkeypatch.setattr(ragbound.cli.entry, "app", _app_raising(RuntimeError("a bug")))
     monkeypatch.setattr(sys, "argv", ["ragbound", "fail"])
     with pytest.raises(RuntimeError, match="a bug"):
-        ragbound.cli.main()
+        ragbound.cli.entry.main()
 
 
 def test_a_command_exit_code_passes_through(monkeypatch, capsys):
-    monkeypatch.setattr(ragbound.cli, "app", _app_raising(typer.Exit(3)))
+    monkeypatch.setattr(ragbound.cli.entry, "app", _app_raising(typer.Exit(3)))
     code, _, err = run(monkeypatch, capsys, "fail")
     assert code == 3 and err == ""
 
