@@ -6,6 +6,25 @@ never runs still means two modules that cannot be understood apart). A package's
 its own node: ``from ragbound.knowledge import KnowledgeBase`` is an edge to
 ``ragbound.knowledge``, ``from ragbound.knowledge import base`` an edge to
 ``ragbound.knowledge.base``. The layering it enforces is in docs/architecture.md.
+
+An import also depends on what a package's ``__init__`` runs when it is imported, a node of its
+own, ``PACKAGE (on import)``: the ``__init__``'s imports outside functions and outside
+``if TYPE_CHECKING:``. Two kinds of import reach it:
+
+- one that looks a submodule up in the package's namespace: ``from pkg import sub`` and
+  ``import pkg.sub [as sub]`` (Python reads ``sub`` as an attribute of ``pkg`` first, so the
+  line gets whatever ``pkg/__init__`` bound to that name, the submodule only when it bound none);
+- one that makes the package's ``__init__`` run: any import of ``pkg.sub`` from a module outside
+  ``pkg``. From a module inside ``pkg`` it is no edge: ``pkg/__init__`` is running already (a
+  module's packages are always imported before it), and ``from pkg.sub import name`` reads only
+  ``pkg.sub``.
+
+So ``from ragbound.cli import validate`` in a command module is an edge to
+``ragbound.cli (on import)``, a cycle when ``cli/__init__`` imports that command. A lazy face
+(``ragbound._lazy``, PEP 562) runs none of the submodules it re-exports: they load when one of
+its names is read, ``from pkg import Name``, an edge to the package's own node with every import
+its ``__init__`` has. Its ``on import`` node has only its eager imports, so looking a submodule up
+in a lazy face, or importing one of its submodules, is no cycle.
 """
 
 from __future__ import annotations
@@ -19,50 +38,97 @@ PACKAGE = SRC / "ragbound"
 
 # Edges allowed to close a cycle, each with why it is still there. Empty: a new cycle fails.
 ALLOWED: dict[tuple[str, str], str] = {}
+TYPE_CHECKING = {"TYPE_CHECKING", "typing.TYPE_CHECKING"}
 
 
-def modules() -> dict[str, Path]:
+def modules(package: Path = PACKAGE) -> dict[str, Path]:
     """Every module of the package by dotted name (``a/__init__.py`` is ``a``)."""
     found = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = path.relative_to(SRC).with_suffix("").parts
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(package.parent).with_suffix("").parts
         found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
 
 
-def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """The package modules that ``name`` (its source at ``path``) imports, anywhere in it."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                # `import a.b.c` binds `a` but loads a.b.c: the edge is to the module named
-                target = alias.name
-                while target and target not in known:
-                    target = target.rpartition(".")[0]
-                if target:
-                    found.add(target)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")
-                anchor = anchor[: len(anchor) - node.level + 1]
-                base = ".".join([*anchor, base] if base else anchor)
-            for alias in node.names:
-                submodule = f"{base}.{alias.name}"
-                if submodule in known:
-                    found.add(submodule)
-                elif base in known:
-                    found.add(base)
-    found.discard(name)
+def on_import(package: str) -> str:
+    """The node of what importing ``package`` runs: its ``__init__``'s eager imports."""
+    return f"{package} (on import)"
+
+
+def packages_above(name: str) -> list[str]:
+    """The packages that hold ``name``, outermost first (``a.b.c``: ``a``, ``a.b``)."""
+    parts = name.split(".")
+    return [".".join(parts[:end]) for end in range(1, len(parts))]
+
+
+def eager_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """The imports that run when the module runs: not in a function, not under TYPE_CHECKING."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    pending = list(ast.iter_child_nodes(tree))
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        elif isinstance(node, ast.If) and ast.unparse(node.test) in TYPE_CHECKING:
+            pending.extend(node.orelse)
+        elif not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            pending.extend(ast.iter_child_nodes(node))
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    paths = modules()
+def every_import(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)]
+
+
+def imported_by(
+    node: ast.Import | ast.ImportFrom, name: str, package: str, known: set[str]
+) -> set[str]:
+    """The nodes one import statement of module ``name`` (in ``package``) depends on."""
+    found: set[str] = set()
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            # `import a.b.c` loads a.b.c and finds it as an attribute of a.b, and b of a
+            target = alias.name
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target:
+                found |= {target, *(on_import(p) for p in packages_above(target) if p in known)}
+        return found
+    base = node.module or ""
+    if node.level:
+        anchor = package.split(".")
+        anchor = anchor[: len(anchor) - node.level + 1]
+        base = ".".join([*anchor, base] if base else anchor)
+    for alias in node.names:
+        submodule = f"{base}.{alias.name}"
+        if submodule in known:  # looked up in base's namespace first
+            found |= {submodule, on_import(base)}
+        elif base in known:
+            found.add(base)
+    # importing a.b.x runs a/__init__ and a/b/__init__, unless they hold this module (running)
+    running = {name, *packages_above(name)}
+    return found | {on_import(p) for p in packages_above(base) if p in known and p not in running}
+
+
+def imports_of(name: str, path: Path, known: set[str], eager: bool = False) -> set[str]:
+    """The nodes that ``name`` (its source at ``path``) imports: anywhere in it, or only the
+    imports that run when it is imported (``eager``)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found: set[str] = set()
+    for node in eager_imports(tree) if eager else every_import(tree):
+        found |= imported_by(node, name, package, known)
+    return found - {name, on_import(name)}
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    paths = modules(package)
     known = set(paths)
-    return {name: imports_of(name, path, known) for name, path in paths.items()}
+    graph = {name: imports_of(name, path, known) for name, path in paths.items()}
+    for name, path in paths.items():
+        if path.name == "__init__.py":
+            graph[on_import(name)] = imports_of(name, path, known, eager=True)
+    return graph
 
 
 def shortest_path(graph: dict[str, set[str]], start: str, goal: str) -> list[str] | None:
@@ -128,6 +194,8 @@ def test_the_graph_sees_every_kind_of_import(tmp_path: Path) -> None:
         "ragbound.sub.leaf",
         "ragbound.sub",
         "ragbound.other",
+        "ragbound (on import)",
+        "ragbound.sub (on import)",
     }
     init = package / "sub" / "__init__.py"
     assert imports_of("ragbound.sub", init, known) == {"ragbound.sub.leaf"}
@@ -135,7 +203,52 @@ def test_the_graph_sees_every_kind_of_import(tmp_path: Path) -> None:
     assert [describe(loop) for loop in cycles(graph)] == ["a -> b -> a", "a -> b -> c -> a"]
 
 
-def test_no_import_cycle_counting_type_checking_and_function_imports() -> None:
+def write_modules(root: Path, sources: dict[str, str]) -> None:
+    for name, source in sources.items():
+        path = root / f"{name.replace('.', '/')}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+
+
+def test_a_submodule_looked_up_in_a_package_that_imports_it_is_a_cycle(tmp_path: Path) -> None:
+    write_modules(
+        tmp_path,
+        {
+            "ragbound/__init__": "",
+            # an eager face: importing the package runs `heavy`, which reads the face
+            "ragbound/eager/__init__": "from ragbound.eager.heavy import Heavy\n",
+            "ragbound/eager/heavy": "from ragbound.eager import names\n",
+            "ragbound/eager/names": "",
+            "ragbound/eager/sibling": "from ragbound.eager.names import X\n",
+            # a lazy face: its re-exports are imported under TYPE_CHECKING or on first use only
+            "ragbound/lazy/__init__": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n"
+                "    from ragbound.lazy.heavy import Heavy\n"
+                "def __getattr__(name):\n"
+                "    from ragbound.lazy import heavy\n"
+            ),
+            "ragbound/lazy/heavy": "import ragbound.lazy.names as names\n",
+            "ragbound/lazy/names": "",
+            "ragbound/outside": "from ragbound.lazy.names import X\n",
+        },
+    )
+    graph = import_graph(tmp_path / "ragbound")
+    assert graph["ragbound.eager.sibling"] == {"ragbound.eager.names"}  # its package is running
+    assert graph["ragbound.outside"] == {"ragbound.lazy.names", "ragbound.lazy (on import)"}
+    assert graph["ragbound.lazy.heavy"] == {
+        "ragbound.lazy.names",
+        "ragbound.lazy (on import)",
+        "ragbound (on import)",
+    }
+    assert graph["ragbound.lazy"] == {"ragbound.lazy.heavy"}
+    assert graph["ragbound.lazy (on import)"] == set()
+    assert [describe(loop) for loop in cycles(graph)] == [
+        "ragbound.eager (on import) -> ragbound.eager.heavy -> ragbound.eager (on import)"
+    ]
+
+
+def test_no_import_cycle_counting_type_checking_function_and_package_imports() -> None:
     graph = import_graph()
     stale = [edge for edge in ALLOWED if edge[1] not in graph.get(edge[0], set())]
     assert stale == [], f"allowed edges no longer imported: {stale}"
