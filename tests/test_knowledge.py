@@ -341,21 +341,15 @@ def _records(path: Path, *ids: str) -> Path:
 def test_records_keep_their_ids_and_an_add_loads_as_the_build_did(tmp_path: Path):
     target = tmp_path / "kb"
     KnowledgeBase.build([_records(tmp_path / "a.jsonl", "r1", "r2")], embedder="bm25").save(target)
-    assert json.loads((target / "manifest.json").read_text())["record_ids"] == "record"
     kb = KnowledgeBase.load(target)
     kb.add([_records(tmp_path / "new" / "b.jsonl", "r3")])
     assert [c.doc_id for c in kb.chunks] == ["r1", "r2", "r3"]
 
 
-def test_a_knowledge_base_made_before_record_ids_keeps_line_ids_on_add(tmp_path: Path):
+def test_a_knowledge_base_with_line_ids_keeps_them_on_add(tmp_path: Path):
     target = tmp_path / "kb"
     corpus = _records(tmp_path / "a.jsonl", "r1", "r1")  # one id twice: fine by line
     KnowledgeBase.build([corpus], embedder="bm25", id_field=LINE_IDS).save(target)
-    manifest = json.loads((target / "manifest.json").read_text())
-    assert manifest["id_field"] == LINE_IDS
-    manifest["id_field"] = None  # as the default wrote it before, without record_ids
-    del manifest["record_ids"]
-    (target / "manifest.json").write_text(json.dumps(manifest))
     kb = KnowledgeBase.load(target)
     kb.add([_records(tmp_path / "new" / "b.jsonl", "r2", "r2")])
     kb.save()

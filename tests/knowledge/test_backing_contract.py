@@ -21,7 +21,6 @@ import pytest
 from ragbound.corpus.units import GRANULARITIES, UnitParams
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge import BACKINGS, KnowledgeBase
-from ragbound.knowledge.local import HnswBacking
 from ragbound.knowledge.registry import imported
 from ragbound.stores.hnsw import HnswParams
 from tests.support.chroma_server import ChromaServer, fill_collection
@@ -129,8 +128,6 @@ MAKERS: dict[str, Callable[..., Made]] = {
     "lancedb-attached": _lancedb,
 }
 NEEDS_POSTGRES = ("postgres", "postgres-attached")
-# kinds manifests could name before the ``backing`` field existed
-OLDER_THAN_THE_FIELD = ("exact", "bm25", "hnsw", *NEEDS_POSTGRES)
 
 
 def test_every_backing_has_a_case() -> None:
@@ -295,28 +292,6 @@ def test_float16_where_the_backing_stores_it(kind: str, corpus_dir: Path, tmp_pa
     np.testing.assert_allclose(
         loaded.search(QUERIES, 3).similarities, full.search(QUERIES, 3).similarities, atol=2e-3
     )
-
-
-def test_manifests_written_before_the_backing_field_still_load(
-    kind: str, made: Made, tmp_path: Path
-):
-    """``store`` (PostgreSQL), ``hnsw`` (a local graph) or nothing (exact or BM25 by the
-    embedder's kind): what manifests said before ``backing`` existed."""
-    if kind not in OLDER_THAN_THE_FIELD:
-        pytest.skip(f"{kind} came after the backing field: no older manifest names it")
-    path = made.folder / "manifest.json"
-    manifest = json.loads(path.read_text())
-    record = manifest.pop("backing")
-    if kind in NEEDS_POSTGRES:
-        manifest["store"] = record["location"]
-    elif kind == "hnsw":
-        manifest["hnsw"] = {key: value for key, value in record.items() if key != "kind"}
-    path.write_text(json.dumps(manifest), encoding="utf-8")
-    kb = KnowledgeBase.load(made.folder)
-    assert kb.backing.kind == kind
-    assert kb.search(QUERIES, 2).indices.shape == (len(QUERIES), 2)
-    if kind == "hnsw":
-        assert isinstance(kb.backing, HnswBacking) and kb.backing.index.graph == record["graph"]
 
 
 def test_an_unknown_backing_is_named(minilm_kb_dir: Path, tmp_path: Path):

@@ -223,7 +223,6 @@ class KnowledgeBase(Searching):
             units=units or UnitParams(),
             text_field=text_field,
             id_field=id_field,
-            record_ids="record",
             group_field=group_field,
             n_chunks=len(chunks),
             n_documents=len(documents),
@@ -320,15 +319,14 @@ class KnowledgeBase(Searching):
     ) -> int:
         """Add documents from files or folders; only the new chunks are embedded.
 
-        New records get their ids as this knowledge base's records did
-        (:attr:`KBManifest.loader_id_field`: file and line in one made before records' own
-        ids became the default). Returns the number of chunks added. Call ``save()`` to
-        persist them. Raises InputError (and changes nothing) when a document id is already
-        present, or when the backing cannot add (a table another application owns).
+        New records get their ids as this knowledge base's records did (its ``id_field``).
+        Returns the number of chunks added. Call ``save()`` to persist them. Raises InputError
+        (and changes nothing) when a document id is already present, or when the backing
+        cannot add (a table another application owns).
         """
         refuse_missing(self.backing, add=True)
         documents = load_documents(
-            paths, text_field=self.manifest.text_field, id_field=self.manifest.loader_id_field
+            paths, text_field=self.manifest.text_field, id_field=self.manifest.id_field
         )
         return self.add_documents(
             documents, sources=[str(p) for p in paths], batch_size=batch_size, progress=progress

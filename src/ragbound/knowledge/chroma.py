@@ -27,7 +27,6 @@ from urllib.parse import parse_qsl, urlsplit
 import numpy as np
 from pydantic import Field
 
-from ragbound._lazy import deprecated_aliases
 from ragbound.embedders.base import Similarity
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge.attached import (
@@ -339,7 +338,3 @@ class ChromaAttachedBacking(AttachedBacking):
         return ChromaLocation(
             **parse_chroma_url(url), where=parse_filters(where or ()), doc_field=doc_field or None
         )
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(__name__, {"ChromaRecord": "ChromaEntry"}, globals())

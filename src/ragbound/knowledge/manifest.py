@@ -2,9 +2,7 @@
 
 ``backing`` is one discriminated field: ``{"kind": "exact" | "bm25" | "hnsw" | "postgres" |
 "postgres-attached", ...that backing's settings}``. Each backing reads its own settings
-(:mod:`ragbound.knowledge.registry`). Manifests written before the field existed said the
-same thing with two optional fields (``store``: a PostgreSQL table, ``hnsw``: a local graph)
-and the embedder's kind (BM25); they are read into ``backing`` on load.
+(:mod:`ragbound.knowledge.registry`).
 """
 
 from __future__ import annotations
@@ -13,12 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, SerializeAsAny, model_validator
+from pydantic import BaseModel, ConfigDict, SerializeAsAny
 
-from ragbound._lazy import deprecated_aliases
 from ragbound._version import __version__
 from ragbound.artifacts import read_manifest, sha256_text
-from ragbound.corpus import LINE_IDS, Chunk, ChunkingParams
+from ragbound.corpus import Chunk, ChunkingParams
 from ragbound.corpus.units import UnitParams
 from ragbound.embedders import EmbedderInfo
 from ragbound.errors import ArtifactError
@@ -68,13 +65,10 @@ class KBManifest(BaseModel):
     chunking: ChunkingParams
     text_field: str = "text"
     id_field: str | None = None
-    # without id_field, a record's id is its id field or key, else its file and line
-    # ("record"); file and line always in manifests older than that default ("line")
-    record_ids: Literal["line", "record"] = "line"
     # the metadata field whose value groups records for leave-documents-out (an intent, a
-    # category; ragbound.corpus.groups); None (and in older manifests): each document alone
+    # category; ragbound.corpus.groups); None: each document alone
     group_field: str | None = None
-    # fine units indexed beside the chunks; the default (chunks only) in older manifests
+    # fine units indexed beside the chunks (the default: chunks only)
     units: UnitParams = UnitParams()
     n_chunks: int
     n_documents: int
@@ -85,44 +79,14 @@ class KBManifest(BaseModel):
     # map, at a similarity error of about 1e-3 (see docs/benchmarks.md, "A million chunks")
     vector_dtype: VectorDType = "float32"
 
-    @model_validator(mode="before")
-    @classmethod
-    def _backing_of_older_manifests(cls, data: Any) -> Any:
-        """Manifests before ``backing``: ``store`` (PostgreSQL), ``hnsw`` (a local graph), or
-        the embedder's kind (BM25 searches texts; anything else searched exactly)."""
-        if not isinstance(data, dict) or "backing" in data:
-            return data
-        data = dict(data)
-        store, hnsw = data.pop("store", None), data.pop("hnsw", None)
-        if store is not None and hnsw is not None:
-            raise ValueError("a manifest names both a PostgreSQL store and an HNSW graph")
-        if store is not None:
-            owned = bool(store.get("owned")) if isinstance(store, dict) else True
-            kind = "postgres" if owned else "postgres-attached"
-            data["backing"] = {"kind": kind, "location": store}
-        elif hnsw is not None:
-            data["backing"] = {"kind": "hnsw", **(hnsw if isinstance(hnsw, dict) else {})}
-        else:
-            embedder = data.get("embedder")
-            lexical = isinstance(embedder, dict) and embedder.get("kind") == "lexical"
-            data["backing"] = {"kind": "bm25" if lexical else "exact"}
-        return data
-
-    @property
-    def loader_id_field(self) -> str | None:
-        """The ``id_field`` that loads documents as this knowledge base's were loaded."""
-        if self.id_field is None and self.record_ids == "line":
-            return LINE_IDS
-        return self.id_field
-
     @property
     def fingerprint(self) -> str:
         """Identity of the knowledge: embedder, chunking, units and every chunk id (16 hex).
 
         Calibrations record it and refuse to run against a knowledge base whose
         fingerprint differs: their null distribution was measured on other similarities.
-        The units enter only when fine units are indexed, so a chunks-only knowledge base
-        keeps the fingerprint it had before granularity existed. Where the rows live (the
+        The units enter only when fine units are indexed (a chunks-only knowledge base is
+        identified by its embedder, chunking and chunks alone). Where the rows live (the
         backing) does not enter: the same chunks and vectors kept locally or in PostgreSQL
         are the same knowledge.
         """
@@ -167,9 +131,5 @@ def build_settings(manifest: KBManifest) -> tuple[str, str, str, str, str | None
         manifest.chunking.model_dump_json(),
         manifest.units.model_dump_json(),
         manifest.text_field,
-        manifest.loader_id_field,
+        manifest.id_field,
     )
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(__name__, {"BackingRecord": "BackingEntry"}, globals())

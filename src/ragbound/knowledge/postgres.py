@@ -30,7 +30,6 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import model_validator
 
-from ragbound._lazy import deprecated_aliases
 from ragbound.artifacts import read_manifest, utc_now, write_json
 from ragbound.corpus import Chunk
 from ragbound.corpus.units import Granularity, granularity_label
@@ -581,7 +580,3 @@ class PostgresAttachedBacking(AttachedBacking):
     @property
     def source(self) -> str:
         return self.location.table
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(__name__, {"PostgresRecord": "PostgresEntry"}, globals())

@@ -34,7 +34,6 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import numpy as np
 from pydantic import model_validator
 
-from ragbound._lazy import deprecated_aliases
 from ragbound.embedders.base import Similarity
 from ragbound.errors import InputError
 from ragbound.knowledge.attached import (
@@ -189,7 +188,7 @@ def _open_folder(qdrant_client: Any, folder: str) -> Any:
             f"the Qdrant folder {folder} is held by another process (embedded Qdrant lets one "
             "process open a folder: the application writing it, or a ragbound serve of a "
             "knowledge base attached to it): stop it or close its client (ask a running "
-            "service over HTTP instead: /v1/check, /v1/tripwires), or serve the folder with a "
+            "service over HTTP instead: /v1/decide, /v1/tripwires), or serve the folder with a "
             "Qdrant server and attach qdrant://HOST:PORT/COLLECTION"
         ) from None
 
@@ -582,7 +581,3 @@ def _vector_params(vectors: Any, location: QdrantLocation) -> tuple[str | None, 
             f"vectors: {names})"
         )
     return location.vector_name, vectors[location.vector_name]
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(__name__, {"QdrantRecord": "QdrantEntry"}, globals())
