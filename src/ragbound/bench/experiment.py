@@ -33,7 +33,6 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ragbound._lazy import deprecated_aliases
 from ragbound.artifacts import read_manifest, sha256_text, utc_now, write_json
 from ragbound.bench.config import HYDE_PROMPT, RANDOM_QUESTIONS_PROMPT, BenchConfig, ModelSpec
 from ragbound.bench.context import (
@@ -705,7 +704,3 @@ def _ask_pending(
             )
             summary.done += done
             summary.failed += len(items) - done
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(__name__, {"Query": "SearchVector"}, globals())

@@ -31,7 +31,6 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ragbound._lazy import deprecated_aliases
 from ragbound.artifacts import read_json, read_manifest, utc_now, write_json
 from ragbound.bench.models import Evaluation, ExperimentInput, ExperimentOutput
 from ragbound.bench.rundir import RunDir
@@ -470,7 +469,3 @@ def _shares(
         }
         for spec, outcomes in custom_outcomes.items()
     }
-
-
-# old names, kept for one release
-__getattr__ = deprecated_aliases(__name__, {"VerdictCounts": "OutcomeCounts"}, globals())
