@@ -869,6 +869,12 @@ PARTS: dict[str, Part] = {
         main_of("pvalue_validity"),
         "nothing",
     ),
+    "sentences": Part(
+        "ragbound's sentence splitter against blingfire on the corpus zoo and doc2dial",
+        main_of("sentences"),
+        "data",
+        args=True,
+    ),
     "conversations": Part(
         "`make bench-conversations`: each reading of a chat on doc2dial",
         main_of("conversations"),

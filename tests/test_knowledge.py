@@ -30,7 +30,7 @@ def test_build_save_load_round_trip(minilm_kb_dir: Path):
     np.testing.assert_allclose(np.linalg.norm(kb.vectors, axis=1), 1.0, atol=1e-5)
     manifest = json.loads((minilm_kb_dir / "manifest.json").read_text())
     assert manifest["format"] == "ragbound.kb/1"
-    assert manifest["chunking"] == {"chunk_words": 200, "overlap": 40, "splitter": "blingfire"}
+    assert manifest["chunking"] == {"chunk_words": 200, "overlap": 40, "splitter": "ragbound"}
 
 
 def live_chunks() -> int:

@@ -65,7 +65,7 @@ def test_facts_cite_their_sentence_and_document(roads: Path) -> None:
     [doc] = fact_set.documents
     assert doc.id == "roads.txt"
     assert doc.sha256 == hashlib.sha256(roads.read_bytes()).hexdigest()
-    assert doc.n_sentences == 7  # blingfire: heading + 6 sentences
+    assert doc.n_sentences == 7  # heading + 6 sentences
     # the table reference is skipped before any call; 6 sentences left -> 3 windows of 2
     assert len(llm.calls) == 3
     assert all("Table 2" not in m[-1].content for m, _ in llm.calls)

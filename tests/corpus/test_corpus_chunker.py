@@ -15,6 +15,7 @@ from ragbound.corpus import (
     chunk_documents,
     split_sentences,
 )
+from ragbound.corpus.chunker import pack_sentences
 from ragbound.errors import InputError
 
 VOCABULARY = ["apple", "river", "stone", "cloud", "garden", "window", "lamp", "forest", "music"]
@@ -28,7 +29,7 @@ def doc_of(
 
 
 def sentence(n_words: int, word: str = "river") -> str:
-    """A sentence of n_words words that blingfire keeps whole."""
+    """A sentence of n_words words that the splitter keeps whole."""
     return " ".join(["The"] + [word] * (n_words - 1)) + "."
 
 
@@ -170,7 +171,7 @@ def test_bad_parameters(chunk_words: object, overlap: object, message: str) -> N
 def test_chunking_params_validate_and_round_trip() -> None:
     params = ChunkingParams(chunk_words=100, overlap=20)
     assert ChunkingParams.model_validate_json(params.model_dump_json()) == params
-    assert params.model_dump() == {"chunk_words": 100, "overlap": 20, "splitter": "blingfire"}
+    assert params.model_dump() == {"chunk_words": 100, "overlap": 20, "splitter": "ragbound"}
     assert ChunkingParams() == ChunkingParams(chunk_words=200, overlap=40)
     with pytest.raises(InputError, match="overlap must be at least 0 and smaller than"):
         ChunkingParams(chunk_words=10, overlap=10)
@@ -178,6 +179,21 @@ def test_chunking_params_validate_and_round_trip() -> None:
         ChunkingParams(chunk_words=0)
     with pytest.raises(pydantic.ValidationError, match="overlap"):
         ChunkingParams.model_validate_json('{"chunk_words": 10, "overlap": 10}')
+
+
+def test_chunking_params_of_an_older_splitter_say_to_index_again() -> None:
+    """A manifest written when blingfire split the sentences does not load as if it matched."""
+    stored = '{"chunk_words": 200, "overlap": 40, "splitter": "blingfire"}'
+    with pytest.raises(pydantic.ValidationError, match=r"'blingfire'.*index the documents again"):
+        ChunkingParams.model_validate_json(stored)
+
+
+def test_pack_sentences_is_what_chunk_document_packs() -> None:
+    sentences = [sentence(n) for n in (4, 6, 3, 5, 7, 2, 4)]
+    chunks = chunk_document(doc_of(*sentences), chunk_words=10, overlap=4)
+    assert pack_sentences(sentences, chunk_words=10, overlap=4) == [c.text for c in chunks]
+    with pytest.raises(InputError, match="overlap must be at least 0"):
+        pack_sentences(sentences, chunk_words=10, overlap=10)
 
 
 # --- property test ---------------------------------------------------------------------------
@@ -202,8 +218,8 @@ def test_chunker_properties(
 ) -> None:
     overlap = int(overlap_fraction * chunk_words)
     doc = doc_of(*generated)
-    sentences = split_sentences(doc.text)  # usually `generated`; blingfire may merge a few
-    assert " ".join(sentences) == doc.text
+    sentences = split_sentences(doc.text)
+    assert sentences == generated
     chunks = chunk_document(doc, chunk_words=chunk_words, overlap=overlap)
     assert all(isinstance(c, Chunk) and 1 <= c.n_words <= chunk_words for c in chunks)
     assert [c.position for c in chunks] == list(range(len(chunks)))

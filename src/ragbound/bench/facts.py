@@ -1,7 +1,7 @@
 """Atomic facts from documents (KnowOrNot step 1): sentences -> self-contained facts.
 
-Documents are split into paragraphs at blank lines, paragraphs into sentences with
-blingfire, and sentences are numbered (0-based, per document).
+Documents are split into paragraphs at blank lines, paragraphs into sentences (ragbound's
+splitter, :mod:`ragbound.corpus.sentences`), and sentences are numbered (0-based, per document).
 Sentences that plainly point at a table, figure, image or sign are skipped before any call.
 The rest go to the LLM a window at a time (prompt ``bench-facts``), so that each sentence is
 read with its neighbours; every fact must cite one sentence of its window.
@@ -66,7 +66,8 @@ _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n")
 
 def document_sentences(text: str) -> list[str]:
     """Sentences of a document: blank lines end a sentence (headings, list items, captions),
-    and blingfire splits each paragraph; single line breaks (wrapped lines) do not split.
+    and the sentence splitter splits each paragraph; single line breaks (wrapped lines) do
+    not split.
 
     >>> document_sentences("Road Rules\\n\\nStop at red. Wear a helmet\\nat all times.")
     ['Road Rules', 'Stop at red.', 'Wear a helmet at all times.']

@@ -180,8 +180,9 @@ def index(
     not applied on its own: a field such as a language or a source would leave out half the
     corpus at once.
 
-    The text is split into sentences (blingfire) and packed into chunks of whole sentences; only
-    a sentence longer than --chunk-words is cut. Then each chunk is embedded.
+    The text is split into sentences (ragbound's own rules: a stop before a capitalised word,
+    not after an abbreviation such as e.g. or Dr.) and packed into chunks of whole sentences;
+    only a sentence longer than --chunk-words is cut. Then each chunk is embedded.
 
     --granularity sentence or window also indexes finer units cut from each chunk: its
     sentences, or every run of --window-sentences consecutive sentences. A search then scores

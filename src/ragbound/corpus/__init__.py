@@ -15,7 +15,6 @@ _SOURCES: dict[str, str] = {
     "chunk_document": "ragbound.corpus.chunker",
     "chunk_documents": "ragbound.corpus.chunker",
     "chunk_id": "ragbound.corpus.chunker",
-    "split_sentences": "ragbound.corpus.chunker",
     "LINE_IDS": "ragbound.corpus.loader",
     "SUPPORTED_EXTENSIONS": "ragbound.corpus.loader",
     "LoadReport": "ragbound.corpus.loader",
@@ -27,6 +26,7 @@ _SOURCES: dict[str, str] = {
     "load_queries": "ragbound.corpus.queries",
     "load_query_records": "ragbound.corpus.queries",
     "validate_query": "ragbound.corpus.queries",
+    "split_sentences": "ragbound.corpus.sentences",
     "ChunkFile": "ragbound.corpus.sequence",
     "ChunkSequence": "ragbound.corpus.sequence",
 }
@@ -58,7 +58,6 @@ if TYPE_CHECKING:
         chunk_document,
         chunk_documents,
         chunk_id,
-        split_sentences,
     )
     from ragbound.corpus.loader import (
         LINE_IDS,
@@ -74,6 +73,7 @@ if TYPE_CHECKING:
         load_query_records,
         validate_query,
     )
+    from ragbound.corpus.sentences import split_sentences
     from ragbound.corpus.sequence import ChunkFile, ChunkSequence
 
 __getattr__, __dir__ = lazy_attributes(__name__, _SOURCES, globals())

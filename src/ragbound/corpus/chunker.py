@@ -1,4 +1,4 @@
-"""Split documents into sentences and pack whole sentences into overlapping chunks.
+"""Pack documents' whole sentences (:mod:`ragbound.corpus.sentences`) into overlapping chunks.
 
 Chunk ids are a hash of the document id, the chunk position and the chunk text, so the same
 corpus chunked with the same parameters gives the same ids on every run and machine.
@@ -7,12 +7,13 @@ corpus chunked with the same parameters gives the same ids on every run and mach
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
-from typing import Any, Literal, Self
+from collections.abc import Iterable, Sequence
+from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragbound.corpus.models import Chunk, Document
+from ragbound.corpus.sentences import SPLITTER, SplitterName, split_sentences
 from ragbound.errors import InputError
 
 DEFAULT_CHUNK_WORDS = 200
@@ -31,7 +32,7 @@ class ChunkingParams(BaseModel):
 
     chunk_words: int = Field(default=DEFAULT_CHUNK_WORDS, ge=1)
     overlap: int = Field(default=DEFAULT_OVERLAP, ge=0)
-    splitter: Literal["blingfire"] = "blingfire"
+    splitter: SplitterName = SPLITTER
 
     def __init__(self, **data: Any) -> None:
         """Check chunk_words and overlap with a clear InputError, then build the model."""
@@ -39,6 +40,18 @@ class ChunkingParams(BaseModel):
             data.get("chunk_words", DEFAULT_CHUNK_WORDS), data.get("overlap", DEFAULT_OVERLAP)
         )
         super().__init__(**data)
+
+    @field_validator("splitter", mode="before")
+    @classmethod
+    def _this_versions_splitter(cls, value: object) -> object:
+        """Refuse another splitter's name with the way out: an index chunked by an older
+        ragbound (blingfire's sentences) is indexed again, not loaded."""
+        if value != SPLITTER:
+            raise ValueError(
+                f"chunked with sentence splitter {value!r}, which this ragbound does not have "
+                f"(it splits with {SPLITTER!r}); index the documents again"
+            )
+        return value
 
     @model_validator(mode="after")
     def _overlap_below_chunk_words(self) -> Self:
@@ -48,18 +61,6 @@ class ChunkingParams(BaseModel):
                 f"overlap ({self.overlap}) must be smaller than chunk_words ({self.chunk_words})"
             )
         return self
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split text into sentences with blingfire; collapse whitespace and drop empty ones.
-
-    >>> split_sentences("Dr. Smith went home.  He slept.")
-    ['Dr. Smith went home.', 'He slept.']
-    """
-    import blingfire  # imported on first use: it loads a native library and numpy
-
-    sentences = (" ".join(line.split()) for line in blingfire.text_to_sentences(text).split("\n"))
-    return [sentence for sentence in sentences if sentence]
 
 
 def chunk_document(
@@ -75,9 +76,23 @@ def chunk_document(
 
     Raises InputError unless ``chunk_words >= 1`` and ``0 <= overlap < chunk_words``.
     """
-    _check_params(chunk_words, overlap)
-    texts = _pack(split_sentences(doc.text), chunk_words, overlap)
+    texts = pack_sentences(split_sentences(doc.text), chunk_words=chunk_words, overlap=overlap)
     return [make_chunk(doc, position, text) for position, text in enumerate(texts)]
+
+
+def pack_sentences(
+    sentences: Sequence[str],
+    *,
+    chunk_words: int = DEFAULT_CHUNK_WORDS,
+    overlap: int = DEFAULT_OVERLAP,
+) -> list[str]:
+    """The chunk texts :func:`chunk_document` packs from a document's sentences, by its rules;
+    the sentences may come from any splitter (each with its whitespace collapsed).
+
+    Raises InputError unless ``chunk_words >= 1`` and ``0 <= overlap < chunk_words``.
+    """
+    _check_params(chunk_words, overlap)
+    return _pack(list(sentences), chunk_words, overlap)
 
 
 def chunk_documents(

@@ -64,7 +64,7 @@ def facts(
     """Split documents into sentences and have the LLM write self-contained atomic facts.
 
     Documents are read as by ragbound index, split into paragraphs at blank lines and into
-    sentences with blingfire. The LLM sees --window sentences per call (prompt bench-facts)
+    sentences as index does. The LLM sees --window sentences per call (prompt bench-facts)
     and each fact must cite one of them: the fact set keeps its document and sentence
     index. Sentences that point at a table, figure, image or sign are skipped before any
     call and listed with the reason; a fact citing a sentence outside its window, or a reply
