@@ -131,26 +131,6 @@ def test_open_routes_need_no_token(url: str) -> None:
     assert {"/v1/decide", "/v1/decide/batch", "/v1/tripwires", "/metrics"} <= set(schema["paths"])
 
 
-def test_the_old_check_paths_decide_too_and_are_deprecated(url: str) -> None:
-    # /v1/check and /v1/check/batch were the decision routes' paths: kept for one release
-    schema = httpx.get(f"{url}/openapi.json").json()["paths"]
-    for new, old in (("/v1/decide", "/v1/check"), ("/v1/decide/batch", "/v1/check/batch")):
-        assert schema[old]["post"].get("deprecated") is True
-        assert not schema[new]["post"].get("deprecated", False)
-        assert schema[old]["post"]["responses"] == schema[new]["post"]["responses"]
-    for path, body in (("", {"query": IN_KNOWLEDGE[0]}), ("/batch", {"queries": IN_KNOWLEDGE[:2]})):
-        answers = [
-            httpx.post(f"{url}/v1/{name}{path}", json=body, headers=auth(READ), timeout=60)
-            for name in ("decide", "check")
-        ]
-        assert [a.status_code for a in answers] == [200, 200]
-        new, old = (a.json() for a in answers)
-        new, old = (r["results"] if path else [r] for r in (new, old))
-        assert [(d["query"], d["action"], d["test"]["p_value"]) for d in old] == [
-            (d["query"], d["action"], d["test"]["p_value"]) for d in new
-        ]
-
-
 # ---------------------------------------------------------------------------- limits
 def test_a_body_over_the_limit_is_413_naming_it(url: str) -> None:
     response = check(url, "bees " * 2000)
@@ -301,10 +281,3 @@ def test_tripwires_changed_by_the_cli_are_used_without_restart(
     assert code == 0, err
     after = check(url, query).json()
     assert "theft" not in trigger_topics(after), after
-
-
-def test_the_old_and_new_decision_paths_share_one_handler() -> None:
-    app = create_app(lambda: Gate.load(Path("unused")))  # the gate is never loaded here
-    endpoints = {route.path: route.endpoint for route in app.routes if hasattr(route, "endpoint")}
-    assert endpoints["/v1/check"] is endpoints["/v1/decide"]
-    assert endpoints["/v1/check/batch"] is endpoints["/v1/decide/batch"]

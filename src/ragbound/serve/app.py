@@ -1,8 +1,7 @@
 """The FastAPI app: thin routes over :class:`Service` (decisions come from ``decide_many``).
 
-Routes: ``POST /v1/decide``, ``POST /v1/decide/batch`` (and ``/v1/check``, ``/v1/check/batch``,
-their paths before, deprecated in the schema), ``GET/POST/DELETE /v1/tripwires``, ``GET
-/healthz``, ``/readyz``, ``/metrics``, ``/dashboard``, ``/v1/stats`` and FastAPI's
+Routes: ``POST /v1/decide``, ``POST /v1/decide/batch``, ``GET/POST/DELETE /v1/tripwires``,
+``GET /healthz``, ``/readyz``, ``/metrics``, ``/dashboard``, ``/v1/stats`` and FastAPI's
 ``/openapi.json``. Every error is JSON ``{"error": ..., "limit": ..., "max": ...}``.
 """
 
@@ -216,8 +215,6 @@ def _add_error_handlers(app: FastAPI) -> None:
 
 
 # ---------------------------------------------------------------------- decisions
-# each decision route under its path before the rename too, deprecated for one release
-OLD_DECIDE_PATHS = {"/v1/decide": "/v1/check", "/v1/decide/batch": "/v1/check/batch"}
 
 
 def _add_decide_routes(app: FastAPI, service: Service) -> None:
@@ -253,16 +250,14 @@ def _add_decide_routes(app: FastAPI, service: Service) -> None:
         ("/v1/decide", decide, Decision),
         ("/v1/decide/batch", decide_batch, BatchResponse),
     ):
-        for route, deprecated in ((path, False), (OLD_DECIDE_PATHS[path], True)):
-            app.add_api_route(
-                route,
-                handler,
-                methods=["POST"],
-                response_model=model,
-                dependencies=reader,
-                tags=["decide"],
-                deprecated=deprecated,
-            )
+        app.add_api_route(
+            path,
+            handler,
+            methods=["POST"],
+            response_model=model,
+            dependencies=reader,
+            tags=["decide"],
+        )
 
 
 def _json(model: BaseModel) -> Response:
