@@ -10,7 +10,6 @@ from ragbound.detect.calibration import Calibration
 from ragbound.detect.evaluate import evaluate, split_queries
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
-from ragbound.results import Verdict
 from tests.texts import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 
 
@@ -49,15 +48,6 @@ def test_verdict_json_has_the_documented_fields(guard: Guard):
     assert {"query", "statistic", "score", "p_value", "out_of_knowledge"} <= data.keys()
     assert "reject" not in data  # reject is an action of the gate, not the test's outcome
     assert data["neighbours"][0]["similarity"] >= data["neighbours"][1]["similarity"]
-
-
-def test_a_verdict_saved_with_the_old_name_reject_still_loads(guard: Guard):
-    verdict = guard.check(OUT_OF_KNOWLEDGE[0])
-    old = json.loads(verdict.model_dump_json())
-    old["reject"] = old.pop("out_of_knowledge")  # as `ragbound check --json` wrote it before
-    again = Verdict.model_validate(old)
-    assert again == verdict and again.out_of_knowledge
-    assert "reject" not in json.loads(again.model_dump_json())
 
 
 def test_every_statistic_can_be_chosen_at_check_time(guard: Guard):
