@@ -56,7 +56,6 @@ ROWS: list[tuple[str, str]] = [
         "stores vectors as float32, not float16",
     ),
     ("index {records} --out {new} --backing mysql://u@h/db", "not a postgresql:// URL"),
-    ("index {records} --out {new} --store mysql://u@h/db", "not a postgresql:// URL"),
     ("index {records} --out {new} --backing postgresql://u:pw@h/db", "holds a password"),
     (
         "index {records} --out {new} --backing 'postgresql://u@h/db?table=a b'",
@@ -289,12 +288,9 @@ ROWS: list[tuple[str, str]] = [
     ("check {kb} --queries {queries_jsonl} --field nosuch", "(field 'nosuch'): missing"),
     ("decide {kb} --conversations {missing}", "no such file"),
     ("decide {kb} --conversations {queries_jsonl}", "(field 'messages' or 'turns'): missing"),
-    ("check {kb} bees --conversations {queries_jsonl}", "give queries or --conversations FILE"),
     ("decide {kb} --conversations {log} --reading nosuch", "'--reading': must be one of"),
     ("decide {kb} --conversations {missing} --llm local", "no such file"),  # before --llm
     ("decide {kb} --conversations {log} --evidence -1", "'--evidence': must be at least 0"),
-    ("check {kb} bees --reading last", "--reading and --llm need --conversations FILE"),
-    ("check {kb} bees --llm local", "--reading and --llm need --conversations FILE"),
     ("check {kb} bees --statistic foo", "'--statistic'"),
     ("check {kb} bees --statistic auto", "'--statistic'"),
     ("check {kb} bees --statistic combined", "has no combined statistic"),
@@ -728,8 +724,7 @@ def _commands() -> dict[str, list[str]]:
         children = getattr(command, "commands", None)
         if children:
             for name, child in children.items():
-                if not getattr(child, "hidden", False):  # an old name: the new one's code
-                    walk(child, [*path, name])
+                walk(child, [*path, name])
             return
         found[" ".join(path)] = [
             param.opts[0]

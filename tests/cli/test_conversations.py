@@ -143,7 +143,7 @@ def test_calibrate_on_conversations_records_the_reading(monkeypatch, capsys, kb,
     assert Gate.load(kb_dir).reading == "recent"  # the calibration's reading by default
     assert Gate.load(kb_dir, reading="last").reading == "last"
 
-    # check reads with the calibration's reading, and warns when told another
+    # decide reads with the calibration's reading, and warns when told another
     logged = ("--conversations", str(log), "--every-turn")
     decisions = decide(monkeypatch, capsys, str(kb_dir), *logged)
     assert {d["conversation"]["reading"] for d in decisions} == {"recent"}
@@ -236,10 +236,6 @@ def test_a_bad_conversation_is_one_error_line(
 
 
 USAGE = {
-    ("check", "bees", "--conversations", "{chats}"): "give queries or --conversations FILE",
-    ("check", "--conversations", "{chats}", "--alpha", "0.1"): "drop --statistic and --alpha",
-    ("check", "bees", "--every-turn"): "--every-turn, --reading and --llm need --conversations",
-    ("check", "bees", "--reading", "last"): "need --conversations FILE",
     ("decide", "--conversations", "{chats}", "--reading", "nosuch"): "'--reading': must be one of",
     ("decide", "--conversations", "{chats}", "--llm", "local"): "--llm is for the rewrite reading",
     ("calibrate",): "give in-knowledge questions: --queries FILE, --conversations FILE or both",

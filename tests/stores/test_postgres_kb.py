@@ -48,7 +48,7 @@ def test_owned_index_add_check_and_tripwires(monkeypatch, capsys, pg_dsn, corpus
     )  # fmt: skip
     assert code == 0, err
     report = json.loads(out)
-    assert report["n_chunks"] == 5 and report["store"]["table"] == table
+    assert report["n_chunks"] == 5 and report["backing"]["location"]["table"] == table
     manifest_text = (kb / "manifest.json").read_text()
     manifest = json.loads(manifest_text)
     assert PASSWORD not in manifest_text and manifest["backing"]["kind"] == "postgres"
@@ -204,8 +204,9 @@ def test_attach_a_langchain_table(monkeypatch, capsys, pg_dsn, embedded_topics, 
     )
     assert code == 0, err
     report = json.loads(out)
-    assert report["n_chunks"] == 5 and report["store"]["key_column"] == "id"  # the primary key
-    assert report["store"]["where"] == {"collection_id": str(ids["bees"])}
+    location = report["backing"]["location"]
+    assert report["n_chunks"] == 5 and location["key_column"] == "id"  # the primary key
+    assert location["where"] == {"collection_id": str(ids["bees"])}
 
     loaded = KnowledgeBase.load(kb)
     assert sorted(chunk.text for chunk in loaded.chunks) == sorted(TOPICS["bees"])
@@ -306,7 +307,7 @@ def test_attach_with_hnsw_needs_the_tables_index(
         monkeypatch, capsys, pg_dsn, table, out, "--search", "hnsw", "--ef-search", "50", "--json"
     )
     assert code == 0, err
-    assert json.loads(out_text)["store"]["search"] == "hnsw"
+    assert json.loads(out_text)["backing"]["location"]["search"] == "hnsw"
     loaded = KnowledgeBase.load(out)
     assert not loaded.describe().exact and loaded.describe().parameters["ef_search"] == 50
     assert loaded.search([IN_KNOWLEDGE[0]], 3).indices.shape == (1, 3)

@@ -6,7 +6,6 @@ where it enters, with the option's name, before any model or file is loaded.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -14,14 +13,13 @@ import signal
 import sys
 import textwrap
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ragbound._lazy import deprecation_note
 from ragbound.cli import validate
 from ragbound.errors import InputError
 from ragbound.labels import BIDI_CONTROLS
@@ -36,7 +34,6 @@ if TYPE_CHECKING:
 HELP_MARKUP = "markdown"
 LLM_HELP = "local, local:/path/model.gguf or openai:MODEL."
 
-T = TypeVar("T")
 
 # what the commands print fits this many columns (a path longer than a line stays whole)
 WIDTH = 80
@@ -210,29 +207,6 @@ def notice(message: str) -> None:
     :func:`visible`, which makes its line ends visible too)."""
     sys.stderr.write("\n".join(visible(line) for line in message.split("\n")) + "\n")
     sys.stderr.flush()
-
-
-def deprecated_option(old: str, old_value: T | None, new: str, new_value: T | None) -> T | None:
-    """The value of option ``new``, or of its old spelling ``old`` (a note on stderr); both
-    given is an error."""
-    if old_value is None:
-        return new_value
-    if new_value is not None:
-        raise InputError(f"give {new} only ({old} is its old spelling)")
-    notice(f"note: {deprecation_note(old, new)}")
-    return old_value
-
-
-def deprecated_command(command: Callable[..., None], old: str, new: str) -> Callable[..., None]:
-    """``command`` under its old name ``old``: the same options, and a note on stderr that
-    ``new`` is its name now (register it hidden)."""
-
-    @functools.wraps(command)
-    def run(*args: Any, **kwargs: Any) -> None:
-        notice(f"note: {deprecation_note(f'ragbound {old}', f'ragbound {new}')}")
-        command(*args, **kwargs)
-
-    return run
 
 
 @contextmanager

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ragbound._lazy import deprecation_note
 from ragbound.cli import validate
 from ragbound.cli.common import (
     LLM_HELP,
@@ -582,14 +581,6 @@ def check(
         int,
         typer.Option(help="Nearest chunks to show per query.", callback=validate.non_negative_int),
     ] = 3,
-    # ragbound decide's options under their old spelling, check --conversations (hidden)
-    conversations: Annotated[
-        Path | None,
-        typer.Option("--conversations", hidden=True, callback=validate.existing_file),
-    ] = None,
-    every_turn: Annotated[bool, typer.Option("--every-turn", hidden=True)] = False,
-    reading: Annotated[str | None, typer.Option(hidden=True, callback=reading_choice)] = None,
-    llm: Annotated[str | None, typer.Option("--llm", hidden=True)] = None,
     force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -609,27 +600,10 @@ def check(
     the knowledge base changed, or with another search (exact vs HNSW, another ef_search),
     is refused unless --force.
 
-    Conversations are decided by ragbound decide (check --conversations, its old spelling,
-    still works for one release).
+    Conversations are decided by ragbound decide.
     """
     from ragbound.detect import Guard
-    from ragbound.errors import InputError
 
-    if conversations is not None:
-        if query or queries is not None:
-            raise InputError("give queries or --conversations FILE, not both")
-        if statistic is not None or alpha is not None:
-            raise InputError(
-                "--conversations are decided with the calibration's statistic and alpha: "
-                "drop --statistic and --alpha (--json gives every p-value)"
-            )
-        notice(f"note: {deprecation_note('ragbound check --conversations', 'ragbound decide')}")
-        check_conversations(
-            kb_dir, conversations, every_turn, reading, llm, evidence, force, json_out
-        )
-        return
-    if every_turn or reading is not None or llm is not None:
-        raise InputError("--every-turn, --reading and --llm need --conversations FILE")
     texts = gather_queries(query, queries, field)
     guard = Guard.load(kb_dir, force=force)
     verdicts, answers = guard.check_both(
@@ -691,10 +665,10 @@ def decide(
     tripwires, neighbours and conversation (turn: user turns before it, history, id,
     reading, read_turns). The statistic and alpha are the calibration's.
     """
-    check_conversations(kb_dir, conversations, every_turn, reading, llm, evidence, force, json_out)
+    decide_conversations(kb_dir, conversations, every_turn, reading, llm, evidence, force, json_out)
 
 
-def check_conversations(
+def decide_conversations(
     kb_dir: Path,
     conversations: Path,
     every_turn: bool,
@@ -704,8 +678,8 @@ def check_conversations(
     force: bool,
     json_out: bool,
 ) -> None:
-    """``decide`` (and ``check --conversations``): each conversation decided at its last user
-    turn (every user turn with ``every_turn``) by the Gate, which reads it with ``reading``
+    """``decide``: each conversation decided at its last user turn (every user turn with
+    ``every_turn``) by the Gate, which reads it with ``reading``
     (default: the calibration's) and meets every user turn with the tripwires."""
     from ragbound.corpus.conversations import load_conversations
     from ragbound.errors import InputError

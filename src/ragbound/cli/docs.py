@@ -56,8 +56,6 @@ def _walk(command: Any, path: str) -> list[tuple[str, Any]]:
         return [(path, command)]
     found: list[tuple[str, Any]] = []
     for name, child in children.items():
-        if getattr(child, "hidden", False):  # a deprecated spelling kept for a release
-            continue
         found.extend(_walk(child, f"{path} {name}"))
     return found
 

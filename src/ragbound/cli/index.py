@@ -11,7 +11,6 @@ import typer
 from ragbound.cli import validate
 from ragbound.cli.common import (
     JsonOpt,
-    deprecated_option,
     emit_json,
     notice,
     progress,
@@ -107,10 +106,6 @@ def index(
             "table ragbound_<out folder>, exact search).",
             callback=validate.postgres_url,
         ),
-    ] = None,
-    store: Annotated[
-        str | None,
-        typer.Option(hidden=True, callback=validate.postgres_url),  # --backing's old spelling
     ] = None,
     search: Annotated[
         str,
@@ -238,7 +233,6 @@ def index(
     from ragbound.corpus.units import unit_params
     from ragbound.knowledge import KnowledgeBase
 
-    backing = deprecated_option("--store", store, "--backing", backing)
     with sigterm_interrupts(), warnings_shown():
         kb = KnowledgeBase.index(
             corpus,
@@ -585,7 +579,6 @@ def _report_kb(kb: KnowledgeBase, verb: str, json_out: bool) -> None:
     m = kb.manifest
     search = kb.describe()
     location = getattr(kb.backing, "location", None)
-    legacy = location if m.backing.kind.startswith("postgres") else None
     if json_out:
         emit_json(
             {
@@ -600,8 +593,6 @@ def _report_kb(kb: KnowledgeBase, verb: str, json_out: bool) -> None:
                 "backing": m.backing.model_dump(mode="json"),
                 "search": search.model_dump(mode="json"),
             }
-            # ``store`` as before the backing field (PostgreSQL only), for one release
-            | ({} if legacy is None else {"store": legacy.model_dump(mode="json")})
         )
         return
     where = "" if location is None else f", rows in {location.describe()}"

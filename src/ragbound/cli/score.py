@@ -17,7 +17,6 @@ from ragbound.cli.common import (
     JsonOpt,
     StatisticOpt,
     WorkersOpt,
-    deprecated_command,
     emit_json,
     notice,
     progress,
@@ -148,6 +147,5 @@ def _unanswerable(guard: Guard, table: ScoreTable, show: bool) -> int | None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``test-log`` to ``app`` (and ``score``, its old name, hidden)."""
+    """Add ``test-log`` to ``app``."""
     app.command("test-log")(test_log)
-    app.command("score", hidden=True)(deprecated_command(test_log, "score", "test-log"))

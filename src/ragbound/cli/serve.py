@@ -333,9 +333,8 @@ def serve(
     out_of_knowledge; answerability, with p_value,
     unanswerable and evidence, where that test ran; tripwires, with forbidden and triggers;
     neighbours); POST /v1/decide/batch {"queries": [...]} answers
-    {"results": [...]} (/v1/check and /v1/check/batch, their paths before, still answer
-    for one release, marked deprecated in the schema). GET/POST/DELETE /v1/tripwires list,
-    add and remove tripwires live (admin token). GET /healthz, /readyz, /metrics (Prometheus)
+    {"results": [...]}. GET/POST/DELETE /v1/tripwires list, add and remove tripwires live
+    (admin token). GET /healthz, /readyz, /metrics (Prometheus)
     and /openapi.json.
     GET /dashboard is a live page (decision counts, p-value histogram, recent forbidden queries,
     the shift monitor's windows) fed by GET /v1/stats (JSON), which needs a read token: the
