@@ -24,6 +24,7 @@ from ragbound.stats import (
     simes,
     univariate_scores,
 )
+from ragbound.stats.statistics import log_softmax_rows, logsumexp_rows
 
 # Row 0: a peaked retrieval; row 1: a flat one (all three neighbours equally similar).
 SIMS = np.array([[0.9, 0.5, 0.1], [0.3, 0.3, 0.3]])
@@ -240,3 +241,47 @@ def test_energy_at_tau_one_ranks_queries_like_avgknn(seed: int) -> None:
     sharp, flat = energy(sims, tau=0.05), energy(sims, tau=1.0)
     assert _spearman(sharp, avgknn(sims)) < _spearman(flat, avgknn(sims)) - 0.005
     assert _spearman(sharp, mss(sims)) > _spearman(flat, mss(sims)) + 0.02
+
+
+def test_logsumexp_rows_by_hand() -> None:
+    # ln(e^0 + e^0) = ln 2; ln(e^1 + e^-1000) = 1 + ln(1 + e^-1001) = 1 to double precision;
+    # two maxima counted once each: ln(2 e^5 + e^4) = 5 + ln(2 + e^-1)
+    rows = np.array([[0.0, 0.0, -800.0], [1.0, -1000.0, -1000.0], [5.0, 5.0, 4.0]])
+    got = logsumexp_rows(rows)
+    assert got[0] == pytest.approx(math.log(2), rel=1e-15)
+    assert got[1] == 1.0
+    assert got[2] == pytest.approx(5 + math.log(2 + math.exp(-1)), rel=1e-15)
+
+
+def test_log_softmax_rows_by_hand() -> None:
+    # (ln 2, ln 2) - ln(4) on a flat row of two; a row of 1000 and 999: -ln(1 + e^-1), -1 - ...
+    got = log_softmax_rows(np.array([[3.0, 3.0], [1000.0, 999.0]]))
+    np.testing.assert_allclose(got[0], [-math.log(2), -math.log(2)], rtol=1e-15)
+    first = -math.log1p(math.exp(-1))
+    np.testing.assert_allclose(got[1], [first, first - 1.0], rtol=1e-14)
+
+
+@given(sims=sorted_sims, scale=st.sampled_from([1e-3, 1.0, 50.0, 700.0]))
+@settings(max_examples=80, deadline=None)
+def test_row_logsumexp_and_log_softmax_agree_with_each_other(
+    sims: np.ndarray, scale: float
+) -> None:
+    values = sims * scale
+    total = logsumexp_rows(values)
+    assert np.all(total >= values.max(axis=1))
+    assert np.all(total <= values.max(axis=1) + math.log(values.shape[1]) + 1e-12)
+    # log_softmax = value - logsumexp, and its exponentials sum to 1
+    log_p = log_softmax_rows(values)
+    np.testing.assert_allclose(log_p, values - total[:, None], atol=1e-12 * scale + 1e-12)
+    np.testing.assert_allclose(np.exp(log_p).sum(axis=1), 1.0, rtol=1e-12)
+
+
+@given(sims=sorted_sims, scale=st.sampled_from([1e-3, 1.0, 50.0, 700.0]))
+@settings(max_examples=80, deadline=None)
+def test_row_logsumexp_and_log_softmax_are_scipys_bit_for_bit(
+    sims: np.ndarray, scale: float
+) -> None:
+    special = pytest.importorskip("scipy.special")
+    values = sims * scale
+    np.testing.assert_array_equal(logsumexp_rows(values), special.logsumexp(values, axis=1))
+    np.testing.assert_array_equal(log_softmax_rows(values), special.log_softmax(values, axis=1))
