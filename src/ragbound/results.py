@@ -165,7 +165,6 @@ class SyntheticCheck(BaseModel):
     ``real_fpr`` is the share of the real questions whose score reaches the critical value at
     ``alpha``: about alpha when the calibration queries look like real ones; far below (real
     questions sit closer to the corpus) it costs power, far above it raises false alarms.
-    Checks saved before the exceedance test have it as None (KS alone, at ``level``).
     """
 
     synthetic: bool = Field(description="the calibration queries came from ragbound synth")
@@ -182,11 +181,11 @@ class SyntheticCheck(BaseModel):
     alpha: float
     critical_value: float
     real_fpr: float
-    exceedance_p_value: float | None = Field(
-        default=None, description="one-sided: too many real questions reach the critical value"
+    exceedance_p_value: float = Field(
+        description="one-sided: too many real questions reach the critical value"
     )
-    expected_fpr: float | None = Field(
-        default=None, description="the largest share of real questions reaching it if alike"
+    expected_fpr: float = Field(
+        description="the largest share of real questions reaching it if alike"
     )
     prompt_ids: list[str] = Field(default_factory=list)
     contexts: list[str] = Field(default_factory=list)

@@ -92,7 +92,7 @@ def check_warning(check: SyntheticCheck) -> str | None:
         return None
     which = "synthetic calibration queries" if check.synthetic else "calibration queries"
     each = bonferroni_alpha(check.level, 2)  # as calibration_mismatch ran each test
-    too_many = check.exceedance_p_value is not None and check.exceedance_p_value <= each
+    too_many = check.exceedance_p_value <= each
     closer = check.median_real < check.median_calibration
     if too_many:
         effect = (
@@ -115,15 +115,10 @@ def check_warning(check: SyntheticCheck) -> str | None:
 
 def describe_check(check: SyntheticCheck) -> str:
     """The check's two tests and medians in one line, for warnings and notices."""
-    exceedance = ""
-    if check.exceedance_p_value is not None:
-        exceedance = (
-            f"; {check.real_fpr:.1%} of the real questions reach the critical value at "
-            f"alpha={check.alpha:g}, at most {check.expected_fpr:.1%} expected, "
-            f"p={check.exceedance_p_value:.2g}"
-        )
     return (
-        f"KS D={check.ks_statistic:.3f}, p={check.p_value:.2g}{exceedance}; each test at "
+        f"KS D={check.ks_statistic:.3f}, p={check.p_value:.2g}; {check.real_fpr:.1%} of the "
+        f"real questions reach the critical value at alpha={check.alpha:g}, at most "
+        f"{check.expected_fpr:.1%} expected, p={check.exceedance_p_value:.2g}; each test at "
         f"level {bonferroni_alpha(check.level, 2):g}; median {check.score_statistic} "
         f"{check.median_calibration:.4f} vs real {check.median_real:.4f}"
     )
