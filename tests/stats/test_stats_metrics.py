@@ -19,6 +19,7 @@ from ragbound.stats import (
     tpr_at_fpr,
     wilson_interval,
 )
+from ragbound.stats.metrics import roc_points
 
 scores = st.lists(st.integers(0, 20).map(float), min_size=1, max_size=40)
 
@@ -37,6 +38,62 @@ def test_auroc_and_auprc_by_hand() -> None:
     assert auroc(ik, ook) == pytest.approx(0.75)
     # ranked: 0.8 (OoK) p=1, 0.4, 0.35 (OoK) p=2/3 -> AP = 0.5 * 1 + 0.5 * 2/3
     assert auprc(ik, ook) == pytest.approx(5 / 6)
+
+
+def test_auroc_and_auprc_with_ties_by_hand() -> None:
+    ik, ook = [0.2, 0.5, 0.5], [0.5, 0.9]
+    # 0.9 beats all 3 (3 pairs); 0.5 beats 0.2 (1) and ties the two 0.5s (1/2 each): 5 of 6
+    assert auroc(ik, ook) == 5 / 6
+    # at 0.9: recall 1/2, precision 1; at 0.5 (one step for the tie): recall 1, precision 2/4
+    assert auprc(ik, ook) == pytest.approx(0.5 * 1 + 0.5 * 0.5)
+
+
+def test_roc_points_by_hand() -> None:
+    fpr, tpr = roc_points([0.2, 0.5, 0.5], [0.5, 0.9])
+    # thresholds 0.9, 0.5, 0.2 (flag at or above), from (0, 0)
+    np.testing.assert_allclose(fpr, [0, 0, 2 / 3, 1])
+    np.testing.assert_allclose(tpr, [0, 0.5, 1, 1])
+    assert np.trapezoid(tpr, fpr) == pytest.approx(auroc([0.2, 0.5, 0.5], [0.5, 0.9]))
+
+
+@given(ik=scores, ook=scores)
+@settings(max_examples=150)
+def test_auroc_counts_the_pairs_the_outside_score_wins(ik: list[float], ook: list[float]) -> None:
+    wins = sum((o > i) + 0.5 * (o == i) for i in ik for o in ook)
+    assert auroc(ik, ook) == pytest.approx(wins / (len(ik) * len(ook)), abs=1e-15)
+    assert auroc(ik, ook) + auroc(ook, ik) == pytest.approx(1.0, abs=1e-15)
+    fpr, tpr = roc_points(ik, ook)
+    assert np.trapezoid(tpr, fpr) == pytest.approx(auroc(ik, ook), abs=1e-12)
+
+
+@given(ik=scores, ook=scores)
+@settings(max_examples=150)
+def test_auprc_is_the_mean_precision_at_each_positive(ik: list[float], ook: list[float]) -> None:
+    # average precision: each OoK score in turn, the precision of flagging every score at or
+    # above it (ties flagged together)
+    precisions = [
+        sum(o >= s for o in ook) / (sum(o >= s for o in ook) + sum(i >= s for i in ik)) for s in ook
+    ]
+    assert auprc(ik, ook) == pytest.approx(sum(precisions) / len(ook), abs=1e-12)
+
+
+@given(
+    ik=st.lists(st.floats(-3, 3), min_size=1, max_size=60),
+    ook=st.lists(st.floats(-3, 3), min_size=1, max_size=60),
+    rounding=st.sampled_from([None, 0, 1]),
+)
+@settings(max_examples=200, deadline=None)
+def test_auroc_and_auprc_match_scikit_learn(
+    ik: list[float], ook: list[float], rounding: int | None
+) -> None:
+    metrics = pytest.importorskip("sklearn.metrics")
+    if rounding is not None:  # ties
+        ik, ook = np.round(ik, rounding).tolist(), np.round(ook, rounding).tolist()
+    labels = np.r_[np.zeros(len(ik)), np.ones(len(ook))]
+    values = np.r_[ik, ook]
+    # the area is counted exactly here; scikit-learn's trapezoids may round the last bit
+    assert auroc(ik, ook) == pytest.approx(metrics.roc_auc_score(labels, values), abs=1e-15)
+    assert auprc(ik, ook) == metrics.average_precision_score(labels, values)
 
 
 def test_rates_at_threshold_by_hand() -> None:
@@ -135,6 +192,27 @@ def test_wilson_interval_known_values() -> None:
     low90, high90 = wilson_interval(30, 100, confidence=0.9)
     low99, high99 = wilson_interval(30, 100, confidence=0.99)
     assert low99 < low90 < 0.3 < high90 < high99
+
+
+def test_wilson_interval_uses_the_normal_quantile() -> None:
+    # z = 1.959963984540054 at 95%; with no success the interval is [0, z^2 / (n + z^2)]
+    z = 1.959963984540054
+    low, high = wilson_interval(0, 100)
+    assert low == 0.0
+    assert high == pytest.approx(z * z / (100 + z * z), rel=1e-15)
+
+
+def test_wilson_interval_matches_scipys_normal_quantile() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    for confidence in (0.5, 0.8, 0.9, 0.95, 0.99, 0.999):
+        z = float(stats.norm.ppf(0.5 + confidence / 2))
+        n, successes = 50, 7
+        rate, denominator = successes / n, 1 + z * z / n
+        centre = (rate + z * z / (2 * n)) / denominator
+        half = z / denominator * math.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n))
+        assert wilson_interval(successes, n, confidence) == pytest.approx(
+            (centre - half, centre + half), rel=1e-14
+        )
 
 
 @given(data=st.data(), n=st.integers(1, 10_000), confidence=st.floats(0.5, 0.999))

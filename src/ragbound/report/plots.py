@@ -74,16 +74,13 @@ def roc_curves(scores: dict[str, dict[str, Any]]) -> bytes:
     """ROC curve of every statistic, in the order of ``scores`` (out-of-knowledge = positive
     class, higher statistic = more out-of-knowledge), on all test queries pooled; the legend
     gives each curve's AUROC under the title ``POOLED_AUROC``."""
-    from sklearn.metrics import roc_auc_score, roc_curve
+    from ragbound.stats.metrics import auroc, roc_points
 
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(5.2, 4.0))
     for name, entry in scores.items():
-        inside, outside = np.asarray(entry["in"]), np.asarray(entry["out"])
-        labels = np.concatenate([np.zeros(inside.size), np.ones(outside.size)])
-        values = np.concatenate([inside, outside])
-        fpr, tpr, _ = roc_curve(labels, values)
-        axis.plot(fpr, tpr, label=f"{name}  {roc_auc_score(labels, values):.3f}")
+        fpr, tpr = roc_points(entry["in"], entry["out"])
+        axis.plot(fpr, tpr, label=f"{name}  {auroc(entry['in'], entry['out']):.3f}")
     axis.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle=":")
     axis.set_xlabel("false-positive rate")
     axis.set_ylabel("true-positive rate")

@@ -9,12 +9,11 @@ in [0, 1].
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import NamedTuple
 
 import numpy as np
-from numpy.typing import ArrayLike
-from scipy.stats import norm
-from sklearn.metrics import average_precision_score, roc_auc_score
+from numpy.typing import ArrayLike, NDArray
 
 from ragbound.stats._validate import FloatArray, as_scores, check_open_unit
 
@@ -29,18 +28,37 @@ class OperatingPoint(NamedTuple):
     der: float  # (false positives + false negatives) / all scores
 
 
-def _labelled(scores_in: ArrayLike, scores_out: ArrayLike) -> tuple[FloatArray, FloatArray]:
-    """Concatenated scores and 0/1 labels (1 = OoK), after validating both sides."""
+def _ranked_counts(
+    scores_in: ArrayLike, scores_out: ArrayLike
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """How many in-knowledge and how many OoK scores sit at each distinct score, highest
+    score first (both sides validated)."""
     inside = as_scores(scores_in, "scores_in")
     outside = as_scores(scores_out, "scores_out")
-    labels = np.concatenate([np.zeros(inside.size), np.ones(outside.size)])
-    return np.concatenate([inside, outside]), labels
+    values, group = np.unique(np.concatenate([inside, outside]), return_inverse=True)
+    negatives = np.bincount(group[: inside.size], minlength=values.size)
+    positives = np.bincount(group[inside.size :], minlength=values.size)
+    return negatives[::-1].astype(np.int64), positives[::-1].astype(np.int64)
 
 
 def auroc(scores_in: ArrayLike, scores_out: ArrayLike) -> float:
-    """Area under the ROC curve: P(OoK score > in-knowledge score), ties counting 1/2."""
-    scores, labels = _labelled(scores_in, scores_out)
-    return float(roc_auc_score(labels, scores))
+    """Area under the ROC curve: P(OoK score > in-knowledge score), ties counting 1/2.
+
+    Counted exactly (the Mann-Whitney U statistic) in integers, then divided once.
+    """
+    negatives, positives = _ranked_counts(scores_in, scores_out)
+    above = np.cumsum(positives) - positives  # OoK scores strictly higher than each group
+    twice_wins = int((negatives * (2 * above + positives)).sum())
+    return twice_wins / (2 * int(negatives.sum()) * int(positives.sum()))
+
+
+def roc_points(scores_in: ArrayLike, scores_out: ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """The ROC curve's corners (fpr, tpr), from (0, 0) to (1, 1): one per distinct score,
+    flagging every score at or above it."""
+    negatives, positives = _ranked_counts(scores_in, scores_out)
+    fpr = np.concatenate([[0.0], np.cumsum(negatives) / negatives.sum()])
+    tpr = np.concatenate([[0.0], np.cumsum(positives) / positives.sum()])
+    return fpr, tpr
 
 
 def auroc_standard_error(area: float, n_in: int, n_out: int) -> float:
@@ -63,9 +81,17 @@ def auroc_standard_error(area: float, n_in: int, n_out: int) -> float:
 
 
 def auprc(scores_in: ArrayLike, scores_out: ArrayLike) -> float:
-    """Area under the precision-recall curve (average precision), OoK as positive class."""
-    scores, labels = _labelled(scores_in, scores_out)
-    return float(average_precision_score(labels, scores))
+    """Area under the precision-recall curve (average precision), OoK as positive class.
+
+    ``sum_t (recall_t - recall_t-1) * precision_t`` over the distinct scores t, highest
+    first, each flagging every score at or above it; ties are one step.
+    """
+    negatives, positives = _ranked_counts(scores_in, scores_out)
+    found = np.cumsum(positives)
+    recall = np.concatenate([[0.0], found / found[-1]])
+    precision = found / (found + np.cumsum(negatives))
+    terms = np.diff(recall) * precision
+    return float(terms[::-1].copy().sum())  # summed from the lowest score up
 
 
 def rates_at_threshold(
@@ -184,7 +210,7 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     if n < 1 or not 0 <= successes <= n:
         raise ValueError(f"need n >= 1 and 0 <= successes <= n, got successes={successes}, n={n}")
     confidence = check_open_unit(confidence, "confidence")
-    z = float(norm.ppf(0.5 + confidence / 2))
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
     rate = successes / n
     denominator = 1 + z * z / n
     centre = (rate + z * z / (2 * n)) / denominator
