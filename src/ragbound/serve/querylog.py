@@ -2,8 +2,8 @@
 
 Each line holds ``time`` (ISO 8601 UTC, microseconds, never earlier than the line before),
 ``query`` (the text, ``sha256:<hex>`` or absent, per the ``log_queries`` mode), ``action``,
-``cause`` (``in_knowledge``, ``out_of_knowledge``, ``unanswerable`` or ``forbidden``; absent
-from lines written before it), ``p_value``, ``score`` (the test statistic, higher = more out of
+``cause`` (``in_knowledge``, ``small_talk``, ``out_of_knowledge``, ``unanswerable`` or
+``forbidden``), ``p_value``, ``score`` (the test statistic, higher = more out of
 knowledge), ``statistic``, ``triggers`` (the topics that fired), ``trigger_ids`` (the ids of
 the tripwires that fired), ``chunk_ids`` (the retrieved chunks, nearest first: the ids a gateway
 reply shows, :mod:`ragbound.serve.shown`) and ``calibration_id``; where
