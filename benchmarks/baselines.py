@@ -20,7 +20,7 @@ import numpy as np
 
 from benchmarks.judge import judge_relevance
 from ragbound.detect import Guard
-from ragbound.detect.guard import search_in_batches
+from ragbound.detect.retrieval import search_in_batches
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import LLM
 from ragbound.stats import auprc, auroc, balanced_runs

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ragbound.detect.guard import search_in_batches
+from ragbound.detect.retrieval import search_in_batches
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import LLM, GenerationParams, ParseError, load_prompt, parse_json_object
 from ragbound.llm.batch import run_parsed

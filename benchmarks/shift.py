@@ -19,8 +19,8 @@ import numpy as np
 
 from ragbound.artifacts import write_json
 from ragbound.detect import Guard
-from ragbound.detect.guard import search_in_batches
 from ragbound.detect.monitor import MonitorState, ShiftMonitor, WindowResult, WindowSpec
+from ragbound.detect.retrieval import search_in_batches
 from ragbound.progress import progress_bar
 from ragbound.report.run import SHIFT_RATES
 from ragbound.stats import ks_two_sample

@@ -28,7 +28,7 @@ from typing import Literal
 import numpy as np
 
 from ragbound.detect import Guard
-from ragbound.detect.guard import search_in_batches
+from ragbound.detect.retrieval import search_in_batches
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import LLM
 from ragbound.stats import STATISTICS, balanced_runs

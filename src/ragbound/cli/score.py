@@ -140,7 +140,7 @@ def _unanswerable(guard: Guard, table: ScoreTable, show: bool) -> int | None:
     texts = [query for query, out in flagged if not out]
     if not texts:
         return 0
-    from ragbound.detect.guard import search_in_batches
+    from ragbound.detect.retrieval import search_in_batches
 
     hits = search_in_batches(guard.kb, texts, model.depth, progress=show)
     return sum(v.unanswerable for v in guard.answerability_verdicts(texts, hits, table.alpha))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,6 @@ from ragbound.detect.answerability import (
 from ragbound.detect.boundary import BoundaryDetector
 from ragbound.detect.calibration import Calibration, NullQuestions
 from ragbound.detect.canary import CanaryCheck, check_canaries, record_canaries, verify_canaries
-from ragbound.detect.combined import CombinedModel
 from ragbound.detect.config import (
     AUTO,
     COMBINED,
@@ -37,14 +35,16 @@ from ragbound.detect.config import (
 from ragbound.detect.judge import AnswerabilityJudge
 from ragbound.detect.names import JUDGE
 from ragbound.detect.reading import check_reading
-from ragbound.detect.rerank import CrossEncoderReranker, relevance_rows
+from ragbound.detect.online import OnlineTest, Scored
+from ragbound.detect.rerank import CrossEncoderReranker
 from ragbound.detect.resolution import Resolution, resolution, warn_if_coarse
+from ragbound.detect.retrieval import neighbours, rerank_hits, search_in_batches
 from ragbound.detect.select import combined_calibration, learn_from_queries
 from ragbound.embedders.base import DenseEmbedder
-from ragbound.errors import IncompatibleArtifactError, InputError
+from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.protocol import Knowledge, check_statistic
-from ragbound.knowledge.query import SEARCH_BATCH, Prepared, query_texts
+from ragbound.knowledge.query import Prepared
 from ragbound.results import Neighbour, Verdict
 from ragbound.stats import EmpiricalNull
 from ragbound.stores import Hits
@@ -53,24 +53,8 @@ if TYPE_CHECKING:
     from ragbound.llm import LLM
     from ragbound.tripwires.floor import Reference
 
-PREVIEW_CHARS = 240
 Questions = DeclaredOrigin | Mapping[str, QuestionOrigin]
 """Where calibration questions came from: all real, all synthetic, or each by its text."""
-
-
-@dataclass(frozen=True)
-class Scored:
-    """A batch's scores (higher = more out of knowledge) and p-values, with the test that
-    made them and the hits searched (chunk rows, nearest first)."""
-
-    scores: np.ndarray
-    p_values: np.ndarray
-    hits: Hits
-    statistic: str
-    alpha: float
-    critical_value: float
-    k: int
-    n_calibration: int
 
 
 class Guard:
@@ -106,8 +90,7 @@ class Guard:
         self.kb = kb.at_granularity(calibration.granularity_for(granularity, force=force))
         calibration.check_search(self.kb.describe(), force=force)
         self.calibration = calibration
-        self._detectors: dict[tuple[str | None, float | None], BoundaryDetector] = {}
-        self._reranker: CrossEncoderReranker | None = None
+        self.test = OnlineTest(self.kb, calibration)
         self._judge: AnswerabilityJudge | None = None
         self._levels: dict[tuple[float, str | None, int], float] = {}
         self._answer_null: tuple[AnswerabilityModel, EmpiricalNull] | None = None
@@ -140,7 +123,7 @@ class Guard:
 
         A statistic of the similarities (mss, knn, avgknn, entropy, energy, fisher, simes):
         every query's top-k is retrieved and kept as the null. With a reranker the null keeps
-        its relevance logits of the k chunks (:meth:`test_rows`); the folder is recorded
+        its relevance logits of the k chunks (:meth:`OnlineTest.test_rows`); the folder is recorded
         resolved, with its revision. ``granularity`` (``"sentence"``, ``"chunk,window"``,
         ...): the indexed units chunks are scored by (default: the knowledge base's own, as
         indexed); it is recorded.
@@ -251,7 +234,7 @@ class Guard:
             granularity=kb.granularity,
         )
         guard = cls(kb, calibration).recorded(questions)
-        guard._reranker = reranker
+        guard.test.keep_reranker(reranker)
         warn_if_coarse(len(queries), config.alpha)
         return guard
 
@@ -451,7 +434,7 @@ class Guard:
         manifest = self.calibration.manifest
         detector = manifest.detector.updated(alpha=alpha)
         self.calibration.manifest = manifest.model_copy(update={"detector": detector})
-        self._detectors.clear()  # keyed by alpha None, which meant the calibration's
+        self.test.forget()  # detectors keyed by alpha None, which meant the calibration's
         self._levels.clear()
         return self
 
@@ -599,9 +582,10 @@ class Guard:
         return self
 
     def record_reading(self, reading: str | None) -> Guard:
-        """Keep in the manifest the reading (:mod:`ragbound.detect.reading`) the conversations
-        among the calibration queries were read with (self); None: standalone questions only.
-        Conversations are then checked with it by default (:meth:`ragbound.gate.Gate.load`)."""
+        """Keep in the manifest the reading (:mod:`ragbound.conversations.reading`) the
+        conversations among the calibration queries were read with (self); None: standalone
+        questions only. Conversations are then checked with it by default
+        (:meth:`ragbound.gate.Gate.load`)."""
         if reading is not None:
             try:
                 check_reading(reading)
@@ -617,9 +601,19 @@ class Guard:
         return self.calibration.manifest.reading
 
     @property
+    def calibration_id(self) -> str:
+        """The calibration's id (every decision made with it records it)."""
+        return self.calibration.manifest.id
+
+    @property
+    def questions(self) -> NullQuestions:
+        """Where the calibration's questions came from (real, synthetic, how many)."""
+        return self.calibration.manifest.questions
+
+    @property
     def approximate(self) -> bool:
         """The null holds synthetic questions alone: its p-values are only approximate."""
-        return self.calibration.manifest.questions.approximate
+        return self.questions.approximate
 
     def record_canaries(self) -> Guard:
         """Search the calibration's canaries now and keep them in its manifest (self)."""
@@ -639,78 +633,36 @@ class Guard:
         another model), unless ``force``. Called at load, never per query."""
         verify_canaries(self.kb, self.calibration.manifest.canaries, force=force)
 
-    # ------------------------------------------------------------- detectors
+    # --------------------------------------------------------- the online test
     @property
     def config(self) -> DetectorConfig:
         """The detector parameters saved with the calibration."""
-        return self.calibration.manifest.detector
+        return self.test.config
 
     @property
     def k(self) -> int:
-        return self.config.k
+        return self.test.k
 
     @property
     def reranker(self) -> CrossEncoderReranker | None:
-        """The calibration's cross-encoder, loaded once (None: the rows are similarities).
-
-        Refused (IncompatibleArtifactError) when the model's files changed since calibration.
-        """
-        folder = self.config.reranker
-        if folder is None or self._reranker is not None:
-            return self._reranker
-        reranker = CrossEncoderReranker(folder)
-        recorded = self.calibration.manifest.reranker_revision
-        if recorded is not None and reranker.revision != recorded:
-            raise IncompatibleArtifactError(
-                f"the reranker {folder} changed since this calibration was made (revision "
-                f"{recorded}, now {reranker.revision}): calibrate again"
-            )
-        self._reranker = reranker
-        return reranker
-
-    def test_rows(
-        self, queries: Sequence[str], hits: Hits, *, progress: bool = False
-    ) -> np.ndarray:
-        """The rows the test scores for these queries' hits: the top-k similarities, or with a
-        reranker the k chunks' relevance logits sorted descending (higher = closer, both)."""
-        reranker = self.reranker
-        if reranker is None:
-            return hits.similarities[:, : self.k]
-        return rerank_hits(self.kb, reranker, queries, hits, self.k, progress=progress)
+        """The calibration's cross-encoder (:attr:`OnlineTest.reranker`)."""
+        return self.test.reranker
 
     def search_rows(self, queries: Sequence[str], *, progress: bool = False) -> np.ndarray:
-        """Retrieve the queries and return the rows the test scores (:meth:`test_rows`)."""
-        hits = search_in_batches(self.kb, queries, self.k, progress=progress)
-        return self.test_rows(queries, hits, progress=progress)
+        """The rows the test scores for these queries, searched (:meth:`OnlineTest.search_rows`)."""
+        return self.test.search_rows(queries, progress=progress)
 
     def detector(
         self, statistic: str | None = None, alpha: float | None = None
     ) -> BoundaryDetector:
         """The fitted detector for a statistic (default: the calibration's), cached."""
-        key = (statistic, alpha)  # as given: a hit skips validating the config per request
-        if key in self._detectors:
-            return self._detectors[key]
-        config = self.config.updated(statistic=statistic, alpha=alpha)
-        check_statistic(self.kb, config.statistic)
-        if config.statistic == COMBINED:
-            raise InputError(
-                f"the {COMBINED} statistic has no similarity detector: use Guard.score, "
-                "Guard.null_scores or Guard.critical_value, or choose a statistic such as mss"
-            )
-        detector = BoundaryDetector.from_config(config).fit(self.calibration.similarities)
-        self._detectors[key] = detector
-        return detector
+        return self.test.detector(statistic, alpha)
 
     def critical_value(self, alpha: float | None = None) -> float:
         """The calibration statistic's critical value at alpha (default: the calibration's);
         math.inf when no score can reach it."""
-        config = self.config.updated(alpha=alpha)
-        if self.is_learned():
-            null = self._combined_model().null()
-            return null.critical_value(config.alpha, config.p_value_method)
-        return self.detector(alpha=config.alpha).critical_value_
+        return self.test.critical_value(alpha)
 
-    # ----------------------------------------------------------------- checks
     def check(
         self,
         query: str,
@@ -732,30 +684,18 @@ class Guard:
         progress: bool = False,
     ) -> list[Verdict]:
         """Test a batch of queries (embedded in batches; one Verdict per query, in order)."""
-        scored = self.score(queries, statistic=statistic, alpha=alpha, progress=progress)
-        return [self.verdict(query, scored, i, evidence) for i, query in enumerate(queries)]
+        return self.test.check_many(
+            queries, statistic=statistic, alpha=alpha, evidence=evidence, progress=progress
+        )
 
     def verdict(self, query: str, scored: Scored, row: int, evidence: int) -> Verdict:
         """The Verdict of row ``row`` of a scored batch, with its ``evidence`` nearest chunks."""
-        return Verdict(
-            query=query,
-            statistic=scored.statistic,
-            score=float(scored.scores[row]),
-            p_value=float(scored.p_values[row]),
-            out_of_knowledge=bool(scored.p_values[row] <= scored.alpha),
-            alpha=scored.alpha,
-            critical_value=scored.critical_value,
-            k=scored.k,
-            n_calibration=scored.n_calibration,
-            approximate=self.approximate,
-            neighbours=self.neighbours(scored.hits, row, evidence),
-        )
+        return self.test.verdict(query, scored, row, evidence)
 
     def is_learned(self, statistic: str | None = None) -> bool:
-        """Whether ``statistic`` (default: the calibration's) is the learned combined score,
-        computed in this process from several searches rather than from one row of
-        similarities (so it cannot run on another engine)."""
-        return (statistic or self.config.statistic) == COMBINED  # cheap: per request
+        """Whether ``statistic`` (default: the calibration's) is the learned combined score
+        (:meth:`OnlineTest.is_learned`)."""
+        return self.test.is_learned(statistic)
 
     def score(
         self,
@@ -767,97 +707,33 @@ class Guard:
         prepared: Prepared | None = None,
         progress: bool = False,
     ) -> Scored:
-        """Scores (higher = more out of knowledge) and conformal p-values of a batch.
-
-        ``hits`` (top-k of the guard's knowledge base, k >= ``self.k``) saves the search when
-        the caller has it. The combined statistic reads every indexed unit and
-        :meth:`search_depth` chunks: given ``prepared`` (``queries`` validated and embedded)
-        it does not embed them again, and it reuses ``hits`` for the knowledge base's own
-        granularity when they are what that search returns (an exact search at least that
-        deep, or an approximate one exactly that deep); it searches the rest itself.
-        """
-        if self.is_learned(statistic):
-            return self._score_combined(queries, alpha, prepared, hits)
-        detector = self.detector(statistic, alpha)
-        if hits is None:
-            hits = search_in_batches(self.kb, queries, self.k, progress=progress)
-        scores, p_values = detector.score_p_value(self.test_rows(queries, hits, progress=progress))
-        return Scored(
-            scores=scores,
-            p_values=p_values,
+        """Scores (higher = more out of knowledge) and conformal p-values of a batch
+        (:meth:`OnlineTest.score`: ``hits`` and ``prepared`` save a search and an embedding)."""
+        return self.test.score(
+            queries,
+            statistic=statistic,
+            alpha=alpha,
             hits=hits,
-            statistic=detector.statistic,
-            alpha=detector.alpha,
-            critical_value=detector.critical_value_,
-            k=detector.k,
-            n_calibration=detector.n_calibration_,
+            prepared=prepared,
+            progress=progress,
         )
 
     def null_scores(self, statistic: str | None = None) -> np.ndarray:
         """The calibration queries' scores the p-values compare with (higher = more out of
         knowledge; leave-one-out for Fisher and Simes; the conformal half for combined)."""
-        if self.is_learned(statistic):
-            return self._combined_model().null().scores
-        return self.detector(statistic).decision_scores_
-
-    def _combined_model(self) -> CombinedModel:
-        model = self.calibration.manifest.combined
-        if model is None:
-            raise InputError(
-                f"this calibration has no {COMBINED} statistic: calibrate with "
-                f"--statistic {COMBINED} (or auto), or choose another statistic"
-            )
-        return model
+        return self.test.null_scores(statistic)
 
     def search_depth(self) -> int:
         """The nearest chunks :meth:`score` reads of each query's search: ``k``, or the
         combined statistic's feature depth."""
-        if self.is_learned():
-            return self._combined_model().depth
-        return self.k
-
-    def _score_combined(
-        self,
-        queries: Sequence[str],
-        alpha: float | None,
-        prepared: Prepared | None = None,
-        hits: Hits | None = None,
-    ) -> Scored:
-        """:meth:`score` with the learned combined score (:mod:`ragbound.detect.combined`)."""
-        model = self._combined_model()
-        config = self.config.updated(alpha=alpha)
-        scores, found = model.scores(self.kb, queries, prepared=prepared, hits=hits)
-        null = model.null()
-        return Scored(
-            scores=scores,
-            p_values=null.p_values(scores, config.p_value_method),
-            hits=found.hits[found.views[-1]],
-            statistic=COMBINED,
-            alpha=config.alpha,
-            critical_value=null.critical_value(config.alpha, config.p_value_method),
-            k=self.k,
-            n_calibration=null.n,
-        )
+        return self.test.search_depth()
 
     def neighbours(
         self, hits: Hits, row: int, count: int, *, full_text: bool = False
     ) -> list[Neighbour]:
-        """The first ``count`` chunks of ``hits`` row ``row``, nearest first, as evidence
-        (text cut to ``PREVIEW_CHARS``) or, with ``full_text``, as an LLM's context."""
-        out = []
-        for rank in range(min(count, hits.indices.shape[1])):
-            chunk = self.kb.chunk_at(hits.indices[row, rank])
-            out.append(
-                Neighbour(
-                    rank=rank + 1,
-                    chunk_id=chunk.id,
-                    doc_id=chunk.doc_id,
-                    source=chunk.source,
-                    similarity=float(hits.similarities[row, rank]),
-                    text=chunk.text if full_text else chunk.text[:PREVIEW_CHARS],
-                )
-            )
-        return out
+        """The first ``count`` chunks of ``hits`` row ``row``, nearest first, as evidence or
+        (``full_text``) as an LLM's context (:func:`ragbound.detect.retrieval.neighbours`)."""
+        return neighbours(self.kb, hits, row, count, full_text=full_text)
 
 
 def _set_k(config: DetectorConfig | None) -> bool:
@@ -879,51 +755,3 @@ def _k_within(kb: Knowledge, config: DetectorConfig, given: bool) -> DetectorCon
         stacklevel=4,
     )
     return config.updated(k=size)
-
-
-def search_in_batches(
-    kb: Knowledge,
-    queries: Sequence[str],
-    k: int,
-    *,
-    batch: int = SEARCH_BATCH,
-    progress: bool = False,
-) -> Hits:
-    """Search many queries in batches (bounded memory, a progress bar on a terminal)."""
-    from ragbound.progress import progress_bar
-
-    queries = query_texts(queries)  # numbered across the whole batch
-    sims, idx = [], []
-    with progress_bar(len(queries), "retrieving", progress) as advance:
-        for start in range(0, len(queries), batch):
-            part = kb.search(queries[start : start + batch], k)
-            sims.append(part.similarities)
-            idx.append(part.indices)
-            advance(len(part.indices))
-    return Hits(similarities=np.concatenate(sims), indices=np.concatenate(idx))
-
-
-def rerank_hits(
-    kb: Knowledge,
-    reranker: CrossEncoderReranker,
-    queries: Sequence[str],
-    hits: Hits,
-    k: int,
-    *,
-    batch: int = 32,
-    progress: bool = False,
-) -> np.ndarray:
-    """The reranker's relevance logits of each query's top-k chunks, rows sorted descending."""
-    from ragbound.progress import progress_bar
-
-    rows = []
-    with progress_bar(len(queries), "reranking", progress) as advance:
-        for start in range(0, len(queries), batch):
-            part = list(queries[start : start + batch])
-            passages = [
-                [kb.chunk_at(int(j)).text for j in row[:k]]
-                for row in hits.indices[start : start + batch]
-            ]
-            rows.append(relevance_rows(reranker, part, passages))
-            advance(len(part))
-    return np.concatenate(rows)
