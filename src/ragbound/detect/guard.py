@@ -11,15 +11,10 @@ import numpy as np
 
 from ragbound.corpus.provenance import DeclaredOrigin, QuestionOrigin, origins_of
 from ragbound.detect.answerability import (
-    DEPTH as ANSWER_DEPTH,
-)
-from ragbound.detect.answerability import (
     AnswerabilityModel,
     AnswerabilityVerdict,
-    calibrate_answerability,
-    check_answerability,
-    scored,
 )
+from ragbound.detect.answers import AnswerabilityTest, check_request
 from ragbound.detect.boundary import BoundaryDetector
 from ragbound.detect.calibration import Calibration, NullQuestions
 from ragbound.detect.canary import CanaryCheck, check_canaries, record_canaries, verify_canaries
@@ -33,9 +28,8 @@ from ragbound.detect.config import (
     resolve_tau,
 )
 from ragbound.detect.judge import AnswerabilityJudge
-from ragbound.detect.names import JUDGE
-from ragbound.detect.reading import check_reading
 from ragbound.detect.online import OnlineTest, Scored
+from ragbound.detect.reading import check_reading
 from ragbound.detect.rerank import CrossEncoderReranker
 from ragbound.detect.resolution import Resolution, resolution, warn_if_coarse
 from ragbound.detect.retrieval import neighbours, rerank_hits, search_in_batches
@@ -46,7 +40,6 @@ from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.protocol import Knowledge, check_statistic
 from ragbound.knowledge.query import Prepared
 from ragbound.results import Neighbour, Verdict
-from ragbound.stats import EmpiricalNull
 from ragbound.stores import Hits
 
 if TYPE_CHECKING:
@@ -91,9 +84,7 @@ class Guard:
         calibration.check_search(self.kb.describe(), force=force)
         self.calibration = calibration
         self.test = OnlineTest(self.kb, calibration)
-        self._judge: AnswerabilityJudge | None = None
-        self._levels: dict[tuple[float, str | None, int], float] = {}
-        self._answer_null: tuple[AnswerabilityModel, EmpiricalNull] | None = None
+        self.answers = AnswerabilityTest(self.test)
         self._reference: Reference | None = None
 
     # ------------------------------------------------------------- lifecycle
@@ -164,13 +155,7 @@ class Guard:
                                     queries_source="real.txt", questions="real")
         """
         if answerability is not None:
-            check_answerability(answerability)
-            if answerability == JUDGE and llm is None:  # refused before any search
-                raise InputError(f"the {JUDGE} answerability test needs an LLM: llm='local'")
-            if answerability == JUDGE and isinstance(llm, str):
-                from ragbound.llm import make_llm
-
-                make_llm(llm)  # a bad spec or a missing server setting: refused before searching
+            check_request(answerability, llm)  # refused before any search
             guard = cls.calibrate(
                 kb,
                 queries,
@@ -393,36 +378,9 @@ class Guard:
         self, statistic: str | None, *, llm: LLM | str | None = None, progress: bool = False
     ) -> Guard:
         """This guard with the answerability test calibrated on its calibration questions
-        (``statistic`` None: without it). ``judge`` needs ``llm``: a spec (``local``,
-        ``openai:MODEL``: recorded, so that a gate loading the calibration makes the same
-        model) or an :class:`~ragbound.llm.LLM` (its ``model_id`` is recorded; give it to
-        :meth:`use_judge` after loading). Refused for the learned statistics, whose null is
-        a part of the questions."""
-        manifest = self.calibration.manifest
-        self._levels.clear()
-        if statistic is None:
-            self.calibration.manifest = manifest.model_copy(update={"answerability": None})
-            return self
-        check_answerability(statistic)
-        if self.is_learned():
-            raise InputError(
-                f"the answerability test needs a statistic of the similarities (mss, knn, "
-                f"...): its null and {COMBINED}'s are made of different questions"
-            )
-        if statistic == JUDGE and llm is None:
-            raise InputError(f"the {JUDGE} answerability test needs an LLM: llm='local', ...")
-        judge = None if statistic != JUDGE else self.use_judge(llm)
-        queries = self.calibration.queries
-        depth = min(ANSWER_DEPTH, len(self.kb))
-        hits = search_in_batches(self.kb, queries, depth, progress=progress)
-        spec = llm if isinstance(llm, str) else None
-        model = calibrate_answerability(
-            self.kb, queries, hits, statistic, judge=judge, llm=spec, progress=progress
-        )
-        self.calibration.manifest = manifest.model_copy(update={"answerability": model})
-        shared = self.answerability_level()
-        if shared < self.config.alpha:  # each test at its share: coarser than alpha alone
-            warn_if_coarse(len(queries), self.config.alpha, shared)
+        (``statistic`` None: without it; :meth:`AnswerabilityTest.calibrate`). With an
+        :class:`~ragbound.llm.LLM` as the judge, give it to :meth:`use_judge` after loading."""
+        self.answers.calibrate(statistic, llm=llm, progress=progress)
         return self
 
     def use_alpha(self, alpha: float | None) -> Guard:
@@ -435,40 +393,22 @@ class Guard:
         detector = manifest.detector.updated(alpha=alpha)
         self.calibration.manifest = manifest.model_copy(update={"detector": detector})
         self.test.forget()  # detectors keyed by alpha None, which meant the calibration's
-        self._levels.clear()
+        self.answers.forget()
         return self
 
     def use_judge(self, llm: LLM | str | None) -> AnswerabilityJudge:
-        """The answerability judge on ``llm`` (a spec, made behind the on-disk response
-        cache, or an LLM as it is), kept for the decisions."""
-        from ragbound.llm import CachedLLM, ResponseCache, make_llm
-
-        model = CachedLLM(make_llm(llm), ResponseCache()) if isinstance(llm, str) else llm
-        if model is None:
-            raise InputError("use_judge needs an LLM or its spec")
-        self._judge = AnswerabilityJudge(model)
-        return self._judge
+        """The answerability judge on ``llm`` (a spec or an LLM), kept for the decisions."""
+        return self.answers.use_judge(llm)
 
     @property
     def judge(self) -> AnswerabilityJudge | None:
-        """The answerability judge the calibration asks for (None: none), made from its
-        recorded spec on first use unless :meth:`use_judge` gave one."""
-        model = self.answerability
-        if model is None or model.statistic != JUDGE:
-            return None
-        if self._judge is None:
-            if model.llm is None:
-                raise InputError(
-                    f"this calibration's judge ({model.model_id}) was an LLM object, not a "
-                    "spec: give it again with guard.use_judge(llm)"
-                )
-            self.use_judge(model.llm)
-        return self._judge
+        """The answerability judge the calibration asks for (None: none)."""
+        return self.answers.judge
 
     @property
     def answerability(self) -> AnswerabilityModel | None:
         """The calibrated answerability test (None: off)."""
-        return self.calibration.manifest.answerability
+        return self.answers.model
 
     def calibration_resolution(self) -> Resolution:
         """How finely the calibration resolves its alpha (each test at its share when the
@@ -481,16 +421,8 @@ class Guard:
         self, alpha: float | None = None, statistic: str | None = None
     ) -> float:
         """The level each test runs at when both share ``alpha`` (default: the
-        calibration's), the relevance test scoring ``statistic`` (default: the
         calibration's); ``alpha`` itself without the answerability test."""
-        alpha = self.config.alpha if alpha is None else alpha
-        model = self.answerability
-        if model is None:
-            return alpha
-        key = (alpha, statistic, id(model))  # per request: computed once per alpha
-        if key not in self._levels:
-            self._levels[key] = model.level(alpha, self.null_scores(statistic))
-        return self._levels[key]
+        return self.answers.level(alpha, statistic)
 
     def check_both(
         self,
@@ -502,62 +434,22 @@ class Guard:
         progress: bool = False,
     ) -> tuple[list[Verdict], list[AnswerabilityVerdict | None] | None]:
         """:meth:`check_many` with the answerability test beside it, both at their share of
-        ``alpha`` and from one search; a query out of knowledge gets no answerability verdict
-        (None). The answerability list is None when the calibration has no such test, and
-        the relevance test then runs at the whole alpha."""
-        model = self.answerability
-        if model is None:
-            verdicts = self.check_many(
-                queries, statistic=statistic, alpha=alpha, evidence=evidence, progress=progress
-            )
-            return verdicts, None
-        level = self.answerability_level(alpha, statistic)
-        depth = max(self.search_depth(), model.depth)
-        hits = search_in_batches(self.kb, queries, depth, progress=progress)
-        scored = self.score(queries, statistic=statistic, alpha=level, hits=hits)
-        verdicts = [self.verdict(q, scored, i, evidence) for i, q in enumerate(queries)]
-        rows = [i for i, v in enumerate(verdicts) if not v.out_of_knowledge]
-        return verdicts, self.answerability_of(queries, hits, level, rows)
+        ``alpha`` and from one search (:meth:`AnswerabilityTest.check_both`)."""
+        return self.answers.check_both(
+            queries, statistic=statistic, alpha=alpha, evidence=evidence, progress=progress
+        )
 
     def answerability_of(
         self, texts: Sequence[str], hits: Hits, level: float, rows: Sequence[int]
     ) -> list[AnswerabilityVerdict | None]:
-        """:meth:`answerability_verdicts` of the texts at ``rows`` alone, None for the others:
-        those are decided already and not read again (a judge's call is not free)."""
-        answers: list[AnswerabilityVerdict | None] = [None] * len(texts)
-        if rows:
-            rows = list(rows)
-            subset = Hits(similarities=hits.similarities[rows], indices=hits.indices[rows])
-            found = self.answerability_verdicts([texts[i] for i in rows], subset, level)
-            for i, verdict in zip(rows, found, strict=True):
-                answers[i] = verdict
-        return answers
+        """:meth:`answerability_verdicts` of the texts at ``rows`` alone, None for the others."""
+        return self.answers.verdicts_at(texts, hits, level, rows)
 
     def answerability_verdicts(
         self, texts: Sequence[str], hits: Hits, level: float
     ) -> list[AnswerabilityVerdict]:
-        """The answerability test of each text given its ``hits`` (the search the relevance
-        test read, at least the model's depth), flagged at ``level``."""
-        model = self.answerability
-        if model is None:
-            raise InputError("this calibration has no answerability test: calibrate with one")
-        if self._answer_null is None or self._answer_null[0] is not model:
-            self._answer_null = (model, model.empirical_null())  # built once, not per request
-        null = self._answer_null[1]
-        found = scored(self.kb, texts, hits, model.depth, self.judge)
-        p_values = null.p_values([c.score for c in found])
-        return [
-            AnswerabilityVerdict(
-                statistic=model.statistic,
-                score=c.score,
-                p_value=float(p),
-                unanswerable=bool(p <= level),
-                alpha=level,
-                n_calibration=null.n,
-                evidence=c.evidence,
-            )
-            for c, p in zip(found, p_values, strict=True)
-        ]
+        """The answerability test of each text given its ``hits``, flagged at ``level``."""
+        return self.answers.verdicts(texts, hits, level)
 
     def record_questions(self, questions: Questions | None) -> Guard:
         """Keep where the null's questions came from in the manifest (self); ``questions`` as
