@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats as scipy_stats
 
 from ragbound.stats import (
     EmpiricalNull,
@@ -52,14 +51,14 @@ def _paper_and_exact_disagree(seed: int) -> tuple[np.ndarray, np.ndarray, float]
     n, m = int(rng.integers(20, 200)), int(rng.integers(10, 200))
     alpha = float(rng.choice([0.01, 0.05, 0.1]))
     x, y = rng.normal(size=n), rng.normal(rng.uniform(0.2, 0.8), size=m)
-    exact = scipy_stats.ks_2samp(x, y)
-    if exact.pvalue <= alpha and exact.statistic < ks_critical_value(n, m, alpha):
+    exact = ks_two_sample(x, y, alpha=alpha)
+    if exact.p_value <= alpha and exact.statistic < ks_critical_value(n, m, alpha):
         return x, y, alpha
     return None
 
 
 def test_ks_never_rejects_below_its_reported_critical_value() -> None:
-    # The old result decided with scipy's exact p-value but reported the paper's asymptotic
+    # The old result decided with the exact p-value but reported the paper's asymptotic
     # critical value, so some alarms showed a statistic below the critical value. Search
     # for such a case near the boundary and check that the reported value now agrees.
     case = next(c for seed in range(500) if (c := _paper_and_exact_disagree(seed)) is not None)
@@ -85,13 +84,63 @@ def test_ks_decision_p_value_and_critical_value_agree(
     rng = np.random.default_rng(seed)
     x = np.round(rng.normal(size=n), decimals)  # 1 decimal: many ties
     y = np.round(rng.normal(shift, 1.0, size=m), decimals)
-    result = ks_two_sample(x, y, alpha=alpha)
-    reference = scipy_stats.ks_2samp(x, y)
-    assert result.statistic == pytest.approx(reference.statistic, abs=1e-12)
-    assert result.p_value == pytest.approx(reference.pvalue, abs=1e-12)
-    assert (
-        result.shifted == (result.p_value <= alpha) == (result.statistic >= result.critical_value)
-    )
+    for method in ("exact", "asymp"):
+        result = ks_two_sample(x, y, alpha=alpha, method=method)
+        assert result.method_used == ("exact" if n == m == 1 else method)
+        assert (
+            result.shifted
+            == (result.p_value <= alpha)
+            == (result.statistic >= result.critical_value)
+        )
+
+
+def _ks_samples(seed: int, n: int, m: int, decimals: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    shift = rng.choice([0.0, 0.1, 0.3, 1.0])
+    return np.round(rng.normal(size=n), decimals), np.round(rng.normal(shift, 1, m), decimals)
+
+
+@pytest.mark.parametrize("method", ["exact", "asymp"])
+@pytest.mark.parametrize(
+    ("n", "m"), [(1, 2), (3, 4), (10, 10), (17, 50), (50, 50), (120, 7), (500, 50), (800, 600)]
+)
+@pytest.mark.parametrize("decimals", [0, 1, 8])  # 0 and 1 decimals: many ties
+def test_ks_p_value_and_statistic_match_scipys_ks_2samp(
+    method: str, n: int, m: int, decimals: int
+) -> None:
+    stats = pytest.importorskip("scipy.stats")
+    for seed in range(4):
+        x, y = _ks_samples(seed, n, m, decimals)
+        result = ks_two_sample(x, y, method=method)
+        reference = stats.ks_2samp(x, y, method=method)
+        assert result.statistic == pytest.approx(reference.statistic, abs=1e-12)
+        assert result.p_value == pytest.approx(reference.pvalue, abs=1e-10)
+
+
+def test_one_value_against_one_is_tested_exactly() -> None:
+    # scipy's asymptotic p-value is NaN here (an asymptotic size of 0): the exact one is 1
+    result = ks_two_sample([1.0], [2.0], method="asymp")
+    assert (result.method_used, result.statistic, result.p_value) == ("exact", 1.0, 1.0)
+
+
+def test_auto_is_exact_up_to_ten_thousand_values_a_side() -> None:
+    assert ks_two_sample(np.arange(10_000.0), np.arange(5.0)).method_used == "exact"
+    assert ks_two_sample(np.arange(10_001.0), np.arange(5.0)).method_used == "asymp"
+
+
+def test_exact_turns_asymptotic_past_two_to_the_31_grid_points() -> None:
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=60_000), rng.normal(size=59_999)  # 60000 x 59999 > 2^31
+    assert ks_two_sample(x, y, method="exact").method_used == "asymp"
+    assert ks_two_sample(x[:40_000], y[:40_000], method="exact").method_used == "exact"
+
+
+def test_large_samples_match_scipys_asymptotic_p_value() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    x, y = _ks_samples(5, 12_000, 3_001, 3)
+    result = ks_two_sample(x, y)
+    assert result.method_used == "asymp"
+    assert result.p_value == pytest.approx(stats.ks_2samp(x, y).pvalue, abs=1e-10)
 
 
 def test_ks_detects_a_clear_shift_and_the_critical_value_agrees() -> None:

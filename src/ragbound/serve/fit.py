@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 
 from ragbound.gate import Decision
 from ragbound.serve.metrics import Registry
+from ragbound.stats.beta_binomial import beta_binomial_cdf
 
 FIT_WINDOW = 1000
 FIT_LEVEL = 0.01
@@ -149,6 +150,4 @@ def _lower_tail(flagged: int, n: int, k: int, n_calibration: int) -> float | Non
     BetaBinomial(n, k, n_cal + 1 - k); out-of-knowledge queries only raise it."""
     if not n:
         return None
-    from scipy import stats as scipy_stats
-
-    return float(min(1.0, scipy_stats.betabinom.cdf(flagged, n, k, n_calibration + 1 - k)))
+    return beta_binomial_cdf(flagged, n, k, n_calibration + 1 - k)

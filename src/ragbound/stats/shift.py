@@ -12,7 +12,6 @@ from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats as scipy_stats
 
 from ragbound.stats._validate import (
     FloatArray,
@@ -21,8 +20,14 @@ from ragbound.stats._validate import (
     check_finite,
     check_open_unit,
 )
+from ragbound.stats.beta_binomial import beta_binomial_sf
+from ragbound.stats.kolmogorov import kolmogorov_tail, two_sample_tail
 
 KS_METHODS: tuple[str, ...] = ("auto", "exact", "asymp")
+# "auto" is exact up to this many values a side (scipy's rule, so its p-values are the same)
+KS_EXACT_MAX = 10_000
+# past this many grid points (reduced sizes' product) "exact" falls back to "asymp", as scipy does
+_KS_EXACT_GRID = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -76,9 +81,13 @@ def ks_two_sample(
 ) -> KSResult:
     """Two-sided two-sample KS test of ``test`` against ``reference`` (1-D statistic values).
 
-    The p-value is scipy's (``method`` "auto" uses the exact null distribution for samples
-    up to 10,000 and the asymptotic Kolmogorov distribution above). The critical value comes
-    from that same distribution, so ``shifted`` (p <= alpha) always equals
+    The p-value is exact (the share of the equally likely orderings of the pooled values,
+    :func:`~ragbound.stats.kolmogorov.two_sample_tail`) or asymptotic (Kolmogorov's one-sample
+    distribution at n m / (n + m) values, :func:`~ragbound.stats.kolmogorov.kolmogorov_tail`);
+    ``method`` "auto" is exact for samples up to :data:`KS_EXACT_MAX` values, asymptotic
+    above, and "exact" turns asymptotic past about 2^31 grid points (both as scipy's
+    ``ks_2samp`` decides, whose p-values these match). The critical value comes from that
+    same distribution, so ``shifted`` (p <= alpha) always equals
     ``statistic >= critical_value``. The statistic only takes values h / lcm(n, m) for whole
     h; both are computed on that grid, in integers, so no rounding can split them.
 
@@ -109,10 +118,15 @@ def ks_two_sample(
 
 
 def _ks_method_used(n: int, m: int, method: str) -> str:
-    """scipy's rule for "auto" (two-sided): exact when max(n, m) <= 10000."""
-    if method != "auto":
-        return method
-    return "exact" if max(n, m) <= 10_000 else "asymp"
+    """The distribution a test of samples of n and m values uses under ``method``."""
+    if method == "auto":
+        return "exact" if max(n, m) <= KS_EXACT_MAX else "asymp"
+    g = math.gcd(n, m)
+    if method == "exact" and (n // g) * (m // g) >= _KS_EXACT_GRID:
+        return "asymp"
+    if method == "asymp" and n == m == 1:  # no asymptotic size: n m / (n + m) rounds to 0
+        return "exact"
+    return method
 
 
 def _ks_grid_statistic(ref: FloatArray, new: FloatArray) -> int:
@@ -143,15 +157,17 @@ def _ks_attainable(h: int, n: int, m: int) -> tuple[int, int, int]:
 
 @lru_cache(maxsize=65_536)  # a monitor's changing alpha re-walks mostly the same grid points
 def _ks_grid_p_value(h: int, n: int, m: int, method: str) -> float:
-    """scipy's two-sided p-value P(D >= h / lcm(n, m)) for samples of sizes n and m.
+    """The two-sided p-value P(D >= h / lcm(n, m)) for samples of sizes n and m.
 
-    The p-value depends on the distance and the sizes only, so it is asked of two samples
-    on {0, 1} with a and b zeros, a / n - b / m being the smallest reachable distance >= h.
+    Asymptotic: Kolmogorov's distribution at round(n m / (n + m)) values, read at the
+    smallest reachable distance a / n - b / m >= h / lcm, computed in floats as the samples'
+    own distribution functions give it.
     """
-    _, zeros_ref, zeros_test = _ks_attainable(h, n, m)
-    ref = np.repeat([0.0, 1.0], [zeros_ref, n - zeros_ref])
-    new = np.repeat([0.0, 1.0], [zeros_test, m - zeros_test])
-    return float(scipy_stats.ks_2samp(ref, new, alternative="two-sided", method=method).pvalue)
+    if method == "exact":
+        return two_sample_tail(h, n, m)
+    _, a, b = _ks_attainable(h, n, m)
+    large, small = float(max(n, m)), float(min(n, m))
+    return kolmogorov_tail(abs(a / n - b / m), round(large * small / (large + small)))
 
 
 @lru_cache(maxsize=4096)
@@ -303,7 +319,7 @@ def exceedance_test(
     exceed = int(np.count_nonzero(new >= critical_value))
     p_value = 1.0
     if q < n and exceed > 0:
-        p_value = float(scipy_stats.betabinom.sf(exceed - 1, m, q + 1, n - q))
+        p_value = beta_binomial_sf(exceed - 1, m, q + 1, n - q)
     return ExceedanceResult(
         n_exceed=exceed,
         n_test=m,
