@@ -19,7 +19,7 @@ from ragbound.gate import Gate
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.lancedb import LanceAccess, LanceLocation, parse_url
 from ragbound.knowledge.tripwire_flags import TRIPWIRE_FLAG
-from ragbound.tripwires import TripwireStore
+from ragbound.tripwires import LiveTripwires
 from tests.cli.runner import run
 from tests.lancefill import fill, rows, table
 from tests.serve.server import ChildServer, check_all, prepare_served, served_kb
@@ -214,7 +214,7 @@ def test_a_row_the_application_flags_is_a_tripwire_not_knowledge(
     lancedb.connect(str(tmp_path / "l")).create_table("docs", data=[*made, flagged])
     kb = KnowledgeBase.attach(f"lancedb://{tmp_path / 'l'}?table=docs", tmp_path / "kb")
     assert len(kb) == len(local) and text not in {c.text for c in kb.chunks}
-    store = TripwireStore.open(kb)
+    store = LiveTripwires.open(kb)
     assert [(t.id, t.topic, t.text) for t in store.tripwires] == [("app-1", "harm", text)]
 
 
