@@ -19,15 +19,16 @@ asked after two-turn in-knowledge chats and opening a chat.
 Calibrations: *standalone*, the default statistic (MSS) via ``Guard.calibrate(kb, questions)``
 on the first user question of each calibration dialogue (what users have); *conversation*,
 every user turn of the calibration dialogues read with the row's reading
-(:func:`ragbound.gate_turns.read_texts`), which makes the null exchangeable with new turns.
+(:func:`ragbound.conversations.turns.read_texts`), which makes the null exchangeable with new
+turns.
 
-Rows (one per reading, :mod:`ragbound.detect.reading`): ``last`` (today's single-message gate),
-``follow`` (the default), ``follow-mean`` (``follow``'s segments, the words-weighted mean of
-the joined turns' vectors searched: no embedding past the turn's; standalone calibration only,
-a calibration holds texts), ``recent``, and ``rewrite`` through the bundled local LLM on the
-first seed's split only, on a seeded subset of ``BENCH_CONV_REWRITE_N`` later turns per group
-(default 10; 0 skips; an LLM call took 15-95 s on 2 busy cores; replies cached in
-``~/.cache/ragbound/llm``), beside ``last`` and ``follow`` on the same subset. Every
+Rows (one per reading, :mod:`ragbound.conversations.reading`): ``last`` (today's single-message
+gate), ``follow`` (the default), ``follow-mean`` (``follow``'s segments, the words-weighted
+mean of the joined turns' vectors searched: no embedding past the turn's; standalone
+calibration only, a calibration holds texts), ``recent``, and ``rewrite`` through the bundled
+local LLM on the first seed's split only, on a seeded subset of ``BENCH_CONV_REWRITE_N`` later
+turns per group (default 10; 0 skips; an LLM call took 15-95 s on 2 busy cores; replies cached
+in ``~/.cache/ragbound/llm``), beside ``last`` and ``follow`` on the same subset. Every
 decision goes through ``Gate.decide_many`` (the path users run): flagged = ``abstain`` at alpha
 0.05, the score is ``Decision.test.score``. Latency: p50 of ``Gate.decide(messages)`` against
 ``Gate.decide(query)`` (the last turn as a string) on ``BENCH_CONV_LATENCY_N`` (default 300)
@@ -58,12 +59,8 @@ from benchmarks import datasets, near
 from benchmarks.doc import markdown_table, write_section
 from benchmarks.settings import int_value
 from ragbound.artifacts import write_json
-from ragbound.conversation import Conversation, conversation
-from ragbound.corpus import Document, load_documents, load_queries
-from ragbound.corpus.queries import split_queries
-from ragbound.demo import sample_corpus
-from ragbound.detect import Guard
-from ragbound.detect.reading import (
+from ragbound.conversations.model import Conversation, conversation
+from ragbound.conversations.reading import (
     ANSWER_CHARS,
     FOLLOW,
     FOLLOW_MEAN,
@@ -77,9 +74,13 @@ from ragbound.detect.reading import (
     recent_text,
     small_talk_turns,
 )
+from ragbound.conversations.turns import read_texts
+from ragbound.corpus import Document, load_documents, load_queries
+from ragbound.corpus.queries import split_queries
+from ragbound.demo import sample_corpus
+from ragbound.detect import Guard
 from ragbound.embedders import load_dense_embedder
 from ragbound.gate import Gate
-from ragbound.gate_turns import read_texts
 from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import LLMError
 from ragbound.stats import auroc
@@ -535,7 +536,7 @@ def rewrite_rows(
 ) -> dict[str, dict]:
     """The rewrite reading on the seed's subset (standalone calibration), and ``last`` and
     ``follow`` on the same turns; the LLM seconds of the calls the subset made."""
-    from ragbound.detect.rewrite import Rewriter
+    from ragbound.conversations.rewrite import Rewriter
 
     groups = sampled(split, n, seed)
     rewriter = Rewriter(llm)

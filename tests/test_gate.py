@@ -100,7 +100,7 @@ def test_the_decision_names_the_artifacts_it_used_and_serialises(gate: Gate) -> 
     decision = gate.decide(UNSAFE[1])
     assert decision.kb_fingerprint == gate.guard.kb.fingerprint
     assert decision.calibration_id == gate.guard.calibration.manifest.id
-    assert decision.tripwire_set == gate.tripwires.tripwires.manifest.set_hash
+    assert decision.tripwire_set == gate.tripwires.set_hash
     again = Decision.model_validate_json(decision.model_dump_json())
     assert again == decision
     fields = json.loads(decision.model_dump_json())

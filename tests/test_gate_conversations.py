@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ragbound.conversation import conversation
-from ragbound.detect.reading import LAST, RECENT
+from ragbound.conversations.model import conversation
+from ragbound.conversations.reading import LAST, RECENT
 from ragbound.errors import InputError
 from ragbound.gate import Gate
 from ragbound.tripwires import TripwireRule

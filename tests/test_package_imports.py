@@ -113,6 +113,17 @@ def test_stats_names_load_on_first_use() -> None:
     assert run_python(code).split() == ["mss", "False"]
 
 
+def test_conversations_names_load_on_first_use() -> None:
+    import ragbound.conversations as conversations
+
+    assert all(getattr(conversations, name) is not None for name in conversations.__all__)
+    code = (
+        "import sys; from ragbound.conversations import conversation; "
+        "print(sorted(m for m in sys.modules if m.startswith('ragbound.conversations.')))"
+    )
+    assert run_python(code).strip() == "['ragbound.conversations.model']"
+
+
 def test_no_module_imports_from_the_package_root() -> None:
     """``from ragbound import x`` inside the package runs ``ragbound/__init__`` mid-import: the
     cycle ``knowledge`` had. Shared names live in their own module (``ragbound._version``)."""

@@ -29,33 +29,28 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, Field
 
 import ragbound.tracing as tracing
-from ragbound.conversation import Conversation, Query, as_query, decided_text
+from ragbound.conversations.model import Query, as_query, decided_text, upstream_messages
+from ragbound.conversations.reading import DEFAULT_READING, check_reading
+from ragbound.conversations.tripwires import TurnTripwires
+from ragbound.conversations.turns import (
+    ConversationRead,
+    Embedded,
+    TurnVectors,
+    conversation_read,
+    read_batch,
+    vector_reader,
+)
 from ragbound.detect.answerability import AnswerabilityVerdict
 from ragbound.detect.guard import Guard, Scored
 from ragbound.detect.names import APPROXIMATE
-from ragbound.detect.reading import DEFAULT_READING, check_reading
 from ragbound.errors import InputError
 from ragbound.gate_texts import DEFAULT_ABSTENTION as DEFAULT_ABSTENTION  # re-exported
 from ragbound.gate_texts import DEFAULT_CONTEXT_TEMPLATE as DEFAULT_CONTEXT_TEMPLATE
 from ragbound.gate_texts import DEFAULT_REFUSAL as DEFAULT_REFUSAL
 from ragbound.gate_texts import DEFAULT_UNANSWERABLE as DEFAULT_UNANSWERABLE
-from ragbound.gate_turns import (
-    TURN_CACHE_SIZE,
-    ConversationRead,
-    Embedded,
-    TurnVectors,
-    conversation_read,
-    joined_turns,
-    other_turns,
-    read_batch,
-    upstream_messages,
-    vector_reader,
-    without_turns,
-)
 from ragbound.knowledge.query import QueryTexts
 from ragbound.results import Neighbour, Verdict
 from ragbound.stores import Hits
@@ -67,7 +62,7 @@ from ragbound.tripwires.guard import (
 )
 
 if TYPE_CHECKING:
-    from ragbound.detect.rewrite import Rewriter
+    from ragbound.conversations.rewrite import Rewriter
 
 Action = Literal["answer", "abstain", "reject"]
 ACTIONS: tuple[Action, ...] = ("answer", "abstain", "reject")
@@ -157,10 +152,12 @@ class Gate:
     same knowledge base (None: no tripwires, nothing is ever ``reject``). ``context_k`` chunks
     are returned with each decision.
 
-    A conversation (OpenAI-style messages, or a :class:`~ragbound.conversation.Conversation`)
-    is decided at its last user turn, searched as ``reading`` reads it
-    (:mod:`ragbound.detect.reading`; default ``follow``); the tripwires see every user turn,
-    and the system and developer messages too with ``tripwire_instructions``.
+    A conversation (OpenAI-style messages, or a
+    :class:`~ragbound.conversations.model.Conversation`) is decided at its last user turn,
+    searched as ``reading`` reads it (:mod:`ragbound.conversations.reading`; default
+    ``follow``); the tripwires see every user turn (:mod:`ragbound.conversations.tripwires`),
+    and the system and developer messages too with ``tripwire_instructions``. ``turn_vectors``:
+    the cache of embedded turns, shared with another gate (None: a new one).
     """
 
     def __init__(
@@ -172,6 +169,7 @@ class Gate:
         reading: str = DEFAULT_READING,
         tripwire_instructions: bool = False,
         rewriter: Rewriter | None = None,
+        turn_vectors: TurnVectors | None = None,
     ):
         if isinstance(context_k, bool) or not isinstance(context_k, int) or context_k < 0:
             raise InputError(f"context_k must be an integer >= 0, got {context_k!r}")
@@ -186,7 +184,6 @@ class Gate:
         self.context_k = min(context_k, len(guard.kb))
         self.tripwire_instructions = tripwire_instructions
         self.rewriter = rewriter
-        self._verdicts: dict[tuple[str, str | None], TripwireVerdict] = {}
         # the calibration's questions bound the in-knowledge questions the tripwires call
         # forbidden (the rule's calibrated floor), in every path a gate decides; the guard's,
         # with the vectors its calibration kept (else embedded once, shared by its gates)
@@ -194,7 +191,15 @@ class Gate:
         if tripwires is not None and tripwires.reference is None:
             tripwires.use_reference(self.reference)
         embedder = vector_reader(guard.kb)
-        self.turn_vectors = None if embedder is None else TurnVectors(embedder)
+        if turn_vectors is None and embedder is not None:
+            turn_vectors = TurnVectors(embedder)
+        self.turn_vectors = turn_vectors
+        self.turn_tripwires = None
+        if tripwires is not None and turn_vectors is not None and not tripwires.reads_search:
+            # a framework's own search meets the tripwires of the turn decided alone
+            self.turn_tripwires = TurnTripwires(
+                tripwires, turn_vectors, instructions=tripwire_instructions
+            )
 
     @classmethod
     def load(
@@ -237,20 +242,25 @@ class Gate:
         if tripwires is not None and tripwires.reference is None:
             tripwires.use_reference(self.reference)
             tripwires.floor()  # a tripwire search of the questions embedded already
-        fresh = Gate(
+        return Gate(
             self.guard,
             tripwires,
             context_k=self.context_k,
             reading=self.reading,
             tripwire_instructions=self.tripwire_instructions,
             rewriter=self.rewriter,
+            turn_vectors=self.turn_vectors,
         )
-        fresh.turn_vectors = self.turn_vectors
-        return fresh
+
+    @property
+    def tripwire_set(self) -> str | None:
+        """The hash of the tripwire set the gate meets now (None: no tripwires)."""
+        return self.tripwires.set_hash if self.tripwires is not None else None
 
     def decide(self, query: Query | Sequence[Any]) -> Decision:
         """One decision: for a query string, or for a conversation (a list of OpenAI-style
-        messages, or a :class:`~ragbound.conversation.Conversation`) at its last user turn."""
+        messages, or a :class:`~ragbound.conversations.model.Conversation`) at its last user
+        turn."""
         return self.decide_many([query])[0]
 
     def decide_many(self, queries: Sequence[Query | Sequence[Any]]) -> list[Decision]:
@@ -271,54 +281,10 @@ class Gate:
                 prepared = self.guard.kb.prepare(queries)  # validated once, embedded once
                 return Embedded(tuple(prepared.texts), (), prepared)
             items = [as_query(q, location=f"query {i + 1}") for i, q in enumerate(queries)]
-            kb = self.guard.kb
-            dropped = self._dropped(items)
-            kept = [without_turns(q, d) if d else q for q, d in zip(items, dropped, strict=True)]
-            read = read_batch(kept, self.reading, self.turn_vectors, kb.prepare, self.rewriter)
-            return Embedded(tuple(items), read.reads, read.prepared, tuple(dropped))
-
-    def _dropped(self, items: Sequence[Query]) -> list[tuple[int, ...]]:
-        """Per item, the earlier user turns the tripwires find forbidden: each turn alone, or
-        the recent turns kept before it joined with it (a request split over turns); a turn
-        found forbidden is dropped, so the joins after it leave it out.
-
-        The policy (docs/tripwires.md): a forbidden turn is refused at its own turn, then
-        left out of what is read and of what goes upstream (``conversation.dropped``), and
-        every later turn is decided on its merits: one false hit costs its own turn alone.
-        Checked in one batch as if nothing were dropped, then again from the first turn
-        dropped (its verdicts are kept per text: a chat's turns are searched once)."""
-        dropped: list[tuple[int, ...]] = [()] * len(items)
-        if self.tripwires is None or self.turn_vectors is None:
-            return dropped
-        if self.tripwires.tripwires.reads_search:  # a framework's search: the turn alone
-            return dropped
-        chats = [
-            (i, item.user_turns[:-1])
-            for i, item in enumerate(items)
-            if isinstance(item, Conversation) and item.turn_index > 0
-        ]
-        first = [t for _, turns in chats for t in _optimistic(turns)]
-        found = {t: v.forbidden for t, v in zip(first, self._turn_verdicts(first), strict=True)}
-        for i, turns in chats:
-            dropped[i] = self._walk(turns, found)
-        return dropped
-
-    def _walk(self, turns: Sequence[str], found: dict[str, bool]) -> tuple[int, ...]:
-        """The turns found forbidden, walking ``turns`` in order (``found``: verdicts known,
-        by text; others are searched as met)."""
-        kept: list[str] = []
-        dropped: list[int] = []
-        for j, turn in enumerate(turns):
-            texts = [turn, joined_turns([*kept, turn])] if kept else [turn]
-            unknown = [t for t in texts if t not in found]
-            if unknown:
-                verdicts = self._turn_verdicts(unknown)
-                found.update((t, v.forbidden) for t, v in zip(unknown, verdicts, strict=True))
-            if any(found[t] for t in texts):
-                dropped.append(j)
-            else:
-                kept.append(turn)
-        return tuple(dropped)
+            turns = self.turn_tripwires
+            dropped = turns.dropped(items) if turns is not None else [()] * len(items)
+            vectors, prepare = self.turn_vectors, self.guard.kb.prepare
+            return read_batch(items, self.reading, vectors, prepare, self.rewriter, dropped)
 
     def decide_embedded(self, embedded: Embedded) -> list[Decision]:
         """:meth:`decide_many` for a batch :meth:`embed` prepared, in its order (span
@@ -329,7 +295,7 @@ class Gate:
     def _decide(self, embedded: Embedded, span: Any) -> list[Decision]:
         kb = self.guard.kb
         prepared = embedded.prepared
-        texts, vectors = prepared.texts, prepared.vectors
+        texts = prepared.texts
         rule_k = self.tripwires.rule.k if self.tripwires is not None else 0
         answerability = self.guard.answerability
         answer_depth = answerability.depth if answerability is not None else 0
@@ -348,13 +314,7 @@ class Gate:
             if step.is_recording():
                 step.set_attributes(tracing.named(_test_attributes(scored)))
         with tracing.span("ragbound.tripwires") as step:
-            # tripwires a framework's own search met are keyed by what it searched (texts too)
-            reads_search = self.tripwires is not None and self.tripwires.tripwires.reads_search
-            verdicts = self._tripwire_verdicts(
-                texts, prepared.searched if reads_search else vectors, hits
-            )
-            if verdicts is not None and embedded.reads and not reads_search:
-                verdicts = self._across_turns(embedded, verdicts)
+            verdicts = self._tripwire_verdicts(embedded, hits)
             if verdicts is not None and step.is_recording():
                 step.set_attributes({"ragbound.forbidden": sum(v.forbidden for v in verdicts)})
         answers = None
@@ -392,49 +352,20 @@ class Gate:
         ]
         return self.guard.answerability_of(texts, hits, level, open_rows)
 
-    def _tripwire_verdicts(
-        self, texts: Sequence[str], vectors: np.ndarray | None, hits: Hits
-    ) -> list[TripwireVerdict] | None:
-        if self.tripwires is None or vectors is None:
+    def _tripwire_verdicts(self, embedded: Embedded, hits: Hits) -> list[TripwireVerdict] | None:
+        """The tripwire verdict of each item, from the knowledge's search ``hits``; a
+        conversation's other turns met too."""
+        if self.tripwires is None:
             return None
-        merged = self.tripwires.retrieve_vectors(vectors, self.tripwires.rule.k, hits)
-        return self.tripwires.decide(texts, merged)
-
-    def _across_turns(
-        self, embedded: Embedded, verdicts: list[TripwireVerdict]
-    ) -> list[TripwireVerdict]:
-        """Each conversation's verdict, the other user turns (and instructions, if asked) met
-        too: the first of them found forbidden replaces a verdict that was not. Their
-        vectors come from the turn cache, so a chat's history is embedded once."""
-        owners: list[int] = []
-        others: list[str] = []
-        for i, (item, how) in enumerate(zip(embedded.items, embedded.reads, strict=True)):
-            read = without_turns(item, embedded.dropped_at(i))
-            for text in other_turns(read, how, instructions=self.tripwire_instructions):
-                owners.append(i)
-                others.append(text)
-        found = list(verdicts)
-        for owner, verdict in zip(owners, self._turn_verdicts(others), strict=True):
-            if verdict.forbidden and not found[owner].forbidden:
-                found[owner] = verdict
-        return found
-
-    def _turn_verdicts(self, texts: list[str]) -> list[TripwireVerdict]:
-        """The tripwire verdict of each earlier turn, kept per turn and tripwire set: a chat
-        sends its history at every turn, and its turns are searched once, not once a turn."""
-        assert self.tripwires is not None and self.turn_vectors is not None
-        set_hash = self.tripwires.tripwires.manifest.set_hash
-        kept = self._verdicts
-        missing = list(dict.fromkeys(t for t in texts if (t, set_hash) not in kept))
-        if missing:
-            merged = self.tripwires.retrieve_vectors(
-                self.turn_vectors(missing), self.tripwires.rule.k
-            )
-            if len(kept) + len(missing) > TURN_CACHE_SIZE:
-                kept.clear()  # bounded: a rare refill costs one search per turn
-            for text, verdict in zip(missing, self.tripwires.decide(missing, merged), strict=True):
-                kept[(text, set_hash)] = verdict
-        return [kept[(t, set_hash)] for t in texts]
+        prepared = embedded.prepared
+        # tripwires a framework's own search met are keyed by what it searched (texts too)
+        searched = prepared.searched if self.tripwires.reads_search else prepared.vectors
+        if searched is None:
+            return None
+        verdicts = self.tripwires.check_vectors(prepared.texts, searched, hits)
+        if self.turn_tripwires is not None and embedded.reads:
+            verdicts = self.turn_tripwires.across(embedded, verdicts)
+        return verdicts
 
     def _decision(
         self,
@@ -463,20 +394,14 @@ class Gate:
             tripwires=tripwires,
             neighbours=self.guard.neighbours(hits, i, self.context_k, full_text=True),
             kb_fingerprint=self.guard.kb.fingerprint,
-            calibration_id=self.guard.calibration.manifest.id,
-            tripwire_set=self.tripwires.tripwires.manifest.set_hash if self.tripwires else None,
+            calibration_id=self.guard.calibration_id,
+            tripwire_set=self.tripwire_set,
             conversation=(
                 conversation_read(item, embedded.reads[i], embedded.dropped_at(i))
                 if embedded.reads
                 else None
             ),
         )
-
-
-def _optimistic(turns: Sequence[str]) -> list[str]:
-    """Each earlier turn alone and joined with the turns before it, as if none were dropped:
-    what :meth:`Gate._dropped` checks in one batch (the common case drops nothing)."""
-    return [t for j, turn in enumerate(turns) for t in (turn, joined_turns(turns[: j + 1]))]
 
 
 def fired_topics(decision: Decision) -> list[str]:

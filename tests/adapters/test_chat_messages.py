@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ragbound.adapters._chat import Refused, chat_messages, last_user_index, upstream_rows
-from ragbound.conversation import MAX_CONVERSATION_CHARS, MAX_MESSAGES, conversation
+from ragbound.conversations.model import MAX_CONVERSATION_CHARS, MAX_MESSAGES, conversation
 from tests.adapters.conftest import ANSWERED, REJECTED, RULE
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ragbound.conversation import Conversation, as_query, conversation
+from ragbound.conversations.model import Conversation, as_query, conversation
 from ragbound.detect.monitor import read_log
 from ragbound.errors import InputError
 from ragbound.gate import Gate

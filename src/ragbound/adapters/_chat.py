@@ -1,5 +1,5 @@
 """What the chat adapters share: a framework's chat history as the OpenAI-style messages the Gate
-decides (:mod:`ragbound.conversation`), whatever the framework calls its roles.
+decides (:mod:`ragbound.conversations.model`), whatever the framework calls its roles.
 
 LangChain names its roles ``human`` / ``ai`` / ``system`` / ``tool``, LlamaIndex and Haystack
 ``user`` / ``assistant`` / ``system`` / ``tool`` (LlamaIndex also ``chatbot``, ``model``,
@@ -10,8 +10,8 @@ Left out: tool and function results (what a tool returned is not what the user a
 text, often retrieved documents, would crowd the chat out of the size limits), messages
 without text (an assistant turn made only of tool calls), and roles no framework documents.
 A chat longer than the service accepts keeps its most recent messages, as the service asks a
-caller to do (:data:`~ragbound.conversation.MAX_MESSAGES`,
-:data:`~ragbound.conversation.MAX_CONVERSATION_CHARS`).
+caller to do (:data:`~ragbound.conversations.model.MAX_MESSAGES`,
+:data:`~ragbound.conversations.model.MAX_CONVERSATION_CHARS`).
 
 What goes to the LLM on ``answer`` (:func:`upstream_rows`) is the framework's own history
 without the earlier turns the Gate found forbidden (``Decision.conversation.dropped``) and
@@ -27,8 +27,12 @@ from __future__ import annotations
 from collections.abc import Container, Sequence
 from typing import TYPE_CHECKING
 
-from ragbound.conversation import INSTRUCTION_ROLES, MAX_CONVERSATION_CHARS, MAX_MESSAGES
-from ragbound.gate_turns import upstream_messages
+from ragbound.conversations.model import (
+    INSTRUCTION_ROLES,
+    MAX_CONVERSATION_CHARS,
+    MAX_MESSAGES,
+    upstream_messages,
+)
 
 if TYPE_CHECKING:
     from ragbound.gate import Decision

@@ -19,7 +19,7 @@ from ragbound.adapters._chat import Refused
 from ragbound.adapters._common import blocked, check_on_block
 from ragbound.adapters._flagged import flagged_guard
 from ragbound.adapters._framework import FrameworkKnowledge, check_guard_on
-from ragbound.conversation import Query
+from ragbound.conversations.model import Query
 from ragbound.detect import Guard
 from ragbound.gate import Decision, Gate
 from ragbound.tripwires import Tripwire, TripwireRule

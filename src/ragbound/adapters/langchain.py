@@ -39,7 +39,7 @@ from ragbound.adapters._common import (
     decision_metadata,
     missing_extra,
 )
-from ragbound.conversation import Query
+from ragbound.conversations.model import Query
 from ragbound.gate import Decision, Gate
 
 try:

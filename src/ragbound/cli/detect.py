@@ -52,12 +52,12 @@ from ragbound.stats.names import P_VALUE_METHODS
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from ragbound.corpus.conversations import FileConversation
+    from ragbound.conversations.files import FileConversation
+    from ragbound.conversations.rewrite import Rewriter
     from ragbound.detect.answerability import AnswerabilityVerdict
     from ragbound.detect.calibration import CalibrationManifest, NullQuestions
     from ragbound.detect.combined import Selection
     from ragbound.detect.guard import Guard
-    from ragbound.detect.rewrite import Rewriter
     from ragbound.gate import Decision
     from ragbound.results import EvaluationReport, Neighbour, Verdict
 
@@ -71,10 +71,10 @@ CalibratedKbArg = Annotated[Path, typer.Argument(help="Calibrated knowledge-base
 
 
 def reading_choice(value: str | None) -> str | None:
-    """A reading of conversations (ragbound.detect.reading, imported only when one is given)."""
+    """A reading of conversations (ragbound.conversations.reading, loaded only when given)."""
     if value is None:
         return None
-    from ragbound.detect.reading import READINGS
+    from ragbound.conversations.reading import READINGS
 
     return validate.choice(*READINGS)(value)
 
@@ -331,12 +331,12 @@ def calibrate(
     from them. At alpha = 0.05 the null needs at least 19 questions; with 20 the
     false-positive rate is valid on average but varies from one set of 20 to another.
     """
+    from ragbound.conversations.reading import DEFAULT_READING
+    from ragbound.conversations.turns import read_texts
     from ragbound.corpus import load_queries
     from ragbound.corpus.provenance import question_origins
     from ragbound.detect import Guard
-    from ragbound.detect.reading import DEFAULT_READING
     from ragbound.errors import InputError
-    from ragbound.gate_turns import read_texts
     from ragbound.knowledge import KnowledgeBase
 
     learned = statistic in (COMBINED, AUTO)
@@ -480,7 +480,7 @@ def _calibration_chats(
                 "also judges with --answerability judge)"
             )
         return []
-    from ragbound.corpus.conversations import load_conversations
+    from ragbound.conversations.files import load_conversations
 
     return load_conversations(conversations, every_turn=True)
 
@@ -501,14 +501,14 @@ def _sources(*files: Path | None) -> str:
 
 def rewriter_for(reading: str, llm: str | None) -> Rewriter | None:
     """The LLM of the rewrite reading (None for the others; --llm is refused with them)."""
-    from ragbound.detect.reading import REWRITE
+    from ragbound.conversations.reading import REWRITE
     from ragbound.errors import InputError
 
     if reading != REWRITE:
         if llm is not None:
             raise InputError(f"--llm is for the rewrite reading, not {reading}")
         return None
-    from ragbound.detect.rewrite import Rewriter
+    from ragbound.conversations.rewrite import Rewriter
 
     return Rewriter(cached_llm(llm or "local"))
 
@@ -681,7 +681,7 @@ def decide_conversations(
     """``decide``: each conversation decided at its last user turn (every user turn with
     ``every_turn``) by the Gate, which reads it with ``reading``
     (default: the calibration's) and meets every user turn with the tripwires."""
-    from ragbound.corpus.conversations import load_conversations
+    from ragbound.conversations.files import load_conversations
     from ragbound.errors import InputError
     from ragbound.gate import Gate
     from ragbound.knowledge.query import SEARCH_BATCH
@@ -862,7 +862,7 @@ def print_decisions(
     """Each conversation's decided turn as :func:`print_verdicts` prints a query, under a line
     naming the conversation (its id, else its line) and the user turn (1: the first), and
     how many user turns the text searched joins; a forbidden turn says which topics fired."""
-    from ragbound.detect.reading import REWRITE
+    from ragbound.conversations.reading import REWRITE
     from ragbound.gate import fired_topics
 
     first = decisions[0].test

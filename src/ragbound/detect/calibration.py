@@ -178,7 +178,7 @@ class CalibrationManifest(BaseModel):
     # for servers, BM25 and calibrations made before it was recorded
     embed_runtime: str | None = None
     # how the conversations among its queries were read into the texts searched
-    # (ragbound.detect.reading: follow, recent, last, rewrite); Gate.load checks with it by
+    # (ragbound.conversations.reading: follow, recent, last, rewrite); Gate.load checks with it by
     # default. None: standalone questions only, and calibrations made before it was recorded
     reading: str | None = None
     # the answerability test (ragbound.detect.answerability), calibrated on the same

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ragbound.conversations.reading import check_reading
 from ragbound.corpus.provenance import DeclaredOrigin, QuestionOrigin, origins_of
 from ragbound.detect.answerability import (
     AnswerabilityModel,
@@ -29,7 +30,6 @@ from ragbound.detect.config import (
 )
 from ragbound.detect.judge import AnswerabilityJudge
 from ragbound.detect.online import OnlineTest, Scored
-from ragbound.detect.reading import check_reading
 from ragbound.detect.rerank import CrossEncoderReranker
 from ragbound.detect.resolution import Resolution, resolution, warn_if_coarse
 from ragbound.detect.retrieval import neighbours, rerank_hits, search_in_batches

@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException
 
 import ragbound.tracing as tracing
 from ragbound._version import __version__
-from ragbound.conversation import Conversation, Query, conversation
+from ragbound.conversations.model import Conversation, Query, conversation
 from ragbound.corpus import validate_query
 from ragbound.detect.calibration import APPROXIMATE
 from ragbound.errors import ArtifactError, InputError
@@ -397,7 +397,7 @@ async def _change(service: Service, apply) -> ChangeResponse:
     # on a thread of its own: embedding the new set never holds up the decision thread
     change = await asyncio.to_thread(service.change_tripwires, apply)
     gate = service.gate
-    tripwire_set = gate.tripwires.tripwires.manifest.set_hash if gate and gate.tripwires else None
+    tripwire_set = gate.tripwire_set if gate is not None else None
     return ChangeResponse(change=change, tripwire_set=tripwire_set)  # type: ignore[arg-type]
 
 
@@ -429,10 +429,10 @@ def _add_ops_routes(app: FastAPI, service: Service) -> None:
             ready=True,
             embedder=kb.manifest.embedder_spec,
             kb_fingerprint=kb.fingerprint,
-            calibration_id=gate.guard.calibration.manifest.id,
-            tripwire_set=gate.tripwires.tripwires.manifest.set_hash if gate.tripwires else None,
+            calibration_id=gate.guard.calibration_id,
+            tripwire_set=gate.tripwire_set,
             canary=service.canary,
-            questions=gate.guard.calibration.manifest.questions,
+            questions=gate.guard.questions,
             approximate=gate.guard.approximate,
             note=APPROXIMATE if gate.guard.approximate else None,
         )

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ragbound.tracing as tracing
-from ragbound.conversation import Query
+from ragbound.conversations.model import Query
 from ragbound.gate import Decision
 from ragbound.serve.settings import Batching
 
@@ -66,7 +66,7 @@ class _Pending:
 class Batcher:
     """``await submit(queries)`` -> their decisions: ``process(prepare(queries))`` for a batch.
 
-    A query is a string or a :class:`~ragbound.conversation.Conversation`; a batch may mix
+    A query is a string or a :class:`~ragbound.conversations.model.Conversation`; a batch may mix
     them, in the order they were submitted. ``prepare`` (default: the queries as they are)
     runs on the embedding thread, ``process`` on the decision thread."""
 

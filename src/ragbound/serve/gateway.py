@@ -1,6 +1,6 @@
 """The drop-in LLM gateway: ``POST /v1/chat/completions`` in front of an OpenAI-compatible server.
 
-The gate decides each chat request as one conversation (:mod:`ragbound.conversation`), at its
+The gate decides each chat request as one conversation (:mod:`ragbound.conversations.model`), at its
 last user message:
 
 - ``reject`` (forbidden) / ``abstain`` (out of knowledge, or unanswerable: in scope, the

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from ragbound.conversation import Role
+from ragbound.conversations.model import Role
 from ragbound.detect.calibration import APPROXIMATE, NullQuestions
 from ragbound.detect.canary import CanaryCheck
 from ragbound.gate import Decision

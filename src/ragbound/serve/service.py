@@ -10,14 +10,14 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
-from ragbound.conversation import Query
+from ragbound.conversations.model import Query
+from ragbound.conversations.turns import Embedded
 from ragbound.detect.canary import CanaryCheck
 from ragbound.embedders import set_cpu_threads
 from ragbound.embedders.sentence import limit_math_threads, release_freed_memory
 from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
 from ragbound.faults import crash_point
 from ragbound.gate import Decision, Gate, fired_topics
-from ragbound.gate_turns import Embedded
 from ragbound.knowledge.query import QueryTexts
 from ragbound.locking import writer_lock
 from ragbound.results import WindowResult
@@ -310,7 +310,7 @@ class Service:
             windows,
             self.settings.monitor_window,
             fit=self.fit.snapshot(),
-            questions=None if gate is None else gate.guard.calibration.manifest.questions,
+            questions=None if gate is None else gate.guard.questions,
         )
 
     def _log(self, decisions: Sequence[Decision]) -> list[LoggedLine]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ragbound.conversation import MAX_CONVERSATION_CHARS, MAX_MESSAGES
+from ragbound.conversations.model import MAX_CONVERSATION_CHARS, MAX_MESSAGES
 from ragbound.errors import InputError
 from ragbound.serve.auth import Tokens
 from ragbound.serve.gateway import GatewaySettings

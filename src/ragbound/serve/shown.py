@@ -25,9 +25,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ragbound.conversations.turns import ConversationRead
 from ragbound.errors import InputError
 from ragbound.gate import Action, Cause, Decision
-from ragbound.gate_turns import ConversationRead
 
 DECISION_HEADER = "X-Ragbound-Decision"
 """The request header asking a gateway reply for the whole decision (``full``, admin token)

@@ -337,6 +337,18 @@ class TripwireTest:
         if reference is not None:
             self.use_reference(reference)
 
+    @property
+    def set_hash(self) -> str:
+        """The hash of the tripwire set as it is now (it changes when tripwires are added or
+        removed)."""
+        return self.tripwires.manifest.set_hash
+
+    @property
+    def reads_search(self) -> bool:
+        """Whether the tripwires are met in the knowledge's own search of the same queries (a
+        framework's; keyed by what was searched, texts too) rather than searched by vector."""
+        return self.tripwires.reads_search
+
     def use_reference(self, reference: Reference | Sequence[str]) -> None:
         """Calibrate the rule's ``calibrated`` floor on these in-knowledge questions (none:
         no calibrated floor); the floor is measured again at the next decision."""
@@ -349,7 +361,7 @@ class TripwireTest:
         # the hash is read before the vectors: a change in between makes the next call recompute
         rule = self.rule
         key = (
-            self.tripwires.manifest.set_hash,
+            self.set_hash,
             rule.model_dump_json(),
             id(self.reference),
         )
@@ -366,7 +378,7 @@ class TripwireTest:
         in it)."""
         assert rule.calibrated is not None
         searched = reference.searched(self.kb)
-        known = None if self.tripwires.reads_search else reference.hits(self.kb, rule.k)
+        known = None if self.reads_search else reference.hits(self.kb, rule.k)
         merged = self.retrieve_vectors(searched, rule.k, known)
         critical = critical_floor(
             merged.flags,
@@ -421,6 +433,13 @@ class TripwireTest:
         merged = self.retrieve(queries, self.rule.k)
         return self.decide(queries, merged)
 
+    def check_vectors(
+        self, queries: Sequence[str], vectors: np.ndarray, knowledge: Hits | None = None
+    ) -> list[TripwireVerdict]:
+        """:meth:`check_many` for queries embedded (or searched, ``knowledge``: see
+        :meth:`retrieve_vectors`) already."""
+        return self.decide(queries, self.retrieve_vectors(vectors, self.rule.k, knowledge))
+
     def decide(self, queries: Sequence[str], merged: MergedTopK) -> list[TripwireVerdict]:
         """Apply the rule to merged top-k results of ``queries``."""
         rule = self.rule
@@ -442,7 +461,7 @@ class TripwireTest:
                 else None,
                 "rr_sum": float(features.rr_sum[i]),
                 "k": rule.k,
-                "tripwire_set": self.tripwires.manifest.set_hash,
+                "tripwire_set": self.set_hash,
                 "floor": used,
             }
             if forbidden[i]:

@@ -1,4 +1,4 @@
-"""Conversation files (ragbound.corpus.conversations): both shapes, every turn, logged chats,
+"""Conversation files (ragbound.conversations.files): both shapes, every turn, logged chats,
 and each bad conversation refused with its file and line; the real doc2dial file when present."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ragbound.corpus.conversations import load_conversations
+from ragbound.conversations.files import load_conversations
 from ragbound.errors import InputError
 
 DOC2DIAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "doc2dial" / "dialogues.jsonl"

@@ -9,7 +9,7 @@ line, or a JSON list of them). Each record is one of two shapes:
 - doc2dial's dialogues: ``{"id": "...", "turns": [{"role": "user" | "agent", "text": "..."},
   ...]}``, ``agent`` read as ``assistant``. Other fields (``document``, ``domain``) are not read.
 
-Each is validated by :func:`ragbound.conversation.conversation`, so a file is refused exactly
+Each is validated by :func:`ragbound.conversations.model.conversation`, so a file is refused exactly
 where a request would be (no messages, no user turn, a last user turn without text, a role
 the API does not know, too many messages or characters), the error starting ``FILE:LINE``.
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragbound.conversation import ROLES, Conversation, conversation
+from ragbound.conversations.model import ROLES, Conversation, conversation
 from ragbound.errors import InputError
 from ragbound.records import Record, json_kind, read_records
 
@@ -63,7 +63,7 @@ def load_conversations(
     """The conversations of a file, in file order (InputError ``FILE:LINE...: problem``).
 
     Each is decided at its last user turn; with ``every_turn`` each is cut at every user turn
-    (:meth:`~ragbound.conversation.Conversation.turns`), oldest first, which implies
+    (:meth:`~ragbound.conversations.model.Conversation.turns`), oldest first, which implies
     ``logged``. ``logged``: messages after the last user message are the answer a log
     recorded, left out (their roles are still checked).
     """

@@ -4,9 +4,9 @@ question, which the knowledge-boundary test then searches with.
 Opt-in: it costs one LLM call per later turn (a first turn is read as itself, no call). Any
 :class:`~ragbound.llm.LLM` works: the bundled local model, an OpenAI-compatible server
 (``openai:MODEL``), or the gateway's upstream. The prompt is ``conversation-rewrite``
-(``src/ragbound/llm/prompts``). Its p-values rest on the same assumption as the other readings
-(:mod:`ragbound.detect.reading`): the rewritten question of an in-knowledge turn is no further
-from the knowledge than a standalone in-knowledge question.
+(``src/ragbound/llm/prompts``). Its p-values rest on the same assumption as the other
+readings (:mod:`ragbound.conversations.reading`): the rewritten question of an in-knowledge
+turn is no further from the knowledge than a standalone in-knowledge question.
 
 Example:
     >>> from ragbound.llm import make_llm  # doctest: +SKIP
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ragbound.conversation import Conversation
+from ragbound.conversations.model import Conversation
 from ragbound.llm import LLM, GenerationParams, load_prompt
 
 PROMPT_ID = "conversation-rewrite"

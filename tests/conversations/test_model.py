@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragbound.conversation import (
+from ragbound.conversations.model import (
     MAX_CONVERSATION_CHARS,
     MAX_MESSAGES,
     Conversation,

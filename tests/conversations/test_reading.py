@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragbound.conversation import conversation
-from ragbound.detect.reading import (
+from ragbound.conversations.model import conversation
+from ragbound.conversations.reading import (
     FOLLOW,
     FOLLOW_MEAN,
     LAST,
@@ -24,8 +24,8 @@ from ragbound.detect.reading import (
     refers_back,
     small_talk_turns,
 )
+from ragbound.conversations.turns import TurnVectors, read_batch, read_texts
 from ragbound.errors import InputError
-from ragbound.gate_turns import TurnVectors, read_batch, read_texts
 
 
 def chat(*turns: str):

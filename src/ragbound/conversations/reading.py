@@ -25,7 +25,7 @@ a conversation to the text searched:
   (``Read.small_talk``) under ``follow``: the Gate answers it (cause ``small_talk``) rather
   than say "I don't know" to "hi there".
 - ``rewrite``: an LLM rewrites the last turn into a standalone question
-  (:mod:`ragbound.detect.rewrite`; opt-in, it costs an LLM call per turn).
+  (:mod:`ragbound.conversations.rewrite`; opt-in, it costs an LLM call per turn).
 
 **Why the p-values stay valid.** The reading is chosen from the conversation's own texts and
 never from the knowledge base's similarities, so choosing it does not look at the statistic
@@ -49,7 +49,7 @@ from importlib import resources
 
 import numpy as np
 
-from ragbound.conversation import Conversation, Query
+from ragbound.conversations.model import Conversation, Query
 from ragbound.corpus.queries import MAX_QUERY_CHARS
 
 LAST = "last"
@@ -159,14 +159,14 @@ def read(item: Query, reading: str = DEFAULT_READING, vectors: Vectors | None = 
     if item.turn_index == 0 or reading == LAST:
         return Read(item.last_user, reading, 1)
     if reading == REWRITE:
-        raise ValueError("the rewrite reading needs an LLM: use ragbound.detect.rewrite")
+        raise ValueError("the rewrite reading needs an LLM: use ragbound.conversations.rewrite")
     text, turns = recent_text(item)
     return Read(text, reading, turns)
 
 
 def follow_read(chat: Conversation, vectors: Vectors, mean: bool = False) -> Read:
     """The ``follow`` reading of ``chat`` (see the module docstring). The earlier turns come
-    from the cache (``vectors`` is the gate's :class:`~ragbound.gate_turns.TurnVectors`; a
+    from the cache (``vectors`` is the gate's :class:`~ragbound.conversations.turns.TurnVectors`; a
     history not cached yet is embedded in one call), and whether each followed the ones
     before it from the cache's ``links``. The new texts are embedded only as needed, cheapest
     first: a turn that refers back costs the join alone; else the turn, then the answer's
@@ -283,8 +283,9 @@ def _links(text: str, recent: tuple[str, ...], answer: str | None, vectors: Vect
     later turn."""
     memo = getattr(vectors, "links", None)
     key = (text, recent, answer)
-    if memo is not None and key in memo:
-        return memo[key]
+    known = memo.get(key) if memo is not None else None
+    if known is not None:
+        return known
     vec = vectors([text])[0]
     said = partial(_answer, answer, vectors)
     found = is_small_talk(text, vec, vectors) or _follows(text, vec, recent, said, vectors)

@@ -1,4 +1,4 @@
-"""Conversations: OpenAI-style chat messages as an input wherever a query is.
+"""The conversation: OpenAI-style chat messages as an input wherever a query is.
 
 A :class:`Conversation` is the validated form of a list of messages
 (``[{"role": "system" | "developer" | "user" | "assistant" | "tool", "content": str |
@@ -7,8 +7,9 @@ read), the user turns in order, and which turn is decided, the last user turn. I
 at the boundary (:func:`conversation`), so every later step reads plain strings.
 
 How a conversation is *read* into the one text the boundary test searches with is
-:mod:`ragbound.detect.reading`; what the tripwires see is every user turn (and the system
-messages when asked).
+:mod:`ragbound.conversations.reading`; what the tripwires see is every user turn (and the system
+messages when asked), the turns they find forbidden dropped (:meth:`Conversation.without_turns`,
+:func:`upstream_messages`).
 
 Example:
     >>> chat = conversation([
@@ -125,6 +126,15 @@ class Conversation:
                 return message.text
         return None
 
+    def without_turns(self, dropped: Sequence[int]) -> Conversation:
+        """This conversation without the user turns ``dropped`` (0-based) and the messages
+        that answer each (everything up to the next user message); the decided turn is never
+        dropped."""
+        if not dropped:
+            return self
+        rows = _kept_rows([m.role for m in self.messages], dropped)
+        return Conversation(tuple(self.messages[i] for i in rows), id=self.id)
+
 
 Query = str | Conversation
 """What a decision is about: a single query, or a conversation decided at its last user turn."""
@@ -186,6 +196,26 @@ def as_query(item: object, *, location: str = "query") -> Query:
 def decided_text(item: Query) -> str:
     """The text a decision is about: the query, or the conversation's last user turn."""
     return item if isinstance(item, str) else item.last_user
+
+
+def upstream_messages(messages: list[dict], dropped: Sequence[int]) -> list[dict]:
+    """OpenAI-style ``messages`` as they go upstream: without the user turns a decision
+    ``dropped`` (its ``conversation.dropped``) and the messages that answer them, so a
+    forbidden request never reaches the LLM in a later turn either."""
+    if not dropped:
+        return messages
+    return [messages[i] for i in _kept_rows([m.get("role") for m in messages], dropped)]
+
+
+def _kept_rows(roles: Sequence[str | None], dropped: Sequence[int]) -> list[int]:
+    """The messages kept (their rows) when the user turns ``dropped`` go with their answers;
+    system and developer messages always stay."""
+    gone, turn, kept = set(dropped), -1, []
+    for row, role in enumerate(roles):
+        turn += role == "user"
+        if turn not in gone or role in INSTRUCTION_ROLES:
+            kept.append(row)
+    return kept
 
 
 def _message(raw: object, location: str) -> Message:
