@@ -9,6 +9,8 @@ from ragbound.stats import EmpiricalNull, auroc
 from ragbound.stats.combined import (
     FEATURE_TAU,
     LinearScore,
+    _LogisticProblem,
+    _monotone_logistic,
     bm25_idf,
     cross_fitted_scores,
     document_gap,
@@ -195,7 +197,7 @@ def test_learned_score_with_conformal_null_is_super_uniform(seed: int, alpha: fl
 
 
 def test_weights_are_never_positive_and_match_sklearn_when_the_bound_is_idle():
-    from sklearn.linear_model import LogisticRegression
+    linear_model = pytest.importorskip("sklearn.linear_model")
 
     rng = np.random.default_rng(7)
     inside = rng.normal(0.0, 1.0, size=(300, 2))
@@ -204,10 +206,69 @@ def test_weights_are_never_positive_and_match_sklearn_when_the_bound_is_idle():
     x = np.concatenate([inside, outside])
     z = (x - np.array(model.mean)) / np.array(model.scale)
     y = np.r_[np.zeros(300), np.ones(300)]
-    free = LogisticRegression(C=1.0).fit(z, y)
+    free = linear_model.LogisticRegression(C=1.0).fit(z, y)
     assert (free.coef_ < 0).all()  # the bound is not active here
     np.testing.assert_allclose(model.coef, free.coef_[0], atol=1e-3)
     assert model.intercept == pytest.approx(free.intercept_[0], abs=1e-3)
     # a feature whose higher values mean *farther* gets weight 0, not a positive one
     flipped = LinearScore.fit(("a", "b"), -inside, -outside)
     assert all(c <= 0 for c in flipped.coef) and max(flipped.coef) == 0.0
+
+
+def _logistic_problem(seed: int, width: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    inside = rng.normal(size=(rows, width))
+    outside = rng.normal(size=(rows, width)) + rng.normal(size=width) * rng.choice([0.3, 1.0, 3.0])
+    x = np.concatenate([inside, outside])
+    return (x - x.mean(axis=0)) / x.std(axis=0), np.r_[np.zeros(rows), np.ones(rows)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    width=st.integers(1, 8),
+    rows=st.integers(5, 200),
+    c=st.sampled_from([0.01, 1.0, 100.0]),
+)
+def test_the_monotone_fit_meets_the_optimality_conditions(
+    seed: int, width: int, rows: int, c: float
+) -> None:
+    # the problem is convex: a point is the optimum iff its projected gradient is 0, i.e.
+    # every weight below 0 and the intercept have gradient 0, a weight at 0 gradient <= 0
+    z, y = _logistic_problem(seed, width, rows)
+    w, b = _monotone_logistic(z, y, c)
+    assert (w <= 0).all()
+    gradient, _ = _LogisticProblem.of(z, y, c).derivatives(np.append(w, b))
+    scale = len(z)  # the loss sums over rows
+    held = w == 0.0
+    assert np.abs(gradient[:width][~held]).max(initial=0.0) <= 1e-8 * scale
+    assert (gradient[:width][held] <= 1e-8 * scale).all()
+    assert abs(gradient[width]) <= 1e-8 * scale
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_monotone_fit_reaches_scipys_optimum(seed: int) -> None:
+    optimize = pytest.importorskip("scipy.optimize")
+    rng = np.random.default_rng(seed)
+    width, rows, c = (
+        int(rng.integers(1, 10)),
+        int(rng.integers(10, 400)),
+        [0.01, 1.0, 100.0][seed % 3],
+    )
+    z, y = _logistic_problem(seed, width, rows)
+    problem = _LogisticProblem.of(z, y, c)
+
+    def loss(params):
+        return problem.loss(params), problem.derivatives(params)[0]
+
+    found = optimize.minimize(
+        loss,
+        np.zeros(width + 1),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(None, 0.0)] * width + [(None, None)],
+        options={"ftol": 1e-16, "gtol": 1e-12, "maxiter": 10_000, "maxfun": 100_000},
+    )
+    w, b = _monotone_logistic(z, y, c)
+    np.testing.assert_allclose(w, np.minimum(found.x[:width], 0.0), atol=1e-6)
+    assert b == pytest.approx(found.x[width], abs=1e-6)
