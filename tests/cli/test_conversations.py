@@ -12,7 +12,7 @@ import pytest
 
 from ragbound.gate import Gate
 from tests.cli.runner import run
-from tests.corpus.test_conversations import DIALOGUE, DOC2DIAL, assistant, user, write
+from tests.conversations.test_files import DIALOGUE, DOC2DIAL, assistant, user, write
 from tests.texts import IN_KNOWLEDGE, MORE_IN_KNOWLEDGE
 from tests.tripwires.tripwire_texts import UNSAFE
 
@@ -175,11 +175,11 @@ def test_an_old_calibration_without_the_field_loads_with_follow(kb, tmp_path):
 
 
 def test_the_rewrite_reading_calls_the_llm(monkeypatch, capsys, kb, chats):
-    from ragbound.cli import detect
+    from ragbound.cli import common
     from tests.llm.llm_fakes import ScriptedLLM
 
     llm = ScriptedLLM(responder=lambda messages, params: "What do bees do in their hive?")
-    monkeypatch.setattr(detect, "cached_llm", lambda spec: llm)
+    monkeypatch.setattr(common, "cached_llm", lambda spec: llm)
     decisions = decide(monkeypatch, capsys, str(kb), "--conversations", str(chats), "--reading",
                       "rewrite", "--llm", "openai:fake")  # fmt: skip
     assert decisions[0]["test"]["query"] == "What do bees do in their hive?"

@@ -1,7 +1,6 @@
-"""What every command group shares: options, queries, the cached LLM, JSON output, console.
+"""What every command group shares: queries, the cached LLM, JSON output, console.
 
-Options here carry their validators (``ragbound.cli.validate``), so a bad value is refused
-where it enters, with the option's name, before any model or file is loaded.
+The options they share are declared in ``ragbound.cli.options``.
 """
 
 from __future__ import annotations
@@ -16,11 +15,8 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
-
-from ragbound.cli import validate
 from ragbound.errors import InputError
 from ragbound.labels import BIDI_CONTROLS
 
@@ -28,98 +24,14 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
     from rich.console import Console
 
+    from ragbound.conversations.rewrite import Rewriter
     from ragbound.llm import LLM
 
 # Help text is Markdown: --help reflows its paragraphs, and docs/cli.md shows it as written.
 HELP_MARKUP = "markdown"
-LLM_HELP = "local, local:/path/model.gguf or openai:MODEL."
-
 
 # what the commands print fits this many columns (a path longer than a line stays whole)
 WIDTH = 80
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (one object per line).")]
-KbArg = Annotated[Path, typer.Argument(help="Knowledge-base directory.")]
-StatisticOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="mss, knn, avgknn, entropy, energy, fisher or simes (default: calibration's).",
-        callback=validate.statistic,
-    ),
-]
-CalibratedAlphaOpt = Annotated[
-    float | None,
-    typer.Option(
-        help="Significance level (default: calibration's).", callback=validate.probability
-    ),
-]
-EngineOpt = Annotated[
-    str,
-    typer.Option(
-        help="Where queries are embedded and searched: local (this process) or ray "
-        "(ray.data actors; pip install 'ragbound[ray]').",
-        callback=validate.choice("local", "ray"),
-    ),
-]
-AddressOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="With --engine ray: the cluster to join (auto: the one `ray start` began on this "
-        "machine; HOST:PORT). Default: a Ray instance of --workers CPUs on this machine.",
-        callback=validate.non_empty,
-    ),
-]
-WorkersOpt = Annotated[
-    int,
-    typer.Option(
-        help="With --engine ray: actors searching at once (one CPU each).",
-        callback=validate.positive_int,
-    ),
-]
-FieldOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--field",
-        help="Query field of .jsonl/.json/.csv/.tsv records "
-        "(default: the first of query, question, text, prompt).",
-    ),
-]
-QueriesArg = Annotated[
-    list[str] | None, typer.Argument(help="Queries (or --queries FILE, or both).")
-]
-QueriesFileOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--queries",
-        help="File of queries: text (one per line), .jsonl, .json, .csv or .tsv.",
-        callback=validate.existing_file,
-    ),
-]
-RunOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--run",
-        help="Record the results in this run folder (for report).",
-        callback=validate.folder,
-    ),
-]
-PlotOpt = Annotated[
-    Path | None,
-    typer.Option("--plot", help="Write PNG plots to this folder.", callback=validate.folder),
-]
-ForceOpt = Annotated[
-    bool,
-    typer.Option(
-        "--force",
-        help="Use a calibration made against another knowledge base, or with another search "
-        "(exact vs HNSW, another ef_search).",
-    ),
-]
-LlmOpt = Annotated[str, typer.Option("--llm", help=LLM_HELP)]
-ConcurrencyOpt = Annotated[
-    int, typer.Option(help="LLM calls in flight.", callback=validate.positive_int)
-]
-SeedOpt = Annotated[int, typer.Option(help="Random seed.", callback=validate.seed)]
 
 
 def gather_queries(
@@ -198,6 +110,19 @@ def cached_llm(spec: str) -> LLM:
     from ragbound.llm import CachedLLM, ResponseCache, make_llm
 
     return CachedLLM(make_llm(spec), ResponseCache())
+
+
+def rewriter_for(reading: str, llm: str | None) -> Rewriter | None:
+    """The LLM of the rewrite reading (None for the others; --llm is refused with them)."""
+    from ragbound.conversations.reading import REWRITE
+
+    if reading != REWRITE:
+        if llm is not None:
+            raise InputError(f"--llm is for the rewrite reading, not {reading}")
+        return None
+    from ragbound.conversations.rewrite import Rewriter
+
+    return Rewriter(cached_llm(llm or "local"))
 
 
 def notice(message: str) -> None:

@@ -10,28 +10,37 @@ import typer
 
 from ragbound.cli import validate
 from ragbound.cli.common import (
-    LLM_HELP,
-    CalibratedAlphaOpt,
-    FieldOpt,
-    ForceOpt,
-    JsonOpt,
-    PlotOpt,
-    QueriesArg,
-    QueriesFileOpt,
-    RunOpt,
-    SeedOpt,
-    cached_llm,
     console,
     emit_json,
     gather_queries,
     notice,
     progress,
+    rewriter_for,
     say,
     show,
     shown,
     warnings_shown,
     wrap,
     write_plots,
+)
+from ragbound.cli.options import (
+    CONVERSATIONS_HELP,
+    LLM_HELP,
+    READING_HELP,
+    CalibratedAlphaOpt,
+    CalibratedKbArg,
+    ConversationsOpt,
+    FieldOpt,
+    ForceOpt,
+    JsonOpt,
+    KbArg,
+    PlotOpt,
+    QueriesArg,
+    QueriesFileOpt,
+    ReadingOpt,
+    RewriteLlmOpt,
+    RunOpt,
+    SeedOpt,
 )
 from ragbound.corpus.origins import DECLARED_ORIGINS
 from ragbound.detect.names import (
@@ -53,7 +62,6 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from ragbound.conversations.files import FileConversation
-    from ragbound.conversations.rewrite import Rewriter
     from ragbound.detect.answerability import AnswerabilityVerdict
     from ragbound.detect.calibration import CalibrationManifest, NullQuestions
     from ragbound.detect.combined import Selection
@@ -67,54 +75,8 @@ def _help(name: str) -> str:
     return DESCRIPTIONS[name]
 
 
-CalibratedKbArg = Annotated[Path, typer.Argument(help="Calibrated knowledge-base directory.")]
-
-
-def reading_choice(value: str | None) -> str | None:
-    """A reading of conversations (ragbound.conversations.reading, loaded only when given)."""
-    if value is None:
-        return None
-    from ragbound.conversations.reading import READINGS
-
-    return validate.choice(*READINGS)(value)
-
-
-CONVERSATIONS_HELP = (
-    'File of conversations, one a line: `{"messages": [...], "id": ...}` (OpenAI-style) or '
-    'doc2dial\'s `{"id": ..., "turns": [{"role": "user", "text": ...}, {"role": "agent", '
-    "...}]}`."
-)
-ConversationsOpt = Annotated[
-    Path | None,
-    typer.Option("--conversations", help=CONVERSATIONS_HELP, callback=validate.existing_file),
-]
-READING_HELP = (
-    "How a conversation is read into the text searched: follow, follow-mean (follow's turns, "
-    "one embedding a turn, their vectors' mean searched; not to calibrate on), recent, "
-    "last, or rewrite (an LLM call per later turn, through --llm)."
-)
-RewriteLlmOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--llm",
-        help=f"With the rewrite reading: the LLM that rewrites a turn, {LLM_HELP} "
-        "[default: local].",
-    ),
-]
-
-
-CheckReadingOpt = Annotated[
-    str | None,
-    typer.Option(
-        help=READING_HELP + " [default: the calibration's, else follow]",
-        callback=reading_choice,
-    ),
-]
-"""--reading where a calibration is read (check, serve): its reading is the default."""
-
-
 def calibrate(
-    kb_dir: Annotated[Path, typer.Argument(help="Knowledge-base directory.")],
+    kb_dir: KbArg,
     queries: Annotated[
         Path | None,
         typer.Option(
@@ -126,7 +88,7 @@ def calibrate(
     conversations: ConversationsOpt = None,
     reading: Annotated[
         str | None,
-        typer.Option(help=READING_HELP + " [default: follow]", callback=reading_choice),
+        typer.Option(help=READING_HELP + " [default: follow]", callback=validate.reading),
     ] = None,
     llm: Annotated[
         str | None,
@@ -499,20 +461,6 @@ def _sources(*files: Path | None) -> str:
     return ", ".join(str(path) for path in files if path is not None)
 
 
-def rewriter_for(reading: str, llm: str | None) -> Rewriter | None:
-    """The LLM of the rewrite reading (None for the others; --llm is refused with them)."""
-    from ragbound.conversations.reading import REWRITE
-    from ragbound.errors import InputError
-
-    if reading != REWRITE:
-        if llm is not None:
-            raise InputError(f"--llm is for the rewrite reading, not {reading}")
-        return None
-    from ragbound.conversations.rewrite import Rewriter
-
-    return Rewriter(cached_llm(llm or "local"))
-
-
 def questions_line(null: NullQuestions) -> str:
     """One line on the null's questions; for synthetic ones alone, that p-values are only
     approximate and what to do."""
@@ -639,7 +587,7 @@ def decide(
             help="Decide every user turn of each conversation, not only its last (a logged chat).",
         ),
     ] = False,
-    reading: CheckReadingOpt = None,
+    reading: ReadingOpt = None,
     llm: RewriteLlmOpt = None,
     evidence: Annotated[
         int,

@@ -10,7 +10,6 @@ import typer
 
 from ragbound.cli import validate
 from ragbound.cli.common import (
-    JsonOpt,
     emit_json,
     notice,
     progress,
@@ -19,6 +18,7 @@ from ragbound.cli.common import (
     sigterm_interrupts,
     warnings_shown,
 )
+from ragbound.cli.options import JsonOpt, KbArg, NewKbOpt
 
 if TYPE_CHECKING:
     from ragbound.knowledge import KnowledgeBase
@@ -29,10 +29,7 @@ def index(
     corpus: Annotated[
         list[Path], typer.Argument(help="Files or folders (.txt .md .jsonl .json .csv .tsv).")
     ],
-    out: Annotated[
-        Path,
-        typer.Option("--out", help="Knowledge-base directory to create.", callback=validate.folder),
-    ],
+    out: NewKbOpt,
     embedder: Annotated[
         str,
         typer.Option(
@@ -303,7 +300,7 @@ def _hnsw_choice(
 
 
 def add(
-    kb_dir: Annotated[Path, typer.Argument(help="Existing knowledge-base directory.")],
+    kb_dir: KbArg,
     corpus: Annotated[list[Path], typer.Argument(help="Files or folders to add.")],
     json_out: JsonOpt = False,
 ) -> None:
@@ -339,10 +336,7 @@ def attach(
             callback=validate.attach_url,
         ),
     ],
-    out: Annotated[
-        Path,
-        typer.Option("--out", help="Knowledge-base directory to create.", callback=validate.folder),
-    ],
+    out: NewKbOpt,
     table: Annotated[
         str | None,
         typer.Option(

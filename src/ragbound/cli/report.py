@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from ragbound.cli import validate
-from ragbound.cli.common import PlotOpt, notice, write_plots
+from ragbound.cli.common import notice, write_plots
+from ragbound.cli.options import PlotOpt
 
 
 def report(

@@ -8,22 +8,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ragbound.cli import validate
-from ragbound.cli.common import (
+from ragbound.cli.common import emit_json, notice, progress, visible, wrap
+from ragbound.cli.options import (
     AddressOpt,
     CalibratedAlphaOpt,
+    CalibratedKbArg,
     EngineOpt,
     FieldOpt,
     ForceOpt,
     JsonOpt,
     StatisticOpt,
     WorkersOpt,
-    emit_json,
-    notice,
-    progress,
-    visible,
-    wrap,
 )
-from ragbound.cli.detect import CalibratedKbArg
 from ragbound.errors import InputError
 
 if TYPE_CHECKING:

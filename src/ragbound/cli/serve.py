@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ragbound.cli import validate
-from ragbound.cli.detect import CalibratedKbArg, CheckReadingOpt, RewriteLlmOpt, rewriter_for
+from ragbound.cli.common import rewriter_for
+from ragbound.cli.options import CalibratedKbArg, DecisionAlphaOpt, ReadingOpt, RewriteLlmOpt
 from ragbound.errors import InputError
 from ragbound.gate_texts import (
     DEFAULT_ABSTENTION,
@@ -28,6 +30,19 @@ TEMPLATE_HELP = (
     " A template: {cause}, {reason}, {p_value}, {alpha}, {trigger_ids} and {topics} are "
     "filled from the decision (other braces doubled; docs/service.md)."
 )
+
+
+def _in_panel(panel: str) -> Callable[..., Any]:
+    """An option of ``serve --help``'s panel ``panel``: its help, then its validator."""
+
+    def option(help: str, callback: Callable[[Any], Any] | None = None) -> Any:
+        return typer.Option(help=help, callback=callback, rich_help_panel=panel)
+
+    return option
+
+
+_connection = _in_panel("Connections")
+_gateway_option = _in_panel("Gateway")
 
 
 def serve(
@@ -121,98 +136,80 @@ def serve(
             "search, or its canaries have moved (/readyz stays ready and shows the move).",
         ),
     ] = False,
-    alpha: Annotated[
-        float | None,
-        typer.Option(
-            help="The significance level of the decisions (out of knowledge when p <= alpha; "
-            "both tests' when the answerability test shares it) [default: the calibration's]. "
-            "A warning at start when the calibration is too small for it.",
-            callback=validate.probability,
-        ),
-    ] = None,
+    alpha: DecisionAlphaOpt = None,
     max_connections: Annotated[
         int | None,
-        typer.Option(
-            help="Open connections each process (worker) holds; one more is answered 503 "
+        _connection(
+            "Open connections each process (worker) holds; one more is answered 503 "
             "with Retry-After: 1 and closed [default: 1000]. The soft limit on open files is "
             "raised to fit it.",
-            callback=validate.positive_int,
-            rich_help_panel="Connections",
+            validate.positive_int,
         ),
     ] = None,
     max_head_bytes: Annotated[
         str | None,
-        typer.Option(
-            help="The largest request head (request line and headers), answered 431 past it "
+        _connection(
+            "The largest request head (request line and headers), answered 431 past it "
             "as soon as that much is read [default: 32KiB].",
-            callback=validate.byte_size,
-            rich_help_panel="Connections",
+            validate.byte_size,
         ),
     ] = None,
     max_url_bytes: Annotated[
         str | None,
-        typer.Option(
-            help="The longest request target (path and query), answered 414 past it "
-            "[default: 8KiB].",
-            callback=validate.byte_size,
-            rich_help_panel="Connections",
+        _connection(
+            "The longest request target (path and query), answered 414 past it [default: 8KiB].",
+            validate.byte_size,
         ),
     ] = None,
     max_headers: Annotated[
         int | None,
-        typer.Option(
-            help="The most header fields in a request, answered 431 past it [default: 100].",
-            callback=validate.positive_int,
-            rich_help_panel="Connections",
+        _connection(
+            "The most header fields in a request, answered 431 past it [default: 100].",
+            validate.positive_int,
         ),
     ] = None,
     head_timeout: Annotated[
         float | None,
-        typer.Option(
-            help="Seconds a request head may take, from the connection's start (or the first "
+        _connection(
+            "Seconds a request head may take, from the connection's start (or the first "
             "byte of a kept-alive connection's next request): past it 408 and closed; a "
             "connection that sent nothing is closed [default: 10].",
-            callback=validate.positive_number,
-            rich_help_panel="Connections",
+            validate.positive_number,
         ),
     ] = None,
     body_timeout: Annotated[
         float | None,
-        typer.Option(
-            help="Seconds a request body may take after its head, plus one per "
+        _connection(
+            "Seconds a request body may take after its head, plus one per "
             "--body-min-rate bytes received: past it 408 and closed [default: 10].",
-            callback=validate.positive_number,
-            rich_help_panel="Connections",
+            validate.positive_number,
         ),
     ] = None,
     body_min_rate: Annotated[
         str | None,
-        typer.Option(
-            help="Bytes a second a long body must keep arriving at, on average, after "
+        _connection(
+            "Bytes a second a long body must keep arriving at, on average, after "
             "--body-timeout [default: 1KiB].",
-            callback=validate.byte_size,
-            rich_help_panel="Connections",
+            validate.byte_size,
         ),
     ] = None,
     keep_alive_timeout: Annotated[
         float | None,
-        typer.Option(
-            help="Seconds a connection may stay idle between requests [default: 5].",
-            callback=validate.positive_number,
-            rich_help_panel="Connections",
+        _connection(
+            "Seconds a connection may stay idle between requests [default: 5].",
+            validate.positive_number,
         ),
     ] = None,
     send_timeout: Annotated[
         float | None,
-        typer.Option(
-            help="Seconds a client may take none of a reply while the service waits to send "
+        _connection(
+            "Seconds a client may take none of a reply while the service waits to send "
             "it: past it the connection is cut (a slow reader that takes some, a stream's "
             "consumer, is not) [default: 60].",
-            callback=validate.positive_number,
-            rich_help_panel="Connections",
+            validate.positive_number,
         ),
     ] = None,
-    reading: CheckReadingOpt = None,
+    reading: ReadingOpt = None,
     llm: RewriteLlmOpt = None,
     tripwire_instructions: Annotated[
         bool,
@@ -235,93 +232,82 @@ def serve(
     ] = False,
     upstream: Annotated[
         str | None,
-        typer.Option(
-            help="Also serve POST /v1/chat/completions and /v1/responses (translated to chat "
+        _gateway_option(
+            "Also serve POST /v1/chat/completions and /v1/responses (translated to chat "
             "completions) as a gateway to this OpenAI-compatible base URL (e.g. "
             "http://127.0.0.1:8080/v1).",
-            callback=validate.http_url,
-            rich_help_panel="Gateway",
+            validate.http_url,
         ),
     ] = None,
     upstream_key_file: Annotated[
         Path | None,
-        typer.Option(
-            help="A file whose first line is the upstream's API key (sent as a bearer token).",
-            callback=validate.existing_file,
-            rich_help_panel="Gateway",
+        _gateway_option(
+            "A file whose first line is the upstream's API key (sent as a bearer token).",
+            validate.existing_file,
         ),
     ] = None,
     upstream_timeout: Annotated[
         float | None,
-        typer.Option(
-            help="Seconds the upstream may stay silent: to connect (at most 10), to answer, "
+        _gateway_option(
+            "Seconds the upstream may stay silent: to connect (at most 10), to answer, "
             "then between two reads of its reply (a reply that is not streamed comes whole at "
             "the end). Past it the call answers 504, and a stream that began ends with an "
             "error event [default: 300].",
-            callback=validate.positive_number,
-            rich_help_panel="Gateway",
+            validate.positive_number,
         ),
     ] = None,
     context_template: Annotated[
         Path | None,
-        typer.Option(
-            help="A text file with a {context} field: added to the system prompt on answer "
+        _gateway_option(
+            "A text file with a {context} field: added to the system prompt on answer "
             "(default: 'Answer from these passages of the knowledge base:' and the chunks).",
-            callback=validate.existing_file,
-            rich_help_panel="Gateway",
+            validate.existing_file,
         ),
     ] = None,
     pass_through: Annotated[
         bool,
-        typer.Option(
-            help="Forward answered chats unchanged, without the retrieved chunks.",
-            rich_help_panel="Gateway",
+        _gateway_option(
+            "Forward answered chats unchanged, without the retrieved chunks.",
         ),
     ] = False,
     context_chunks: Annotated[
         int | None,
-        typer.Option(
-            help="The most retrieved chunks added to the prompt on answer, nearest first "
-            "[default: 5].",
-            callback=validate.positive_int,
-            rich_help_panel="Gateway",
+        _gateway_option(
+            "The most retrieved chunks added to the prompt on answer, nearest first [default: 5].",
+            validate.positive_int,
         ),
     ] = None,
     context_chars: Annotated[
         int | None,
-        typer.Option(
-            help="The most characters of chunk text added to the prompt (about 4 a token): "
+        _gateway_option(
+            "The most characters of chunk text added to the prompt (about 4 a token): "
             "whole chunks while they fit, the first cut at a sentence end if it alone does "
             "not; 0: no budget [default: 4000].",
-            callback=validate.non_negative_int,
-            rich_help_panel="Gateway",
+            validate.non_negative_int,
         ),
     ] = None,
     refusal: Annotated[
         str,
-        typer.Option(
-            help="The gateway's reply to a forbidden query (reject)." + TEMPLATE_HELP,
-            callback=validate.non_empty,
-            rich_help_panel="Gateway",
+        _gateway_option(
+            "The gateway's reply to a forbidden query (reject)." + TEMPLATE_HELP,
+            validate.non_empty,
         ),
     ] = DEFAULT_REFUSAL,
     abstention: Annotated[
         str,
-        typer.Option(
-            help="The gateway's reply to an abstain out of knowledge (cause out_of_knowledge)."
+        _gateway_option(
+            "The gateway's reply to an abstain out of knowledge (cause out_of_knowledge)."
             + TEMPLATE_HELP,
-            callback=validate.non_empty,
-            rich_help_panel="Gateway",
+            validate.non_empty,
         ),
     ] = DEFAULT_ABSTENTION,
     unanswerable: Annotated[
         str,
-        typer.Option(
-            help="The gateway's reply to an abstain on a question in scope whose answer the "
+        _gateway_option(
+            "The gateway's reply to an abstain on a question in scope whose answer the "
             "retrieved chunks do not hold (cause unanswerable: calibrate --answerability)."
             + TEMPLATE_HELP,
-            callback=validate.non_empty,
-            rich_help_panel="Gateway",
+            validate.non_empty,
         ),
     ] = DEFAULT_UNANSWERABLE,
 ) -> None:

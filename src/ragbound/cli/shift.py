@@ -10,15 +10,6 @@ import typer
 
 from ragbound.cli import validate
 from ragbound.cli.common import (
-    AddressOpt,
-    EngineOpt,
-    FieldOpt,
-    ForceOpt,
-    JsonOpt,
-    PlotOpt,
-    RunOpt,
-    StatisticOpt,
-    WorkersOpt,
     console,
     emit_json,
     notice,
@@ -28,6 +19,18 @@ from ragbound.cli.common import (
     visible,
     wrap,
     write_plots,
+)
+from ragbound.cli.options import (
+    AddressOpt,
+    CalibratedKbArg,
+    EngineOpt,
+    FieldOpt,
+    ForceOpt,
+    JsonOpt,
+    PlotOpt,
+    RunOpt,
+    StatisticOpt,
+    WorkersOpt,
 )
 from ragbound.detect.names import DEFAULT_ALPHA
 from ragbound.errors import InputError
@@ -40,7 +43,7 @@ RAY_SCORE_BATCH = 32_768
 
 
 def shift(
-    kb_dir: Annotated[Path, typer.Argument(help="Knowledge-base directory (calibrated).")],
+    kb_dir: CalibratedKbArg,
     queries: Annotated[
         list[Path],
         typer.Option(

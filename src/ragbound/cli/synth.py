@@ -8,17 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Literal, cast
 import typer
 
 from ragbound.cli import validate
-from ragbound.cli.common import (
-    ConcurrencyOpt,
-    JsonOpt,
-    LlmOpt,
-    SeedOpt,
-    cached_llm,
-    emit_json,
-    notice,
-    progress,
-    say,
-)
+from ragbound.cli.common import cached_llm, emit_json, notice, progress, say
+from ragbound.cli.options import ConcurrencyOpt, JsonOpt, KbArg, LlmOpt, SeedOpt
 
 if TYPE_CHECKING:
     from ragbound.detect import Guard
@@ -28,7 +19,7 @@ CONTEXTS = ("document", "chunk")
 
 
 def synth(
-    kb_dir: Annotated[Path, typer.Argument(help="Knowledge-base directory.")],
+    kb_dir: KbArg,
     out: Annotated[
         Path,
         typer.Option("--out", help="Query file to write (JSONL).", callback=validate.output_file),

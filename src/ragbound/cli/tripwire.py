@@ -12,14 +12,7 @@ import typer
 from ragbound.cli import validate
 from ragbound.cli.common import (
     HELP_MARKUP,
-    LLM_HELP,
     WIDTH,
-    ConcurrencyOpt,
-    JsonOpt,
-    KbArg,
-    LlmOpt,
-    QueriesArg,
-    QueriesFileOpt,
     cached_llm,
     console,
     emit_json,
@@ -32,6 +25,17 @@ from ragbound.cli.common import (
     shown,
     utc_text,
     visible,
+)
+from ragbound.cli.options import (
+    LLM_HELP,
+    ConcurrencyOpt,
+    FieldOpt,
+    JsonOpt,
+    KbArg,
+    LlmOpt,
+    QueriesArg,
+    QueriesFileOpt,
+    RunOpt,
 )
 from ragbound.errors import InputError
 
@@ -265,18 +269,10 @@ def tune(
             callback=validate.rate,
         ),
     ] = 0.05,
-    field: Annotated[
-        str | None,
-        typer.Option(help="Query field (default: the first of query, question, text, prompt)."),
-    ] = None,
+    field: FieldOpt = None,
     label_field: Annotated[str, typer.Option(help="Label field.")] = "label",
     save: Annotated[bool, typer.Option("--save/--no-save", help="Save the chosen rule.")] = True,
-    run: Annotated[
-        Path | None,
-        typer.Option(
-            "--run", help="Record the trade-off in this run folder.", callback=validate.folder
-        ),
-    ] = None,
+    run: RunOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Grid-search the tripwire rule on labelled queries; save and print the trade-off.

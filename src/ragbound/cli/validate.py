@@ -181,6 +181,15 @@ def checked_statistic(value: str | None) -> str | None:
     return choice(*STATISTICS, COMBINED)(value)
 
 
+def reading(value: str | None) -> str | None:
+    """A reading of conversations (ragbound.conversations.reading, loaded only when given)."""
+    if value is None:
+        return None
+    from ragbound.conversations.reading import READINGS
+
+    return choice(*READINGS)(value)
+
+
 def calibration_statistic(value: str | None) -> str | None:
     """A statistic to calibrate: one of ragbound's, combined, or auto (picked by power)."""
     from ragbound.detect.names import AUTO, COMBINED

@@ -8,17 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ragbound.cli import validate
-from ragbound.cli.common import (
-    ConcurrencyOpt,
-    JsonOpt,
-    LlmOpt,
-    cached_llm,
-    console,
-    emit_json,
-    progress,
-    say,
-    shown,
-)
+from ragbound.cli.common import cached_llm, console, emit_json, progress, say, shown
+from ragbound.cli.options import ConcurrencyOpt, JsonOpt, LlmOpt
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

@@ -8,15 +8,8 @@ from typing import Annotated, Any
 import typer
 
 from ragbound.cli import validate
-from ragbound.cli.common import (
-    LLM_HELP,
-    JsonOpt,
-    cached_llm,
-    console,
-    emit_json,
-    progress,
-    shown,
-)
+from ragbound.cli.common import cached_llm, console, emit_json, progress, shown
+from ragbound.cli.options import LLM_HELP, JsonOpt
 
 RunArg = Annotated[Path, typer.Argument(help="Benchmark run directory.")]
 SpecFileOpt = Annotated[

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ragbound.cli import validate
-from ragbound.cli.common import JsonOpt, SeedOpt, console, emit_json
+from ragbound.cli.common import console, emit_json
+from ragbound.cli.options import JsonOpt, SeedOpt
 
 if TYPE_CHECKING:
     from rich.table import Table

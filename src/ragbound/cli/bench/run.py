@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from ragbound.cli import validate
-from ragbound.cli.common import JsonOpt, console, emit_json, progress
+from ragbound.cli.common import console, emit_json, progress
+from ragbound.cli.options import JsonOpt
 
 
 def run(
