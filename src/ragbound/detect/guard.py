@@ -2,39 +2,30 @@
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ragbound.conversations.reading import check_reading
-from ragbound.corpus.provenance import DeclaredOrigin, QuestionOrigin, origins_of
-from ragbound.detect.answerability import (
-    AnswerabilityModel,
-    AnswerabilityVerdict,
-)
+from ragbound.detect.answerability import AnswerabilityModel, AnswerabilityVerdict
 from ragbound.detect.answers import AnswerabilityTest, check_request
 from ragbound.detect.boundary import BoundaryDetector
 from ragbound.detect.calibration import Calibration, NullQuestions
-from ragbound.detect.canary import CanaryCheck, check_canaries, record_canaries, verify_canaries
-from ragbound.detect.config import (
-    AUTO,
-    COMBINED,
-    DEFAULTS,
-    DetectorConfig,
-    NonNegativeInt,
-    check_option,
-    resolve_tau,
-)
+from ragbound.detect.canary import CanaryCheck, check_canaries, verify_canaries
+from ragbound.detect.config import DetectorConfig
+from ragbound.detect.fitting import fit_calibration
 from ragbound.detect.judge import AnswerabilityJudge
 from ragbound.detect.online import OnlineTest, Scored
+from ragbound.detect.provenance import (
+    Questions,
+    check_questions,
+    record_provenance,
+    record_reading,
+)
 from ragbound.detect.rerank import CrossEncoderReranker
-from ragbound.detect.resolution import Resolution, resolution, warn_if_coarse
-from ragbound.detect.retrieval import neighbours, rerank_hits, search_in_batches
-from ragbound.detect.select import combined_calibration, learn_from_queries
-from ragbound.embedders.base import DenseEmbedder
+from ragbound.detect.resolution import Resolution, resolution
+from ragbound.detect.retrieval import neighbours
 from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.protocol import Knowledge, check_statistic
@@ -45,9 +36,6 @@ from ragbound.stores import Hits
 if TYPE_CHECKING:
     from ragbound.llm import LLM
     from ragbound.tripwires.floor import Reference
-
-Questions = DeclaredOrigin | Mapping[str, QuestionOrigin]
-"""Where calibration questions came from: all real, all synthetic, or each by its text."""
 
 
 class Guard:
@@ -156,126 +144,23 @@ class Guard:
         """
         if answerability is not None:
             check_request(answerability, llm)  # refused before any search
-            guard = cls.calibrate(
-                kb,
-                queries,
-                config,
-                queries_source=queries_source,
-                granularity=granularity,
-                progress=progress,
-                null_queries=null_queries,
-                seed=seed,
-                questions=questions,
-                **params,
-            )
-            return guard.with_answerability(answerability, llm=llm, progress=progress)
-        origins_of((), questions)  # a bad value is refused before any search
-        if "tau" in params:
-            params["tau"] = resolve_tau(params["tau"], kb.embedder_name)
-        statistic = params.pop("statistic", None) or (config or DEFAULTS).statistic
-        check_statistic(kb, statistic)
-        if statistic in (COMBINED, AUTO):
-            return cls._calibrate_learned(
-                kb,
-                queries,
-                config,
-                statistic,
-                params,
-                granularity=granularity,
-                null_queries=null_queries,
-                seed=seed,
-                queries_source=queries_source,
-                progress=progress,
-                questions=questions,
-            )
-        if null_queries is not None or seed is not None:
-            raise InputError(
-                f"null_queries and seed are for statistic {COMBINED} or {AUTO}; {statistic} "
-                "learns nothing: calibrate it on the real questions"
-            )
-        if granularity is not None:
-            kb = kb.at_granularity(granularity)
-        k_given = params.get("k") is not None or _set_k(config)
-        config = _k_within(kb, (config or DEFAULTS).updated(statistic=statistic, **params), k_given)
-        if len(queries) < 2:
-            raise InputError(
-                f"calibration needs at least 2 in-knowledge queries, got {len(queries)}"
-            )
-        reranker = None if config.reranker is None else CrossEncoderReranker(config.reranker)
-        if reranker is not None:
-            config = config.updated(reranker=str(reranker.folder))
-        hits = search_in_batches(kb, queries, config.k, progress=progress)
-        rows = hits.similarities
-        if reranker is not None:
-            rows = rerank_hits(kb, reranker, queries, hits, config.k, progress=progress)
-        calibration = Calibration.create(
-            queries,
-            rows,
-            kb_fingerprint=kb.fingerprint,
-            config=config,
-            queries_source=queries_source,
-            search=kb.describe(),
-            reranker_revision=None if reranker is None else reranker.revision,
-            granularity=kb.granularity,
-        )
-        guard = cls(kb, calibration).recorded(questions)
-        guard.test.keep_reranker(reranker)
-        warn_if_coarse(len(queries), config.alpha)
-        return guard
-
-    @classmethod
-    def _calibrate_learned(
-        cls,
-        kb: Knowledge,
-        queries: Sequence[str],
-        config: DetectorConfig | None,
-        statistic: str,
-        params: dict[str, Any],
-        *,
-        granularity: str | Sequence[str] | None,
-        null_queries: Sequence[str] | None,
-        seed: int | None,
-        queries_source: str,
-        progress: bool,
-        questions: Questions | None,
-    ) -> Guard:
-        """:meth:`calibrate` with ``combined`` or ``auto`` (:mod:`ragbound.detect.select`)."""
-        config = (config or DEFAULTS).updated(**params)
-        chosen = [
-            name
-            for name, value in (
-                ("k", params.get("k")),
-                ("reranker", config.reranker),
-                ("granularity", granularity),
-            )
-            if value is not None
-        ]
-        if chosen:
-            raise InputError(
-                f"statistic {statistic} searches every indexed unit and chooses k: it takes "
-                f"no {' or '.join(chosen)}"
-            )
-        if isinstance(null_queries, str):
-            raise InputError("null_queries must be a list of questions, not one string")
-        seed = 0 if seed is None else check_option(NonNegativeInt, seed, "seed")
-        learned = learn_from_queries(
-            kb, queries, config, statistic=statistic, seed=seed, null_queries=null_queries
-        )
-        picked = learned.picked_single
-        if picked is None:
-            calibration = combined_calibration(kb, learned, config, seed, queries_source)
-            return cls(kb, calibration).recorded(questions)
-        guard = cls.calibrate(
+        check_questions(questions)
+        fitted = fit_calibration(
             kb,
-            learned.conformal,
-            config.updated(statistic=picked.statistic, k=picked.k),
-            granularity=picked.granularity,
+            queries,
+            config,
+            params,
+            granularity=granularity,
+            null_queries=null_queries,
+            seed=seed,
             queries_source=queries_source,
             progress=progress,
-            questions=questions,
         )
-        manifest = guard.calibration.manifest
-        guard.calibration.manifest = manifest.model_copy(update={"selection": learned.selection})
+        guard = cls(kb, fitted.calibration)
+        record_provenance(guard.kb, guard.calibration, questions)
+        guard.test.keep_reranker(fitted.reranker)
+        if answerability is not None:
+            guard.with_answerability(answerability, llm=llm, progress=progress)
         return guard
 
     def save(
@@ -451,40 +336,11 @@ class Guard:
         """The answerability test of each text given its ``hits``, flagged at ``level``."""
         return self.answers.verdicts(texts, hits, level)
 
-    def record_questions(self, questions: Questions | None) -> Guard:
-        """Keep where the null's questions came from in the manifest (self); ``questions`` as
-        in :meth:`calibrate`."""
-        origins = origins_of(self.calibration.queries, questions)
-        null = NullQuestions.of(origins, declared=isinstance(questions, str))
-        manifest = self.calibration.manifest.model_copy(update={"questions": null})
-        self.calibration.manifest = manifest
-        return self
-
-    def recorded(self, questions: Questions | None) -> Guard:
-        """Keep in the manifest what a later check compares (self): canaries, where the
-        null's questions came from, and what embedded them."""
-        return self.record_canaries().record_questions(questions).record_runtime()
-
-    def record_runtime(self) -> Guard:
-        """Keep what embedded the calibration queries (``torch``, ``onnx``) in the manifest."""
-        embedder = self.kb.query_embedder()
-        runtime = embedder.info.runtime if isinstance(embedder, DenseEmbedder) else None
-        update = {"embed_runtime": runtime}
-        self.calibration.manifest = self.calibration.manifest.model_copy(update=update)
-        return self
-
     def record_reading(self, reading: str | None) -> Guard:
-        """Keep in the manifest the reading (:mod:`ragbound.conversations.reading`) the
-        conversations among the calibration queries were read with (self); None: standalone
-        questions only. Conversations are then checked with it by default
-        (:meth:`ragbound.gate.Gate.load`)."""
-        if reading is not None:
-            try:
-                check_reading(reading)
-            except ValueError as exc:
-                raise InputError(str(exc)) from None
-        manifest = self.calibration.manifest.model_copy(update={"reading": reading})
-        self.calibration.manifest = manifest
+        """Keep in the manifest the reading the conversations among the calibration queries
+        were read with (self; None: standalone questions only): conversations are then
+        checked with it by default (:meth:`ragbound.gate.Gate.load`)."""
+        record_reading(self.calibration, reading)
         return self
 
     @property
@@ -506,13 +362,6 @@ class Guard:
     def approximate(self) -> bool:
         """The null holds synthetic questions alone: its p-values are only approximate."""
         return self.questions.approximate
-
-    def record_canaries(self) -> Guard:
-        """Search the calibration's canaries now and keep them in its manifest (self)."""
-        canaries = record_canaries(self.kb, self.calibration.queries, self.k)
-        manifest = self.calibration.manifest.model_copy(update={"canaries": canaries})
-        self.calibration.manifest = manifest
-        return self
 
     def check_canaries(self) -> CanaryCheck:
         """Search the calibration's canaries again: the largest similarity move since
@@ -626,24 +475,3 @@ class Guard:
         """The first ``count`` chunks of ``hits`` row ``row``, nearest first, as evidence or
         (``full_text``) as an LLM's context (:func:`ragbound.detect.retrieval.neighbours`)."""
         return neighbours(self.kb, hits, row, count, full_text=full_text)
-
-
-def _set_k(config: DetectorConfig | None) -> bool:
-    """The caller's config sets k itself (not DetectorConfig's default)."""
-    return config is not None and "k" in config.model_fields_set
-
-
-def _k_within(kb: Knowledge, config: DetectorConfig, given: bool) -> DetectorConfig:
-    """``config`` with the default k cut to the knowledge base's size, with a warning (a
-    30-article knowledge base has fewer chunks than the default 32); a k the caller gave
-    that is too large stays, and the search refuses it naming both."""
-    size = len(kb)
-    if given or config.k <= size or size < 1:
-        return config
-    warnings.warn(
-        f"k={config.k} (the default) is more than the knowledge base's {size} chunks: "
-        f"calibrated with k={size}, every chunk",
-        UserWarning,
-        stacklevel=4,
-    )
-    return config.updated(k=size)

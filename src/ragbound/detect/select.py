@@ -318,7 +318,7 @@ def learning_and_null(
             "are left out of the learning (the null must be questions the score did not "
             "learn from)",
             UserWarning,
-            stacklevel=5,  # the caller of Guard.calibrate
+            stacklevel=6,  # the caller of Guard.calibrate
         )
     return kept, nulls
 
