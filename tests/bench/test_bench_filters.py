@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ragbound.artifacts import read_manifest, write_json
 from ragbound.bench.filters import filter_pairs, keyword_filter, pair_text, tfidf_similarity
 from ragbound.bench.models import FILTERED_FORMAT, FilteredSet, Provenance, QAPair, QASet
 from ragbound.bench.qa import import_qa
+from ragbound.corpus.function_words import english_function_words
 from ragbound.embedders import EmbedderInfo, load_dense_embedder
 from ragbound.errors import InputError
 from ragbound.stats import range_cutoff, uniqueness_scores
@@ -85,8 +89,52 @@ def test_keyword_filter_drops_low_uniqueness_with_its_cutoff() -> None:
 def test_tfidf_similarity_by_hand() -> None:
     sims = tfidf_similarity(["apple banana", "apple banana", "cherry"])
     assert sims == pytest.approx(np.array([[1, 1, 0], [1, 1, 0], [0, 0, 1]]))
-    # only stop words: empty vocabulary, nothing is similar to anything
+    # only function words: empty vocabulary, nothing is similar to anything
     assert tfidf_similarity(["the of", "and the"]).tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    # idf: "apple" in 2 of 3 texts weighs ln(4/3) + 1, "kiwi" in 1 ln(2) + 1; counts multiply
+    weights = np.array([2 * (math.log(4 / 3) + 1), math.log(2) + 1])
+    cosine = weights[0] / np.linalg.norm(weights)
+    sims = tfidf_similarity(["Apple apple kiwi", "apple", "the"])
+    assert sims == pytest.approx(np.array([[1, cosine, 0], [cosine, 1, 0], [0, 0, 0]]))
+
+
+TFIDF_WORDS = [
+    "the",
+    "apple",
+    "Apple",
+    "banana",
+    "of",
+    "and",
+    "speed",
+    "limit",
+    "km",
+    "h",
+    "90",
+    "don't",
+    "we've",
+    "L-plate",
+    "naive",
+    "2020",
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    texts=st.lists(
+        st.lists(st.sampled_from(TFIDF_WORDS), max_size=10).map(" ".join), min_size=1, max_size=25
+    )
+)
+def test_tfidf_similarity_is_scikit_learns_with_the_same_word_list(texts: list[str]) -> None:
+    text = pytest.importorskip("sklearn.feature_extraction.text")
+    stop = sorted(english_function_words())
+    try:
+        matrix = text.TfidfVectorizer(stop_words=stop).fit_transform(texts)
+    except ValueError:  # empty vocabulary
+        expected = np.zeros((len(texts), len(texts)))
+    else:
+        expected = (matrix @ matrix.T).toarray()
+        np.fill_diagonal(expected, np.diag(expected).round())  # 1 for a text with words
+    np.testing.assert_allclose(tfidf_similarity(texts), expected, atol=1e-12)
 
 
 def test_semantic_filter_by_hand() -> None:

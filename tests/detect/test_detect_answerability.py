@@ -30,6 +30,8 @@ def test_question_words_drop_function_words_only() -> None:
     assert question_words(["How do bees tell each other where food is?"]) == [
         {"bees", "tell", "food"}
     ]
+    # contraction stems go; number words stay (a question's number is part of what it asks)
+    assert question_words(["Why don't the two hives share?"]) == [{"two", "hives", "share"}]
 
 
 def test_coverage_by_hand(guard: Guard) -> None:

@@ -4,7 +4,7 @@ The text of a pair is ``question + " " + answer``. Two filters, each with a thre
 
 - **keyword**: a pair's TF-IDF *uniqueness* is ``1 - max_{j ≠ i} cos(tfidf_i, tfidf_j)``,
   one minus its cosine similarity to the most similar other pair (TF-IDF over the pool of
-  pairs, English stop words removed, rows L2-normalised). A near-copy of another pair scores
+  pairs, English function words removed, rows L2-normalised). A near-copy of another pair scores
   about 0; a pair sharing no content word with any other scores 1. Pairs scoring at least
   ``min + threshold x (max - min)`` over the pool are kept. Note that both members of a
   near-duplicate couple score low, so both may go: the keyword filter removes redundant
@@ -29,14 +29,21 @@ import numpy as np
 
 from ragbound.artifacts import sha256_text, utc_now
 from ragbound.bench.models import FilterDrop, FilteredSet, Provenance, QAPair, QASet
+from ragbound.corpus.function_words import english_function_words
 from ragbound.embedders import DenseEmbedder, canonical_spec, load_dense_embedder
 from ragbound.errors import InputError
 from ragbound.stats.diversity import greedy_min_distance, range_cutoff, uniqueness_scores
+from ragbound.stores.lexical import word_tokens
 
 FilterMethod = Literal["none", "keyword", "semantic", "both"]
 FILTER_METHODS: tuple[str, ...] = ("none", "keyword", "semantic", "both")
 DEFAULT_THRESHOLD = 0.3
-TFIDF_SETTINGS: dict[str, Any] = {"stop_words": "english", "lowercase": True}
+TFIDF_SETTINGS: dict[str, Any] = {
+    "tokens": "BM25's: lower-case, 2+ word characters",
+    "stop_words": "ragbound English function words",
+    "idf": "ln((1 + n) / (1 + df)) + 1",
+    "norm": "l2",
+}
 
 
 def pair_text(pair: QAPair) -> str:
@@ -47,15 +54,38 @@ def pair_text(pair: QAPair) -> str:
 def tfidf_similarity(texts: Sequence[str]) -> np.ndarray:
     """Cosine similarity (n, n) of the texts' TF-IDF vectors, fitted on ``texts`` themselves.
 
-    Texts made only of stop words have a zero vector: similarity 0 to everything.
+    A text's words are its lower-cased tokens of two or more word characters (BM25's), English
+    function words left out; a word's weight in a text is its count times the smoothed IDF
+    ``ln((1 + n) / (1 + df)) + 1`` (df: the texts holding it), each text's vector scaled to
+    length 1. Texts made only of function words have a zero vector: similarity 0 to
+    everything.
     """
-    from sklearn.feature_extraction.text import TfidfVectorizer
+    function_words = english_function_words()
+    tokens = [[w for w in words if w not in function_words] for words in word_tokens(texts)]
+    n = len(texts)
+    similarity = np.zeros((n, n))
+    word, text, weight = _tfidf_entries(tokens)
+    starts = np.concatenate([[0], np.cumsum(np.bincount(word))])
+    for w in np.flatnonzero(np.diff(starts) > 1).tolist():  # a word of one text adds nothing
+        span = slice(starts[w], starts[w + 1])
+        similarity[np.ix_(text[span], text[span])] += np.outer(weight[span], weight[span])
+    np.fill_diagonal(similarity, np.bincount(text, minlength=n) > 0)
+    return similarity
 
-    try:
-        matrix = TfidfVectorizer(**TFIDF_SETTINGS).fit_transform(list(texts))
-    except ValueError:  # empty vocabulary: every text is stop words or punctuation
-        return np.zeros((len(texts), len(texts)))
-    return np.asarray((matrix @ matrix.T).toarray(), dtype=np.float64)
+
+def _tfidf_entries(tokens: list[list[str]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The non-zero TF-IDF entries (word number, text number, weight), sorted by word; each
+    text's weights have length 1."""
+    n = len(tokens)
+    vocabulary = {word: i for i, word in enumerate(sorted({w for ws in tokens for w in ws}))}
+    text_of = np.repeat(np.arange(n), [len(ws) for ws in tokens])
+    word_of = np.array([vocabulary[w] for ws in tokens for w in ws], dtype=np.int64)
+    pairs, counts = np.unique(word_of * n + text_of, return_counts=True)
+    word, text = pairs // n, pairs % n
+    held_by = np.bincount(word, minlength=len(vocabulary))
+    weight = counts * (np.log((1 + n) / (1 + held_by[word])) + 1.0)
+    weight /= np.sqrt(np.bincount(text, weight**2, minlength=n))[text]
+    return word, text, weight
 
 
 def keyword_filter(

@@ -28,6 +28,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ragbound.corpus.chunker import split_sentences
+from ragbound.corpus.function_words import english_function_words
 from ragbound.detect.combined import CorpusWords, corpus_words
 from ragbound.detect.judge import AnswerabilityJudge
 from ragbound.detect.names import ANSWERABILITY_STATISTICS, COVERAGE, JUDGE
@@ -127,9 +128,8 @@ def question_words(texts: Sequence[str]) -> list[set[str]]:
     """Each text's content words: BM25's tokens (lower-cased) without English function
     words. BM25's own stop list is short (33 words) and keeps "how", "which", "each": a
     corpus rarely holds them, so they would weigh as much as a missing name."""
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # a core dependency
-
-    return [set(words) - ENGLISH_STOP_WORDS for words in word_tokens(list(texts))]
+    function_words = english_function_words()
+    return [set(words) - function_words for words in word_tokens(list(texts))]
 
 
 def _coverage(kb: Knowledge, corpus: CorpusWords, words: set[str], row: np.ndarray) -> Coverage:
