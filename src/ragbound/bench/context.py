@@ -28,6 +28,7 @@ from ragbound.bench.models import (
 )
 from ragbound.errors import InputError
 from ragbound.llm import ParseError, parse_json_object
+from ragbound.stats.clusters import kmeans
 from ragbound.stores import ExactStore, search_excluding
 
 HYDE_ANSWERS = 3
@@ -217,17 +218,12 @@ def question_clusters(
 ) -> list[list[str]]:
     """The set's questions in ``n_clusters`` k-means clusters (at most one per question), each
     cut to the :data:`MAX_CLUSTER_SHOWN` nearest its centre."""
-    from sklearn.cluster import KMeans
-
     n_clusters = max(1, min(n_clusters, len(pairs)))
-    kmeans = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed)
-    labels = kmeans.fit_predict(question_vectors)
+    found = kmeans(question_vectors, n_clusters, seed=seed, restarts=10)
     clusters = []
     for label in range(n_clusters):
-        members = np.flatnonzero(labels == label)
-        distance = np.linalg.norm(
-            question_vectors[members] - kmeans.cluster_centers_[label], axis=1
-        )
+        members = np.flatnonzero(found.labels == label)
+        distance = np.linalg.norm(question_vectors[members] - found.centres[label], axis=1)
         nearest = members[np.argsort(distance, kind="stable")][:MAX_CLUSTER_SHOWN]
         clusters.append([pairs[j].question for j in sorted(nearest.tolist())])
     return [cluster for cluster in clusters if cluster]
