@@ -1,6 +1,6 @@
 """ragbound's sentence splitter: a few rules over whitespace-separated tokens, in pure Python.
 
-The rules, in order:
+Its rules:
 
 - Line breaks and runs of whitespace count as one space; sentences come back with their
   whitespace collapsed, so joining them with spaces gives the text's words back in order.
