@@ -254,3 +254,21 @@ def test_no_import_cycle_counting_type_checking_function_and_package_imports() -
     assert stale == [], f"allowed edges no longer imported: {stale}"
     found = [describe(loop) for loop in cycles(without_allowed(graph))]
     assert found == [], "import cycles:\n" + "\n".join(found)
+
+
+# The modules of ragbound.cli a command may import, and those that assemble the app from the
+# commands; every other module of it is a command (or a group's), and imports no other: what
+# two commands share lives in the first set or in the library.
+CLI_SHARED = {"ragbound.cli", "ragbound.cli.common", "ragbound.cli.options"}
+CLI_SHARED |= {"ragbound.cli.validate", "ragbound.cli.failures"}
+CLI_ASSEMBLERS = {"ragbound.cli.entry", "ragbound.cli.bench", "ragbound.cli.__main__"}
+CLI_ASSEMBLERS.add("ragbound.cli.docs")
+
+
+def test_no_command_module_imports_another() -> None:
+    graph = import_graph()
+    cli = {name for name in graph if name.startswith("ragbound.cli.") and " " not in name}
+    commands = cli - CLI_SHARED - CLI_ASSEMBLERS
+    assert {"ragbound.cli.serve", "ragbound.cli.detect", "ragbound.cli.bench.run"} <= commands
+    found = {name: sorted(graph[name] & commands) for name in sorted(commands)}
+    assert {name: others for name, others in found.items() if others} == {}

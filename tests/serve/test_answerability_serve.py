@@ -18,11 +18,11 @@ import httpx
 import openai
 import pytest
 
-from ragbound.cli import serve as serve_command
 from ragbound.gate import ACTION_OF, Decision, Gate
 from ragbound.gate_texts import DEFAULT_ABSTENTION, DEFAULT_REFUSAL, DEFAULT_UNANSWERABLE
 from ragbound.serve import ServeSettings, Tokens, create_app
 from ragbound.serve.gateway import GatewaySettings
+from ragbound.serve.launch import gateway_settings
 from tests.cli.runner import run
 from tests.serve.server import (
     ANSWERABLE,
@@ -81,7 +81,7 @@ def cli_gateway(upstream_url: str, unanswerable: str) -> GatewaySettings:
         "abstention": DEFAULT_ABSTENTION,
         "unanswerable": unanswerable,
     }
-    settings = serve_command._gateway(f"{upstream_url}/v1", None, None, False, replies, {})
+    settings = gateway_settings(f"{upstream_url}/v1", None, None, False, replies, {})
     assert settings is not None
     return settings
 

@@ -15,16 +15,12 @@ import openai
 import pytest
 from opentelemetry.trace import StatusCode
 
-from ragbound.cli import serve as serve_command
 from ragbound.errors import InputError
 from ragbound.gate import DEFAULT_ABSTENTION, DEFAULT_REFUSAL, Gate
 from ragbound.gate_texts import DEFAULT_CONTEXT_TEMPLATE
 from ragbound.serve import GatewaySettings, ServeSettings, Tokens, create_app
 from ragbound.serve.gateway import (
-    CONNECT_TIMEOUT_S,
     DEFAULT_CONTEXT_CHARS,
-    DEFAULT_UPSTREAM_TIMEOUT_S,
-    Upstream,
     budgeted_context,
     check_context_template,
     conversation_id,
@@ -370,19 +366,6 @@ def test_the_context_budget_is_what_goes_upstream(gate, upstream) -> None:
         assert system == DEFAULT_CONTEXT_TEMPLATE.format(context=expected)
 
 
-def test_the_serve_options_set_the_budget() -> None:
-    replies = {"refusal": DEFAULT_REFUSAL, "abstention": DEFAULT_ABSTENTION}
-    url = "http://127.0.0.1:9/v1"
-    default = serve_command._gateway(
-        url, None, None, False, replies, serve_command._budget(None, None)
-    )
-    assert default is not None
-    assert (default.context_chunks, default.context_chars) == (5, DEFAULT_CONTEXT_CHARS)
-    unbounded = serve_command._gateway(url, None, None, False, replies, serve_command._budget(8, 0))
-    assert unbounded is not None
-    assert (unbounded.context_chunks, unbounded.context_chars) == (8, None)
-
-
 @pytest.mark.parametrize(
     ("options", "fragment"),
     [
@@ -400,15 +383,3 @@ def test_a_bad_context_budget_is_refused(options: dict, fragment: str) -> None:
 def test_a_bad_upstream_timeout_is_refused(seconds: object) -> None:
     with pytest.raises(InputError, match="timeout_s must be a finite number of seconds > 0"):
         GatewaySettings(upstream="http://127.0.0.1:9/v1", timeout_s=seconds)  # type: ignore[arg-type]
-
-
-def test_the_upstream_timeout_option_sets_connect_and_read() -> None:
-    replies = {"refusal": DEFAULT_REFUSAL, "abstention": DEFAULT_ABSTENTION}
-    url = "http://127.0.0.1:9/v1"
-    default = serve_command._gateway(url, None, None, False, replies, {})
-    short = serve_command._gateway(url, None, None, False, replies, {}, 1.5)
-    assert default is not None and short is not None
-    assert default.timeout_s == DEFAULT_UPSTREAM_TIMEOUT_S
-    timeout = Upstream(short).client.timeout
-    assert (timeout.connect, timeout.read, timeout.write) == (1.5, 1.5, 1.5)
-    assert Upstream(default).client.timeout.connect == CONNECT_TIMEOUT_S

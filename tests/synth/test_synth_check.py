@@ -11,10 +11,14 @@ import pytest
 from ragbound.detect import Guard
 from ragbound.knowledge import KnowledgeBase
 from ragbound.synth.check import (
+    CONFIDENT_REAL,
+    SYNTHETIC_UNCHECKED,
+    check_against_real,
     check_warning,
     compare_with_real,
     record_check,
     synthetic_provenance,
+    weak_silence,
 )
 from tests.texts import (
     IN_KNOWLEDGE,
@@ -105,3 +109,43 @@ def test_synth_output_is_recognised_by_its_provenance(tmp_path: Path):
     plain = tmp_path / "real.txt"
     plain.write_text("Do bees sleep?\n")
     assert synthetic_provenance(plain) is None
+
+
+def synth_file(path: Path, queries: list[str]) -> Path:
+    """``queries`` as ``ragbound synth`` writes them, with its provenance fields."""
+    fields = {"chunk_id": "c1", "doc_id": "d1", "prompt_id": "synth-query", "prompt_version": 1}
+    fields |= {"context": "document", "model": "local:qwen", "created_at": "2026-01-01T00:00Z"}
+    path.write_text("".join(json.dumps({"query": q} | fields) + "\n" for q in queries))
+    return path
+
+
+def test_a_calibration_is_checked_against_real_questions_and_says_what_it_found(
+    corpus_dir: Path, tmp_path: Path
+):
+    kb = KnowledgeBase.build([corpus_dir], embedder="bm25")
+    guard = Guard.calibrate(kb, CALIBRATION, k=3)
+    made_of = synth_file(tmp_path / "synthetic.jsonl", CALIBRATION)
+    far = OUT_OF_KNOWLEDGE + MORE_OUT_OF_KNOWLEDGE
+    check, line = check_against_real(guard, made_of, far, real_source="real.txt")
+    assert check is not None and check.differ and check.synthetic
+    assert check.prompt_ids == ["synth-query@1"] and check.n_real == len(far)
+    assert guard.calibration.manifest.synthetic_check == check
+    assert line == f"warning: {check_warning(check)}"
+    alike = MORE_IN_KNOWLEDGE[::2]
+    check, line = check_against_real(guard, made_of, alike)
+    assert check is not None and not check.differ
+    assert line is not None and line.startswith("real-question check: no difference at level 0.05")
+    assert line.endswith(weak_silence(len(alike))) and f"with {len(alike)} real questions" in line
+
+
+def test_without_real_questions_only_synthetic_ones_get_a_reminder(guard: Guard, tmp_path: Path):
+    synthetic = synth_file(tmp_path / "synthetic.jsonl", CALIBRATION)
+    assert check_against_real(guard, synthetic, None) == (None, SYNTHETIC_UNCHECKED)
+    real = tmp_path / "real.txt"
+    real.write_text("\n".join(CALIBRATION) + "\n")
+    assert check_against_real(guard, real, None) == (None, None)
+
+
+def test_a_silence_on_few_real_questions_is_called_weak():
+    assert weak_silence(CONFIDENT_REAL) == ""
+    assert "give 50 or more" in weak_silence(CONFIDENT_REAL - 1)

@@ -1,10 +1,11 @@
 """The ``ragbound`` command: ``app``, ``build_app`` and ``main`` (the console entry point), all
 from ``cli.entry``, which registers every command.
 
-One module per command group; options and helpers they share are in ``cli.common``, option
-validators in ``cli.validate``, and the translation of failures into one-line errors in
-``cli.failures``. The names load on first use: importing a command module (it looks
-``cli.validate`` up here) imports no other command.
+One module per command group, importing no other: the options they share are declared in
+``cli.options``, the helpers they share are in ``cli.common``, option validators in
+``cli.validate``, and the translation of failures into one-line errors in ``cli.failures``;
+what a command computes is in the library. The names load on first use: importing a command
+module (it looks ``cli.validate`` up here) imports no other command.
 """
 
 from __future__ import annotations

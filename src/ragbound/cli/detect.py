@@ -56,6 +56,7 @@ from ragbound.detect.names import (
     DESCRIPTIONS,
     TAU_AUTO,
 )
+from ragbound.errors import InputError
 from ragbound.stats.names import P_VALUE_METHODS
 
 if TYPE_CHECKING:
@@ -67,7 +68,8 @@ if TYPE_CHECKING:
     from ragbound.detect.combined import Selection
     from ragbound.detect.guard import Guard
     from ragbound.gate import Decision
-    from ragbound.results import EvaluationReport, Neighbour, Verdict
+    from ragbound.knowledge import KnowledgeBase
+    from ragbound.results import EvaluationReport, Neighbour, SyntheticCheck, Verdict
 
 
 def _help(name: str) -> str:
@@ -294,28 +296,16 @@ def calibrate(
     false-positive rate is valid on average but varies from one set of 20 to another.
     """
     from ragbound.conversations.reading import DEFAULT_READING
-    from ragbound.conversations.turns import read_texts
     from ragbound.corpus import load_queries
     from ragbound.corpus.provenance import question_origins
     from ragbound.detect import Guard
-    from ragbound.errors import InputError
     from ragbound.knowledge import KnowledgeBase
+    from ragbound.synth.check import check_against_real
 
     learned = statistic in (COMBINED, AUTO)
-    if null_queries is not None and not learned:
-        raise InputError(
-            f"--null-queries needs --statistic {COMBINED} or {AUTO}; for {statistic}, which "
-            "learns nothing, calibrate on the real questions: --queries FILE"
-        )
-    if learned and (granularity is not None or reranker is not None):
-        raise InputError(
-            f"--statistic {statistic} searches every indexed unit and takes no "
-            "--granularity or --reranker"
-        )
-    if queries is None and conversations is None:
-        raise InputError(
-            "give in-knowledge questions: --queries FILE, --conversations FILE or both"
-        )
+    _refuse_calibrate_conflicts(
+        statistic, null_queries, granularity, reranker, (queries, conversations)
+    )
     # the file whose questions make the null: what the real-question check compares
     null_file, null_field = (queries, field) if null_queries is None else (null_queries, None)
     if null_file is None and real_queries is not None:
@@ -325,16 +315,12 @@ def calibrate(
         )
     judge = answerability == "judge"
     chats = _calibration_chats(conversations, reading, None if judge and reading is None else llm)
+    reading = (reading or DEFAULT_READING) if chats else None
     kb = KnowledgeBase.load(kb_dir)
     texts = load_queries(queries, field=field) if queries is not None else []
-    if chats:
-        reading = reading or DEFAULT_READING
-        items = [chat.conversation for chat in chats]
-        rewrite_llm = None if judge and reading != "rewrite" else llm
-        texts += read_texts(kb, items, reading, rewriter_for(reading, rewrite_llm))
+    texts += _read_chats(kb, chats, reading, None if judge and reading != "rewrite" else llm)
     real_texts = load_queries(real_queries) if real_queries else None
     null_texts = load_queries(null_queries) if null_queries else None
-    source = null_file if null_queries is not None else _sources(queries, conversations)
     origins = None if null_file is None else question_origins(null_file, field=null_field)
     with warnings_shown():
         guard = Guard.calibrate(
@@ -349,63 +335,123 @@ def calibrate(
             granularity=granularity,
             null_queries=null_texts,
             seed=seed if learned else None,
-            queries_source=str(source),
+            queries_source=str(null_file if null_queries else _sources(queries, conversations)),
             progress=progress(json_out),
             questions=questions or origins,  # type: ignore[arg-type]
             answerability=None if answerability == "off" else answerability,
             llm=(llm or "local") if judge else None,
         )
-    from ragbound.cli.synth import check_against_real
-
     synthetic_check = None
     if null_file is not None:
-        synthetic_check = check_against_real(
-            guard, (null_file, null_field), (real_queries, real_texts), progress(json_out)
+        synthetic_check, note = check_against_real(
+            guard,
+            null_file,
+            real_texts,
+            field=null_field,
+            real_source=str(real_queries or ""),
+            progress=progress(json_out),
         )
-    guard.record_reading(reading if chats else None)
+        if note is not None:
+            notice(note)
+    guard.record_reading(reading)
     folder = guard.save(on_wait=notice)
-    critical = guard.critical_value()
-    selection = guard.calibration.manifest.selection
-    info = {
-        "path": str(folder),
-        "n_queries": guard.calibration.manifest.n_queries,
-        **guard.config.model_dump(),  # tau as resolved, when it was 'auto'
-        "granularity": ",".join(guard.kb.granularity),
-        "critical_value": critical,
-        "kb_fingerprint": kb.fingerprint,
-    }
-    info["questions"] = guard.calibration.manifest.questions.model_dump()
-    info["reading"] = guard.reading
-    info["answerability"] = _answerability_info(guard)
-    info["resolution"] = guard.calibration_resolution().model_dump()
-    if chats:
-        info["conversations"] = _chats_info(conversations, chats)
-    if synthetic_check is not None:
-        info["synthetic_check"] = synthetic_check.model_dump(mode="json")
-    if selection is not None:
-        info["selection"] = selection.model_dump()
+    info = _calibration_info(guard, folder, _chats_info(conversations, chats), synthetic_check)
     if json_out:
         emit_json(info)
         return
+    _print_calibration(guard, info)
+
+
+def _refuse_calibrate_conflicts(
+    statistic: str,
+    null_queries: Path | None,
+    granularity: str | None,
+    reranker: Path | None,
+    questions: tuple[Path | None, Path | None],
+) -> None:
+    """InputError for options of calibrate that do not go together."""
+    learned = statistic in (COMBINED, AUTO)
+    if null_queries is not None and not learned:
+        raise InputError(
+            f"--null-queries needs --statistic {COMBINED} or {AUTO}; for {statistic}, which "
+            "learns nothing, calibrate on the real questions: --queries FILE"
+        )
+    if learned and (granularity is not None or reranker is not None):
+        raise InputError(
+            f"--statistic {statistic} searches every indexed unit and takes no "
+            "--granularity or --reranker"
+        )
+    if questions == (None, None):
+        raise InputError(
+            "give in-knowledge questions: --queries FILE, --conversations FILE or both"
+        )
+
+
+def _read_chats(
+    kb: KnowledgeBase, chats: Sequence[FileConversation], reading: str | None, llm: str | None
+) -> list[str]:
+    """The text searched for each user turn of ``chats``, as ``reading`` reads it."""
+    if not chats:
+        return []
+    from ragbound.conversations.turns import read_texts
+
+    assert reading is not None
+    items = [chat.conversation for chat in chats]
+    return read_texts(kb, items, reading, rewriter_for(reading, llm))
+
+
+def _calibration_info(
+    guard: Guard, folder: Path, chats: dict | None, synthetic_check: SyntheticCheck | None
+) -> dict:
+    """What calibrate prints with --json."""
+    manifest = guard.calibration.manifest
+    info = {
+        "path": str(folder),
+        "n_queries": manifest.n_queries,
+        **guard.config.model_dump(),  # tau as resolved, when it was 'auto'
+        "granularity": ",".join(guard.kb.granularity),
+        "critical_value": guard.critical_value(),
+        "kb_fingerprint": guard.kb.fingerprint,
+        "questions": manifest.questions.model_dump(),
+        "reading": guard.reading,
+        "answerability": _answerability_info(guard),
+        "resolution": guard.calibration_resolution().model_dump(),
+    }
+    if chats is not None:
+        info["conversations"] = chats
+    if synthetic_check is not None:
+        info["synthetic_check"] = synthetic_check.model_dump(mode="json")
+    if manifest.selection is not None:
+        info["selection"] = manifest.selection.model_dump()
+    return info
+
+
+def _print_calibration(guard: Guard, info: dict) -> None:
+    """What calibrate prints without --json: auto's candidates, the calibration in a line,
+    its conversations and answerability test, where it was saved and where its null's
+    questions came from."""
+    manifest = guard.calibration.manifest
+    selection = manifest.selection
     if selection is not None:
         console().print(candidate_table(selection))
         say(shown(f"{candidate_basis(selection)}. {selection.reason()}"))
-    used = guard.calibration.manifest.n_queries
-    learners = n_learning(guard.calibration.manifest)
+    learners = n_learning(manifest)
+    alpha = guard.config.alpha
     say(
-        f"calibrated on {used} queries"
+        f"calibrated on {manifest.n_queries} queries"
         + ("" if not learners else f" ({learners} other queries learned the score)")
         + f" (k={guard.k}, tau={guard.config.tau:g}"
         + ("" if guard.kb.granularity == ("chunk",) else f", {info['granularity']} units")
         + "); "
-        f"{guard.config.statistic} critical value at alpha={alpha}: {critical:.4f}"
+        f"{guard.config.statistic} critical value at alpha={alpha}: {info['critical_value']:.4f}"
     )
-    if chats:
-        found = _chats_info(conversations, chats)
-        n = found["n_conversations"]
+    chats = info.get("conversations")
+    if chats is not None:
+        n = chats["n_conversations"]
         say(
-            f"conversations: {found['n_turns']} user turns of {n} conversation"
-            f"{'s' if n != 1 else ''}, read with {reading} (check reads conversations with it)"
+            f"conversations: {chats['n_turns']} user turns of {n} conversation"
+            f"{'s' if n != 1 else ''}, read with {guard.reading} (decide reads conversations "
+            "with it)"
         )
     if info["answerability"] is not None:
         level = info["answerability"]["level"]
@@ -413,8 +459,8 @@ def calibrate(
             f"answerability test {info['answerability']['statistic']} calibrated on the same "
             f"questions; both tests share alpha={alpha}: each runs at {level:.4g}"
         )
-    say(f"saved to {shown(str(folder))}")
-    say(questions_line(guard.calibration.manifest.questions))
+    say(f"saved to {shown(info['path'])}")
+    say(questions_line(manifest.questions))
 
 
 def _answerability_info(guard: Guard) -> dict | None:
@@ -433,7 +479,6 @@ def _calibration_chats(
     conversations: Path | None, reading: str | None, llm: str | None
 ) -> list[FileConversation]:
     """Every user turn of each conversation of ``conversations`` (none without the file)."""
-    from ragbound.errors import InputError
 
     if conversations is None:
         if reading is not None or llm is not None:
@@ -447,8 +492,11 @@ def _calibration_chats(
     return load_conversations(conversations, every_turn=True)
 
 
-def _chats_info(conversations: Path | None, chats: Sequence[FileConversation]) -> dict:
-    """What a calibration read of a conversation file, for --json and the summary line."""
+def _chats_info(conversations: Path | None, chats: Sequence[FileConversation]) -> dict | None:
+    """What a calibration read of a conversation file, for --json and the summary line (None:
+    no conversations)."""
+    if not chats:
+        return None
     return {
         "source": str(conversations),
         "n_conversations": len({(chat.file, chat.line) for chat in chats}),
@@ -630,7 +678,6 @@ def decide_conversations(
     ``every_turn``) by the Gate, which reads it with ``reading``
     (default: the calibration's) and meets every user turn with the tripwires."""
     from ragbound.conversations.files import load_conversations
-    from ragbound.errors import InputError
     from ragbound.gate import Gate
     from ragbound.knowledge.query import SEARCH_BATCH
     from ragbound.progress import progress_bar

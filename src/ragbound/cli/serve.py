@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -13,17 +12,7 @@ from ragbound.cli import validate
 from ragbound.cli.common import rewriter_for
 from ragbound.cli.options import CalibratedKbArg, DecisionAlphaOpt, ReadingOpt, RewriteLlmOpt
 from ragbound.errors import InputError
-from ragbound.gate_texts import (
-    DEFAULT_ABSTENTION,
-    DEFAULT_CONTEXT_TEMPLATE,
-    DEFAULT_REFUSAL,
-    DEFAULT_UNANSWERABLE,
-)
-from ragbound.records import read_text
-
-if TYPE_CHECKING:
-    from ragbound.serve.gateway import GatewaySettings
-    from ragbound.serve.settings import Rotation
+from ragbound.gate_texts import DEFAULT_ABSTENTION, DEFAULT_REFUSAL, DEFAULT_UNANSWERABLE
 
 LOG_QUERY_MODES = ("full", "hash", "none")
 TEMPLATE_HELP = (
@@ -348,45 +337,34 @@ def serve(
     refused, as is a port already in use, before the model loads.
     """
     try:
-        from ragbound.serve import ServeSettings, Tokens, create_app
-        from ragbound.serve.listen import bind_sockets, reserve_file_handles, serve_on
+        from ragbound.serve import ServeSettings, Tokens
+        from ragbound.serve.launch import (
+            context_budget,
+            gate_loader,
+            gateway_settings,
+            launch,
+            log_rotation,
+        )
         from ragbound.serve.settings import Connections
     except ImportError as exc:
         raise InputError(
             f"ragbound serve needs the serve extra ({exc.name} is missing): "
             "pip install 'ragbound[serve]'"
         ) from None
-    from ragbound.gate import DEFAULT_CONTEXT_K, Gate
-    from ragbound.serve.querylog import check_query_log
 
     tokens = Tokens.load(token_file) if token_file is not None else None
-    replies = {"refusal": refusal, "abstention": abstention, "unanswerable": unanswerable}
-    budget = _budget(context_chunks, context_chars)
-    gateway = _gateway(
+    gateway = gateway_settings(
         upstream,
         upstream_key_file,
         context_template,
         pass_through,
-        replies,
-        budget,
+        {"refusal": refusal, "abstention": abstention, "unanswerable": unanswerable},
+        context_budget(context_chunks, context_chars),
         upstream_timeout,
     )
-    # the Gate returns the chunks the gateway may add (and /v1/decide as many neighbours)
-    context_k = max(DEFAULT_CONTEXT_K, gateway.context_chunks if gateway else 0)
     rewriter = rewriter_for(reading, llm) if reading is not None else None
     if llm is not None and reading is None:
         raise InputError("--llm is for the rewrite reading: give --reading rewrite")
-
-    def load_gate() -> Gate:
-        return Gate.load(
-            kb_dir,
-            force=force,
-            context_k=context_k,
-            reading=reading,
-            tripwire_instructions=tripwire_instructions,
-            rewriter=rewriter,
-        )
-
     bounds = {
         "max_connections": max_connections,
         "max_head_bytes": max_head_bytes,
@@ -399,7 +377,6 @@ def serve(
         "send_timeout_s": send_timeout,
     }
     given = {name: value for name, value in bounds.items() if value is not None}
-    connections = Connections(**given)  # type: ignore[arg-type]
     settings = ServeSettings(
         host=host,
         port=port,
@@ -411,116 +388,19 @@ def serve(
         canary_minutes=canary_minutes,
         force=force,
         workers=workers,
-        rotation=_rotation(log, log_max_bytes, log_rotate),
+        rotation=log_rotation(log, log_max_bytes, log_rotate == "daily"),  # type: ignore[arg-type]
         allowed_hosts=tuple(allowed_host or ()),
         alpha=alpha,
-        connections=connections,
+        connections=Connections(**given),  # type: ignore[arg-type]
     )
-    if tracing:  # refused before the model loads, like a port in use or a foreign --log
-        import ragbound.tracing as spans
-
-        spans.enable()
-    # refused before the model loads: a port in use, a --log file the service did not write
-    reserve_file_handles(connections)  # inherited by the workers
-    sockets = bind_sockets(host, port)
-    if log is not None:
-        check_query_log(log)
-    started = (
-        f"ragbound serve: {kb_dir} on http://{host}:{port}"
-        f"{'' if tokens else ' (no tokens: loopback only)'}"
-        f"{f', {workers} workers' if workers > 1 else ''}"
-        f"{f', log {log} ({log_queries})' if log else ''}"
-        f"{f', gateway to {upstream}' if upstream else ''}"
-        f"{', tracing' if tracing else ''}\n"
+    load_gate = gate_loader(
+        kb_dir,
+        settings,
+        reading=reading,
+        tripwire_instructions=tripwire_instructions,
+        rewriter=rewriter,
     )
-    if workers > 1:
-        from ragbound.detect.guard import Guard
-        from ragbound.serve.workers import serve_workers
-
-        sys.stderr.write(started)
-        serve_workers(
-            load_gate,
-            lambda: Guard.open(kb_dir, force=force),
-            settings,
-            sockets,
-        )
-        return
-    app = create_app(load_gate(), settings)
-    sys.stderr.write(started)
-    serve_on(app, sockets, host, port, connections)
-
-
-def _rotation(log: Path | None, max_bytes: object, every: str | None) -> Rotation:
-    """The log's rotation from the options (``max_bytes``: validate.byte_size's int)."""
-    from ragbound.serve.settings import Rotation
-
-    if log is None and (max_bytes is not None or every is not None):
-        raise InputError("--log-max-bytes and --log-rotate rotate the --log: give --log")
-    return Rotation(max_bytes=max_bytes, daily=every == "daily")  # type: ignore[arg-type]
-
-
-def _budget(chunks: int | None, chars: int | None) -> dict[str, int | None]:
-    """The context budget's settings given as options (0 characters: no budget)."""
-    budget: dict[str, int | None] = {}
-    if chunks is not None:
-        budget["context_chunks"] = chunks
-    if chars is not None:
-        budget["context_chars"] = chars or None
-    return budget
-
-
-def _gateway(
-    upstream: str | None,
-    key_file: Path | None,
-    template_file: Path | None,
-    pass_through: bool,
-    replies: dict[str, str],
-    budget: dict[str, int | None],
-    timeout_s: float | None = None,
-) -> GatewaySettings | None:
-    """The gateway's settings from the options (None without --upstream; ``timeout_s``
-    None: the default upstream timeout)."""
-    from ragbound.serve.gateway import (
-        DEFAULT_UPSTREAM_TIMEOUT_S,
-        GatewaySettings,
-        check_context_template,
-        check_reply_template,
-    )
-
-    if upstream is None:
-        if key_file or template_file or pass_through or budget or timeout_s is not None:
-            raise InputError(
-                "--upstream-key-file, --upstream-timeout, --context-template, --context-chunks, "
-                "--context-chars and --pass-through need --upstream"
-            )
-        return None
-    if pass_through and (template_file is not None or budget):
-        raise InputError(
-            "--pass-through forwards chats unchanged: drop --context-template, "
-            "--context-chunks and --context-chars"
-        )
-    for name, text in replies.items():  # refused at start, naming the option
-        check_reply_template(text, f"--{name}")
-    template = read_text(template_file) if template_file is not None else DEFAULT_CONTEXT_TEMPLATE
-    try:
-        check_context_template(template)
-    except InputError as exc:
-        raise InputError(f"{template_file}: {exc}") from None
-    return GatewaySettings(
-        upstream=upstream,
-        api_key=_first_line(key_file) if key_file is not None else None,
-        context_template=None if pass_through else template,
-        timeout_s=DEFAULT_UPSTREAM_TIMEOUT_S if timeout_s is None else timeout_s,
-        **replies,
-        **budget,  # type: ignore[arg-type]
-    )
-
-
-def _first_line(path: Path) -> str:
-    lines = read_text(path).strip().splitlines()
-    if not lines or not lines[0].strip():
-        raise InputError(f"{path}: empty; expected the upstream's API key on the first line")
-    return lines[0].strip()
+    launch(kb_dir, load_gate, settings, tracing=tracing)
 
 
 def register(app: typer.Typer) -> None:

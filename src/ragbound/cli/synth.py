@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal, cast
+from typing import Annotated, Literal, cast
 
 import typer
 
 from ragbound.cli import validate
 from ragbound.cli.common import cached_llm, emit_json, notice, progress, say
 from ragbound.cli.options import ConcurrencyOpt, JsonOpt, KbArg, LlmOpt, SeedOpt
-
-if TYPE_CHECKING:
-    from ragbound.detect import Guard
-    from ragbound.results import SyntheticCheck
 
 CONTEXTS = ("document", "chunk")
 
@@ -136,66 +132,6 @@ def synth(
         return
     dropped = ", ".join(f"{k}: {v}" for k, v in report.dropped.items()) or "none"
     say(f"wrote {report.kept} queries ({report.requested} LLM calls) to {out} (dropped: {dropped})")
-
-
-def check_against_real(
-    guard: Guard,
-    calibration: tuple[Path, str | None],
-    real: tuple[Path | None, list[str] | None],
-    show_progress: bool,
-) -> SyntheticCheck | None:
-    """For ``calibrate``: compare the calibration queries (file, field) with the real ones
-    (file, loaded texts), keeping the result in the guard's manifest (a warning on stderr when
-    they differ), or remind users of synthetic queries that the check exists."""
-    from ragbound.synth.check import (
-        check_warning,
-        compare_with_real,
-        describe_check,
-        record_check,
-        synthetic_provenance,
-    )
-
-    provenance = synthetic_provenance(*calibration)
-    real_queries, real_texts = real
-    if real_queries is None or real_texts is None:
-        if provenance is not None:
-            notice(
-                "note: these calibration queries come from `ragbound synth`; add "
-                "--real-queries FILE (a few dozen real user questions) to check that they "
-                "score like real ones"
-            )
-        return None
-    check = compare_with_real(
-        guard,
-        real_texts,
-        real_source=str(real_queries),
-        provenance=provenance,
-        progress=show_progress,
-    )
-    record_check(guard, check)
-    warning = check_warning(check)
-    notice(
-        f"warning: {warning}"
-        if warning
-        else f"real-question check: no difference at level {check.level:g} "
-        f"({describe_check(check)})" + weak_silence(check.n_real)
-    )
-    return check
-
-
-# With 20 real questions the check missed MSS calibrated on synthetic questions (29% false
-# positives) on 9% of draws, and the one set of 20 a user would pass slipped through; with 50
-# it never did (near-synth benchmark, two splits, docs/benchmarks.md).
-CONFIDENT_REAL = 50
-
-
-def weak_silence(n_real: int) -> str:
-    """A reminder that a silent check on few real questions proves little."""
-    if n_real >= CONFIDENT_REAL:
-        return ""
-    return (
-        f"; with {n_real} real questions a silence is weak evidence: give {CONFIDENT_REAL} or more"
-    )
 
 
 def register(app: typer.Typer) -> None:
