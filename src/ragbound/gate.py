@@ -44,8 +44,9 @@ from ragbound.conversations.turns import (
     vector_reader,
 )
 from ragbound.detect.answerability import AnswerabilityVerdict
-from ragbound.detect.guard import Guard, Scored
+from ragbound.detect.guard import Guard
 from ragbound.detect.names import APPROXIMATE
+from ragbound.detect.online import Scored
 from ragbound.errors import InputError
 from ragbound.gate_texts import DEFAULT_ABSTENTION as DEFAULT_ABSTENTION  # re-exported
 from ragbound.gate_texts import DEFAULT_CONTEXT_TEMPLATE as DEFAULT_CONTEXT_TEMPLATE
@@ -58,7 +59,6 @@ from ragbound.tripwires.guard import (
     TripwireRule,
     TripwireTest,
     TripwireVerdict,
-    load_rule,
 )
 
 if TYPE_CHECKING:
@@ -217,13 +217,9 @@ class Gate:
         ``reading`` None: the one the calibration's conversations were read with, else
         ``follow``."""
         guard = Guard.load(kb_dir, force=force)
-        tripwires = None
-        if guard.kb.manifest.embedder.kind == "dense":
-            candidate = TripwireTest(guard.kb, rule or load_rule(Path(kb_dir)))
-            tripwires = candidate if len(candidate.tripwires) else None
         gate = cls(
             guard,
-            tripwires,
+            TripwireTest.saved(guard.kb, rule),
             context_k=context_k,
             reading=reading or guard.reading or DEFAULT_READING,
             tripwire_instructions=tripwire_instructions,

@@ -73,6 +73,22 @@ def test_a_knowledge_base_without_tripwires_passes_everything(minilm_kb_dir: Pat
     assert not decision.forbidden and decision.triggers == [] and decision.best_rank is None
 
 
+def test_the_saved_tripwires_of_a_folder_with_its_rule_or_none(
+    guarded_kb: Path, minilm_kb_dir: Path, corpus_dir: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "kb"
+    shutil.copytree(guarded_kb, folder)
+    save_rule(folder, TripwireRule(k=3, proportion=None, rank=1))
+    saved = TripwireTest.saved(KnowledgeBase.load(folder))
+    assert saved is not None and saved.rule.k == 3 and len(saved.tripwires) == 4
+    assert saved.set_hash == saved.tripwires.manifest.set_hash and not saved.reads_search
+    given = TripwireTest.saved(KnowledgeBase.load(folder), TripwireRule(k=5))
+    assert given is not None and given.rule.k == 5
+    assert TripwireTest.saved(KnowledgeBase.load(minilm_kb_dir)) is None  # none saved
+    KnowledgeBase.build([corpus_dir], embedder="bm25").save(tmp_path / "bm25")
+    assert TripwireTest.saved(KnowledgeBase.load(tmp_path / "bm25")) is None
+
+
 def test_similarity_floor_silences_weak_tripwires(guarded_kb: Path) -> None:
     assert (
         TripwireTest.load(guarded_kb, TripwireRule(k=3, floor=0.99)).check(UNSAFE[0]).forbidden

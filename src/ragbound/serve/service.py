@@ -8,7 +8,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
-from pathlib import Path
 
 from ragbound.conversations.model import Query
 from ragbound.conversations.turns import Embedded
@@ -34,7 +33,6 @@ from ragbound.tripwires import (
     TripwireChange,
     TripwireTest,
     TripwireWatch,
-    load_rule,
 )
 
 GateSource = Gate | Callable[[], Gate]
@@ -410,10 +408,10 @@ class Service:
         kb = gate.guard.kb
         stamp = self._watch.local() if self._watch is not None else None
         version = self._read_version() if version is UNREAD else version
-        rule = gate.tripwires.rule if gate.tripwires is not None else load_rule(Path(kb.path))
-        guard = TripwireTest(kb, rule)
-        guard.floor()  # a derived floor compares every pair of tripwires: here, not at a decision
-        fresh = gate.with_tripwires(guard if len(guard.tripwires) else None)
+        guard = TripwireTest.saved(kb, gate.tripwires.rule if gate.tripwires is not None else None)
+        if guard is not None:
+            guard.floor()  # a derived floor compares every pair of tripwires: not at a decision
+        fresh = gate.with_tripwires(guard)
         self._tripwire_stamp, self._tripwire_version = stamp, version
         self.gate = fresh
         return fresh

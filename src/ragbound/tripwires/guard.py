@@ -397,6 +397,15 @@ class TripwireTest:
         kb = KnowledgeBase.load(kb_dir)
         return cls(kb, rule or load_rule(Path(kb_dir)))
 
+    @classmethod
+    def saved(cls, kb: KnowledgeBase, rule: TripwireRule | None = None) -> TripwireTest | None:
+        """The tripwires saved in ``kb``'s folder under ``rule`` (default: the rule saved
+        there); None when it holds none (a lexical knowledge base never does)."""
+        if kb.path is None or kb.manifest.embedder.kind != "dense":
+            return None
+        found = cls(kb, rule or load_rule(Path(kb.path)))
+        return found if len(found.tripwires) else None
+
     def retrieve(self, queries: Sequence[str], k: int) -> MergedTopK:
         """Merged top-k of knowledge and tripwires for each query (one embedding per query)."""
         vectors = self.kb.prepare(queries).vectors  # validated, embedded once
