@@ -44,20 +44,25 @@ def _ranked_counts(
 def auroc(scores_in: ArrayLike, scores_out: ArrayLike) -> float:
     """Area under the ROC curve: P(OoK score > in-knowledge score), ties counting 1/2.
 
-    Counted exactly (the Mann-Whitney U statistic) in integers, then divided once.
+    The trapezoids under :func:`roc_points` (its corners only), summed as scikit-learn's
+    ``roc_auc_score`` sums them, so the two agree to the last bit.
     """
-    negatives, positives = _ranked_counts(scores_in, scores_out)
-    above = np.cumsum(positives) - positives  # OoK scores strictly higher than each group
-    twice_wins = int((negatives * (2 * above + positives)).sum())
-    return twice_wins / (2 * int(negatives.sum()) * int(positives.sum()))
+    fpr, tpr = roc_points(scores_in, scores_out)
+    return float((np.diff(fpr) * (tpr[1:] + tpr[:-1]) / 2.0).sum())
 
 
 def roc_points(scores_in: ArrayLike, scores_out: ArrayLike) -> tuple[FloatArray, FloatArray]:
-    """The ROC curve's corners (fpr, tpr), from (0, 0) to (1, 1): one per distinct score,
-    flagging every score at or above it."""
+    """The ROC curve (fpr, tpr) from (0, 0) to (1, 1): a point per distinct score, flagging
+    every score at or above it, but only where the curve turns (a point on the straight line
+    between its neighbours, the same step in both rates on either side, is left out)."""
     negatives, positives = _ranked_counts(scores_in, scores_out)
-    fpr = np.concatenate([[0.0], np.cumsum(negatives) / negatives.sum()])
-    tpr = np.concatenate([[0.0], np.cumsum(positives) / positives.sum()])
+    flagged_in, flagged_out = np.cumsum(negatives), np.cumsum(positives)
+    if flagged_in.size > 2:
+        turns = (np.diff(flagged_in, 2) != 0) | (np.diff(flagged_out, 2) != 0)
+        corner = np.concatenate([[True], turns, [True]])
+        flagged_in, flagged_out = flagged_in[corner], flagged_out[corner]
+    fpr = np.concatenate([[0], flagged_in]) / flagged_in[-1]
+    tpr = np.concatenate([[0], flagged_out]) / flagged_out[-1]
     return fpr, tpr
 
 
