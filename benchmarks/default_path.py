@@ -123,7 +123,7 @@ def old_gate(folder: Path) -> tuple[Callable[[str], object], Callable[[str], Dec
         set_cpu_spinning(False)
     assert pinned.runner().spinning
     # the knowledge base loads its embedder by name: this one is handed in
-    with mock.patch("ragbound.knowledge.base.load_dense_embedder", lambda *_, **__: pinned):
+    with mock.patch("ragbound.knowledge.held.load_dense_embedder", lambda *_, **__: pinned):
         gate = Gate.load(folder)
         assert gate.guard.kb.embedder is pinned
     return pinned.encode_one, pool_free(gate.decide)

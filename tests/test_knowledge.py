@@ -469,7 +469,7 @@ def test_a_reader_overtaken_by_an_overwrite_reads_again(
 ):
     """The overwrite commits and removes the old files right after the reader read the old
     manifest (the window a real reader hits only by luck): the reader reads again."""
-    import ragbound.knowledge.base as knowledge
+    import ragbound.knowledge.commits as knowledge
 
     target = bm25_kb(corpus_dir, tmp_path / "kb")
     bees = KnowledgeBase.build([corpus_dir / "bees"], embedder="bm25")

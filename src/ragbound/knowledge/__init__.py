@@ -10,11 +10,18 @@
   imports the knowledge base); :mod:`~ragbound.knowledge.registry` lists them by dotted path,
   imports one on first use and chooses one by name or URL
 - :mod:`~ragbound.knowledge.segments`: segment files and the folder's care
-- :mod:`~ragbound.knowledge.build`: chunking, embedding and the resumable staged build
+- :mod:`~ragbound.knowledge.build`: the backing checked first, chunking, a segment's embedding
+  and the resumable staged build
+- :mod:`~ragbound.knowledge.appending`: what a knowledge base holds as segments are appended,
+  rebased on another writer's commit, or restricted to some documents
+- :mod:`~ragbound.knowledge.commits`: reading the last commit, knowing when a writer is behind
+- :mod:`~ragbound.knowledge.views`: searching at other granularities
 - :mod:`~ragbound.knowledge.query`: query preparation (validate once; vectors or texts)
 - :mod:`~ragbound.knowledge.protocol`: :class:`Knowledge`, what checking a query reads;
   :mod:`~ragbound.knowledge.retriever`: :class:`RetrieverKnowledge`, any retriever as Knowledge
-- :mod:`~ragbound.knowledge.base`: :class:`KnowledgeBase`
+- :mod:`~ragbound.knowledge.held`: :class:`~ragbound.knowledge.held.HeldKnowledge`, rows
+  held in a backing and searched; :mod:`~ragbound.knowledge.base`: :class:`KnowledgeBase`,
+  held knowledge that is made, added to, saved and loaded
 """
 
 from ragbound.knowledge.backing import Backing, Capabilities, Contents, refuse_missing

@@ -1,4 +1,5 @@
-"""Building a knowledge base's rows: chunking, embedding by token budget, and the staged build.
+"""Building a knowledge base's rows: the backing checked first, chunking, a new segment's
+embedding by token budget, and the staged build.
 
 Chunks are embedded in outer batches, longest first, so similar lengths share a batch and
 memory stays flat. ``build(staging=...)`` writes each finished block of vectors to
@@ -11,20 +12,31 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ragbound.artifacts import read_npy, sha256_text, write_npy
+from ragbound.artifacts import read_npy, sha256_text, utc_now, write_npy
 from ragbound.corpus import Chunk, ChunkingParams, Document, chunk_documents
+from ragbound.corpus.units import UnitParams, split_units
+from ragbound.embedders import EmbedderInfo, is_lexical
 from ragbound.embedders.base import DenseEmbedder
 from ragbound.embedders.sentence import release_freed_memory
 from ragbound.errors import ArtifactError, InputError
 from ragbound.faults import crash_point
+from ragbound.knowledge.backing import Backing, EmbedderKind, refuse_missing
 from ragbound.knowledge.layout import STAGING
-from ragbound.knowledge.manifest import KBManifest, VectorDType, corpus_hash
-from ragbound.knowledge.segments import CHECK_ROWS, remove_path
+from ragbound.knowledge.manifest import (
+    VECTOR_DTYPES,
+    KBManifest,
+    Segment,
+    VectorDType,
+    corpus_hash,
+)
+from ragbound.knowledge.registry import local_backing
+from ragbound.knowledge.segments import CHECK_ROWS, FineUnits, PendingSegment, remove_path
 from ragbound.progress import progress_bar
 
 # Chunks are embedded in outer batches so the progress bar moves and memory stays flat.
@@ -34,6 +46,51 @@ STAGE_BLOCK = 8192
 STAGE_BLOCK_ENV = "RAGBOUND_STAGE_BLOCK"
 _MAX_TOKENS = 256  # MiniLM's max_seq_length; longer models are capped the same for the budget
 _TOKEN_BUDGET = 2048  # tokens per forward pass
+
+
+def embedder_kind(spec: str) -> EmbedderKind:
+    """``lexical`` for BM25, else ``dense``."""
+    return "lexical" if is_lexical(spec) else "dense"
+
+
+def checked_backing(
+    backing: Backing | None, spec: str, units: UnitParams | None, vector_dtype: str | None
+) -> Backing:
+    """``backing`` (default: local for the embedder ``spec``), refused before any work when
+    it lacks what is asked: the units, the vector type, the embedder's kind, being built."""
+    kind = embedder_kind(spec)
+    if vector_dtype is not None and vector_dtype not in VECTOR_DTYPES:
+        raise InputError(
+            f"vector_dtype must be one of {', '.join(VECTOR_DTYPES)}, got {vector_dtype!r}"
+        )
+    backing = backing or local_backing(kind)
+    refuse_missing(
+        backing,
+        units=(units or UnitParams()).indexed,
+        vector_dtype=vector_dtype,
+        embedder=kind,
+        index=True,
+    )
+    return backing
+
+
+def new_manifest(spec: str, info: EmbedderInfo, backing: Backing, **fields: Any) -> KBManifest:
+    """The manifest of a knowledge base about to get its first segment (its counts and
+    corpus hash are those of no chunks until it is appended); ``fields``: the manifest's own
+    (chunking, units, text_field, ...)."""
+    now = utc_now()
+    return KBManifest(
+        created_at=now,
+        updated_at=now,
+        embedder_spec=spec,
+        embedder=info,
+        n_chunks=0,
+        n_documents=0,
+        corpus_hash=corpus_hash([]),
+        segments=[],
+        backing=backing.entry,
+        **fields,
+    )
 
 
 def chunk_corpus(documents: Sequence[Document], chunking: ChunkingParams) -> list[Chunk]:
@@ -68,6 +125,45 @@ def embed_texts(
             release_freed_memory()
             advance(len(rows))
     return vectors
+
+
+def new_segment(
+    manifest: KBManifest,
+    embedder: DenseEmbedder | None,
+    documents: Sequence[Document],
+    chunks: list[Chunk],
+    sources: Sequence[str],
+    *,
+    batch_size: int,
+    progress: bool,
+    staging: str | Path | None = None,
+) -> PendingSegment:
+    """The next segment of the knowledge base ``manifest`` describes: ``chunks``, their fine
+    units, and both embedded when ``embedder`` is given (a dense knowledge base), the chunks
+    staged block by block in ``staging`` when given (:class:`StagedBuild`)."""
+    units = split_units(chunks, manifest.units)
+    vectors, unit_vectors = None, None
+    if embedder is not None:
+        dtype, texts = manifest.vector_dtype, [c.text for c in chunks]
+        if staging is None:
+            vectors = stored_as(embed_texts(embedder, texts, batch_size, progress), dtype)
+        else:
+            stage = StagedBuild.open(Path(staging), manifest, chunks, batch_size)
+            vectors = stage.embed(embedder, texts, batch_size, progress, dtype)
+        unit_vectors = np.empty((0, manifest.embedder.dimension), np.float32)
+        if units:
+            texts = [u.text for u in units]
+            unit_vectors = embed_texts(embedder, texts, batch_size, progress, "units")
+    segment = Segment(
+        # provisional: save() gives every new segment a name no committed manifest uses
+        name=f"unsaved-{len(manifest.segments) + 1}",
+        n_chunks=len(chunks),
+        n_documents=len(documents),
+        sources=list(sources),
+        created_at=utc_now(),
+        n_units=len(units),
+    )
+    return PendingSegment(segment, chunks, vectors, FineUnits(units, unit_vectors))
 
 
 def _batch_for(longest_words: int, batch_size: int) -> int:
@@ -121,6 +217,23 @@ def tidy_staging(target: Path, *, created: bool) -> int:
     if created:
         _remove_if_empty(target)
     return kept
+
+
+@contextlib.contextmanager
+def kept_if_stopped(target: Path, notify: Callable[[str], None] | None) -> Iterator[None]:
+    """Around a build of ``target``: when it stops on an exception (a Ctrl-C, an error),
+    leave only what a rerun uses (:func:`tidy_staging`) and tell ``notify`` what is kept."""
+    created = not target.exists()
+    try:
+        yield
+    except BaseException:  # an interruption or an error: leave only what a rerun uses
+        kept = tidy_staging(target, created=created)
+        if kept and notify is not None:
+            notify(
+                f"{staging_dir(target)} keeps {kept} embedded block(s): the same command "
+                "continues from them (delete the folder to drop them)"
+            )
+        raise
 
 
 def _remove_if_empty(folder: Path) -> None:
