@@ -33,11 +33,13 @@ MARK = "\N{DOUBLE VERTICAL LINE}"  # where the boundary falls among those words
 SHARES = ("identical", "boundaries", "chunks")
 
 
-def corpora() -> dict[str, tuple[Callable[[], str | None], Callable[[], list[Document]]]]:
+def corpora(
+    out: Path = OUT,
+) -> dict[str, tuple[Callable[[], str | None], Callable[[], list[Document]]]]:
     """Corpus name -> (why it cannot be read here, or None; its documents as the zoo and the
-    conversations benchmark index them)."""
+    conversations benchmark index them). PubMedQA's corpus file is written into ``out``."""
     return {
-        "PubMedQA": (datasets.missing_reason, near.pubmedqa_documents(OUT)),
+        "PubMedQA": (datasets.missing_reason, near.pubmedqa_documents(out)),
         "COVID-QA": (datasets.covidqa_missing_reason, near.covid_documents),
         "BANKING77-OOS": (datasets.banking77oos_missing_reason, zoo.banking_documents),
         "CLAP NQ": (datasets.clapnq_missing_reason, zoo.clapnq_documents),
@@ -144,14 +146,15 @@ def disagreements(doc: Document, ours: list[str], theirs: list[str]) -> list[dic
     ]
 
 
-def measure() -> dict:
-    """Every corpus present (the others under "skipped", with the reason)."""
+def measure(out: Path = OUT) -> dict:
+    """Every corpus present (the others under "skipped", with the reason); files it writes go
+    into ``out``."""
     try:
         import blingfire  # noqa: F401
     except ImportError:
         return {"skipped": {"all": "blingfire is not installed (the dev extra)"}}
     results: dict = {"corpora": {}, "skipped": {}}
-    for name, (missing_reason, documents) in corpora().items():
+    for name, (missing_reason, documents) in corpora(out).items():
         reason = missing_reason()
         if reason:
             results["skipped"][name] = reason

@@ -85,10 +85,10 @@ def test_agrees_with_blingfire_on_texts_written_here() -> None:
 
 
 @pytest.fixture(scope="module")
-def zoo() -> dict:
+def zoo(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The sentences benchmark's comparison on every zoo corpus present."""
     pytest.importorskip("blingfire")
-    results = bench.measure()
+    results = bench.measure(tmp_path_factory.mktemp("sentences"))
     if not results["corpora"]:
         pytest.skip(f"no corpus of the zoo here: {results['skipped']}")
     return results
