@@ -248,8 +248,8 @@ def _attached_backing(kind: str, dsn: str):
     from ragbound.knowledge.chroma import ChromaAttachedBacking, ChromaLocation
     from ragbound.knowledge.lancedb import LanceAttachedBacking, LanceLocation
     from ragbound.knowledge.postgres import PostgresAttachedBacking
+    from ragbound.knowledge.postgres_tables import PostgresTable
     from ragbound.knowledge.qdrant import QdrantAttachedBacking, QdrantLocation
-    from ragbound.stores.postgres import PostgresTable
 
     if kind == "chroma-attached":
         return ChromaAttachedBacking(ChromaLocation(host="127.0.0.1", port=1, collection="c"))

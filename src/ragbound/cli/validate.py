@@ -296,7 +296,7 @@ def check_step(step: float | None, window_size: float, unit: str) -> None:
 
 
 def _postgres_url(value: str) -> None:
-    from ragbound.stores.postgres import split_store_url
+    from ragbound.knowledge.postgres_tables import split_store_url
 
     try:
         split_store_url(value)
@@ -306,7 +306,7 @@ def _postgres_url(value: str) -> None:
 
 def _sql_name(what: str) -> Callable[[str], None]:
     def check(value: str) -> None:
-        from ragbound.stores.postgres import check_identifier
+        from ragbound.knowledge.postgres_tables import check_identifier
 
         try:
             check_identifier(value, what)
@@ -347,7 +347,7 @@ column_filter = _each(_column_filter)
 
 
 def _ef_search(value: int) -> None:
-    from ragbound.stores.postgres import MAX_EF_SEARCH
+    from ragbound.knowledge.postgres_tables import MAX_EF_SEARCH
 
     if not 1 <= value <= MAX_EF_SEARCH:
         raise typer.BadParameter(f"must be in 1..{MAX_EF_SEARCH}, got {value}")

@@ -4,7 +4,7 @@ The knowledge-base folder holds only ``manifest.json`` (plus the calibration and
 as for any knowledge base); its ``backing`` field (kind ``postgres`` or
 ``postgres-attached``) names the DSN (never the password), the table and its columns. Both
 store chunks only: sentence and window units are refused before any work. Searching runs in
-the database (:class:`~ragbound.stores.postgres.PostgresStore`); the chunk texts are read
+the database (:class:`~ragbound.knowledge.postgres_tables.PostgresStore`); the chunk texts are read
 once when the knowledge base is loaded.
 
 - **owned** (``ragbound index CORPUS --out KB --backing postgresql://...``): ragbound creates
@@ -39,10 +39,7 @@ from ragbound.knowledge.attached import Access, AttachedBacking, Found, Rows
 from ragbound.knowledge.backing import Capabilities, Contents, Loaded, refuse_missing
 from ragbound.knowledge.layout import KB_FORMAT, MANIFEST
 from ragbound.knowledge.manifest import BackingEntry, KBManifest, corpus_hash
-from ragbound.knowledge.segments import FineUnits, check_new_folder, same_dir
-from ragbound.knowledge.tripwire_flags import TRIPWIRE_FLAG
-from ragbound.stores import Retriever, SearchInfo
-from ragbound.stores.postgres import (
+from ragbound.knowledge.postgres_tables import (
     OWNED_MARK,
     ROW_COLUMN,
     PostgresStore,
@@ -66,6 +63,9 @@ from ragbound.stores.postgres import (
     table_columns,
     table_sql,
 )
+from ragbound.knowledge.segments import FineUnits, check_new_folder, same_dir
+from ragbound.knowledge.tripwire_flags import TRIPWIRE_FLAG
+from ragbound.stores import Retriever, SearchInfo
 
 _OWNED_COLUMNS = ("chunk_id", "doc_id", "source", "position", "n_words", "text", "metadata")
 
@@ -414,7 +414,8 @@ class PostgresAccess(Access):
     def settle(self, dimension: int) -> PostgresTable:
         """The key, text, vector and metadata columns settled (named, or found where
         LangChain and LlamaIndex put them; the key defaults to the primary key), after
-        checking they exist, the vectors' dimension and, for ``search=hnsw``, the index."""
+        checking they exist and, for ``search=hnsw``, the index (the vectors' dimension is
+        the template's sample check)."""
         location = self.location
         columns = table_columns(self.connection, location.table)
         if not columns:

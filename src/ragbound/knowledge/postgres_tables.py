@@ -1,11 +1,12 @@
-"""PostgreSQL + pgvector as a store: connections, table layouts, and the search.
+"""PostgreSQL + pgvector tables: where a knowledge base's rows are, how to reach and search them.
 
-Rows live in a table, never in this process. A :class:`PostgresTable` says where (a DSN
-without the password, a table, its text, vector and key columns, an optional equality
-filter); :class:`PostgresStore` searches it exactly, one round trip per batch of queries. The
-password comes from ``PGPASSWORD`` or ``~/.pgpass`` (libpq's own lookup), never from a file
-ragbound writes. Needs the ``postgres`` extra (``psycopg`` 3 and ``pgvector``); nothing here
-imports them until a database is used.
+What the PostgreSQL backings (:mod:`ragbound.knowledge.postgres`) share. Rows live in a
+table, never in this process. A :class:`PostgresTable` says where (a DSN without the
+password, a table, its text, vector and key columns, an optional equality filter);
+:class:`PostgresStore` searches it, one round trip per batch of queries. The password comes
+from ``PGPASSWORD`` or ``~/.pgpass`` (libpq's own lookup), never from a file ragbound
+writes. Needs the ``postgres`` extra (``psycopg`` 3 and ``pgvector``); nothing here imports
+them until a database is used.
 
 pgvector computes *distances*; they become similarities here, once: cosine distance ``<=>``
 gives 1 - d, negative inner product ``<#>`` gives -x, so every statistic sees the numbers
@@ -85,11 +86,6 @@ class PostgresTable(BaseModel):
 
 
 # ----------------------------------------------------------------------- names and DSNs
-def is_postgres_url(text: str) -> bool:
-    """True for a ``postgresql://`` (or ``postgres://``) connection URL."""
-    return urlsplit(text).scheme in SCHEMES
-
-
 def check_identifier(name: str, what: str) -> str:
     """A table or column name ragbound will quote: letters, digits, ``_`` and ``$``;
     a table may be schema-qualified (``schema.table``). Returns it unchanged."""
@@ -289,27 +285,6 @@ def require_columns(columns: dict[str, str], location: PostgresTable, named: dic
         )
 
 
-def stored_dimension(connection: Any, location: PostgresTable, declared: str) -> int | None:
-    """The vectors' length: from the column type ``vector(n)``, else from the rows (None
-    when the table has no vectors); mixed lengths are an InputError."""
-    match = re.fullmatch(r"vector\((\d+)\)", declared)
-    if match:
-        return int(match.group(1))
-    from psycopg import sql
-
-    query = sql.SQL(
-        "SELECT min(vector_dims({v})), max(vector_dims({v})) FROM {t} WHERE {w} AND {v} IS NOT NULL"
-    ).format(
-        v=sql.Identifier(location.vector_column),
-        t=table_sql(location.table),
-        w=filter_sql(location.where),
-    )
-    low, high = connection.execute(query).fetchone()
-    if low != high:
-        raise InputError(f"{location.describe()}: vectors of {low} to {high} dimensions are mixed")
-    return low
-
-
 def session_settings(location: PostgresTable) -> list[str]:
     """SET statements that make a connection search the way ``location`` says."""
     if location.search == "exact":
@@ -369,14 +344,6 @@ def require_hnsw_index(connection: Any, location: PostgresTable, similarity: Sim
         f"(for {similarity} similarity): create one (CREATE INDEX ON {location.table} USING "
         f"hnsw ({location.vector_column} {opclass})), or search exactly"
     )
-
-
-def check_dimension(found: int | None, expected: int, location: PostgresTable, name: str) -> None:
-    if found is not None and found != expected:
-        raise InputError(
-            f"dimension mismatch: {location.describe()} holds {found}-dimensional vectors in "
-            f"{location.vector_column!r}, the embedder {name} makes {expected}-dimensional ones"
-        )
 
 
 # ------------------------------------------------------------------------------- search

@@ -10,8 +10,7 @@ import pytest
 from pgvector.psycopg import register_vector
 
 from ragbound.errors import InputError
-from ragbound.stores import ExactStore, Retriever, search_excluding
-from ragbound.stores.postgres import (
+from ragbound.knowledge.postgres_tables import (
     ROW_COLUMN,
     PostgresStore,
     PostgresTable,
@@ -19,6 +18,7 @@ from ragbound.stores.postgres import (
     require_hnsw_index,
     split_store_url,
 )
+from ragbound.stores import ExactStore, Retriever, search_excluding
 
 N_ROWS, DIM = 300, 48
 
