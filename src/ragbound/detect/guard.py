@@ -6,31 +6,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ragbound.detect.answerability import AnswerabilityModel, AnswerabilityVerdict
 from ragbound.detect.answers import AnswerabilityTest, check_request
-from ragbound.detect.boundary import BoundaryDetector
 from ragbound.detect.calibration import Calibration, NullQuestions
 from ragbound.detect.canary import CanaryCheck, check_canaries, verify_canaries
 from ragbound.detect.config import DetectorConfig
 from ragbound.detect.fitting import fit_calibration
 from ragbound.detect.judge import AnswerabilityJudge
-from ragbound.detect.online import OnlineTest, Scored
-from ragbound.detect.provenance import (
-    Questions,
-    check_questions,
-    record_provenance,
-    record_reading,
-)
-from ragbound.detect.rerank import CrossEncoderReranker
+from ragbound.detect.online import OnlineTest
+from ragbound.detect.provenance import Questions, check_questions, record_provenance, record_reading
 from ragbound.detect.resolution import Resolution, resolution
-from ragbound.detect.retrieval import neighbours
-from ragbound.errors import InputError
+from ragbound.detect.storage import floor_reference, save_calibration
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.protocol import Knowledge, check_statistic
-from ragbound.knowledge.query import Prepared
-from ragbound.results import Neighbour, Verdict
+from ragbound.results import Verdict
 from ragbound.stores import Hits
 
 if TYPE_CHECKING:
@@ -38,8 +27,12 @@ if TYPE_CHECKING:
     from ragbound.tripwires.floor import Reference
 
 
-class Guard:
+class Guard(OnlineTest):
     """Online out-of-knowledge checks against one knowledge base.
+
+    The online test of its knowledge against its calibration (:class:`OnlineTest`: ``check``,
+    ``score``, ...), the answerability test beside it (``self.answers``), made by
+    :meth:`calibrate` (:mod:`~ragbound.detect.fitting`), saved and opened again.
 
     Example:
         >>> kb = KnowledgeBase.load("kb/")  # doctest: +SKIP
@@ -68,11 +61,10 @@ class Guard:
         """
         calibration.check_compatible(kb.fingerprint, force=force)
         check_statistic(kb, calibration.manifest.detector.statistic)
-        self.kb = kb.at_granularity(calibration.granularity_for(granularity, force=force))
-        calibration.check_search(self.kb.describe(), force=force)
-        self.calibration = calibration
-        self.test = OnlineTest(self.kb, calibration)
-        self.answers = AnswerabilityTest(self.test)
+        searched = kb.at_granularity(calibration.granularity_for(granularity, force=force))
+        calibration.check_search(searched.describe(), force=force)
+        super().__init__(searched, calibration)
+        self.answers = AnswerabilityTest(self)
         self._reference: Reference | None = None
 
     # ------------------------------------------------------------- lifecycle
@@ -102,26 +94,18 @@ class Guard:
 
         A statistic of the similarities (mss, knn, avgknn, entropy, energy, fisher, simes):
         every query's top-k is retrieved and kept as the null. With a reranker the null keeps
-        its relevance logits of the k chunks (:meth:`OnlineTest.test_rows`); the folder is recorded
+        its relevance logits of the k chunks (:meth:`test_rows`); the folder is recorded
         resolved, with its revision. ``granularity`` (``"sentence"``, ``"chunk,window"``,
         ...): the indexed units chunks are scored by (default: the knowledge base's own, as
         indexed); it is recorded.
 
-        ``statistic="combined"`` learns one score from several retrieval signals
-        (:mod:`ragbound.detect.combined`); ``statistic="auto"`` ranks every candidate
-        (statistic x k x granularity, and combined) on leave-documents-out queries and
-        calibrates the simplest within one standard error of the best, or MSS when the
-        left-out queries cannot tell or the pick does not beat MSS by a standard error
-        (:mod:`ragbound.detect.select`; the manifest's ``selection`` keeps them all and
-        ``kept_default_because`` says why). Both
-        split ``queries`` (seeded by ``seed``, default 0) into a learning part and a
-        conformal part that alone makes the null, search every indexed unit and choose k:
-        ``k``, ``reranker`` and ``granularity`` are refused (a ``config``'s k is not used).
-        With ``null_queries`` (real in-knowledge questions) every one of ``queries`` (e.g.
-        ``ragbound synth`` output) learns and ``null_queries`` alone make the null, so the
-        p-value is conformal on them (``queries_source`` should then name them); a question
-        in both leaves the learning, with a warning. ``null_queries`` and ``seed`` are
-        refused with the other statistics, which learn nothing.
+        ``statistic="combined"`` learns one score from several retrieval signals, and
+        ``statistic="auto"`` picks among every candidate (the simplest within one standard
+        error of the best, else MSS). Both learn on a seeded part of ``queries`` (``seed``,
+        default 0), or on all of them when ``null_queries`` (real in-knowledge questions) alone
+        make the null, and choose k and the units: ``k``, ``reranker`` and ``granularity`` are
+        refused, and ``null_queries`` and ``seed`` are refused with the other statistics
+        (:mod:`ragbound.detect.fitting`).
 
         ``questions``: where the questions that make the null came from, kept in the
         manifest (``questions``, a :class:`NullQuestions`): ``"real"`` or ``"synthetic"`` for
@@ -131,11 +115,10 @@ class Guard:
         ``approximate`` ("p-values approximate: no real questions").
 
         ``answerability`` (``"coverage"``, or ``"judge"`` with ``llm``; None: off) adds the
-        answerability test (:mod:`ragbound.detect.answerability`, :mod:`ragbound.detect.judge`),
-        calibrated on the same questions: a
-        :class:`~ragbound.gate.Gate` then also abstains on a question in scope whose retrieved
-        chunks do not hold what it asks, the two tests sharing alpha. Not with ``combined`` or
-        ``auto``.
+        answerability test (:mod:`ragbound.detect.answers`), calibrated on the same
+        questions: a :class:`~ragbound.gate.Gate` then also abstains on a question in scope
+        whose retrieved chunks do not hold what it asks, the two tests sharing alpha. Not
+        with ``combined`` or ``auto``.
 
         Example (synthetic questions teach the score, real ones certify it)::
 
@@ -158,7 +141,7 @@ class Guard:
         )
         guard = cls(kb, fitted.calibration)
         record_provenance(guard.kb, guard.calibration, questions)
-        guard.test.keep_reranker(fitted.reranker)
+        guard.keep_reranker(fitted.reranker)
         if answerability is not None:
             guard.with_answerability(answerability, llm=llm, progress=progress)
         return guard
@@ -181,41 +164,17 @@ class Guard:
         With a vector search the tripwire floor's reference questions are embedded (once per
         guard: not again if a decision did) and kept with it, so a load does not embed them.
         """
-        self._keep_reference()
-        if folder is not None:
-            target = Path(folder)
-            target.mkdir(parents=True, exist_ok=True)
-            return self.calibration.save(target, on_wait=on_wait, standalone=True)
-        if self.kb.path is None:
-            raise InputError(
-                "this knowledge has no folder and the calibration lives inside one: save the "
-                "knowledge base first, or save the calibration in a folder of your choice "
-                "(guard.save(folder=...))"
-            )
-        return self.calibration.save(self.kb.path, on_wait=on_wait)
+        return save_calibration(
+            self.kb, self.calibration, self.reference, folder=folder, on_wait=on_wait
+        )
 
     @property
     def reference(self) -> Reference:
-        """The calibration's questions the tripwires' calibrated floor is measured on
-        (:class:`~ragbound.tripwires.floor.Reference`), one per guard, with the vectors the
-        calibration kept for this knowledge (else embedded at their first search)."""
+        """The calibration's questions the tripwires' calibrated floor is measured on, one per
+        guard (:func:`ragbound.detect.storage.floor_reference`)."""
         if self._reference is None:
-            from ragbound.tripwires.floor import Reference, reference_texts  # detect stays light
-
-            texts = reference_texts(self.calibration.queries)
-            kept = self.calibration.reference_for(texts, self.kb.fingerprint)
-            source = self.calibration.manifest.id
-            self._reference = Reference(texts, source=source, vectors=kept)
+            self._reference = floor_reference(self.kb, self.calibration)
         return self._reference
-
-    def _keep_reference(self) -> None:
-        """Give the calibration the reference questions' vectors to save (a vector search)."""
-        reference = self.reference
-        if not len(reference) or self.kb.store.query_kind != "vector":
-            return
-        vectors = reference.searched(self.kb)
-        assert isinstance(vectors, np.ndarray)
-        self.calibration.keep_reference(vectors, reference.texts, self.kb.fingerprint)
 
     @classmethod
     def load_for(
@@ -277,7 +236,7 @@ class Guard:
         manifest = self.calibration.manifest
         detector = manifest.detector.updated(alpha=alpha)
         self.calibration.manifest = manifest.model_copy(update={"detector": detector})
-        self.test.forget()  # detectors keyed by alpha None, which meant the calibration's
+        self.forget()  # detectors keyed by alpha None, which meant the calibration's
         self.answers.forget()
         return self
 
@@ -358,11 +317,6 @@ class Guard:
         """Where the calibration's questions came from (real, synthetic, how many)."""
         return self.calibration.manifest.questions
 
-    @property
-    def approximate(self) -> bool:
-        """The null holds synthetic questions alone: its p-values are only approximate."""
-        return self.questions.approximate
-
     def check_canaries(self) -> CanaryCheck:
         """Search the calibration's canaries again: the largest similarity move since
         calibration and whether the top rows changed (:mod:`ragbound.detect.canary`)."""
@@ -373,105 +327,3 @@ class Guard:
         calibration past the tolerance (a foreign store re-embedded, an endpoint serving
         another model), unless ``force``. Called at load, never per query."""
         verify_canaries(self.kb, self.calibration.manifest.canaries, force=force)
-
-    # --------------------------------------------------------- the online test
-    @property
-    def config(self) -> DetectorConfig:
-        """The detector parameters saved with the calibration."""
-        return self.test.config
-
-    @property
-    def k(self) -> int:
-        return self.test.k
-
-    @property
-    def reranker(self) -> CrossEncoderReranker | None:
-        """The calibration's cross-encoder (:attr:`OnlineTest.reranker`)."""
-        return self.test.reranker
-
-    def search_rows(self, queries: Sequence[str], *, progress: bool = False) -> np.ndarray:
-        """The rows the test scores for these queries, searched (:meth:`OnlineTest.search_rows`)."""
-        return self.test.search_rows(queries, progress=progress)
-
-    def detector(
-        self, statistic: str | None = None, alpha: float | None = None
-    ) -> BoundaryDetector:
-        """The fitted detector for a statistic (default: the calibration's), cached."""
-        return self.test.detector(statistic, alpha)
-
-    def critical_value(self, alpha: float | None = None) -> float:
-        """The calibration statistic's critical value at alpha (default: the calibration's);
-        math.inf when no score can reach it."""
-        return self.test.critical_value(alpha)
-
-    def check(
-        self,
-        query: str,
-        *,
-        statistic: str | None = None,
-        alpha: float | None = None,
-        evidence: int = 3,
-    ) -> Verdict:
-        """Test one query: p-value, decision at alpha, and the nearest chunks as evidence."""
-        return self.check_many([query], statistic=statistic, alpha=alpha, evidence=evidence)[0]
-
-    def check_many(
-        self,
-        queries: Sequence[str],
-        *,
-        statistic: str | None = None,
-        alpha: float | None = None,
-        evidence: int = 3,
-        progress: bool = False,
-    ) -> list[Verdict]:
-        """Test a batch of queries (embedded in batches; one Verdict per query, in order)."""
-        return self.test.check_many(
-            queries, statistic=statistic, alpha=alpha, evidence=evidence, progress=progress
-        )
-
-    def verdict(self, query: str, scored: Scored, row: int, evidence: int) -> Verdict:
-        """The Verdict of row ``row`` of a scored batch, with its ``evidence`` nearest chunks."""
-        return self.test.verdict(query, scored, row, evidence)
-
-    def is_learned(self, statistic: str | None = None) -> bool:
-        """Whether ``statistic`` (default: the calibration's) is the learned combined score
-        (:meth:`OnlineTest.is_learned`)."""
-        return self.test.is_learned(statistic)
-
-    def score(
-        self,
-        queries: Sequence[str],
-        *,
-        statistic: str | None = None,
-        alpha: float | None = None,
-        hits: Hits | None = None,
-        prepared: Prepared | None = None,
-        progress: bool = False,
-    ) -> Scored:
-        """Scores (higher = more out of knowledge) and conformal p-values of a batch
-        (:meth:`OnlineTest.score`: ``hits`` and ``prepared`` save a search and an embedding)."""
-        return self.test.score(
-            queries,
-            statistic=statistic,
-            alpha=alpha,
-            hits=hits,
-            prepared=prepared,
-            progress=progress,
-        )
-
-    def null_scores(self, statistic: str | None = None) -> np.ndarray:
-        """The calibration queries' scores the p-values compare with (higher = more out of
-        knowledge; leave-one-out for Fisher and Simes; the conformal half for combined)."""
-        return self.test.null_scores(statistic)
-
-    def search_depth(self) -> int:
-        """The nearest chunks :meth:`score` reads of each query's search: ``k``, or the
-        combined statistic's feature depth."""
-        return self.test.search_depth()
-
-    def neighbours(
-        self, hits: Hits, row: int, count: int, *, full_text: bool = False
-    ) -> list[Neighbour]:
-        """The first ``count`` chunks of ``hits`` row ``row``, nearest first, as evidence or
-        (``full_text``) as an LLM's context (:func:`ragbound.detect.retrieval.neighbours`)."""
-        return neighbours(self.kb, hits, row, count, full_text=full_text)

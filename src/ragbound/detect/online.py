@@ -22,7 +22,7 @@ from ragbound.detect.retrieval import neighbours, rerank_hits, search_in_batches
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge.protocol import Knowledge, check_statistic
 from ragbound.knowledge.query import Prepared
-from ragbound.results import Verdict
+from ragbound.results import Neighbour, Verdict
 from ragbound.stores import Hits
 
 
@@ -238,8 +238,19 @@ class OnlineTest:
             k=scored.k,
             n_calibration=scored.n_calibration,
             approximate=self.approximate,
-            neighbours=neighbours(self.kb, scored.hits, row, evidence),
+            neighbours=self.neighbours(scored.hits, row, evidence),
         )
+
+    def check(
+        self,
+        query: str,
+        *,
+        statistic: str | None = None,
+        alpha: float | None = None,
+        evidence: int = 3,
+    ) -> Verdict:
+        """Test one query: p-value, decision at alpha, and the nearest chunks as evidence."""
+        return self.check_many([query], statistic=statistic, alpha=alpha, evidence=evidence)[0]
 
     def check_many(
         self,
@@ -253,3 +264,10 @@ class OnlineTest:
         """Test a batch of queries (embedded in batches; one Verdict per query, in order)."""
         scored = self.score(queries, statistic=statistic, alpha=alpha, progress=progress)
         return [self.verdict(query, scored, i, evidence) for i, query in enumerate(queries)]
+
+    def neighbours(
+        self, hits: Hits, row: int, count: int, *, full_text: bool = False
+    ) -> list[Neighbour]:
+        """The first ``count`` chunks of ``hits`` row ``row``, nearest first, as evidence or
+        (``full_text``) as an LLM's context (:func:`ragbound.detect.retrieval.neighbours`)."""
+        return neighbours(self.kb, hits, row, count, full_text=full_text)
