@@ -40,7 +40,7 @@ def two_sample_tail(h: int, n: int, m: int) -> float:
     The share of the C(n + m, n) lattice paths from (0, 0) to (n, m) that reach a point
     (i, j) with ``|i / n - j / m| >= h / lcm(n, m)``.
 
-    >>> two_sample_tail(2, 2, 2)  # D = 1: both orders of the four values (of 6) that split
+    >>> two_sample_tail(2, 2, 2)  # D = 1 in 2 of the 6 orderings: xxyy and yyxx
     0.3333333333333333
     """
     if n < 1 or m < 1:
@@ -114,26 +114,24 @@ def _path_tail(h: int, n: int, m: int) -> float:
     points strictly inside the band are computed; a diagonal's shares sit at i + 1 of an
     array of ones (position 0 stands for i = -1, whose weight is 0).
     """
+    n, m = min(n, m), max(n, m)  # the tail is symmetric; the shorter diagonals are cheaper
     g = math.gcd(n, m)
     step_i, step_j = m // g, n // g  # (i / n - j / m) lcm = i step_i - j step_j
     width = step_i + step_j
-    counts = np.arange(n + 1, dtype=np.float64)
+    taken = np.arange(n + 1, dtype=np.float64)  # i, the first sample's values taken
     previous, current = np.ones(n + 2), np.ones(n + 2)
     previous[1] = 0.0  # the origin, inside the band
-    stale, written = slice(0, 0), slice(1, 2)  # `current`'s and `previous`'s inside runs
     for s in range(1, n + m + 1):
         # inside: |i width - s step_j| < h, with 0 <= i <= n and 0 <= s - i <= m
         first = max(0, s - m, (s * step_j - h) // width + 1)
         last = min(n, s, -((-(s * step_j + h)) // width) - 1)
         if first > last:
             return 1.0  # every path has touched by now
-        current[stale] = 1.0
-        i = counts[first : last + 1]
+        i = taken[first : last + 1]
         left, below = previous[first : last + 1], previous[first + 1 : last + 2]
-        stale = slice(first + 1, last + 2)
-        current[stale] = (i * left + (s - i) * below) / s
+        current.fill(1.0)
+        current[first + 1 : last + 2] = (i * left + (s - i) * below) / s
         previous, current = current, previous
-        stale, written = written, stale
     return float(previous[n + 1])
 
 
