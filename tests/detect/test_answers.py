@@ -48,8 +48,6 @@ def test_verdicts_only_for_the_rows_asked(answers: AnswerabilityTest) -> None:
     assert found[1] is None and found[0] is not None
     assert found[0] == answers.verdicts(texts[:1], hits, 0.05)[0]
     assert found[0].alpha == 0.05 and "1873" in found[0].evidence.missing
-    verdicts, both = answers.check_both(texts)
-    assert both is not None and len(verdicts) == len(both) == 2
 
 
 def test_removed_and_refused(minilm_kb_dir: Path) -> None:

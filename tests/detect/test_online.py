@@ -1,5 +1,5 @@
 """The online test alone: an OnlineTest over a calibration fitted without a Guard gives the
-BoundaryDetector's p-values of the searched rows, refits after forget, and refuses the
+BoundaryDetector's p-values of the searched rows, refits at another alpha, and refuses the
 combined statistic's parts on a calibration without it."""
 
 from __future__ import annotations
@@ -38,19 +38,16 @@ def test_p_values_are_the_detectors_on_the_searched_rows(test: OnlineTest) -> No
     assert all(len(v.neighbours) == 2 for v in verdicts)
 
 
-def test_a_new_alpha_is_used_once_the_fitted_detectors_are_forgotten(test: OnlineTest) -> None:
+def test_another_alpha_refits_the_detectors(test: OnlineTest) -> None:
     manifest = test.calibration.manifest
     assert test.detector().alpha == 0.1
     try:
-        test.calibration.manifest = manifest.model_copy(
-            update={"detector": manifest.detector.updated(alpha=0.3)}
-        )
-        test.forget()
-        assert test.detector().alpha == 0.3
+        assert test.use_alpha(0.3) is test and test.detector().alpha == 0.3
         assert test.score(OUT_OF_KNOWLEDGE[:1]).alpha == 0.3
+        assert test.use_alpha(None).config.alpha == 0.3
     finally:
         test.calibration.manifest = manifest
-        test.forget()
+        test.use_alpha(0.1)
 
 
 def test_the_combined_parts_are_refused_without_a_combined_model(test: OnlineTest) -> None:

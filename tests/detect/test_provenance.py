@@ -10,7 +10,7 @@ import pytest
 from ragbound.detect.canary import CANARY_COUNT
 from ragbound.detect.config import DetectorConfig
 from ragbound.detect.fitting import fit_rows
-from ragbound.detect.provenance import check_questions, record_provenance, record_reading
+from ragbound.detect.provenance import record_provenance, record_reading
 from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
 from tests.texts import IN_KNOWLEDGE
@@ -49,10 +49,3 @@ def test_the_reading_is_checked_then_kept(minilm_kb_dir: Path) -> None:
     assert calibration.manifest.reading == "follow"
     record_reading(calibration, None)
     assert calibration.manifest.reading is None
-
-
-def test_a_bad_questions_value_is_refused() -> None:
-    check_questions("real")
-    check_questions(None)
-    with pytest.raises(InputError):
-        check_questions("made up")  # type: ignore[arg-type]

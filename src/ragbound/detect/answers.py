@@ -24,7 +24,6 @@ from ragbound.detect.online import OnlineTest
 from ragbound.detect.resolution import warn_if_coarse
 from ragbound.detect.retrieval import search_in_batches
 from ragbound.errors import InputError
-from ragbound.results import Verdict
 from ragbound.stats import EmpiricalNull
 from ragbound.stores import Hits
 
@@ -62,10 +61,6 @@ class AnswerabilityTest:
         """The calibrated answerability test (None: off)."""
         return self.relevance.calibration.manifest.answerability
 
-    def forget(self) -> None:
-        """Drop the levels computed so far (the calibration's alpha changed)."""
-        self._levels.clear()
-
     def calibrate(
         self, statistic: str | None, *, llm: LLM | str | None = None, progress: bool = False
     ) -> None:
@@ -74,7 +69,7 @@ class AnswerabilityTest:
         gate loading the calibration makes the same model) or an LLM (its ``model_id`` is
         recorded). Refused for the learned statistic, whose null is a part of the questions."""
         calibration = self.relevance.calibration
-        self.forget()
+        self._levels.clear()  # those of the model replaced
         if statistic is None:
             calibration.manifest = calibration.manifest.model_copy(update={"answerability": None})
             return
@@ -135,33 +130,6 @@ class AnswerabilityTest:
         if key not in self._levels:
             self._levels[key] = model.level(alpha, self.relevance.null_scores(statistic))
         return self._levels[key]
-
-    def check_both(
-        self,
-        queries: Sequence[str],
-        *,
-        statistic: str | None = None,
-        alpha: float | None = None,
-        evidence: int = 3,
-        progress: bool = False,
-    ) -> tuple[list[Verdict], list[AnswerabilityVerdict | None] | None]:
-        """The relevance test's verdicts with this test's beside them, both at their share of
-        ``alpha`` and from one search; a query out of knowledge gets no answerability verdict
-        (None). The answerability list is None when the calibration has no such test, and
-        the relevance test then runs at the whole alpha."""
-        relevance, model = self.relevance, self.model
-        if model is None:
-            verdicts = relevance.check_many(
-                queries, statistic=statistic, alpha=alpha, evidence=evidence, progress=progress
-            )
-            return verdicts, None
-        level = self.level(alpha, statistic)
-        depth = max(relevance.search_depth(), model.depth)
-        hits = search_in_batches(relevance.kb, queries, depth, progress=progress)
-        tested = relevance.score(queries, statistic=statistic, alpha=level, hits=hits)
-        verdicts = [relevance.verdict(q, tested, i, evidence) for i, q in enumerate(queries)]
-        rows = [i for i, v in enumerate(verdicts) if not v.out_of_knowledge]
-        return verdicts, self.verdicts_at(queries, hits, level, rows)
 
     def verdicts_at(
         self, texts: Sequence[str], hits: Hits, level: float, rows: Sequence[int]

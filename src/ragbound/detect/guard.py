@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragbound.corpus.provenance import origins_of
 from ragbound.detect.answerability import AnswerabilityModel, AnswerabilityVerdict
 from ragbound.detect.answers import AnswerabilityTest, check_request
 from ragbound.detect.calibration import Calibration, NullQuestions
@@ -14,8 +15,9 @@ from ragbound.detect.config import DetectorConfig
 from ragbound.detect.fitting import fit_calibration
 from ragbound.detect.judge import AnswerabilityJudge
 from ragbound.detect.online import OnlineTest
-from ragbound.detect.provenance import Questions, check_questions, record_provenance, record_reading
+from ragbound.detect.provenance import Questions, record_provenance, record_reading
 from ragbound.detect.resolution import Resolution, resolution
+from ragbound.detect.retrieval import search_in_batches
 from ragbound.detect.storage import floor_reference, save_calibration
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.protocol import Knowledge, check_statistic
@@ -50,15 +52,11 @@ class Guard(OnlineTest):
         force: bool = False,
         granularity: str | Sequence[str] | None = None,
     ):
-        """Pair knowledge with its calibration (refused if they do not match).
-
-        ``kb`` is a :class:`KnowledgeBase` or any other
-        :class:`~ragbound.knowledge.protocol.Knowledge` (e.g. a
-        :class:`~ragbound.knowledge.retriever.RetrieverKnowledge` over the user's own search).
-
-        The guard searches at the calibration's granularity (``self.kb`` is the knowledge
-        base at that granularity); another ``granularity`` is refused unless ``force``.
-        """
+        """Pair knowledge with its calibration (refused if they do not match). ``kb`` is a
+        :class:`KnowledgeBase` or any other :class:`~ragbound.knowledge.protocol.Knowledge`
+        (e.g. a :class:`~ragbound.knowledge.retriever.RetrieverKnowledge` over the user's own
+        search). The guard searches at the calibration's granularity (``self.kb`` is the
+        knowledge at that granularity); another ``granularity`` is refused unless ``force``."""
         calibration.check_compatible(kb.fingerprint, force=force)
         check_statistic(kb, calibration.manifest.detector.statistic)
         searched = kb.at_granularity(calibration.granularity_for(granularity, force=force))
@@ -127,7 +125,7 @@ class Guard(OnlineTest):
         """
         if answerability is not None:
             check_request(answerability, llm)  # refused before any search
-        check_questions(questions)
+        origins_of((), questions)  # a bad value is refused before any search
         fitted = fit_calibration(
             kb,
             queries,
@@ -152,18 +150,13 @@ class Guard(OnlineTest):
         on_wait: Callable[[str], None] | None = None,
         folder: str | Path | None = None,
     ) -> Path:
-        """Save the calibration inside the knowledge base's directory (see
-        :meth:`Calibration.save`: under the knowledge base's writer lock, refused if the
-        knowledge base changed since it was loaded).
-
-        ``folder``: save it in this folder instead (created if missing; its
-        ``calibration/`` subfolder is replaced), e.g. for knowledge with no folder of its
-        own such as a retriever's; :meth:`load_for` opens it again against that knowledge,
-        which must have the fingerprint it was calibrated against.
-
-        With a vector search the tripwire floor's reference questions are embedded (once per
-        guard: not again if a decision did) and kept with it, so a load does not embed them.
-        """
+        """Save the calibration inside the knowledge base's directory, under its writer lock,
+        refused if the knowledge base changed since it was loaded (:meth:`Calibration.save`);
+        or in ``folder`` (created if missing; its ``calibration/`` subfolder is replaced) for
+        knowledge with no folder of its own such as a retriever's: :meth:`load_for` opens it
+        again against knowledge of the fingerprint it was calibrated against. With a vector
+        search the tripwire floor's reference questions are embedded (once per guard: not again
+        if a decision did) and kept with it, so a load does not embed them."""
         return save_calibration(
             self.kb, self.calibration, self.reference, folder=folder, on_wait=on_wait
         )
@@ -227,19 +220,6 @@ class Guard(OnlineTest):
         self.answers.calibrate(statistic, llm=llm, progress=progress)
         return self
 
-    def use_alpha(self, alpha: float | None) -> Guard:
-        """Decide at ``alpha`` from now on instead of the calibration's (None: keep it), in
-        this process: what ``serve --alpha`` does. The calibration on disk is unchanged
-        unless this guard is saved. InputError for an alpha outside (0, 1)."""
-        if alpha is None:
-            return self
-        manifest = self.calibration.manifest
-        detector = manifest.detector.updated(alpha=alpha)
-        self.calibration.manifest = manifest.model_copy(update={"detector": detector})
-        self.forget()  # detectors keyed by alpha None, which meant the calibration's
-        self.answers.forget()
-        return self
-
     def use_judge(self, llm: LLM | str | None) -> AnswerabilityJudge:
         """The answerability judge on ``llm`` (a spec or an LLM), kept for the decisions."""
         return self.answers.use_judge(llm)
@@ -278,10 +258,22 @@ class Guard(OnlineTest):
         progress: bool = False,
     ) -> tuple[list[Verdict], list[AnswerabilityVerdict | None] | None]:
         """:meth:`check_many` with the answerability test beside it, both at their share of
-        ``alpha`` and from one search (:meth:`AnswerabilityTest.check_both`)."""
-        return self.answers.check_both(
-            queries, statistic=statistic, alpha=alpha, evidence=evidence, progress=progress
-        )
+        ``alpha`` and from one search; a query out of knowledge gets no answerability verdict
+        (None). The answerability list is None when the calibration has no such test, and
+        the relevance test then runs at the whole alpha."""
+        model = self.answerability
+        if model is None:
+            verdicts = self.check_many(
+                queries, statistic=statistic, alpha=alpha, evidence=evidence, progress=progress
+            )
+            return verdicts, None
+        level = self.answerability_level(alpha, statistic)
+        depth = max(self.search_depth(), model.depth)
+        hits = search_in_batches(self.kb, queries, depth, progress=progress)
+        scored = self.score(queries, statistic=statistic, alpha=level, hits=hits)
+        verdicts = [self.verdict(q, scored, i, evidence) for i, q in enumerate(queries)]
+        rows = [i for i, v in enumerate(verdicts) if not v.out_of_knowledge]
+        return verdicts, self.answerability_of(queries, hits, level, rows)
 
     def answerability_of(
         self, texts: Sequence[str], hits: Hits, level: float, rows: Sequence[int]

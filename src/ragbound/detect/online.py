@@ -1,15 +1,11 @@
 """The online test of one knowledge base against its calibration: each query's score (higher =
-more out of knowledge), its conformal p-value, and its verdict at alpha.
-
-A statistic of the similarities scores the rows of a search (:meth:`OnlineTest.test_rows`:
-the top-k similarities, or a reranker's relevance logits of those chunks); the learned
-``combined`` statistic reads its own searches (:mod:`ragbound.detect.combined`).
-"""
+more out of knowledge), its conformal p-value, and its verdict at alpha."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Self
 
 import numpy as np
 
@@ -18,12 +14,14 @@ from ragbound.detect.calibration import Calibration
 from ragbound.detect.combined import CombinedModel
 from ragbound.detect.config import COMBINED, DetectorConfig
 from ragbound.detect.rerank import CrossEncoderReranker
-from ragbound.detect.retrieval import neighbours, rerank_hits, search_in_batches
+from ragbound.detect.retrieval import rerank_hits, search_in_batches
 from ragbound.errors import IncompatibleArtifactError, InputError
 from ragbound.knowledge.protocol import Knowledge, check_statistic
 from ragbound.knowledge.query import Prepared
 from ragbound.results import Neighbour, Verdict
 from ragbound.stores import Hits
+
+PREVIEW_CHARS = 240
 
 
 @dataclass(frozen=True)
@@ -45,8 +43,8 @@ class OnlineTest:
     """The test of queries on ``kb`` (searched at the calibration's granularity) against the
     null of ``calibration``; the fitted detectors and the reranker are made once and kept.
 
-    It reads ``calibration.manifest`` at each call, so a manifest replaced (another alpha,
-    say) is the one tested with; :meth:`forget` drops what was fitted for the old one.
+    It reads ``calibration.manifest`` at each call: a manifest replaced (another
+    answerability test, say) is the one tested with.
     """
 
     def __init__(self, kb: Knowledge, calibration: Calibration):
@@ -55,9 +53,16 @@ class OnlineTest:
         self._detectors: dict[tuple[str | None, float | None], BoundaryDetector] = {}
         self._reranker: CrossEncoderReranker | None = None
 
-    def forget(self) -> None:
-        """Drop the detectors fitted so far (keyed by alpha None: the calibration's)."""
-        self._detectors.clear()
+    def use_alpha(self, alpha: float | None) -> Self:
+        """Decide at ``alpha`` from now on instead of the calibration's (None: keep it), in
+        this process: what ``serve --alpha`` does. The calibration on disk is unchanged
+        unless it is saved. InputError for an alpha outside (0, 1)."""
+        if alpha is not None:
+            manifest = self.calibration.manifest
+            detector = manifest.detector.updated(alpha=alpha)
+            self.calibration.manifest = manifest.model_copy(update={"detector": detector})
+            self._detectors.clear()  # keyed by alpha None, which meant the calibration's
+        return self
 
     @property
     def config(self) -> DetectorConfig:
@@ -268,6 +273,19 @@ class OnlineTest:
     def neighbours(
         self, hits: Hits, row: int, count: int, *, full_text: bool = False
     ) -> list[Neighbour]:
-        """The first ``count`` chunks of ``hits`` row ``row``, nearest first, as evidence or
-        (``full_text``) as an LLM's context (:func:`ragbound.detect.retrieval.neighbours`)."""
-        return neighbours(self.kb, hits, row, count, full_text=full_text)
+        """The first ``count`` chunks of ``hits`` row ``row``, nearest first, as evidence (text
+        cut to ``PREVIEW_CHARS``) or, with ``full_text``, as an LLM's context."""
+        out = []
+        for rank in range(min(count, hits.indices.shape[1])):
+            chunk = self.kb.chunk_at(hits.indices[row, rank])
+            out.append(
+                Neighbour(
+                    rank=rank + 1,
+                    chunk_id=chunk.id,
+                    doc_id=chunk.doc_id,
+                    source=chunk.source,
+                    similarity=float(hits.similarities[row, rank]),
+                    text=chunk.text if full_text else chunk.text[:PREVIEW_CHARS],
+                )
+            )
+        return out

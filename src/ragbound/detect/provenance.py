@@ -19,11 +19,6 @@ Questions = DeclaredOrigin | Mapping[str, QuestionOrigin]
 """Where calibration questions came from: all real, all synthetic, or each by its text."""
 
 
-def check_questions(questions: Questions | None) -> None:
-    """Refuse a bad ``questions`` value (InputError) before anything is searched."""
-    origins_of((), questions)
-
-
 def record_provenance(kb: Knowledge, calibration: Calibration, questions: Questions | None) -> None:
     """Keep in ``calibration``'s manifest what a later check compares: its canaries searched
     on ``kb`` now, where the null's questions came from (``questions`` as in

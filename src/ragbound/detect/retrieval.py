@@ -1,5 +1,5 @@
-"""What the tests read of a knowledge base: many queries searched in batches, a reranker's
-rows of their hits, and the chunks of a row of hits as a verdict's evidence."""
+"""What the tests read of a knowledge base: many queries searched in batches, and a
+reranker's rows of their hits."""
 
 from __future__ import annotations
 
@@ -10,10 +10,7 @@ import numpy as np
 from ragbound.detect.rerank import RERANK_BATCH, CrossEncoderReranker, relevance_rows
 from ragbound.knowledge.protocol import Knowledge
 from ragbound.knowledge.query import SEARCH_BATCH, query_texts
-from ragbound.results import Neighbour
 from ragbound.stores import Hits
-
-PREVIEW_CHARS = 240
 
 
 def search_in_batches(
@@ -62,24 +59,3 @@ def rerank_hits(
             rows.append(relevance_rows(reranker, part, passages))
             advance(len(part))
     return np.concatenate(rows)
-
-
-def neighbours(
-    kb: Knowledge, hits: Hits, row: int, count: int, *, full_text: bool = False
-) -> list[Neighbour]:
-    """The first ``count`` chunks of ``hits`` row ``row``, nearest first, as evidence (text
-    cut to ``PREVIEW_CHARS``) or, with ``full_text``, as an LLM's context."""
-    out = []
-    for rank in range(min(count, hits.indices.shape[1])):
-        chunk = kb.chunk_at(hits.indices[row, rank])
-        out.append(
-            Neighbour(
-                rank=rank + 1,
-                chunk_id=chunk.id,
-                doc_id=chunk.doc_id,
-                source=chunk.source,
-                similarity=float(hits.similarities[row, rank]),
-                text=chunk.text if full_text else chunk.text[:PREVIEW_CHARS],
-            )
-        )
-    return out
