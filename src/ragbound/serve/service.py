@@ -1,13 +1,13 @@
-"""The state behind the routes: the gate (swapped whole on a tripwire change), the batcher,
-the query log, the shift monitor and the metrics. The routes in ``app`` stay thin."""
+"""The state behind the routes: the gate (:class:`~ragbound.serve.live_gate.LiveGate`, swapped
+whole on a tripwire change), the batcher, the query log
+(:class:`~ragbound.serve.logwriter.LogWriter`), the shift monitor, the canaries and the
+metrics. The routes in ``app`` stay thin."""
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
-import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 
 from ragbound.conversations.model import Query
 from ragbound.conversations.turns import Embedded
@@ -18,38 +18,30 @@ from ragbound.errors import ArtifactError, IncompatibleArtifactError, InputError
 from ragbound.faults import crash_point
 from ragbound.gate import Decision, Gate, fired_topics
 from ragbound.knowledge.query import QueryTexts
-from ragbound.locking import writer_lock
 from ragbound.results import WindowResult
 from ragbound.serve.batcher import Batcher
 from ragbound.serve.dashboard import DashboardState, Stats, merged_stats, timeline
 from ragbound.serve.drift import ServiceMonitor
 from ragbound.serve.fit import FitWatch
+from ragbound.serve.live_gate import LiveGate
+from ragbound.serve.logwriter import LogWriter
 from ragbound.serve.metrics import Registry, merged, service_registry
-from ragbound.serve.querylog import LoggedLine, QueryLog, QueryLogError
 from ragbound.serve.settings import ServeSettings
 from ragbound.serve.shared import MONITOR, PUBLISH_EVERY_S, publish, published
-from ragbound.tripwires import (
-    LiveTripwires,
-    TripwireChange,
-    TripwireTest,
-    TripwireWatch,
-)
+from ragbound.tripwires import LiveTripwires, TripwireChange
 
 GateSource = Gate | Callable[[], Gate]
 WARM_UP_QUERY = "warm-up query"
 TRIM_EVERY = 2_000  # queries between returns of freed heap pages to the OS
-SLOW_READ_FACTOR = 10  # a slow read of the tripwire backing waits this many times its length
-PROBE_EVERY_S = 1.0  # after a failed log write, /readyz probes the disk at most this often
-UNREAD = object()  # no version of the tripwire backing was read
 
 
 class Service:
     """One knowledge base's gate behind HTTP.
 
     ``gate``: a loaded :class:`Gate`, or a function that loads one (called on a thread at
-    start, so ``/healthz`` answers while the model loads). The query log is opened, and its
-    single-writer lock taken, here: two services never append to one log, and a file the
-    service did not write is refused (InputError).
+    start, so ``/healthz`` answers while the model loads). The query log is opened with the
+    service (:class:`~ragbound.serve.logwriter.LogWriter`: its single-writer lock taken, a
+    file the service did not write refused).
     """
 
     def __init__(self, gate: GateSource, settings: ServeSettings):
@@ -57,35 +49,30 @@ class Service:
         self.metrics: Registry = service_registry()
         self.dashboard = DashboardState(settings.log_queries)
         self.fit = FitWatch(self.metrics)
-        self.gate: Gate | None = gate if isinstance(gate, Gate) else None
+        self._stopping = threading.Event()
+        self.live = LiveGate(gate if isinstance(gate, Gate) else None, self._stopping)
         self._loader = None if isinstance(gate, Gate) else gate
         self.ready = False
         self.error: str | None = None
-        # why the query log's last write failed (None: it did not), as callers may read it
-        self.log_error: str | None = None
-        self._probed_at = -PROBE_EVERY_S
         self.monitor: ServiceMonitor | None = None
         self.canary: CanaryCheck | None = None
-        self._stopping = threading.Event()
-        self._lines = 0  # decisions so far when there is no log
         self._since_trim = 0
-        self._watch: TripwireWatch | None = None
-        self._tripwire_stamp: tuple[int, int] | None = None  # the folder's tripwires.json
-        self._tripwire_version: Hashable = UNREAD  # the backing's, as last read
-        self._rebuilding = threading.Lock()  # one gate rebuild at a time; decisions never wait
-        self._held = contextlib.ExitStack()
-        self.log: QueryLog | None = None
-        if settings.log is not None and settings.worker is not None:
-            # the supervisor holds the log's writer lock and cut its torn tail before forking
-            self.log = QueryLog(
-                settings.log, settings.log_queries, shared=True, rotation=settings.rotation
-            )
-        elif settings.log is not None:
-            with contextlib.ExitStack() as held:  # the lock is released if the log is refused
-                held.enter_context(writer_lock(settings.log, what="query log", timeout=0))
-                self.log = QueryLog(settings.log, settings.log_queries, rotation=settings.rotation)
-                self._held = held.pop_all()
+        self.writer = LogWriter(settings, self.metrics)
         self.batcher = Batcher(self.decide_batch, settings.batching, prepare=self.embed_batch)
+
+    @property
+    def gate(self) -> Gate | None:
+        """The gate decisions use now (None until loaded)."""
+        return self.live.gate
+
+    @property
+    def log_error(self) -> str | None:
+        """Why the query log's last write failed (None: it did not)."""
+        return self.writer.error
+
+    def log_writable(self) -> bool:
+        """Whether the query log takes writes (``/readyz``; :meth:`LogWriter.writable`)."""
+        return self.writer.writable(self.ready)
 
     # ----------------------------------------------------------------- lifecycle
     def load(self) -> None:
@@ -109,16 +96,12 @@ class Service:
                 sys.stderr.write(f"warning: serving anyway (--force): {check.message()}\n")
             # with workers, the supervisor monitors the shared log: each decision counted once
             self.monitor = None if self.settings.worker else self._start_monitor(gate)
-            self._watch = TripwireWatch(gate.guard.kb)
-            if self._watch.backing is not None:
-                # read again, after the versions: a change made since the gate was loaded (by
-                # another worker or replica, while this one warmed up) is not missed
-                gate = self._swap(gate)
-            self.gate = gate
+            gate = self.live.start(gate)
             self.ready = True
             self.metrics.set("ragbound_ready", 1)
             self.metrics.set("ragbound_calibration_approximate", int(gate.guard.approximate))
-            self._start(self._watch_tripwires, "ragbound-tripwires")
+            watch = self.live.watch
+            self._start(lambda: watch(self.batcher.run_on_worker_now), "ragbound-tripwires")
             if self.settings.canary_minutes > 0:
                 self._start(self._watch_canaries, "ragbound-canary")
             if self.settings.worker is not None:
@@ -140,32 +123,6 @@ class Service:
 
     def _start(self, target: Callable[[], None], name: str) -> None:
         threading.Thread(target=target, name=name, daemon=True).start()
-
-    def _watch_tripwires(self) -> None:
-        """Load tripwires changed elsewhere (a worker, ``ragbound tripwire``, a replica on
-        another host writing to the shared collection) even without traffic, within the
-        backing's poll interval (:class:`TripwireWatch`): read here, loaded on the decision
-        thread between batches, only when the version moved."""
-        assert self._watch is not None
-        delay = self._watch.interval
-        while not self._stopping.wait(delay):
-            started = time.monotonic()
-            version = self._read_version()
-            # a collection so big that reading its tripwires is slow is not read back to back
-            delay = max(self._watch.interval, SLOW_READ_FACTOR * (time.monotonic() - started))
-            if version is UNREAD or version == self._tripwire_version:
-                continue
-            with contextlib.suppress(RuntimeError):  # the decision thread is shutting down
-                self.batcher.run_on_worker_now(lambda seen=version: self._current_gate(seen))
-
-    def _read_version(self) -> Hashable:
-        """The tripwire backing's version; UNREAD (and a warning) when it cannot be read."""
-        try:
-            return self._watch.version() if self._watch is not None else None
-        except (InputError, ArtifactError) as exc:  # e.g. the collection's server is down
-            if not self._stopping.is_set():
-                sys.stderr.write(f"warning: the tripwires were not checked for changes: {exc}\n")
-            return UNREAD
 
     # ----------------------------------------------------------------- workers
     def _publish_now_and_then(self) -> None:
@@ -231,7 +188,7 @@ class Service:
                 gate.guard,
                 self.settings.monitor_window,
                 self.metrics,
-                self.log,
+                self.writer.log,
                 self.settings.state_path(),
             )
         # e.g. a calibration too small for a shift test, or a `ragbound shift` run holding the
@@ -244,32 +201,29 @@ class Service:
         self._stopping.set()
         if self.monitor is not None:
             self.monitor.close()
-        if self.log is not None:
-            self.log.close()
-        self._held.close()
+        self.writer.close()
 
     # ----------------------------------------------------------------- decisions
     def embed_batch(self, queries: list[Query]) -> Embedded:
         """Embed a batch of queries and conversations: the batcher's embedding thread runs
         this, beside the decision of the batch before (a tripwire change swaps the gate, never
         its knowledge base)."""
-        gate = self.gate
-        if gate is None:
-            raise RuntimeError("the gate is not loaded")
+        gate = self.live.loaded()
         plain = all(isinstance(q, str) for q in queries)
         return gate.embed(QueryTexts(queries) if plain else queries)  # the route validated them
 
     def decide_batch(self, prepared: Embedded) -> list[Decision]:
         """Decide, log durably, feed the monitor and count: the batcher's decision thread
         runs this, on a batch :meth:`embed_batch` embedded."""
-        gate = self._current_gate()  # one reference per batch: a change swaps it whole
+        gate = self.live.current()  # one reference per batch: a change swaps it whole
         decisions = gate.decide_embedded(prepared)
         queries = prepared.texts
         self.metrics.observe("ragbound_batch_queries", len(queries))
-        logged = self._log(decisions)
+        logged = self.writer.write(decisions, self.ready)
         crash_point("serve.decide:logged")  # durable in the log, not answered yet
         if self.monitor is not None:
-            self.monitor.feed(logged, self.log.place if self.log is not None else None)
+            log = self.writer.log
+            self.monitor.feed(logged, log.place if log is not None else None)
         self._count(decisions)
         self.fit.record(decisions)
         self.dashboard.record(decisions)
@@ -311,49 +265,6 @@ class Service:
             questions=None if gate is None else gate.guard.questions,
         )
 
-    def _log(self, decisions: Sequence[Decision]) -> list[LoggedLine]:
-        if self.log is not None:
-            try:
-                logged = self.log.append(decisions)
-            except QueryLogError as exc:  # the batch fails: none of it is answered
-                self._log_failed(exc)
-                raise
-            self._log_written()
-            return logged
-        now = time.time()
-        first, self._lines = self._lines + 1, self._lines + len(decisions)
-        return [LoggedLine(first + i, now, d.test.score) for i, d in enumerate(decisions)]
-
-    def _log_failed(self, exc: QueryLogError) -> None:
-        """Not ready until a write succeeds; said once on stderr (the first failure)."""
-        if self.log_error is None:
-            sys.stderr.write(f"error: {exc}: answering 503 until a write succeeds\n")
-        self.log_error = f"cannot write the query log ({exc.reason})"
-        self.metrics.set("ragbound_ready", 0)
-
-    def _log_written(self) -> None:
-        if self.log_error is not None:
-            self.log_error = None
-            self.metrics.set("ragbound_ready", int(self.ready))
-            sys.stderr.write("warning: the query log is written again\n")
-
-    def log_writable(self) -> bool:
-        """Whether the query log takes writes (``/readyz``): after a failed write, whether a
-        probe beside it succeeds (at most one every ``PROBE_EVERY_S`` seconds), so that a
-        service no request reaches while it is not ready becomes ready again."""
-        if self.log is None or self.log_error is None:
-            return True
-        now = time.monotonic()
-        if now - self._probed_at < PROBE_EVERY_S:
-            return False
-        self._probed_at = now
-        try:
-            self.log.probe()
-        except QueryLogError:
-            return False
-        self._log_written()
-        return True
-
     def _count(self, decisions: Sequence[Decision]) -> None:
         for decision in decisions:
             self.metrics.inc("ragbound_decisions_total", action=decision.action)
@@ -367,54 +278,9 @@ class Service:
 
     # ----------------------------------------------------------------- tripwires
     def change_tripwires(self, apply: Callable[[LiveTripwires], TripwireChange]) -> TripwireChange:
-        """Apply a change to the stored set, then build a new gate around it and swap it in.
-
-        Runs on the caller's thread, off the decision path: decisions go on with the old set
-        while the new tripwires are embedded and their guard built, batches decided after the
-        swap use the new set, and none sees a half-built guard. Changes run one at a time.
-        """
-        with self._rebuilding:
-            gate = self.gate
-            if gate is None:
-                raise RuntimeError("the gate is not loaded")
-            change = apply(LiveTripwires.open(gate.guard.kb))
-            self._swap(gate)
-        return change
-
-    def _current_gate(self, version: Hashable = UNREAD) -> Gate:
-        """The gate, rebuilt first when the stored tripwires changed under it: the folder's
-        ``tripwires.json`` (one ``stat`` per batch: ``ragbound tripwire add`` or another
-        worker on this host) or ``version``, the backing's as the watcher read it (a replica on
-        another host)."""
-        gate = self.gate
-        if gate is None:
-            raise RuntimeError("the gate is not loaded")
-        stamp = self._watch.local() if self._watch is not None else None
-        moved = version is not UNREAD and version != self._tripwire_version
-        if (stamp != self._tripwire_stamp or moved) and self._rebuilding.acquire(blocking=False):
-            try:  # not acquired: a change is being built off this thread and swaps in itself
-                return self._swap(gate, version)
-            except (InputError, ArtifactError) as exc:  # keep deciding with the set we have
-                sys.stderr.write(f"warning: the changed tripwires were not loaded: {exc}\n")
-                self._tripwire_stamp = stamp
-                self._tripwire_version = version if moved else self._tripwire_version
-            finally:
-                self._rebuilding.release()
-        return gate
-
-    def _swap(self, gate: Gate, version: Hashable = UNREAD) -> Gate:
-        """A new gate with the committed tripwires (same rule), swapped in whole. The
-        versions are taken before the set is read: a change meanwhile is loaded next time."""
-        kb = gate.guard.kb
-        stamp = self._watch.local() if self._watch is not None else None
-        version = self._read_version() if version is UNREAD else version
-        guard = TripwireTest.saved(kb, gate.tripwires.rule if gate.tripwires is not None else None)
-        if guard is not None:
-            guard.floor()  # a derived floor compares every pair of tripwires: not at a decision
-        fresh = gate.with_tripwires(guard)
-        self._tripwire_stamp, self._tripwire_version = stamp, version
-        self.gate = fresh
-        return fresh
+        """Apply a change to the stored set, then build a new gate around it and swap it in
+        (:meth:`LiveGate.change`: off the decision path, one change at a time)."""
+        return self.live.change(apply)
 
 
 def start_loading(service: Service) -> threading.Thread:
