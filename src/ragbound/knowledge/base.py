@@ -1,16 +1,8 @@
-"""KnowledgeBase: knowledge made from a corpus (or attached), added to, saved and loaded.
-
-It is held knowledge (:class:`~ragbound.knowledge.held.HeldKnowledge`: the rows, their search
-at a granularity, the query embedder) composed with the parts that make and write it, each
-testable alone:
-
-- the backing checked before any work, chunking, a new segment's embedding and the staged
-  build: :mod:`ragbound.knowledge.build`
-- what it holds as segments are appended, rebased or restricted:
-  :mod:`ragbound.knowledge.appending`
-- reading the last commit, knowing when a writer is behind: :mod:`ragbound.knowledge.commits`
-- where the rows live and how a commit is written: the backing
-  (:mod:`ragbound.knowledge.backing`, chosen in :mod:`ragbound.knowledge.registry`)
+"""KnowledgeBase: held knowledge (:class:`~ragbound.knowledge.held.HeldKnowledge`) made from a
+corpus or attached, added to, saved and loaded, handing the work to its parts: building
+(:mod:`~ragbound.knowledge.build`), appending and rebasing segments
+(:mod:`~ragbound.knowledge.appending`), commits (:mod:`~ragbound.knowledge.commits`) and the
+backing (:mod:`~ragbound.knowledge.backing`).
 
 Writers take the knowledge base's lock (:func:`ragbound.locking.writer_lock`, shared with
 the calibration and the tripwires stored in the same folder). Readers take no lock and read

@@ -45,7 +45,6 @@ from ragbound.knowledge.postgres_tables import (
     PostgresStore,
     PostgresTable,
     check_identifier,
-    connect,
     database_errors,
     default_table,
     distance_similarities,
@@ -59,6 +58,7 @@ from ragbound.knowledge.postgres_tables import (
     search_info,
     search_method,
     search_sql,
+    session,
     split_store_url,
     table_columns,
     table_sql,
@@ -92,12 +92,8 @@ def check_owned_target(location: PostgresTable, *, overwrite: bool = False) -> N
     """Before embedding: the database answers, and the table is free (or, with
     ``overwrite``, one ragbound made). Raises InputError otherwise. Creates the ``vector``
     extension if the database lacks it (so missing rights show before embedding)."""
-    connection = connect(location.dsn, create_extension=True)
-    try:
-        with database_errors(location.describe()):
-            _check_table_free(connection, location, overwrite)
-    finally:
-        connection.close()
+    with session(location, create_extension=True) as connection:
+        _check_table_free(connection, location, overwrite)
 
 
 def _check_table_free(connection: Any, location: PostgresTable, overwrite: bool) -> None:
@@ -221,12 +217,8 @@ class PostgresBacking:
                 f"but {self.location.describe()} holds chunks only: index the corpus again "
                 "(with --granularity chunk, or into a local knowledge base)"
             )
-        connection = connect(self.location.dsn)
-        try:
-            with database_errors(self.location.describe()):
-                chunks = self._read(connection, manifest)
-        finally:
-            connection.close()
+        with session(self.location) as connection:
+            chunks = self._read(connection, manifest)
         _check_owned_rows(chunks, manifest, self.location)
         self.saved_rows = len(chunks)
         return Loaded(manifest, chunks, FineUnits.empty(manifest.embedder.dimension), None)
@@ -255,16 +247,12 @@ class PostgresOwnedBacking(PostgresBacking):
 
     def _create(self, contents: Contents, target: Path, overwrite: bool) -> KBManifest:
         location = self.location
-        connection = connect(location.dsn, create_extension=True)
-        try:
-            with database_errors(location.describe()), connection.transaction():
-                _check_table_free(connection, location, overwrite)
-                _create_owned_table(connection, location, contents.manifest)
-                _copy_rows(connection, location, contents.chunks, _pending_vectors(contents), 0)
-                if location.search == "hnsw":  # built once over every row, then kept
-                    connection.execute(hnsw_index_sql(location, contents.similarity))
-        finally:
-            connection.close()
+        with session(location, create_extension=True) as connection, connection.transaction():
+            _check_table_free(connection, location, overwrite)
+            _create_owned_table(connection, location, contents.manifest)
+            _copy_rows(connection, location, contents.chunks, _pending_vectors(contents), 0)
+            if location.search == "hnsw":  # built once over every row, then kept
+                connection.execute(hnsw_index_sql(location, contents.similarity))
         return self._commit_manifest(contents, target)
 
     def _append(self, contents: Contents, target: Path, committed: KBManifest) -> KBManifest | None:
@@ -273,16 +261,10 @@ class PostgresOwnedBacking(PostgresBacking):
             return None
         location = self.location
         start = committed.n_chunks
-        connection = connect(location.dsn)
-        try:
-            with database_errors(location.describe()), connection.transaction():
-                # rows of an add that never committed its manifest
-                connection.execute(_delete_from(location, start))
-                _copy_rows(
-                    connection, location, contents.chunks[start:], _pending_vectors(contents), start
-                )
-        finally:
-            connection.close()
+        with session(location) as connection, connection.transaction():
+            connection.execute(_delete_from(location, start))  # an add that never committed
+            vectors = _pending_vectors(contents)
+            _copy_rows(connection, location, contents.chunks[start:], vectors, start)
         return self._commit_manifest(contents, target)
 
 

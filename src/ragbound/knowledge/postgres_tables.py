@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ragbound.embedders.base import Similarity
 from ragbound.errors import ArtifactError, InputError
+from ragbound.knowledge.attached import first_line
 from ragbound.stores.base import Hits, QueryKind, SearchInfo, query_vectors
 
 SCHEMES = ("postgresql", "postgres")
@@ -194,7 +195,7 @@ def connect(dsn: str, *, create_extension: bool = False) -> Any:
         connection.close()
         raise InputError(
             f"the database at {dsn} has no usable pgvector extension (CREATE EXTENSION "
-            f"vector): {_first_line(exc)}"
+            f"vector): {first_line(exc)}"
         ) from exc
     return connection
 
@@ -222,13 +223,21 @@ def database_errors(location: str) -> Iterator[None]:
     try:
         yield
     except psycopg.OperationalError as exc:
-        raise ArtifactError(f"lost the connection to {location}: {_first_line(exc)}") from exc
+        raise ArtifactError(f"lost the connection to {location}: {first_line(exc)}") from exc
     except psycopg.Error as exc:
-        raise ArtifactError(f"{location}: {_first_line(exc)}") from exc
+        raise ArtifactError(f"{location}: {first_line(exc)}") from exc
 
 
-def _first_line(exc: Exception) -> str:
-    return " ".join(str(exc).strip().splitlines()[:1]) or type(exc).__name__
+@contextmanager
+def session(location: PostgresTable, *, create_extension: bool = False) -> Iterator[Any]:
+    """A connection to ``location``'s database for one piece of work, closed after it; a
+    failed statement is an ArtifactError naming the table (:func:`database_errors`)."""
+    connection = connect(location.dsn, create_extension=create_extension)
+    try:
+        with database_errors(location.describe()):
+            yield connection
+    finally:
+        connection.close()
 
 
 def table_sql(table: str) -> Any:
