@@ -127,12 +127,15 @@ class PostgresEntry(BackingEntry):
         return self
 
 
-class PostgresBacking:
-    """What owned and attached tables share: the search in the database, loading."""
+class PostgresOwnedBacking:
+    """A table ragbound creates (``index --backing postgresql://...``) and appends to; it is
+    searched in the database, and its chunk texts are read once at load."""
 
-    kind: ClassVar[str]
-    describe_kind: ClassVar[str]
-    capabilities: ClassVar[Capabilities]
+    kind: ClassVar[str] = "postgres"
+    describe_kind: ClassVar[str] = "a PostgreSQL table ragbound owns"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        units=("chunk",), vector_dtypes=("float32",), approximate=True
+    )
     holds_vectors: ClassVar[bool] = False
 
     def __init__(self, location: PostgresTable, *, saved_rows: int = 0):
@@ -140,7 +143,12 @@ class PostgresBacking:
         self.saved_rows = saved_rows  # rows the last committed manifest counts (searched)
 
     @classmethod
-    def from_record(cls, record: BackingEntry) -> PostgresBacking:
+    def for_url(cls, url: str, out: Path) -> PostgresOwnedBacking:
+        """The table ``index --backing URL --out OUT`` fills (see :func:`owned_location`)."""
+        return cls(owned_location(url, out))
+
+    @classmethod
+    def from_record(cls, record: BackingEntry) -> PostgresOwnedBacking:
         return cls(PostgresEntry.model_validate(record.model_dump()).location)
 
     @property
@@ -169,6 +177,7 @@ class PostgresBacking:
 
     def check_target(self, out: Path, *, overwrite: bool, delete_other_files: bool) -> None:
         check_new_folder(out)
+        check_owned_target(self.location, overwrite=overwrite)
 
     def save(
         self,
@@ -181,7 +190,7 @@ class PostgresBacking:
     ) -> KBManifest | None:
         """Commit the rows to the table, then the manifest to ``target`` (a new or empty
         folder, or the folder it was loaded from to append an ``add``). ``overwrite``
-        replaces an owned table ragbound made before (never a folder's knowledge base, never
+        replaces a table ragbound made before (never a folder's knowledge base, never
         another application's table)."""
         manifest_file = target / MANIFEST
         if contents.path is not None and manifest_file.exists() and same_dir(target, contents.path):
@@ -189,13 +198,6 @@ class PostgresBacking:
             return self._append(contents, target, committed)
         check_new_folder(target)
         return self._create(contents, target, overwrite)
-
-    def _create(self, contents: Contents, target: Path, overwrite: bool) -> KBManifest:
-        return self._commit_manifest(contents, target)
-
-    def _append(self, contents: Contents, target: Path, committed: KBManifest) -> KBManifest | None:
-        refuse_missing(self, add=True)
-        return None
 
     def _commit_manifest(self, contents: Contents, target: Path) -> KBManifest:
         """Name the new segments, replace the manifest (the commit of every write)."""
@@ -209,7 +211,7 @@ class PostgresBacking:
         return manifest
 
     def load(self, root: Path, manifest: KBManifest) -> Loaded:
-        """The chunks come from the table (checked against the manifest when owned)."""
+        """The chunks come from the table, checked against the manifest."""
         if manifest.units.fine:
             # made by an earlier ragbound that recorded units it never stored in the table
             raise ArtifactError(
@@ -218,32 +220,10 @@ class PostgresBacking:
                 "(with --granularity chunk, or into a local knowledge base)"
             )
         with session(self.location) as connection:
-            chunks = self._read(connection, manifest)
+            chunks = _read_owned(connection, self.location, manifest.n_chunks)
         _check_owned_rows(chunks, manifest, self.location)
         self.saved_rows = len(chunks)
         return Loaded(manifest, chunks, FineUnits.empty(manifest.embedder.dimension), None)
-
-    def _read(self, connection: Any, manifest: KBManifest) -> list[Chunk]:
-        return _read_owned(connection, self.location, manifest.n_chunks)
-
-
-class PostgresOwnedBacking(PostgresBacking):
-    """A table ragbound creates (``index --backing postgresql://...``) and appends to."""
-
-    kind: ClassVar[str] = "postgres"
-    describe_kind: ClassVar[str] = "a PostgreSQL table ragbound owns"
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        units=("chunk",), vector_dtypes=("float32",), approximate=True
-    )
-
-    @classmethod
-    def for_url(cls, url: str, out: Path) -> PostgresOwnedBacking:
-        """The table ``index --backing URL --out OUT`` fills (see :func:`owned_location`)."""
-        return cls(owned_location(url, out))
-
-    def check_target(self, out: Path, *, overwrite: bool, delete_other_files: bool) -> None:
-        check_new_folder(out)
-        check_owned_target(self.location, overwrite=overwrite)
 
     def _create(self, contents: Contents, target: Path, overwrite: bool) -> KBManifest:
         location = self.location
