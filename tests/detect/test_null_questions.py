@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ragbound.detect import Guard
-from ragbound.detect.calibration import APPROXIMATE, CalibrationManifest, NullQuestions
+from ragbound.detect.calibration import APPROXIMATE, NullQuestions
 from ragbound.errors import InputError
 from ragbound.gate import Gate
 from ragbound.knowledge import KnowledgeBase
@@ -63,35 +63,3 @@ def test_unknown_by_default_and_a_bad_value_refused_before_any_search(
     assert not guard.check(OUT_OF_KNOWLEDGE[0]).approximate
     with pytest.raises(InputError, match="questions must be one of"):
         Guard.calibrate(kb, IN_KNOWLEDGE, k=4, alpha=0.1, questions="users")  # type: ignore[arg-type]
-
-
-def test_manifests_from_before_load_unknown_or_synthetic_from_their_check() -> None:
-    old = {
-        "id": "abc",
-        "created_at": "2026-01-01T00:00:00Z",
-        "kb_fingerprint": "f",
-        "k": 4,
-        "statistic": "mss",
-        "n_queries": 30,
-    }
-    assert CalibrationManifest.model_validate(old).questions == NullQuestions(
-        origin="unknown", n_unknown=30
-    )
-    check = {"synthetic": True, "real_source": "real.txt", "n_calibration": 30, "n_real": 20}
-    synthetic = CalibrationManifest.model_validate(old | {"synthetic_check": check | _CHECK})
-    assert synthetic.questions == NullQuestions(origin="synthetic", n_synthetic=30)
-    assert synthetic.questions.approximate
-
-
-_CHECK = {
-    "score_statistic": "mss",
-    "ks_statistic": 0.1,
-    "p_value": 0.5,
-    "level": 0.05,
-    "differ": False,
-    "median_calibration": -0.5,
-    "median_real": -0.5,
-    "alpha": 0.05,
-    "critical_value": -0.3,
-    "real_fpr": 0.05,
-}
