@@ -1,6 +1,6 @@
 """Module attributes resolved on first use (PEP 562): lazy re-exports.
 
-A package ``__init__`` that re-exports names from heavy submodules (numpy, scipy, pydantic)
+A package ``__init__`` that re-exports names from heavy submodules (numpy, pydantic)
 lists where each name lives and gets a module ``__getattr__`` and ``__dir__`` from here, so
 importing the package, or one light submodule of it, does not import the others.
 """

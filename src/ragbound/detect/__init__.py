@@ -1,7 +1,7 @@
 """Detectors: the online out-of-knowledge test and the Guard that serves it.
 
 Names load from their submodule on first use, so importing a light submodule (say
-``detect.names``, the defaults the CLI's help shows) does not import numpy and scipy.
+``detect.names``, the defaults the CLI's help shows) does not import numpy.
 """
 
 from __future__ import annotations

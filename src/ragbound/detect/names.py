@@ -1,7 +1,7 @@
 """The online test's parameter defaults, descriptions and labels: plain constants.
 
 ``DetectorConfig`` (``detect.config``) declares its fields with these; the CLI reads them
-for its option defaults and ``--help`` without loading pydantic, numpy or scipy.
+for its option defaults and ``--help`` without loading pydantic or numpy.
 """
 
 from __future__ import annotations

@@ -46,8 +46,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# AUROC (scipy, scikit-learn) loads on first use, through the package's lazy names: the Guard
-# imports this module and must stay light (the CLI starts without scipy.stats)
+# the metrics load on first use, through the package's lazy names: the Guard imports this
+# module and must stay light (the CLI starts without numpy's numeric modules)
 import ragbound.stats as stats
 from ragbound.corpus.queries import split_queries
 from ragbound.corpus.units import granularity_label

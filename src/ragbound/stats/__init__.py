@@ -4,7 +4,7 @@ No I/O and no imports from the rest of ragbound. Every statistic is oriented so 
 higher = more out-of-knowledge; similarities are higher = closer, rows sorted descending.
 
 Names load from their submodule on first use, so importing one constant (say
-``STATISTICS``) does not import scipy.stats and scikit-learn.
+``STATISTICS``) does not import the numeric modules and numpy.
 """
 
 from __future__ import annotations

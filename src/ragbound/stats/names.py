@@ -1,7 +1,7 @@
 """Names of the test statistics and p-value methods: plain constants, light to import.
 
 The numeric modules (``stats.statistics``, ``stats.null``) import them from here; the CLI
-reads them for its option choices and ``--help`` without loading numpy or scipy.
+reads them for its option choices and ``--help`` without loading numpy.
 """
 
 from __future__ import annotations
