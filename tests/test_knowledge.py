@@ -198,6 +198,21 @@ def test_overwrite_swaps_in_a_new_knowledge_base(corpus_dir: Path, tmp_path: Pat
     assert sorted(p.name for p in tmp_path.iterdir()) == [".kb.lock", "kb"]
 
 
+def test_overwrite_replaces_a_folder_whose_manifest_this_version_cannot_read(
+    corpus_dir: Path, tmp_path: Path
+):
+    target = tmp_path / "kb"
+    KnowledgeBase.build([corpus_dir], embedder="bm25").save(target)
+    manifest = target / "manifest.json"
+    old = json.loads(manifest.read_text())
+    old["chunking"]["splitter"] = "blingfire"  # chunked by a splitter this version lacks
+    manifest.write_text(json.dumps(old))
+    with pytest.raises(ArtifactError, match="index the documents again"):
+        KnowledgeBase.load(target)
+    KnowledgeBase.build([corpus_dir / "bees"], embedder="bm25").save(target, overwrite=True)
+    assert len(KnowledgeBase.load(target)) == 5
+
+
 def test_dense_search_goes_through_an_exact_cosine_retriever(minilm_kb_dir: Path):
     kb = KnowledgeBase.load(minilm_kb_dir)
     assert isinstance(kb, Retriever) and kb.query_kind == "text" and kb.dimension == 384

@@ -111,9 +111,12 @@ class SegmentBacking:
         delete_other_files: bool,
         notify: Callable[[str], None],
     ) -> KBManifest | None:
-        """Append to the knowledge base ``contents`` was loaded from, or write a new one."""
-        committed = read_committed(target)
-        if contents.path is not None and same_dir(target, contents.path) and committed is not None:
+        """Append to the knowledge base ``contents`` was loaded from, or write a new one (a
+        manifest already in ``target`` is read only to append: replacing a folder whose
+        manifest this version cannot read, one chunked otherwise say, needs ``overwrite``)."""
+        loaded_here = contents.path is not None and same_dir(target, contents.path)
+        committed = read_committed(target) if loaded_here else None
+        if committed is not None:
             return self._commit_append(contents, target, committed)
         return self._commit_new(contents, target, overwrite, delete_other_files, notify)
 
