@@ -14,7 +14,7 @@ built) and once more with the cache the cold run filled (**warm**):
 
 For each: the install time and the venv's size. From the ``all`` venv, what each extra adds on
 top of the core (the distributions it pulls that the core does not, sizes from their RECORD
-files). In the core venv: the wall time and peak RSS of a one-query ``ragbound check`` (and of
+files). In the core venv: the wall time and peak RSS of a one-query ``ragbound decide`` (and of
 importing :mod:`ragbound.gate`). Last, in this venv: the bundled MiniLM's graph built from its
 weights against the torch-exported one, one-query ``Gate.decide`` p50 and batch-of-32
 throughput, interleaved round by round.
@@ -159,8 +159,8 @@ def timed_process(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[floa
     return float(seconds), int(kilobytes) / 1024
 
 
-def check_cost(venv: Path, work: Path) -> dict:
-    """A one-query ``ragbound check`` in ``venv`` (median over rounds), and ``import
+def decide_cost(venv: Path, work: Path) -> dict:
+    """A one-query ``ragbound decide`` in ``venv`` (median over rounds), and ``import
     ragbound.gate``; the sample corpus indexed and calibrated first."""
     bin_ = venv / "bin"
     env = os.environ | {"RAGBOUND_CACHE": str(work / "cache")}
@@ -190,11 +190,11 @@ def check_cost(venv: Path, work: Path) -> dict:
         env=env,
         capture_output=True,
     )
-    check = [str(bin_ / "ragbound"), "check", str(kb), QUESTION]
+    decide = [str(bin_ / "ragbound"), "decide", str(kb), QUESTION]
     imports = [str(bin_ / "python"), "-c", "import ragbound.gate"]
-    runs = {"check": [], "import": []}
+    runs = {"decide": [], "import": []}
     for _ in range(ROUNDS):
-        runs["check"].append(timed_process(check, env, work))
+        runs["decide"].append(timed_process(decide, env, work))
         runs["import"].append(timed_process(imports, env, work))
     return {
         name: {
@@ -229,7 +229,7 @@ def install_part(names: list[str], results: dict) -> dict:
             warm = install(name, source, root, cache, "warm")
             results["sets"][name] = {"cold": cold, "warm": warm}
             if name == "core":
-                results["core_check"] = check_cost(Path(warm["venv"]), root / "work-core")
+                results["core_decide"] = decide_cost(Path(warm["venv"]), root / "work-core")
             save(results)
     return results
 
@@ -325,12 +325,12 @@ def install_markdown(results: dict) -> str:
         ]
         rows = [[f"`{name}`", f"{mb:,}"] for name, mb in sorted(extras.items()) if name != "core"]
         lines += markdown_table(["extra", "MB"], rows)
-    if "core_check" in results:
-        c = results["core_check"]
+    if "core_decide" in results:
+        c = results["core_decide"]
         lines += [
             "",
-            f"In the core venv (median of {ROUNDS} processes): `ragbound check KB Q` "
-            f"{c['check']['seconds']:.2f} s, peak RSS {c['check']['rss_mb']} MB; "
+            f"In the core venv (median of {ROUNDS} processes): `ragbound decide KB Q` "
+            f"{c['decide']['seconds']:.2f} s, peak RSS {c['decide']['rss_mb']} MB; "
             f"`import ragbound.gate` {c['import']['seconds']:.2f} s, {c['import']['rss_mb']} MB.",
         ]
     if "graph" in results:

@@ -17,7 +17,7 @@ Rows: today's statistics at several k (the baseline), at each granularity (chunk
 window, all three); every p-value is conformal on the calibration half, as ``check``
 computes it. ``combined`` and ``auto`` are calibrated by the code ``ragbound calibrate
 --statistic combined | auto`` runs, with its defaults, on the calibration half (which they
-split into a learning and a conformal part), and checked as ``ragbound check`` does.
+split into a learning and a conformal part), and tested as ``ragbound decide`` does.
 
 Cost table: vectors searched (count and MB) at each granularity, and ``check`` latency p50 on
 the whole PubMedQA knowledge base against embedding the query alone (one thread: run with
@@ -236,7 +236,7 @@ def statistic_rows(split: Split, granularity: str) -> dict[str, dict[str, dict]]
 def learned_rows(split: Split, picks: dict[str, list[str]]) -> dict[str, dict[str, dict]]:
     """The combined and auto rows, calibrated as ``ragbound calibrate --statistic NAME``
     (default options) does on the calibration half: it learns on part of it and makes the
-    null from the rest; the test queries are checked as ``ragbound check`` does. Appends
+    null from the rest; the test queries are tested as ``ragbound decide`` does. Appends
     what auto picked to ``picks`` (per out-of-knowledge set)."""
     rows: dict[str, dict[str, dict]] = {}
     for statistic in LEARNED:
@@ -468,7 +468,7 @@ SETUP_TEXT = (
     "granularity + statistic (+ k): the units a chunk is scored by (its best one). "
     "combined / auto: `ragbound calibrate --statistic combined | auto` with its defaults "
     "on the calibration half (half of it learns, by leaving each question's document out "
-    "of the search; the other half alone makes the null), checked as `ragbound check` "
+    "of the search; the other half alone makes the null), tested as `ragbound decide` "
     "does; "
 )
 

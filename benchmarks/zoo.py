@@ -20,7 +20,7 @@ does by default: 200-word chunks, 40 words of overlap, chunk units only):
 TruthfulQA is the far set beside every corpus. Choices (rows): the default (``Guard.calibrate``
 with no options: MSS), each statistic of :data:`ragbound.stats.STATISTICS` at the default k,
 ``combined`` and ``auto`` (``Guard.calibrate(..., statistic=NAME, seed=SEED)``); each checked as
-``ragbound check`` does (``Guard.score``: conformal p-values, flagged when p <= alpha).
+``ragbound decide`` does (``Guard.score``: conformal p-values, flagged when p <= alpha).
 
 ``BENCH_ZOO_SYNTH=1`` runs the synthetic-calibration zoo instead (issue 29, item 3): the
 default beside MSS (``Guard.calibrate(kb, questions)``) calibrated on ``BENCH_ZOO_SYNTH_N``
@@ -648,7 +648,7 @@ def zoo_markdown(results: dict) -> list[str]:
         f"40 overlap, chunk units); mean ± sd over {n} seeds (seeded splits and samples; "
         "combined and auto also learn with that seed). Each choice is calibrated by "
         "`Guard.calibrate` on the split's calibration questions and checked with "
-        f"`ragbound check`'s conformal p-values (flagged when p <= {ALPHA}). "
+        f"`ragbound decide`'s conformal p-values (flagged when p <= {ALPHA}). "
         "default = `Guard.calibrate` with no options (MSS, k = 32); a statistic row = "
         "`statistic=NAME` at the default k; combined / auto = `statistic=NAME, seed=SEED`. "
         "Near out-of-knowledge: PubMedQA: MMLU-Med; PubMedQA-half / COVID-QA halves: "
@@ -843,7 +843,7 @@ def synth_markdown(results: dict) -> list[str]:
         + (f"; not run: {', '.join(not_run)}" if not_run else "")
         + "".join(f"; skipped {c}: {r}" for c, r in results["skipped"].items())
         + f". Every row is MSS at the default (`Guard.calibrate(kb, questions)`), checked "
-        f"with `ragbound check`'s conformal p-values at alpha = {ALPHA} on the held-out real "
+        f"with `ragbound decide`'s conformal p-values at alpha = {ALPHA} on the held-out real "
         "in-knowledge questions (FPR) and the near out-of-knowledge ones (flagged, AUROC). "
         f"Synthetic: {results['synthetic_n']} questions a split (BENCH_ZOO_SYNTH_N; the "
         "default is 100) asked of the bundled local LLM (`ragbound synth`'s defaults, "

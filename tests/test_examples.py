@@ -224,5 +224,5 @@ def _printed(word: str, printed: set[str]) -> bool:
 
 
 def test_output_lines_are_the_comment_lines_below_a_command() -> None:
-    block = "# a comment\nragbound check kb/ q\n# p-value 0.6 ...\n# in knowledge\n\n# comment\n"
+    block = "# a comment\nragbound decide kb/ q\n# p-value 0.6 ...\n# in knowledge\n\n# comment\n"
     assert expected_words(block) == [["p-value", "0.6"], ["in", "knowledge"]]

@@ -236,17 +236,17 @@ def test_the_installed_command_runs_every_job(venv: Venv, timings: dict[str, flo
     venv.run(timings, "ragbound calibrate", "ragbound", "calibrate", "kb", "--queries", questions)
     out = venv.run(
         timings,
-        "ragbound check",
+        "ragbound decide",
         "ragbound",
-        "check",
+        "decide",
         "kb",
         IN_KNOWLEDGE,
         OUT_OF_KNOWLEDGE,
         "--json",
     )
     decided = {line["query"]: line for line in map(json.loads, out.splitlines())}
-    assert decided[IN_KNOWLEDGE]["out_of_knowledge"] is False
-    assert decided[OUT_OF_KNOWLEDGE]["out_of_knowledge"] is True
+    assert decided[IN_KNOWLEDGE]["test"]["out_of_knowledge"] is False
+    assert decided[OUT_OF_KNOWLEDGE]["test"]["out_of_knowledge"] is True
     assert decided[IN_KNOWLEDGE]["neighbours"][0]["doc_id"] == "06-bm25-lexical-retrieval.md"
     manifest = json.loads((venv.work / "kb" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["embedder"]["onnx_graph"] == "weights"  # built without torch

@@ -9,7 +9,7 @@
 4. the abstention benchmark (needs the bundled local LLM, only with ``--llm``);
 
 then one HTML report of the run. Every line printed fits an 80-column terminal. The knowledge
-base is left in ``OUT/kb`` for ``ragbound check``, the run folder in ``OUT/run``.
+base is left in ``OUT/kb`` for ``ragbound decide``, the run folder in ``OUT/run``.
 
     python -m ragbound.demo [--out DIR] [--llm]
 """
@@ -447,7 +447,7 @@ def run(out: Path = DEFAULT_OUT, *, llm: bool = False, console: Console | None =
     path = report(demo)
     console.print(f"\ndemo done in {time.perf_counter() - started:.0f} s. Ask your own questions:")
     # paths on lines of their own: a long --out folder must not push other text past 80
-    console.print(f'  ragbound check \\\n    {escape(str(out / "kb"))} \\\n    "{ORDINARY}"')
+    console.print(f'  ragbound decide \\\n    {escape(str(out / "kb"))} \\\n    "{ORDINARY}"')
     return path
 
 

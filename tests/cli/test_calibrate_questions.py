@@ -32,10 +32,11 @@ def calibrate(monkeypatch, capsys, kb_dir: Path, *args: str) -> tuple[dict, str]
     return manifest["questions"], out
 
 
-def check_json(monkeypatch, capsys, kb_dir: Path) -> dict:
-    code, out, err = run(monkeypatch, capsys, "check", str(kb_dir), QUESTION, "--json")
+def decided_test(monkeypatch, capsys, kb_dir: Path) -> dict:
+    """The boundary test of ``decide --json`` on one question."""
+    code, out, err = run(monkeypatch, capsys, "decide", str(kb_dir), QUESTION, "--json")
     assert code == 0, err
-    return json.loads(out)
+    return json.loads(out)["test"]
 
 
 def test_synthetic_questions_alone_are_recorded_and_marked_approximate(
@@ -52,8 +53,8 @@ def test_synthetic_questions_alone_are_recorded_and_marked_approximate(
         "declared": False,
     }
     assert APPROXIMATE in " ".join(out.split())
-    assert check_json(monkeypatch, capsys, bm25_kb)["approximate"] is True
-    code, out, err = run(monkeypatch, capsys, "check", str(bm25_kb), QUESTION)
+    assert decided_test(monkeypatch, capsys, bm25_kb)["approximate"] is True
+    code, out, err = run(monkeypatch, capsys, "decide", str(bm25_kb), QUESTION)
     assert code == 0, err
     assert sum(APPROXIMATE in line for line in out.splitlines()) == 1  # one line
 
@@ -66,13 +67,13 @@ def test_a_plain_file_is_of_unknown_origin_until_declared(
     questions, out = calibrate(monkeypatch, capsys, bm25_kb, "--queries", str(plain))
     assert questions["origin"] == "unknown" and questions["n_unknown"] == 28
     assert "--questions real|synthetic" in " ".join(out.split())
-    assert check_json(monkeypatch, capsys, bm25_kb)["approximate"] is False
+    assert decided_test(monkeypatch, capsys, bm25_kb)["approximate"] is False
 
     questions, _ = calibrate(
         monkeypatch, capsys, bm25_kb, "--queries", str(plain), "--questions", "real"
     )
     assert questions["origin"] == "real" and questions["n_real"] == 28 and questions["declared"]
-    code, out, _ = run(monkeypatch, capsys, "check", str(bm25_kb), QUESTION)
+    code, out, _ = run(monkeypatch, capsys, "decide", str(bm25_kb), QUESTION)
     assert code == 0 and APPROXIMATE not in out
 
     questions, out = calibrate(
@@ -95,7 +96,7 @@ def test_records_that_say_real_beside_synthetic_ones_make_a_mixed_null(
         len(MORE_IN_KNOWLEDGE),
     )
     assert APPROXIMATE not in out
-    assert check_json(monkeypatch, capsys, bm25_kb)["approximate"] is False
+    assert decided_test(monkeypatch, capsys, bm25_kb)["approximate"] is False
 
 
 def test_with_null_queries_the_null_file_decides(
@@ -110,4 +111,4 @@ def test_with_null_queries_the_null_file_decides(
     manifest = json.loads((bm25_kb / "calibration" / "manifest.json").read_text())
     assert manifest["questions"]["origin"] == "real"
     assert manifest["questions"]["n_real"] == len(IN_KNOWLEDGE)  # the null, not the learners
-    assert check_json(monkeypatch, capsys, bm25_kb)["approximate"] is False
+    assert decided_test(monkeypatch, capsys, bm25_kb)["approximate"] is False

@@ -51,7 +51,7 @@ def test_the_default_k_is_cut_to_a_small_knowledge_base_with_a_note(
     assert f"(k={size}," in flat(out)
     manifest = json.loads((small_kb / "calibration" / "manifest.json").read_text())
     assert manifest["detector"]["k"] == size
-    code, out, err = run(monkeypatch, capsys, "check", str(small_kb), "How do bees dance?")
+    code, out, err = run(monkeypatch, capsys, "decide", str(small_kb), "How do bees dance?")
     assert code == 0, err
 
 

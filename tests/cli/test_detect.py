@@ -45,7 +45,7 @@ def test_index_calibrate_check_evaluate(monkeypatch, capsys, corpus_dir, tmp_pat
     code, out, err = run(
         monkeypatch,
         capsys,
-        "check",
+        "decide",
         str(kb),
         "Who wrote The Magic Flute?",
         "--queries",
@@ -61,8 +61,9 @@ def test_index_calibrate_check_evaluate(monkeypatch, capsys, corpus_dir, tmp_pat
         "What do bees make?",
         "What is a locomotive?",
     ]
-    assert rows[0]["out_of_knowledge"] and not rows[1]["out_of_knowledge"]
-    assert {"query", "statistic", "score", "p_value", "out_of_knowledge"} <= rows[0].keys()
+    assert rows[0]["test"]["out_of_knowledge"] and not rows[1]["test"]["out_of_knowledge"]
+    assert [r["action"] for r in rows] == ["abstain", "answer", "answer"]
+    assert {"query", "statistic", "score", "p_value", "out_of_knowledge"} <= rows[0]["test"].keys()
 
     code, out, err = run(
         monkeypatch,
@@ -86,7 +87,7 @@ def test_index_calibrate_check_evaluate(monkeypatch, capsys, corpus_dir, tmp_pat
     assert set(stats["mss"]) >= {"auroc", "auprc", "tpr_at_5_fpr", "der"}
     assert len(stats) == 7
 
-    code, out, err = run(monkeypatch, capsys, "check", str(kb), "What is the gauge of a railway?")
+    code, out, err = run(monkeypatch, capsys, "decide", str(kb), "What is the gauge of a railway?")
     assert code == 0 and "in knowledge" in out
 
 
@@ -97,10 +98,10 @@ def test_user_errors_are_one_line_without_traceback(monkeypatch, capsys, tmp_pat
     assert code == 2 and "bad.jsonl:2" in err and "Traceback" not in err
     assert not (tmp_path / "kb").exists()
 
-    code, _, err = run(monkeypatch, capsys, "check", str(minilm_kb_dir), "bees")
+    code, _, err = run(monkeypatch, capsys, "decide", str(minilm_kb_dir), "bees")
     assert code == 2 and "no calibration yet" in err
 
-    code, _, err = run(monkeypatch, capsys, "check", str(tmp_path / "missing"), "bees")
+    code, _, err = run(monkeypatch, capsys, "decide", str(tmp_path / "missing"), "bees")
     assert code == 2 and "does not exist" in err
 
 
@@ -133,9 +134,9 @@ def test_calibration_from_another_kb_is_refused_then_forced(
         == 0
     )
     (b / "calibration").symlink_to(a / "calibration")
-    code, _, err = run(monkeypatch, capsys, "check", str(b), "bees")
+    code, _, err = run(monkeypatch, capsys, "decide", str(b), "bees")
     assert code == 2 and "calibrate again" in err
-    assert run(monkeypatch, capsys, "check", str(b), "bees", "--force")[0] == 0
+    assert run(monkeypatch, capsys, "decide", str(b), "bees", "--force")[0] == 0
 
 
 def test_calibrate_defaults_come_from_the_detector_config_and_tau_auto_resolves(
@@ -165,7 +166,7 @@ def test_calibrate_defaults_come_from_the_detector_config_and_tau_auto_resolves(
     assert saved["detector"]["tau"] == 0.05
 
 
-def test_calibrate_auto_prints_its_candidates_and_check_uses_the_pick(
+def test_calibrate_auto_prints_its_candidates_and_decide_uses_the_pick(
     monkeypatch, capsys, tmp_path, minilm_kb_dir, query_files
 ):
     import shutil
@@ -184,15 +185,15 @@ def test_calibrate_auto_prints_its_candidates_and_check_uses_the_pick(
     # ten documents: too few to tell candidates apart, so auto keeps the default and says why
     assert picked == info["selection"]["default"] and picked["statistic"] == "mss"
     assert info["selection"]["kept_default_because"].startswith("only ")
-    code, out, err = run(monkeypatch, capsys, "check", str(kb), "bees", "--json")
+    code, out, err = run(monkeypatch, capsys, "decide", str(kb), "bees", "--json")
     assert code == 0, err
-    assert json.loads(out)["statistic"] == picked["statistic"]
+    assert json.loads(out)["test"]["statistic"] == picked["statistic"]
     code, out, err = run(monkeypatch, capsys, *args, "--statistic", "combined")
     assert code == 0, err
     text = " ".join(out.split())
     assert "(6 other queries learned the score)" in text and "combined critical value" in text
-    code, out, err = run(monkeypatch, capsys, "check", str(kb), "bees", "--json")
-    assert json.loads(out)["statistic"] == "combined"
+    code, out, err = run(monkeypatch, capsys, "decide", str(kb), "bees", "--json")
+    assert json.loads(out)["test"]["statistic"] == "combined"
     code, out, err = run(monkeypatch, capsys, *args)
     text = " ".join(out.split())
     assert code == 0 and "(picked)" in out and "kept chunk mss (the default): only " in text, err

@@ -100,7 +100,7 @@ def test_a_command_exit_code_passes_through(monkeypatch, capsys):
     ("argv", "message", "usage"),
     [
         (["calibrate"], "Missing argument", "usage: ragbound calibrate [OPTIONS]"),
-        (["check", "kb", "--k", "2"], "No such option: --k", "usage: ragbound check [OPTIONS]"),
+        (["decide", "kb", "--k", "2"], "No such option: --k", "usage: ragbound decide [OPTIONS]"),
         (["nosuch"], "No such command 'nosuch'", "usage: ragbound [OPTIONS] COMMAND"),
         (["tripwire", "add"], "Missing argument", "usage: ragbound tripwire add [OPTIONS]"),
     ],

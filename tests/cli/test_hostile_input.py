@@ -104,11 +104,11 @@ def files(corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
         ("index {file} --out {new} --embedder bm25", "deep_records.jsonl", 2),
         ("index {file} --out {new} --embedder bm25", "deep_document.json", 4),
         ("calibrate {kb} --queries {file}", "deep_queries.jsonl", 1),
-        ("check {kb} --queries {file}", "deep_queries.jsonl", 1),
+        ("decide {kb} --queries {file}", "deep_queries.jsonl", 1),
         ("decide {kb} --conversations {file}", "deep_chats.jsonl", 2),
         ("tripwire add {kb} {file}", "deep_tripwires.jsonl", 1),
     ],
-    ids=["index-jsonl", "index-json", "calibrate", "check", "decide", "tripwire-add"],
+    ids=["index-jsonl", "index-json", "calibrate", "decide", "decide-chats", "tripwire-add"],
 )
 def test_json_nested_1000_deep_is_one_error_line_naming_file_and_line(
     files: dict[str, Path], command: str, file: str, line: int
@@ -127,9 +127,9 @@ def test_a_lone_surrogate_in_a_query_file_names_file_line_and_field(
     files: dict[str, Path], gated_kb: Path
 ) -> None:
     # a dense knowledge base: its tokenizer raised TypeError on the surrogate
-    done = ragbound("check", str(gated_kb), "--queries", str(files["surrogate_queries.jsonl"]))
+    done = ragbound("decide", str(gated_kb), "--queries", str(files["surrogate_queries.jsonl"]))
     one_error(done, f"{files['surrogate_queries.jsonl']}:2 (field 'query'): ", "lone surrogate")
-    assert done.stdout == ""  # refused before any query is checked
+    assert done.stdout == ""  # refused before any query is decided
 
 
 def test_a_lone_surrogate_in_a_conversation_names_the_message(files: dict[str, Path]) -> None:
@@ -149,7 +149,7 @@ def test_a_lone_surrogate_in_a_corpus_record_names_file_and_line(files: dict[str
 
 
 def test_a_query_argument_that_is_not_utf8_is_named(gated_kb: Path) -> None:
-    done = ragbound("check", str(gated_kb), "What do bees make?", b"caf\xe9 and bees?")
+    done = ragbound("decide", str(gated_kb), "What do bees make?", b"caf\xe9 and bees?")
     one_error(done, "query argument 2 'caf\\xe9 and bees?': not UTF-8 (byte 0xe9")
 
 
@@ -185,8 +185,8 @@ def escaped_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
-def test_check_shows_a_document_name_s_escapes_on_one_line(escaped_kb: Path) -> None:
-    done = ragbound("check", str(escaped_kb), f"How many eggs does a queen bee {ESC}lay?")
+def test_decide_shows_a_document_name_s_escapes_on_one_line(escaped_kb: Path) -> None:
+    done = ragbound("decide", str(escaped_kb), f"How many eggs does a queen bee {ESC}lay?")
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout + done.stderr
     lines = done.stdout.splitlines()
@@ -195,12 +195,12 @@ def test_check_shows_a_document_name_s_escapes_on_one_line(escaped_kb: Path) -> 
     assert nearest.endswith("\\x1b[2J\\x1b[31mhive\\nsplit.txt")  # one line, not two
 
 
-def test_check_json_keeps_the_text_as_json_escapes_it(escaped_kb: Path) -> None:
-    done = ragbound("check", str(escaped_kb), "How many eggs does a queen bee lay?", "--json")
+def test_decide_json_keeps_the_text_as_json_escapes_it(escaped_kb: Path) -> None:
+    done = ragbound("decide", str(escaped_kb), "How many eggs does a queen bee lay?", "--json")
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout  # JSON writes \u001b
-    verdict = json.loads(done.stdout)
-    assert verdict["neighbours"][0]["source"] == f"{ESC}hive\nsplit.txt"
+    decision = json.loads(done.stdout)
+    assert decision["neighbours"][0]["source"] == f"{ESC}hive\nsplit.txt"
 
 
 def test_tripwire_check_shows_a_tripwire_text_s_escapes(gated_kb: Path, tmp_path: Path) -> None:

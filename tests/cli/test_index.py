@@ -56,7 +56,7 @@ def test_granularity_is_indexed_calibrated_and_checked(monkeypatch, capsys, tmp_
     code, out, err = run(monkeypatch, capsys, *base, "--granularity", "chunk")
     assert code == 0, err
     assert json.loads(out)["granularity"] == "chunk"
-    code, out, err = run(monkeypatch, capsys, "check", str(kb), "tithe paid to the lord", "--json")
+    code, out, err = run(monkeypatch, capsys, "decide", str(kb), "tithe paid to the lord", "--json")
     assert code == 0, err
     neighbours = json.loads(out)["neighbours"]
     assert "Millers once paid a tithe to the lord." in neighbours[0]["text"]

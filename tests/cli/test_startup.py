@@ -58,7 +58,7 @@ def test_root_help_imports_no_heavy_module():
 
 @pytest.mark.parametrize(
     "command",
-    [("check",), ("calibrate",), ("index",), ("serve",), ("tripwire", "tune"), ("bench", "run")],
+    [("decide",), ("calibrate",), ("index",), ("serve",), ("tripwire", "tune"), ("bench", "run")],
     ids=" ".join,
 )
 def test_command_help_imports_no_heavy_module(command):
@@ -100,8 +100,10 @@ def _default_runtime() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if name != RUNTIME_ENV}
 
 
-def test_check_does_not_import_torch(sample_kb):
-    names = imported("check", str(sample_kb), "Who won the 1998 world cup?", env=_default_runtime())
+def test_decide_does_not_import_torch(sample_kb):
+    names = imported(
+        "decide", str(sample_kb), "Who won the 1998 world cup?", env=_default_runtime()
+    )
     assert set(TORCH) & names == set()
     # nor what this calibration (mss) does not need: scipy (energy, entropy), the HTTP client
     assert {"scipy", "sklearn", "matplotlib", "httpx"} & names == set()

@@ -74,7 +74,7 @@ def test_calibrate_auto_fits(monkeypatch, capsys, minilm_kb_dir: Path, tmp_path:
 
 def test_check_score_and_tripwire_tables_fit(monkeypatch, capsys, kb: Path, tmp_path: Path) -> None:
     queries = [*MORE_IN_KNOWLEDGE[:2], OUT_OF_KNOWLEDGE[0], UNSAFE[0], SAFE[0]]
-    text = run_at_80(monkeypatch, capsys, tmp_path, "check", str(kb), *queries)
+    text = run_at_80(monkeypatch, capsys, tmp_path, "decide", str(kb), *queries)
     assert "in knowledge" in text and "out of knowledge" in text
     flowing = " ".join(text.split())
     assert all(" ".join(q.split()) in flowing for q in queries), "each query is printed whole"

@@ -44,9 +44,9 @@ def test_a_qdrant_collection_refilled_with_other_vectors_is_refused(
     assert kb.fingerprint == Guard.load(kb_dir, force=True).calibration.manifest.kb_fingerprint
     with pytest.raises(IncompatibleArtifactError, match=r"similarities moved by .*--force"):
         Guard.load(kb_dir)
-    code, _, err = run(monkeypatch, capsys, "check", str(kb_dir), IN_KNOWLEDGE[0])
+    code, _, err = run(monkeypatch, capsys, "decide", str(kb_dir), IN_KNOWLEDGE[0])
     assert code != 0 and err.count("error:") == 1 and "moved by" in err
-    code, _, err = run(monkeypatch, capsys, "check", str(kb_dir), IN_KNOWLEDGE[0], "--force")
+    code, _, err = run(monkeypatch, capsys, "decide", str(kb_dir), IN_KNOWLEDGE[0], "--force")
     assert code == 0, err
     release(folder)
 

@@ -203,8 +203,8 @@ def test_cli_calibrate_with_a_reranker_records_it_and_check_uses_it(
     code, out, err = run(monkeypatch, capsys, *args, "--reranker", str(cross_encoder), "--json")
     assert code == 0, err
     assert json.loads(out)["reranker"] == str(cross_encoder.resolve())
-    code, out, err = run(monkeypatch, capsys, "check", str(tmp_path / "kb"), "bees", "--json")
+    code, out, err = run(monkeypatch, capsys, "decide", str(tmp_path / "kb"), "bees", "--json")
     assert code == 0, err
-    verdict = json.loads(out)
+    verdict = json.loads(out)["test"]
     expected = Guard.load(tmp_path / "kb").check("bees")
     assert verdict["score"] == pytest.approx(expected.score, abs=1e-5)

@@ -81,7 +81,7 @@ def _search_with(kb_dir: Path, params: HnswParams | None) -> None:
 
 
 def test_every_command_refuses_another_search_unless_forced(hnsw_kb, tmp_path, monkeypatch, capsys):
-    code, _, err = run(monkeypatch, capsys, "check", str(hnsw_kb), OUT_OF_KNOWLEDGE[0], "--json")
+    code, _, err = run(monkeypatch, capsys, "decide", str(hnsw_kb), OUT_OF_KNOWLEDGE[0], "--json")
     assert code == 0, err
     _search_with(hnsw_kb, HnswParams(ef_search=16, m=8, precision="float16"))
     log = tmp_path / "log.jsonl"
@@ -92,7 +92,7 @@ def test_every_command_refuses_another_search_unless_forced(hnsw_kb, tmp_path, m
     ik.write_text("Which insects live in a hive?\nWhat do worker bees do?\n")
     ook.write_text("\n".join(OUT_OF_KNOWLEDGE) + "\n")
     commands = [
-        ["check", str(hnsw_kb), OUT_OF_KNOWLEDGE[0]],
+        ["decide", str(hnsw_kb), OUT_OF_KNOWLEDGE[0]],
         ["evaluate", str(hnsw_kb), "--in-knowledge", str(ik), "--out-of-knowledge", str(ook),
          "--samples", "2", "--runs", "1"],
         ["shift", str(hnsw_kb), "--queries", str(ook)],

@@ -226,9 +226,9 @@ def test_check_and_serve_decide_as_the_local_knowledge_base(
     ours = Gate.load(served_kb(minilm_kb_dir, tmp_path / "local", calibration))
     queries = [MORE_IN_KNOWLEDGE[12], OUT_OF_KNOWLEDGE[0]]
     local_p = [d.test.p_value for d in ours.decide_many(queries)]
-    code, out, err = run(monkeypatch, capsys, "check", str(kb_dir), queries[0], "--json")
+    code, out, err = run(monkeypatch, capsys, "decide", str(kb_dir), queries[0], "--json")
     assert code == 0, err
-    assert json.loads(out)["p_value"] == pytest.approx(local_p[0], abs=1e-9)
+    assert json.loads(out)["test"]["p_value"] == pytest.approx(local_p[0], abs=1e-9)
     server = ChildServer(str(kb_dir)).ready()  # the service searches the table from its threads
     try:
         replies = check_all(server.url, queries)

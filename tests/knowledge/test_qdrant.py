@@ -203,7 +203,7 @@ def test_serve_decides_on_a_folder_and_holds_it(
     server = ChildServer(str(kb_dir)).ready()
     try:
         replies = check_all(server.url, queries)
-        code, _, err = run(monkeypatch, capsys, "check", str(kb_dir), queries[0])
+        code, _, err = run(monkeypatch, capsys, "decide", str(kb_dir), queries[0])
         second = serve_refused(str(kb_dir), "--port", str(free_port()))
     finally:
         assert server.stop() == 0
@@ -216,8 +216,8 @@ def test_serve_decides_on_a_folder_and_holds_it(
         assert refused_err.count("\n") == 1 and "is held by another process" in refused_err
         assert "ragbound serve" in refused_err and "/v1/tripwires" in refused_err
     try:  # the service gone, the folder is free again
-        code, out, err = run(monkeypatch, capsys, "check", str(kb_dir), queries[0], "--json")
+        code, out, err = run(monkeypatch, capsys, "decide", str(kb_dir), queries[0], "--json")
         assert code == 0, err
-        assert json.loads(out)["p_value"] == pytest.approx(local_p[0], abs=1e-9)
+        assert json.loads(out)["test"]["p_value"] == pytest.approx(local_p[0], abs=1e-9)
     finally:
         release(tmp_path / "q")

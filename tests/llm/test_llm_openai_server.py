@@ -67,5 +67,5 @@ def test_synthetic_calibration_through_the_server(
     assert len(lines) == 4 and f'"model":"{ALIAS}"' in lines[0].replace(" ", "")
     calibrate = ["calibrate", str(kb_dir), "--queries", str(queries), "--k", "4", "--alpha", "0.25"]
     assert runner.invoke(app, calibrate).exit_code == 0
-    check = runner.invoke(app, ["check", str(kb_dir), "Who painted the Mona Lisa?", "--json"])
-    assert check.exit_code == 0 and '"p_value"' in check.output
+    decide = runner.invoke(app, ["decide", str(kb_dir), "Who painted the Mona Lisa?", "--json"])
+    assert decide.exit_code == 0 and '"p_value"' in decide.output

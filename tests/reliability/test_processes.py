@@ -6,7 +6,7 @@ from tests.reliability.processes import KILLED, finish, ragbound, start
 
 
 def test_a_child_runs_the_real_command_and_reports_a_usage_error():
-    done = ragbound("check")
+    done = ragbound("decide")
     assert done.returncode == 2 and done.stderr.startswith("error: ")
 
 

@@ -85,9 +85,9 @@ def test_a_reader_during_a_writer_sees_the_old_or_the_new_calibration(kb: Path, 
     ]
     for round_ in range(4):
         writer = start(*calibrate_args(kb, b if round_ % 2 == 0 else a))
-        reader = ragbound("check", kb, *PROBES, "--json")
+        reader = ragbound("decide", kb, *PROBES, "--json")
         assert reader.returncode == 0, reader.stderr
-        seen = [json.loads(line)["p_value"] for line in reader.stdout.splitlines()]
+        seen = [json.loads(line)["test"]["p_value"] for line in reader.stdout.splitlines()]
         assert seen in expected
         assert finish(writer)[0] == 0
 
@@ -98,7 +98,7 @@ def test_a_second_writer_waits_for_the_lock_or_is_refused_naming_the_holder(kb: 
     with writer_lock(kb, what="knowledge base"):
         refused = ragbound(*calibrate_args(kb, b), RAGBOUND_LOCK_TIMEOUT="0")
         one_error_line(refused, "another process (pid", "writing the knowledge base", str(kb))
-        reader = ragbound("check", kb, *PROBES, "--json")  # readers take no lock
+        reader = ragbound("decide", kb, *PROBES, "--json")  # readers take no lock
         assert reader.returncode == 0, reader.stderr
         waiting = start(*calibrate_args(kb, b))
         # hold the lock until the writer says it waits (no timing guess)
@@ -165,7 +165,7 @@ def test_a_damaged_calibration_file_is_one_error_naming_it(
     assert ragbound(*calibrate_args(kb, query_files[0])).returncode == 0
     path = next((kb / "calibration").glob(f"*.{suffix}"))
     damage(path)
-    one_error_line(ragbound("check", kb, *PROBES), path.name, says)
+    one_error_line(ragbound("decide", kb, *PROBES), path.name, says)
     with pytest.raises(ArtifactError, match=says):
         Calibration.load(kb)
 

@@ -33,9 +33,9 @@ def _queries_file(folder: Path) -> Path:
     return path
 
 
-def _check(monkeypatch, capsys, kb: Path, *queries: str, force: bool = False) -> list[dict]:
+def _decide(monkeypatch, capsys, kb: Path, *queries: str, force: bool = False) -> list[dict]:
     extra = ["--force"] if force else []
-    code, out, err = run(monkeypatch, capsys, "check", str(kb), *queries, "--json", *extra)
+    code, out, err = run(monkeypatch, capsys, "decide", str(kb), *queries, "--json", *extra)
     assert code == 0, err
     return [json.loads(line) for line in out.splitlines()]
 
@@ -72,8 +72,8 @@ def test_owned_index_add_check_and_tripwires(monkeypatch, capsys, pg_dsn, corpus
         monkeypatch, capsys, "calibrate", str(kb), "--queries", str(calibration), "--k", "2"
     )
     assert code == 0, err
-    before = _check(monkeypatch, capsys, kb, IN_KNOWLEDGE[0], OUT_OF_KNOWLEDGE[0])
-    assert before[0]["p_value"] > before[1]["p_value"]
+    before = _decide(monkeypatch, capsys, kb, IN_KNOWLEDGE[0], OUT_OF_KNOWLEDGE[0])
+    assert before[0]["test"]["p_value"] > before[1]["test"]["p_value"]
     assert before[0]["neighbours"][0]["doc_id"].startswith("2")  # the waggle-dance document
 
     # add: only the new documents go in, after the committed rows
@@ -84,13 +84,13 @@ def test_owned_index_add_check_and_tripwires(monkeypatch, capsys, pg_dsn, corpus
     assert code == 0, err
     assert json.loads(out)["n_chunks"] == 10 and "calibrate again" in err
     assert _rows(pg_dsn, f"SELECT max(row_number), count(*) FROM {table}") == [(9, 10)]
-    code, _, err = run(monkeypatch, capsys, "check", str(kb), IN_KNOWLEDGE[5])
+    code, _, err = run(monkeypatch, capsys, "decide", str(kb), IN_KNOWLEDGE[5])
     assert code == 2 and "calibrate again" in err
     code, _, err = run(
         monkeypatch, capsys, "calibrate", str(kb), "--queries", str(calibration), "--k", "2"
     )
     assert code == 0, err
-    after = _check(monkeypatch, capsys, kb, IN_KNOWLEDGE[5])
+    after = _decide(monkeypatch, capsys, kb, IN_KNOWLEDGE[5])
     assert after[0]["neighbours"][0]["source"].startswith("train")
 
     # tripwires live beside the manifest and are searched with the table's chunks
@@ -228,8 +228,9 @@ def test_attach_a_langchain_table(monkeypatch, capsys, pg_dsn, embedded_topics, 
         monkeypatch, capsys, "calibrate", str(kb), "--queries", str(calibration), "--k", "2"
     )
     assert code == 0, err
-    rows = _check(monkeypatch, capsys, kb, IN_KNOWLEDGE[0], IN_KNOWLEDGE[5])
-    assert rows[0]["p_value"] > rows[1]["p_value"]  # trains are not in the bees collection
+    rows = _decide(monkeypatch, capsys, kb, IN_KNOWLEDGE[0], IN_KNOWLEDGE[5])
+    # trains are not in the bees collection
+    assert rows[0]["test"]["p_value"] > rows[1]["test"]["p_value"]
 
     code, _, err = run(monkeypatch, capsys, "add", str(kb), str(calibration))
     assert code == 2 and "belongs to another application" in err
@@ -241,7 +242,7 @@ def test_attach_a_langchain_table(monkeypatch, capsys, pg_dsn, embedded_topics, 
             f"INSERT INTO {table} VALUES ('new', %s, %s, 'Bees sleep at night.', '{{}}')",
             (ids["bees"], embedded_topics["bees"][0]),
         )
-    code, _, err = run(monkeypatch, capsys, "check", str(kb), IN_KNOWLEDGE[0])
+    code, _, err = run(monkeypatch, capsys, "decide", str(kb), IN_KNOWLEDGE[0])
     assert code == 2 and "calibrate again" in err
     assert len(KnowledgeBase.load(kb)) == 6
 
@@ -289,8 +290,8 @@ def test_owned_hnsw_builds_the_index_and_the_calibration_records_it(
     recorded = json.loads((kb / "calibration" / "manifest.json").read_text())["search"]
     assert recorded["backend"] == "pgvector" and recorded["exact"] is False
     assert recorded["parameters"]["ef_search"] == 64
-    rows = _check(monkeypatch, capsys, kb, IN_KNOWLEDGE[0], OUT_OF_KNOWLEDGE[0])
-    assert rows[0]["p_value"] > rows[1]["p_value"]
+    rows = _decide(monkeypatch, capsys, kb, IN_KNOWLEDGE[0], OUT_OF_KNOWLEDGE[0])
+    assert rows[0]["test"]["p_value"] > rows[1]["test"]["p_value"]
 
 
 def test_attach_with_hnsw_needs_the_tables_index(

@@ -33,17 +33,17 @@ def test_pgvector_refuses_a_calibration_made_with_another_search(
         monkeypatch, capsys, "calibrate", str(kb), "--queries", str(queries), "--k", "2"
     )
     assert code == 0, err
-    check = ["check", str(kb), OUT_OF_KNOWLEDGE[0], "--json"]
-    code, _, err = run(monkeypatch, capsys, *check)
+    decide = ["decide", str(kb), OUT_OF_KNOWLEDGE[0], "--json"]
+    code, _, err = run(monkeypatch, capsys, *decide)
     assert code == 0, err
 
     _set_search(kb, "hnsw", 20)
-    code, _, err = run(monkeypatch, capsys, *check)
+    code, _, err = run(monkeypatch, capsys, *decide)
     assert code == 2 and "pgvector" in err and "ef_search=64" in err and "ef_search=20" in err
     assert "--force" in err
-    code, _, err = run(monkeypatch, capsys, *check, "--force")
+    code, _, err = run(monkeypatch, capsys, *decide, "--force")
     assert code == 0, err
 
     _set_search(kb, "exact", None)
-    code, _, err = run(monkeypatch, capsys, *check)
+    code, _, err = run(monkeypatch, capsys, *decide)
     assert code == 2 and "now searches with pgvector (exact" in err

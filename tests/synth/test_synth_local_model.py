@@ -43,5 +43,5 @@ def test_the_synth_command_feeds_calibrate_and_check(minilm_kb_dir: Path, tmp_pa
     assert "wrote 4 queries" in synth.output, synth.output
     calibrate = ["calibrate", str(kb_dir), "--queries", str(queries), "--k", "4", "--alpha", "0.25"]
     assert runner.invoke(app, calibrate).exit_code == 0
-    check = runner.invoke(app, ["check", str(kb_dir), "Who painted the Mona Lisa?", "--json"])
-    assert check.exit_code == 0 and '"p_value"' in check.output
+    decide = runner.invoke(app, ["decide", str(kb_dir), "Who painted the Mona Lisa?", "--json"])
+    assert decide.exit_code == 0 and '"p_value"' in decide.output

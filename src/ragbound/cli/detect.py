@@ -1,7 +1,8 @@
-"""``ragbound calibrate | check | evaluate``: the online out-of-knowledge test, and its tables."""
+"""``ragbound calibrate | decide | evaluate``: the online out-of-knowledge test, and its tables."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -24,12 +25,11 @@ from ragbound.cli.common import (
     write_plots,
 )
 from ragbound.cli.options import (
-    CONVERSATIONS_HELP,
     LLM_HELP,
     READING_HELP,
-    CalibratedAlphaOpt,
     CalibratedKbArg,
     ConversationsOpt,
+    DecisionAlphaOpt,
     FieldOpt,
     ForceOpt,
     JsonOpt,
@@ -63,11 +63,12 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from ragbound.conversations.files import FileConversation
+    from ragbound.conversations.model import Conversation
     from ragbound.detect.answerability import AnswerabilityVerdict
     from ragbound.detect.calibration import CalibrationManifest, NullQuestions
     from ragbound.detect.combined import Selection
     from ragbound.detect.guard import Guard
-    from ragbound.gate import Decision
+    from ragbound.gate import Decision, Gate
     from ragbound.knowledge import KnowledgeBase
     from ragbound.results import EvaluationReport, Neighbour, SyntheticCheck, Verdict
 
@@ -121,7 +122,7 @@ def calibrate(
         str,
         typer.Option(
             help=_help("statistic")
-            + f" The default for check. {AUTO}: the candidate with the most power on "
+            + f" The default for decide. {AUTO}: the candidate with the most power on "
             "leave-documents-out queries, or mss when those cannot tell (see below).",
             callback=validate.calibration_statistic,
         ),
@@ -129,7 +130,7 @@ def calibrate(
     alpha: Annotated[
         float,
         typer.Option(
-            help="The default significance level for check.", callback=validate.probability
+            help="The default significance level for decide.", callback=validate.probability
         ),
     ] = DEFAULT_ALPHA,
     p_value_method: Annotated[
@@ -145,7 +146,7 @@ def calibrate(
         typer.Option(
             help=(
                 "Units that score chunks, among those indexed (e.g. sentence or "
-                "chunk,sentence); default: the knowledge base's --granularity. check uses it."
+                "chunk,sentence); default: the knowledge base's --granularity. decide uses it."
             ),
             callback=validate.granularity,
         ),
@@ -200,7 +201,7 @@ def calibrate(
 
     Each query is retrieved against the knowledge base and its top --k similarities are
     kept (a knowledge base of fewer chunks than the default k: every chunk, with a note).
-    check, evaluate and shift compare new queries with these. Use queries the corpus
+    decide, evaluate and shift compare new queries with these. Use queries the corpus
     does answer: real user questions, or the output of `ragbound synth`. Calibrating again
     replaces the saved calibration.
 
@@ -213,36 +214,37 @@ def calibrate(
     coarse).
 
     --answerability coverage adds the answerability test, calibrated on the same questions:
-    check, the gate and the service then also abstain (cause unanswerable) on a question in
+    decide, the gate and the service then also abstain (cause unanswerable) on a question in
     scope whose 5 nearest chunks do not hold what it asks (the IDF-weighted share of its
     words in their best sentence), the two tests sharing --alpha (each at the level that
     keeps the calibration questions either flags at alpha; --json: answerability, with
     level). --answerability judge asks the --llm (default local) whether the 3 nearest
     chunks hold the answer, and scores the probability of its NO: one LLM call per
     calibration question and per decision, cached on disk; the calibration records the
-    model, and check, decide and serve load it. Off by default: on the corpus zoo neither
+    model, and decide and serve load it. Off by default: on the corpus zoo neither
     catches more everywhere at an LLM-free cost (docs/answerability.md).
 
     It is saved while no other process writes the knowledge base (waiting up to
     $RAGBOUND_LOCK_TIMEOUT seconds, 60 by default), and refused if the knowledge base changed
     while it was being calibrated.
 
-    --statistic and --alpha only set the defaults that check uses; every statistic can be
-    chosen later. --granularity is recorded: check, evaluate and shift search with it.
-    --reranker FOLDER (a local cross-encoder) makes check, evaluate, shift and the service
-    score the k chunks' relevance logits instead of their similarities: about k
-    cross-encoder passes per query, measured in docs/benchmarks.md. --json prints path,
+    --statistic and --alpha set what decide, the gate and the service use (decide --alpha
+    and serve --alpha change the level); evaluate compares every statistic, and test-log
+    --statistic scores with another. --granularity is recorded: decide, evaluate and shift
+    search with it. --reranker FOLDER (a local cross-encoder) makes decide, evaluate, shift
+    and the service score the k chunks' relevance logits instead of their similarities:
+    about k cross-encoder passes per query, measured in docs/benchmarks.md. --json prints path,
     n_queries, k, tau, statistic, alpha, p_value_method, granularity, reranker,
     critical_value, kb_fingerprint, questions, reading, conversations (with
     --conversations: source, n_conversations, n_turns), synthetic_check (with
     --real-queries) and selection (with auto).
 
-    --conversations FILE (one chat a line, in the shapes check reads; a logged chat may end
+    --conversations FILE (one chat a line, in the shapes decide reads; a logged chat may end
     with the assistant's answer) adds every user turn of every conversation to the null,
-    each read as check reads it: with --reading (default follow; rewrite calls the --llm
+    each read as decide reads it: with --reading (default follow; rewrite calls the --llm
     once per later turn). Give --queries, --conversations or both; standalone questions are
     read as themselves. The manifest records the reading (reading; null without
-    conversations) and check, the gate and the service read conversations with it by
+    conversations) and decide, the gate and the service read conversations with it by
     default: a null of turns read one way holds the p-values of turns read that way
     (docs/conversations.md).
 
@@ -251,7 +253,7 @@ def calibrate(
     unknown, with counts): --questions real|synthetic declares it, else each record says
     (`ragbound synth` writes source "llm:MODEL"; a record with source "real" is real; a line
     of text is of unknown origin). A null of synthetic questions alone gives approximate
-    p-values: check, the decisions and the service say "p-values approximate: no real
+    p-values: decide, the gate and the service say "p-values approximate: no real
     questions" (on some corpora such a null flagged 29% of real in-knowledge questions at
     alpha 0.05).
 
@@ -559,75 +561,22 @@ def candidate_basis(selection: Selection) -> str:
     )
 
 
-def check(
-    kb_dir: CalibratedKbArg,
-    query: QueriesArg = None,
-    queries: QueriesFileOpt = None,
-    field: FieldOpt = None,
-    statistic: Annotated[
-        str | None,
-        typer.Option(
-            help=f"mss, knn, avgknn, entropy, energy, fisher, simes or {COMBINED} (default: "
-            "the calibration's; combined only when it was calibrated).",
-            callback=validate.checked_statistic,
-        ),
-    ] = None,
-    alpha: CalibratedAlphaOpt = None,
-    evidence: Annotated[
-        int,
-        typer.Option(help="Nearest chunks to show per query.", callback=validate.non_negative_int),
-    ] = 3,
-    force: ForceOpt = False,
-    json_out: JsonOpt = False,
-) -> None:
-    """Test queries: p-value that each is out of the knowledge base's knowledge.
-
-    Each query is retrieved and its statistic (higher = more out of knowledge) is compared
-    with the calibration queries' values: p = (1 + the number of calibration queries
-    scoring at least as high) / (n + 1). The query is out of knowledge when p <= alpha.
-    Each query is printed whole, then its p-value, verdict and nearest chunk (similarity and
-    source), in 80 columns.
-
-    --json prints one object per query with query, statistic, score, p_value,
-    out_of_knowledge, alpha, critical_value (null when no score can reach alpha with this
-    calibration), k, n_calibration, approximate (true when the calibration's questions are
-    all synthetic: p-values approximate, no real questions; also a line under the table) and
-    neighbours (rank, chunk_id, doc_id, source, similarity, text). A calibration made before
-    the knowledge base changed, or with another search (exact vs HNSW, another ef_search),
-    is refused unless --force.
-
-    Conversations are decided by ragbound decide.
-    """
-    from ragbound.detect import Guard
-
-    texts = gather_queries(query, queries, field)
-    guard = Guard.load(kb_dir, force=force)
-    verdicts, answers = guard.check_both(
-        texts, statistic=statistic, alpha=alpha, evidence=evidence, progress=progress(json_out)
-    )
-    if json_out:
-        for i, verdict in enumerate(verdicts):
-            answer = None if answers is None else answers[i]
-            found = None if answer is None else answer.model_dump(mode="json")
-            emit_json({**verdict.model_dump(mode="json"), "answerability": found})
-        return
-    print_verdicts(verdicts, answers)
-    if guard.approximate:
-        say(APPROXIMATE_LINE)
-
-
 APPROXIMATE_LINE = (
     f"[yellow]{APPROXIMATE}[/] (the calibration's questions were all written by an LLM): "
     "calibrate on a few dozen real ones"
 )
+# load_queries and load_conversations name what a record lacks, and the fields it has: a
+# file of the other kind says so in these words
+_CONVERSATION_FIELDS = re.compile(r"fields present: (.*, )?(messages|turns)(,|$)")
+_NOT_A_CONVERSATION = ("(field 'messages' or 'turns'): missing", "got a line of plain text")
 
 
 def decide(
     kb_dir: CalibratedKbArg,
-    conversations: Annotated[
-        Path,
-        typer.Option("--conversations", help=CONVERSATIONS_HELP, callback=validate.existing_file),
-    ],
+    query: QueriesArg = None,
+    queries: QueriesFileOpt = None,
+    field: FieldOpt = None,
+    conversations: ConversationsOpt = None,
     every_turn: Annotated[
         bool,
         typer.Option(
@@ -637,6 +586,7 @@ def decide(
     ] = False,
     reading: ReadingOpt = None,
     llm: RewriteLlmOpt = None,
+    alpha: DecisionAlphaOpt = None,
     evidence: Annotated[
         int,
         typer.Option(
@@ -646,72 +596,147 @@ def decide(
     force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Decide conversations as the gate and the service do: answer, abstain or reject.
+    """Decide queries or conversations as the gate and the service do: answer, abstain or
+    reject.
 
-    --conversations FILE holds the chats (docs/conversations.md): one a line,
-    OpenAI-style `{"messages": [...], "id": ...}` or doc2dial's `{"id": ..., "turns": [...]}`
-    (roles user and agent, each turn's `text`), each at its last user turn, or at every user
-    turn with --every-turn (a logged chat, which may end with the assistant's answer). The
-    gate decides them as the service does: the turn is read into the text searched with
-    --reading (default: the reading the calibration's conversations were read with, else
-    follow) and every user turn meets the tripwires. Each decision is printed under a line
-    naming the conversation (its id, else its line) and the user turn (1: the first), with
-    --evidence chunks; a forbidden turn names its topics. --json prints one decision per
-    line: query (the turn), action, reason, test (its query is the text searched),
-    tripwires, neighbours and conversation (turn: user turns before it, history, id,
-    reading, read_turns). The statistic and alpha are the calibration's.
+    Queries come as arguments, from --queries FILE, or both; conversations from
+    --conversations FILE (docs/conversations.md): one a line, OpenAI-style `{"messages":
+    [...], "id": ...}` or doc2dial's `{"id": ..., "turns": [...]}` (roles user and agent, each
+    turn's `text`), each decided at its last user turn, or at every user turn with
+    --every-turn (a logged chat, which may end with the assistant's answer). Give queries or
+    conversations, not both: a file of the other kind is refused, saying which option takes it.
+
+    Each query (a conversation: the text its turn is read into, with --reading, default the
+    reading the calibration's conversations were read with, else follow) is retrieved and its
+    statistic (the calibration's; higher = more out of knowledge) is compared with the
+    calibration queries' values: p = (1 + the number of calibration queries scoring at least
+    as high) / (n + 1), out of knowledge when p <= alpha (--alpha, default the calibration's).
+    The tripwires (every user turn of a conversation meets them) and, when calibrated, the
+    answerability test decide too: reject a forbidden query, abstain on one out of knowledge
+    or unanswerable, else answer.
+
+    Each decision is printed in 80 columns: the query whole (a conversation's under a line
+    naming it, by its id, else its line, and the user turn, 1: the first), its p-value,
+    verdict and nearest chunk (similarity and source); the answerability test's line; the
+    topics of a forbidden query. --json prints one decision per line: query, action, cause,
+    reason, test (query (the text searched), statistic, score, p_value, out_of_knowledge,
+    alpha, critical_value (null when no score can reach alpha with this calibration), k,
+    n_calibration, approximate (true when the calibration's questions are all synthetic:
+    p-values approximate, no real questions; also a line under the table)), answerability,
+    tripwires, neighbours (--evidence chunks: rank, chunk_id, doc_id, source, similarity,
+    text) and, for a conversation, conversation (turn: user turns before it, history, id,
+    reading, read_turns). A calibration made before the knowledge base changed, or with
+    another search (exact vs HNSW, another ef_search), is refused unless --force.
     """
-    decide_conversations(kb_dir, conversations, every_turn, reading, llm, evidence, force, json_out)
+    from ragbound.gate import Gate
+
+    items, chats = _decided_items(query, queries, field, conversations, every_turn, reading, llm)
+    gate = Gate.load(kb_dir, force=force, context_k=evidence, reading=reading)
+    _use_alpha(gate, alpha)
+    if chats is not None:
+        gate.rewriter = rewriter_for(gate.reading, llm)
+        _warn_when_read_otherwise(gate)
+    decisions = _decide_in_batches(gate, items, progress(json_out))
+    if json_out:
+        for decision in decisions:
+            emit_json(decision)
+        return
+    shared = gate.guard.answerability is not None
+    print_decisions(decisions, chats, gate.reading if chats else None, shared=shared)
+    if gate.guard.approximate:
+        say(APPROXIMATE_LINE)
 
 
-def decide_conversations(
-    kb_dir: Path,
-    conversations: Path,
+def _decided_items(
+    query: list[str] | None,
+    queries: Path | None,
+    field: str | None,
+    conversations: Path | None,
     every_turn: bool,
     reading: str | None,
     llm: str | None,
-    evidence: int,
-    force: bool,
-    json_out: bool,
-) -> None:
-    """``decide``: each conversation decided at its last user turn (every user turn with
-    ``every_turn``) by the Gate, which reads it with ``reading``
-    (default: the calibration's) and meets every user turn with the tripwires."""
+) -> tuple[list[str] | list[Conversation], list[FileConversation] | None]:
+    """What ``decide`` decides: the queries, or the conversations and the file's chats
+    (None for queries); InputError for options that do not go together."""
+    if conversations is None:
+        if every_turn or reading is not None or llm is not None:
+            raise InputError(
+                "--every-turn, --reading and --llm read conversations: give --conversations FILE"
+            )
+        if not query and queries is None:
+            raise InputError("give queries as arguments, --queries FILE or --conversations FILE")
+        return _queries(query, queries, field), None
+    if query or queries is not None:
+        raise InputError("give queries or --conversations FILE, not both (decide them apart)")
+    if field is not None:
+        raise InputError("--field names the query field of --queries FILE, not of conversations")
+    chats = _conversations(conversations, every_turn)
+    return [chat.conversation for chat in chats], chats
+
+
+def _queries(query: list[str] | None, queries: Path | None, field: str | None) -> list[str]:
+    """The queries given; a --queries file of conversations is refused, saying so."""
+    try:
+        return gather_queries(query, queries, field)
+    except InputError as exc:
+        if field is not None or not _CONVERSATION_FIELDS.search(str(exc)):
+            raise
+        raise InputError(f"{exc}; a file of conversations: give it with --conversations") from None
+
+
+def _conversations(conversations: Path, every_turn: bool) -> list[FileConversation]:
+    """The chats of a --conversations file; one of queries is refused, saying so, and a
+    logged chat (ending with the assistant's turn) is pointed to --every-turn."""
     from ragbound.conversations.files import load_conversations
-    from ragbound.gate import Gate
-    from ragbound.knowledge.query import SEARCH_BATCH
-    from ragbound.progress import progress_bar
 
     try:
-        chats = load_conversations(conversations, every_turn=every_turn)
+        return load_conversations(conversations, every_turn=every_turn)
     except InputError as exc:
+        if any(words in str(exc) for words in _NOT_A_CONVERSATION):
+            raise InputError(f"{exc}; a file of queries: give it with --queries") from None
         if every_turn or "the last message is the assistant's" not in str(exc):
             raise
         raise InputError(f"{exc}; --every-turn decides every user turn of a logged chat") from None
-    gate = Gate.load(kb_dir, force=force, context_k=evidence, reading=reading)
-    gate.rewriter = rewriter_for(gate.reading, llm)
+
+
+def _use_alpha(gate: Gate, alpha: float | None) -> None:
+    """Decide at ``alpha`` (None: the calibration's), with a warning when the calibration is
+    too small for it."""
+    if alpha is None:
+        return
+    gate.guard.use_alpha(alpha)
+    message = gate.guard.calibration_resolution().message()
+    if message is not None:
+        notice(wrap(f"warning: {message}"))
+
+
+def _warn_when_read_otherwise(gate: Gate) -> None:
+    """A warning when conversations are read other than as the calibration's were."""
     made_with = gate.guard.reading
     if made_with is not None and made_with != gate.reading:
         notice(
             wrap(
                 f"warning: this calibration's conversations were read with {made_with}; "
-                f"checking with {gate.reading} holds turns read another way to that null "
+                f"deciding with {gate.reading} holds turns read another way to that null "
                 "(their p-values may not hold)"
             )
         )
+
+
+def _decide_in_batches(
+    gate: Gate, items: Sequence[str | Conversation], show_progress: bool
+) -> list[Decision]:
+    """The gate's decisions on ``items``, a search batch at a time, with a progress bar."""
+    from ragbound.knowledge.query import SEARCH_BATCH
+    from ragbound.progress import progress_bar
+
     decisions: list[Decision] = []
-    with progress_bar(len(chats), "deciding", progress(json_out)) as advance:
-        for start in range(0, len(chats), SEARCH_BATCH):
-            part = [chat.conversation for chat in chats[start : start + SEARCH_BATCH]]
+    with progress_bar(len(items), "deciding", show_progress) as advance:
+        for start in range(0, len(items), SEARCH_BATCH):
+            part = items[start : start + SEARCH_BATCH]
             decisions += gate.decide_many(part)
             advance(len(part))
-    if json_out:
-        for decision in decisions:
-            emit_json(decision)
-        return
-    print_decisions(decisions, chats, gate.reading)
-    if gate.guard.approximate:
-        say(APPROXIMATE_LINE)
+    return decisions
 
 
 def evaluate(
@@ -805,27 +830,6 @@ def _warn_when_smaller_than_samples(sizes: dict[Path, int], samples: int, runs: 
     notice(f"warning: {files} {verb} fewer than --samples {samples}; {what}")
 
 
-def print_verdicts(
-    verdicts: Sequence[Verdict], answers: Sequence[AnswerabilityVerdict | None] | None = None
-) -> None:
-    """Each verdict in two lines of at most 80 columns: the query whole (wrapped at spaces),
-    then its p-value, in or out of knowledge, and the nearest chunk's similarity and source
-    (the statistic's score and the chunk's text are in --json); with the answerability test,
-    a third line (:func:`answerability_line`)."""
-    first = verdicts[0]
-    shared = "" if answers is None else " (shared with the answerability test)"
-    say(
-        f"{first.statistic}, alpha={first.alpha:.4g}{shared}, k={first.k}, "
-        f"{first.n_calibration} calibration queries"
-    )
-    for i, v in enumerate(verdicts):
-        say(shown(v.query))
-        show(verdict_line(v, v.neighbours))
-        answer = None if answers is None else answers[i]
-        if answer is not None:
-            show(answerability_line(answer))
-
-
 def answerability_line(answer: AnswerabilityVerdict) -> str:
     """The line under an in-knowledge verdict: the answerability test's p-value, answerable
     or not, the share of the question the best retrieved sentence holds and, when
@@ -852,32 +856,54 @@ def verdict_line(verdict: Verdict, neighbours: Sequence[Neighbour]) -> str:
 
 
 def print_decisions(
-    decisions: Sequence[Decision], chats: Sequence[FileConversation], reading: str
+    decisions: Sequence[Decision],
+    chats: Sequence[FileConversation] | None,
+    reading: str | None,
+    *,
+    shared: bool = False,
 ) -> None:
-    """Each conversation's decided turn as :func:`print_verdicts` prints a query, under a line
-    naming the conversation (its id, else its line) and the user turn (1: the first), and
-    how many user turns the text searched joins; a forbidden turn says which topics fired."""
-    from ragbound.conversations.reading import REWRITE
+    """Each decision in lines of at most 80 columns: the query whole (wrapped at spaces), then
+    its p-value, in or out of knowledge, and the nearest chunk's similarity and source (the
+    statistic's score and the chunk's text are in --json); with the answerability test,
+    :func:`answerability_line`; a forbidden query's topics. A conversation's (``chats``, read
+    with ``reading``) comes under a line naming it (its id, else its line) and the user turn
+    (1: the first), and how many user turns the text searched joins. ``shared``: the tests
+    share alpha."""
     from ragbound.gate import fired_topics
 
     first = decisions[0].test
+    both = " (shared with the answerability test)" if shared else ""
+    read = "" if reading is None else f"; conversations read with {reading}"
     say(
-        f"{first.statistic}, alpha={first.alpha}, k={first.k}, "
-        f"{first.n_calibration} calibration queries; conversations read with {reading}"
+        f"{first.statistic}, alpha={first.alpha:.4g}{both}, k={first.k}, "
+        f"{first.n_calibration} calibration queries{read}"
     )
-    for decision, chat in zip(decisions, chats, strict=True):
-        turn = decision.conversation
-        assert turn is not None
-        rewritten = turn.reading == REWRITE and decision.test.query != decision.query
-        joined = turn.reading != REWRITE and turn.read_turns > 1
-        how = f", searched with the last {turn.read_turns} user turns" if joined else ""
-        say(shown(f"{chat.label}, user turn {turn.turn + 1}{how}:"))
+    for i, decision in enumerate(decisions):
+        if chats is not None:
+            say(shown(turn_line(decision, chats[i])))
         say(shown(decision.query))
-        if rewritten:
+        if decision.test.query != decision.query and _rewritten(decision):
             say(shown(f"    rewritten: {decision.test.query}"))
         show(verdict_line(decision.test, decision.neighbours))
+        if decision.answerability is not None:
+            show(answerability_line(decision.answerability))
         if decision.action == "reject":
             say(shown(f"    forbidden: {', '.join(fired_topics(decision))}"))
+
+
+def turn_line(decision: Decision, chat: FileConversation) -> str:
+    """The line naming a conversation's decided turn, and the user turns its text joins."""
+    turn = decision.conversation
+    assert turn is not None
+    joined = not _rewritten(decision) and turn.read_turns > 1
+    how = f", searched with the last {turn.read_turns} user turns" if joined else ""
+    return f"{chat.label}, user turn {turn.turn + 1}{how}:"
+
+
+def _rewritten(decision: Decision) -> bool:
+    from ragbound.conversations.reading import REWRITE
+
+    return decision.conversation is not None and decision.conversation.reading == REWRITE
 
 
 def evaluation_table(report: EvaluationReport) -> Table:
@@ -905,8 +931,7 @@ def evaluation_table(report: EvaluationReport) -> Table:
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``calibrate``, ``check`` and ``evaluate`` to ``app``."""
+    """Add ``calibrate``, ``decide`` and ``evaluate`` to ``app``."""
     app.command("calibrate")(calibrate)
-    app.command("check")(check)
     app.command("decide")(decide)
     app.command("evaluate")(evaluate)

@@ -181,7 +181,7 @@ def index(
     each chunk by its most similar unit (a question about one sentence is not diluted by the
     rest of its chunk) and still returns chunks as evidence. It costs one vector per unit
     (about 10 per 200-word chunk for sentences) and a search over them. calibrate
-    --granularity picks among the units indexed; check uses the calibration's. --json prints
+    --granularity picks among the units indexed; decide uses the calibration's. --json prints
     path, n_documents, n_chunks, group_field, embedder, granularity, n_units, fingerprint and
     search. A duplicate document id, a corpus with no documents, or a knowledge base already
     in --out (without --overwrite) is an error.
@@ -221,7 +221,7 @@ def index(
     same corpus gives the same graph) and saves it beside the vectors, in hnsw/; it answers
     every search, approximately: it can miss true neighbours, whose top similarities are
     then lower. The manifest records --m, --ef-search and --rescore, and so does every
-    calibration: check, evaluate, shift, test-log and the gate refuse a calibration made with
+    calibration: decide, evaluate, shift, test-log and the gate refuse a calibration made with
     another search (unless --force), so calibrate after choosing the search. --rescore C
     fetches k x C candidates (the beam is widened to match) and returns the exact top k
     among them, re-scored from the stored vectors: recall rises, the similarities are exact.
@@ -310,7 +310,7 @@ def add(
     chunks and their vectors are not touched. A document id already in the knowledge base is
     an error, and then nothing changes. --json prints the same fields as index.
 
-    Adding changes the knowledge base's fingerprint, so calibrate again afterwards: check,
+    Adding changes the knowledge base's fingerprint, so calibrate again afterwards: decide,
     evaluate and shift refuse a calibration made before (unless --force); add warns when it
     made the calibration stale. Two adds at once both land: the second waits for the first
     ($RAGBOUND_LOCK_TIMEOUT s), then appends to what the first committed.
@@ -481,10 +481,10 @@ def attach(
     Search is exact unless --search hnsw: then the store's HNSW index answers (for PostgreSQL
     it must have one for the embedder's operator, e.g. vector_cosine_ops), approximately; the
     method and --ef-search (--hnsw-ef and the graph's m for Qdrant) are recorded with every
-    calibration, so calibrate with the search you check with.
+    calibration, so calibrate with the search you decide with.
 
     When the application changes a PostgreSQL table, the next command sees the new rows: the
-    knowledge base's fingerprint changes, so calibrate again (check refuses the old
+    knowledge base's fingerprint changes, so calibrate again (decide refuses the old
     calibration unless --force). add refuses: add documents through the application.
     --json prints the same fields as index.
     """

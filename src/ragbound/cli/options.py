@@ -48,12 +48,6 @@ StatisticOpt = Annotated[
         callback=validate.statistic,
     ),
 ]
-CalibratedAlphaOpt = Annotated[
-    float | None,
-    typer.Option(
-        help="Significance level (default: calibration's).", callback=validate.probability
-    ),
-]
 DecisionAlphaOpt = Annotated[
     float | None,
     typer.Option(

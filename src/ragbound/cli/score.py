@@ -11,7 +11,6 @@ from ragbound.cli import validate
 from ragbound.cli.common import emit_json, notice, progress, visible, wrap
 from ragbound.cli.options import (
     AddressOpt,
-    CalibratedAlphaOpt,
     CalibratedKbArg,
     EngineOpt,
     FieldOpt,
@@ -48,7 +47,12 @@ def test_log(
     address: AddressOpt = None,
     workers: WorkersOpt = 2,
     statistic: StatisticOpt = None,
-    alpha: CalibratedAlphaOpt = None,
+    alpha: Annotated[
+        float | None,
+        typer.Option(
+            help="Significance level (default: calibration's).", callback=validate.probability
+        ),
+    ] = None,
     field: FieldOpt = None,
     time_field: Annotated[
         str, typer.Option(help="Timestamp field copied to the output, when present.")

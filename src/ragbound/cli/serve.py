@@ -52,7 +52,7 @@ def serve(
     token_file: Annotated[
         Path | None,
         typer.Option(
-            help="Bearer tokens, one a line: read:TOKEN (check) or admin:TOKEN (also change "
+            help="Bearer tokens, one a line: read:TOKEN (decide) or admin:TOKEN (also change "
             "the tripwires).",
             callback=validate.existing_file,
         ),

@@ -173,14 +173,6 @@ def statistic(value: str | None) -> str | None:
     return choice(*STATISTICS)(value)
 
 
-def checked_statistic(value: str | None) -> str | None:
-    """A statistic check can test: one of ragbound's, or the learned combined score."""
-    from ragbound.detect.names import COMBINED
-    from ragbound.stats.names import STATISTICS
-
-    return choice(*STATISTICS, COMBINED)(value)
-
-
 def reading(value: str | None) -> str | None:
     """A reading of conversations (ragbound.conversations.reading, loaded only when given)."""
     if value is None:

@@ -15,7 +15,7 @@ the API does not know, too many messages or characters), the error starting ``FI
 
 A conversation is decided at its last user turn. A ``messages`` record that ends with the
 assistant's message is refused, as ``/v1/decide`` refuses it (nothing new to decide), unless it
-is read as a *log* (``logged=True``: ``check --every-turn``, ``calibrate``): a logged chat ends
+is read as a *log* (``logged=True``: ``decide --every-turn``, ``calibrate``): a logged chat ends
 with the answer to its last question, which no decision reads. A ``turns`` record is a
 recorded dialogue (doc2dial's end with the agent's answer), always read as a log.
 
