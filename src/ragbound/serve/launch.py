@@ -1,10 +1,6 @@
 """Starting a service: the settings ``ragbound serve`` assembles from its options, and
-:func:`launch`, which refuses what it can before the model loads, then serves.
-
-Every check that needs no model runs first (a gateway option without ``--upstream``, a reply
-template that does not parse, a port in use, a ``--log`` the service did not write), so a
-mistake costs no model load.
-"""
+:func:`launch`, which refuses what it can (a port in use, a foreign ``--log``) before the model
+loads, then serves."""
 
 from __future__ import annotations
 
@@ -49,12 +45,10 @@ def gateway_settings(
     budget: dict[str, int | None],
     timeout_s: float | None = None,
 ) -> GatewaySettings | None:
-    """The gateway's settings (None without ``upstream``): the API key from the first line of
-    ``key_file``, the context template from ``template_file`` (default: the built-in one; none
-    with ``pass_through``), the ``replies`` (refusal, abstention, unanswerable) checked as
-    templates, and the ``budget`` of :func:`context_budget`. ``timeout_s`` None: the default
-    upstream timeout. InputError for an option given without ``upstream`` or against
-    ``pass_through``, or a template that does not parse, naming it."""
+    """The gateway's settings (None without ``upstream``): the API key is ``key_file``'s first
+    line, the context template ``template_file`` (default: the built-in one; none with
+    ``pass_through``), the ``replies`` are checked templates, ``budget`` is
+    :func:`context_budget`'s, ``timeout_s`` None the default. InputError naming a bad option."""
     if upstream is None:
         if key_file or template_file or pass_through or budget or timeout_s is not None:
             raise InputError(
@@ -92,8 +86,7 @@ def _first_line(path: Path) -> str:
 
 
 def log_rotation(log: Path | None, max_bytes: int | None, daily: bool) -> Rotation:
-    """When the query log starts a new file; InputError when a rotation is asked for without
-    a log."""
+    """When the query log starts a new file; InputError for a rotation without a log."""
     if log is None and (max_bytes is not None or daily):
         raise InputError("--log-max-bytes and --log-rotate rotate the --log: give --log")
     return Rotation(max_bytes=max_bytes, daily=daily)
