@@ -19,6 +19,9 @@ FOUNDATION = (
     "ragbound.errors",
     "ragbound.results",
     "ragbound.report",
+    # pure numeric metrics (no I/O, no feature code): the ROC plot's curve and AUROC, which
+    # came from scikit-learn before the core dropped it
+    "ragbound.stats.metrics",
 )
 # the benchmark run directory's own reader: its layout, file-name slugs and cached results
 RUN_DIR_READERS = {
