@@ -1,49 +1,11 @@
 """The combined statistic: one learned score over retrieval features, with a conformal p-value.
 
-Features of a query, all computed from the knowledge base alone (no LLM), higher = closer:
-for each granularity the knowledge base indexes (each unit alone, and all together when it
-indexes several), the nearest similarity, the mean of the 4 and 32 nearest, minus the
-entropy and minus the energy of the 32 nearest
-(:func:`ragbound.stats.combined.similarity_features`); how far the nearest document stands
-out from the next one (:func:`ragbound.stats.combined.document_gap`, all units together);
-the best share of the query's words (BM25 tokens), each weighted by its IDF among the
-chunks, found in one candidate chunk, and in one sentence of a candidate chunk, where the
-candidates are the ``OVERLAP_DEPTH`` nearest chunks by the embedder and the
-``OVERLAP_DEPTH`` best BM25 matches (a question's rare words can sit in a chunk the
-embedder ranks low); and (dense knowledge bases) the similarity to the nearest
-of the queries the score learned from. The last helps where users ask several questions
-about one document (COVID-QA) and gets no weight where they do not (PubMedQA): the
-learning finds out which.
-
-The score is a logistic regression on the standardized features with every weight <= 0
-(:meth:`ragbound.stats.combined.LinearScore.fit`): all features are higher = closer, so a
-query farther on every feature never scores as more in-knowledge. Without the bound the
-weights fitted to near out-of-knowledge examples could reward low similarity in one
-feature, and far questions (MMLU-Med, TruthfulQA) lost AUROC in the benchmark.
-
-Learning without labels (leave-documents-out): a calibration query is an in-knowledge
-example with the full index, and a near out-of-knowledge example when the document of its
-nearest chunk (and of its ``MASK_NEIGHBOURS`` next-nearest chunks) is masked out of the
-search: the same question, about a document the knowledge base now lacks. A knowledge base
-indexed with a group field (``index --group-field``, :mod:`ragbound.corpus.groups`) masks
-whole groups instead (every record of an intent, of an FAQ category). Masking drops
-rows from the search results (the BM25 candidates' too); the index is not rebuilt. A
-masked example's query similarity leaves out the learning queries about the masked
-groups too (a reference query is about the group of its nearest chunk).
-
-**What the p-value's guarantee rests on.** The calibration queries are split (seeded) into a
-learning part and a conformal part. The model (feature scaling and weights) is learned from
-the learning part only; it is then a fixed function of one query, the knowledge base and the
-learning queries (which the query-similarity feature compares with). The
-null is that function's scores of the conformal part's queries against the full index. A new
-in-knowledge query's p-value ``(1 + #{null >= score}) / (n + 1)`` is therefore exactly
-conformal: ``P(p <= alpha) <= alpha`` whenever the new query and the conformal queries are
-exchangeable (drawn from the same distribution, the knowledge base unchanged). It does not
-rest on the masked examples being like real out-of-knowledge questions: they only shape the
-score, so a poor model costs power, never validity. With separate null queries
-(``calibrate --null-queries``) every calibration query learns and the null queries are the
-conformal part: the guarantee is then about queries exchangeable with the null queries,
-whatever the learning queries were (synthetic ones included).
+The features (higher = closer), the leave-documents-out learning and what the p-value rests
+on are in docs/online-test.md ("A learned score"). In short: the model is learned on one part
+of the calibration queries only, so its scores of the other (conformal) part are an exact
+conformal null; the masked examples shape the score, so a poor model costs power, never
+validity. Every weight is <= 0 so a query farther on every feature never scores as more
+in-knowledge.
 """
 
 from __future__ import annotations
@@ -77,9 +39,7 @@ from ragbound.stores.lexical import BM25Store, word_tokens
 # nearest chunks each feature row reads (fewer in a knowledge base of under 64 chunks)
 DEPTH = 32
 OVERLAP_DEPTH = 8
-# the IDF-weighted word-overlap features, over the embedder's and BM25's candidates (older
-# calibrations named theirs "overlap" and "idf_overlap", read from the embedder's candidates
-# alone: their names no longer match, so they are refused with "calibrate again")
+# the IDF-weighted word-overlap features, over the embedder's and BM25's candidates
 OVERLAP = "hybrid_overlap"
 SENTENCE_OVERLAP = "sentence_overlap"
 # how far the nearest document stands out (all units together)
@@ -98,16 +58,6 @@ def views(kb: Knowledge) -> tuple[tuple[Granularity, ...], ...]:
     indexed = kb.indexed
     single = tuple((g,) for g in indexed)
     return single if len(indexed) == 1 else (*single, indexed)
-
-
-def _encoded(
-    kb: Knowledge, queries: Sequence[str], prepared: Prepared | None = None
-) -> np.ndarray | list[str]:
-    """What the store searches with: query vectors (dense) or the texts (BM25); those of
-    ``prepared`` when the caller validated and embedded the queries already."""
-    if prepared is None:
-        prepared = kb.prepare(queries)
-    return list(prepared.texts) if prepared.vectors is None else prepared.vectors
 
 
 def _reused(kb: Knowledge, view: tuple[Granularity, ...], hits: Hits | None, k: int, n: int):
@@ -187,7 +137,10 @@ class QueryFeatures:
         self.depth = depth
         self.queries = list(queries)
         self.views = views(kb)
-        encoded = _encoded(kb, self.queries, prepared)
+        if prepared is None:
+            prepared = kb.prepare(self.queries)
+        # what the store searches with: query vectors (dense) or the texts (BM25)
+        encoded = list(prepared.texts) if prepared.vectors is None else prepared.vectors
         n = len(self.queries)
         self.hits = {
             v: _reused(kb, v, hits, depth, n) or _search(kb.at_granularity(v), encoded, depth)
@@ -215,7 +168,10 @@ class QueryFeatures:
             }
             kept = np.logical_and.reduce([kept_v for _, kept_v in found.values()])
             # only rows every view could fill (a document covering most chunks leaves fewer)
-            self.masked_hits = {v: _subset(h, kept[kept_v]) for v, (h, kept_v) in found.items()}
+            self.masked_hits = {
+                v: Hits(similarities=h.similarities[kept[in_v]], indices=h.indices[kept[in_v]])
+                for v, (h, in_v) in found.items()
+            }
             self.masked_rows = np.flatnonzero(kept)
             about: dict[str, set[int]] = {}  # group -> the queries about it
             for j, row in enumerate(self.hits[self.views[-1]].indices[:, 0]):
@@ -449,10 +405,6 @@ def feature_depth(kb: Knowledge) -> int:
     """Chunks per feature row: :data:`DEPTH`, or half the chunks of a small knowledge base
     (so that a query's masked search still fills its row)."""
     return max(1, min(DEPTH, len(kb) // 2))
-
-
-def _subset(hits: Hits, keep: np.ndarray) -> Hits:
-    return Hits(similarities=hits.similarities[keep], indices=hits.indices[keep])
 
 
 class CombinedModel(BaseModel):
