@@ -1,28 +1,10 @@
 """The drop-in LLM gateway: ``POST /v1/chat/completions`` in front of an OpenAI-compatible server.
 
-The gate decides each chat request as one conversation (:mod:`ragbound.conversations.model`), at its
-last user message:
-
-- ``reject`` (forbidden) / ``abstain`` (out of knowledge, or unanswerable: in scope, the
-  retrieved chunks do not hold the answer): the gateway answers itself with a completion whose
-  text is the refusal or the "I don't know" reply of the decision's ``cause``, a template
-  filled from the decision (:meth:`GatewaySettings.own_text`, :data:`REPLY_FIELDS`); the
-  upstream server is never called;
-- ``answer``: the request goes to the upstream server with the retrieved chunks added to the
-  system prompt (a template with a ``{context}`` field), or unchanged in pass-through mode.
-  The context has a budget: the ``context_chunks`` nearest chunks, whole, nearest first, while
-  they fit in ``context_chars`` characters (:func:`budgeted_context`).
-
-Either way the decision is in the response's ``ragbound`` field (in the first chunk of a
-stream) and its outline in ``X-Ragbound-*`` headers (the action, its cause, the p-values, the
-ids of the tripwires that fired), so an OpenAI client that knows nothing of ragbound still
-works, and one that does can read why. The field holds a summary by ids, never a chunk's or a
-tripwire's text; an operator asks for the whole decision with ``X-Ragbound-Decision: full``
-and an admin token (:mod:`ragbound.serve.shown`).
-
-``POST /v1/responses`` (:mod:`ragbound.serve.responses`) is the same gateway in the shape of
-OpenAI's Responses API, translated to and from Chat Completions; both routes reply through a
-:class:`ChatShape` (this module's) or a ``ResponsesShape``.
+Each chat is decided as one conversation at its last user message: ``reject`` and ``abstain``
+are answered here with the cause's reply template filled, ``answer`` goes upstream with the
+retrieved chunks in the system prompt (within a budget). The decision's summary rides in the
+reply's ``ragbound`` field and ``X-Ragbound-*`` headers (docs/service.md, "A drop-in LLM gateway").
+``/v1/responses`` (:mod:`ragbound.serve.responses`) replies through the same :class:`ReplyShape`.
 """
 
 from __future__ import annotations
@@ -57,8 +39,6 @@ from ragbound.serve.shown import fired_ids
 
 DECISION_FIELD = "ragbound"
 SSE_DONE = b"data: [DONE]\n\n"
-DEFAULT_CONTEXT_CHUNKS = DEFAULT_CONTEXT_K
-"""Chunks the gateway adds to the prompt on ``answer``, at most (the Gate returns as many)."""
 DEFAULT_CONTEXT_CHARS: int | None = 4_000
 """Characters of chunk text the gateway adds, at most (None: no budget): about 1,000 tokens
 of English, three of the sample corpus's 200-word chunks, so that with the question and an
@@ -84,18 +64,12 @@ CONNECT_TIMEOUT_S = 10.0
 class GatewaySettings:
     """Where ``answer`` requests go and what the gateway says itself.
 
-    ``upstream``: the OpenAI-compatible base URL (``http://host:port/v1``); chat requests go to
-    ``{upstream}/chat/completions``. ``api_key``: sent upstream as a bearer token (None: no
-    header). ``context_template``: a text with one ``{context}`` field added to the system
-    prompt on ``answer`` (None: pass-through, the request is forwarded unchanged).
-    ``refusal``, ``abstention`` and ``unanswerable``: the gateway's own replies to a forbidden
-    query, to one out of knowledge and to an unanswerable one (:meth:`own_text`), each a
-    template whose fields (:data:`REPLY_FIELDS`) are filled from the decision.
-    ``timeout_s``: how long the upstream may stay silent (seconds): to connect (at most
-    ``CONNECT_TIMEOUT_S``), to send its reply's headers, then between two reads of its body
-    (so a whole reply that is not streamed).
-    ``context_chunks`` and ``context_chars``: the context's budget, the nearest chunks at most
-    and their characters at most (None: no budget), see :func:`budgeted_context`.
+    ``upstream``: the OpenAI-compatible base URL (``http://host:port/v1``). ``api_key``: sent
+    upstream as a bearer token (None: none). ``context_template``: holds ``{context}``, added
+    to the system prompt on ``answer`` (None: pass-through). ``refusal``, ``abstention``,
+    ``unanswerable``: the reply templates by cause (:data:`REPLY_FIELDS`). ``timeout_s``:
+    seconds the upstream may stay silent. ``context_chunks``, ``context_chars``: the context's
+    budget (:func:`budgeted_context`; None chars: no budget).
     """
 
     upstream: str
@@ -105,7 +79,7 @@ class GatewaySettings:
     unanswerable: str = DEFAULT_UNANSWERABLE
     context_template: str | None = DEFAULT_CONTEXT_TEMPLATE
     timeout_s: float = DEFAULT_UPSTREAM_TIMEOUT_S
-    context_chunks: int = DEFAULT_CONTEXT_CHUNKS
+    context_chunks: int = DEFAULT_CONTEXT_K
     context_chars: int | None = DEFAULT_CONTEXT_CHARS
 
     def __post_init__(self) -> None:
@@ -313,13 +287,9 @@ def with_context(request: ChatRequest, context: str, template: str) -> dict[str,
 
 
 def decision_headers(decision: Decision) -> dict[str, str]:
-    """The decision's outline as ``X-Ragbound-*`` headers (no query, chunk or tripwire
-    text): the action and its cause, the boundary test's p-value and the answerability
-    test's (when it ran), the artifacts, the ids of the tripwires that made it forbidden
-    (none unless reject). Each stored value passes :func:`header_list`: an id that a header
-    cannot carry (in a collection flagged by hand, or kept before ids were checked) is
-    percent-encoded, and a value past :data:`MAX_HEADER_CHARS` is cut, never a reply that
-    cannot be sent or that a client cannot read."""
+    """The decision's outline as ``X-Ragbound-*`` headers (no query, chunk or tripwire text).
+    Stored ids pass :func:`header_list`: one flagged by hand in a collection may hold what a
+    header cannot carry, and the reply must still be sent and read."""
     headers = {
         "X-Ragbound-Action": decision.action,
         "X-Ragbound-Cause": decision.cause,
@@ -345,11 +315,9 @@ def header_value(text: str) -> str:
 
 
 def header_list(items: list[str], limit: int = MAX_HEADER_CHARS) -> str:
-    """``items`` as one comma-separated header value of at most ``limit`` characters, each
-    passed through :func:`header_value`. When they do not all fit, the whole items that fit
-    are kept, in order, and the value ends with the item ``+N more`` (:data:`CUT_MARK`: N
-    items left out; ``+N more`` alone when not even the first fits). No item can spell the
-    marker: :func:`header_value` sends a space as ``%20``. The reply's JSON has them all."""
+    """``items`` through :func:`header_value`, comma-separated, in at most ``limit``
+    characters: the whole items that fit, then ``+N more`` (:data:`CUT_MARK`), which no item
+    can spell (a space is sent as ``%20``). The reply's JSON has them all."""
     values = [header_value(item) for item in items]
     whole = ",".join(values)
     if len(whole) <= limit:
@@ -485,9 +453,8 @@ class UpstreamError(Exception):
 
 def upstream_json(raw: bytes | str, what: str) -> dict[str, Any]:
     """An upstream reply (``what``: a whole ``reply`` or one ``stream event``'s data) as the
-    gateway passes it on: a standard JSON object (no NaN or infinity, :func:`standard_json`)
-    of Unicode text (no lone surrogate: UTF-8 could not send it on); UpstreamError 502 naming
-    the problem otherwise. The one check of both the whole reply and each streamed event."""
+    gateway passes it on: a standard JSON object of Unicode text (no NaN, no lone surrogate);
+    UpstreamError 502 naming the problem otherwise."""
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         payload = standard_json(text)
@@ -499,17 +466,6 @@ def upstream_json(raw: bytes | str, what: str) -> dict[str, Any]:
     if problem is not None:
         raise UpstreamError(502, f"the upstream server's {what} is not Unicode text: {problem}")
     return payload
-
-
-def _failure(exc: httpx.HTTPError, url: str, timeout_s: float, replying: bool) -> UpstreamError:
-    """What an httpx error calling ``url`` means for the caller: 504 for a timeout, else 502
-    (``replying``: it happened while the reply was read, after the headers)."""
-    if isinstance(exc, httpx.TimeoutException):
-        when = " mid-reply" if replying else ""
-        return UpstreamError(504, f"the upstream server {url} timed out{when} ({timeout_s:g} s)")
-    if replying:
-        return UpstreamError(502, f"the upstream server {url} broke off its reply ({exc})")
-    return UpstreamError(502, f"the upstream server {url} is unreachable ({exc})")
 
 
 class Upstream:
@@ -537,12 +493,10 @@ class Upstream:
         return upstream_json(raw, "reply")
 
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[str]:
-        """Open the upstream stream now (so its errors become this request's status) and
-        return an iterator over its lines, which closes it at the end. Each ``data:`` event
-        but ``[DONE]`` must be what a whole reply must be (:func:`upstream_json`). A stream
-        that breaks off (reset, closed before ``data: [DONE]``, silent past the timeout) or
-        sends an event that is not a standard JSON object raises UpstreamError from the
-        iterator, after one ``error:`` line on stderr; the events before it are relayed."""
+        """Open the upstream stream now (so its errors become this request's status); an
+        iterator over its lines that closes it at the end. Each event is held to
+        :func:`upstream_json`; a stream that breaks off, ends without ``data: [DONE]`` or sends
+        a bad event raises UpstreamError from the iterator (one ``error:`` line on stderr)."""
         reply = await self._send({**body, "stream": True})
 
         async def lines() -> AsyncIterator[str]:
@@ -568,7 +522,16 @@ class Upstream:
         return lines()
 
     def _failure(self, exc: httpx.HTTPError, replying: bool = False) -> UpstreamError:
-        return _failure(exc, self.settings.completions_url, self.settings.timeout_s, replying)
+        """What an httpx error means for the caller: 504 for a timeout, else 502
+        (``replying``: it happened while the reply was read, after the headers)."""
+        url = self.settings.completions_url
+        if isinstance(exc, httpx.TimeoutException):
+            when = " mid-reply" if replying else ""
+            seconds = self.settings.timeout_s
+            return UpstreamError(504, f"the upstream server {url} timed out{when} ({seconds:g} s)")
+        if replying:
+            return UpstreamError(502, f"the upstream server {url} broke off its reply ({exc})")
+        return UpstreamError(502, f"the upstream server {url} is unreachable ({exc})")
 
     def _broken(self, exc: UpstreamError) -> UpstreamError:
         """``exc``, said once on stderr: a stream's status was sent before it broke."""

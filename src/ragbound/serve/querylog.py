@@ -1,38 +1,15 @@
 """The query log: one JSON line per decision, on disk before the request is answered.
 
-Each line holds ``time`` (ISO 8601 UTC, microseconds, never earlier than the line before),
-``query`` (the text, ``sha256:<hex>`` or absent, per the ``log_queries`` mode), ``action``,
-``cause`` (``in_knowledge``, ``small_talk``, ``out_of_knowledge``, ``unanswerable`` or
-``forbidden``), ``p_value``, ``score`` (the test statistic, higher = more out of
-knowledge), ``statistic``, ``triggers`` (the topics that fired), ``trigger_ids`` (the ids of
-the tripwires that fired), ``chunk_ids`` (the retrieved chunks, nearest first: the ids a gateway
-reply shows, :mod:`ragbound.serve.shown`) and ``calibration_id``; where
-the answerability test ran (a calibration with it, on a question neither forbidden nor out of
-knowledge), ``answerability`` too: that test's ``statistic``, ``score`` (higher = more likely
-unanswerable) and ``p_value``. With the query
-text, the file is a log ``ragbound shift --queries FILE`` and ``ragbound test-log`` read.
+A line holds ``time`` (UTC, never earlier than the line before), ``query`` (text,
+``sha256:<hex>`` or absent, per ``log_queries``), ``action``, ``cause``, ``p_value``, ``score``
+(higher = more out of knowledge), ``statistic``, the fired ``triggers`` and ``trigger_ids``,
+``chunk_ids``, ``calibration_id`` and, where they apply, ``answerability`` and
+``conversation`` (its ``searched`` text kept as the query is); docs/service.md lists them.
 
-A conversation's decision (``query`` is the user turn decided) also holds ``conversation``:
-``turn`` (user turns before it), ``history`` (the hash of the messages before it), ``id`` (the
-caller's, when sent), ``reading`` and ``read_turns`` (how the conversation was read), and
-``searched``, the text the test searched when it is not the turn alone (kept as the query is:
-text, ``sha256:<hex>`` or absent). Replaying the log, ``test-log`` and ``shift`` score
-``searched`` where a line has it (:func:`ragbound.detect.monitor.logged_query`), so they
-reproduce the live p-values.
-
-Durability: a batch of lines is written with one ``write``, flushed and ``fsync``-ed before
-any of its requests is answered (a group commit). A process killed mid-write can leave a
-last line without its newline; opening the log cuts that torn tail (its request was never
-answered), so every line in the file is whole.
-
-A write that fails (a full disk, an I/O error) raises :class:`QueryLogError` and leaves the
-file as the last whole batch left it: none of the batch's requests is answered. The next
-append first finishes what the failure left (a rotation half done, bytes after the last
-batch); :meth:`QueryLog.probe` tells, without appending, whether the disk takes writes again.
-
-Only a log this module wrote is opened (:func:`check_query_log`): a file whose first line is
-not a decision, such as a query log kept for ``ragbound shift``, is refused before anything is
-appended to it or cut from it.
+A batch is one ``write``, fsync-ed before any of its requests is answered. Opening cuts a torn
+last line (its request was never answered); a failed write raises :class:`QueryLogError` and
+leaves the file as the last whole batch left it. Only a log this module wrote is opened
+(:func:`check_query_log`).
 """
 
 from __future__ import annotations

@@ -1,42 +1,10 @@
 """OpenAI's Responses API in the gateway: ``POST /v1/responses``, translated to Chat Completions.
 
-The upstream behind the gateway serves Chat Completions (llama.cpp's server, vLLM, Ollama and
-most OpenAI-compatible servers serve nothing else), so a Responses request is **translated to
-a chat-completions request**, decided and forwarded exactly as one sent to
-``/v1/chat/completions`` (one conversation decision, the retrieved chunks added to the system
-prompt on ``answer``), and the upstream's chat completion, whole or streamed, is translated
-back into a Responses object or the Responses API's server-sent events
-(``response.created``, ``response.in_progress``, ``response.output_item.added``,
-``response.content_part.added``, ``response.output_text.delta``, ``response.output_text.done``,
-``response.content_part.done``, ``response.output_item.done``, ``response.completed``).
-
-The translation, field by field:
-
-- ``instructions``: a first system message; ``input``, a string: one user message; a list:
-  each message item (``role`` user, assistant, system or developer, ``content`` a string or
-  ``input_text`` / ``output_text`` / ``refusal`` / ``input_image`` (by URL) parts) a chat
-  message (developer becomes system, which every chat server knows); ``function_call`` items
-  an assistant message's ``tool_calls``, ``function_call_output`` items tool messages;
-  ``reasoning`` items are dropped (a chat has no place for them). Item types of OpenAI's
-  hosted tools (web search, file search, computer use, ...) and parts that a chat message
-  cannot hold (files, audio, an image by file id) are refused (422).
-- ``max_output_tokens`` becomes ``max_tokens``; ``text.format`` ``response_format``; function
-  ``tools`` and ``tool_choice`` their chat forms (other tools are refused); ``model``,
-  ``temperature``, ``top_p``, ``user``, ``parallel_tool_calls`` and ``stream`` pass as they
-  are, and so do fields the Responses API does not define (``seed``, say, for the upstream);
-  its fields without a chat equivalent (``store``, ``include``, ``reasoning``, ``metadata``,
-  ...) are not forwarded.
-- ``previous_response_id``, ``conversation``, ``item_reference`` items, ``prompt`` and
-  ``background``: each needs state kept between requests, which the gateway does not keep;
-  they are refused (400), asking for the whole conversation as ``input``.
-
-The decision is on the translated messages, like a chat's. The gateway's own replies
-(``reject``, ``abstain``) are Responses objects whose one message holds the refusal or the "I
-don't know" text of the decision's cause as ``output_text`` (so ``response.output_text`` reads
-it). The decision, as
-:mod:`ragbound.serve.shown` shows it (a summary by ids, or the whole on an admin's ask), is in
-the Response's ``ragbound`` field (streamed: in ``response.created``'s and
-``response.completed``'s response) and its outline in the ``X-Ragbound-*`` headers.
+Upstream servers speak Chat Completions only, so a Responses request is translated to a chat
+request (:func:`to_chat`), decided and forwarded as one, and the upstream's completion, whole or
+streamed, translated back into a Response or the Responses API's events (:class:`ResponsesShape`).
+Fields needing state between requests are refused (400). docs/service.md, "The Responses API",
+gives the translation field by field.
 """
 
 from __future__ import annotations
