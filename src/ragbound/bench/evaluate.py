@@ -40,7 +40,7 @@ from ragbound.bench.results import (
 from ragbound.bench.rundir import RunDir, slug
 from ragbound.errors import InputError, where
 from ragbound.llm import LLM, GenerationParams, ParseError, Prompt, extract_tag, load_prompt
-from ragbound.llm.base import parallel_limit
+from ragbound.llm.batch import gather_bounded
 from ragbound.llm.parse import acomplete_parsed
 from ragbound.llm.prompts import Template
 from ragbound.progress import progress_bar
@@ -358,17 +358,14 @@ async def _run_jobs(
     llm: LLM, jobs: list[_Job], params: GenerationParams, concurrency: int, progress: bool
 ) -> list[Evaluation]:
     """Judge every job at bounded concurrency, appending each record as soon as it exists."""
-    gate = asyncio.Semaphore(parallel_limit(llm, concurrency))
+
+    async def one(job: _Job) -> Evaluation:
+        record = await _judge(llm, job, params)
+        job.log.append([record])
+        return record
+
     with progress_bar(len(jobs), f"evaluate ({llm.model_id})", progress) as advance:
-
-        async def one(job: _Job) -> Evaluation:
-            async with gate:
-                record = await _judge(llm, job, params)
-            job.log.append([record])
-            advance(1)
-            return record
-
-        return list(await asyncio.gather(*(one(job) for job in jobs)))
+        return await gather_bounded(llm, jobs, one, concurrency=concurrency, advance=advance)
 
 
 def _summary(
@@ -419,8 +416,6 @@ def evaluate_run(
     calls would be wasted. Judgements are appended to ``evaluations/SPEC--MODEL.jsonl`` as
     they finish; a rerun only judges what is missing.
     """
-    if concurrency < 1:
-        raise InputError(f"concurrency must be at least 1, got {concurrency}")
     run = RunDir(Path(run_dir))
     chosen = [
         builtin_spec(s) if isinstance(s, str) else check_spec(s, f"spec {s.name!r}") for s in specs

@@ -78,7 +78,7 @@ from ragbound.llm import (
     load_prompt,
     run_parsed,
 )
-from ragbound.llm.base import parallel_limit
+from ragbound.llm.batch import gather_bounded
 from ragbound.progress import Advance, progress_bar
 
 # --- time spent inside model calls ----------------------------------------------------------
@@ -525,16 +525,13 @@ async def ask_all(
 ) -> int:
     """Ask every item with at most ``concurrency`` calls in flight (capped by the backend),
     appending each output to ``log`` the moment it finishes. Returns the number answered."""
-    gate = asyncio.Semaphore(parallel_limit(llm, concurrency))
 
     async def one(item: ExperimentInput) -> bool:
-        async with gate:
-            output = await ask(llm, item, prompts[item.system_prompt], params)
+        output = await ask(llm, item, prompts[item.system_prompt], params)
         log.append([output])
-        advance(1)
         return output.error is None
 
-    return sum(await asyncio.gather(*(one(item) for item in items)))
+    return sum(await gather_bounded(llm, items, one, concurrency=concurrency, advance=advance))
 
 
 # --- the run --------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -14,7 +14,11 @@ from ragbound.llm.base import LLM, ChatMessage, GenerationParams, LLMResponse, p
 from ragbound.llm.cache import CachedLLM, ResponseCache, acall
 from ragbound.llm.parse import Parsed, acomplete_parsed
 from ragbound.llm.prompts import Prompt
-from ragbound.progress import progress_bar
+from ragbound.progress import Advance, progress_bar
+
+T = TypeVar("T")
+Item = TypeVar("Item")
+R = TypeVar("R")
 
 
 class Request(BaseModel):
@@ -42,19 +46,27 @@ class Result:
         return self.error is None
 
 
-async def _one(llm: LLM, request: Request, gate: asyncio.Semaphore) -> Result:
-    async with gate:
-        try:
-            response = await acall(
-                llm,
-                request.messages,
-                request.params,
-                prompt_id=request.prompt_id,
-                prompt_version=request.prompt_version,
-            )
-        except Exception as exc:  # one failing item must not abort the others
-            return Result(request, error=exc)
-    return Result(request, response=response)
+async def gather_bounded(
+    llm: LLM,
+    items: Sequence[Item],
+    one: Callable[[Item], Awaitable[R]],
+    *,
+    concurrency: int,
+    advance: Advance,
+) -> list[R]:
+    """``one(item)`` for every item with at most ``concurrency`` in flight (capped by the
+    backend's ``max_parallel``), calling ``advance(1)`` as each finishes; results in input order."""
+    if concurrency < 1:
+        raise InputError(f"concurrency must be at least 1, got {concurrency}")
+    gate = asyncio.Semaphore(parallel_limit(llm, concurrency))
+
+    async def bounded(item: Item) -> R:
+        async with gate:
+            result = await one(item)
+        advance(1)
+        return result
+
+    return list(await asyncio.gather(*(bounded(item) for item in items)))
 
 
 async def arun_batch(
@@ -71,22 +83,24 @@ async def arun_batch(
     rerun after an interruption only calls the model for what is missing. An item that raises
     gets a Result with ``error`` set; the others go on.
     """
-    if concurrency < 1:
-        raise InputError(f"concurrency must be at least 1, got {concurrency}")
     if cache is not None and not isinstance(llm, CachedLLM):
         llm = CachedLLM(llm, cache)
-    gate = asyncio.Semaphore(parallel_limit(llm, concurrency))
+
+    async def one(request: Request) -> Result:
+        try:
+            response = await acall(
+                llm,
+                request.messages,
+                request.params,
+                prompt_id=request.prompt_id,
+                prompt_version=request.prompt_version,
+            )
+        except Exception as exc:  # one failing item must not abort the others
+            return Result(request, error=exc)
+        return Result(request, response=response)
+
     with progress_bar(len(requests), f"LLM calls ({llm.model_id})", progress) as advance:
-
-        async def tracked(request: Request) -> Result:
-            result = await _one(llm, request, gate)
-            advance(1)
-            return result
-
-        return list(await asyncio.gather(*(tracked(request) for request in requests)))
-
-
-T = TypeVar("T")
+        return await gather_bounded(llm, requests, one, concurrency=concurrency, advance=advance)
 
 
 @dataclass(frozen=True)
@@ -119,25 +133,18 @@ async def arun_parsed(
     Results come in input order; a failing item never stops the others. Use a CachedLLM so
     that a rerun after an interruption only calls the model for what is missing.
     """
-    if concurrency < 1:
-        raise InputError(f"concurrency must be at least 1, got {concurrency}")
-    gate = asyncio.Semaphore(parallel_limit(llm, concurrency))
+
+    async def one(values: Mapping[str, object]) -> ParsedResult[T]:
+        try:
+            parsed = await acomplete_parsed(
+                llm, prompt, values, parser, params=params, retries=retries
+            )
+        except Exception as exc:  # one failing item must not abort the others
+            return ParsedResult(error=exc)
+        return ParsedResult(parsed=parsed)
+
     with progress_bar(len(variables), f"{prompt.id} ({llm.model_id})", progress) as advance:
-
-        async def one(values: Mapping[str, object]) -> ParsedResult[T]:
-            async with gate:
-                try:
-                    parsed = await acomplete_parsed(
-                        llm, prompt, values, parser, params=params, retries=retries
-                    )
-                except Exception as exc:  # one failing item must not abort the others
-                    result: ParsedResult[T] = ParsedResult(error=exc)
-                else:
-                    result = ParsedResult(parsed=parsed)
-            advance(1)
-            return result
-
-        return list(await asyncio.gather(*(one(values) for values in variables)))
+        return await gather_bounded(llm, variables, one, concurrency=concurrency, advance=advance)
 
 
 def run_parsed(
