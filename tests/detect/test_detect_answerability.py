@@ -102,15 +102,6 @@ def test_off_by_default_and_then_the_relevance_test_has_the_whole_alpha(guard: G
     assert decision.cause in ("in_knowledge", "out_of_knowledge")
 
 
-def test_check_both_runs_the_two_tests_from_one_search(guard: Guard) -> None:
-    off_topic = "What is the capital of Australia?"
-    verdicts, answers = guard.check_both([MISSING_ANSWER, QUESTIONS[0], off_topic])
-    assert answers is not None and answers[2] is None  # out of knowledge: not read again
-    assert [a.unanswerable for a in answers[:2] if a is not None] == [True, False]
-    assert verdicts[0].alpha == guard.answerability_level()
-    assert verdicts[2].out_of_knowledge
-
-
 def test_refused_with_an_unknown_statistic_or_a_learned_one(guard: Guard) -> None:
     with pytest.raises(InputError, match="unknown answerability statistic"):
         Guard.calibrate(guard.kb, QUESTIONS, answerability="judge-of-everything")

@@ -17,11 +17,9 @@ from ragbound.detect.judge import AnswerabilityJudge
 from ragbound.detect.online import OnlineTest
 from ragbound.detect.provenance import Questions, record_provenance, record_reading
 from ragbound.detect.resolution import Resolution, resolution
-from ragbound.detect.retrieval import search_in_batches
 from ragbound.detect.storage import floor_reference, save_calibration
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.protocol import Knowledge, check_statistic
-from ragbound.results import Verdict
 from ragbound.stores import Hits
 
 if TYPE_CHECKING:
@@ -247,33 +245,6 @@ class Guard(OnlineTest):
         """The level each test runs at when both share ``alpha`` (default: the
         calibration's); ``alpha`` itself without the answerability test."""
         return self.answers.level(alpha, statistic)
-
-    def check_both(
-        self,
-        queries: Sequence[str],
-        *,
-        statistic: str | None = None,
-        alpha: float | None = None,
-        evidence: int = 3,
-        progress: bool = False,
-    ) -> tuple[list[Verdict], list[AnswerabilityVerdict | None] | None]:
-        """:meth:`check_many` with the answerability test beside it, both at their share of
-        ``alpha`` and from one search; a query out of knowledge gets no answerability verdict
-        (None). The answerability list is None when the calibration has no such test, and
-        the relevance test then runs at the whole alpha."""
-        model = self.answerability
-        if model is None:
-            verdicts = self.check_many(
-                queries, statistic=statistic, alpha=alpha, evidence=evidence, progress=progress
-            )
-            return verdicts, None
-        level = self.answerability_level(alpha, statistic)
-        depth = max(self.search_depth(), model.depth)
-        hits = search_in_batches(self.kb, queries, depth, progress=progress)
-        scored = self.score(queries, statistic=statistic, alpha=level, hits=hits)
-        verdicts = [self.verdict(q, scored, i, evidence) for i, q in enumerate(queries)]
-        rows = [i for i, v in enumerate(verdicts) if not v.out_of_knowledge]
-        return verdicts, self.answerability_of(queries, hits, level, rows)
 
     def answerability_of(
         self, texts: Sequence[str], hits: Hits, level: float, rows: Sequence[int]

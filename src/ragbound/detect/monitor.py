@@ -1,30 +1,12 @@
 """Streaming shift monitor over a query log: one KS test per window, resumable.
 
-The log is JSONL, one object per line with a timestamp (ISO 8601 or epoch seconds) and a
-query (field names configurable), in time order. It is read incrementally from a byte offset,
-so a monitor that is stopped and restarted continues where it stopped: the state file keeps
-the offset, the window counter and the scored queries of the window still open. A line
-without a final newline is left for the next run (the writer may be mid-line).
-
-Windows hold ``size`` queries, or span ``seconds`` of log time. Tumbling windows (the default)
-do not overlap; a ``step`` smaller than the window makes them slide. Each full window's
-statistic values (higher = more out-of-knowledge) are compared with the calibration
-queries' by the two-sample KS test.
-
-False alarms over many windows (``correction``; the guarantees and their proofs are in
-``ragbound.stats.spending``):
-
-- ``spending`` (default): window i (0-based) at alpha * 6 / (pi^2 (i+1)^2): at most alpha
-  chance of any false alarm over the whole stream, but window 1,000 is tested at 3e-8, so a
-  shift late in a long stream goes unseen.
-- ``period``: alpha spent afresh every ``period`` of log time (``1d``: UTC calendar days):
-  at most alpha chance of a false alarm per period. Time windows are each tested at alpha / m
-  (m = the most windows that start in a period, 97 for 15-minute windows and a day); windows
-  of a query count, whose number per period is unknown, restart the spending sequence above
-  at each period.
-- ``arl``: every window at 1 / ``arl``: on average at least ``arl`` windows per false alarm
-  (the budget for "per N windows": ``arl`` = N / alpha).
-- ``none``: every window at alpha (expect alpha x windows false alarms under no shift).
+The log is JSONL (a timestamp and a query per line, in time order), read incrementally from a
+byte offset kept in a state file with the window counter and the open window's scores, so a
+restarted monitor continues where it stopped. A line without a final newline is left for the
+next run (the writer may be mid-line). Each full window's statistic values (higher = more
+out-of-knowledge) are compared with the calibration queries' by the two-sample KS test; the
+windows and the false-alarm ``correction`` schemes are described in docs/shift.md, their
+guarantees in :mod:`ragbound.stats.spending`.
 """
 
 from __future__ import annotations
@@ -67,7 +49,6 @@ from ragbound.stats.spending import (
 STATE_FORMAT = "ragbound-monitor-state/1"
 SCORE_BATCH = 256
 Correction = Literal["spending", "period", "arl", "none"]
-CORRECTIONS: tuple[str, ...] = SCHEMES
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
@@ -114,8 +95,8 @@ class MonitorState(BaseModel):
     kb_fingerprint: str
     settings: dict[str, str | float | int | None]
     offset: int = 0
-    # the file ``offset`` is in (ragbound.logseries.file_id: the place survives a rotation);
-    # None: the log itself (states saved before logs rotated)
+    # the file ``offset`` is in (ragbound.logseries.file_id: the place survives a rotation;
+    # None: the log itself)
     file: str | None = None
     line: int = 0
     last_time: float | None = None
@@ -281,10 +262,8 @@ class ShiftMonitor:
         search: Search | None = None,
         score_batch: int = SCORE_BATCH,
     ) -> None:
-        if correction not in CORRECTIONS:
-            raise InputError(
-                f"unknown correction {correction!r}; expected one of {list(CORRECTIONS)}"
-            )
+        if correction not in SCHEMES:
+            raise InputError(f"unknown correction {correction!r}; expected one of {list(SCHEMES)}")
         if not 0.0 < alpha < 1.0:
             raise InputError(f"alpha must be in (0, 1), got {alpha}")
         self.guard = guard
@@ -611,11 +590,6 @@ def _batches(
         yield batch
 
 
-def _payload(state: MonitorState) -> str:
-    """Canonical JSON of the state (sorted keys), the text the checksum covers."""
-    return json.dumps(state.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-
-
 def save_state(path: Path, state: MonitorState) -> None:
     """Write the state atomically with a checksum of its content.
 
@@ -623,7 +597,8 @@ def save_state(path: Path, state: MonitorState) -> None:
     leaves the previous state whole, and at most that temporary file, which the next
     :meth:`ShiftMonitor.resume` deletes.
     """
-    payload = _payload(state)
+    # canonical JSON (sorted keys): the text the checksum covers
+    payload = json.dumps(state.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     crash_point("monitor.save:before-write")
     write_json(path, {"checksum": sha256_text(payload), "state": json.loads(payload)})
     crash_point("monitor.save:written")

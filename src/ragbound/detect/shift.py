@@ -36,12 +36,16 @@ def reference_scores(guard: Guard, statistic: str | None = None) -> np.ndarray:
     calibration row scored against a null that contains itself.
     """
     scores = guard.null_scores(statistic)
-    if scores.size < MIN_REFERENCE:
+    _check_reference(scores.size)
+    return scores
+
+
+def _check_reference(n: int) -> None:
+    if n < MIN_REFERENCE:
         raise InputError(
-            f"the calibration holds {scores.size} queries; a shift test needs at least "
+            f"the calibration holds {n} queries; a shift test needs at least "
             f"{MIN_REFERENCE} (calibrate on more in-knowledge queries)"
         )
-    return scores
 
 
 def shift_test(
@@ -117,11 +121,7 @@ def _mmd(
     progress: bool,
 ) -> ShiftReport:
     reference_queries = guard.calibration.queries
-    if len(reference_queries) < MIN_REFERENCE:
-        raise InputError(
-            f"the calibration holds {len(reference_queries)} queries; a shift test needs at "
-            f"least {MIN_REFERENCE}"
-        )
+    _check_reference(len(reference_queries))
     if len(queries) < 2:
         raise InputError("the MMD test needs at least 2 queries in the batch")
     reference = guard.kb.embed(reference_queries, progress=progress)
