@@ -1,65 +1,20 @@
-"""Read record files: one reader, one set of rules, one error format.
+"""Read record files: one reader, one set of rules, one error format (docs/input-files.md).
 
-Every file ragbound reads records from (queries, corpus records, tripwires, labelled examples,
-topics, QA pairs, in-context examples) goes through :func:`read_records`. A record is a JSON
-object (a ``dict``), a CSV/TSV row (a ``dict`` of strings), or a string (a line of a text
-file, or a bare JSON string); each knows its file and the line on which it starts.
+A record is a JSON value, a CSV/TSV row (a ``dict`` of strings) or a line of text, and knows its
+file and the line on which it starts. ``.jsonl``/``.ndjson``, ``.json``, ``.csv`` and ``.tsv``
+name their format; any other file is sniffed, in this order:
 
-Formats
--------
-``.jsonl`` / ``.ndjson``
-    One JSON value per non-blank line.
-``.json``
-    A JSON list of records, or an object holding that list under ``key`` (for example
-    PolicyBench's ``{"questions": [...]}``), or a JSON object keyed by id whose every value is
-    an object (``{"id1": {...}, "id2": {...}}``, as MMLU-Med and PubMedQA ship): one record per
-    member, its name in :attr:`Record.key`. Any other object is one record.
-``.csv`` / ``.tsv``
-    A header row, then one record per row (comma- or tab-separated, RFC 4180 quoting).
-Anything else (``.txt``, ``.out``, no extension, ...)
-    Text, one record per non-blank line, unless the content says otherwise (below).
+1. every non-blank line is a JSON object → JSONL;
+2. the whole text is a JSON list or object, or its first non-blank line is a lone ``[`` or
+   ``{`` → JSON (a broken JSON file reports its syntax error, never reads as text);
+3. some lines are JSON objects and others are not → an error naming one of each, since
+   either guess could silently misread the file (``format=`` decides);
+4. otherwise → text.
 
-Every file must be UTF-8; a leading byte-order mark is dropped. NaN, Infinity and numbers
-beyond a float's range (``1e999``) are refused in JSON, and so are lists and objects nested
-deeper than ``MAX_JSON_DEPTH`` (128) levels and strings holding a lone surrogate (``"\\ud800"``:
-JSON's escapes can spell one, but it is not Unicode text, and no tokenizer or UTF-8 file takes
-it), wherever they are in a record: the error names the file and the line.
-
-The content decides, not only the extension
--------------------------------------------
-A file whose extension does not name a format is sniffed, in this order:
-
-1. every non-blank line parses as a JSON object → JSONL (``ragbound synth`` output saved as
-   ``queries.out`` is read as the queries it holds, not as JSON strings);
-2. the whole text parses as a JSON list or object → JSON;
-3. the first non-blank line is a lone ``[`` or ``{`` → JSON, and its syntax error is reported
-   (a broken JSON file is never read as lines of text);
-4. some lines are whole JSON objects and others are not → an error naming one line of each
-   kind: such a file is JSONL with a broken line or text with stray JSON, and guessing either
-   way would silently read it wrong (pass ``format=`` to decide);
-5. otherwise → text. A line that merely starts with ``{`` or ``[`` but is not a JSON object
-   (``{x} in set notation?``) is text.
-
-A ``.json`` file that does not parse as one JSON document but whose lines are each a JSON
-object is read as JSONL, and a ``.jsonl`` file holding one JSON document spread over several
-lines (its first line is not JSON by itself) is read as
-JSON; when neither reading works the error is the one for the named format. CSV is never
-guessed: a text line with commas is a line of text.
-
-Errors
-------
-Every problem with a record is an :class:`~ragbound.errors.InputError` whose message starts
-with the record's location: ``FILE:LINE (field 'x'): problem`` (see
-:func:`ragbound.errors.where`), for example ``queries.jsonl:3 (field 'query'): empty``. File-
-level problems are ``FILE: problem`` or, when a line is known, ``FILE:LINE: problem``. A
-missing field lists the fields present (the first ``FIELDS_SHOWN``) and names one that differs
-only in case (``did you mean 'Question'?``).
-
->>> records = read_records("queries.jsonl")  # doctest: +SKIP
->>> records[0].line, records[0].text(defaults=DEFAULT_TEXT_FIELDS)  # doctest: +SKIP
-(1, 'What is kelp?')
->>> read_texts("queries.out")  # doctest: +SKIP
-['What is kelp?', 'How do bees fly?']
+A ``.json`` file whose lines are each a JSON object but which is not one document reads as
+JSONL, and a ``.jsonl`` file holding one document spread over lines reads as JSON. CSV is
+never guessed. Every problem is an :class:`~ragbound.errors.InputError` starting
+``FILE:LINE (field 'x'):``.
 """
 
 from __future__ import annotations
@@ -161,8 +116,7 @@ class Record:
         return record[field]
 
     def missing(self, wanted: Sequence[str]) -> InputError:
-        """InputError ``FILE:LINE (field 'a' or 'b'): missing; fields present: ...``, naming a
-        present field that differs from a wanted one only in case."""
+        """InputError ``FILE:LINE (field 'a' or 'b'): missing; fields present: ...``."""
         names = " or ".join(repr(name) for name in wanted)
         present = self.fields
         return InputError(
@@ -171,11 +125,8 @@ class Record:
         )
 
     def string(self, field: str, *, allow_empty: bool = False, strip: bool = True) -> str:
-        """The string value of ``field`` (stripped unless ``strip=False``).
-
-        InputError when the field is missing, not a string, or (unless ``allow_empty``) empty
-        or whitespace only.
-        """
+        """The string value of ``field`` (stripped unless ``strip=False``); InputError when it
+        is missing, not a string, or (unless ``allow_empty``) blank."""
         value = self.require(field)
         if not isinstance(value, str):
             raise self.error(f"expected a string, got {json_kind(value)}", field)
@@ -184,10 +135,7 @@ class Record:
         return value.strip() if strip else value
 
     def pick(self, field: str | None = None, defaults: Sequence[str] = DEFAULT_TEXT_FIELDS) -> str:
-        """The field to read: ``field`` if given, else the first of ``defaults`` present.
-
-        InputError ``FILE:LINE (field 'a' or 'b'): missing; fields present: ...`` when none is.
-        """
+        """The field to read: ``field`` if given, else the first of ``defaults`` present."""
         record = self.object()
         wanted = (field,) if field is not None else tuple(defaults)
         for name in wanted:
@@ -196,15 +144,8 @@ class Record:
         raise self.missing(wanted)
 
     def text(self, field: str | None = None, defaults: Sequence[str] = DEFAULT_TEXT_FIELDS) -> str:
-        """The record's text, stripped: a string record itself, else its selected field.
-
-        The field is ``field``, or the first of ``defaults`` present (:meth:`pick`). Raises
-        the one-format InputError for a missing field, a value that is not a string, an empty
-        text, or a record that is neither a string nor an object.
-
-        >>> Record("q.jsonl", 3, 2, {"question": " Why? "}, "jsonl").text()
-        'Why?'
-        """
+        """The record's text, stripped: a string record itself, else its :meth:`pick`-ed field
+        (InputError when it is missing, not a string or empty)."""
         if isinstance(self.data, str):
             if not self.data.strip():
                 raise self.error("empty")
@@ -233,18 +174,10 @@ class Record:
 def read_records(
     path: str | Path, *, format: RecordFormat | None = None, key: str | None = None
 ) -> list[Record]:
-    """Read the records of a file, in file order (see the module docstring for the rules).
+    """Read the records of a file, in file order (an empty list when it has none).
 
-    ``format`` overrides the extension and the content sniffing. ``key`` names the field of a
-    top-level JSON object that holds the record list (a top-level list, or an object keyed by
-    id, is read as is). A file with no records gives an empty list: callers say what they
-    expected.
-
-    Raises InputError for a missing or unreadable file, text that is not UTF-8, invalid JSON
-    or CSV (with the line), and an ambiguous text/JSONL file.
-
-    >>> [r.data for r in read_records("topics.csv")]  # doctest: +SKIP
-    [{'topic': 'weapons', 'description': 'making weapons'}]
+    ``format`` overrides the extension and the sniffing; ``key`` names the member of a
+    top-level JSON object that holds the record list.
     """
     display = str(path)
     text = read_text(path)
@@ -290,14 +223,8 @@ def read_texts(
     format: RecordFormat | None = None,
     key: str | None = None,
 ) -> list[str]:
-    """The texts of a file's records (see :meth:`Record.text`), stripped, in file order.
-
-    Raises InputError ``FILE: no records in the file`` for a file without any, and the
-    one-format error for a record without usable text.
-
-    >>> read_texts("questions.csv", "prompt")  # doctest: +SKIP
-    ['How do I kill a Python process?']
-    """
+    """The texts of a file's records (:meth:`Record.text`), in file order; InputError for a
+    file without records."""
     records = read_records(path, format=format, key=key)
     if not records:
         raise InputError(f"{path}: no records in the file")
@@ -311,14 +238,15 @@ def detect_format(path: Path, text: str) -> RecordFormat:
         return named
     lines = _lines(text)
     if named == "json":
-        return "jsonl" if len(lines) > 1 and not _parses(text) and _all_objects(lines) else "json"
+        as_lines = len(lines) > 1 and not _parses(text)
+        return "jsonl" if as_lines and all(_is_json_object(c) for _, c in lines) else "json"
     if named == "jsonl":
         spans_lines = bool(lines) and not _parses(lines[0][1])
         return "json" if spans_lines and _is_json_document(text) else "jsonl"
     objects = [line for line, content in lines if _is_json_object(content)]
     if lines and len(objects) == len(lines):
         return "jsonl"
-    if _is_json_document(text) or _opens_json_document(lines):
+    if _is_json_document(text) or (lines and lines[0][1].strip() in ("[", "{")):
         return "json"
     if objects:
         plain = next(line for line, content in lines if not _is_json_object(content))
@@ -331,12 +259,8 @@ def detect_format(path: Path, text: str) -> RecordFormat:
 
 
 def read_text(path: str | Path) -> str:
-    """The UTF-8 text of a file without its byte-order mark.
-
-    Raises InputError ``FILE: no such file`` / ``FILE: not a file`` / ``FILE: cannot read``,
-    and ``FILE:LINE: not UTF-8 text (invalid byte 0x.. at byte offset N)`` naming the line
-    and byte of the first byte that is not UTF-8.
-    """
+    """The UTF-8 text of a file without its byte-order mark; InputError for a missing or
+    unreadable file, and one naming the line and offset of the first byte that is not UTF-8."""
     file = Path(path)
     if not file.exists():
         raise InputError(f"{path}: no such file")
@@ -363,11 +287,8 @@ def read_text(path: str | Path) -> str:
 
 
 def parse_json(text: str, display: str, line: int | None = None) -> Any:
-    """Parse JSON text; InputError ``FILE:LINE: not valid JSON (...)`` when it is not.
-
-    ``line`` is the line of ``text`` in its file (for one JSONL line); without it the line
-    of the error inside ``text`` is used. NaN and Infinity are refused.
-    """
+    """Parse standard JSON text; InputError ``FILE:LINE: not valid JSON (...)`` when it is not.
+    ``line``: the line of ``text`` in its file (one JSONL line; None: the error's own line)."""
     try:
         return standard_json(text)
     except json.JSONDecodeError as exc:
@@ -433,12 +354,8 @@ def case_hint(wanted: Iterable[str], present: Iterable[object]) -> str:
 def csv_rows(
     text: str, display: str, *, delimiter: str = ","
 ) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
-    """Parse CSV/TSV text with a header row into ``(header, [(line, row), ...])``.
-
-    ``line`` is the 1-based line on which the row starts (the header is line 1). Blank rows
-    are skipped. A row whose number of fields differs from the header's, a missing or
-    duplicated header and malformed quoting are InputErrors naming the file and line.
-    """
+    """Parse CSV/TSV text with a header row into ``(header, [(line, row), ...])``, ``line``
+    1-based where the row starts; blank rows skipped, malformed ones an InputError."""
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     old_limit = csv.field_size_limit()
     csv.field_size_limit(_CSV_FIELD_LIMIT)  # long document texts exceed the 128 KiB default
@@ -559,12 +476,9 @@ def standard_json(text: str) -> Any:
 
 
 def unicode_problem(value: Any) -> tuple[str | None, str] | None:
-    """Where a parsed JSON value holds a lone surrogate, and what: ``(path, problem)`` with
-    the path of the string (``messages[0].content``; None for the value itself), or None.
-
-    Field names are checked too. Iterative, so any depth :func:`standard_json` returns is
-    walked.
-    """
+    """Where a parsed JSON value (field names too) holds a lone surrogate, and what:
+    ``(path, problem)``, the path like ``messages[0].content`` (None: the value itself), or
+    None. Iterative, so any depth :func:`standard_json` returns is walked."""
     pending: list[tuple[str | None, Any]] = [(None, value)]
     while pending:
         path, item = pending.pop()
@@ -619,10 +533,7 @@ def _check_unicode(value: Any, display: str, line: int) -> None:
 
 def _lines(text: str) -> list[tuple[int, str]]:
     """``(line_number, line)`` for the non-blank lines of a text (1-based, ``\\r`` dropped).
-
-    Splits on ``\\n`` only: ``str.splitlines`` would also split on characters such as U+2028
-    that may legally appear inside a JSON string.
-    """
+    On ``\\n`` only: ``str.splitlines`` also splits on U+2028, legal inside a JSON string."""
     lines = []
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.removesuffix("\r")
@@ -658,19 +569,9 @@ def _sniffed(text: str) -> Any:
         return _NOT_JSON
 
 
-def _all_objects(lines: list[tuple[int, str]]) -> bool:
-    """Whether every line is a whole JSON object."""
-    return all(_is_json_object(content) for _, content in lines)
-
-
 def _is_json_document(text: str) -> bool:
     """Whether the whole text is one JSON list or object."""
     return text.lstrip().startswith(("[", "{")) and _parses(text)
-
-
-def _opens_json_document(lines: list[tuple[int, str]]) -> bool:
-    """Whether the first non-blank line is a lone ``[`` or ``{``: never a line of text."""
-    return bool(lines) and lines[0][1].strip() in ("[", "{")
 
 
 def _json_document(text: str, display: str, key: str | None) -> list[tuple[int, str | None, Any]]:
@@ -732,10 +633,8 @@ def _list_items(text: str, position: int) -> list[tuple[int, Any]]:
 
 
 def _member_position(text: str, position: int, key: str) -> int:
-    """The offset of the value of the last member ``key`` of the JSON object at ``position``.
-
-    The last, as :func:`json.loads` keeps the last of repeated keys.
-    """
+    """The offset of the value of the last member ``key`` (the one :func:`json.loads` keeps)
+    of the JSON object at ``position``."""
     found = -1
     for name, at, _ in _object_members(text, position):
         if name == key:
