@@ -1,25 +1,11 @@
 """What the chat adapters share: a framework's chat history as the OpenAI-style messages the Gate
-decides (:mod:`ragbound.conversations.model`), whatever the framework calls its roles.
+decides (:mod:`ragbound.conversations.model`), and the rows of it that may go to the LLM.
 
-LangChain names its roles ``human`` / ``ai`` / ``system`` / ``tool``, LlamaIndex and Haystack
-``user`` / ``assistant`` / ``system`` / ``tool`` (LlamaIndex also ``chatbot``, ``model``,
-``developer``, ``function``). Each becomes the OpenAI role the service reads, so one chat sent
-through an adapter and through ``POST /v1/decide`` is the same conversation.
-
-Left out: tool and function results (what a tool returned is not what the user asked, and its
-text, often retrieved documents, would crowd the chat out of the size limits), messages
-without text (an assistant turn made only of tool calls), and roles no framework documents.
-A chat longer than the service accepts keeps its most recent messages, as the service asks a
-caller to do (:data:`~ragbound.conversations.model.MAX_MESSAGES`,
-:data:`~ragbound.conversations.model.MAX_CONVERSATION_CHARS`).
-
-What goes to the LLM on ``answer`` (:func:`upstream_rows`) is the framework's own history
-without the earlier turns the Gate found forbidden (``Decision.conversation.dropped``) and
-everything that answers them, tool calls and results included; messages older than the part
-the Gate read are left out too (it never checked them). System messages always stay. The
-retrievers that search the user's own store once per query meet the tripwires with the text
-searched only, so their Gate drops no earlier turn: they keep the turns they refused
-(:class:`Refused`), and those are left out as dropped turns are.
+Tool results, messages without text and unknown roles are left out; a chat longer than the
+service accepts keeps its most recent messages. On ``answer`` the LLM gets the history
+without the turns the Gate dropped as forbidden (or a one-search retriever refused,
+:class:`Refused`) and what answers them, and without messages older than the part the Gate
+read; system messages always stay.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator
 
 from ragbound.errors import InputError, RagboundError
 from ragbound.gate import Decision
@@ -39,6 +41,10 @@ def check_on_block(on_block: str) -> OnBlock:
     if on_block not in ON_BLOCK:
         raise InputError(f"on_block must be one of {', '.join(ON_BLOCK)}, got {on_block!r}")
     return on_block  # type: ignore[return-value]
+
+
+OnBlockOption = Annotated[OnBlock, BeforeValidator(check_on_block)]
+"""An ``on_block`` field of a pydantic adapter, checked by :func:`check_on_block`."""
 
 
 def blocked(decision: Decision, on_block: OnBlock) -> bool:

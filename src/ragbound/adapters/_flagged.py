@@ -1,13 +1,9 @@
-"""Tripwires in a framework's own store, found by the search itself (the RAR paper's design).
+"""Tripwires in a framework's own store, found by the knowledge's search itself (the RAR design).
 
-The application adds its tripwires to its vector store as documents flagged with metadata
-``ragbound_tripwire`` (the topic), e.g. ``vectorstore.add_documents(tripwire_documents(...))``.
-The framework's search returns them among the knowledge; :class:`~ragbound.adapters._framework.
-FrameworkSearch` keeps them out of the knowledge's rows and remembers them, and
-:class:`FlaggedTripwires` hands them to the :class:`~ragbound.tripwires.TripwireTest` as that
-query's tripwire hits: one search decides both. The set the application declares (the
-tripwires it added) is embedded once, for the rule's floor and the set's hash; a flagged
-document outside it still counts, under its own id and topic.
+Documents flagged with metadata ``ragbound_tripwire`` are kept out of the knowledge's rows by
+:class:`~ragbound.adapters._framework.FrameworkSearch`; :class:`FlaggedTripwires` hands them
+to the :class:`~ragbound.tripwires.TripwireTest` as that query's tripwire hits, so one search
+decides both.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Knowledge over a framework's own search (no framework imported here): what the adapters on
 the user's own LangChain vector store, LlamaIndex retriever and Haystack retriever share.
 
-A framework's search answers one query at a time with its documents and a score each. A
-:class:`FrameworkSearch` subclass says how to call it (``_search_one``); this module turns the
-scores into similarities (higher = closer, by ``closeness``), numbers the documents in the order
-searches first return them (:class:`Rows`) and makes :class:`FrameworkKnowledge`, the
-:class:`~ragbound.knowledge.protocol.Knowledge` the guard reads.
-
-``closeness``: ``"cosine"`` (the cosine similarity itself: every statistic), ``"similarity"``
-(another similarity, higher = closer), ``"distance"`` (lower = closer; negated), or
-``"relevance"`` (a framework's relevance in [0, 1], higher = closer). The last three give the
-order of similarities only: the rank statistics (:data:`RANK_STATISTICS`) give the same
-p-values under any increasing transform applied to calibration and check alike; the others
-read the values and are refused. The learned ``combined`` score needs the whole corpus, which
-these searches do not list: always refused.
+``closeness`` says how a score becomes a similarity (higher = closer): ``"cosine"`` (the
+cosine itself: every statistic), ``"similarity"`` (higher = closer), ``"distance"`` (lower =
+closer; negated) or ``"relevance"`` (in [0, 1], higher = closer). The last three give the
+order only: the rank statistics (:data:`RANK_STATISTICS`) alone are allowed. ``combined``
+needs the whole corpus, which these searches do not list: always refused.
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""The base of the retrievers that gate the user's own store: LangChain's
-``GatedVectorStoreRetriever``, LlamaIndex's ``GatedLlamaIndexRetriever`` and Haystack's
-``GatedHaystackRetriever``.
-
-The guard's knowledge (a :class:`~ragbound.adapters._framework.FrameworkKnowledge`) searches
-the store once per query; that one search decides the query, its tripwires included
-(:mod:`ragbound.adapters._flagged`), and its results are the context on ``answer``. Each
-framework's module keeps only its framework's side: how the retriever is built, how results
-become its documents or nodes, and where a chat's history comes from.
+"""The base of the retrievers that gate the user's own store (LangChain, LlamaIndex, Haystack):
+one search per query decides it, tripwires included, and gives the context on ``answer``.
 """
 
 from __future__ import annotations
@@ -28,14 +21,8 @@ from ragbound.tripwires import Tripwire, TripwireRule
 class OwnStoreRetriever:
     """A gated retriever on the user's own store: a subclass names the knowledge its guard
     must be calibrated on (``knowledge_class``) and what the framework calls its results
-    (``returned``, for errors), calls :meth:`_start` once when built, then :meth:`decide`
-    decides each query with one search and :meth:`_results` gives the results behind an
-    answer.
-
-    It keeps ``guard``, ``k`` and ``on_block`` as attributes, and ``_gate``,
-    ``_last_decision`` and ``_refused`` as private ones (a pydantic retriever declares those
-    three as private attributes).
-    """
+    (``returned``, for errors) and calls :meth:`_start` once when built (a pydantic subclass
+    declares ``_gate``, ``_last_decision`` and ``_refused`` as private attributes)."""
 
     knowledge_class: ClassVar[type[FrameworkKnowledge]] = FrameworkKnowledge
     returned: ClassVar[str] = "documents"
@@ -60,7 +47,6 @@ class OwnStoreRetriever:
         tripwire_test = flagged_guard(guard.kb, tripwires, tripwire_rule, embed)  # type: ignore[arg-type]
         self._gate = Gate(guard, tripwire_test, context_k=k)
         self._last_decision: Decision | None = None
-        # its one search meets the tripwires with the turn alone: the turns it refused
         self._refused = Refused()
 
     @property

@@ -1,30 +1,10 @@
 """Haystack adapter: a component that decides the query and routes the pipeline on the answer.
 
-:class:`GateComponent` ``run(query, documents=None)`` decides ``query`` with a
-:class:`~ragbound.gate.Gate` and returns:
-
-- ``decision``: always, the :class:`~ragbound.gate.Decision`;
-- ``documents``: always; on ``answer`` the given ``documents`` (copies annotated with the
-  decision, without its context, in ``meta["ragbound"]``) or, with none given, the Gate's own
-  context chunks as Documents (nearest first, ``score`` = similarity); on ``reject`` /
-  ``abstain`` an empty list;
-- ``query``: only on ``answer``, the query: connect it to the generation branch (e.g. a
-  ``PromptBuilder`` with ``required_variables=["query"]``) so that branch runs only then;
-- ``blocked``: only on ``reject`` / ``abstain``, the decision: connect it to a refusal branch;
-- ``history``: only on ``answer``, the chat to send the LLM (below).
-
-In a chat pipeline, pass the chat so far as ``history`` (Haystack ``ChatMessage`` objects,
-oldest first, without the new question): ``query`` is then decided as the last user turn of
-that conversation, as ``POST /v1/decide`` with ``messages`` decides it (a follow-up read with
-the turns it follows; the tripwires see every user turn). Tool results are left out
-(:mod:`ragbound.adapters._chat`). The ``history`` output is that chat without the earlier
-turns found forbidden and their replies (``Decision.conversation.dropped``): connect it to the
-prompt builder's ``history``, so a forbidden request never reaches the LLM in a later turn.
-
-Built from ``kb_dir`` the component loads its Gate in ``warm_up()`` and serialises with the
-pipeline (``to_dict`` / ``from_dict``; Haystack loads it only from a trusted module:
-``Pipeline.loads(text, allowed_modules=["ragbound.adapters.haystack"])``); built from a loaded
-``gate`` it shares it but cannot be serialised.
+:class:`GateComponent` returns ``decision`` and ``documents`` always (none unless ``answer``),
+``query`` and ``history`` (the chat without the turns found forbidden) only on ``answer``, to
+run the generation branch, and ``blocked`` only on ``reject`` / ``abstain``. Built from
+``kb_dir`` it serialises with the pipeline (load it with
+``allowed_modules=["ragbound.adapters.haystack"]``).
 
 Example:
     >>> pipe = Pipeline()  # doctest: +SKIP
@@ -122,8 +102,7 @@ class GateComponent:
         documents: list[Document] | None = None,
         history: list[ChatMessage] | None = None,
     ) -> dict[str, Any]:
-        """Decide ``query`` (after ``history``, in a chat); documents on ``answer`` only (see
-        the module docstring)."""
+        """Decide ``query`` (after ``history``, in a chat); documents on ``answer`` only."""
         self.warm_up()
         assert self._gate is not None
         decision = self._gate.decide(chat_query(query, history))

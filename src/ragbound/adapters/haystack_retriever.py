@@ -1,39 +1,11 @@
 """Haystack, natively: the guard sits on the user's own embedding retriever, one search per query.
 
 :class:`HaystackKnowledge` is :class:`~ragbound.knowledge.protocol.Knowledge` over a Haystack
-embedding retriever (``run(query_embedding=..., top_k=...) -> {"documents": [...]}``, each
-``Document`` with a ``score``, e.g. ``InMemoryEmbeddingRetriever``) and the text embedder its
-documents were embedded with: ``Guard.calibrate(knowledge, questions)`` calibrates on the scores
-that retriever returns. :class:`GatedHaystackRetriever` (a Haystack component) embeds each
-query once, runs the retriever once at ``top_k = max(k, guard.k)``, decides from those scores
-and returns the first ``k`` documents on ``answer`` (none on ``reject`` / ``abstain``), with
-the decision, as :class:`~ragbound.adapters.haystack.GateComponent` does.
-
-The embedder: a Haystack text embedder component (``run(text=...) -> {"embedding": [...]}``,
-warmed up before its first query), or a ragbound dense embedder (``encode`` / ``encode_one``,
-e.g. ``load_dense_embedder("minilm")``, the bundled MiniLM, offline). :class:`RagboundTextEmbedder`
-and :class:`RagboundDocumentEmbedder` are Haystack components over a ragbound embedder, to fill
-the store and embed queries in a pipeline with the same vectors.
-
-How the retriever's scores become similarities (higher = closer), ``closeness``:
-
-- ``None`` (default): read from an ``InMemoryEmbeddingRetriever``: ``"relevance"`` when it was
-  built with ``scale_score=True`` (cosine becomes ``(1 + cosine) / 2``, a dot product
-  ``sigmoid(dot / 100)``: increasing transforms), else ``"cosine"`` when its
-  ``InMemoryDocumentStore`` has ``embedding_similarity_function="cosine"``, else
-  ``"similarity"`` (the store's default ``"dot_product"``: the cosine only for unit vectors).
-  Any other retriever: ``"cosine"``, as for the other frameworks.
-- ``"cosine"``: the scores are cosine similarities: every statistic, and p-values equal
-  ragbound's own exact folder over the same texts. Declared on a ``"dot_product"`` store, each
-  query vector must have norm 1 (within 1e-3), else the query is refused; the documents'
-  vectors are not read: declare it only when the embedder normalises (MiniLM does).
-- ``"similarity"`` / ``"distance"`` / ``"relevance"``: order only, the rank statistics (see
-  :mod:`ragbound.adapters._framework`). A retriever built with ``scale_score=True`` is refused
-  anything but ``"relevance"``.
-
-Rows are keyed by ``Document.id``; ``len()`` is ``size`` (documents in the store, when given;
-it bounds k). The fingerprint is ``name`` (the embedding model), the retriever's class, the
-score mode, the similarity and ``version`` (bump it when the store's documents change).
+embedding retriever and the text embedder its documents were embedded with (a Haystack
+component or a ragbound dense embedder); :class:`GatedHaystackRetriever` embeds each query
+once, searches once, decides and returns the first ``k`` documents on ``answer``.
+``closeness`` (:mod:`ragbound.adapters._framework`) defaults to what an
+``InMemoryEmbeddingRetriever`` gives (:func:`inferred_closeness`), else ``"cosine"``.
 
 Example:
     >>> retriever = InMemoryEmbeddingRetriever(store)  # doctest: +SKIP
@@ -169,7 +141,8 @@ def query_embedder(embedder: Any) -> QueryEmbedder:
 
 
 def inferred_closeness(retriever: Any) -> Closeness:
-    """The score mode an ``InMemoryEmbeddingRetriever`` gives (see the module's notes);
+    """The score mode an ``InMemoryEmbeddingRetriever`` gives: ``"relevance"`` with
+    ``scale_score``, ``"cosine"`` on a cosine store, else ``"similarity"`` (a dot product);
     ``"cosine"`` for any other retriever."""
     if not isinstance(retriever, InMemoryEmbeddingRetriever):
         return "cosine"

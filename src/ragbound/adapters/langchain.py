@@ -1,18 +1,9 @@
 """LangChain adapter: a ``BaseRetriever`` that asks the Gate before it retrieves.
 
-:class:`GatedRetriever` decides each query with a :class:`~ragbound.gate.Gate` first:
-
-- ``answer``: returns the wrapped retriever's documents, or, with no wrapped retriever, the
-  Gate's own context chunks as ``Document`` objects (nearest first); every document carries the
-  decision (without its context) in ``metadata["ragbound"]``;
-- ``reject`` / ``abstain``: returns no documents (``on_block="empty"``, the default) or raises
-  :class:`QueryBlocked` carrying the decision (``on_block="raise"``).
-
-Either way the decision reaches the caller through ``last_decision`` (the latest query's; with
-concurrent calls on one retriever, prefer the callback event) and a LangChain custom callback
-event named ``ragbound_decision`` whose data is the whole decision as JSON, context included
-(``Decision.model_validate(data)`` restores it; seen by callback handlers' ``on_custom_event``
-and by ``astream_events``).
+On ``answer`` :class:`GatedRetriever` returns the wrapped retriever's documents (or the Gate's
+own chunks), each with the decision in ``metadata["ragbound"]``; on ``reject`` / ``abstain``
+none, or :class:`QueryBlocked` (``on_block="raise"``). Each decision is also
+``last_decision`` and the custom callback event ``ragbound_decision`` (the decision as JSON).
 
 Example:
     >>> guarded = vectorstore.as_retriever()  # doctest: +SKIP
@@ -26,15 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Container, Sequence
 
-from pydantic import PrivateAttr, field_validator
+from pydantic import PrivateAttr
 
 from ragbound.adapters._chat import chat_messages, last_user_index, upstream_rows
 from ragbound.adapters._common import (
     METADATA_KEY,
-    OnBlock,
+    OnBlockOption,
     QueryBlocked,
     blocked,
-    check_on_block,
     chunk_metadata,
     decision_metadata,
     missing_extra,
@@ -82,13 +72,8 @@ class GatedRetriever(BaseRetriever):
 
     gate: Gate
     retriever: BaseRetriever | None = None
-    on_block: OnBlock = "empty"
+    on_block: OnBlockOption = "empty"
     _last_decision: Decision | None = PrivateAttr(default=None)
-
-    @field_validator("on_block", mode="before")
-    @classmethod
-    def _valid_on_block(cls, value: str) -> OnBlock:
-        return check_on_block(value)
 
     @property
     def last_decision(self) -> Decision | None:
@@ -98,29 +83,16 @@ class GatedRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
-        decision = self._decide(query)
+        decision = self.decide(query)
         report(decision, run_manager)
-        if blocked(decision, self.on_block):
-            return []
-        if self.retriever is None:
-            return context_documents(decision)
-        found = self.retriever.invoke(query, config={"callbacks": run_manager.get_child()})
-        return annotated(found, decision)
+        return self._documents(decision, query, {"callbacks": run_manager.get_child()})
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
     ) -> list[Document]:
-        decision = await run_in_executor(None, self._decide, query)
+        decision = await run_in_executor(None, self.decide, query)
         await areport(decision, run_manager)
-        if blocked(decision, self.on_block):
-            return []
-        if self.retriever is None:
-            return context_documents(decision)
-        found = await self.retriever.ainvoke(query, config={"callbacks": run_manager.get_child()})
-        return annotated(found, decision)
-
-    def _decide(self, query: str) -> Decision:
-        return self.decide(query)
+        return await self._adocuments(decision, query, {"callbacks": run_manager.get_child()})
 
     def decide(self, query: Query | list[dict[str, str]]) -> Decision:
         """The decision on a query, or on a conversation (OpenAI-style messages, e.g.
@@ -136,20 +108,30 @@ class GatedRetriever(BaseRetriever):
         applies): the wrapped retriever's, searched with the text the Gate searched
         (``decision.test.query``: a follow-up joined with the turns it follows), or the
         Gate's own chunks."""
-        if blocked(decision, self.on_block):
-            return []
-        if self.retriever is None:
-            return context_documents(decision)
-        return annotated(self.retriever.invoke(decision.test.query, config=config), decision)
+        return self._documents(decision, decision.test.query, config)
 
     async def aanswer_documents(
         self, decision: Decision, config: RunnableConfig | None = None
     ) -> list[Document]:
         """:meth:`answer_documents`, the wrapped retriever run asynchronously."""
+        return await self._adocuments(decision, decision.test.query, config)
+
+    def _documents(
+        self, decision: Decision, query: str, config: RunnableConfig | None
+    ) -> list[Document]:
+        """The documents behind ``decision``: ``query``'s from the wrapped retriever."""
+        if blocked(decision, self.on_block):
+            return []
+        if self.retriever is None:
+            return context_documents(decision)
+        return annotated(self.retriever.invoke(query, config=config), decision)
+
+    async def _adocuments(
+        self, decision: Decision, query: str, config: RunnableConfig | None
+    ) -> list[Document]:
         if blocked(decision, self.on_block) or self.retriever is None:
-            return self.answer_documents(decision, config)
-        found = await self.retriever.ainvoke(decision.test.query, config=config)
-        return annotated(found, decision)
+            return self._documents(decision, query, config)
+        return annotated(await self.retriever.ainvoke(query, config=config), decision)
 
 
 def thread_conversation(

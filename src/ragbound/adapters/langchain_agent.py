@@ -1,28 +1,10 @@
 """LangChain v1 agent middleware: the Gate decides each turn before the agent runs.
 
-:class:`GateMiddleware` decides the thread's conversation at its last human message in
-``before_agent``: the thread's human, AI and system messages are the conversation (as
-``POST /v1/decide`` with ``messages`` reads it: a follow-up is read with the turns it follows,
-and the tripwires see every human turn); tool results and AI turns made only of tool calls are
-left out (:mod:`ragbound.adapters._chat`). With a checkpointer the thread is the whole chat;
-without one, the messages the caller sends.
-
-- ``reject`` / ``abstain``: the turn ends at once with an ``AIMessage`` (``refusal`` or
-  ``abstention`` text, the decision without its context in ``response_metadata["ragbound"]``);
-  the model and the tools never run;
-- ``answer``: the agent runs as usual; with a ``context_template`` the Gate's retrieved chunks
-  are added to the model's system prompt, so the agent never retrieves them twice.
-
-A human turn found forbidden is refused at its turn and then dropped (docs/tripwires.md):
-every model call of a later turn gets the thread without it and without what answers it (the
-refusal, and any AI tool calls and tool results after it), and without messages older than
-the recent part the Gate read (:func:`~ragbound.adapters.langchain.thread_upstream`). The
-thread itself keeps them (the user sees their chat; the model does not): the ids of the
-messages withheld from this turn's model calls are in the state under ``ragbound_withheld``.
-
-Every turn's decision (full, as JSON) is in the agent's state under ``ragbound_decision``, so
-``agent.invoke(...)["ragbound_decision"]`` gives it to the caller
-(``Decision.model_validate`` restores the object).
+:class:`GateMiddleware` decides the thread at its last human message. On ``reject`` /
+``abstain`` the turn ends with an ``AIMessage`` (refusal or abstention); on ``answer`` the
+agent runs, its model calls without the turns found forbidden (their ids in the state under
+``ragbound_withheld``), with the Gate's chunks in the system prompt given a
+``context_template``. Every decision is in the state under ``ragbound_decision``.
 
 Example:
     >>> gate = GateMiddleware(Gate.load("kb/"))  # doctest: +SKIP

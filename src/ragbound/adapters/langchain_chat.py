@@ -1,34 +1,10 @@
 """LangChain chat chains: the Gate decides the conversation, the chat history beside the question.
 
-LangChain's history-aware chains take ``{"input": question, "chat_history": messages}``
-(``create_history_aware_retriever``, ``create_retrieval_chain``). With that same input:
-
-- :class:`GatedChatRetriever` (a ``Runnable[dict, list[Document]]``) decides the conversation,
-  history and question together, as ``POST /v1/decide`` with ``messages`` does (a follow-up
-  read with the turns it follows; the tripwires see every human turn), through a gated
-  retriever (:class:`~ragbound.adapters.langchain.GatedRetriever`, or
-  :class:`~ragbound.adapters.langchain_store.GatedVectorStoreRetriever` on your own store).
-  On ``answer`` it returns that retriever's documents, searched with the text the Gate
-  searched, or those of ``search``: any runnable over the same input, e.g.
-  ``create_history_aware_retriever(llm, retriever, prompt)``, whose rephrasing LLM call then
-  runs only on ``answer``. On ``reject`` / ``abstain``: no documents (or ``QueryBlocked``, by
-  the gated retriever's ``on_block``). It drops into ``create_retrieval_chain``, which then
-  still calls the LLM on an empty context;
-- :func:`gated_chat_chain` is the chatbot's whole turn: it calls ``answer_chain`` (the LLM)
-  only on ``answer``, and answers ``reject`` / ``abstain`` itself with a refusal or
-  abstention text. Its output is ``create_retrieval_chain``'s (the input, ``context``,
-  ``answer``) and the decision as JSON under ``ragbound_decision``.
-
-A human turn found forbidden is refused at its turn and then dropped (docs/tripwires.md):
-on ``answer``, the ``search`` runnable and ``answer_chain`` get the input with its
-``chat_history`` without the turns dropped and what answers them
-(:meth:`GatedChatRetriever.upstream_input`), so a forbidden request never reaches the
-rephrasing or the answering LLM in a later turn. The caller's history is left as it is, and
-so is the output's. ``create_retrieval_chain`` hands its LLM the history as given: use
-:func:`gated_chat_chain`.
-
-Each decision is also the gated retriever's ``last_decision`` and the custom callback event
-``ragbound_decision`` (as for :class:`~ragbound.adapters.langchain.GatedRetriever`).
+With the input of LangChain's history-aware chains (``{"input": question, "chat_history":
+messages}``), :class:`GatedChatRetriever` decides history and question together and returns
+documents only on ``answer``; :func:`gated_chat_chain` is the whole turn, calling the LLM only
+on ``answer`` and answering a refusal or abstention itself. What goes to an LLM leaves out the
+turns found forbidden (:meth:`GatedChatRetriever.upstream_input`).
 
 Example:
     >>> chat = GatedChatRetriever(retriever=GatedRetriever(gate=Gate.load("kb/")))  # doctest: +SKIP

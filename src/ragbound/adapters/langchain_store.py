@@ -1,47 +1,10 @@
 """LangChain, natively: the guard sits on the user's own ``VectorStore``, one search per query.
 
 :class:`VectorStoreKnowledge` is :class:`~ragbound.knowledge.protocol.Knowledge` over any
-LangChain ``VectorStore``: ``Guard.calibrate(knowledge, questions)`` calibrates on the
-similarities that store returns, and :class:`GatedVectorStoreRetriever` (a LangChain
-``BaseRetriever``) searches the store once per query, at the depth the test and the context
-need, decides from those scores and returns the top documents on ``answer`` (none on
-``abstain``). Nothing is copied, embedded twice or searched twice.
-
-How the store's scores become similarities (higher = closer), chosen with ``closeness``:
-
-- ``"cosine"`` (default): ``similarity_search_with_score_by_vector`` returns cosine
-  similarities (langchain-core's ``InMemoryVectorStore`` does). The exact similarity: every
-  statistic works, and p-values equal ragbound's own exact knowledge base over the same texts.
-- ``"similarity"``: that method returns another similarity (higher = closer, e.g. an inner
-  product of unnormalised vectors); ``"distance"``: it returns a distance (lower = closer,
-  e.g. FAISS's L2), and the similarity is its negative.
-- ``"relevance"``: ``similarity_search_with_relevance_scores(query)``, the store's relevance
-  in [0, 1] (higher = closer); the store embeds the query itself, so ``embedding`` is only
-  named. For cosine stores ``1 - distance`` is cosine; in general it is an increasing
-  transform of it.
-
-Only the order of scores is known for the last three. Rank statistics (mss, knn, fisher,
-simes) compare a query's k-th score with the calibration's k-th scores, so any increasing
-transform applied to both gives the same p-values; avgknn, entropy and energy read the
-values themselves and are refused. The learned ``combined`` score needs the whole corpus,
-which a ``VectorStore`` does not list: it is refused for every mode.
-
-Rows: a ``VectorStore`` does not enumerate its documents, so rows are numbered in the order
-searches first return them, keyed by ``Document.id`` (or a SHA-256 of the text and metadata
-when the store sets no id). ``chunks`` and ``chunk_at(row)`` are the documents seen so far;
-``len()`` is ``size`` (the number of documents in the store, when given) and bounds k.
-
-The fingerprint is the embedder's name, the store's class, the score mode, the similarity
-and ``version`` (a tag the caller bumps when the store's documents change): a calibration
-saved with ``guard.save(folder=...)`` and opened with ``Guard.load_for(knowledge, folder)``
-is refused against another embedder, store class or score mode, but it cannot see documents
-added to or removed from the same store unless ``version`` changes.
-
-Tripwires live in the same store, as the RAR paper designed: add them as documents flagged
-with metadata ``ragbound_tripwire`` (:func:`tripwire_documents`) and give the retriever the
-same list (``tripwires=``). Each search returns them among the knowledge; they are never rows
-of the knowledge nor returned as context, and the tripwire rule reads them from that one
-search (:mod:`ragbound.adapters._flagged`).
+LangChain ``VectorStore`` (``closeness``: see :mod:`ragbound.adapters._framework`);
+:class:`GatedVectorStoreRetriever` searches the store once per query, decides from those
+scores and returns the store's top documents on ``answer``. Tripwires live in the same store,
+flagged with metadata ``ragbound_tripwire`` (:func:`tripwire_documents`).
 
 Example:
     >>> store = InMemoryVectorStore(embeddings)  # doctest: +SKIP
@@ -57,10 +20,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import PrivateAttr, field_validator
+from pydantic import PrivateAttr
 
 from ragbound.adapters._chat import Refused
-from ragbound.adapters._common import OnBlock, QueryBlocked, check_on_block, missing_extra
+from ragbound.adapters._common import OnBlockOption, QueryBlocked, missing_extra
 from ragbound.adapters._framework import (
     RANK_STATISTICS,
     Closeness,
@@ -136,8 +99,9 @@ class RagboundEmbeddings(Embeddings):
 
 
 class VectorStoreSearch(FrameworkSearch):
-    """A :class:`~ragbound.stores.Retriever` over a LangChain ``VectorStore`` (see the
-    module's notes on ``closeness``); one store call per query, similarities higher = closer.
+    """A :class:`~ragbound.stores.Retriever` over a LangChain ``VectorStore``, one store call
+    per query: ``similarity_search_with_score_by_vector``, or with ``closeness="relevance"``
+    ``similarity_search_with_relevance_scores`` (the store embeds the query itself).
     ``exact`` defaults to True for ``InMemoryVectorStore`` (a full scan), else False."""
 
     def __init__(
@@ -181,7 +145,7 @@ class VectorStoreKnowledge(FrameworkKnowledge):
     store's own ``embeddings``); ``name`` names it in the fingerprint (default: its class
     and model name). ``closeness``, ``similarity``, ``size`` and ``exact`` describe the store's
     search (:class:`VectorStoreSearch`); ``version`` tags its contents (bump it when
-    documents change). See the module's notes for what each statistic needs.
+    documents change).
     """
 
     def __init__(
@@ -233,17 +197,12 @@ class GatedVectorStoreRetriever(OwnStoreRetriever, BaseRetriever):
     knowledge_class: ClassVar[type[FrameworkKnowledge]] = VectorStoreKnowledge
     guard: Guard
     k: int = 4
-    on_block: OnBlock = "empty"
+    on_block: OnBlockOption = "empty"
     tripwires: list[Tripwire] | None = None
     tripwire_rule: TripwireRule | None = None
     _gate: Gate = PrivateAttr()
     _last_decision: Decision | None = PrivateAttr(default=None)
     _refused: Refused = PrivateAttr()
-
-    @field_validator("on_block", mode="before")
-    @classmethod
-    def _valid_on_block(cls, value: str) -> OnBlock:
-        return check_on_block(value)
 
     def model_post_init(self, context: Any) -> None:
         self._start(self.guard, self.k, self.on_block, self.tripwires, self.tripwire_rule)
@@ -253,14 +212,14 @@ class GatedVectorStoreRetriever(OwnStoreRetriever, BaseRetriever):
     ) -> list[Document]:
         decision = self.decide(query)
         report(decision, run_manager)
-        return self._documents(decision)
+        return self.answer_documents(decision)
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
     ) -> list[Document]:
         decision = await self.adecide(query)
         await areport(decision, run_manager)
-        return self._documents(decision)
+        return self.answer_documents(decision)
 
     def answer_documents(
         self, decision: Decision, config: RunnableConfig | None = None
@@ -268,9 +227,6 @@ class GatedVectorStoreRetriever(OwnStoreRetriever, BaseRetriever):
         """The store's documents for a decision already made (none unless ``answer``;
         ``on_block`` applies): what :class:`~ragbound.adapters.langchain_chat.GatedChatRetriever`
         returns for a chat turn."""
-        return self._documents(decision)
-
-    def _documents(self, decision: Decision) -> list[Document]:
         return annotated([doc for doc, _ in self._results(decision)], decision)
 
 

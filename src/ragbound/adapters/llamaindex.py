@@ -1,34 +1,10 @@
 """LlamaIndex adapter: a node postprocessor that lets nodes through only when the Gate answers.
 
-:class:`GatePostprocessor` decides the query of each retrieval with a
-:class:`~ragbound.gate.Gate`:
-
-- ``answer``: the retrieved nodes pass through, as copies annotated with the decision (without
-  its context) in ``metadata["ragbound"]``, a key kept out of the LLM and embedding text;
-- ``reject`` / ``abstain``: no nodes (``on_block="empty"``, the default: a query engine then
-  answers "Empty Response" without calling the LLM), or :class:`QueryBlocked` carrying the
-  decision (``on_block="raise"``).
-
-The decision reaches the caller through ``last_decision`` (the latest query's), the nodes'
-metadata on ``answer``, and the exception in ``raise`` mode.
-
-In a chat engine, give it the engine's ``memory``: the query is then decided as the last
-user turn of the chat the memory holds (as ``POST /v1/decide`` with ``messages`` decides it:
-a follow-up read with the turns it follows; the tripwires see every user turn). A
-``ContextChatEngine`` retrieves before it adds the user's message to its memory, so the
-memory is the history and the query the new turn; a ``CondensePlusContextChatEngine``
-retrieves with the LLM's condensed question, which is then the turn decided
-(``skip_condense=True``: the user's own message, as the service decides it).
-
-A user turn found forbidden is refused at its turn and then dropped (docs/tripwires.md). Give
-the engine ``gate.upstream_memory()`` as its memory (an :class:`UpstreamMemory` over the same
-memory): what the engine reads to send its LLM (``get``) is then the chat without the turns
-dropped and what answers them, and without the messages older than the recent part the Gate
-read; everything else (``get_all``, ``put``, ``reset``...) is the memory's own, so the chat
-the user sees keeps them. A ``ContextChatEngine`` decides before it reads its memory: the
-turn's own decision says what is left out. An engine that reads first
-(``CondensePlusContextChatEngine``) gets the previous turn's: its turns dropped, and the
-previous turn itself when it was refused.
+:class:`GatePostprocessor` passes the retrieved nodes on ``answer`` (copies with the decision
+in ``metadata["ragbound"]``, kept out of the LLM and embedding text) and none on ``reject`` /
+``abstain`` (or :class:`QueryBlocked`). Given a chat engine's ``memory`` it decides the query
+as the chat's last user turn; :class:`UpstreamMemory` is that memory as the engine's LLM may
+read it, without the turns found forbidden.
 
 Example:
     >>> gate = GatePostprocessor(gate=Gate.load("kb/"))  # doctest: +SKIP
@@ -37,11 +13,6 @@ Example:
     []
     >>> gate.last_decision.action  # doctest: +SKIP
     'abstain'
-    >>> memory = ChatMemoryBuffer.from_defaults()  # doctest: +SKIP
-    >>> gate = GatePostprocessor(gate=Gate.load("kb/"), memory=memory)  # doctest: +SKIP
-    >>> chat = ContextChatEngine.from_defaults(  # doctest: +SKIP
-    ...     index.as_retriever(), memory=gate.upstream_memory(), node_postprocessors=[gate],
-    ...     llm=llm)
 """
 
 from __future__ import annotations
@@ -49,15 +20,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Container
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ragbound.adapters._chat import chat_messages, upstream_rows
 from ragbound.adapters._common import (
     METADATA_KEY,
-    OnBlock,
+    OnBlockOption,
     QueryBlocked,
     blocked,
-    check_on_block,
     decision_metadata,
     missing_extra,
 )
@@ -66,7 +36,7 @@ from ragbound.gate import Decision, Gate
 
 try:
     from llama_index.core.base.llms.types import ChatMessage, MessageRole
-    from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+    from llama_index.core.bridge.pydantic import Field, PrivateAttr
     from llama_index.core.memory import BaseMemory
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
     from llama_index.core.schema import NodeWithScore, QueryBundle
@@ -88,15 +58,10 @@ class GatePostprocessor(BaseNodePostprocessor):
 
     gate: Gate = Field(exclude=True)
     memory: BaseMemory | None = Field(default=None, exclude=True)
-    on_block: OnBlock = "empty"
+    on_block: OnBlockOption = "empty"
     annotate: bool = True
     _last_decision: Decision | None = PrivateAttr(default=None)
     _withheld: Withheld = PrivateAttr(default_factory=lambda: Withheld())
-
-    @field_validator("on_block", mode="before")
-    @classmethod
-    def _valid_on_block(cls, value: str) -> OnBlock:
-        return check_on_block(value)
 
     @classmethod
     def class_name(cls) -> str:
@@ -216,15 +181,9 @@ class Withheld:
         return row in self.rows if row < len(self.read) else self.refused
 
 
-class _Source(Protocol):
-    """What an :class:`UpstreamMemory` reads: the latest decision's :class:`Withheld`."""
-
-    @property
-    def withheld(self) -> Withheld: ...
-
-
-def upstream_memory(memory: BaseMemory | None, source: _Source) -> UpstreamMemory:
-    """An :class:`UpstreamMemory` over a gated component's ``memory`` (refused without one)."""
+def upstream_memory(memory: BaseMemory | None, source: Any) -> UpstreamMemory:
+    """An :class:`UpstreamMemory` over a gated component's ``memory`` (refused without one);
+    ``source``: the component, whose ``withheld`` is its latest decision's :class:`Withheld`."""
     if memory is None:
         raise InputError("upstream_memory needs the chat memory: build the component with memory=")
     return UpstreamMemory(memory=memory, source=source)

@@ -1,18 +1,9 @@
 """LlamaIndex, natively: the guard sits on the user's own retriever, one retrieval per query.
 
 :class:`LlamaIndexKnowledge` is :class:`~ragbound.knowledge.protocol.Knowledge` over any
-LlamaIndex retriever (``retrieve(query) -> list[NodeWithScore]``): the retriever embeds the
-query itself, so the guard embeds nothing. :class:`GatedLlamaIndexRetriever` (a LlamaIndex
-``BaseRetriever``) retrieves once per query, decides from those scores and returns the first
-``k`` nodes on ``answer`` (none on ``abstain``), each with the decision (without its context)
-in ``metadata["ragbound"]`` (kept out of the LLM and embedding text).
-
-The retriever returns its ``similarity_top_k`` nodes: it must be at least ``max(k,
-guard.k)``. ``closeness``: ``"cosine"`` (default; a ``VectorStoreIndex`` retriever over the
-in-memory ``SimpleVectorStore`` scores by cosine similarity: every statistic), or
-``"similarity"`` / ``"distance"`` / ``"relevance"`` (order only: the rank statistics; see
-:mod:`ragbound.adapters._framework`). Rows are keyed by ``node_id``; the fingerprint is ``name``
-(the embedding model), the retriever's class, the score mode and ``version``.
+LlamaIndex retriever (it embeds the query itself; its ``similarity_top_k`` must be at least
+``max(k, guard.k)``); :class:`GatedLlamaIndexRetriever` retrieves once per query, decides from
+those scores and returns the first ``k`` nodes on ``answer``.
 
 Example:
     >>> retriever = index.as_retriever(similarity_top_k=4)  # doctest: +SKIP
