@@ -37,6 +37,9 @@ from ragbound.bench.results import (
     latest_outputs,
     latest_verdicts,
 )
+from ragbound.bench.results import (
+    latest_evaluations as latest_evaluations,  # re-exported: evaluation logs live here
+)
 from ragbound.bench.rundir import RunDir, slug
 from ragbound.errors import InputError, where
 from ragbound.llm import LLM, GenerationParams, ParseError, Prompt, extract_tag, load_prompt
@@ -463,12 +466,3 @@ def evaluate_run(
         n_output_errors=sum(out.error is not None for out in outputs.values()),
         specs=summaries,
     )
-
-
-def latest_evaluations(run_dir: str | Path) -> dict[tuple[str, str], dict[str, Evaluation]]:
-    """(spec, evaluator) -> input id -> the record that counts (newest with an outcome)."""
-    grouped: dict[tuple[str, str], list[Evaluation]] = {}
-    for log in RunDir(Path(run_dir)).evaluation_logs():
-        for record in log.read():
-            grouped.setdefault((record.spec, record.evaluator), []).append(record)
-    return {key: latest_verdicts(records) for key, records in sorted(grouped.items())}

@@ -1,20 +1,12 @@
 """Leave-one-out experiments: build each question's context without its own pair, ask the models.
 
-For pair i of a knowledge set, the context comes from every *other* pair of the same set (and
-never from a pair sharing its source fact), shown as numbered facts (see
-:mod:`ragbound.bench.context`):
-
-- ``direct``: no context;
-- ``long_context``: every other pair, in set order;
-- ``rag``: the ``k`` pairs whose embeddings are closest (cosine) to the question's;
-- ``hyde``: a model writes three hypothetical answers; the mean of their embeddings is the
-  query vector for the same top-``k`` search.
-
-``random_synthetic`` mode asks LLM-written questions near, but outside, the set instead, with
-context from the whole set. :func:`run_experiment` writes the run directory (see
-:class:`~ragbound.bench.rundir.RunDir`): ``run.json``, ``inputs.jsonl`` before any call, and one
-``outputs.jsonl`` line per finished call. A rerun skips every input with an answer; a failed
-call is recorded with its error and asked again on the next run.
+For pair i of a knowledge set, the context comes from every *other* pair of the same set (never
+from a pair sharing its source fact): ``direct`` (none), ``long_context`` (all of them),
+``rag`` (the ``k`` nearest the question) or ``hyde`` (the ``k`` nearest the mean of three
+model-written hypothetical answers). ``random_synthetic`` mode asks LLM-written questions near,
+but outside, the set instead. :func:`run_experiment` writes the run directory
+(:class:`~ragbound.bench.rundir.RunDir`); a rerun skips every answered input and asks failed
+ones again.
 """
 
 from __future__ import annotations
@@ -537,10 +529,6 @@ async def ask_all(
 # --- the run --------------------------------------------------------------------------------
 
 
-def _load_prompts(config: BenchConfig) -> dict[str, Prompt]:
-    return {pid: load_prompt(pid, override_dir=config.prompt_dir) for pid in config.prompts}
-
-
 def _cache(config: BenchConfig) -> ResponseCache | None:
     if config.cache is False:
         return None
@@ -620,7 +608,7 @@ def run_experiment(
     summary = RunSummary(run_dir=str(config.out), started_at=utc_now())
     run = RunDir(config.out)
     models = _Models({}, clock, _cache(config), llms or {})
-    prompts = _load_prompts(config)
+    prompts = {pid: load_prompt(pid, override_dir=config.prompt_dir) for pid in config.prompts}
     sets = _read_sets(config)  # bad input fails before the embedder loads
     for spec in _specs_used(config):
         models.get(spec)  # an unusable backend fails now too (models load lazily)
@@ -639,7 +627,8 @@ def run_experiment(
     summary.input_failures = len(plan.failures)
     summary.wall_seconds = time.perf_counter() - started
     summary.llm_seconds = clock.seconds
-    summary.overhead_share = _share(summary.wall_seconds - clock.seconds, summary.wall_seconds)
+    if summary.wall_seconds > 0:
+        summary.overhead_share = max(0.0, 1 - clock.seconds / summary.wall_seconds)
     manifest = _manifest(config, plan, embedder, models, prompts, [*runs, summary])
     write_json(run.manifest_path, manifest.model_dump(mode="json"))
     return summary
@@ -663,10 +652,6 @@ def _specs_used(config: BenchConfig) -> list[ModelSpec]:
         config.generator_model if config.mode == "random_synthetic" else None,
     ]
     return [*config.models, *(spec for spec in helpers if spec is not None)]
-
-
-def _share(part: float, whole: float) -> float:
-    return max(0.0, part / whole) if whole > 0 else 0.0
 
 
 def _ask_pending(

@@ -2,22 +2,16 @@
 
 The text of a pair is ``question + " " + answer``. Two filters, each with a threshold:
 
-- **keyword**: a pair's TF-IDF *uniqueness* is ``1 - max_{j ≠ i} cos(tfidf_i, tfidf_j)``,
-  one minus its cosine similarity to the most similar other pair (TF-IDF over the pool of
-  pairs, English function words removed, rows L2-normalised). A near-copy of another pair scores
-  about 0; a pair sharing no content word with any other scores 1. Pairs scoring at least
-  ``min + threshold x (max - min)`` over the pool are kept. Note that both members of a
-  near-duplicate couple score low, so both may go: the keyword filter removes redundant
-  clusters, the semantic one keeps one member of each.
-- **semantic**: greedy selection in input order over embeddings: a pair is kept only if its
-  cosine distance ``1 - cos`` to every pair kept so far is at least ``threshold``. Input
-  order (not "most unique first") is the paper's greedy walk and lets the author decide which
-  member of a near-duplicate group survives by putting it first; the result depends only on
-  the order of the file, never on scores computed over the whole pool.
+- **keyword**: keeps pairs whose TF-IDF *uniqueness* (one minus the cosine to the most
+  similar other pair; 0 for a near-copy, 1 for no shared content word) is at least
+  ``min + threshold x (max - min)`` over the pool. Both members of a near-duplicate couple
+  score low, so both may go: this filter removes redundant clusters.
+- **semantic**: greedy in input order over embeddings: a pair is kept only if its cosine
+  distance to every pair kept so far is at least ``threshold``. Input order (the paper's
+  walk) lets the author choose which member of a near-duplicate group survives.
 - **both**: keyword, then semantic on the survivors.
 
-Every dropped pair is a :class:`FilterDrop` with its score, the cut-off and (semantic) the
-kept pair it was too close to.
+Every dropped pair is a :class:`FilterDrop` with its score and cut-off.
 """
 
 from __future__ import annotations
@@ -28,6 +22,7 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from ragbound.artifacts import sha256_text, utc_now
+from ragbound.bench.context import unit_rows
 from ragbound.bench.models import FilterDrop, FilteredSet, Provenance, QAPair, QASet
 from ragbound.corpus.function_words import english_function_words
 from ragbound.embedders import DenseEmbedder, canonical_spec, load_dense_embedder
@@ -123,10 +118,8 @@ def semantic_filter(
     """Greedy in input order: keep a pair at cosine distance >= ``threshold`` from all kept."""
     if not pairs:
         return [], []
-    vectors = embedder.encode([pair_text(pair) for pair in pairs], progress=progress)
-    vectors = np.asarray(vectors, dtype=np.float64)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    unit = vectors / np.where(norms > 0, norms, 1.0)  # cosine even for an unnormalised embedder
+    # cosine even for an unnormalised embedder
+    unit = unit_rows(embedder.encode([pair_text(pair) for pair in pairs], progress=progress))
     selection = greedy_min_distance(unit @ unit.T, threshold)
     kept: list[QAPair] = []
     drops: list[FilterDrop] = []

@@ -10,15 +10,13 @@ and cell (paper section 5):
   (``factuality_excluded``).
 
 Every other evaluation spec is reported as the share of each outcome. Nothing is dropped
-silently: failed target calls, outputs still pending, evaluator errors, unparsed replies and
+silently: failed target calls, pending outputs, evaluator errors, unparsed replies and
 missing verdicts are all counted per cell.
 
-Intervals are Wilson score intervals by default. Cells are small (tens to a few hundred
-outputs) and the rates sit near 0 or 1 (the paper reports abstention up to 97%). There the
-normal approximation p ± z·sqrt(p(1-p)/n) undercovers, leaves [0, 1], and has zero width at 0
-or n successes. The Wilson interval stays inside [0, 1] and keeps close to its nominal
-coverage. The percentile bootstrap (``interval="bootstrap"``) is available but also
-collapses to a point at 0 or n successes.
+Intervals are Wilson score intervals by default: cells are small and their rates sit near 0
+or 1, where the normal approximation undercovers and collapses to zero width; Wilson stays
+inside [0, 1] near its nominal coverage. The percentile bootstrap (``interval="bootstrap"``)
+also collapses to a point at 0 or n successes.
 """
 
 from __future__ import annotations
@@ -314,26 +312,30 @@ def latest_verdicts(records: Iterable[Evaluation]) -> dict[str, Evaluation]:
     return latest
 
 
+def latest_evaluations(run_dir: str | Path) -> dict[tuple[str, str], dict[str, Evaluation]]:
+    """(spec, evaluator) -> input id -> the record that counts (newest with an outcome)."""
+    grouped: dict[tuple[str, str], list[Evaluation]] = defaultdict(list)
+    for log in RunDir(Path(run_dir)).evaluation_logs():
+        for record in log.read():
+            grouped[(record.spec, record.evaluator)].append(record)
+    return {key: latest_verdicts(records) for key, records in sorted(grouped.items())}
+
+
 def _evaluations_by_evaluator(
     run: RunDir, evaluator: str | None
 ) -> dict[str, dict[str, dict[str, Evaluation]]]:
     """evaluator -> spec -> input id -> verdict, for every evaluation log of the run."""
-    records: dict[str, dict[str, list[Evaluation]]] = defaultdict(lambda: defaultdict(list))
-    for log in run.evaluation_logs():
-        for record in log.read():
-            records[record.evaluator][record.spec].append(record)
-    if not records:
+    latest = latest_evaluations(run.root)
+    evaluators = sorted({name for _, name in latest})
+    if not evaluators:
         raise ArtifactError(
             f"{run.root}: no evaluations yet; run `ragbound bench evaluate {run.root}` first"
         )
-    if evaluator is not None and evaluator not in records:
-        raise InputError(
-            f"no evaluations by {evaluator!r}; evaluators: {', '.join(sorted(records))}"
-        )
-    chosen = [evaluator] if evaluator is not None else sorted(records)
+    if evaluator is not None and evaluator not in evaluators:
+        raise InputError(f"no evaluations by {evaluator!r}; evaluators: {', '.join(evaluators)}")
     return {
-        name: {spec: latest_verdicts(found) for spec, found in sorted(records[name].items())}
-        for name in chosen
+        name: {spec: verdicts for (spec, judge), verdicts in latest.items() if judge == name}
+        for name in ([evaluator] if evaluator is not None else evaluators)
     }
 
 

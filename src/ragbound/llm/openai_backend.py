@@ -118,10 +118,6 @@ class OpenAIChat:
             payload["top_logprobs"] = params.top_logprobs
         return payload
 
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        """Seconds to wait before retry number ``attempt + 1``."""
-        return backoff_delay(attempt, self.backoff, retry_after)
-
     def complete(
         self, messages: Sequence[ChatMessage], params: GenerationParams | None = None
     ) -> LLMResponse:
@@ -135,7 +131,7 @@ class OpenAIChat:
             except _Retryable as exc:
                 if attempt == self.max_retries:
                     raise exc.error from exc
-                time.sleep(self._delay(attempt, exc.retry_after))
+                time.sleep(backoff_delay(attempt, self.backoff, exc.retry_after))
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def acomplete(
@@ -152,7 +148,7 @@ class OpenAIChat:
                 except _Retryable as exc:
                     if attempt == self.max_retries:
                         raise exc.error from exc
-                    await asyncio.sleep(self._delay(attempt, exc.retry_after))
+                    await asyncio.sleep(backoff_delay(attempt, self.backoff, exc.retry_after))
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _send(self, payload: dict[str, Any]) -> Any:

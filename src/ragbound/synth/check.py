@@ -1,20 +1,11 @@
 """Do the calibration queries look like real user questions, to the detector?
 
-The calibrated critical value is a quantile of the calibration queries' scores, and the
-p-values are valid when real in-knowledge questions score like them. Synthetic questions
-that ask about details sit farther from the corpus than real users' questions: their scores
-run higher, the critical value loosens, and real out-of-knowledge questions slip through.
-
-So the check tests the detector's own scores, with the calibration queries as the reference
-and real questions as the batch, two ways (:func:`ragbound.stats.calibration_mismatch`): the
-project's KS shift test, and an exceedance test of how many real questions reach the
-calibrated critical value. The second is what catches synthetic questions that sit *closer*
-to the corpus than real ones: then real questions cross the critical value far more often
-than alpha, a shift confined to the upper tail that KS on 20 questions can miss (measured:
-docs/benchmarks.md, "Near out-of-knowledge with synthetic calibration"). On the scores rather
-than MMD on the embeddings: the scores are all the calibration uses, so a difference there is
-exactly what moves the false-positive rate, while embeddings differ between any two question
-sets about different topics without any effect on the p-values.
+The p-values are valid when real in-knowledge questions score like the calibration queries.
+The check compares the detector's own scores of both (:func:`ragbound.stats.calibration_mismatch`):
+KS, and an exceedance test of how many real questions reach the calibrated critical value,
+which catches calibration queries that sit closer to the corpus than real ones (the failure
+that raises false alarms). Scores rather than embeddings, because the scores are all the
+calibration uses (docs/online-test.md).
 """
 
 from __future__ import annotations

@@ -1,23 +1,18 @@
 """Which chunks make one document, found from the chunks themselves.
 
-``ragbound synth`` shows the LLM a sampled chunk with its neighbours from the same document, so
-that questions are about what a document says as a whole, as users ask them. Many corpora are
-loaded as one record per paragraph without a document field: each record is then its own
-document, the context shrinks to one paragraph, and the questions turn to details that sit
-farther from the corpus than real users' questions (which loosens the calibrated critical
-value). This module looks for the grouping in this order and takes the first that works:
+``ragbound synth`` shows the LLM a sampled chunk with its neighbours from the same document;
+with one record per paragraph and no document field, the context would shrink to a paragraph
+and the questions drift to details. The first grouping that works, in this order:
 
 1. ``document``: the document ids, when documents hold several chunks or are whole files;
 2. ``metadata``: a metadata field whose equal values come in consecutive runs (a paper id);
 3. ``id-prefix``: a per-record id whose consecutive values share a prefix before a numbered
    suffix (``12345-p3``, ``report_2.chunk7``);
 4. ``source``: the source file, when the corpus has several files of several chunks;
-5. ``adjacent`` (fallback): no grouping found; the window takes the chunks next to the sampled
-   one in knowledge-base order.
+5. ``adjacent`` (fallback): the chunks next to the sampled one in knowledge-base order.
 
-A grouping "works" when at least half the chunks share their group with another chunk, there
-are at least two groups, and nearly every group is one consecutive run (a field that repeats
-all over the corpus, like a section name, is not a document).
+A grouping works when at least half the chunks share their group with another chunk, there
+are at least two groups, and nearly every group is one consecutive run.
 """
 
 from __future__ import annotations
