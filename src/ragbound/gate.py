@@ -1,26 +1,9 @@
 """Gate: one decision per query, from the tripwires and the knowledge-boundary test together.
 
 ``Gate.decide(query)`` embeds the query once, searches the knowledge and the tripwires with
-that one vector, and returns a :class:`Decision`. Two tests, each with its own outcome, and
-one action:
-
-- the knowledge-boundary test (``decision.test``, a :class:`~ragbound.results.Verdict`): the
-  query is ``out_of_knowledge`` when its p-value <= alpha;
-- the tripwires (``decision.tripwires``, a :class:`~ragbound.tripwires.TripwireVerdict`): the
-  query is ``forbidden`` when the tripwire rule fired; ``triggers`` name the tripwires;
-- the action: ``reject`` a forbidden query, ``abstain`` on one out of knowledge, else
-  ``answer``; ``neighbours`` holds the retrieved chunks (full text), so the application uses
-  them as its RAG context and never retrieves twice.
-
-Every decision carries both tests' results and the ids of the artifacts it used
-(knowledge-base fingerprint, calibration id, tripwire-set hash), and serialises to the same
-JSON in Python, the CLI and the HTTP service.
-
-Example:
-    >>> gate = Gate.load("kb/")  # doctest: +SKIP
-    >>> decision = gate.decide("How does BM25 score a chunk?")  # doctest: +SKIP
-    >>> decision.action, [c.source for c in decision.neighbours]  # doctest: +SKIP
-    ('answer', ['docs/06-bm25.md', ...])
+that one vector, and returns a :class:`Decision`: ``reject`` a forbidden query, ``abstain`` on
+one out of knowledge (or unanswerable), else ``answer``, with the retrieved chunks as the RAG
+context (docs/gate.md).
 """
 
 from __future__ import annotations
@@ -55,11 +38,7 @@ from ragbound.gate_texts import DEFAULT_UNANSWERABLE as DEFAULT_UNANSWERABLE
 from ragbound.knowledge.query import QueryTexts
 from ragbound.results import Neighbour, Verdict
 from ragbound.stores import Hits
-from ragbound.tripwires.guard import (
-    TripwireRule,
-    TripwireTest,
-    TripwireVerdict,
-)
+from ragbound.tripwires.guard import TripwireRule, TripwireTest, TripwireVerdict
 
 if TYPE_CHECKING:
     from ragbound.conversations.rewrite import Rewriter
@@ -87,19 +66,11 @@ DEFAULT_CONTEXT_K = 5
 class Decision(BaseModel):
     """What to do with one query, and why.
 
-    ``test`` is the knowledge-boundary test's :class:`~ragbound.results.Verdict`
-    (``out_of_knowledge`` = p_value <= alpha; its evidence is this decision's ``neighbours``,
-    so its own list is left empty rather than repeat them); ``tripwires`` the tripwire test's
-    :class:`~ragbound.tripwires.TripwireVerdict` (``forbidden`` = the rule fired; None: no
-    tripwires). ``action`` is ``reject`` for a forbidden query, even one also out of
-    knowledge ("forbidden" is the stronger answer to give a user), ``abstain`` for one out of
-    knowledge, else ``answer``. With the answerability test (``answerability``), a question
-    in scope whose retrieved chunks do not hold what it asks is ``abstain`` too; ``cause``
-    says which (``out_of_knowledge`` or ``unanswerable``; ``forbidden`` for ``reject``,
-    ``in_knowledge`` for ``answer``), and both tests run at their share of alpha. When the
-    calibration was made of synthetic questions alone,
-    ``test.approximate`` is true and ``reason`` ends "(p-values approximate: no real
-    questions)".
+    ``test`` is the knowledge-boundary test (``out_of_knowledge`` = p_value <= alpha; its
+    evidence is ``neighbours``, not repeated in it); ``tripwires`` the tripwire test
+    (``forbidden`` = the rule fired). ``action`` is ``reject`` for a forbidden query, even one
+    also out of knowledge (the stronger answer), ``abstain`` for one out of knowledge or
+    unanswerable, else ``answer``; ``cause`` says which.
     """
 
     query: str
@@ -139,25 +110,16 @@ class Decision(BaseModel):
         dropped = self.conversation.dropped if self.conversation is not None else []
         return upstream_messages(messages, dropped)
 
-    def context_text(self) -> str:
-        """The retrieved chunks as one text for an LLM prompt, nearest first, blank lines
-        between (empty when there are none)."""
-        return "\n\n".join(chunk.text for chunk in self.neighbours)
-
 
 class Gate:
     """The knowledge-boundary test and the tripwires of one knowledge base, applied together.
 
     ``guard`` is a calibrated :class:`Guard`; ``tripwires`` a :class:`TripwireTest` over the
-    same knowledge base (None: no tripwires, nothing is ever ``reject``). ``context_k`` chunks
-    are returned with each decision.
-
-    A conversation (OpenAI-style messages, or a
-    :class:`~ragbound.conversations.model.Conversation`) is decided at its last user turn,
-    searched as ``reading`` reads it (:mod:`ragbound.conversations.reading`; default
-    ``follow``); the tripwires see every user turn (:mod:`ragbound.conversations.tripwires`),
-    and the system and developer messages too with ``tripwire_instructions``. ``turn_vectors``:
-    the cache of embedded turns, shared with another gate (None: a new one).
+    same knowledge base (None: nothing is ever ``reject``). ``context_k`` chunks are returned
+    with each decision. A conversation is decided at its last user turn, searched as
+    ``reading`` reads it; the tripwires see every user turn (and the system and developer
+    messages with ``tripwire_instructions``). ``turn_vectors``: the cache of embedded turns,
+    shared with another gate (None: a new one).
     """
 
     def __init__(
@@ -260,11 +222,8 @@ class Gate:
         return self.decide_many([query])[0]
 
     def decide_many(self, queries: Sequence[Query | Sequence[Any]]) -> list[Decision]:
-        """Decisions for a batch of queries and conversations, in input order; the batch is
-        embedded and searched together.
-
-        With tracing on (:mod:`ragbound.tracing`), one ``ragbound.decide`` span for the batch
-        and a child span for each step."""
+        """Decisions for a batch of queries and conversations, in input order, embedded and
+        searched together (traced as one ``ragbound.decide`` span, a child per step)."""
         with tracing.span("ragbound.decide", batch_size=len(queries)) as span:
             return self._decide(self.embed(queries), span)
 
