@@ -61,7 +61,7 @@ from ragbound.serve.models import (
 )
 from ragbound.serve.querylog import QueryLogError
 from ragbound.serve.responses import ResponsesRequest, ResponsesShape, to_chat
-from ragbound.serve.service import GateSource, Service, start_loading
+from ragbound.serve.service import GateSource, Service
 from ragbound.serve.settings import Limits, ServeSettings
 from ragbound.serve.shown import DECISION_HEADER, asks_full, shown
 from ragbound.tripwires import Tripwire, tripwire_id
@@ -87,7 +87,7 @@ def create_app(gate: GateSource, settings: ServeSettings | None = None) -> FastA
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await service.batcher.start()
         if settings.worker is None:
-            start_loading(service)  # /healthz answers while the model loads
+            service.start_loading()  # /healthz answers while the model loads
         else:  # a worker accepts once ready: the others answer meanwhile
             await asyncio.to_thread(service.load)
         try:
@@ -395,7 +395,7 @@ def _add_tripwire_routes(app: FastAPI, service: Service) -> None:
 
 async def _change(service: Service, apply) -> ChangeResponse:
     # on a thread of its own: embedding the new set never holds up the decision thread
-    change = await asyncio.to_thread(service.change_tripwires, apply)
+    change = await asyncio.to_thread(service.live.change, apply)
     gate = service.gate
     tripwire_set = gate.tripwire_set if gate is not None else None
     return ChangeResponse(change=change, tripwire_set=tripwire_set)  # type: ignore[arg-type]
@@ -419,9 +419,10 @@ def _add_ops_routes(app: FastAPI, service: Service) -> None:
         503 too while the query log cannot be written (``error`` "cannot write the query
         log"), until a write, or a probe of the disk, succeeds."""
         gate = service.gate
-        writable = service.log_error is None or await asyncio.to_thread(service.log_writable)
+        writer = service.writer
+        writable = writer.error is None or await asyncio.to_thread(writer.writable, service.ready)
         if not service.ready or gate is None or not writable:
-            error = service.error or service.log_error or "the model is loading"
+            error = service.error or writer.error or "the model is loading"
             body = Readiness(ready=False, error=error, canary=service.canary)
             return JSONResponse(body.model_dump(), status_code=503)
         kb = gate.guard.kb

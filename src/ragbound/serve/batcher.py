@@ -1,30 +1,17 @@
 """Coalesce concurrent requests into batches, embedded on one thread and decided on another.
 
-Requests queue up on the event loop. The loop takes every pending request at once; when the
-previous batch held more than one request (the service is under concurrent load) and no batch
-is being decided, it also waits up to ``max_wait_ms`` for more, so that a lone client never
-pays the wait. A batch holds at most ``max_queries`` queries (a request is never split).
+The loop takes every pending request at once, and waits up to ``max_wait_ms`` for more only
+when the batch before held several requests and none is being decided, so a lone client never
+pays the wait; a batch holds at most ``max_queries`` queries (a request is never split). One
+batch is embedded (the embedder releases the GIL) while the one before it is decided: at most
+two are in the pipeline. A batch that fails is retried request by request, so one bad request
+cannot fail the others, unless the failure is the whole batch's (:class:`BatchFailure`, such
+as a query log that cannot be written).
 
-Two stages, each on a thread of its own, so that one batch is embedded while the one before
-it is decided (the embedder, ONNX Runtime or torch, releases the GIL while it computes):
-``prepare`` (validate and embed) on the embedding thread, then ``process`` (search, test,
-log, monitor) on the decision thread, in batch order. The next batch is formed once this one
-is embedded and the one before it decided: at most two batches are in the pipeline. Closed-loop
-clients (each sends again once answered) thus split into two groups that take turns: one is
-embedded while the other is decided, answered and sends again. A batch that fails in either
-stage is retried request by request, so one bad request cannot fail the others, unless what
-failed is the batch's as a whole (a :class:`BatchFailure`, such as a query log that cannot be
-written): then every request of the batch fails with it at once.
-
-A request submitted with a ``timeout`` fails with TimeoutError once it passes (the service
-answers 503). One whose deadline has passed when its batch is formed is left out of the batch:
-it is not decided, so not logged, and the log holds only decisions that were answered. What
-remains: a request that times out while its batch is being embedded or decided (threads that
-cannot be interrupted) is decided and logged, though its caller was answered 503.
-
-With tracing on, each request's trace context goes with it to both threads: a batch of one
-request is embedded and decided as a child of its span, a batch of several linked to each
-one's (:func:`ragbound.tracing.joined`).
+A request past its ``timeout`` fails with TimeoutError (503). One already past it when its
+batch is formed is not decided, so the log holds only answered decisions; one that times out
+while being embedded or decided (threads cannot be interrupted) is still decided and logged.
+Each request's trace context goes with it to both threads (:func:`ragbound.tracing.joined`).
 """
 
 from __future__ import annotations

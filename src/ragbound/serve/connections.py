@@ -1,29 +1,11 @@
 """The HTTP connections of ``ragbound serve``: bounded before the app sees a request.
 
-uvicorn's HTTP/1.1 protocol (on httptools) reads a request head of any size, waits for a head
-or a body forever, and takes every connection it is offered: its only timeout is the
-keep-alive one, armed after a response. :class:`BoundedProtocol` is that protocol with the
-bounds of :class:`~ragbound.serve.settings.Connections`, kept where the bytes arrive (before
-any buffering of a whole head, before any token check):
-
-- the request target past ``max_url_bytes`` is 414, the head past ``max_head_bytes`` or
-  ``max_headers`` 431, each as soon as the bytes read pass the limit (at most one read of
-  the socket, 256 KiB, beyond it is held);
-- a head not complete ``head_timeout_s`` after the connection opened (or after the first
-  byte of a kept-alive connection's next request) is 408; a silent connection is closed
-  without a word (a client may open one ahead of need);
-- a body gets ``body_timeout_s`` after its head plus one second per ``body_min_rate`` bytes
-  received (408): a silent body and a trickle are cut, a large body sent at any ordinary rate
-  is not. Time while the server itself stops reading (the app not reading yet) is not counted;
-- a reply the client takes none of for ``send_timeout_s`` while the server waits to write is
-  cut (the connection aborted); a slow reader that takes some (an SSE consumer reading as it
-  goes) is not;
-- a connection beyond ``max_connections`` is answered 503 with ``Retry-After`` and closed.
-
-Every refusal is the service's JSON error ``{"error", "limit", "max"}`` with
-``Connection: close``, then a short lingering close: the server stops writing, reads and
-drops what the client still sends for at most ``LINGER_S`` and closes, so the client reads the
-answer instead of a connection reset.
+uvicorn's httptools protocol reads a request head of any size, waits for a head or a body
+forever and takes every connection offered. :class:`BoundedProtocol` is that protocol with the
+bounds of :class:`~ragbound.serve.settings.Connections`, kept where the bytes arrive (before a
+head is buffered whole, before any token check). Every refusal is the service's JSON error
+with ``Connection: close``, then a lingering close (at most ``LINGER_S``): the server reads and
+drops what the client still sends, so the client reads the answer instead of a reset.
 """
 
 from __future__ import annotations

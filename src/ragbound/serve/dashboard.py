@@ -1,15 +1,8 @@
 """The live dashboard: bounded state fed by the decision thread, its JSON, and the page.
 
-``GET /v1/stats`` answers :meth:`DashboardState.snapshot` (decision counts since the start, by
-action and by cause, the p-value histogram of the last ``RECENT_DECISIONS`` decisions, the
-recent forbidden queries (those rejected) with their tripwires, the shift monitor's windows,
-the share of decided queries flagged beside alpha, and whether the calibration's p-values are
-approximate).
-``GET /dashboard`` answers one self-contained HTML page (``dashboard.html``: inline CSS and
-JS, no external asset) that polls it, sent with a content-security policy allowing only its
-own inline code, by a nonce fresh per response. The page holds no data and needs no token;
-when ``/v1/stats`` answers 401 it asks for one, keeps it in the tab's sessionStorage and
-sends it as ``Authorization: Bearer``.
+``GET /v1/stats`` answers :meth:`DashboardState.snapshot`; ``GET /dashboard`` answers one
+self-contained page (``dashboard.html``) polling it, under a content-security policy that
+allows only its own inline code, by a nonce fresh per response. The page holds no data.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Prometheus metrics in the text exposition format (0.0.4), written here: no dependency.
 
-Counters, gauges and histograms with labels; every update and the rendering take one lock,
-so request handlers on the event loop and the decision thread may update them together.
-
-Several processes (``ragbound serve --workers N``) each keep a registry and publish its
-:meth:`Registry.snapshot`; :func:`merged` adds them up as Prometheus' multiprocess mode does:
-counters and histograms are summed, and each gauge says how it merges (``min``, ``max``,
-ignoring NaN, or ``all``: one sample per process, labelled ``worker``).
+Counters, gauges and histograms with labels, under one lock (the event loop and the decision
+thread update them together). With workers, each process publishes its
+:meth:`Registry.snapshot` and :func:`merged` adds them up.
 """
 
 from __future__ import annotations

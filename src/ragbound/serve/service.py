@@ -28,7 +28,6 @@ from ragbound.serve.logwriter import LogWriter
 from ragbound.serve.metrics import Registry, merged, service_registry
 from ragbound.serve.settings import ServeSettings
 from ragbound.serve.shared import MONITOR, PUBLISH_EVERY_S, publish, published
-from ragbound.tripwires import LiveTripwires, TripwireChange
 
 GateSource = Gate | Callable[[], Gate]
 WARM_UP_QUERY = "warm-up query"
@@ -64,15 +63,6 @@ class Service:
     def gate(self) -> Gate | None:
         """The gate decisions use now (None until loaded)."""
         return self.live.gate
-
-    @property
-    def log_error(self) -> str | None:
-        """Why the query log's last write failed (None: it did not)."""
-        return self.writer.error
-
-    def log_writable(self) -> bool:
-        """Whether the query log takes writes (``/readyz``; :meth:`LogWriter.writable`)."""
-        return self.writer.writable(self.ready)
 
     # ----------------------------------------------------------------- lifecycle
     def load(self) -> None:
@@ -120,6 +110,10 @@ class Service:
         message = gate.guard.calibration_resolution().message()
         if message is not None:
             sys.stderr.write(f"warning: {message}\n")
+
+    def start_loading(self) -> None:
+        """:meth:`load` on a daemon thread; the event loop answers ``/healthz`` meanwhile."""
+        self._start(self.load, "ragbound-load")
 
     def _start(self, target: Callable[[], None], name: str) -> None:
         threading.Thread(target=target, name=name, daemon=True).start()
@@ -275,16 +269,3 @@ class Service:
                 self.metrics.observe("ragbound_answerability_p_value", p_value)
             for topic in fired_topics(decision):
                 self.metrics.inc("ragbound_tripwire_hits_total", topic=topic)
-
-    # ----------------------------------------------------------------- tripwires
-    def change_tripwires(self, apply: Callable[[LiveTripwires], TripwireChange]) -> TripwireChange:
-        """Apply a change to the stored set, then build a new gate around it and swap it in
-        (:meth:`LiveGate.change`: off the decision path, one change at a time)."""
-        return self.live.change(apply)
-
-
-def start_loading(service: Service) -> threading.Thread:
-    """Load on a daemon thread; the event loop keeps answering ``/healthz`` meanwhile."""
-    thread = threading.Thread(target=service.load, name="ragbound-load", daemon=True)
-    thread.start()
-    return thread

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -10,7 +9,7 @@ from typing import Literal
 from ragbound.conversations.model import MAX_CONVERSATION_CHARS, MAX_MESSAGES
 from ragbound.errors import InputError
 from ragbound.serve.auth import Tokens
-from ragbound.serve.gateway import GatewaySettings
+from ragbound.serve.gateway import GatewaySettings, check_count, check_seconds
 from ragbound.serve.hosts import allowed_name, is_loopback
 
 LogQueries = Literal["full", "hash", "none"]
@@ -38,19 +37,13 @@ class Limits:
 
 @dataclass(frozen=True)
 class Connections:
-    """What the HTTP server bounds before the app sees a request (:mod:`ragbound.serve.
-    connections`); each process (worker) holds its own connections.
+    """What the HTTP server bounds before the app sees a request, in each process
+    (:mod:`ragbound.serve.connections`); sizes in bytes, times in seconds.
 
-    ``max_url_bytes``: the request target (414); ``max_head_bytes``: the request line and
-    headers together, and ``max_headers``: their count (431). ``head_timeout_s``: seconds from a
-    connection's start (or a kept-alive connection's next first byte) to the head's end;
-    ``body_timeout_s`` and ``body_min_rate``: a body has ``body_timeout_s`` seconds after its
-    head, plus one second per ``body_min_rate`` bytes received (both 408, then closed; time
-    while the server itself stops reading does not count). ``keep_alive_s``: a connection idle
-    between requests is closed after it. ``send_timeout_s``: a client that takes none of the
-    reply for that long while the server waits to write is cut off (a slow reader that takes
-    some is not). ``max_connections``: open connections; one beyond is answered 503 with
-    ``Retry-After`` and closed.
+    The request target (414), the head and its header count (431); the head's time from the
+    connection's start, the body's ``body_timeout_s`` after its head plus 1 s per
+    ``body_min_rate`` bytes received (408); ``keep_alive_s`` idle between requests;
+    ``send_timeout_s`` a client taking none of the reply; ``max_connections`` open (503 beyond).
     """
 
     max_url_bytes: int = 8 << 10
@@ -66,13 +59,9 @@ class Connections:
     def __post_init__(self) -> None:
         counts = ("max_url_bytes", "max_head_bytes", "max_headers", "body_min_rate")
         for name in (*counts, "max_connections"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InputError(f"{name} must be an integer >= 1, got {value!r}")
+            check_count(name, getattr(self, name))
         for name in ("head_timeout_s", "body_timeout_s", "keep_alive_s", "send_timeout_s"):
-            value = getattr(self, name)
-            if not (isinstance(value, int | float) and 0 < value < math.inf):  # NaN fails too
-                raise InputError(f"{name} must be a finite number > 0, got {value!r}")
+            check_seconds(name, getattr(self, name))
 
 
 @dataclass(frozen=True)
@@ -110,22 +99,14 @@ class WorkerRole:
 class ServeSettings:
     """Everything ``create_app`` needs besides the gate.
 
-    ``tokens`` None: no authentication (only allowed on a loopback host). ``log``: the query
-    log (JSONL, one line per decision, durable before the answer). ``monitor_window``: queries
-    per shift-monitor window; ``monitor_state``: where the monitor's state is kept (default
-    beside the log). ``gateway``: also serve ``POST /v1/chat/completions`` in front of an
-    OpenAI-compatible server (None: no gateway). ``threads``: torch's CPU threads for the
-    embedder (None: torch's default). ``canary_minutes``: minutes between searches of the
-    calibration's canaries (:mod:`ragbound.detect.canary`; 0: only at start). ``force``: a
-    moved canary is reported (``/readyz``, ``/metrics``, stderr) but keeps the service ready.
-    ``rotation``: when the log starts a new file. ``allowed_hosts``: ``Host`` names answered
-    besides loopback ones (:mod:`ragbound.serve.hosts`); the check is on without tokens, and
-    with tokens once names are given.
-    ``workers``: processes behind the port (:mod:`ragbound.serve.workers`); ``worker``: set in
-    each of them, the name it publishes under and the folder the processes share.
-    ``alpha``: the significance level decisions are made at (None: the calibration's), both
-    tests' when the answerability test shares it (:meth:`Guard.use_alpha`).
-    ``connections``: what the HTTP server bounds before the app (:class:`Connections`).
+    ``tokens`` None: no authentication (loopback hosts only). ``log``: the query log;
+    ``monitor_state``: the shift monitor's state (default beside the log). ``gateway``: also
+    serve the LLM gateway (None: no gateway). ``threads``: the embedder's CPU threads (None:
+    the library's default). ``canary_minutes``: between searches of the calibration's canaries
+    (0: only at start); ``force``: a moved canary keeps the service ready. ``allowed_hosts``:
+    ``Host`` names answered besides loopback ones (:mod:`ragbound.serve.hosts`). ``workers``:
+    processes behind the port; ``worker``: set in each of them. ``alpha``: the level decisions
+    are made at (None: the calibration's, :meth:`Guard.use_alpha`).
     """
 
     host: str = "127.0.0.1"

@@ -1,17 +1,11 @@
 """``ragbound serve --workers N``: N processes behind one port on one host.
 
-The supervisor (the process that was started) binds the port, takes the query log's writer
-lock and cuts its torn tail, makes a folder the processes share, and forks the workers before
-it loads anything (a fork after a model's threads started is not safe). Each worker loads the
-knowledge base and calibration and warms its model before it accepts a connection (meanwhile
-the others answer, or the connections wait in the listen queue), then serves on the inherited
-sockets (the kernel spreads the connections) and appends to the one log under a file lock
-(:class:`QueryLog` ``shared``).
-
-The supervisor alone reads the log: it feeds the shift monitor every worker's decisions once,
-and publishes the monitor's metrics and windows (:mod:`ragbound.serve.shared`) for whichever
-worker answers ``/metrics`` or ``/v1/stats``. It starts a worker again when one dies, and on
-SIGTERM or Ctrl-C stops them all (SIGTERM, then SIGKILL after ``STOP_GRACE_S``).
+The supervisor binds the port, takes the query log's writer lock and cuts its torn tail, then
+forks the workers before loading anything (a fork after a model's threads started is not
+safe). Each worker warms its model before accepting, then serves on the inherited sockets and
+appends to the one log under a file lock. The supervisor alone reads the log for the shift
+monitor, publishes its state (:mod:`ragbound.serve.shared`), restarts a worker that dies and
+stops them all on SIGTERM or Ctrl-C.
 """
 
 from __future__ import annotations
