@@ -15,19 +15,14 @@ manifest records the model's revision so that a changed model is refused.
 The similarity matrix is the whole null: any statistic can be computed from it later
 without re-embedding, so ``check --statistic NAME`` needs no recalibration.
 
-The reference vectors (:class:`ReferenceVectors`) spare a load the embedding of the questions
-the tripwires' calibrated floor is measured on (:class:`ragbound.tripwires.floor.Reference`:
-up to 2,000 questions, 10 s of MiniLM on two cores). They are used only against the knowledge
-they were embedded for (its fingerprint) and for the same questions (their hash); otherwise,
-and in calibrations saved before they were kept, the questions are embedded at load. float32
-as the embedder gives them (float16 would move the floor: similarities off by about 1e-3).
+The reference vectors (:class:`ReferenceVectors`) spare a load embedding the questions the
+tripwires' calibrated floor is measured on (up to 2,000: 10 s of MiniLM on two cores); they
+are used only for the same knowledge and questions, else the questions are embedded at load.
+float32 as the embedder gives them (float16 would move the floor by about 1e-3).
 
-A save holds the knowledge base's writer lock (:func:`ragbound.locking.writer_lock`, the one
-``add`` and ``tripwire add`` take), writes the data files under the new calibration's id (a
-random part keeps two calibrations apart even in the same second), then commits by replacing
-the manifest atomically; a crash at any step leaves the previous calibration loadable, and
-the next save removes what the crash left. The manifest records the SHA-256 of both data
-files, checked on load (manifests older than that still load, checked for shape and NaN).
+A save holds the knowledge base's writer lock, writes the data files under the new id, then
+commits by replacing the manifest atomically: a crash leaves the previous calibration
+loadable, and the next save removes what it left. The data files' SHA-256 is checked on load.
 """
 
 from __future__ import annotations

@@ -1,41 +1,13 @@
 """What ``Guard.calibrate(..., statistic="combined" | "auto")`` learns from part of the queries.
 
 The calibration queries are split (seeded, :data:`LEARN_SHARE` to learning) into a learning
-part and a conformal part. The learning part is searched twice: with the full index
-(in-knowledge) and with each query's document masked (leave-documents-out, near
-out-of-knowledge; :class:`~ragbound.detect.combined.QueryFeatures`). It teaches the
-combined score its weights and, for ``auto``, ranks every candidate (statistic x k x
-granularity, and combined) by AUROC (masked against full-index scores), then by the share
-of masked queries it flags at alpha. AUROC comes first because it uses every example: the
-flagged share at alpha = 0.05 rests on the few null scores in the tail (about 8 of 170)
-and moves by several points between seeds. The combined candidate is cross-fitted so
-that it is never scored on its own training data.
-
-Auto then picks the simplest candidate within one standard error of the best AUROC (the
-one-standard-error rule): chunk MSS first (the default), then one granularity before
-several, MSS before k-neighbour statistics, combined last. Where the candidates' estimates
-differ by less than their noise (PubMedQA: the best four within 0.003, a standard error
-of about 0.012), the best of them is a coin toss that can cost far-set power and check
-time; where one clearly wins (combined on COVID-QA, by 0.06), it is picked.
-Auto keeps the default (MSS at the knowledge base's granularity) and says why
-(:func:`keep_default_because`, ``Selection.kept_default_because``) when the masked queries
-cannot stand for questions about an uncovered topic: too few groups left out, near-duplicate
-siblings left behind (one topic spread over many short records, each its own document:
-``index --group-field`` masks them together), or no candidate separating them; and when the
-proposal does not beat the default by more than its own standard error. On BANKING77-OOS,
-one record per training query, the proposal (combined) lost 0.18 AUROC to MSS on real
-in-domain out-of-scope questions.
-The conformal part alone makes the null of what was picked, so its p-value is conformal
-(see :mod:`ragbound.detect.combined` for what that rests on). The learning part never
-enters the null.
-
-With null queries (``calibrate --null-queries``) there is no split: every calibration
-query learns and the null queries alone make the null. Synthetic questions can then teach
-while a few dozen real ones certify: on COVID-QA, synthetic questions sit closer to the
-corpus than real ones, so a null made of them flags 25-31% of real in-knowledge questions
-at alpha = 0.05, while the score they teach separates nearly as well as one taught by as
-many real questions (AUROC 0.867 / 0.853 against 0.873 / 0.863 on two splits; near-synth
-benchmark, docs/benchmarks.md).
+part, searched with the full index and with each query's document masked
+(:class:`~ragbound.detect.combined.QueryFeatures`), and a conformal part that alone makes the
+null of what is learned (with ``null_queries`` every query learns and they make the null).
+For ``auto`` every candidate is ranked on the learning part by AUROC, then by the share
+flagged at alpha; the simplest within one standard error of the best is proposed, and the
+default kept when the masked queries cannot tell (:func:`keep_default_because`). The rules
+and the numbers behind them are in docs/online-test.md (``--statistic auto``).
 """
 
 from __future__ import annotations
@@ -76,11 +48,8 @@ MIN_GROUPS = 20
 # Near-duplicate siblings: a masked query whose nearest chunk after masking is within
 # SIBLING_MARGIN of its nearest before was not moved out of knowledge; more than
 # MAX_SIBLING_SHARE of them (the median drop under the margin) and the proxy is mostly
-# in-knowledge questions relabelled. Median drops with MiniLM: BANKING77-OOS one record per
-# training query 0.043 (auto's pick lost 0.18 AUROC there), COVID-QA articles 0.094 (its
-# pick gained 0.18), PubMedQA 0.26. The margin sits between the first two, where the shares
-# are about as far from one half on either side (BANKING77-OOS above, COVID-QA's three
-# seeded splits below). Set on two corpora: a corpus between them can fall either way.
+# in-knowledge questions relabelled. Set between BANKING77-OOS's and COVID-QA's median drops
+# with MiniLM (0.043 and 0.094): a corpus between them can fall either way.
 SIBLING_MARGIN = 0.06
 MAX_SIBLING_SHARE = 0.5
 # No candidate separating the masked from the full-index queries better than this: the
@@ -100,10 +69,16 @@ def candidate_shapes(depth: int) -> list[tuple[str, int]]:
     return [("mss", 1)] + [(s, k) for s in MONOTONE_STATISTICS if s != "mss" for k in ks]
 
 
-def _power(inside: np.ndarray, outside: np.ndarray, alpha: float) -> tuple[float, float]:
-    """AUROC and share of ``outside`` flagged at alpha against the ``inside`` scores' null."""
+def _candidate(
+    statistic: str, k: int, granularity: str, inside: np.ndarray, outside: np.ndarray, alpha: float
+) -> Candidate:
+    """The candidate with its AUROC of ``outside`` against ``inside`` scores, and the share of
+    ``outside`` flagged at alpha against the ``inside`` scores' null."""
     flagged = float(np.mean(EmpiricalNull(inside).p_values(outside) <= alpha))
-    return stats.auroc(inside, outside), flagged
+    auroc = stats.auroc(inside, outside)
+    return Candidate(
+        statistic=statistic, k=k, granularity=granularity, auroc=auroc, flagged=flagged
+    )
 
 
 def rank_candidates(learning: QueryFeatures, config: DetectorConfig, seed: int) -> list[Candidate]:
@@ -115,16 +90,8 @@ def rank_candidates(learning: QueryFeatures, config: DetectorConfig, seed: int) 
         for statistic, k in candidate_shapes(learning.depth):
             detector = BoundaryDetector(statistic=statistic, k=k, tau=config.tau)
             detector.fit(inside[:, :k])
-            power = _power(detector.decision_scores_, detector.score(outside[:, :k]), config.alpha)
-            out.append(
-                Candidate(
-                    statistic=statistic,
-                    k=k,
-                    granularity=granularity_label(view),
-                    auroc=power[0],
-                    flagged=power[1],
-                )
-            )
+            scores = detector.decision_scores_, detector.score(outside[:, :k])
+            out.append(_candidate(statistic, k, granularity_label(view), *scores, config.alpha))
     s_in, s_out = cross_fitted_scores(
         learning.names(),
         learning.matrix(),
@@ -133,17 +100,8 @@ def rank_candidates(learning: QueryFeatures, config: DetectorConfig, seed: int) 
         learning.masked_rows,
         seed=seed,
     )
-    power = _power(s_in, s_out, config.alpha)
     everything = granularity_label(learning.views[-1])
-    out.append(
-        Candidate(
-            statistic=COMBINED,
-            k=learning.depth,
-            granularity=everything,
-            auroc=power[0],
-            flagged=power[1],
-        )
-    )
+    out.append(_candidate(COMBINED, learning.depth, everything, s_in, s_out, config.alpha))
     return sorted(out, key=lambda c: (-c.auroc, -c.flagged))
 
 
