@@ -36,8 +36,8 @@ def test_p_values_by_hand() -> None:
     np.testing.assert_allclose(null.p_values(t, "paper"), [0.8, 0.6, 0.2, 0.0, 0.0])
     assert null.p_values(np.array([[0.35]])).shape == (1, 1)
     assert null.n == 4
-    assert null.min_p_value() == pytest.approx(0.2)
-    assert null.min_p_value("paper") == 0.0
+    assert null.p_values(math.inf) == pytest.approx(0.2)  # the smallest attainable
+    assert null.p_values(math.inf, "paper") == 0.0
 
 
 def test_scores_are_stored_sorted_read_only_and_copied() -> None:
@@ -105,7 +105,7 @@ def test_critical_value_agrees_with_p_values(ints: list[int], alpha: float, meth
         probes = np.append(probes, [c, math.nextafter(c, -math.inf)])
     rejected = null.p_values(probes, method) <= alpha  # type: ignore[arg-type]
     np.testing.assert_array_equal(probes >= c, rejected)
-    assert (c == math.inf) == (null.min_p_value(method) > alpha)  # type: ignore[arg-type]
+    assert (c == math.inf) == (null.p_values(math.inf, method) > alpha)  # type: ignore[arg-type]
 
 
 @given(
@@ -117,7 +117,7 @@ def test_p_values_range_and_monotonicity(scores: list[float], probes: list[float
     t = np.sort(np.array(probes))
     conformal = null.p_values(t)
     paper = null.p_values(t, "paper")
-    assert np.all((conformal >= null.min_p_value()) & (conformal <= 1.0))
+    assert np.all((conformal >= null.p_values(math.inf)) & (conformal <= 1.0))
     assert np.all((paper >= 0.0) & (paper < 1.0))
     assert np.all(np.diff(conformal) <= 0)
     assert np.all(np.diff(paper) <= 0)

@@ -11,11 +11,8 @@ from typing import TYPE_CHECKING
 from ragbound._lazy import lazy_attributes
 
 _SOURCES: dict[str, str] = {
-    "DEFAULT_K": "ragbound.detect.boundary",
     "DEFAULT_STATISTIC": "ragbound.detect.boundary",
     "BoundaryDetector": "ragbound.detect.boundary",
-    "ScoredQueries": "ragbound.detect.boundary",
-    "Calibration": "ragbound.detect.calibration",
     "DEFAULTS": "ragbound.detect.config",
     "DetectorConfig": "ragbound.detect.config",
     "detector_config": "ragbound.detect.config",
@@ -24,24 +21,15 @@ _SOURCES: dict[str, str] = {
 
 __all__ = [
     "DEFAULTS",
-    "DEFAULT_K",
     "DEFAULT_STATISTIC",
     "BoundaryDetector",
-    "Calibration",
     "DetectorConfig",
     "Guard",
-    "ScoredQueries",
     "detector_config",
 ]
 
 if TYPE_CHECKING:
-    from ragbound.detect.boundary import (
-        DEFAULT_K,
-        DEFAULT_STATISTIC,
-        BoundaryDetector,
-        ScoredQueries,
-    )
-    from ragbound.detect.calibration import Calibration
+    from ragbound.detect.boundary import DEFAULT_STATISTIC, BoundaryDetector
     from ragbound.detect.config import DEFAULTS, DetectorConfig, detector_config
     from ragbound.detect.guard import Guard
 

@@ -19,12 +19,10 @@ _SOURCES: dict[str, str] = {
     "confusion_matrix": "ragbound.stats.agreement",
     "fleiss_kappa": "ragbound.stats.agreement",
     "rating_counts": "ragbound.stats.agreement",
-    "GreedySelection": "ragbound.stats.diversity",
     "as_similarity_matrix": "ragbound.stats.diversity",
     "greedy_min_distance": "ragbound.stats.diversity",
     "range_cutoff": "ragbound.stats.diversity",
     "uniqueness_scores": "ragbound.stats.diversity",
-    "OperatingPoint": "ragbound.stats.metrics",
     "auprc": "ragbound.stats.metrics",
     "auroc": "ragbound.stats.metrics",
     "auroc_standard_error": "ragbound.stats.metrics",
@@ -36,22 +34,16 @@ _SOURCES: dict[str, str] = {
     "EmpiricalNull": "ragbound.stats.null",
     "NeighbourNull": "ragbound.stats.null",
     "PValueMethod": "ragbound.stats.names",
-    "P_VALUE_METHODS": "ragbound.stats.names",
     "leave_one_out_p_values": "ragbound.stats.null",
     "meta_null_scores": "ragbound.stats.null",
     "meta_scores": "ragbound.stats.null",
     "per_neighbour_p_values": "ragbound.stats.null",
     "bootstrap_interval": "ragbound.stats.rates",
     "exceedance_test": "ragbound.stats.shift",
-    "ExceedanceResult": "ragbound.stats.shift",
-    "KSResult": "ragbound.stats.shift",
-    "MMDResult": "ragbound.stats.shift",
-    "MismatchResult": "ragbound.stats.shift",
     "bonferroni_alpha": "ragbound.stats.shift",
     "calibration_mismatch": "ragbound.stats.shift",
     "ks_critical_value": "ragbound.stats.shift",
     "ks_two_sample": "ragbound.stats.shift",
-    "median_bandwidth": "ragbound.stats.shift",
     "mmd_permutation_test": "ragbound.stats.shift",
     "alpha_spending": "ragbound.stats.spending",
     "META": "ragbound.stats.names",
@@ -67,8 +59,6 @@ _SOURCES: dict[str, str] = {
     "simes": "ragbound.stats.statistics",
     "univariate_scores": "ragbound.stats.statistics",
     "TripwireRates": "ragbound.stats.tripwire",
-    "TripwireFeatures": "ragbound.stats.tripwire",
-    "condition_matrix": "ragbound.stats.tripwire",
     "merge_top_k": "ragbound.stats.tripwire",
     "tripwire_rates": "ragbound.stats.tripwire",
     "rule_decisions": "ragbound.stats.tripwire",
@@ -77,19 +67,11 @@ _SOURCES: dict[str, str] = {
 
 __all__ = [
     "META",
-    "P_VALUE_METHODS",
     "STATISTICS",
     "UNIVARIATE",
     "EmpiricalNull",
-    "ExceedanceResult",
-    "GreedySelection",
-    "KSResult",
-    "MMDResult",
-    "MismatchResult",
     "NeighbourNull",
-    "OperatingPoint",
     "PValueMethod",
-    "TripwireFeatures",
     "TripwireRates",
     "accuracy",
     "alpha_spending",
@@ -104,7 +86,6 @@ __all__ = [
     "calibration_mismatch",
     "cohen_kappa",
     "combine_p_values",
-    "condition_matrix",
     "confusion_matrix",
     "energy",
     "entropy",
@@ -116,7 +97,6 @@ __all__ = [
     "ks_critical_value",
     "ks_two_sample",
     "leave_one_out_p_values",
-    "median_bandwidth",
     "merge_top_k",
     "meta_null_scores",
     "meta_scores",
@@ -146,14 +126,12 @@ if TYPE_CHECKING:
         rating_counts,
     )
     from ragbound.stats.diversity import (
-        GreedySelection,
         as_similarity_matrix,
         greedy_min_distance,
         range_cutoff,
         uniqueness_scores,
     )
     from ragbound.stats.metrics import (
-        OperatingPoint,
         auprc,
         auroc,
         auroc_standard_error,
@@ -163,7 +141,7 @@ if TYPE_CHECKING:
         tpr_at_fpr,
         wilson_interval,
     )
-    from ragbound.stats.names import META, P_VALUE_METHODS, STATISTICS, UNIVARIATE, PValueMethod
+    from ragbound.stats.names import META, STATISTICS, UNIVARIATE, PValueMethod
     from ragbound.stats.null import (
         EmpiricalNull,
         NeighbourNull,
@@ -174,16 +152,11 @@ if TYPE_CHECKING:
     )
     from ragbound.stats.rates import bootstrap_interval
     from ragbound.stats.shift import (
-        ExceedanceResult,
-        KSResult,
-        MismatchResult,
-        MMDResult,
         bonferroni_alpha,
         calibration_mismatch,
         exceedance_test,
         ks_critical_value,
         ks_two_sample,
-        median_bandwidth,
         mmd_permutation_test,
     )
     from ragbound.stats.spending import alpha_spending
@@ -199,9 +172,7 @@ if TYPE_CHECKING:
         univariate_scores,
     )
     from ragbound.stats.tripwire import (
-        TripwireFeatures,
         TripwireRates,
-        condition_matrix,
         merge_top_k,
         rule_decisions,
         tripwire_features,

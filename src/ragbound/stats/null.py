@@ -101,11 +101,6 @@ class EmpiricalNull:
             raise ValueError("t contains NaN")
         return np.asarray(_p_from_count(self._tail_count(values, method), self.n, method))
 
-    def min_p_value(self, method: PValueMethod = "conformal") -> float:
-        """Smallest attainable p-value: ``1 / (n + 1)`` (conformal) or 0 (paper)."""
-        check_choice(method, P_VALUE_METHODS, "p-value method")
-        return float(_p_from_count(0, self.n, method))
-
     def _max_tail_count(self, alpha: float, method: str) -> int:
         """Largest tail count whose p-value is <= alpha (-1 if none), same float arithmetic."""
         count = min(self.n, math.floor(alpha * (self.n + 1)) + 1)
