@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -32,113 +33,134 @@ def _each(check: Callable[[T], None]) -> Callable[[T | list[T] | None], T | list
             check(item)
         return value
 
+    callback.__doc__ = check.__doc__
     return callback
 
 
-def _finite(value: float) -> None:
+@contextmanager
+def _refused() -> Iterator[None]:
+    """A library check's InputError (or other ValueError) in the block, as the option's error."""
+    try:
+        yield
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def _in_range(low: int, high: int, value: int) -> None:
+    if not low <= value <= high:
+        raise typer.BadParameter(f"must be in {low}..{high}, got {value}")
+
+
+@_each
+def finite_number(value: float) -> None:
+    """Thresholds: any finite number."""
     if not math.isfinite(value):
         raise typer.BadParameter(f"must be a finite number, got {value}")
 
 
-def _open_unit(value: float) -> None:
-    _finite(value)
+@_each
+def probability(value: float) -> None:
+    """Significance and confidence levels: strictly between 0 and 1."""
+    finite_number(value)
     if not 0.0 < value < 1.0:
         raise typer.BadParameter(f"must be between 0 and 1 (exclusive), got {value:g}")
 
 
-def _closed_unit(value: float) -> None:
-    _finite(value)
+@_each
+def rate(value: float) -> None:
+    """Rates and shares: 0 to 1 inclusive."""
+    finite_number(value)
     if not 0.0 <= value <= 1.0:
         raise typer.BadParameter(f"must be between 0 and 1, got {value:g}")
 
 
-def _positive(value: float) -> None:
-    _finite(value)
+@_each
+def positive_number(value: float) -> None:
+    """Temperatures, steps: finite and > 0."""
+    finite_number(value)
     if value <= 0:
         raise typer.BadParameter(f"must be greater than 0, got {value:g}")
 
 
-def _non_negative(value: float) -> None:
+@_each
+def non_negative_number(value: float) -> None:
+    """Intervals that may be zero (off): finite and >= 0."""
     if not (math.isfinite(value) and value >= 0):
         raise typer.BadParameter(f"must be a finite number >= 0, got {value}")
 
 
-def _at_least(least: int) -> Callable[[int], None]:
+@_each
+def average_run_length(value: float) -> None:
+    """Windows expected between false alarms (arl correction): finite and > 1."""
+    finite_number(value)
+    if value <= 1:
+        raise typer.BadParameter(f"must be greater than 1, got {value:g}")
+
+
+def at_least(least: int) -> Callable[[int | None], int | None]:
+    """Integers of at least ``least``."""
+
     def check(value: int) -> None:
         if value < least:
             raise typer.BadParameter(f"must be at least {least}, got {value}")
 
-    return check
+    return _each(check)  # type: ignore[return-value]
 
 
-def _seed(value: int) -> None:
-    if not 0 <= value < SEED_LIMIT:
-        raise typer.BadParameter(f"must be in 0..{SEED_LIMIT - 1}, got {value}")
+positive_int = at_least(1)
+"""Counts of things to make or show: k, n, samples, runs, concurrency, chunk size."""
+non_negative_int = at_least(0)
+"""Counts that may be zero: evidence, overlap."""
 
 
-def _port(value: int) -> None:
+@_each
+def seed(value: int) -> None:
+    """Random seeds, in numpy's range."""
+    _in_range(0, SEED_LIMIT - 1, value)
+
+
+@_each
+def port(value: int) -> None:
+    """TCP ports (0: any free one)."""
     if not 0 <= value <= 65535:
         raise typer.BadParameter(f"must be a TCP port in 0..65535 (0: any free), got {value}")
 
 
-def _existing_file(value: Path) -> None:
+@_each
+def existing_file(value: Path) -> None:
+    """Input files: must exist and not be a directory."""
     if not value.exists():
         raise typer.BadParameter(f"no such file: {value}")
     if not value.is_file():
         raise typer.BadParameter(f"not a file: {value}")
 
 
-def _output_file(value: Path) -> None:
+@_each
+def output_file(value: Path) -> None:
+    """Files to write: not an existing folder."""
     if value.is_dir():
         raise typer.BadParameter(f"{value} is a folder; give the path of a file to write")
 
 
-def _folder(value: Path) -> None:
+@_each
+def folder(value: Path) -> None:
+    """Folders to write into (runs, plots, knowledge bases): not an existing file."""
     if value.exists() and not value.is_dir():
         raise typer.BadParameter(f"{value} is a file; give a folder (it is created if missing)")
 
 
-def _http_url(value: str) -> None:
-    if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
-        raise typer.BadParameter(f"must be an http:// or https:// URL; got {value!r}")
-
-
-def _non_empty(value: str) -> None:
+@_each
+def non_empty(value: str) -> None:
+    """Names: not empty or blank."""
     if not value.strip():
         raise typer.BadParameter("must not be empty")
 
 
-probability = _each(_open_unit)
-"""Significance and confidence levels: strictly between 0 and 1."""
-rate = _each(_closed_unit)
-"""Rates and shares: 0 to 1 inclusive."""
-positive_number = _each(_positive)
-"""Temperatures, steps: finite and > 0."""
-non_negative_number = _each(_non_negative)
-"""Intervals that may be zero (off): finite and >= 0."""
-finite_number = _each(_finite)
-"""Thresholds: any finite number."""
-positive_int = _each(_at_least(1))
-"""Counts of things to make or show: k, n, samples, runs, concurrency, chunk size."""
-non_negative_int = _each(_at_least(0))
-"""Counts that may be zero: evidence, overlap."""
-seed = _each(_seed)
-port = _each(_port)
-existing_file = _each(_existing_file)
-"""Input files: must exist and not be a directory."""
-output_file = _each(_output_file)
-"""Files to write: not an existing folder."""
-folder = _each(_folder)
-"""Folders to write into (runs, plots, knowledge bases): not an existing file."""
-non_empty = _each(_non_empty)
-"""Names: not empty or blank."""
-http_url = _each(_http_url)
-"""Server addresses: http:// or https:// and a host."""
-
-
-def at_least(least: int) -> Callable[[int | None], int | None]:
-    """Integers with a floor other than 0 or 1 (e.g. a reply length cap)."""
-    return _each(_at_least(least))  # type: ignore[return-value]
+@_each
+def http_url(value: str) -> None:
+    """Server addresses: http:// or https:// and a host."""
+    if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
+        raise typer.BadParameter(f"must be an http:// or https:// URL; got {value!r}")
 
 
 _BYTE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9}
@@ -190,50 +212,39 @@ def calibration_statistic(value: str | None) -> str | None:
     return choice(*STATISTICS, COMBINED, AUTO)(value)
 
 
-def window(value: str | None) -> str | None:
+@_each
+def window(value: str) -> None:
     """A shift window: at least 2 queries, or a positive duration (15m, 1h)."""
-    if value is None:
-        return None
     from ragbound.detect.monitor import WindowSpec
-    from ragbound.errors import InputError
 
     try:
         spec = WindowSpec.parse(value)
-    except InputError:
+    except ValueError:
         raise typer.BadParameter(
             f"must be a query count (50) or a duration (90s, 15m, 1h, 1d), got {value!r}"
         ) from None
     if spec.size is not None and spec.size < 2:
         raise typer.BadParameter(f"a window needs at least 2 queries, got {value!r}")
-    return value
 
 
-def reranker(value: Path | None) -> Path | None:
+@_each
+def reranker(value: Path) -> None:
     """A local cross-encoder folder: config.json of a one-logit *ForSequenceClassification."""
-    if value is None:
-        return None
     from ragbound.detect.rerank import check_reranker_folder
-    from ragbound.errors import InputError
 
-    try:
+    with _refused():
         check_reranker_folder(value)
-    except InputError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    return value
 
 
-def granularity(value: str | None) -> str | None:
+@_each
+def granularity(value: str) -> None:
     """Search units: chunk, sentence, window, or a comma-separated list of them."""
-    if value is None:
-        return None
     from ragbound.corpus.units import parse_granularity
-    from ragbound.errors import InputError
 
     try:
         parse_granularity(value)
-    except InputError as exc:
+    except ValueError as exc:
         raise typer.BadParameter(str(exc).removeprefix("granularity: ")) from None
-    return value
 
 
 def temperature(value: str | None) -> str | None:
@@ -244,32 +255,17 @@ def temperature(value: str | None) -> str | None:
         number = float(value)
     except ValueError:
         raise typer.BadParameter(f"must be 'auto' or a number > 0, got {value!r}") from None
-    _positive(number)
+    positive_number(number)
     return value
 
 
-def period(value: str | None) -> str | None:
+@_each
+def period(value: str) -> None:
     """A period of log time for the ``period`` correction (1d, 6h)."""
-    if value is None:
-        return None
     from ragbound.detect.monitor import parse_period
-    from ragbound.errors import InputError
 
-    try:
+    with _refused():
         parse_period(value)
-    except InputError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    return value
-
-
-def _above_one(value: float) -> None:
-    _finite(value)
-    if value <= 1:
-        raise typer.BadParameter(f"must be greater than 1, got {value:g}")
-
-
-average_run_length = _each(_above_one)
-"""Windows expected between false alarms (arl correction): finite and > 1."""
 
 
 def check_step(step: float | None, window_size: float, unit: str) -> None:
@@ -287,29 +283,45 @@ def check_step(step: float | None, window_size: float, unit: str) -> None:
         )
 
 
-def _postgres_url(value: str) -> None:
+@_each
+def postgres_url(value: str) -> None:
+    """A postgresql:// URL without a password (it is recorded in the manifest)."""
     from ragbound.knowledge.postgres_tables import split_store_url
 
-    try:
+    with _refused():
         split_store_url(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
 
 
-def _sql_name(what: str) -> Callable[[str], None]:
+@_each
+def attach_url(value: str) -> None:
+    """A URL of a store ragbound attaches to (postgresql://, qdrant://, ...), checked by its
+    backing (``check_url``)."""
+    from ragbound.knowledge.registry import attaching
+
+    with _refused():
+        attaching(value).check_url(value)
+
+
+def _sql_name(what: str) -> Callable[[str | None], str | None]:
+    """A plain SQL ``what`` name (a table's may be SCHEMA.NAME), quoted by ragbound."""
+
     def check(value: str) -> None:
         from ragbound.knowledge.postgres_tables import check_identifier
 
-        try:
+        with _refused():
             check_identifier(value, what)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
 
-    return check
+    return _each(check)  # type: ignore[return-value]
 
 
-def _column_filter(value: str) -> None:
-    """KEY=VALUE; whether KEY names a column or payload key is the store's to check."""
+table_name = _sql_name("table")
+column_name = _sql_name("column")
+
+
+@_each
+def column_filter(value: str) -> None:
+    """COLUMN=VALUE or KEY=VALUE, an equality filter without SQL; whether KEY names a column
+    or payload key is the store's to check."""
     key, sep, _ = value.partition("=")
     if not sep or not key.strip():
         raise typer.BadParameter(
@@ -317,59 +329,25 @@ def _column_filter(value: str) -> None:
         )
 
 
-def _attach_url(value: str) -> None:
-    """A URL of a store ragbound attaches to, checked by its backing (``check_url``)."""
-    from ragbound.knowledge.registry import attaching
-
-    try:
-        attaching(value).check_url(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-
-
-# a postgresql:// URL without a password (it is recorded in the manifest)
-postgres_url = _each(_postgres_url)
-# a URL of a store ragbound attaches to (postgresql://, qdrant://, ...)
-attach_url = _each(_attach_url)
-# a plain SQL table name (NAME or SCHEMA.NAME) or column name, quoted by ragbound
-table_name = _each(_sql_name("table"))
-column_name = _each(_sql_name("column"))
-# COLUMN=VALUE or KEY=VALUE, an equality filter without SQL
-column_filter = _each(_column_filter)
-
-
-def _ef_search(value: int) -> None:
+@_each
+def ef_search(value: int) -> None:
+    """pgvector's hnsw.ef_search: candidates kept per query."""
     from ragbound.knowledge.postgres_tables import MAX_EF_SEARCH
 
-    if not 1 <= value <= MAX_EF_SEARCH:
-        raise typer.BadParameter(f"must be in 1..{MAX_EF_SEARCH}, got {value}")
+    _in_range(1, MAX_EF_SEARCH, value)
 
 
-# pgvector's hnsw.ef_search: candidates kept per query
-ef_search = _each(_ef_search)
+@_each
+def hnsw_m(value: int) -> None:
+    """A local HNSW graph's links per node."""
+    from ragbound.stores.hnsw import MAX_M
+
+    _in_range(2, MAX_M, value)
 
 
-def _in_range(low: int, high: int) -> Callable[[int], None]:
-    def check(value: int) -> None:
-        if not low <= value <= high:
-            raise typer.BadParameter(f"must be in {low}..{high}, got {value}")
+@_each
+def rescore(value: int) -> None:
+    """Exact re-scoring factor of a local HNSW graph: k x C candidates (0 = off)."""
+    from ragbound.stores.hnsw import MAX_RESCORE
 
-    return check
-
-
-def _hnsw_limit(name: str) -> Callable[[int], None]:
-    """A local HNSW parameter's range, from ragbound.stores.hnsw (imported when checked)."""
-
-    def check(value: int) -> None:
-        from ragbound.stores import hnsw
-
-        low, high = {"m": (2, hnsw.MAX_M), "rescore": (0, hnsw.MAX_RESCORE)}[name]
-        _in_range(low, high)(value)
-
-    return check
-
-
-# a local HNSW graph's links per node
-hnsw_m = _each(_hnsw_limit("m"))
-# exact re-scoring factor: k x c candidates (0 = off)
-rescore = _each(_hnsw_limit("rescore"))
+    _in_range(0, MAX_RESCORE, value)
