@@ -56,7 +56,7 @@ def test_both_shapes_are_decided_at_their_last_user_turn(tmp_path):
     assert first.last_user == "How long does it last?" and first.turn_index == 1
     assert first.instructions == ("Answer from the documents.",)
     # doc2dial's agent is the assistant; its answer after the last user turn is left out
-    assert dialogue.last_user == "yes" and dialogue.previous_answer() == "Honey, from nectar."
+    assert dialogue.last_user == "yes" and dialogue.user_answers[-1] == "Honey, from nectar."
     assert [m.role for m in dialogue.messages] == ["user", "assistant", "user"]
     assert alone.id is None and alone.turn_index == 0
 

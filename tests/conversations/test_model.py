@@ -34,7 +34,7 @@ def test_a_chat_is_read_into_roles_turns_and_the_turn_decided() -> None:
     assert chat.last_user == "And how far\ndo they fly?" == decided_text(chat)
     assert chat.turn_index == 1
     assert chat.instructions == ("You answer questions about bees.",)
-    assert chat.previous_answer() == "Scouts dance to show the way."
+    assert chat.user_answers[-1] == "Scouts dance to show the way."
     assert chat.id == "c-1"
     assert [m.role for m in chat.before] == ["system", "user", "assistant"]
 
@@ -50,7 +50,6 @@ def test_each_user_turn_knows_the_answer_before_it() -> None:
         ]
     )
     assert chat.user_answers == (None, None, "They waggle.")
-    assert chat.user_answers[-1] == chat.previous_answer()
 
 
 def test_the_history_hash_depends_on_the_turns_before_only() -> None:

@@ -15,7 +15,6 @@ from ragbound.conversations.reading import (
     RECENT,
     RECENT_TURNS,
     check_reading,
-    follows,
     generic_turns,
     mean_vector,
     opening,
@@ -109,7 +108,7 @@ def test_a_return_to_the_topic_is_joined_with_the_turns_it_returns_to() -> None:
     )
     found = read(talk, FOLLOW, Words())
     assert found.text == "how do bees dance why do bees sleep bees again: bees sleep"
-    assert follows(talk, Words())
+    assert found.turns > 1
     # beyond the lookback the old topic is forgotten
     far_back = chat("how do bees dance", *[f"topic{i} word{i}" for i in range(LOOKBACK)], "bees")
     assert read(far_back, FOLLOW, Words()).turns == 1

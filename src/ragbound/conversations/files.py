@@ -1,28 +1,10 @@
 """Conversation files: one conversation a record, for ``check`` and ``calibrate --conversations``.
 
-A conversation file is read by :func:`ragbound.records.read_records` (JSONL, one conversation a
-line, or a JSON list of them). Each record is one of two shapes:
-
-- OpenAI-style messages, as ``POST /v1/decide`` takes them: ``{"messages": [{"role": "user",
-  "content": "..."}, ...], "id": "optional"}``, the content a string or a list of parts (text
-  parts are read, others such as images are not);
-- doc2dial's dialogues: ``{"id": "...", "turns": [{"role": "user" | "agent", "text": "..."},
-  ...]}``, ``agent`` read as ``assistant``. Other fields (``document``, ``domain``) are not read.
-
-Each is validated by :func:`ragbound.conversations.model.conversation`, so a file is refused exactly
-where a request would be (no messages, no user turn, a last user turn without text, a role
-the API does not know, too many messages or characters), the error starting ``FILE:LINE``.
-
-A conversation is decided at its last user turn. A ``messages`` record that ends with the
-assistant's message is refused, as ``/v1/decide`` refuses it (nothing new to decide), unless it
-is read as a *log* (``logged=True``: ``decide --every-turn``, ``calibrate``): a logged chat ends
-with the answer to its last question, which no decision reads. A ``turns`` record is a
-recorded dialogue (doc2dial's end with the agent's answer), always read as a log.
-
-Example:
-    >>> chats = load_conversations("chats.jsonl")  # doctest: +SKIP
-    >>> chats[0].label, chats[0].conversation.last_user  # doctest: +SKIP
-    ('line 1', 'How much does it cost?')
+A record holds OpenAI-style ``messages`` (as ``POST /v1/decide`` takes them) or doc2dial's
+``turns`` (``agent`` read as ``assistant``), and is validated as a request is
+(docs/input-files.md). A ``messages`` record ending with the assistant's message is refused
+unless read as a *log* (``logged``): a logged chat ends with the answer to its last question,
+which no decision reads. A ``turns`` record is a recorded dialogue, always read as a log.
 """
 
 from __future__ import annotations

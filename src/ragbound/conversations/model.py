@@ -1,24 +1,9 @@
 """The conversation: OpenAI-style chat messages as an input wherever a query is.
 
-A :class:`Conversation` is the validated form of a list of messages
-(``[{"role": "system" | "developer" | "user" | "assistant" | "tool", "content": str |
-[parts]}]``): the text of each message (its text parts joined; images and other parts are not
-read), the user turns in order, and which turn is decided, the last user turn. It is built once
-at the boundary (:func:`conversation`), so every later step reads plain strings.
-
-How a conversation is *read* into the one text the boundary test searches with is
-:mod:`ragbound.conversations.reading`; what the tripwires see is every user turn (and the system
-messages when asked), the turns they find forbidden dropped (:meth:`Conversation.without_turns`,
-:func:`upstream_messages`).
-
-Example:
-    >>> chat = conversation([
-    ...     {"role": "user", "content": "How do I renew my licence?"},
-    ...     {"role": "assistant", "content": "Online or at an office."},
-    ...     {"role": "user", "content": "How much does it cost?"},
-    ... ])
-    >>> chat.last_user, chat.turn_index, chat.user_turns[0]
-    ('How much does it cost?', 1, 'How do I renew my licence?')
+A :class:`Conversation` is the validated form of a list of messages: the text of each message
+(its text parts joined; images and other parts are not read), the user turns in order, and the
+turn decided, the last user turn. It is built once at the boundary (:func:`conversation`), so
+every later step reads plain strings.
 """
 
 from __future__ import annotations
@@ -26,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ragbound.corpus.queries import MAX_QUERY_CHARS
 from ragbound.errors import InputError
@@ -41,8 +26,6 @@ MAX_MESSAGES = 256
 """Most messages a conversation may hold (a longer chat: send its recent messages)."""
 MAX_CONVERSATION_CHARS = 200_000
 """Most characters of text a conversation may hold, over all its messages."""
-
-Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
 
 @dataclass(frozen=True)
@@ -119,13 +102,6 @@ class Conversation:
                 found.append(answer)
         return tuple(found)
 
-    def previous_answer(self) -> str | None:
-        """The assistant's last message before the decided turn (None when there is none)."""
-        for message in reversed(self.before):
-            if message.role == "assistant" and message.text:
-                return message.text
-        return None
-
     def without_turns(self, dropped: Sequence[int]) -> Conversation:
         """This conversation without the user turns ``dropped`` (0-based) and the messages
         that answer each (everything up to the next user message); the decided turn is never
@@ -149,16 +125,9 @@ def conversation(
     max_chars: int = MAX_CONVERSATION_CHARS,
     max_turn_chars: int = MAX_QUERY_CHARS,
 ) -> Conversation:
-    """Validate OpenAI-style ``messages`` into a :class:`Conversation` (InputError naming the
-    message and what was expected).
-
-    Refused: no messages, more than ``max_messages`` or ``max_chars`` characters of text,
-    a role OpenAI's APIs do not know, content that is neither a string nor a list of parts,
-    no user message, a last user message without text (only images, say) or longer than
-    ``max_turn_chars``, and a chat that ends with an assistant message (nothing new to
-    decide). Trailing tool messages are allowed: the last user turn is decided. The ``id``
-    is an identifier (:func:`ragbound.labels.check_label`): it is logged and shown.
-    """
+    """Validate OpenAI-style ``messages`` into a :class:`Conversation`; InputError naming the
+    message for a bad role or content, no user turn, a chat ending with the assistant's message,
+    or one past the limits. ``id`` is an identifier (:func:`ragbound.labels.check_label`)."""
     if id is not None:
         check_label(id, f"{location}: the conversation id")
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):

@@ -1,42 +1,14 @@
 """How a conversation is read into the one text the knowledge-boundary test searches with.
 
 A follow-up ("How can I apply for these benefits?") is inside the knowledge only given the turns
-before it; decided alone it looks out of knowledge. A topic switch ("Who won the 1998 world
-cup?" after questions about the documents) must still look out of knowledge. A *reading* maps
-a conversation to the text searched:
-
-- ``last``: the last user turn alone (what a single-message gate does);
-- ``recent``: the last :data:`RECENT_TURNS` user turns joined, oldest first;
-- ``follow`` (the default): the last turn joined with the turns it follows, else alone. The
-  user turns are cut into *segments*: a turn that does not follow the one before starts a new
-  segment, so a turn following an off-topic turn is joined with that turn only, never with
-  the in-knowledge turns before the switch. A turn follows its segment when it is close
-  (cosine, in the embedder's space) to one of its recent turns or to the assistant's last
-  answer, when it is close to a content-free turn ("yes", "what else?"; the file
-  ``generic_turns.txt`` beside this module) or to small talk, or when it *refers back*: a
-  short turn with a pronoun, or one opening with "and", "what about" (:func:`refers_back`).
-  A turn that follows none of that but is close to a turn of an older segment *returns* to
-  it ("Back to BM25: ...") and is joined with that segment's turns.
-- ``follow-mean``: ``follow``'s segments and text, but the vector searched is the words-weighted
-  unit mean of the joined turns' vectors (:func:`mean_vector`), all at hand, so a later turn
-  costs one embedding (the turn's) as a query does. Not the default: it flags more
-  in-knowledge follow-ups than the join's embedding (docs/conversations.md).
-- *small talk* (greetings, thanks, "ok"; the file ``small_talk.txt``) is marked on the read
-  (``Read.small_talk``) under ``follow``: the Gate answers it (cause ``small_talk``) rather
-  than say "I don't know" to "hi there".
-- ``rewrite``: an LLM rewrites the last turn into a standalone question
-  (:mod:`ragbound.conversations.rewrite`; opt-in, it costs an LLM call per turn).
-
-**Why the p-values stay valid.** The reading is chosen from the conversation's own texts and
-never from the knowledge base's similarities, so choosing it does not look at the statistic
-it feeds. Of a single question every reading is the question itself, so a calibration made of
-standalone questions is the null of first turns unchanged. For a later turn the test holds
-the read text to that null: valid when the read text of an in-knowledge turn is no further
-from the knowledge than a standalone in-knowledge question (the join restores what the
-follow-up leaves implicit). That is an assumption about phrasing, measured on held-out
-dialogues (``make bench-conversations``), not a theorem. Calibrating on logged conversations
-(every user turn read the same way) makes the null exchangeable with new turns again, which
-removes the assumption.
+before it, and a topic switch must still look out of knowledge. The readings (docs/conversations.md
+has the rules and why the p-values stay valid): ``last`` (the last user turn alone), ``recent``
+(the last :data:`RECENT_TURNS` user turns joined), ``follow`` (the default: the last turn joined
+with the turns of its *segment* it follows or returns to, else alone; small talk marked),
+``follow-mean`` (``follow``'s text, but the words-weighted mean of the joined turns' vectors
+searched) and ``rewrite`` (an LLM's standalone question, :mod:`ragbound.conversations.rewrite`).
+The reading is chosen from the conversation's own texts, never from the knowledge base's
+similarities, so choosing it does not look at the statistic it feeds.
 """
 
 from __future__ import annotations
@@ -144,14 +116,9 @@ def joined(turns: list[str], max_chars: int = MAX_QUERY_CHARS) -> tuple[str, int
 
 
 def read(item: Query, reading: str = DEFAULT_READING, vectors: Vectors | None = None) -> Read:
-    """The text to search for ``item`` under ``reading``.
-
-    A query string is read as itself under every reading, as is a conversation's first turn
-    (``follow`` marks it when it is small talk). ``follow`` needs ``vectors`` (the query
-    embedder) to tell whether the last turn follows; without it (a lexical knowledge base) it
-    reads as ``recent``. ``rewrite`` is resolved by the caller (an LLM call) and is refused
-    here.
-    """
+    """The text to search for ``item`` under ``reading`` (a query string: itself). ``follow``
+    without ``vectors`` (a lexical knowledge base) reads as ``recent``; ``rewrite`` is the
+    caller's LLM call, refused here."""
     if isinstance(item, str):
         return Read(item, reading, 1)
     if reading in (FOLLOW, FOLLOW_MEAN) and vectors is not None:
@@ -165,17 +132,10 @@ def read(item: Query, reading: str = DEFAULT_READING, vectors: Vectors | None = 
 
 
 def follow_read(chat: Conversation, vectors: Vectors, mean: bool = False) -> Read:
-    """The ``follow`` reading of ``chat`` (see the module docstring). The earlier turns come
-    from the cache (``vectors`` is the gate's :class:`~ragbound.conversations.turns.TurnVectors`; a
-    history not cached yet is embedded in one call), and whether each followed the ones
-    before it from the cache's ``links``. The new texts are embedded only as needed, cheapest
-    first: a turn that refers back costs the join alone; else the turn, then the answer's
-    opening only when the earlier turns and the content-free ones do not settle it, then the
-    join it is read with. (A local embedder runs one pass per group of similar lengths, so
-    embedding them together costs the same passes: measured 3.0x a query's p50 against 2.5x
-    embedded as needed.) ``mean``: the ``follow-mean`` reading, the same segments and text,
-    the vector searched the mean of the joined turns' vectors (:func:`mean_vector`): no
-    embedding past the decided turn's."""
+    """The ``follow`` reading of ``chat`` (``mean``: ``follow-mean``'s). The earlier turns and
+    whether each followed come from the cache ``vectors`` (the gate's
+    :class:`~ragbound.conversations.turns.TurnVectors`); new texts are embedded only as needed,
+    cheapest first (measured 2.5x a query's p50, against 3.0x embedding them all at once)."""
     found = _follow_read(chat, vectors)
     if not mean:
         return found
@@ -188,10 +148,9 @@ def follow_read(chat: Conversation, vectors: Vectors, mean: bool = False) -> Rea
 
 def turn_weights(texts: Sequence[str]) -> np.ndarray:
     """Each joined turn's weight in ``follow-mean``'s mean (oldest first): its words (at
-    least 1), the decided turn's times :data:`LAST_WEIGHT`. Why words: a mean-pooled encoder
-    (MiniLM) embeds a join as about the mean of its tokens, so a long earlier question weighs
-    more in the join than a short "how?" after it (measured on doc2dial, 3 seeds: in-knowledge
-    follow-ups flagged 0.097 weighted by words, 0.175 each turn weighing 1)."""
+    least 1), the decided turn's times :data:`LAST_WEIGHT`. Words, as a mean-pooled encoder
+    embeds a join as about the mean of its tokens (doc2dial, 3 seeds: in-knowledge follow-ups
+    flagged 0.097 weighted by words, 0.175 each turn weighing 1)."""
     weights = np.array([max(len(t.split()), 1) for t in texts], dtype=np.float32)
     weights[-1] *= LAST_WEIGHT
     return weights
@@ -251,12 +210,6 @@ def _answer(answer: str | None, vectors: Vectors) -> np.ndarray | None:
     return vectors([said])[0] if said else None
 
 
-def follows(chat: Conversation, vectors: Vectors) -> bool:
-    """Whether ``follow`` joins the last user turn with turns before it (it follows its
-    segment, is small talk, or returns to an older segment)."""
-    return chat.turn_index > 0 and follow_read(chat, vectors).turns > 1
-
-
 def _segments(
     turns: Sequence[str],
     answers: Sequence[str | None],
@@ -302,10 +255,8 @@ def _follows(
     vectors: Vectors,
 ) -> bool:
     """Whether the turn ``text`` (vector ``vec``) follows the turns ``earlier`` or the answer
-    before it (``answer()``: its vector, None: none; called last, so it is embedded only when
-    the rest does not settle it): cosine at or above
-    :data:`FOLLOW_SIMILARITY` to one of them, close to a content-free turn or small talk, or
-    a turn that refers back."""
+    before it (``answer()``: its vector or None, called last so as to embed it only when the
+    rest does not settle it)."""
     if refers_back(text):
         return True
     if earlier and float((vectors(list(earlier)) @ vec).max()) >= FOLLOW_SIMILARITY:

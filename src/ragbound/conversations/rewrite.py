@@ -7,11 +7,6 @@ Opt-in: it costs one LLM call per later turn (a first turn is read as itself, no
 (``src/ragbound/llm/prompts``). Its p-values rest on the same assumption as the other
 readings (:mod:`ragbound.conversations.reading`): the rewritten question of an in-knowledge
 turn is no further from the knowledge than a standalone in-knowledge question.
-
-Example:
-    >>> from ragbound.llm import make_llm  # doctest: +SKIP
-    >>> rewriter = Rewriter(make_llm("local"))  # doctest: +SKIP
-    >>> gate = Gate.load("kb/", reading="rewrite", rewriter=rewriter)  # doctest: +SKIP
 """
 
 from __future__ import annotations
