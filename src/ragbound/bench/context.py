@@ -8,7 +8,6 @@ pairs by the cosine between a query vector and the pairs' embeddings.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
-from ragbound.artifacts import read_json
+from ragbound.artifacts import file_sha256, read_json
 from ragbound.bench.models import (
     FILTERED_FORMAT,
     QA_FORMAT,
@@ -70,7 +69,7 @@ def read_knowledge(path: Path) -> KnowledgeSet:
     ids = [pair.id for pair in pairs]
     if len(set(ids)) != len(ids):
         raise InputError(f"{path}: QA pair ids repeat; each pair needs its own id")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = file_sha256(path)
     return KnowledgeSet(name=loaded.name, path=path, sha256=digest, format=fmt, pairs=pairs)
 
 

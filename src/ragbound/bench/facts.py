@@ -155,11 +155,6 @@ class _Window:
         return f"{self.doc_id} sentences {indices[0]}-{indices[-1]}"
 
 
-def text_sha256(text: str) -> str:
-    """Hex SHA-256 of ``text`` as UTF-8 (equals the file's sha256sum for a plain .txt)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def build_facts(
     llm: LLM,
     paths: Sequence[str | Path] | str | Path,
@@ -183,8 +178,8 @@ def build_facts(
     """
     if window < 1:
         raise InputError(f"window must be at least 1 sentence, got {window}")
-    documents = _load(paths, skip_empty)
-    refs, skipped, windows = _plan(documents.documents, window)
+    documents, notes = _load(paths, skip_empty)
+    refs, skipped, windows = _plan(documents, window)
     prompt = load_prompt(FACTS_PROMPT)
     params = params or DEFAULT_FACT_PARAMS
     results = run_parsed(
@@ -204,7 +199,7 @@ def build_facts(
         params=params.model_dump(mode="json"),
     )
     facts: list[AtomicFact] = []
-    errors = list(documents.notes)
+    errors = list(notes)
     for part, result in zip(windows, results, strict=True):
         _collect(part, result, base, facts, skipped, errors)
     order = {ref.id: position for position, ref in enumerate(refs)}
@@ -212,14 +207,11 @@ def build_facts(
     return FactSet(documents=refs, facts=facts, skipped=skipped, errors=errors)
 
 
-@dataclass(frozen=True)
-class _Loaded:
-    documents: list[Document]
-    notes: list[str]
-
-
-def _load(paths: Sequence[str | Path] | str | Path, skip_empty: bool) -> _Loaded:
-    """Load documents; empty ones are an InputError unless ``skip_empty``."""
+def _load(
+    paths: Sequence[str | Path] | str | Path, skip_empty: bool
+) -> tuple[list[Document], list[str]]:
+    """Documents and notes on the empty ones skipped; those are an InputError unless
+    ``skip_empty``."""
     documents, report = load_documents_with_report(paths)
     empty = list(report.skipped_empty)
     if empty and not skip_empty:
@@ -230,7 +222,7 @@ def _load(paths: Sequence[str | Path] | str | Path, skip_empty: bool) -> _Loaded
     notes = [f"{location}: empty document skipped" for location in empty]
     for note in notes:
         warnings.warn(note, stacklevel=3)
-    return _Loaded(documents, notes)
+    return documents, notes
 
 
 def _plan(
@@ -242,7 +234,7 @@ def _plan(
     windows: list[_Window] = []
     for doc in documents:
         sentences = document_sentences(doc.text)
-        digest = text_sha256(doc.text)
+        digest = hashlib.sha256(doc.text.encode("utf-8")).hexdigest()  # a .txt's sha256sum
         refs.append(DocumentRef(id=doc.id, sha256=digest, n_sentences=len(sentences)))
         kept: dict[int, str] = {}
         for index, sentence in enumerate(sentences):

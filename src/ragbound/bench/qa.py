@@ -3,11 +3,10 @@ curated pairs imported from a JSON, JSONL or CSV file (the PolicyBench case)."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragbound.artifacts import sha256_text, utc_now
+from ragbound.artifacts import file_sha256, sha256_text, utc_now
 from ragbound.bench.models import FactSet, Provenance, QAPair, QASet, short_id
 from ragbound.errors import InputError
 from ragbound.llm import LLM, GenerationParams, ParseError, load_prompt, parse_json_object
@@ -124,7 +123,7 @@ def import_qa(
     question and answer twice), and ``FILE: ...`` for an unreadable file or no pairs.
     """
     records = read_records(path, key=QA_LIST_KEY)
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()  # of the file as stored
+    digest = file_sha256(Path(path))  # of the file as stored
     fields = _Fields(question_field, answer_field, id_field)
     provenance = Provenance(created_at=utc_now(), source_hash=digest)
     pairs: list[QAPair] = []

@@ -34,14 +34,15 @@ def rates_chart(results: EvaluatorResults) -> bytes:
         rates = [getattr(cell, name) for cell in cells]
         axis.bar(
             positions + offset,
-            [_height(rate) for rate in rates],
+            [rate.rate if rate.rate is not None else float("nan") for rate in rates],
             width,
             yerr=np.array([_error(rate) for rate in rates]).T,
             capsize=3,
             color=BAR_COLOURS[name],
             label=f"{name} rate",
         )
-    axis.set_xticks(positions, [_cell_label(cell) for cell in cells], fontsize=7)
+    labels = [f"{cell.model}\n{cell.strategy}\n{cell.system_prompt}" for cell in cells]
+    axis.set_xticks(positions, labels, fontsize=7)
     axis.set_ylim(0, 1.05)
     axis.set_ylabel("rate")
     axis.legend(fontsize=8)
@@ -101,16 +102,8 @@ def _shares(results: EvaluatorResults, spec: str, table_id: str) -> str:
     return f"<h4>{escape(spec)}: share of each outcome</h4>" + table(header, rows, table_id)
 
 
-def _height(rate: Rate) -> float:
-    return rate.rate if rate.rate is not None else float("nan")
-
-
 def _error(rate: Rate) -> tuple[float, float]:
     """Distances from the rate down to the low and up to the high end of its interval."""
     if rate.rate is None or rate.low is None or rate.high is None:
         return (0.0, 0.0)
     return (rate.rate - rate.low, rate.high - rate.rate)
-
-
-def _cell_label(cell: CellResult) -> str:
-    return f"{cell.model}\n{cell.strategy}\n{cell.system_prompt}"

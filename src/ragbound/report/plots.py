@@ -154,8 +154,8 @@ def tripwire_surface(surface: Any) -> bytes:
         axis.set_xlabel("best rank <=")
         axis.set_ylabel("proportion >=")
         axis.set_title(title, fontsize=9)
-        best = np.unravel_index(np.argmax(grid), grid.shape) if title != "safe forbidden" else None
-        if best is not None:
+        if title != "safe forbidden":  # the best cell; for FRR lower is better
+            best = np.unravel_index(np.argmax(grid), grid.shape)
             axis.scatter([best[1]], [best[0]], marker="*", color="white", s=60)
     figure.colorbar(image, ax=axes, shrink=0.8)
     return to_png(figure)
