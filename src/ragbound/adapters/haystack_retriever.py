@@ -241,18 +241,12 @@ class HaystackKnowledge(FrameworkKnowledge):
 class GatedHaystackRetriever(OwnStoreRetriever):
     """A Haystack component that searches the guard's retriever once per query.
 
-    ``guard``: a :class:`~ragbound.detect.Guard` over a :class:`HaystackKnowledge`
-    (calibrated, or loaded with ``Guard.load_for``); ``k``: documents returned on ``answer``
-    (the retriever runs at ``top_k = max(k, guard.k)``); ``on_block``: ``"empty"`` returns no
-    documents on ``reject`` / ``abstain``, ``"raise"`` raises ``QueryBlocked``.
-
-    ``run(query)`` returns ``documents`` (the retriever's own, nearest first, copies with the
-    decision in ``meta["ragbound"]``; empty when blocked) and ``decision`` always, ``query``
-    only on ``answer`` and ``blocked`` only on ``reject`` / ``abstain`` (to route branches).
-    ``last_decision`` holds the latest decision. It holds a loaded guard: not serialisable.
-    ``tripwires``: the tripwire documents written to the store (``meta`` flagged with
-    ``ragbound_tripwire``, see :func:`tripwire_documents`), decided by ``tripwire_rule`` from
-    the same one search; never returned.
+    ``guard``: a :class:`~ragbound.detect.Guard` over a :class:`HaystackKnowledge`; ``k``:
+    documents returned on ``answer`` (the retriever runs at ``top_k = max(k, guard.k)``);
+    ``on_block``: ``"empty"`` or ``"raise"`` (``QueryBlocked``); ``tripwires``: the tripwire
+    documents written to the store (:func:`tripwire_documents`), decided by ``tripwire_rule``
+    from the same search. ``run`` routes as :class:`~ragbound.adapters.haystack.GateComponent`
+    does, with the retriever's own documents. It holds a loaded guard: not serialisable.
     """
 
     knowledge_class = HaystackKnowledge

@@ -180,18 +180,13 @@ def _store_embeddings(vectorstore: VectorStore) -> Embeddings | None:
 class GatedVectorStoreRetriever(OwnStoreRetriever, BaseRetriever):
     """A LangChain retriever that searches the guard's vector store once per query.
 
-    ``guard``: a :class:`~ragbound.detect.Guard` over a :class:`VectorStoreKnowledge`
-    (calibrated, or loaded with ``Guard.load_for``); ``k``: documents returned on
-    ``answer`` (the store is searched at ``max(k, guard.k)``); ``on_block``: ``"empty"``
-    returns no documents on ``abstain``, ``"raise"`` raises ``QueryBlocked``. The store's
-    own documents come back, each with the decision (without its context) in
-    ``metadata["ragbound"]``; the decision is also ``last_decision`` and a custom callback
-    event named ``ragbound_decision`` (as :class:`~ragbound.adapters.langchain.GatedRetriever`).
-    ``tripwires``: the tripwire documents added to the store (:func:`tripwire_documents`;
-    an empty list still applies the rule to flagged documents met), decided by
-    ``tripwire_rule`` (default :meth:`TripwireRule.default`); None: no tripwire rule (flagged
-    documents are still never returned). ``refused`` keeps the turns it refused, which
-    :meth:`~ragbound.adapters.langchain_chat.GatedChatRetriever.upstream_input` leaves out.
+    ``guard``: a :class:`~ragbound.detect.Guard` over a :class:`VectorStoreKnowledge`; ``k``:
+    documents returned on ``answer`` (the store is searched at ``max(k, guard.k)``);
+    ``on_block``: ``"empty"`` or ``"raise"`` (``QueryBlocked``); ``tripwires``: the tripwire
+    documents added to the store (:func:`tripwire_documents`; an empty list still applies the
+    rule to flagged documents met; None: no rule), decided by ``tripwire_rule``. The store's
+    documents come back with the decision, reported as
+    :class:`~ragbound.adapters.langchain.GatedRetriever` reports it.
     """
 
     knowledge_class: ClassVar[type[FrameworkKnowledge]] = VectorStoreKnowledge

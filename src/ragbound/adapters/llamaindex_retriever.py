@@ -101,17 +101,12 @@ class GatedLlamaIndexRetriever(OwnStoreRetriever, BaseRetriever):
     """A LlamaIndex retriever that retrieves once per query through the guard's knowledge.
 
     ``guard``: a :class:`~ragbound.detect.Guard` over a :class:`LlamaIndexKnowledge`; ``k``:
-    nodes returned on ``answer``; ``on_block``: ``"empty"`` returns no nodes on ``abstain``,
-    ``"raise"`` raises ``QueryBlocked``. ``last_decision`` holds the latest decision.
-    ``tripwires``: the tripwire nodes added to the index (metadata ``ragbound_tripwire``),
-    decided by ``tripwire_rule`` (default :meth:`TripwireRule.default`, its floor derived
-    from their vectors by ``embed_model``, default the retriever's own) from the same one
-    retrieval: the retriever's ``similarity_top_k`` must leave room for them beside the
-    knowledge. ``memory``: a chat engine's memory, to decide each query as the last user turn
-    of the chat it holds (as :class:`~ragbound.adapters.llamaindex.GatePostprocessor` does;
-    None: each query alone); give the chat engine :meth:`upstream_memory` as its memory, so
-    its LLM never gets a turn found forbidden (one it refused: its one retrieval meets the
-    tripwires with the turn decided, :class:`~ragbound.adapters._chat.Refused`).
+    nodes returned on ``answer``; ``on_block``: ``"empty"`` or ``"raise"`` (``QueryBlocked``);
+    ``tripwires``: the tripwire nodes added to the index (metadata ``ragbound_tripwire``; the
+    retriever's ``similarity_top_k`` must leave room for them), decided by ``tripwire_rule``,
+    its floor derived from their vectors by ``embed_model`` (default: the retriever's own);
+    ``memory``: a chat engine's memory, as for
+    :class:`~ragbound.adapters.llamaindex.GatePostprocessor`.
     """
 
     knowledge_class = LlamaIndexKnowledge

@@ -1,26 +1,11 @@
-"""Tripwires kept in the user's own collection, as the RAR paper designed them.
+"""Tripwires kept in the collection an attached knowledge base reads (Chroma, Qdrant), as the
+RAR paper designed them: each is a record of its own, its text, vector and metadata flagging
+it (``ragbound_tripwire``: the topic; ``ragbound_tripwire_id``, ``_severity``, ``_note``,
+``_source``), so a record the application adds with that flag is a tripwire too.
 
-On a knowledge base attached to another application's store (Chroma, Qdrant), ``ragbound
-tripwire add`` writes each tripwire into that collection as a record of its own: the
-tripwire's text, its vector (made by the knowledge base's embedder) and metadata flagging it:
-
-    ragbound_tripwire           the topic: what makes the record a tripwire
-    ragbound_tripwire_id        the tripwire's id (default: the record's id)
-    ragbound_tripwire_severity  low, medium or high (optional)
-    ragbound_tripwire_note      for people reading a rejection (optional)
-    ragbound_tripwire_source    where the text came from (optional)
-
-So a record an application adds itself, through its framework's ``add_documents``, with
-``ragbound_tripwire`` in its metadata is a tripwire too. The collection is the source of
-truth: the set is read from it whenever the tripwires are opened. The knowledge-base folder
-keeps only ``tripwires.json``, the history of the changes made through ragbound (its set hash
-and count are those of the collection when read). A flagged record is never a row of the
-knowledge: the attached backings leave it out of their chunks and their search, so it is
-never returned as context nor counted by the calibration's nearest-chunk statistics.
-
-The tripwires are read back with their stored vectors and searched exactly in-process (they
-are few); the merged top k of that search and of the knowledge's is the top k one search over
-both would return (exactly so when the knowledge is searched exactly).
+The collection is the source of truth, read whenever the tripwires are opened; the folder
+keeps only ``tripwires.json``, the history of changes made through ragbound. The tripwires
+are read with their vectors and searched exactly in-process (they are few).
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,16 +90,12 @@ def read_tripwire_file(
 
 def check_unique_ids(tripwires: list[Tripwire], display: str) -> None:
     """InputError listing ids that occur more than once (same topic and text count too)."""
-    seen: set[str] = set()
-    repeated: list[str] = []
-    for tripwire in tripwires:
-        if tripwire.id in seen:
-            repeated.append(tripwire.id)
-        seen.add(tripwire.id)
+    counts = Counter(t.id for t in tripwires)
+    repeated = sorted(key for key, n in counts.items() if n > 1)
     if repeated:
-        shown = ", ".join(sorted(set(repeated))[:5])
+        extra = sum(n - 1 for n in counts.values())
         raise InputError(
-            f"{display}: {len(repeated)} duplicate tripwire id(s): {shown} "
+            f"{display}: {extra} duplicate tripwire id(s): {', '.join(repeated[:5])} "
             "(without an id column, the same topic and text twice)"
         )
 

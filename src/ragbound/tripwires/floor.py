@@ -1,17 +1,8 @@
-"""A tripwire floor calibrated on in-knowledge questions: a bound on ordinary questions
-called forbidden that holds for ten tripwires as for thousands.
-
-A floor derived from the tripwire set alone (its nearest-other similarities) is only as
-tight as the set is dense: ten tripwires spread over ten topics give a floor near 0.27, and
-vague short questions ("How do I tune it?") clear it. The calibrated floor reads the
-knowledge's own questions instead (the calibration's, :class:`Reference`): for each, the
-highest floor at which the rule would still call it forbidden (its *critical floor*,
-:func:`~ragbound.stats.tripwire.critical_floor`), and then the floor just above the
-``ceil((n + 1) * (1 - share))``-th smallest of them. A new in-knowledge question exchangeable
-with the n reference questions is then called forbidden with probability at most ``bound``
-(``share`` when n >= 1 / share - 1, else 1 / (n + 1): too few questions for the share asked).
-The scale is the search's own (cosine, or a framework's relevance), since the reference
-questions are searched as every query is.
+"""A tripwire floor calibrated on in-knowledge questions (docs/tripwires.md, "the calibrated
+floor"): the lowest floor at which the rule calls at most a ``share`` of the calibration's
+questions forbidden, which bounds the share of new in-knowledge questions called forbidden
+(exchangeability), for ten tripwires as for thousands. Similarities are on the search's own
+scale (cosine, or a framework's relevance).
 """
 
 from __future__ import annotations
@@ -27,13 +18,9 @@ from ragbound.stores import Hits
 
 MAX_REFERENCE = 2000
 """Reference questions kept (evenly spaced over a longer calibration). The bound holds for
-any n >= 1 / share - 1 (99 for 1%); more questions make the floor itself steadier: the
-share a calibrated floor lets through on new in-knowledge questions is Beta(n + 1 - r, r)
-about its bound (r the conformal rank), its 95th percentile 1.39% at n = 2000, 1.57% at
-1000 and 1.82% at 500 for 1%. A saved calibration keeps the questions' vectors
-(:class:`~ragbound.detect.calibration.ReferenceVectors`, 4 bytes x dimension each: 3.1 MB
-at 2000 x 384), so the cap costs an embedding only at save and in the fallback (a
-calibration saved before they were kept, or knowledge searched by text)."""
+any n >= 1 / share - 1 (99 for 1%); more make the floor steadier: the share it lets through
+is Beta(n + 1 - r, r) about its bound (r the conformal rank), its 95th percentile 1.39% at
+n = 2000 and 1.82% at 500 for 1%."""
 
 
 @dataclass(frozen=True)

@@ -57,11 +57,25 @@ class FolderTripwireBacking:
         return file_stamp(kb_root(kb) / TRIPWIRE_MANIFEST)
 
     def describe(self, kb: KnowledgeBase) -> str:
-        return f"{kb_root(kb)}"
+        return str(kb_root(kb))
 
     def read(self, kb: KnowledgeBase) -> TripwireSet:
-        """The committed manifest, tripwires and vectors (an empty set when none)."""
-        return _read_committed(kb)
+        """The committed manifest, tripwires and vectors of ``kb`` (an empty set when none)."""
+        path = kb_root(kb) / TRIPWIRE_MANIFEST
+        if not path.exists():
+            return TripwireSet(read_history(kb), [], empty_vectors(kb))
+        manifest = read_tripwire_manifest(path)
+        if manifest.home != "folder":
+            raise ArtifactError(
+                f"{path}: the tripwires live in the collection this knowledge base was "
+                "attached to, not in the folder; attach the collection again"
+            )
+        if manifest.embedder_identity != kb.manifest.embedder.identity():
+            raise IncompatibleArtifactError(
+                f"{path}: the tripwires were embedded by another model than this knowledge "
+                "base's; remove tripwires.json and the tripwires folder, then add them again"
+            )
+        return TripwireSet(manifest, *_read_generation(kb, manifest))
 
     def tidy(self, root: Path, generation: int) -> None:
         """Remove what an interrupted change left (called with the writer lock held)."""
@@ -130,26 +144,6 @@ def read_history(kb: KnowledgeBase) -> TripwireManifest:
 
 def empty_vectors(kb: KnowledgeBase) -> np.ndarray:
     return np.empty((0, kb.manifest.embedder.dimension), dtype=np.float32)
-
-
-def _read_committed(kb: KnowledgeBase) -> TripwireSet:
-    """The committed manifest, tripwires and vectors of ``kb`` (an empty set when none)."""
-    identity = kb.manifest.embedder.identity()
-    path = kb_root(kb) / TRIPWIRE_MANIFEST
-    if not path.exists():
-        return TripwireSet(read_history(kb), [], empty_vectors(kb))
-    manifest = read_tripwire_manifest(path)
-    if manifest.home != "folder":
-        raise ArtifactError(
-            f"{path}: the tripwires live in the collection this knowledge base was attached "
-            "to, not in the folder; attach the collection again"
-        )
-    if manifest.embedder_identity != identity:
-        raise IncompatibleArtifactError(
-            f"{path}: the tripwires were embedded by another model than this knowledge "
-            "base's; remove tripwires.json and the tripwires folder, then add them again"
-        )
-    return TripwireSet(manifest, *_read_generation(kb, manifest))
 
 
 def _read_generation(

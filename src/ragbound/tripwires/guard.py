@@ -61,21 +61,17 @@ DEFAULT_IN_KNOWLEDGE_SHARE = 0.01
 
 
 class TripwireRule(BaseModel):
-    """When a query is forbidden, over the merged top-k of knowledge and tripwires.
+    """When a query is forbidden, over the merged top-k of knowledge and tripwires
+    (docs/tripwires.md, "Rules").
 
     Conditions (None = not used): ``proportion`` of tripwires in the top k at least this;
     best tripwire ``rank`` (1-based) at most this; ``rr_sum``, the reciprocal-rank sum of the
-    tripwires, at least this. Tripwires less similar than the floor do not count: ``floor`` is
-    a fixed similarity; ``floor_quantile`` derives it from the tripwire set instead (this
-    quantile of each tripwire's similarity to its nearest other tripwire, so a query counts a
-    tripwire only when it is about as close to it as the tripwires are to each other), with
-    ``floor`` as the fallback for a set of fewer than two tripwires. ``calibrated``, the share
-    of in-knowledge questions the rule may call forbidden: the floor is raised, when it must
-    be, to the lowest that keeps the calibration's questions at that share
-    (:mod:`ragbound.tripwires.floor`; used when the test has those questions, as a gate's
-    has). ``combine`` joins the conditions. The field defaults are the RAR paper's rule (p =
-    0.5 or r = 1, k = 5, no floor); the product default, :meth:`default`, adds the derived
-    floor and the calibrated one at 1%.
+    tripwires, at least this; ``combine`` joins them. Tripwires less similar than the floor do
+    not count: ``floor`` is a fixed similarity (and the fallback for a set of fewer than two);
+    ``floor_quantile`` derives it from the set's nearest-other similarities; ``calibrated``
+    raises it to keep at most that share of in-knowledge questions forbidden
+    (:mod:`ragbound.tripwires.floor`). The field defaults are the RAR paper's rule;
+    :meth:`default` is the product's.
     """
 
     k: int = Field(5, ge=1)
@@ -145,12 +141,8 @@ CONNECTIVES = {"any": " or ", "all": " and "}
 
 
 def join_conditions(conditions: Sequence[str], combine: Literal["any", "all"]) -> str:
-    """Conditions as one phrase: ``any`` joins them with "or", ``all`` with "and".
-
-    The one wording of a rule: :meth:`TripwireRule.describe` joins a rule's conditions by its
-    ``combine``; a forbidden verdict joins the conditions that held with "and" (all of them
-    held), e.g. ``proportion>=0.5 and rank<=1``.
-    """
+    """Conditions as one phrase: ``any`` joins them with "or", ``all`` with "and" (a forbidden
+    verdict's conditions that held, e.g. ``proportion>=0.5 and rank<=1``)."""
     return CONNECTIVES[combine].join(conditions)
 
 
@@ -320,12 +312,9 @@ class TripwireTest:
         reference: Reference | Sequence[str] | None = None,
     ):
         """Check queries against ``kb`` merged with ``tripwires`` (default: the set saved in
-        ``kb``'s folder). ``kb`` may be any :class:`~ragbound.knowledge.protocol.Knowledge`;
-        knowledge without a folder (a retriever of the user's) is given the ``tripwires`` of
-        a knowledge-base folder embedded by the same embedder. ``reference``: in-knowledge
-        questions (a calibration's) the rule's ``calibrated`` floor is measured on; a
-        :class:`~ragbound.gate.Gate` gives its calibration's. Without them that floor is not
-        used."""
+        ``kb``'s folder; knowledge without a folder must be given them). ``reference``:
+        in-knowledge questions (a calibration's) the rule's ``calibrated`` floor is measured
+        on (None: that floor is not used)."""
         self.kb = kb
         self.tripwires = tripwires if tripwires is not None else _saved_tripwires(kb)
         _check_same_embedder(kb, self.tripwires)
@@ -360,11 +349,7 @@ class TripwireTest:
         is computed again only when the set (its hash), the rule or the reference changes."""
         # the hash is read before the vectors: a change in between makes the next call recompute
         rule = self.rule
-        key = (
-            self.set_hash,
-            rule.model_dump_json(),
-            id(self.reference),
-        )
+        key = (self.set_hash, rule.model_dump_json(), id(self.reference))
         if self._floor is None or self._floor[0] != key:
             used = derive_floor(rule, self.tripwires.vectors, key[0])
             if rule.calibrated is not None and self.reference is not None:

@@ -47,9 +47,8 @@ class Tripwire(BaseModel):
 
 MAX_ID_CHARS = 128
 """Longest tripwire id a set takes (characters): the default id is 15, a dataset's key or a
-UUID under 64. Ids are written to the gateway's ``X-Ragbound-Triggers`` header (percent-encoded:
-up to 12 characters for one), log lines and tables; three ids of 200,000 characters made a
-reply whose head no ``openai``/``httpx`` client reads."""
+UUID under 64. Ids are written to the gateway's ``X-Ragbound-Triggers`` header, where very
+long ones make a reply head no ``openai``/``httpx`` client reads, and to log lines."""
 MAX_TOPIC_CHARS = 128
 """Longest tripwire topic a set takes (characters): a topic is a name (``weapons``,
 ``self-harm``), written to log lines, metrics labels, tables and refusals."""
@@ -70,15 +69,14 @@ def storable(tripwire: Tripwire) -> Tripwire:
     return tripwire.model_copy(update=flat)
 
 
-def check_length(value: str, most: int, what: str) -> str:
-    """``value`` if it has at most ``most`` characters; InputError naming ``what``, its
-    length and the bound (the value's start shown) otherwise."""
+def check_length(value: str, most: int, what: str) -> None:
+    """InputError naming ``what``, its length and the bound (the value's start shown) when
+    ``value`` has more than ``most`` characters."""
     if len(value) > most:
         raise InputError(
             f"{what} {value[:40] + '...'!r} is {len(value):,} characters long; at most {most} "
             "(ids and topics are written to headers, log lines and pages)"
         )
-    return value
 
 
 def flat_text(text: str | None) -> str | None:

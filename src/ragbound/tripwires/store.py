@@ -87,14 +87,10 @@ def tripwire_collection(kb: KnowledgeBase) -> TripwireCollection | None:
 
 class TripwireWatch:
     """Whether the tripwire set stored for a knowledge base changed, for a long-running
-    service.
-
-    ``local()`` is one ``stat`` of the folder's ``tripwires.json``, cheap enough for every
-    batch: every change made through ragbound on this host rewrites it, whatever the backing.
-    ``version()`` asks the backing, every ``interval`` seconds and off the decision thread: the
-    same stat for the folder, for a collection a digest of its flagged records read without
-    vectors, so that a change made through a replica on another host (or by the application
-    itself) is seen. Both are None for a knowledge base that cannot hold tripwires.
+    service: ``local()`` is one ``stat`` of ``tripwires.json`` (every change made through
+    ragbound on this host rewrites it), ``version()`` asks the backing every ``interval``
+    seconds, so that a change made elsewhere is seen. Both are None for a knowledge base that
+    cannot hold tripwires.
     """
 
     def __init__(self, kb: KnowledgeBase):
@@ -112,11 +108,8 @@ class TripwireWatch:
 
 
 class LiveTripwires:
-    """The tripwires of one saved knowledge base; ``search`` is exact inner product.
-
-    Tripwires are few (hundreds to thousands): wherever they live (files beside the
-    knowledge base, or records in the collection it is attached to), they are read with their
-    vectors and searched by an in-process exact :class:`~ragbound.stores.Retriever`.
+    """The tripwires of one saved knowledge base, wherever they live, read with their vectors
+    and searched exactly in-process (they are few).
 
     Example:
         >>> kb = KnowledgeBase.load("kb/")  # doctest: +SKIP
@@ -182,7 +175,6 @@ class LiveTripwires:
         tripwires: Sequence[Tripwire],
         *,
         source: str | None = None,
-        batch_size: int = 64,
         progress: bool = False,
         on_wait: Callable[[str], None] | None = None,
     ) -> TripwireChange:

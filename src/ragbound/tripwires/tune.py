@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from ragbound.errors import InputError
 from ragbound.stats.tripwire import (
     NO_FLOOR,
+    TripwireFeatures,
     rule_decisions,
     tripwire_features,
     tripwire_rates,
@@ -99,7 +100,8 @@ def tune_rule(
     order = _ranking(rates, objective, max_frr, grid.rules)
     scores = [_score(grid.rules[i], rates, i) for i in order[:top]]
     default = TripwireRule(k=min(5, max(ks)), rank=1)
-    default_rates = tripwire_rates(_decide(merged, default)[None, :], labels)
+    default_decisions = _decisions(_features(merged, default.k, default.floor), default)
+    default_rates = tripwire_rates(default_decisions[None, :], labels)
     best_rule = scores[0].rule
     return TuningResult(
         objective=objective,
@@ -123,9 +125,13 @@ def _check_labels(queries: Sequence[str], labels: np.ndarray) -> None:
         )
 
 
-def _decide(merged: MergedTopK, rule: TripwireRule) -> np.ndarray:
-    floor = NO_FLOOR if rule.floor is None else rule.floor
-    features = tripwire_features(merged.flags, merged.similarities, rule.k, floor)
+def _features(merged: MergedTopK, k: int, floor: float | None) -> TripwireFeatures:
+    return tripwire_features(
+        merged.flags, merged.similarities, k, NO_FLOOR if floor is None else floor
+    )
+
+
+def _decisions(features: TripwireFeatures, rule: TripwireRule) -> np.ndarray:
     return rule_decisions(
         features,
         proportion=rule.proportion,
@@ -139,20 +145,10 @@ def _grid(merged: MergedTopK, ks: Sequence[int], floors: Sequence[float | None])
     rules: list[TripwireRule] = []
     decisions: list[np.ndarray] = []
     for k, floor in product(ks, floors):
-        features = tripwire_features(
-            merged.flags, merged.similarities, k, NO_FLOOR if floor is None else floor
-        )
+        features = _features(merged, k, floor)
         for rule in _rules_at(k, floor, features.rr_sum):
             rules.append(rule)
-            decisions.append(
-                rule_decisions(
-                    features,
-                    proportion=rule.proportion,
-                    rank=rule.rank,
-                    rr_sum=rule.rr_sum,
-                    combine=rule.combine,
-                )
-            )
+            decisions.append(_decisions(features, rule))
     return _Grid(rules, np.array(decisions))
 
 
@@ -209,9 +205,7 @@ def _surface(
 ) -> TradeOffSurface:
     proportions = [j / k for j in range(1, k + 1)]
     ranks = list(range(1, k + 1))
-    features = tripwire_features(
-        merged.flags, merged.similarities, k, NO_FLOOR if floor is None else floor
-    )
+    features = _features(merged, k, floor)
     decisions = np.array(
         [rule_decisions(features, proportion=p, rank=r) for p, r in product(proportions, ranks)]
     )
