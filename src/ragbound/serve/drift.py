@@ -1,14 +1,10 @@
 """The shift monitor inside the service, fed the statistic's scores of the decisions.
 
-The service does not re-read its log to monitor it: each batch's scores go straight to
-:meth:`ShiftMonitor.feed_scores`, with the log's line numbers and times, so the monitor works
-whatever the log keeps of the query (full, hash, none). Its state (log offset, window counter,
-the open window's scores) is saved beside the log when a window completes, every few seconds
-and at shutdown; after a crash the lines logged since the last save are replayed from their
-``score`` field, so no window is lost or counted twice. The state file's writer lock is held
-while the service runs (one monitor per state, as for ``ragbound shift --state``). A save the
-disk refuses is a warning (once until a save succeeds), never a failed request: the lines
-since the last save are in the log, and a restart replays them.
+Each batch's scores go straight to :meth:`ShiftMonitor.feed_scores`, so the monitor works
+whatever the log keeps of the query. Its state is saved beside the log when a window completes,
+every ``SAVE_EVERY_S`` and at shutdown; after a crash the lines logged since the last save are
+replayed from their ``score``, so no window is lost or counted twice. A save the disk refuses
+is a warning, never a failed request: a restart replays the log.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """Does the calibration fit the traffic? The share of decided queries flagged, beside alpha.
 
-Among the queries the service answers (action ``answer``), none has a p-value at or below
-alpha: that is what answering means. The informative quantity is over *every* query the
-service decides: the share whose p-value is at most alpha (flagged by the boundary test,
-whatever the tripwires then did). Without labels it still bounds one failure:
-
-- an in-knowledge query is flagged with probability ``k / (n + 1)`` when the calibration's
-  questions are exchangeable with it (``k = floor(alpha (n + 1))``, n calibration questions:
-  alpha up to rounding), and an out-of-knowledge one more often than that. So, whatever the
-  mix of traffic, a calibration that fits flags *at least* about that share;
-- a share well below it means the calibration's questions sit farther from the corpus than
-  the users' (the null is loose): real in-knowledge questions are flagged less than alpha
-  and out-of-knowledge ones slip through. Synthetic questions that ask about details do
-  this. ``lower_tail_p`` is the probability of flagging so few if every query's p-value were
-  valid (a beta-binomial tail that counts the calibration's own randomness);
-- a share above alpha is out-of-knowledge traffic, or a null that sits closer to the corpus
-  than the users' questions (too tight: in-knowledge questions flagged more than alpha, as
-  synthetic questions did on COVID-QA). The share alone cannot tell the two apart: a few dozen
-  real in-knowledge questions can (``calibrate --real-queries``).
-
-The window is the last ``FIT_WINDOW`` decisions of this process.
+Answered queries all have p > alpha, so the share counted is over every decided query. A
+fitting calibration flags ``k / (n + 1)`` of in-knowledge queries (``k = floor(alpha (n + 1))``,
+n calibration questions) and more of the others, so the share is at least about that whatever
+the traffic; well below it (``lower_tail_p``, a beta-binomial tail), the calibration's
+questions sit farther from the corpus than the users' and out-of-knowledge queries slip
+through. Over the last ``FIT_WINDOW`` decisions of this process; docs/service.md says more.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """The ``Host`` check against DNS rebinding.
 
-A page on any web site can make a browser send requests to ``http://127.0.0.1:8000``; the
-browser's same-origin rule keeps the replies from the page unless the attacker's own name
-resolves to 127.0.0.1 (DNS rebinding): then the page is same-origin with the service, and a
-service without tokens answers it. Such a request carries the attacker's name in ``Host``, so
-a service without tokens answers only requests whose ``Host`` is a loopback name (``localhost``,
-``127.0.0.1``, ``[::1]``, any port: a port forward keeps working) or a name given with
-``--allowed-host``; any other is answered ``421`` JSON. With tokens, a browser page cannot
-present one, so the names are checked only when ``--allowed-host`` names the hosts.
-
-The header's form is checked always (RFC 9112 section 3.2: a server answers ``400`` to a
-request with more than one ``Host`` or an invalid one): a name of letters, digits, ``.``,
-``-``, ``_`` and ``~``, or an IPv6 address in brackets, then an optional ``:port`` of at most
-five digits (65535 at most). ``[::1``, ``::1`` unbracketed, ``host:port:port``, a space or
-``@`` in it are ``400`` JSON, as is a second ``Host`` header: two readers of one request
-(a proxy and this service) could each take another of them.
+A page whose own name resolves to 127.0.0.1 is same-origin with a local service and could read
+its replies; its requests carry that name in ``Host``. So a service without tokens answers only
+loopback names or ``--allowed-host`` ones (else ``421``); with tokens, which a page cannot
+present, names are checked only when ``--allowed-host`` is given. The header's form is checked
+always (RFC 9112 section 3.2): a malformed ``Host``, or more than one, is ``400``.
 """
 
 from __future__ import annotations

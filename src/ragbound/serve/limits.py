@@ -52,23 +52,15 @@ def json_safe(value: Any) -> Any:
 class ApiError(Exception):
     """An HTTP error answered as ``{"error", "limit", "max"}``."""
 
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        limit: str | None = None,
-        value=None,
-        challenge: str = "Bearer",
-    ):
+    def __init__(self, status: int, message: str, limit: str | None = None, value=None):
         super().__init__(message)
         self.status, self.message, self.limit, self.value = status, message, limit, value
-        self.challenge = challenge  # the WWW-Authenticate scheme of a 401
 
     def response(self) -> JSONResponse:
         body: dict[str, object] = {"error": self.message}
         if self.limit is not None:
             body |= {"limit": self.limit, "max": self.value}
-        headers = {"WWW-Authenticate": self.challenge} if self.status == 401 else None
+        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
         return AsciiJSONResponse(body, status_code=self.status, headers=headers)
 
 

@@ -1,22 +1,10 @@
 """What a gateway reply shows of its decision: a summary by default, the whole on an admin's ask.
 
-A gateway (``/v1/chat/completions``, ``/v1/responses``) answers whoever holds a read token,
-often an application's end users through it. Its replies therefore keep the decision's
-internals: the retrieved chunks' text (the operator's documents, which on ``abstain`` and
-``reject`` the user was not meant to read) and the tripwires' text (the operator's examples of
-forbidden requests, a map for getting around them). By default the ``ragbound`` field holds a
-:class:`DecisionSummary`: the action, its cause, the p-values, and the *ids* of the chunks
-retrieved and of the tripwires that fired, which an operator resolves against the knowledge
-base and the tripwire set (``ragbound tripwire list``, the query log, the dashboard).
-
-The whole :class:`~ragbound.gate.Decision` is an operator's: sent with the request header
-``X-Ragbound-Decision: full`` (:data:`DECISION_HEADER`) and an admin token, the reply carries
-it. A read token asking for it is refused (403): a refusal, not a silent summary, so that an
-operator's tool never mistakes one for the other. Without ``--token-file`` every caller holds
-every role (the service then only listens on loopback), so the ask is honoured.
-
-``/v1/decide`` is not a gateway: its callers are the operator's own applications, which need
-the chunks' text as their RAG context, and it answers the whole decision (docs/service.md).
+A gateway answers read tokens, often an application's end users, so its replies keep the
+retrieved chunks' text and the tripwires' text back: the ``ragbound`` field holds a
+:class:`DecisionSummary` by ids. ``X-Ragbound-Decision: full`` (:data:`DECISION_HEADER`) with an
+admin token shows the whole :class:`~ragbound.gate.Decision`; with a read token it is refused
+(403), never a silent summary. docs/service.md, "What a reply shows", says more.
 """
 
 from __future__ import annotations
