@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ragbound.corpus.queries import MAX_QUERY_CHARS
 from ragbound.errors import InputError
@@ -26,6 +26,8 @@ MAX_MESSAGES = 256
 """Most messages a conversation may hold (a longer chat: send its recent messages)."""
 MAX_CONVERSATION_CHARS = 200_000
 """Most characters of text a conversation may hold, over all its messages."""
+
+Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
 
 @dataclass(frozen=True)
