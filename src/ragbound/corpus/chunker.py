@@ -21,12 +21,8 @@ DEFAULT_OVERLAP = 40
 
 
 class ChunkingParams(BaseModel):
-    """The chunking parameters, as recorded in an index manifest.
-
-    Constructing it with bad values raises InputError, as :func:`chunk_document` does.
-    Validating stored data (``model_validate``/``model_validate_json``) raises pydantic's
-    ValidationError instead.
-    """
+    """The chunking parameters, as recorded in an index manifest: bad values are an
+    InputError when constructed, pydantic's ValidationError when read from stored data."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -86,11 +82,8 @@ def pack_sentences(
     chunk_words: int = DEFAULT_CHUNK_WORDS,
     overlap: int = DEFAULT_OVERLAP,
 ) -> list[str]:
-    """The chunk texts :func:`chunk_document` packs from a document's sentences, by its rules;
-    the sentences may come from any splitter (each with its whitespace collapsed).
-
-    Raises InputError unless ``chunk_words >= 1`` and ``0 <= overlap < chunk_words``.
-    """
+    """The chunk texts :func:`chunk_document` packs from a document's sentences, by its rules
+    (InputError unless ``chunk_words >= 1`` and ``0 <= overlap < chunk_words``)."""
     _check_params(chunk_words, overlap)
     return _pack(list(sentences), chunk_words, overlap)
 

@@ -45,15 +45,10 @@ _DEFAULT_ID_HINT = (
 
 
 class LoadReport(BaseModel):
-    """What a load read and what it left out.
-
-    ``files`` lists the files read, in load order. ``skipped_empty`` gives the location
-    (``file``, ``file:line`` or ``file[index]``) of every record whose text was empty or
-    whitespace only. ``skipped_files`` lists files inside folders whose extension is not
-    supported, and hidden files and folders are not listed at all. ``skipped_special`` lists,
-    as ``PATH (WHAT)``, the entries inside folders that are not regular files (a FIFO, a
-    socket, a device, a symlink loop, a dangling symlink, a symlinked folder): they are never
-    opened or followed.
+    """What a load read and what it left out: ``files`` read, in load order; the locations of
+    the records with a blank text (``skipped_empty``); the files inside folders with an
+    unsupported extension (``skipped_files``; hidden ones are not listed); and, as
+    ``PATH (WHAT)``, the entries that are not regular files, never opened (``skipped_special``).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -90,10 +85,7 @@ def load_documents(
     text_field: str = "text",
     id_field: str | None = None,
 ) -> list[Document]:
-    """Load the documents of files and folders; see :func:`load_documents_with_report`.
-
-    >>> docs = load_documents(["corpus/"])  # doctest: +SKIP
-    """
+    """Load the documents of files and folders; see :func:`load_documents_with_report`."""
     documents, _ = load_documents_with_report(paths, text_field=text_field, id_field=id_field)
     return documents
 
@@ -104,25 +96,14 @@ def load_documents_with_report(
     text_field: str = "text",
     id_field: str | None = None,
 ) -> tuple[list[Document], LoadReport]:
-    """Load documents and report what was skipped.
+    """Load documents and report what was skipped (the rules: docs/input-files.md).
 
-    Each path is a file or a folder. Folders are walked recursively in order of relative
-    path (symlinked folders are not followed); hidden files and folders and files with
-    unsupported extensions are skipped, and so are entries that are not regular files (a FIFO,
-    a socket, a device, a symlink loop, a dangling symlink, a symlinked folder), never opened,
-    with one UserWarning naming them. A
-    ``.txt``/``.md`` file is one document whose id is its source. A record of a ``.jsonl``,
-    ``.json``, ``.csv`` or ``.tsv`` file (read by :func:`ragbound.records.read_records`) is
-    one document: its text is ``text_field`` and its id (as a string) is ``id_field`` when
-    named; else its key in a JSON object keyed by id, else its ``id`` field when it has one
-    (not null or empty), else ``"{source}:{line}"`` (``"{source}:{index}"`` in a JSON
-    document). ``id_field=LINE_IDS`` (``"@line"``) gives every record the last. Its other
-    fields become the metadata. Empty texts are skipped and listed in the report.
-
-    Raises InputError for a missing path, an unsupported file or one that is not a regular
-    file named directly, a folder or file that cannot be read, a file that is not UTF-8 (a
-    binary file) or not valid JSON/CSV, a record without a string text field, duplicate document
-    ids, and a corpus that yields no documents.
+    Folders are walked recursively in order of relative path; entries that are not regular
+    files are never opened, one UserWarning names them. A ``.txt``/``.md`` file is one
+    document whose id is its source; a record is one whose text is ``text_field``, its other
+    fields the metadata, its id ``id_field``, else its key, else its ``id`` field, else
+    ``"{source}:{line}"`` (``id_field=LINE_IDS``: always the last). InputError for anything
+    unreadable, duplicate ids, and a corpus without documents.
     """
     path_list = _as_path_list(paths)
     refs, skipped_files, special = _collect_files(path_list)

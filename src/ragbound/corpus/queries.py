@@ -12,10 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ragbound.errors import InputError
-from ragbound.records import DEFAULT_TEXT_FIELDS, Record, read_records
-
-DEFAULT_QUERY_FIELDS: tuple[str, ...] = DEFAULT_TEXT_FIELDS
-"""Fields tried, in order, when a structured query file is loaded without ``field``."""
+from ragbound.records import Record, read_records
 
 MAX_QUERY_CHARS = 10_000
 """Default longest query accepted, in characters."""
@@ -24,16 +21,8 @@ MAX_QUERY_CHARS = 10_000
 def validate_query(
     query: object, *, max_chars: int = MAX_QUERY_CHARS, location: str = "query"
 ) -> str:
-    """Check one query and return it stripped of surrounding whitespace.
-
-    The query must be a string that is not empty after stripping and has at most
-    ``max_chars`` characters. An oversize query is deliberately refused rather than silently
-    truncated (the embedding model would read only its first ~256 tokens anyway). Errors name
-    the query by ``location``, e.g. ``"query 3"``.
-
-    >>> validate_query("  What is RAG?  ")
-    'What is RAG?'
-    """
+    """One query stripped; InputError naming it by ``location`` (``"query 3"``) unless it is
+    a string, not blank, of at most ``max_chars`` characters."""
     if not isinstance(query, str):
         raise InputError(f"{location} must be a string, got {type(query).__name__}")
     stripped = query.strip()
@@ -60,16 +49,9 @@ def query_problem(query: str, max_chars: int = MAX_QUERY_CHARS) -> str | None:
 def load_queries(
     path: str | Path, *, field: str | None = None, max_chars: int = MAX_QUERY_CHARS
 ) -> list[str]:
-    """Load queries from a record file, in file order (see :mod:`ragbound.records`).
-
-    Text: one query per non-blank line. JSONL/JSON: objects or bare strings; CSV/TSV: a
-    column. For objects and rows the query is ``field``, by default the first of "query",
-    "question", "text", "prompt" present. The content decides the format when the extension
-    does not: ``ragbound synth`` output saved as ``queries.out`` is read as JSONL.
-
-    Raises InputError ``FILE:LINE (field 'x'): problem`` for a missing or non-string field,
-    an empty or oversize query, and ``FILE: ...`` for a missing path, a file that is not UTF-8
-    or not valid JSON/CSV, and a file with no queries.
+    """Load queries from a record file (:mod:`ragbound.records`), in file order: each record's
+    :meth:`~ragbound.records.Record.text` (``field``, else the first default field present).
+    InputError ``FILE:LINE (field 'x'): problem`` for a bad record, and for a file without any.
     """
     return [query for _, query in load_query_records(path, field=field, max_chars=max_chars)]
 
@@ -87,10 +69,10 @@ def load_query_records(
 
 def _query(record: Record, field: str | None, max_chars: int) -> str:
     """One record's query, checked, or the one-format InputError."""
-    text = record.text(field, DEFAULT_QUERY_FIELDS)
+    text = record.text(field)
     problem = query_problem(text, max_chars)
     if problem:
-        raise record.error(problem, record.text_field(field, DEFAULT_QUERY_FIELDS))
+        raise record.error(problem, record.text_field(field))
     return text
 
 

@@ -181,15 +181,7 @@ def _row(index: int, length: int) -> int:
 
 
 class ChunkSequence(_Rows):
-    """Read-only chunks from several parts one after the other (see the module doc).
-
-    Example:
-        >>> from ragbound.corpus import Chunk
-        >>> a = Chunk(id="a", text="x", doc_id="d", source="s", position=0, n_words=1)
-        >>> both = ChunkSequence([[a]]) + [a.model_copy(update={"id": "b"})]
-        >>> [c.id for c in both[1:]]
-        ['b']
-    """
+    """Read-only chunks from several parts one after the other (see the module doc)."""
 
     def __init__(self, parts: Iterable[Sequence[Chunk]]):
         self._parts: tuple[Sequence[Chunk], ...] = tuple(p for p in parts if len(p))
