@@ -33,8 +33,9 @@ class JsonlLog(Generic[RecordT]):
         data = self.path.read_bytes()
         lines = data.split(b"\n")
         complete, torn = lines[:-1], lines[-1]
-        if torn.strip():
-            self._truncate(len(data) - len(torn))  # an interrupted write: drop it
+        if torn.strip():  # an interrupted write: drop it
+            with self.path.open("r+b") as handle:
+                handle.truncate(len(data) - len(torn))
         return [self._parse(line, n) for n, line in enumerate(complete, 1) if line.strip()]
 
     def _parse(self, line: bytes, number: int) -> RecordT:
@@ -42,10 +43,6 @@ class JsonlLog(Generic[RecordT]):
             return self.model.model_validate(json.loads(line))
         except (json.JSONDecodeError, UnicodeDecodeError, ValidationError) as exc:
             raise ArtifactError(f"{self.path}:{number} is corrupt: {exc}") from exc
-
-    def _truncate(self, size: int) -> None:
-        with self.path.open("r+b") as handle:
-            handle.truncate(size)
 
     def append(self, records: Iterable[RecordT]) -> None:
         """Append records, each line flushed and fsynced before the next."""

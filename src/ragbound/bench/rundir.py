@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from ragbound.artifacts import iter_jsonl, write_jsonl
-from ragbound.bench.log import JsonlLog
+from ragbound.bench.log import JsonlLog, RecordT
 from ragbound.bench.models import Evaluation, ExperimentInput, ExperimentOutput, Label
 from ragbound.errors import ArtifactError
 
@@ -70,15 +70,15 @@ class RunDir:
 
     def evaluation_logs(self) -> list[JsonlLog[Evaluation]]:
         """Every evaluation log present, sorted by file name."""
-        folder = self.root / "evaluations"
-        paths = sorted(folder.glob("*.jsonl")) if folder.exists() else []
-        return [JsonlLog(path, Evaluation) for path in paths]
+        return self._logs("evaluations", Evaluation)
 
     def labels(self, annotator: str) -> JsonlLog[Label]:
         return JsonlLog(self.root / "labels" / f"{slug(annotator)}.jsonl", Label)
 
     def label_logs(self) -> list[JsonlLog[Label]]:
         """Every annotator's label log, sorted by file name."""
-        folder = self.root / "labels"
-        paths = sorted(folder.glob("*.jsonl")) if folder.exists() else []
-        return [JsonlLog(path, Label) for path in paths]
+        return self._logs("labels", Label)
+
+    def _logs(self, folder: str, model: type[RecordT]) -> list[JsonlLog[RecordT]]:
+        # globbing a folder that does not exist finds nothing
+        return [JsonlLog(path, model) for path in sorted((self.root / folder).glob("*.jsonl"))]
