@@ -27,6 +27,7 @@ from ragbound.knowledge import KnowledgeBase
 from ragbound.llm import (
     LLM,
     GenerationParams,
+    LLMResponse,
     ParseError,
     Prompt,
     Request,
@@ -205,21 +206,14 @@ def generate_queries(
 ) -> tuple[list[SyntheticQuery], SynthReport]:
     """Generate ``n`` in-knowledge queries, one per sampled chunk, from ``llm``.
 
-    ``examples`` are in-context examples (dicts with at least ``question``); the default is
-    the paper's PubMed set (Table 13). Use examples in your users' own style: the generated
-    questions copy it; with real user questions, use ``prompt_id=USERS_PROMPT`` (few-shot
-    from them; see :func:`default_prompt`). ``context="document"`` (default) shows the model
-    the sampled chunk with its neighbours from the same document, up to ``CONTEXT_WORDS``
-    words, so questions are about what the document says as a whole, as users ask them;
-    ``"chunk"`` shows the chunk alone, as the paper did. ``group_by`` names a chunk metadata
-    field whose equal values make one document (e.g. a paper id when each record is a
-    paragraph); without it the documents are found on their own
-    (:func:`ragbound.synth.structure.infer_structure`). ``structure`` gives the documents
-    directly (it overrides ``context`` and ``group_by``); the one used is in the report's and
-    every query's ``context``. Chunks are drawn in a seeded order; when filters drop questions, more
-    chunks are drawn, up to ``max_requests`` calls (default ``REQUEST_BUDGET * n``) or every
-    chunk. Fewer than ``n`` queries come back only when that budget runs out (the report says
-    why).
+    ``examples`` are in-context examples (dicts with at least ``question``; default: the
+    paper's PubMed set); the questions copy their style, so give your users' own (with
+    ``prompt_id=USERS_PROMPT``, see :func:`default_prompt`). The model sees the sampled chunk
+    with its document's neighbours up to ``CONTEXT_WORDS`` words (``context="document"``), or
+    the chunk alone (``"chunk"``, as the paper); documents come from ``structure``, else the
+    ``group_by`` metadata field, else :func:`~ragbound.synth.structure.infer_structure`.
+    Chunks are drawn in a seeded order until ``n`` questions pass the filters or
+    ``max_requests`` calls (default ``REQUEST_BUDGET * n``) are spent; the report says why.
     """
     if n < 1:
         raise InputError(f"n must be at least 1, got {n}")
@@ -248,7 +242,9 @@ def generate_queries(
                 break
             question = selection.consider(result)
             if question is not None and result.response is not None:
-                queries.append(_provenance(question, kb, int(row), prompt, result, structure))
+                queries.append(
+                    _provenance(question, kb, int(row), prompt, result.response, structure)
+                )
     report = SynthReport(
         wanted=n,
         context=structure.label,
@@ -420,11 +416,10 @@ def _provenance(
     kb: KnowledgeBase,
     row: int,
     prompt: Prompt,
-    result: Result,
+    response: LLMResponse,
     structure: DocumentStructure,
 ) -> SyntheticQuery:
     chunk = kb.chunk_at(row)
-    assert result.response is not None
     return SyntheticQuery(
         query=question,
         chunk_id=chunk.id,
@@ -432,10 +427,10 @@ def _provenance(
         prompt_id=prompt.id,
         prompt_version=prompt.version,
         context=structure.label,
-        model=result.response.model,
-        source=f"{LLM_SOURCE}{result.response.model}",
-        created_at=result.response.created_at,
-        cached=result.response.cached,
+        model=response.model,
+        source=f"{LLM_SOURCE}{response.model}",
+        created_at=response.created_at,
+        cached=response.cached,
     )
 
 
