@@ -152,10 +152,7 @@ def upstream_history(
     refused: Container[str] = (),
 ) -> list[ChatMessage]:
     """``history`` (before ``query``, as :func:`chat_query` took them for ``decision``) as it
-    may go to the LLM on ``answer``: without the earlier turns the Gate dropped as forbidden
-    and what answers them (tool calls and results included), and without what came before
-    the recent part it read (:func:`~ragbound.adapters._chat.upstream_rows`; ``refused``:
-    turn texts left out besides)."""
+    may go to the LLM on ``answer`` (:func:`~ragbound.adapters._chat.upstream_rows`)."""
     if not history or decision.action != "answer":
         return []
     rows = upstream_rows(_pairs(history), decision, query, refused)

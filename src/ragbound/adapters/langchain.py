@@ -143,12 +143,8 @@ def thread_conversation(
     None: no human turn to decide. Tool results and messages without text are left out
     (:mod:`ragbound.adapters._chat`)."""
     pairs = _pairs(messages)
-    if question is not None:
-        return chat_messages(pairs, question)
-    last = last_user_index([role for role, _ in pairs])
-    if last is None:
-        return None
-    return chat_messages(pairs[:last], pairs[last][1])
+    turn = _decided_turn(pairs, question)
+    return None if turn is None else chat_messages(pairs[: turn[0]], turn[1])
 
 
 def thread_upstream(
@@ -158,19 +154,24 @@ def thread_upstream(
     refused: Container[str] = (),
 ) -> list[int]:
     """The positions in ``messages`` (taken as :func:`thread_conversation` took them for
-    ``decision``) that may go to the LLM on ``answer``, oldest first: without the earlier
-    human turns the Gate dropped as forbidden and what answers them (AI replies, tool calls
-    and tool results), and without the messages older than the recent part it read. The
-    decided turn and what follows it always stay; system messages too. ``refused``: turn
-    texts left out besides (a one-search retriever's :class:`~ragbound.adapters._chat.Refused`)."""
+    ``decision``) that may go to the LLM on ``answer``, oldest first
+    (:func:`~ragbound.adapters._chat.upstream_rows`); the decided turn and what follows it
+    always stay."""
     pairs = _pairs(messages)
-    if question is not None:
-        return upstream_rows(pairs, decision, question, refused)
-    last = last_user_index([role for role, _ in pairs])
-    if last is None:
+    turn = _decided_turn(pairs, question)
+    if turn is None:
         return list(range(len(pairs)))
-    earlier = upstream_rows(pairs[:last], decision, pairs[last][1], refused)
-    return [*earlier, *range(last, len(pairs))]
+    end, text = turn
+    return [*upstream_rows(pairs[:end], decision, text, refused), *range(end, len(pairs))]
+
+
+def _decided_turn(pairs: list[tuple[str, str]], question: str | None) -> tuple[int, str] | None:
+    """(how many of ``pairs`` come before the decided turn, its text): ``question`` after them
+    all, else the last human message (None: there is none)."""
+    if question is not None:
+        return len(pairs), question
+    last = last_user_index([role for role, _ in pairs])
+    return None if last is None else (last, pairs[last][1])
 
 
 def _pairs(messages: Sequence[MessageLikeRepresentation]) -> list[tuple[str, str]]:
