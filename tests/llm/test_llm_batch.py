@@ -70,11 +70,11 @@ def test_an_interrupted_batch_resumes_without_redoing_finished_calls(tmp_path: P
     cache = ResponseCache(tmp_path)
     crashing = ScriptedLLM(["a0", "a1", "a2", "a3", Interrupted()])
     with pytest.raises(Interrupted):
-        run_batch(crashing, requests(10), concurrency=1, cache=cache)
+        run_batch(CachedLLM(crashing, cache), requests(10), concurrency=1)
     assert len(cache) == 4
 
     resumed = ScriptedLLM(responder=echo)
-    results = run_batch(resumed, requests(10), concurrency=1, cache=cache)
+    results = run_batch(CachedLLM(resumed, cache), requests(10), concurrency=1)
     assert [m[-1].content for m, _ in resumed.calls] == [f"q{i}" for i in range(4, 10)]
     assert [r.response.cached for r in results if r.response] == [True] * 4 + [False] * 6
     assert [r.response.text for r in results[:4] if r.response] == ["a0", "a1", "a2", "a3"]

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragbound.errors import InputError
 from ragbound.llm.base import LLM, ChatMessage, GenerationParams, LLMResponse, parallel_limit
-from ragbound.llm.cache import CachedLLM, ResponseCache, acall
+from ragbound.llm.cache import acall
 from ragbound.llm.parse import Parsed, acomplete_parsed
 from ragbound.llm.prompts import Prompt
 from ragbound.progress import Advance, progress_bar
@@ -75,16 +75,13 @@ async def arun_batch(
     *,
     concurrency: int = 4,
     progress: bool = False,
-    cache: ResponseCache | None = None,
 ) -> list[Result]:
     """Run ``requests`` with at most ``concurrency`` calls in flight; results in input order.
 
-    With a CachedLLM (or ``cache`` given), each reply is stored the moment it finishes, so a
-    rerun after an interruption only calls the model for what is missing. An item that raises
-    gets a Result with ``error`` set; the others go on.
+    With a CachedLLM, each reply is stored the moment it finishes, so a rerun after an
+    interruption only calls the model for what is missing. An item that raises gets a Result
+    with ``error`` set; the others go on.
     """
-    if cache is not None and not isinstance(llm, CachedLLM):
-        llm = CachedLLM(llm, cache)
 
     async def one(request: Request) -> Result:
         try:
@@ -190,8 +187,7 @@ def run_batch(
     *,
     concurrency: int = 4,
     progress: bool = False,
-    cache: ResponseCache | None = None,
 ) -> list[Result]:
     """Blocking :func:`arun_batch` (not callable from inside a running event loop)."""
-    coroutine = arun_batch(llm, requests, concurrency=concurrency, progress=progress, cache=cache)
+    coroutine = arun_batch(llm, requests, concurrency=concurrency, progress=progress)
     return _run_blocking("run_batch", coroutine)

@@ -21,6 +21,7 @@ _LITERALS = {"true": "true", "false": "false", "null": "null"}
 _LITERALS |= {"True": "true", "False": "false", "None": "null"}
 _NUMBER = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+RETRY_TEMPERATURE = 0.7
 
 
 class _Unrepairable(ValueError):
@@ -180,16 +181,14 @@ class Parsed(Generic[T]):
     attempts: int
 
 
-def _attempt_params(
-    params: GenerationParams, attempt: int, retry_temperature: float | None
-) -> GenerationParams:
+def _attempt_params(params: GenerationParams, attempt: int) -> GenerationParams:
     """Parameters of retry ``attempt``: seed + attempt, temperature raised if greedy."""
     if attempt == 0:
         return params
-    update: dict[str, Any] = {"seed": (params.seed or 0) + attempt}
-    if retry_temperature is not None and params.temperature < retry_temperature:
-        update["temperature"] = retry_temperature
-    return params.model_copy(update=update)
+    temperature = max(params.temperature, RETRY_TEMPERATURE)
+    return params.model_copy(
+        update={"seed": (params.seed or 0) + attempt, "temperature": temperature}
+    )
 
 
 def _give_up(prompt: Prompt, llm: LLM, attempts: int, last: ParseError) -> ParseError:
@@ -208,13 +207,12 @@ def complete_parsed(
     *,
     params: GenerationParams | None = None,
     retries: int = 2,
-    retry_temperature: float | None = 0.7,
 ) -> Parsed[T]:
     """Render ``prompt``, call ``llm`` and parse the reply; retry on ParseError.
 
-    Retry ``n`` uses seed + n, and a temperature of at least ``retry_temperature`` (greedy
-    decoding would repeat the same reply; ``None`` keeps the temperature). After ``retries``
-    retries, raise ParseError carrying the last raw output.
+    Retry ``n`` uses seed + n, and a temperature of at least ``RETRY_TEMPERATURE`` (greedy
+    decoding would repeat the same reply). After ``retries`` retries, raise ParseError carrying
+    the last raw output.
     """
     messages = prompt.render(**variables)
     base = default_params(params)
@@ -223,7 +221,7 @@ def complete_parsed(
         response = call(
             llm,
             messages,
-            _attempt_params(base, attempt, retry_temperature),
+            _attempt_params(base, attempt),
             prompt_id=prompt.id,
             prompt_version=prompt.version,
         )
@@ -243,7 +241,6 @@ async def acomplete_parsed(
     *,
     params: GenerationParams | None = None,
     retries: int = 2,
-    retry_temperature: float | None = 0.7,
 ) -> Parsed[T]:
     """Async :func:`complete_parsed`."""
     messages = prompt.render(**variables)
@@ -253,7 +250,7 @@ async def acomplete_parsed(
         response = await acall(
             llm,
             messages,
-            _attempt_params(base, attempt, retry_temperature),
+            _attempt_params(base, attempt),
             prompt_id=prompt.id,
             prompt_version=prompt.version,
         )
