@@ -146,18 +146,20 @@ def _require_bearer_or_basic(service: Service, needed: Role):
     the dashboard page asks for the token itself."""
 
     def check(request: Request) -> None:
-        scheme, _, value = request.headers.get("authorization", "").partition(" ")
-        presented = value.strip() if scheme.lower() == "bearer" else None
-        if scheme.lower() == "basic":
-            presented = _basic_password(value.strip())
-        _admit(service, presented, needed)
+        _admit(service, _presented(request), needed)
 
     return check
 
 
-def _basic_password(encoded: str) -> str | None:
+def _presented(request: Request) -> str | None:
+    """The request's token: a bearer token, or the password of HTTP Basic auth."""
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer":
+        return value.strip()
+    if scheme.lower() != "basic":
+        return None
     try:
-        return base64.b64decode(encoded, validate=True).decode().partition(":")[2] or None
+        return base64.b64decode(value.strip(), validate=True).decode().partition(":")[2] or None
     except (binascii.Error, UnicodeDecodeError):
         return None
 
@@ -220,6 +222,7 @@ def _add_error_handlers(app: FastAPI) -> None:
 def _add_decide_routes(app: FastAPI, service: Service) -> None:
     reader = [Depends(_require(service, "read"))]
 
+    @app.post("/v1/decide", response_model=Decision, dependencies=reader, tags=["decide"])
     async def decide(body: CheckRequest) -> Response:
         """Decide one query, or one conversation at its last user message (``messages``, given
         the turns before it: the text searched is in ``test.query``, the turn and how the
@@ -231,6 +234,9 @@ def _add_decide_routes(app: FastAPI, service: Service) -> None:
         item = body.query if body.messages is None else _chat(body.messages, body.conversation_id)
         return _json((await _decide(service, [item]))[0])
 
+    @app.post(
+        "/v1/decide/batch", response_model=BatchResponse, dependencies=reader, tags=["decide"]
+    )
     async def decide_batch(body: BatchRequest) -> Response:
         """Decide up to ``max_batch`` queries, or conversations, together, in order."""
         what = "queries" if body.conversations is None else "conversations"
@@ -245,19 +251,6 @@ def _add_decide_routes(app: FastAPI, service: Service) -> None:
             for i, chat in enumerate(given, start=1)
         ]
         return _json(BatchResponse(results=await _decide(service, items)))
-
-    for path, handler, model in (
-        ("/v1/decide", decide, Decision),
-        ("/v1/decide/batch", decide_batch, BatchResponse),
-    ):
-        app.add_api_route(
-            path,
-            handler,
-            methods=["POST"],
-            response_model=model,
-            dependencies=reader,
-            tags=["decide"],
-        )
 
 
 def _json(model: BaseModel) -> Response:
@@ -589,9 +582,8 @@ def _shows_full(service: Service, request: Request) -> bool:
     tokens = service.settings.tokens
     if tokens is None:
         return True
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
-    role = tokens.role_of(value.strip()) if scheme.lower() == "bearer" else None
-    if role != "admin":
+    presented = _presented(request)  # a Basic one never got past the route's bearer check
+    if presented is None or tokens.role_of(presented) != "admin":
         raise ApiError(403, f"{DECISION_HEADER}: full needs an admin token")
     return True
 

@@ -1,18 +1,10 @@
 """The one parser of JSON request bodies, for every route of the service and the gateway.
 
-Standard JSON only (RFC 8259, :func:`ragbound.records.standard_json`): ``NaN``, ``Infinity``,
-``-Infinity`` and numbers beyond a float's range are refused with ``400`` naming them, wherever
-they are in the body (a field the route ignores too), so no such value reaches a model, the
-query log, the upstream server or an error answer. A body that is not UTF-8 is ``422``, as is
-malformed JSON (FastAPI's ``json_invalid`` error, naming the position), and so is a string
-anywhere in the body (a field forwarded upstream unread, a field name) that holds a lone
-surrogate (``"\\ud800"``: JSON's escapes can spell one, Unicode has none, UTF-8 cannot encode
-it), naming the field: refused here, no such text reaches the upstream server, a log or a
-header, where it was a 500 (docs/reliability.md says why it is refused rather than escaped).
-
-FastAPI reads a JSON body with ``await request.json()``; :class:`StandardJSONRoute` hands the
-route a :class:`StandardJSONRequest` whose ``json()`` is this parser (FastAPI's documented way
-to change how a body is read).
+Standard JSON only (:func:`ragbound.records.standard_json`): ``NaN``, ``Infinity`` and numbers
+beyond a float's range, anywhere in the body, are ``400``; a body that is not UTF-8, malformed
+JSON, and a string holding a lone surrogate (which JSON can spell and UTF-8 cannot encode) are
+``422``, so no such value reaches a model, the log, the upstream or a header
+(docs/reliability.md says why). :class:`StandardJSONRoute` makes ``request.json()`` this parser.
 """
 
 from __future__ import annotations

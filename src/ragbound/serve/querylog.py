@@ -341,9 +341,7 @@ def read_scores(
 
 def _scored(raw: bytes, path: Path, number: int) -> LoggedLine:
     try:
-        item = json.loads(raw)
-        stamp = dt.datetime.fromisoformat(item["time"]).timestamp()
-        return LoggedLine(number, stamp, float(item["score"]))
+        return LoggedLine(number, _line_time(raw), float(json.loads(raw)["score"]))
     except (ValueError, KeyError, TypeError):
         raise InputError(f"{where(path, number)}: not a decision with its time and score") from None
 
@@ -392,7 +390,7 @@ def _first_day(fd: int) -> int | None:
     if end < 0:
         return None
     try:
-        return _day(dt.datetime.fromisoformat(json.loads(head[:end])["time"]).timestamp())
+        return _day(_line_time(head[:end]))
     except (ValueError, KeyError, TypeError):
         return None
 
@@ -407,19 +405,22 @@ def _whole_end(fd: int) -> int:
 
 
 def _count_lines(path: Path) -> tuple[int, float]:
-    """Lines in the log and the time of the last one (0 when empty)."""
-    count, last = 0, 0.0
+    """Lines in the log and the time of the last one (0 when empty or unreadable)."""
+    count, last = 0, b""
     with path.open("rb") as handle:
         for raw in handle:
             count += 1
             if raw.strip():
-                last_raw = raw
-    if count:
-        try:
-            last = dt.datetime.fromisoformat(json.loads(last_raw)["time"]).timestamp()
-        except (ValueError, KeyError, TypeError, UnboundLocalError):
-            last = 0.0
-    return count, last
+                last = raw
+    try:
+        return count, _line_time(last)
+    except (ValueError, KeyError, TypeError):
+        return count, 0.0
+
+
+def _line_time(raw: bytes) -> float:
+    """A log line's ``time`` as epoch seconds (ValueError, KeyError or TypeError without)."""
+    return dt.datetime.fromisoformat(json.loads(raw)["time"]).timestamp()
 
 
 def _write_durably(fd: int, data: bytes) -> None:

@@ -189,15 +189,14 @@ def _add_item(messages: list[dict[str, Any]], item: dict[str, Any], where: str) 
             },
         }
         last = messages[-1] if messages else None
-        if last is not None and last["role"] == "assistant" and "tool_calls" in last:
-            last["tool_calls"].append(call)
-        elif last is not None and last["role"] == "assistant":
-            last["tool_calls"] = [call]
+        if last is not None and last["role"] == "assistant":
+            last.setdefault("tool_calls", []).append(call)
         else:
             messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
     elif kind == "function_call_output":
-        output = item.get("output")
-        text = output if isinstance(output, str) else _parts_text(output, where)
+        text = _chat_content(item.get("output"), where)
+        if not isinstance(text, str):
+            raise InputError(f"{where}: a function_call_output's output must be text")
         call_id = _string(item, "call_id", where)
         messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
     elif kind == "reasoning":
@@ -249,13 +248,6 @@ def _chat_content(content: object, where: str) -> str | list[dict[str, Any]]:
     if all(p["type"] == "text" for p in parts):
         return "\n".join(p["text"] for p in parts)
     return parts
-
-
-def _parts_text(output: object, where: str) -> str:
-    content = _chat_content(output, where)
-    if isinstance(content, str):
-        return content
-    raise InputError(f"{where}: a function_call_output's output must be text")
 
 
 def _chat_tools(tools: object, choice: object) -> dict[str, Any]:
@@ -331,11 +323,8 @@ class ResponsesShape:
 
     async def own_stream(self, shown: dict[str, Any], text: str) -> AsyncIterator[bytes]:
         """The same reply as the Responses API's server-sent events."""
-        for event in self._start(shown):
-            yield event
-        for event in self._delta(text):
-            yield event
-        for event in self._finish(_Output(text, usage=_usage(None)), shown):
+        output = _Output(text, usage=_usage(None))
+        for event in [*self._start(shown), *self._delta(text), *self._finish(output, shown)]:
             yield event
 
     def reply(self, completion: dict[str, Any], shown: dict[str, Any]) -> dict[str, Any]:
