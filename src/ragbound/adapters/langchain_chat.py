@@ -68,9 +68,8 @@ class GatedChatRetriever(RunnableSerializable[dict[str, Any], list[Document]]):
 
     def upstream_input(self, inputs: dict[str, Any], decision: Decision) -> dict[str, Any]:
         """The input as it may go to an LLM on ``answer`` (the rephrasing ``search``, your
-        answer chain): its history without the earlier turns the Gate dropped as forbidden
-        and what answers them, and without what came before the recent part it read
-        (:func:`~ragbound.adapters.langchain.thread_upstream`); the items kept as given."""
+        answer chain): its history cut by :func:`~ragbound.adapters.langchain.thread_upstream`,
+        the items kept as given."""
         history = self._history(inputs)
         if not history:
             return inputs
@@ -101,8 +100,7 @@ class GatedChatRetriever(RunnableSerializable[dict[str, Any], list[Document]]):
         self, inputs: dict[str, Any], config: RunnableConfig | None = None
     ) -> Decision:
         """:meth:`decide`, the decision made in a worker thread."""
-        chat = self.conversation(inputs)
-        decision = await run_in_executor(config, self.retriever.decide, chat)
+        decision = await run_in_executor(config, self.retriever.decide, self.conversation(inputs))
         if config is not None:
             data = decision.model_dump(mode="json")
             await adispatch_custom_event(DECISION_EVENT, data, config=config)
@@ -159,11 +157,10 @@ def gated_chat_chain(
     """A chat turn: ``{"input", "chat_history"}`` -> the input with ``context`` (documents),
     ``answer`` (a string) and ``ragbound_decision`` (the decision as JSON).
 
-    ``answer_chain`` (your LLM chain: a runnable over the input with ``context`` added, e.g.
-    ``create_stuff_documents_chain(llm, prompt)``) runs only on ``answer``, its
-    ``chat_history`` without the turns found forbidden (:meth:`GatedChatRetriever.upstream_input`);
-    ``reject`` answers ``refusal``, ``abstain`` ``abstention`` or ``unanswerable`` (by the
-    decision's cause).
+    ``answer_chain`` (your LLM chain over the input with ``context`` added, e.g.
+    ``create_stuff_documents_chain(llm, prompt)``) runs only on ``answer``, given
+    :meth:`GatedChatRetriever.upstream_input`; ``reject`` answers ``refusal``, ``abstain``
+    ``abstention`` or ``unanswerable`` (by the decision's cause).
     """
     replies = reply_texts(refusal, abstention, unanswerable)
 

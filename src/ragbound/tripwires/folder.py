@@ -1,17 +1,11 @@
-"""Tripwires kept as files in the knowledge-base folder (the home of every knowledge base
-whose store cannot hold them itself).
+"""Tripwires kept as files in the knowledge-base folder (the home of every knowledge base whose
+store cannot hold them itself): ``tripwires.json`` (the manifest: generation, set hash,
+history) and the active generation's ``tripwires/g000003.jsonl`` and ``.npy`` (float32
+vectors, rows aligned).
 
-Layout, beside the knowledge base's own files::
-
-    tripwires.json                 the tripwire manifest: generation, set hash, history
-    tripwires/g000003.jsonl        the active tripwires, one per line
-    tripwires/g000003.npy          their float32 vectors, rows aligned
-
-A commit writes the next generation's two files (the others' vectors are copied, never
-re-embedded) and replaces ``tripwires.json`` atomically: a crash at any step leaves the
-previous set intact, and the next change removes what it left (files of an uncommitted
-generation, temporary files). ``tripwires.json`` records the SHA-256 of both files, checked
-on load; vectors must be finite and of the knowledge's dimension.
+A commit writes the next generation's files and then replaces ``tripwires.json`` atomically,
+so a crash at any step leaves the previous set intact; the next change removes what it left.
+The manifest records both files' SHA-256, checked on load.
 """
 
 from __future__ import annotations

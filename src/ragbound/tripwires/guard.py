@@ -446,24 +446,21 @@ class TripwireTest:
         names = rule.conditions()
         verdicts: list[TripwireVerdict] = []
         for i, query in enumerate(queries):
-            common = {
-                "query": query.strip(),
-                "triggers": self._triggers(merged, i, floor),
-                "proportion": float(features.proportion[i]),
-                "best_rank": int(features.best_rank[i])
-                if features.best_rank[i] <= rule.k
-                else None,
-                "rr_sum": float(features.rr_sum[i]),
-                "k": rule.k,
-                "tripwire_set": self.set_hash,
-                "floor": used,
-            }
-            if forbidden[i]:
-                held = [n for n, f in zip(names, fired[i], strict=True) if f]
-                rule_text = join_conditions(held, "all")
-                verdicts.append(TripwireVerdict(forbidden=True, rule=rule_text, **common))
-            else:
-                verdicts.append(TripwireVerdict(forbidden=False, **common))
+            held = [n for n, f in zip(names, fired[i], strict=True) if f]
+            best_rank = int(features.best_rank[i])
+            verdict = TripwireVerdict(
+                query=query.strip(),
+                forbidden=bool(forbidden[i]),
+                rule=join_conditions(held, "all") if forbidden[i] else None,
+                triggers=self._triggers(merged, i, floor),
+                proportion=float(features.proportion[i]),
+                best_rank=best_rank if best_rank <= rule.k else None,
+                rr_sum=float(features.rr_sum[i]),
+                k=rule.k,
+                tripwire_set=self.set_hash,
+                floor=used,
+            )
+            verdicts.append(verdict)
         return verdicts
 
     def _triggers(self, merged: MergedTopK, i: int, floor: float) -> list[Trigger]:
