@@ -37,21 +37,11 @@ class ExactStore:
     the caller's vectors are unit length (every bundled embedder), ``dot`` otherwise.
 
     ``vectors`` is one (n, dimension) matrix or a sequence of them (parts, e.g. one per
-    knowledge-base segment, whose rows follow each other). Parts are never copied when they
-    already have the search ``precision`` (float32 unless float64 is asked for) and are
-    C-contiguous, so a memory-mapped file stays on disk; float16 parts are kept as they are
-    and widened a block at a time. Search walks the rows in blocks of at most ``block_rows``
-    (fewer for a large batch of queries, so a block's scores stay near 16 MB) and keeps a
-    running top-k, so its memory does not grow with the number of rows; results equal one
-    search over all rows (ties broken by the lower row). A search of fewer than
-    :data:`~ragbound.blas_threads.SMALL_PRODUCT` multiply-adds holds OpenBLAS to one thread
-    (:func:`~ragbound.blas_threads.one_blas_thread`): no pool woken for it (one query's
-    similarities may differ from the pool's in their last bit, see that module).
-
-    Example:
-        >>> store = ExactStore(np.eye(3, dtype=np.float32))
-        >>> store.search(np.array([[1.0, 0.0, 0.0]], dtype=np.float32), k=2).indices[0, 0]
-        np.int64(0)
+    knowledge-base segment, whose rows follow each other). Parts already C-contiguous in the
+    search ``precision`` are never copied, so a memory map stays on disk; float16 parts are
+    widened a block at a time. Search keeps a running top-k over blocks of at most
+    ``block_rows`` rows, so its memory does not grow with the rows; results equal one search
+    over all rows (ties broken by the lower row).
     """
 
     query_kind: QueryKind = "vector"
@@ -115,12 +105,9 @@ class ExactStore:
         return Hits(similarities=sims, indices=idx)
 
     def _top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Running top-k over the row blocks.
-
-        The kept candidates come first in each merge and hold lower rows than the new
-        block's, both in (similarity desc, row asc) order, so ``top_k_rows``'s tie-break by
-        the lower column is the tie-break by the lower row.
-        """
+        """Running top-k over the row blocks. The kept candidates come first in each merge and
+        hold lower rows than the new block's, so ``top_k_rows``'s tie-break by the lower
+        column is the tie-break by the lower row."""
         best = np.empty((len(queries), 0), dtype=self._dtype)
         rows = np.empty((len(queries), 0), dtype=np.int64)
         for offset, block in self._row_blocks(len(queries)):

@@ -8,19 +8,9 @@ with another search is refused unless forced. ``rescore = c`` asks the graph for
 candidates and re-scores them exactly against the stored vectors, returning the exact top k
 among them (recall rises, the similarities returned are exact ones).
 
-Why faiss-cpu and not usearch (measured on this machine, 5,000 clustered unit vectors of
-384 dimensions, M = 16, ef_construction = 128, one thread): both install about 60 MB
-(faiss-cpu 65 MB with its OpenBLAS; usearch 11 MB plus its required numkong, 46 MB); faiss
-built the graph in 1.3 s against 1.4 s and searched about twice as fast (0.04 against 0.07 ms
-per query at ef_search = 10); recall@10 was the same (0.91 at ef_search = 10, 0.999 at 40,
-1.0 at 64); both give identical graphs and results on rebuilds with one thread. faiss also
-returns inner products directly (higher = closer, no distance to convert) and serialises a
-graph to a byte array that is saved as a plain ``.npy`` without pickle.
-
-Determinism: the graph is built with one thread (faiss would otherwise insert rows in
-parallel and the graph, hence the results, would depend on timing), so the same vectors and
-parameters always give the same graph. Needs the ``hnsw`` extra (``faiss-cpu``); nothing here
-imports faiss until a graph is built or loaded.
+The graph is built on one thread: faiss would otherwise insert rows in parallel and the graph,
+hence the results, would depend on timing. Why faiss (against usearch): docs/stores.md. Needs
+the ``hnsw`` extra; nothing here imports faiss until a graph is built or loaded.
 """
 
 from __future__ import annotations
@@ -116,12 +106,8 @@ def hnsw_info(params: HnswParams, similarity: Similarity) -> SearchInfo:
     )
 
 
-def require_faiss() -> None:
-    """InputError naming the extra when faiss is not installed (checked before embedding)."""
-    _faiss()
-
-
-def _faiss() -> Any:
+def require_faiss() -> Any:
+    """The faiss module; InputError naming the extra when it is not installed."""
     try:
         import faiss
     except ImportError as exc:
@@ -147,11 +133,6 @@ class HnswStore:
     exact re-scoring and for the rare query the graph answers with fewer than k rows, which
     is answered exactly); ``graph`` a serialised graph over exactly these rows (None: build
     one). ``describe()`` reports ``exact=False`` with the parameters.
-
-    Example:
-        >>> store = HnswStore(np.eye(4, dtype=np.float32), similarity="dot")  # doctest: +SKIP
-        >>> store.search(np.eye(4, dtype=np.float32)[:1], k=1).indices[0, 0]  # doctest: +SKIP
-        np.int64(0)
     """
 
     query_kind: QueryKind = "vector"
@@ -170,7 +151,7 @@ class HnswStore:
 
     # ----------------------------------------------------------------- the graph
     def _build(self) -> Any:
-        faiss = _faiss()
+        faiss = require_faiss()
         inner_product = faiss.METRIC_INNER_PRODUCT
         if self.params.precision == "float16":
             index = faiss.IndexHNSWSQ(
@@ -189,7 +170,7 @@ class HnswStore:
     def _load(self, graph: np.ndarray | Path) -> Any:
         """The graph from its serialised bytes, or streamed from a ``.npy`` file of them (no
         copy of the file in memory beside the graph)."""
-        faiss = _faiss()
+        faiss = require_faiss()
         try:
             if isinstance(graph, Path):
                 index = _read_graph_file(faiss, graph)
@@ -211,7 +192,7 @@ class HnswStore:
             np.concatenate([self._exact.vectors, vectors]), similarity=self.similarity
         )
         grown.params = self.params
-        faiss = _faiss()
+        faiss = require_faiss()
         grown._index = faiss.clone_index(self._index)  # this store stays searchable as it was
         with _one_thread(faiss):
             grown._index.add(np.ascontiguousarray(vectors, dtype=np.float32))
@@ -231,13 +212,13 @@ class HnswStore:
 
     def graph(self) -> np.ndarray:
         """The graph serialised (uint8), to save with :func:`ragbound.artifacts.write_npy`."""
-        return _faiss().serialize_index(self._index)
+        return require_faiss().serialize_index(self._index)
 
     def write_graph(self, handle: BinaryIO) -> None:
         """Write the graph to ``handle`` as a ``.npy`` file of :meth:`graph`'s bytes, the same
         file ``numpy.save`` writes, streamed: no serialised copy beside the graph in memory
         (a million-row graph is about a gigabyte)."""
-        faiss = _faiss()
+        faiss = require_faiss()
         sizes: list[int] = []
         faiss.write_index(self._index, faiss.PyCallbackIOWriter(lambda b: sizes.append(len(b))))
         header = {"descr": "|u1", "fortran_order": False, "shape": (sum(sizes),)}
@@ -265,14 +246,9 @@ class HnswStore:
         return hnsw_info(self.params, self.similarity)
 
     def search(self, queries: np.ndarray, k: int) -> Hits:
-        """Top-k rows per query found through the graph, similarity descending.
-
-        The graph is searched with max(ef_search, k x max(1, rescore)) candidates.
-
-        Without re-scoring the similarities are faiss's inner products of the rows it found;
-        with ``rescore`` c they are recomputed from the stored vectors for the k x c
-        candidates, and the top k among them returned (ties by the lower row).
-        """
+        """Top-k rows per query found through the graph, similarity descending: faiss's inner
+        products, or with ``rescore`` c the exact ones of the k x c candidates (ties by the
+        lower row)."""
         queries = query_vectors(queries, k, len(self), self.dimension)
         fetch = min(len(self), k * max(1, self.params.rescore))
         # faiss keeps ef_search candidates even when asked for more rows: widen the beam to
