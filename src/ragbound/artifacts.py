@@ -123,10 +123,8 @@ def _parse_line(line: str, path: Path, number: int, what: str) -> dict[str, Any]
 
 
 def read_npy(path: Path, what: str, *, mmap: bool = False) -> np.ndarray:
-    """Load a ``.npy`` artifact without pickle (memory-mapped read-only if ``mmap``).
-
-    Corrupt files raise ArtifactError.
-    """
+    """Load a ``.npy`` artifact without pickle (memory-mapped read-only if ``mmap``);
+    ArtifactError for a missing or corrupt file."""
     try:
         return np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
     except FileNotFoundError as exc:
@@ -150,12 +148,8 @@ _CHUNK = 1 << 20
 
 
 def file_sha256(path: Path) -> str:
-    """Hex SHA-256 of a file's bytes.
-
-    Cached by (path, size, modification time): a file is read in full once, and again only
-    when it changes. A change that keeps size and mtime (same nanosecond) is not seen again
-    within one process; every new process checks in full.
-    """
+    """Hex SHA-256 of a file's bytes, cached by (path, size, modification time): read again
+    only when it changes (a change within the same nanosecond and size is not seen in-process)."""
     stat = path.stat()
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     cached = _digests.get(key)
@@ -170,11 +164,8 @@ def file_sha256(path: Path) -> str:
 
 
 def check_sha256(path: Path, expected: str | None, what: str) -> None:
-    """ArtifactError naming ``path`` if its SHA-256 is not ``expected`` (None: not recorded).
-
-    A mismatch means the file changed after the manifest committed it (damage, or an edit):
-    its numbers must not be used.
-    """
+    """ArtifactError naming ``path`` if its SHA-256 is not ``expected`` (None: not recorded):
+    the file changed after the manifest committed it, and its numbers must not be used."""
     if expected is None:
         return
     try:

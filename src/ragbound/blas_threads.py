@@ -1,29 +1,17 @@
-"""OpenBLAS held to one thread around products too small to share out (issue 40).
+"""OpenBLAS held to one thread around products too small to share out.
 
-A one-query exact search multiplies one row by every stored row: a few million multiply-adds,
-0.3 ms on one core. OpenBLAS shares such a product out to a thread per core; right after an
-ONNX Runtime run those threads waited on the runtime's own and a default ``Gate.decide`` took
-20 ms where the embedding took 13. Held to one thread, the product runs in the calling thread
-and no worker is woken. A product of several queries (``gemm``) gives the same numbers on one
-thread as on many: OpenBLAS splits it by rows and columns of the result, never along the
-inner dimension. One query's (``gemv``) is split by stored rows, and a row at the end of a
-thread's share is summed by another kernel: a few similarities move in their last bit (on the
-PubMedQA knowledge base, one neighbour of 300 decisions, by 3e-8), as they already did between
-machines of other core counts and between the library and ``ragbound serve --threads 1``.
+A one-query exact search multiplies one row by every stored row: 0.3 ms on one core. OpenBLAS
+shares such a product out to a thread per core, and right after an ONNX Runtime run those
+threads waited on the runtime's own (a default ``Gate.decide`` took 20 ms where the embedding
+took 13). Held to one thread, the product runs in the calling thread. A product of several
+queries (``gemm``) gives the same numbers on any thread count; one query's (``gemv``) may move
+a few similarities in their last bit (3e-8), as they already did between machines.
 
-OpenBLAS has no per-thread count in the pthreads builds numpy and scipy ship: its
-``openblas_set_num_threads_local`` sets the same process-wide count as
-``openblas_set_num_threads`` (driver/others/openblas_set_num_threads.c), and threadpoolctl
-ignores a limit set from any Python thread but the first that set one. So the count is set
-here through OpenBLAS's own functions, and the hold is counted under one lock: the first of
-concurrent small products sets one thread, the last to finish restores the count, and
-:func:`setting_counts` (what ``set_cpu_threads`` calls) changes the count to restore under the
-same lock. A count set while a product runs is the one left afterwards: no race. While a small
-product runs, a large one started by another thread shares its work out to one thread: slower,
-never different.
-
-Only OpenBLAS (numpy's and scipy's wheels) is held; with another BLAS (MKL, Accelerate, BLIS)
-:func:`one_blas_thread` does nothing.
+OpenBLAS's pthreads builds (numpy's, scipy's) have only a process-wide count, and threadpoolctl
+ignores a limit set from any Python thread but the first, so the count is set through
+OpenBLAS's own functions and the hold is counted under one lock: the first of concurrent small
+products sets one thread, the last restores the count, and :func:`setting_counts` changes the
+count to restore under the same lock. With another BLAS :func:`one_blas_thread` does nothing.
 """
 
 from __future__ import annotations

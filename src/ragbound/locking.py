@@ -9,12 +9,6 @@ already holds the lock may take it again (nested writes) without deadlocking.
 
 Readers take no lock: every write commits by one atomic rename of a manifest, so a reader
 sees either the previous commit or the next one.
-
-Example:
-    >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as root:
-    ...     with writer_lock(Path(root) / "kb", what="knowledge base"):
-    ...         pass  # write, then commit by replacing the manifest
 """
 
 from __future__ import annotations

@@ -1,33 +1,9 @@
 """OpenTelemetry spans of the decisions (the optional ``tracing`` extra).
 
-Off until :func:`enable` is called (``ragbound serve --tracing`` calls it), and then only
-:func:`span` records: everything else here is free. While off, or with OpenTelemetry not
-installed, ``span(...)`` is one check of a module attribute and returns a shared do-nothing
-context manager.
-
-The spans (tracer ``ragbound``), all from :class:`ragbound.gate.Gate` except the gateway's:
-
-- ``ragbound.decide``: one call of ``decide_many`` (one batch: its queries are embedded and
-  searched together, so its children are timed once for all of them). Attributes
-  ``ragbound.batch_size``, ``ragbound.statistic``, ``ragbound.k``, ``ragbound.alpha``; one
-  ``ragbound.decision`` event per query, in order (``ragbound.index``, ``ragbound.action``,
-  ``ragbound.p_value``, ``ragbound.tripwire.topics`` when it was forbidden), and for a batch
-  of one query the same as attributes of the span itself.
-- its children ``ragbound.embed``, ``ragbound.search``, ``ragbound.statistic`` and
-  ``ragbound.tripwires`` (``ragbound.forbidden``: how many of the batch were forbidden).
-- in the gateway, ``ragbound.chat`` (one chat request: its decision's action and p-value)
-  with the ``ragbound.decide`` of its query and ``ragbound.upstream`` (the LLM call; on a
-  stream, until the upstream's headers) as children.
-
-A query's text is never recorded (spans leave the process): only what it was decided.
-
-The service decides concurrent requests in one batch (see :mod:`ragbound.serve.batcher`),
-embedded on one thread (:meth:`~ragbound.gate.Gate.embed`) while the batch before is decided
-on another (:meth:`~ragbound.gate.Gate.decide_embedded`): there ``ragbound.embed`` is the
-sibling of ``ragbound.decide``, not its child. A batch of one request is a child of that
-request's span; a batch of several requests is a span of its own (each of the two), linked to
-each request's span. (FastAPI
-0.165 records a server span per request, ``POST /v1/decide``, with the same provider.)
+Off until :func:`enable` is called (``ragbound serve --tracing`` calls it); while off, or with
+OpenTelemetry not installed, ``span(...)`` is one check of a module attribute and returns a
+shared do-nothing context manager. The spans and their attributes are listed in
+docs/service.md ("Tracing"); a query's text is never recorded (spans leave the process).
 """
 
 from __future__ import annotations
