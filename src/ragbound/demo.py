@@ -31,12 +31,7 @@ from rich.markup import escape
 from ragbound.cli.common import WIDTH, fit
 from ragbound.corpus import load_queries
 from ragbound.detect import Guard
-from ragbound.detect.evaluate import (
-    evaluate,
-    evaluation_inputs,
-    split_queries,
-    statistic_scores,
-)
+from ragbound.detect.evaluate import evaluate, evaluation_inputs, split_queries, statistic_scores
 from ragbound.detect.monitor import ShiftMonitor, WindowResult, WindowSpec
 from ragbound.errors import InputError
 from ragbound.knowledge import KnowledgeBase
@@ -187,9 +182,7 @@ class Example:
 
 
 def outcome(expected_out: bool, flagged: bool) -> str:
-    """How a verdict compares with the truth: ``caught`` (out of knowledge, flagged),
-    ``missed`` (out of knowledge, not flagged), ``false alarm`` (answerable, flagged) or
-    ``correct`` (answerable, not flagged)."""
+    """How a verdict compares with the truth: caught, missed, false alarm or correct."""
     if expected_out:
         return "caught" if flagged else "missed"
     return "false alarm" if flagged else "correct"
@@ -197,8 +190,7 @@ def outcome(expected_out: bool, flagged: bool) -> str:
 
 def miss_summary(examples: Sequence[Example], flagged: Sequence[bool], alpha: float) -> list[str]:
     """Lines of at most 80 columns: how many out-of-knowledge examples were flagged
-    (p <= ``alpha``), the labels of those missed, and the answerable ones flagged (false
-    alarms); computed from the verdicts, whichever rows they are."""
+    (p <= ``alpha``), the labels of those missed, and the false alarms."""
     results = [outcome(e.out_of_knowledge, f) for e, f in zip(examples, flagged, strict=True)]
     n_out = sum(e.out_of_knowledge for e in examples)
     missed = sorted({e.label for e, r in zip(examples, results, strict=True) if r == "missed"})
