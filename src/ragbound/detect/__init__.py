@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ragbound._lazy import lazy_attributes
 
 _SOURCES: dict[str, str] = {
-    "DEFAULT_STATISTIC": "ragbound.detect.boundary",
+    "DEFAULT_STATISTIC": "ragbound.detect.names",
     "BoundaryDetector": "ragbound.detect.boundary",
     "DEFAULTS": "ragbound.detect.config",
     "DetectorConfig": "ragbound.detect.config",
@@ -29,8 +29,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from ragbound.detect.boundary import DEFAULT_STATISTIC, BoundaryDetector
+    from ragbound.detect.boundary import BoundaryDetector
     from ragbound.detect.config import DEFAULTS, DetectorConfig, detector_config
     from ragbound.detect.guard import Guard
+    from ragbound.detect.names import DEFAULT_STATISTIC
 
 __getattr__, __dir__ = lazy_attributes(__name__, _SOURCES, globals())

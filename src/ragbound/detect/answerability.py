@@ -1,22 +1,11 @@
 """The answerability test: do the chunks retrieved for a question hold what it asks about?
 
-The relevance test asks whether a question lands where the knowledge is. A question on the
-corpus's topic whose answer the corpus lacks passes it; this second test reads the chunks the
-gate already retrieved (no second search, no second embedding) and scores how much of the
-question they hold.
-
-Statistic ``coverage`` (LLM-free): each content word of the question (BM25's tokens,
-lower-cased, without English function words: :func:`question_words`) weighs its BM25 IDF
-among the knowledge base's chunks, so rare words (names, numbers, terms) count most; the
-score is 1 minus the largest share of that weight found in one sentence of the
-:data:`DEPTH` nearest chunks (higher = more likely unanswerable). Its evidence is that
-sentence, its share, and the question's weightiest words no retrieved chunk holds.
-
-Calibration: the calibration questions, answerable by construction, are scored the same way;
-their scores make the null, and a new question's p-value is conformal on them
-(``(1 + #{null >= score}) / (n + 1)``), exactly valid when it is exchangeable with them. The
-two tests share one alpha (:func:`ragbound.stats.answerability.shared_alpha`): each runs at the
-level that keeps the share of calibration questions either flags at alpha.
+It reads the chunks the relevance test already retrieved (no second search or embedding).
+Statistic ``coverage`` (LLM-free): 1 minus the largest share of the question's content-word
+weight (each word's BM25 IDF among the chunks) found in one sentence of the :data:`DEPTH`
+nearest chunks, higher = more likely unanswerable. The calibration questions' scores make a
+conformal null, and the two tests share one alpha
+(:func:`ragbound.stats.answerability.shared_alpha`); docs/answerability.md has the rest.
 """
 
 from __future__ import annotations
@@ -29,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from ragbound.corpus.chunker import split_sentences
 from ragbound.corpus.function_words import english_function_words
-from ragbound.detect.combined import CorpusWords, corpus_words
+from ragbound.detect.combined import CorpusWords, corpus_words, sentences_of
 from ragbound.detect.judge import AnswerabilityJudge
 from ragbound.detect.names import ANSWERABILITY_STATISTICS, COVERAGE, JUDGE
 from ragbound.errors import InputError
@@ -139,9 +128,7 @@ def _coverage(kb: Knowledge, corpus: CorpusWords, words: set[str], row: np.ndarr
         return Coverage(score=1.0 if words else 0.0, evidence=evidence)
     found = corpus.chunk_words(rows, lambda r: kb.chunk_at(r).text)
     ids, weights, total = corpus.query_terms(words)
-    sentence_words = np.concatenate([f.sentence_words for f in found])
-    first = np.cumsum([0] + [f.n_sentences for f in found])  # each chunk's first sentence
-    of = np.concatenate([f.sentence_of + n for f, n in zip(found, first, strict=False)])
+    sentence_words, of, first = sentences_of(found)
     shares = group_overlaps(ids, weights, total, sentence_words, of, int(first[-1]))
     best = int(np.argmax(shares))
     chunk = int(np.searchsorted(first, best, side="right") - 1)

@@ -8,7 +8,6 @@ import numpy as np
 
 from ragbound.detect.config import (
     COMBINED,
-    DEFAULT_STATISTIC,
     DEFAULTS,
     TEST_PARAMS,
     DetectorConfig,
@@ -24,10 +23,6 @@ from ragbound.stats import (
     meta_scores,
     univariate_scores,
 )
-
-# Kept for callers that import them from here; the one declaration is DetectorConfig.
-DEFAULT_K = DEFAULTS.k
-__all__ = ["DEFAULT_K", "DEFAULT_STATISTIC", "BoundaryDetector", "PValueMethod", "ScoredQueries"]
 
 
 class ScoredQueries(NamedTuple):
@@ -57,12 +52,9 @@ class BoundaryDetector:
         k: neighbours used (the paper's default 32).
         tau: temperature of the energy statistic.
         alpha: significance level for ``predict`` and ``critical_value_``.
-        p_value_method: ``conformal`` (default; p = (1 + #{null >= t}) / (n + 1), exactly
-            valid for the univariate statistics: P(p <= alpha) <= alpha under
-            exchangeability) or ``paper`` (eq. 2 verbatim, p = 1 - F_hat(t), which can be 0
-            and exceeds alpha by up to 1/(n+1)). Fisher and Simes p-values are only
-            approximately valid: their null comes from leave-one-out p-values
-            (:mod:`ragbound.stats.null`).
+        p_value_method: ``conformal`` (default, exactly valid for the univariate statistics)
+            or ``paper`` (eq. 2 verbatim, slightly anti-conservative); Fisher and Simes
+            p-values are only approximately valid (:mod:`ragbound.stats.null`).
 
     Example:
         >>> rng = np.random.default_rng(0)
@@ -138,7 +130,6 @@ class BoundaryDetector:
         else:
             null_scores = univariate_scores(config.statistic, sims, tau=config.tau)
         self.config_ = config  # the parameters this fit used; scoring follows them
-        self.null_similarities_ = sims
         # per-neighbour nulls sorted once here, not on every request (meta statistics only)
         self.neighbour_null_ = NeighbourNull(sims) if config.statistic in META else None
         self.null_ = EmpiricalNull(null_scores)

@@ -231,9 +231,7 @@ class QueryFeatures:
             words = np.concatenate([f.words for f in found])
             of = np.repeat(np.arange(len(found)), [len(f.words) for f in found])
             chunk_best[i] = weighted_overlap(*terms, words, of, len(found))
-            first = np.cumsum([0] + [f.n_sentences for f in found])  # each chunk's first
-            sentences = np.concatenate([f.sentence_words for f in found])
-            of = np.concatenate([f.sentence_of + n for f, n in zip(found, first, strict=False)])
+            sentences, of, first = sentences_of(found)
             sentence_best[i] = weighted_overlap(*terms, sentences, of, int(first[-1]))
         return chunk_best, sentence_best
 
@@ -283,6 +281,15 @@ class ChunkWords:
     sentence_words: np.ndarray
     sentence_of: np.ndarray
     n_sentences: int
+
+
+def sentences_of(found: Sequence[ChunkWords]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sentences of the ``found`` chunks, numbered on: their words, each word's sentence,
+    and each chunk's first sentence (one entry more: the number of sentences)."""
+    first = np.cumsum([0] + [f.n_sentences for f in found])
+    words = np.concatenate([f.sentence_words for f in found])
+    of = np.concatenate([f.sentence_of + n for f, n in zip(found, first, strict=False)])
+    return words, of, first
 
 
 # Chunks whose words a corpus keeps between checks (least recently used out): about 1 KB

@@ -1,23 +1,10 @@
 """Fitting a calibration: in-knowledge questions searched, and what makes the null kept.
 
 A statistic of the similarities keeps every question's top-k (with a reranker, its relevance
-logits of those k chunks).
-
-``combined`` learns one score from several retrieval signals (:mod:`ragbound.detect.combined`);
-``auto`` ranks every candidate (statistic x k x granularity, and combined) on
-leave-documents-out queries and calibrates the simplest within one standard error of the best,
-or MSS when the left-out queries cannot tell or the pick does not beat MSS by a standard error
-(:mod:`ragbound.detect.select`; the manifest's ``selection`` keeps them all and
-``kept_default_because`` says why). Both split the queries (seeded) into a learning part and a
-conformal part that alone makes the null, search every indexed unit and choose k: a k, a
-reranker or a granularity is refused (a config's k is not used). With ``null_queries`` (real
-in-knowledge questions) every query (e.g. ``ragbound synth`` output) learns and the null
-queries alone make the null, so the p-value is conformal on them (the queries' source should
-then name them); a question in both leaves the learning, with a warning. Null queries and a
-seed are refused with the other statistics, which learn nothing.
-
-:meth:`ragbound.detect.guard.Guard.calibrate` is the public door; these functions make the
-:class:`Calibration` alone.
+logits of those k chunks); ``combined`` and ``auto`` learn on part of the questions
+(:mod:`ragbound.detect.select`) and choose k and the units themselves. The arguments are
+those of :meth:`ragbound.detect.guard.Guard.calibrate`, the public door; these functions make
+the :class:`Calibration` alone.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The answerability test's LLM judge: does the model read the answer in the retrieved chunks?
 
-Opt-in (``calibrate --answerability judge --llm local|openai:MODEL``): one LLM call per
-decision. The model reads the question (for a conversation, the text the gate searched) and
-the :data:`DEPTH` nearest chunks, with the prompt ``answerability-judge``
-(``src/ragbound/llm/prompts``), and answers one word. Its score is graded, not the word: the
-probability of NO among YES and NO in the first token's distribution
-(``GenerationParams.top_logprobs``), so that calibration questions spread into a null rather
-than pile on two values (higher = more likely unanswerable). A backend that gives no
-alternatives falls back on the word: 0 for YES, 1 for NO, 0.5 for anything else.
-
-The judge's score is calibrated like any statistic (:mod:`ragbound.detect.answerability`): the
-calibration questions, answerable by construction, make its null, so its p-value is conformal
-whatever the model's biases; a model that says NO too often costs power, not validity.
+Opt-in (``calibrate --answerability judge --llm local|openai:MODEL``; docs/answerability.md):
+one LLM call per decision, with the prompt ``answerability-judge``. Its score is the
+probability of NO among YES and NO in the first token's distribution (higher = more likely
+unanswerable), graded so that calibration questions spread into a null; a backend that gives
+no alternatives falls back on the word (0 for YES, 1 for NO, 0.5 for anything else).
 
 Example:
     >>> from ragbound.llm import make_llm  # doctest: +SKIP

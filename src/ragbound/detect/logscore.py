@@ -46,10 +46,9 @@ class ScoreTable:
     source: list[str] | None = None
 
     def rows(self) -> list[dict[str, Any]]:
-        sources = [{"source": name} for name in self.source] if self.source else None
         return [
             {
-                **(sources[i] if sources else {}),
+                **({"source": self.source[i]} if self.source else {}),
                 "line": int(self.line[i]),
                 "time": self.time[i],
                 "query": self.query[i],
@@ -90,12 +89,8 @@ def score_file(
     queries = [query for _, query, _ in records]
     if guard.is_learned(statistic):  # the combined score searches itself, in this process
         scored = guard.score(queries, statistic=statistic, alpha=alpha)
-        scores, p_values, label, level = (
-            scored.scores,
-            scored.p_values,
-            scored.statistic,
-            scored.alpha,
-        )
+        scores, p_values = scored.scores, scored.p_values
+        label, level = scored.statistic, scored.alpha
     else:
         detector = guard.detector(statistic, alpha)
         scores, p_values = detector.score_p_value(search(queries))

@@ -1,16 +1,11 @@
 """Cross-encoder reranking: the retrieved chunks' relevance to the query as the test's rows.
 
-A bi-encoder compares two vectors made apart; a cross-encoder (reranker) reads the query and a
-chunk together and gives one relevance logit, higher = more relevant. With a reranker, the
-rows that the calibration keeps and that every check scores are the relevance logits of the
-k retrieved chunks, sorted descending, instead of their cosine similarities; every statistic
-then applies unchanged (``mss`` = minus the best chunk's logit, ``avgknn`` = minus the mean
-logit of the k chunks), and the conformal p-value stays exactly valid, since calibration
-and check produce their rows the same way.
-
-No cross-encoder ships inside a PyPI wheel (as of issue 16), and nothing is downloaded at run
-time: the reranker is a local folder, such as one saved by sentence-transformers'
-``CrossEncoder.save`` (a ``*ForSequenceClassification`` model with one output).
+With a reranker, the rows the calibration keeps and every check scores are the cross-encoder's
+relevance logits of the k retrieved chunks (higher = more relevant), sorted descending,
+instead of their cosine similarities: every statistic applies unchanged, and the conformal
+p-value stays exactly valid since calibration and check make their rows the same way. The
+reranker is a local folder (a ``*ForSequenceClassification`` model with one output, such as
+sentence-transformers' ``CrossEncoder.save`` writes); nothing is downloaded at run time.
 """
 
 from __future__ import annotations
