@@ -42,15 +42,11 @@ SYSTEM_PROMPT_VARIABLES = ("question", "context")
 LLM_KINDS = ("local", "openai")
 
 
-def _base(info: ValidationInfo) -> Path:
-    """The folder relative paths resolve against (the config's folder, else the working dir)."""
-    context = info.context or {}
-    return Path(context.get("base", Path.cwd()))
-
-
 def _resolve(value: Path, info: ValidationInfo) -> Path:
+    """``value`` made absolute against the config's folder (else the working directory)."""
     path = Path(value).expanduser()
-    return path if path.is_absolute() else (_base(info) / path).resolve()
+    base = Path((info.context or {}).get("base", Path.cwd()))
+    return path if path.is_absolute() else (base / path).resolve()
 
 
 class ModelSpec(BaseModel):

@@ -3,7 +3,6 @@ curated pairs imported from a JSON, JSONL or CSV file (the PolicyBench case)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from ragbound.artifacts import file_sha256, sha256_text, utc_now
@@ -11,7 +10,7 @@ from ragbound.bench.models import FactSet, Provenance, QAPair, QASet, short_id
 from ragbound.errors import InputError
 from ragbound.llm import LLM, GenerationParams, ParseError, load_prompt, parse_json_object
 from ragbound.llm.batch import run_parsed
-from ragbound.records import Record, read_records
+from ragbound.records import read_records
 
 QA_PROMPT = "bench-qa"
 DEFAULT_QA_PARAMS = GenerationParams(temperature=0.0, max_tokens=256, seed=0)
@@ -97,13 +96,6 @@ def generate_qa(
     return QASet(name=name, pairs=pairs, source_hash=source, errors=errors)
 
 
-@dataclass(frozen=True)
-class _Fields:
-    question: str
-    answer: str
-    id: str | None
-
-
 def import_qa(
     path: str | Path,
     question_field: str = "question",
@@ -124,12 +116,17 @@ def import_qa(
     """
     records = read_records(path, key=QA_LIST_KEY)
     digest = file_sha256(Path(path))  # of the file as stored
-    fields = _Fields(question_field, answer_field, id_field)
     provenance = Provenance(created_at=utc_now(), source_hash=digest)
     pairs: list[QAPair] = []
     seen: dict[str, str] = {}
     for record in records:
-        pair = _pair(record, fields, provenance)
+        record.object("an object with a question and an answer")
+        question = record.string(question_field)
+        answer = record.string(answer_field)
+        pair_id = qa_pair_id(question, answer) if id_field is None else record.id(id_field)
+        pair = QAPair(
+            id=pair_id, question=question, answer=answer, origin="imported", provenance=provenance
+        )
         if pair.id in seen:
             what = "id" if id_field else "pair (same question and answer; no --id-field given)"
             raise record.error(f"duplicate {what} {pair.id!r}, first at {seen[pair.id]}", id_field)
@@ -138,13 +135,3 @@ def import_qa(
     if not pairs:
         raise InputError(f"{path}: no QA pairs in the file")
     return QASet(name=name or Path(path).stem, pairs=pairs, source_hash=digest)
-
-
-def _pair(record: Record, fields: _Fields, provenance: Provenance) -> QAPair:
-    record.object("an object with a question and an answer")
-    question = record.string(fields.question)
-    answer = record.string(fields.answer)
-    pair_id = qa_pair_id(question, answer) if fields.id is None else record.id(fields.id)
-    return QAPair(
-        id=pair_id, question=question, answer=answer, origin="imported", provenance=provenance
-    )

@@ -69,11 +69,6 @@ def check_default_parts() -> None:
             )
 
 
-def default_model_path() -> Path:
-    """Where the joined default model lives: ``cache_dir()/models/<name>.gguf``."""
-    return cache_dir() / "models" / f"{DEFAULT_MODEL_NAME}.gguf"
-
-
 def has_gguf_magic(path: Path) -> bool:
     """True when ``path`` starts with the GGUF magic bytes."""
     with path.open("rb") as handle:
@@ -81,8 +76,9 @@ def has_gguf_magic(path: Path) -> bool:
 
 
 def join_default_model() -> Path:
-    """Join the 22 part wheels into the cached GGUF file once (atomic); return its path."""
-    target = default_model_path()
+    """Join the 22 part wheels once (atomically) into ``cache_dir()/models/<name>.gguf``;
+    return its path."""
+    target = cache_dir() / "models" / f"{DEFAULT_MODEL_NAME}.gguf"
     if target.is_file() and has_gguf_magic(target):
         return target
     parts = [_part_path(index) for index in range(1, DEFAULT_MODEL_PARTS + 1)]

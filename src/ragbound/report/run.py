@@ -91,7 +91,9 @@ def score_lists(sets: Mapping[str, ScoredValues]) -> dict[str, dict[str, Any]]:
         name: {
             "in": [float(value) for value in scored.scores_in],
             "out": [float(value) for value in scored.scores_out],
-            "critical_value": _finite(scored.critical_value),
+            "critical_value": scored.critical_value
+            if math.isfinite(scored.critical_value)
+            else None,
         }
         for name, scored in sets.items()
     }
@@ -140,10 +142,6 @@ def load_run(run_dir: str | Path) -> RunData:
             f"`ragbound shift --run {root}`"
         )
     return data
-
-
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
 
 
 def record_tuning(run_dir: Path, result: TuningResult) -> None:

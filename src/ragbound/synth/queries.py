@@ -175,7 +175,6 @@ class _Selection:
         self.dropped[reason] += 1
         if raw is not None:
             self.errors.append(raw)
-        return None
 
 
 def _word_set(text: str) -> set[str]:
