@@ -1,21 +1,12 @@
 """Canaries: a few calibration queries and what the knowledge returned for them then.
 
-A ragbound folder guards its rows with a manifest, but a store another application owns (an
-attached PostgreSQL table, Chroma or Qdrant collection) or an embedding endpoint has none: the
-collection may be re-embedded with another model, rows re-indexed, or the endpoint may serve
-another model under the same name. The calibration then no longer describes the search, and
-its p-values are wrong. So a calibration records :data:`CANARY_COUNT` of its own queries
-(taken evenly from them: deterministic, nothing asked of the user) with their top-k
-similarities (higher = closer) and chunk ids, and :func:`check_canaries` searches them again.
-
-The move of a canary is the largest absolute change of its similarities (cosine/dot units).
-For an exact search it is compared rank by rank: an exact search returns the same ranked
-similarities whatever the rows' ids, so any real change moves them. An approximate search
-(HNSW) may find other neighbours from one build or run to the next, so rank-by-rank moves
-would be its noise: there the move compares only the rows found both times (a given row's
-similarity to a given query does not depend on which rows the graph search reached); a canary
-that finds none of its rows again (the graph search went astray) is skipped, unless no canary
-finds any: then the rows were re-indexed wholesale, and they are compared rank by rank.
+A store another application owns, or an embedding endpoint, has no ragbound manifest: it may be
+re-embedded or serve another model, and the calibration's p-values would be wrong. So a
+calibration records :data:`CANARY_COUNT` of its queries with their top-k similarities (higher
+= closer) and chunk ids, and :func:`check_canaries` searches them again (docs/stores.md). A
+move is the largest absolute similarity change: rank by rank for an exact search; over the rows
+found both times for an approximate one, whose graph search may find other neighbours (rank by
+rank again when no canary finds any of its rows: re-indexed wholesale).
 """
 
 from __future__ import annotations
@@ -39,10 +30,8 @@ EXACT_TOLERANCE = 1e-3
 # distances along another float32 path (graph search vs. a full scan under a size threshold,
 # a float16 graph, an int8 rescoring), and the fallback compares the top similarity of
 # possibly different rows; 1e-2 leaves room for that and still catches a changed embedder.
-# Measured (tests/detect/test_canary.py): on the local HNSW backing 0 after save and load;
-# rebuilding a 4000-row graph with another insertion order moves the shared rows by 0 (float32
-# and float16 graphs) while rank by rank it moves the top-5 by 0.087 (m 16, ef_search 16) to
-# 0.30 (m 8, ef_search 10): why approximate searches compare the same rows.
+# Rebuilding an HNSW graph moves the shared rows by 0 but the top-5 rank by rank by up to 0.30
+# (tests/detect/test_canary.py): why approximate searches compare the same rows.
 APPROXIMATE_TOLERANCE = 1e-2
 PREVIEW = 40  # characters of a canary's query in messages
 

@@ -235,7 +235,7 @@ def logged_query(item: dict[str, Any], query_field: str = "query") -> tuple[str,
 class ShiftMonitor:
     """KS test of each window of a query stream against the calibration queries.
 
-    ``correction`` sets each window's level (see the module docstring): ``period`` needs
+    ``correction`` sets each window's level (docs/shift.md): ``period`` needs
     ``period`` (``"1d"``), ``arl`` needs ``arl`` (windows per false alarm, and ignores
     ``alpha``). ``search`` gives the top-k similarities of each batch of ``score_batch`` log
     lines (default: the guard's own, in this process; see :mod:`ragbound.engines` for Ray).
