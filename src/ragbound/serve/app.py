@@ -544,14 +544,10 @@ def _add_gateway_routes(app: FastAPI, service: Service, upstream: Upstream) -> N
 
     @app.post("/v1/responses", dependencies=reader, tags=["gateway"], responses=responses_replies)
     async def responses(body: ResponsesRequest, request: Request):
-        """OpenAI's Responses API, translated to a chat completion and decided like one: the
-        input (with the instructions as a system message) is one conversation, decided at its
-        last user message; ``reject`` and ``abstain`` are answered here, ``answer`` goes
-        upstream as a chat completion with the retrieved chunks as context and comes back as
-        a Response (or its events). The decision's summary is in the Response's ``ragbound``
-        field and the ``X-Ragbound-*`` headers, the whole decision with ``X-Ragbound-Decision:
-        full`` and an admin token, as on chat completions. The gateway keeps no state: send
-        the whole conversation as ``input`` (``previous_response_id`` is refused)."""
+        """OpenAI's Responses API, translated to a chat completion and decided, answered and
+        shown like one on ``/v1/chat/completions`` (the instructions a system message); the
+        reply is a Response or its events. The gateway keeps no state: send the whole
+        conversation as ``input`` (``previous_response_id`` is refused)."""
         full = _shows_full(service, request)
         chat = to_chat(body)
         with tracing.span("ragbound.responses", stream=body.stream) as span:

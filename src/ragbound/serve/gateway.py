@@ -34,7 +34,7 @@ from ragbound.gate_texts import (
 )
 from ragbound.records import standard_json
 from ragbound.serve.bodies import lone_surrogate
-from ragbound.serve.models import Text
+from ragbound.serve.models import MessagePart, Text
 from ragbound.serve.shown import fired_ids
 
 DECISION_FIELD = "ragbound"
@@ -89,10 +89,10 @@ class GatewaySettings:
             check_context_template(self.context_template)
         for name in ("refusal", "abstention", "unanswerable"):
             check_reply_template(getattr(self, name), name)
-        _check_seconds("timeout_s", self.timeout_s)
-        _check_count("context_chunks", self.context_chunks)
+        check_seconds("timeout_s", self.timeout_s)
+        check_count("context_chunks", self.context_chunks)
         if self.context_chars is not None:
-            _check_count("context_chars", self.context_chars)
+            check_count("context_chars", self.context_chars)
 
     def forwarded(self, request: ChatRequest, decision: Decision) -> dict[str, Any]:
         """The body sent upstream on ``answer``: with the context, or as sent (pass-through);
@@ -121,12 +121,14 @@ class GatewaySettings:
         return self.upstream.rstrip("/") + "/chat/completions"
 
 
-def _check_count(name: str, value: object) -> None:
+def check_count(name: str, value: object) -> None:
+    """InputError naming ``name`` unless ``value`` is an integer >= 1."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(f"{name} must be an integer >= 1, got {value!r}")
 
 
-def _check_seconds(name: str, value: object) -> None:
+def check_seconds(name: str, value: object) -> None:
+    """InputError naming ``name`` unless ``value`` is a finite number of seconds > 0."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not (number and math.isfinite(value) and value > 0):  # type: ignore[arg-type]
         raise InputError(f"{name} must be a finite number of seconds > 0, got {value!r}")
@@ -196,20 +198,12 @@ def check_context_template(template: str) -> str:
     return template
 
 
-class ContentPart(BaseModel):
-    """One part of a message's content; only ``text`` parts are decided, all are forwarded."""
-
-    model_config = ConfigDict(extra="allow")
-    type: Text
-    text: Text | None = None
-
-
 class ChatMessage(BaseModel):
     """One OpenAI chat message; fields other than ``role`` and ``content`` pass through."""
 
     model_config = ConfigDict(extra="allow")
     role: Text
-    content: Text | list[ContentPart] | None = None
+    content: Text | list[MessagePart] | None = None
 
 
 class ChatRequest(BaseModel):
