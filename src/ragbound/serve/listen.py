@@ -25,11 +25,8 @@ OWN_FILES = 256  # the service's own open files: model, index, log, listening so
 def bind_sockets(host: str, port: int) -> list[socket.socket]:
     """Sockets bound to every address of ``host`` at ``port``, as asyncio's ``create_server``
     binds them for uvicorn (``SO_REUSEADDR``; an IPv6 socket for IPv6 only; an address of a
-    family the machine lacks is skipped).
-
-    Raises InputError ``port P on HOST is already in use (...)`` or ``cannot listen on HOST
-    port P (...)``.
-    """
+    family the machine lacks is skipped); InputError ``port P on HOST is already in use
+    (...)`` or ``cannot listen on HOST port P (...)``."""
     try:
         found = socket.getaddrinfo(
             host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -104,11 +101,9 @@ def serve_on(
 def reserve_file_handles(bounds: Connections) -> None:
     """Make room for ``bounds.max_connections`` open connections, the connections lingering
     after a refusal and the files the service itself holds: the soft limit on open files is
-    raised (up to the hard limit) when it is lower.
-
-    Raises InputError naming ``--max-connections`` when the hard limit is lower still: past
-    the limit a connection cannot even be accepted, so the cap would never answer.
-    """
+    raised (up to the hard limit) when it is lower. InputError naming ``--max-connections``
+    when the hard limit is lower still: past it a connection cannot even be accepted, so the
+    cap would never answer."""
     needed = bounds.max_connections + MAX_LINGERING + OWN_FILES
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= needed:

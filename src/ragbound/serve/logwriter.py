@@ -20,11 +20,9 @@ PROBE_EVERY_S = 1.0  # after a failed log write, /readyz probes the disk at most
 class LogWriter:
     """The service's decisions written to ``settings.log`` (or numbered, without a log).
 
-    The query log is opened, and its single-writer lock taken, here: two services never
-    append to one log, and a file the service did not write is refused (InputError). A
-    worker opens it shared (its supervisor holds the lock and cut a torn tail before
-    forking). ``error`` says why the last write failed (None: it did not); meanwhile
-    ``ragbound_ready`` is 0 in ``metrics``.
+    The query log is opened, and its single-writer lock taken, here (a worker opens it shared:
+    its supervisor holds the lock). ``error`` says why the last write failed (None: it did
+    not); meanwhile ``ragbound_ready`` is 0 in ``metrics``.
     """
 
     def __init__(self, settings: ServeSettings, metrics: Registry):

@@ -63,10 +63,9 @@ class LoggedLine:
 class QueryLog:
     """Appends decisions to a JSONL file durably; one writer thread at a time (a lock).
 
-    ``shared``: the workers of one service append to the log together, each batch written and
-    fsync-ed under an exclusive ``flock`` of the file, so lines stay whole and in time order;
-    the supervisor cut the torn tail before they started, and a worker does not know the line
-    numbers (its :class:`LoggedLine` have ``line`` 0: the supervisor's monitor reads the file).
+    ``shared``: the workers of one service append together, each batch under an exclusive
+    ``flock``, so lines stay whole and in time order; a worker does not know the line numbers
+    (its :class:`LoggedLine` have ``line`` 0: the supervisor's monitor reads the file).
     """
 
     def __init__(
@@ -318,12 +317,9 @@ def read_scores(
     path: Path, place: tuple[str | None, int], first_line: int
 ) -> list[tuple[LoggedLine, tuple[str, int]]]:
     """(line, place after it) for each whole line of the log's series from ``place`` (a file
-    identity, None for the log itself, and a byte offset) on, numbered from ``first_line``:
-    what a monitor needs to catch up after a restart or a rotation, without embedding
-    anything again.
-
-    Raises InputError ``FILE:LINE: ...`` for a line that is not a decision with its time and
-    score, and when the file of ``place`` is gone or shorter (:func:`remaining`)."""
+    identity, None for the log itself, and a byte offset), numbered from ``first_line``: how a
+    monitor catches up without embedding again. InputError ``FILE:LINE: ...`` for a line that
+    is not a decision, or when the file of ``place`` is gone or shorter."""
     found = []
     number = first_line - 1
     for file, offset in remaining(path, *place):

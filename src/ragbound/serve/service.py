@@ -35,13 +35,9 @@ TRIM_EVERY = 2_000  # queries between returns of freed heap pages to the OS
 
 
 class Service:
-    """One knowledge base's gate behind HTTP.
-
-    ``gate``: a loaded :class:`Gate`, or a function that loads one (called on a thread at
-    start, so ``/healthz`` answers while the model loads). The query log is opened with the
-    service (:class:`~ragbound.serve.logwriter.LogWriter`: its single-writer lock taken, a
-    file the service did not write refused).
-    """
+    """One knowledge base's gate behind HTTP. ``gate``: a loaded :class:`Gate`, or a function
+    loading one (on a thread at start, so ``/healthz`` answers meanwhile). The query log is
+    opened here (:class:`~ragbound.serve.logwriter.LogWriter`)."""
 
     def __init__(self, gate: GateSource, settings: ServeSettings):
         self.settings = settings
