@@ -583,12 +583,6 @@ def _manifest(
     )
 
 
-def _earlier_runs(run: RunDir) -> list[RunSummary]:
-    if not run.manifest_path.exists():
-        return []
-    return read_manifest(run.manifest_path, RunManifest, RUN_FORMAT, "run manifest").runs
-
-
 def run_experiment(
     config: BenchConfig,
     *,
@@ -614,7 +608,9 @@ def run_experiment(
         models.get(spec)  # an unusable backend fails now too (models load lazily)
     embedder = embedder or load_dense_embedder(config.embedder)
     plan = _plan(config, sets, models, embedder, prompts, progress)
-    runs = _earlier_runs(run)
+    runs: list[RunSummary] = []
+    if run.manifest_path.exists():
+        runs = read_manifest(run.manifest_path, RunManifest, RUN_FORMAT, "run manifest").runs
     run.write_inputs(plan.inputs)
     write_json(
         run.manifest_path,

@@ -154,13 +154,6 @@ def _check_threshold(value: float, name: str, high: float) -> float:
     return number
 
 
-def _resolve_embedder(embedder: str | DenseEmbedder) -> tuple[DenseEmbedder, str]:
-    """The embedder and the name recorded for it (a spec, or the model's own name)."""
-    if isinstance(embedder, str):
-        return load_dense_embedder(embedder), canonical_spec(embedder)
-    return embedder, embedder.info.name
-
-
 def filter_pairs(
     qa_set: QASet,
     method: str = "both",
@@ -189,8 +182,12 @@ def filter_pairs(
         kept, drops = keyword_filter(kept, keyword_t)
     embedder_name = None
     if use_semantic:
-        model, embedder_name = _resolve_embedder(embedder)
-        kept, semantic_drops = semantic_filter(kept, semantic_t, model, progress=progress)
+        if isinstance(embedder, str):  # recorded as the spec, else as the model's own name
+            embedder_name = canonical_spec(embedder)
+            embedder = load_dense_embedder(embedder)
+        else:
+            embedder_name = embedder.info.name
+        kept, semantic_drops = semantic_filter(kept, semantic_t, embedder, progress=progress)
         drops += semantic_drops
     params = {
         "method": method,

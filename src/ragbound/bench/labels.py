@@ -99,14 +99,10 @@ def allocate(sizes: Sequence[int], n: int) -> list[int]:
     return counts
 
 
-def _answered_inputs(run: RunDir) -> list[ExperimentInput]:
+def _draw(run: RunDir, n: int, seed: int) -> LabelSample:
     outputs = latest_outputs(run.outputs().read())
     answered = {key for key, out in outputs.items() if out.error is None and out.answer is not None}
-    return [item for item in run.inputs() if item.id in answered]
-
-
-def _draw(run: RunDir, n: int, seed: int) -> LabelSample:
-    items = _answered_inputs(run)
+    items = [item for item in run.inputs() if item.id in answered]
     if not items:
         raise InputError(f"{run.root}: no answered outputs to label; run `ragbound bench run`")
     strata: dict[Stratum, list[str]] = defaultdict(list)

@@ -26,12 +26,6 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 CONNECT_TIMEOUT_S = 5.0
 
 
-def missing_ray(error: ImportError) -> InputError:
-    return InputError(
-        f"--engine ray needs Ray ({error.name} is missing): pip install 'ragbound[ray]'"
-    )
-
-
 def connect(address: str | None, workers: int) -> None:
     """Join the Ray cluster at ``address`` (``auto``: the one started on this machine with
     ``ray start``; ``HOST:PORT`` or ``ray://HOST:PORT``), or start a local one of ``workers``
@@ -40,7 +34,9 @@ def connect(address: str | None, workers: int) -> None:
     try:
         import ray
     except ImportError as exc:
-        raise missing_ray(exc) from None
+        raise InputError(
+            f"--engine ray needs Ray ({exc.name} is missing): pip install 'ragbound[ray]'"
+        ) from None
     if ray.is_initialized():
         return
     if address is not None and address != "auto":
