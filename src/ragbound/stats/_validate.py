@@ -66,13 +66,13 @@ def as_pvals(values: ArrayLike, name: str = "pvals") -> FloatArray:
     return pvals
 
 
-def as_scores(values: ArrayLike, name: str, min_size: int = 1) -> FloatArray:
-    """A finite 1-D float64 array with at least ``min_size`` entries."""
+def as_scores(values: ArrayLike, name: str) -> FloatArray:
+    """A finite 1-D float64 array with at least one entry."""
     array = as_float_array(values, name)
     if array.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {array.shape}")
-    if array.size < min_size:
-        raise ValueError(f"{name} needs at least {min_size} value(s), got {array.size}")
+    if array.size == 0:
+        raise ValueError(f"{name} needs at least 1 value(s), got 0")
     check_finite(array, name)
     return array
 
