@@ -1,11 +1,5 @@
-"""The config of a leave-one-out run (``ragbound bench run CONFIG``), read from TOML or YAML.
-
-A minimal TOML config::
-
-    knowledge = ["btt-filtered.json"]          # QA or filtered sets; each is its own knowledge base
-    models = ["local", {spec = "openai:gpt-4o-mini", base_url = "http://127.0.0.1:8080/v1"}]
-    strategies = ["direct", "long_context", "rag", "hyde"]
-    prompts = ["bench-system-conservative"]
+"""The config of a leave-one-out run (``ragbound bench run CONFIG``), read from TOML or YAML
+(an example: docs/abstention-bench.md).
 
 Relative paths (knowledge files, ``local:`` model files, ``prompt_dir``, ``cache``, ``out``)
 resolve against the config file's folder. Every problem is an InputError naming the field.
@@ -115,7 +109,7 @@ class ModelSpec(BaseModel):
 
 
 class BenchConfig(BaseModel):
-    """Everything that defines a leave-one-out run; see the module docstring for an example.
+    """Everything that defines a leave-one-out run (an example: docs/abstention-bench.md).
 
     ``knowledge``: QA-set or filtered-set JSON files, each its own knowledge base.
     ``models``: target LLMs. ``strategies``: context strategies. ``prompts``: system-prompt

@@ -1,16 +1,10 @@
 """Run folders, PNG plots and one self-contained HTML report (images inline, no network).
 
 Layering: ``report`` sits above the feature packages and below the CLI. It reads result
-models (pydantic models such as ``EvaluationReport``, ``ShiftReport``, ``WindowResult``,
-``TuningResult``, ``BenchResults``) and plain JSON, and the benchmark run directory through its
-own reader (``ragbound.bench.rundir.RunDir``, ``slug``, ``ragbound.bench.results.current_results``);
-it calls no detector, store or model. No package but the CLI imports ``report``
+models and plain JSON, and the benchmark run directory through its own reader
+(``ragbound.bench.rundir``, ``ragbound.bench.results.current_results``); it calls no
+detector, store or model, and no package but the CLI imports it
 (``tests/report/test_report_layering.py`` checks both directions).
-
-Public API: ``load_run`` -> ``RunData`` -> ``render_report`` / ``write_report``; ``images`` and
-``save_pngs`` for the same plots as PNG files; the ``record_*`` writers of a run folder; and
-the building blocks in ``report.markup`` (``escape``, ``table``, ``figure``) and
-``report.plots`` (``pyplot``, ``to_png``) for new sections.
 
 Names load from their submodule on first use: importing the package runs none of its
 submodules, so one that looks a sibling up in it (``from ragbound.report import plots`` in
