@@ -105,11 +105,9 @@ class Stats(BaseModel):
 
 
 class DashboardState:
-    """What the dashboard shows, bounded: counts, the last decisions, the last forbidden ones.
-
-    ``log_queries``: what is shown of a query, as in the query log (``full``, ``hash``,
-    ``none``). Updated by the decision thread, read by the event loop: one lock.
-    """
+    """What the dashboard shows, bounded: counts, the last decisions, the last forbidden ones
+    (a query shown as the query log keeps it, ``log_queries``). One lock: updated by the
+    decision thread, read by the event loop."""
 
     def __init__(self, log_queries: LogQueries = "full"):
         self.log_queries = log_queries

@@ -428,10 +428,8 @@ def sse_json(line: str) -> dict[str, Any] | None:
 
 # ------------------------------------------------------------------------ upstream
 class UpstreamError(Exception):
-    """The upstream server could not be reached, or answered with an error.
-
-    ``status``: the status to answer the caller (the upstream's own 4xx/5xx, or 502/504);
-    ``body``: the upstream's JSON error when it sent one.
+    """The upstream server could not be reached, or answered with an error: ``status`` to
+    answer the caller (the upstream's own, or 502/504), ``body`` its JSON error if it sent one.
     """
 
     def __init__(self, status: int, message: str, body: Any = None):

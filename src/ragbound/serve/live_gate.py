@@ -18,14 +18,11 @@ UNREAD = object()  # no version of the tripwire backing was read
 
 
 class LiveGate:
-    """The gate decisions use, rebuilt around the stored tripwires when they change.
-
-    A change shows in the folder's ``tripwires.json`` (one ``stat`` per batch: ``ragbound
-    tripwire add``, or another worker on this host) or in the tripwire backing's version (a
-    replica on another host writing to the shared collection), read off the decision thread
-    by :meth:`watch`. One rebuild runs at a time and decisions never wait for it: a batch
-    takes the gate as it is, and the new one is swapped in whole. ``stopping``: set when the
-    service closes (the watch ends, and its warnings stop).
+    """The gate decisions use, rebuilt around the stored tripwires when they change: the
+    folder's ``tripwires.json`` (one ``stat`` per batch) or the tripwire backing's version
+    (read off the decision thread by :meth:`watch`). One rebuild runs at a time and decisions
+    never wait for it: the new gate is swapped in whole. ``stopping``: set when the service
+    closes (the watch ends, and its warnings stop).
     """
 
     def __init__(self, gate: Gate | None, stopping: threading.Event):
