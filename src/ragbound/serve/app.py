@@ -40,7 +40,6 @@ from ragbound.serve.dashboard import Stats, content_security_policy, new_nonce, 
 from ragbound.serve.gateway import (
     ChatRequest,
     ChatShape,
-    ReplyShape,
     Upstream,
     UpstreamError,
     conversation_id,
@@ -585,7 +584,11 @@ def _shows_full(service: Service, request: Request) -> bool:
 
 
 async def _chat_reply(
-    chat: ChatRequest, decision: Decision, upstream: Upstream, shape: ReplyShape, full: bool
+    chat: ChatRequest,
+    decision: Decision,
+    upstream: Upstream,
+    shape: ChatShape | ResponsesShape,
+    full: bool,
 ):
     """The gateway's own reply to a ``reject`` or ``abstain`` (the text of its cause), else
     the upstream's, in the route's ``shape``, showing the decision whole (``full``) or its

@@ -4,7 +4,8 @@ Each chat is decided as one conversation at its last user message: ``reject`` an
 are answered here with the cause's reply template filled, ``answer`` goes upstream with the
 retrieved chunks in the system prompt (within a budget). The decision's summary rides in the
 reply's ``ragbound`` field and ``X-Ragbound-*`` headers (docs/service.md, "A drop-in LLM gateway").
-``/v1/responses`` (:mod:`ragbound.serve.responses`) replies through the same :class:`ReplyShape`.
+``/v1/responses`` (:mod:`ragbound.serve.responses`) replies through a shape with
+:class:`ChatShape`'s methods.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
@@ -328,23 +329,11 @@ def header_list(items: list[str], limit: int = MAX_HEADER_CHARS) -> str:
 
 
 # ---------------------------------------------------------------- the reply's shape
-class ReplyShape(Protocol):
-    """How a gateway route words its replies: its own (refusal, abstention), whole or as
-    server-sent events, and the upstream's chat completion, whole or as its relayed stream;
-    ``shown`` is the decision as the reply shows it (:func:`ragbound.serve.shown.shown`)."""
-
-    def own(self, shown: dict[str, Any], text: str) -> dict[str, Any]: ...
-
-    def own_stream(self, shown: dict[str, Any], text: str) -> AsyncIterator[bytes]: ...
-
-    def reply(self, completion: dict[str, Any], shown: dict[str, Any]) -> dict[str, Any]: ...
-
-    def relay(self, lines: AsyncIterator[str], shown: dict[str, Any]) -> AsyncIterator[bytes]: ...
-
-
 @dataclass(frozen=True)
 class ChatShape:
-    """``/v1/chat/completions``' replies: chat completions, the decision shown in ``ragbound``."""
+    """``/v1/chat/completions``' replies: the gateway's own (``own``, ``own_stream``) and the
+    upstream's (``reply``, ``relay``), whole or streamed; ``shown``, the decision as the reply
+    shows it (:func:`ragbound.serve.shown.shown`), in the ``ragbound`` field."""
 
     request: ChatRequest
 

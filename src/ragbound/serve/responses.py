@@ -307,7 +307,7 @@ class _Output:
 
 @dataclass
 class ResponsesShape:
-    """``/v1/responses``' replies (the gateway's ``ReplyShape``): Responses objects and
+    """``/v1/responses``' replies (as the gateway's ``ChatShape``): Responses objects and
     events, made from the gateway's own text or from the upstream's chat completion."""
 
     request: ResponsesRequest
