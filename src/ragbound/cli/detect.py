@@ -73,11 +73,6 @@ if TYPE_CHECKING:
     from ragbound.results import EvaluationReport, Neighbour, SyntheticCheck, Verdict
 
 
-def _help(name: str) -> str:
-    """An option's help: the description of the DetectorConfig field it sets."""
-    return DESCRIPTIONS[name]
-
-
 def calibrate(
     kb_dir: KbArg,
     queries: Annotated[
@@ -106,7 +101,8 @@ def calibrate(
         int | None,
         typer.Option(
             "--k",
-            help=_help("k") + f" [default: {DEFAULT_K}, or every chunk of a smaller knowledge "
+            help=DESCRIPTIONS["k"]
+            + f" [default: {DEFAULT_K}, or every chunk of a smaller knowledge "
             "base, with a note]",
             callback=validate.positive_int,
         ),
@@ -114,14 +110,14 @@ def calibrate(
     tau: Annotated[
         str,
         typer.Option(
-            help=_help("tau") + " 'auto' takes the embedder's training temperature.",
+            help=DESCRIPTIONS["tau"] + " 'auto' takes the embedder's training temperature.",
             callback=validate.temperature,
         ),
     ] = str(DEFAULT_TAU),
     statistic: Annotated[
         str,
         typer.Option(
-            help=_help("statistic")
+            help=DESCRIPTIONS["statistic"]
             + f" The default for decide. {AUTO}: the candidate with the most power on "
             "leave-documents-out queries, or mss when those cannot tell (see below).",
             callback=validate.calibration_statistic,
@@ -135,11 +131,13 @@ def calibrate(
     ] = DEFAULT_ALPHA,
     p_value_method: Annotated[
         str,
-        typer.Option(help=_help("p_value_method"), callback=validate.choice(*P_VALUE_METHODS)),
+        typer.Option(
+            help=DESCRIPTIONS["p_value_method"], callback=validate.choice(*P_VALUE_METHODS)
+        ),
     ] = DEFAULT_P_VALUE_METHOD,
     reranker: Annotated[
         Path | None,
-        typer.Option(help=_help("reranker"), callback=validate.reranker),
+        typer.Option(help=DESCRIPTIONS["reranker"], callback=validate.reranker),
     ] = None,
     granularity: Annotated[
         str | None,
@@ -203,99 +201,44 @@ def calibrate(
     kept (a knowledge base of fewer chunks than the default k: every chunk, with a note).
     decide, evaluate and shift compare new queries with these. Use queries the corpus
     does answer: real user questions, or the output of `ragbound synth`. Calibrating again
-    replaces the saved calibration.
+    replaces the saved calibration. It is saved while no other process writes the knowledge
+    base (waiting up to $RAGBOUND_LOCK_TIMEOUT seconds, 60 by default), and refused if the
+    knowledge base changed while it was being calibrated.
 
     p-values move in steps of 1/(n+1) for n questions, so finding any query out of
     knowledge at alpha = 0.05 needs at least 19 queries, and the share of in-knowledge
     questions flagged stays within +-50% of its mean from one calibration set to another
     only from 79 (m = floor(alpha (n+1)) >= 4 calibration questions at the level; two tests
-    sharing alpha need more). Fewer get a warning saying how many would do; --json:
-    resolution (n, alpha, level, step, flaggable, attained, spread, needed, can_flag,
-    coarse).
-
-    --answerability coverage adds the answerability test, calibrated on the same questions:
-    decide, the gate and the service then also abstain (cause unanswerable) on a question in
-    scope whose 5 nearest chunks do not hold what it asks (the IDF-weighted share of its
-    words in their best sentence), the two tests sharing --alpha (each at the level that
-    keeps the calibration questions either flags at alpha; --json: answerability, with
-    level). --answerability judge asks the --llm (default local) whether the 3 nearest
-    chunks hold the answer, and scores the probability of its NO: one LLM call per
-    calibration question and per decision, cached on disk; the calibration records the
-    model, and decide and serve load it. Off by default: on the corpus zoo neither
-    catches more everywhere at an LLM-free cost (docs/answerability.md).
-
-    It is saved while no other process writes the knowledge base (waiting up to
-    $RAGBOUND_LOCK_TIMEOUT seconds, 60 by default), and refused if the knowledge base changed
-    while it was being calibrated.
+    sharing alpha need more). Fewer get a warning saying how many would do.
 
     --statistic and --alpha set what decide, the gate and the service use (decide --alpha
-    and serve --alpha change the level); evaluate compares every statistic, and test-log
-    --statistic scores with another. --granularity is recorded: decide, evaluate and shift
-    search with it. --reranker FOLDER (a local cross-encoder) makes decide, evaluate, shift
-    and the service score the k chunks' relevance logits instead of their similarities:
-    about k cross-encoder passes per query, measured in docs/benchmarks.md. --json prints path,
-    n_queries, k, tau, statistic, alpha, p_value_method, granularity, reranker,
-    critical_value, kb_fingerprint, questions, reading, conversations (with
-    --conversations: source, n_conversations, n_turns), synthetic_check (with
-    --real-queries) and selection (with auto).
+    and serve --alpha change the level); --granularity and --reranker how decide, evaluate,
+    shift and the service search (a reranker: about k cross-encoder passes per query).
+    --statistic combined learns one score from several signals on half the queries (split
+    by --seed), the other half alone making the null, so the p-value stays conformal; auto
+    compares the statistics and combined on leave-documents-out queries, proposes the
+    simplest within one standard error of the best, or keeps MSS and says why; both search
+    with every indexed unit. --null-queries lets every --queries question learn while the
+    real questions in FILE alone make the null (docs/online-test.md).
 
-    --conversations FILE (one chat a line, in the shapes decide reads; a logged chat may end
-    with the assistant's answer) adds every user turn of every conversation to the null,
-    each read as decide reads it: with --reading (default follow; rewrite calls the --llm
-    once per later turn). Give --queries, --conversations or both; standalone questions are
-    read as themselves. The manifest records the reading (reading; null without
-    conversations) and decide, the gate and the service read conversations with it by
-    default: a null of turns read one way holds the p-values of turns read that way
-    (docs/conversations.md).
+    --answerability adds the answerability test, calibrated on the same questions, the two
+    tests sharing --alpha; judge makes one cached LLM call per question and per decision
+    (docs/answerability.md). --conversations adds every user turn of every conversation to
+    the null, read with --reading; decide, the gate and the service then read conversations
+    that way by default (docs/conversations.md).
 
-    Calibrate on a few dozen real in-knowledge questions first. The manifest records where
-    the questions that make the null came from (questions: origin real, synthetic, mixed or
-    unknown, with counts): --questions real|synthetic declares it, else each record says
-    (`ragbound synth` writes source "llm:MODEL"; a record with source "real" is real; a line
-    of text is of unknown origin). A null of synthetic questions alone gives approximate
-    p-values: decide, the gate and the service say "p-values approximate: no real
-    questions" (on some corpora such a null flagged 29% of real in-knowledge questions at
-    alpha 0.05).
+    The manifest records where the null's questions came from (real, synthetic, mixed or
+    unknown: --questions, else each record's source). A null of synthetic questions alone
+    gives approximate p-values, which decide, the gate and the service say. --real-queries
+    checks that the --queries score like real questions (KS and an exceedance test, each at
+    0.025), with a warning on stderr when they differ; without it, synthetic --queries get a
+    reminder (docs/online-test.md).
 
-    --real-queries FILE (a few dozen real user questions, read with the default query
-    fields) checks that the --queries score like them, at level 0.05 by two tests on the
-    statistic's scores, each at 0.025: KS on the whole distribution, and an exceedance test
-    (do more real questions reach the critical value than alpha allows? A beta-binomial tail
-    that counts the calibration's own randomness). The result is saved in the calibration
-    manifest (synthetic_check, also in --json) with both medians, both p-values and the share
-    of real questions that reach the critical value; a warning on stderr when they differ.
-    Without it, synthetic --queries get a reminder.
-
-    --statistic combined learns one score from several signals (best similarity and mean /
-    entropy / energy of the nearest chunks at every indexed granularity, how far the nearest
-    document stands out from the next, the IDF-weighted share of the query's words in one
-    candidate chunk and in one of its sentences, the candidates being the nearest chunks
-    and the best BM25 matches, and, for a dense knowledge base, the similarity to the
-    nearest learning query). The queries are split (--seed) in two
-    halves: the learning half teaches the score to tell each query apart from itself with
-    its document left out of the search (leave-documents-out: a near out-of-knowledge
-    question without labels); the other half alone makes the null, so the p-value stays
-    conformal (valid when new in-knowledge queries are exchangeable with those). --statistic
-    auto compares every statistic but entropy (not monotone in the similarities) x k (1, 4,
-    8, 32) x indexed granularity, and combined, by how well it tells the learning half's
-    queries from themselves left out (AUROC, then the share flagged at --alpha), proposes
-    the simplest within one standard error of the best and calibrates it on the other half,
-    unless it keeps the default (MSS) because the left-out queries cannot stand for an
-    uncovered topic: fewer than 20 groups left out, most left-out queries still finding a
-    chunk within 0.06 of their nearest (near-duplicate siblings: index --group-field;
-    embedders only, BM25 scores have no scale for it), no
-    candidate above AUROC 0.6, or the proposal not ahead of MSS by more than its standard
-    error. It prints the candidates and one line saying what it picked and why
-    (kept_default_because in the manifest's selection). Both search with every indexed
-    unit (no --granularity, --k or --reranker).
-
-    --null-queries FILE (with combined or auto; read with the default query fields): the
-    --queries all learn, and the questions in FILE alone make the null, so the p-value is
-    conformal on them. Use it to let many `ragbound synth` questions teach the score while
-    a few dozen real questions certify it: synthetic questions sit closer to the corpus
-    than real ones on some corpora, which breaks a null made of them, not a score learned
-    from them. At alpha = 0.05 the null needs at least 19 questions; with 20 the
-    false-positive rate is valid on average but varies from one set of 20 to another.
+    --json prints path, n_queries, k, tau, statistic, alpha, p_value_method, granularity,
+    reranker, critical_value, kb_fingerprint, questions, reading, answerability (with
+    level), resolution (n, alpha, level, step, flaggable, attained, spread, needed,
+    can_flag, coarse), conversations (with --conversations: source, n_conversations,
+    n_turns), synthetic_check (with --real-queries) and selection (with auto).
     """
     from ragbound.conversations.reading import DEFAULT_READING
     from ragbound.corpus import load_queries
@@ -324,6 +267,7 @@ def calibrate(
     real_texts = load_queries(real_queries) if real_queries else None
     null_texts = load_queries(null_queries) if null_queries else None
     origins = None if null_file is None else question_origins(null_file, field=null_field)
+    source = null_queries or ", ".join(str(path) for path in (queries, conversations) if path)
     with warnings_shown():
         guard = Guard.calibrate(
             kb,
@@ -337,7 +281,7 @@ def calibrate(
             granularity=granularity,
             null_queries=null_texts,
             seed=seed if learned else None,
-            queries_source=str(null_file if null_queries else _sources(queries, conversations)),
+            queries_source=str(source),
             progress=progress(json_out),
             questions=questions or origins,  # type: ignore[arg-type]
             answerability=None if answerability == "off" else answerability,
@@ -481,7 +425,6 @@ def _calibration_chats(
     conversations: Path | None, reading: str | None, llm: str | None
 ) -> list[FileConversation]:
     """Every user turn of each conversation of ``conversations`` (none without the file)."""
-
     if conversations is None:
         if reading is not None or llm is not None:
             raise InputError(
@@ -504,11 +447,6 @@ def _chats_info(conversations: Path | None, chats: Sequence[FileConversation]) -
         "n_conversations": len({(chat.file, chat.line) for chat in chats}),
         "n_turns": len(chats),
     }
-
-
-def _sources(*files: Path | None) -> str:
-    """The files the calibration questions came from, as the manifest's queries_source."""
-    return ", ".join(str(path) for path in files if path is not None)
 
 
 def questions_line(null: NullQuestions) -> str:
@@ -600,33 +538,30 @@ def decide(
     reject.
 
     Queries come as arguments, from --queries FILE, or both; conversations from
-    --conversations FILE (docs/conversations.md): one a line, OpenAI-style `{"messages":
-    [...], "id": ...}` or doc2dial's `{"id": ..., "turns": [...]}` (roles user and agent, each
-    turn's `text`), each decided at its last user turn, or at every user turn with
-    --every-turn (a logged chat, which may end with the assistant's answer). Give queries or
-    conversations, not both: a file of the other kind is refused, saying which option takes it.
+    --conversations FILE (one a line, OpenAI-style or doc2dial's: docs/conversations.md),
+    each decided at its last user turn, or at every user turn with --every-turn (a logged
+    chat, which may end with the assistant's answer). Give queries or conversations, not
+    both: a file of the other kind is refused, saying which option takes it.
 
-    Each query (a conversation: the text its turn is read into, with --reading, default the
-    reading the calibration's conversations were read with, else follow) is retrieved and its
-    statistic (the calibration's; higher = more out of knowledge) is compared with the
-    calibration queries' values: p = (1 + the number of calibration queries scoring at least
-    as high) / (n + 1), out of knowledge when p <= alpha (--alpha, default the calibration's).
-    The tripwires (every user turn of a conversation meets them) and, when calibrated, the
-    answerability test decide too: reject a forbidden query, abstain on one out of knowledge
-    or unanswerable, else answer.
+    Each query (a conversation: the text its turn is read into, with --reading) is retrieved
+    and its statistic (the calibration's; higher = more out of knowledge) is compared with
+    the calibration queries' values: p = (1 + the number of calibration queries scoring at
+    least as high) / (n + 1), out of knowledge when p <= alpha. The tripwires (every user
+    turn of a conversation meets them) and, when calibrated, the answerability test decide
+    too: reject a forbidden query, abstain on one out of knowledge or unanswerable, else
+    answer.
 
     Each decision is printed in 80 columns: the query whole (a conversation's under a line
-    naming it, by its id, else its line, and the user turn, 1: the first), its p-value,
-    verdict and nearest chunk (similarity and source); the answerability test's line; the
-    topics of a forbidden query. --json prints one decision per line: query, action, cause,
-    reason, test (query (the text searched), statistic, score, p_value, out_of_knowledge,
-    alpha, critical_value (null when no score can reach alpha with this calibration), k,
-    n_calibration, approximate (true when the calibration's questions are all synthetic:
-    p-values approximate, no real questions; also a line under the table)), answerability,
-    tripwires, neighbours (--evidence chunks: rank, chunk_id, doc_id, source, similarity,
-    text) and, for a conversation, conversation (turn: user turns before it, history, id,
-    reading, read_turns). A calibration made before the knowledge base changed, or with
-    another search (exact vs HNSW, another ef_search), is refused unless --force.
+    naming it and the user turn, 1: the first), its p-value, verdict and nearest chunk
+    (similarity and source); the answerability test's line; the topics of a forbidden query.
+    --json prints one decision per line: query, action, cause, reason, test (query (the text
+    searched), statistic, score, p_value, out_of_knowledge, alpha, critical_value (null when
+    no score can reach alpha with this calibration), k, n_calibration, approximate (true
+    when the calibration's questions are all synthetic)), answerability, tripwires,
+    neighbours (--evidence chunks: rank, chunk_id, doc_id, source, similarity, text) and,
+    for a conversation, conversation (turn, history, id, reading, read_turns). A calibration
+    made before the knowledge base changed, or with another search, is refused unless
+    --force.
     """
     from ragbound.gate import Gate
 
@@ -862,12 +797,8 @@ def print_decisions(
     *,
     shared: bool = False,
 ) -> None:
-    """Each decision in lines of at most 80 columns: the query whole (wrapped at spaces), then
-    its p-value, in or out of knowledge, and the nearest chunk's similarity and source (the
-    statistic's score and the chunk's text are in --json); with the answerability test,
-    :func:`answerability_line`; a forbidden query's topics. A conversation's (``chats``, read
-    with ``reading``) comes under a line naming it (its id, else its line) and the user turn
-    (1: the first), and how many user turns the text searched joins. ``shared``: the tests
+    """Each decision in lines of at most 80 columns, as decide's help says; a conversation's
+    (``chats``, read with ``reading``) under its :func:`turn_line`. ``shared``: the tests
     share alpha."""
     from ragbound.gate import fired_topics
 

@@ -124,10 +124,5 @@ def _hidden(param: Any) -> bool:
     return bool(getattr(param, "hidden", False)) or param.name == "help"
 
 
-def main() -> None:
-    """Print the reference (redirect it to docs/cli.md)."""
-    sys.stdout.write(render())
-
-
 if __name__ == "__main__":
-    main()
+    sys.stdout.write(render())

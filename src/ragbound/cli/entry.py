@@ -24,7 +24,6 @@ def build_app() -> typer.Typer:
         no_args_is_help=True,
         rich_markup_mode=HELP_MARKUP,
         pretty_exceptions_enable=False,  # a bug shows a plain traceback, without locals
-        help="Know what your RAG system does not know: calibrated out-of-knowledge tests.",
     )
     root.callback()(_root_options)
     for group in (index, detect, shift, score, report, synth, serve):

@@ -19,6 +19,7 @@ from ragbound.cli.common import (
     warnings_shown,
 )
 from ragbound.cli.options import JsonOpt, KbArg, NewKbOpt
+from ragbound.errors import InputError
 
 if TYPE_CHECKING:
     from ragbound.knowledge import KnowledgeBase
@@ -160,72 +161,41 @@ def index(
     file is one document: its text is --text-field, its id --id-field (default: its id field,
     or its key in a JSON object keyed by id, else file and line; --id-field @line for file and
     line always), and its other fields are kept as metadata. Empty documents are skipped.
+    Entries that are not regular files (FIFOs, sockets, symlink loops, ...) are skipped with
+    one warning line; a file that cannot be read or is not UTF-8 text is an error
+    (docs/input-files.md).
 
     --group-field NAME: records sharing the value of field NAME (an intent, an FAQ category,
     an article title) are one group when calibrate --statistic auto or combined leaves a
-    question's documents out of the search to learn what an uncovered topic looks like;
-    without it each document is left out alone, and a topic spread over many short records
-    leaves siblings behind (auto then keeps MSS and says why). A record without the field is
-    its own group; a field no record has is an error. Without --group-field, index suggests
-    one (one line) when the records carry a field that looks like a grouping (at least 90%
-    of records have it, at least 2 values, 3 or more records per value on average); it is
-    not applied on its own: a field such as a language or a source would leave out half the
-    corpus at once.
+    question's documents out of the search; without it each document is left out alone. A
+    record without the field is its own group; a field no record has is an error. Without
+    --group-field, index suggests one in a line when the records carry a field that looks
+    like a grouping, and never applies it on its own.
 
-    The text is split into sentences (ragbound's own rules: a stop before a capitalised word,
-    not after an abbreviation such as e.g. or Dr.) and packed into chunks of whole sentences;
-    only a sentence longer than --chunk-words is cut. Then each chunk is embedded.
+    The text is split into sentences and packed into chunks of whole sentences; only a
+    sentence longer than --chunk-words is cut. Then each chunk is embedded. --granularity
+    sentence or window also indexes finer units cut from each chunk (its sentences, or runs
+    of --window-sentences sentences): a search scores each chunk by its most similar unit and
+    still returns chunks as evidence, at one vector per unit. --vector-dtype float16 stores
+    the vectors at half the size; searches compute in float32.
 
-    --granularity sentence or window also indexes finer units cut from each chunk: its
-    sentences, or every run of --window-sentences consecutive sentences. A search then scores
-    each chunk by its most similar unit (a question about one sentence is not diluted by the
-    rest of its chunk) and still returns chunks as evidence. It costs one vector per unit
-    (about 10 per 200-word chunk for sentences) and a search over them. calibrate
-    --granularity picks among the units indexed; decide uses the calibration's. --json prints
-    path, n_documents, n_chunks, group_field, embedder, granularity, n_units, fingerprint and
-    search. A duplicate document id, a corpus with no documents, or a knowledge base already
-    in --out (without --overwrite) is an error.
+    --json prints path, n_documents, n_chunks, group_field, embedder, granularity, n_units,
+    fingerprint, backing and search. A duplicate document id, a corpus with no documents, or
+    a knowledge base already in --out (without --overwrite) is an error.
 
-    --overwrite replaces the knowledge base in place: the new files are written beside the
-    old ones and one manifest replace commits them, so a crash leaves the old knowledge base
-    or the new one, never neither. It removes the old calibration and tripwires (they were
-    made for the old chunks) and says so. Files in --out that ragbound did not write are an
-    error that names them, unless --delete-other-files. A folder left by a crashed index is
-    cleaned and reused. Another writer of --out is waited for ($RAGBOUND_LOCK_TIMEOUT s).
+    --overwrite replaces the knowledge base in place, atomically (a crash leaves the old one
+    or the new one), and removes its calibration and tripwires, saying so. Files in --out
+    that ragbound did not write are an error naming them, unless --delete-other-files.
+    Another writer of --out is waited for ($RAGBOUND_LOCK_TIMEOUT s). Embedded chunks are
+    written to --out/staging/ block by block: the same command after an interruption embeds
+    only the blocks not yet there (docs/reliability.md).
 
-    Embedded chunks are written to --out/staging/ block by block (8192 chunks) as they finish:
-    if indexing is interrupted (a crash, kill -9, Ctrl-C, SIGTERM), the same command again
-    embeds only the blocks not yet there and gives the same knowledge base as an uninterrupted
-    run. The staging folder is removed when the knowledge base is committed. Ctrl-C, SIGTERM
-    or an error removes what holds no finished block (the staging folder, and --out when the
-    run made it and it is empty) and says how many finished blocks it keeps.
-
-    Entries in a corpus folder that are not regular files (a FIFO, a socket, a device, a
-    symlink loop, a dangling symlink, a symlinked folder) are never opened or followed: they
-    are skipped with one warning line naming them. A file or folder that cannot be read, or a
-    file that is not UTF-8 text (a binary file), is an error.
-
-    --vector-dtype float16 stores the vectors at half the size (the manifest records it);
-    searches compute in float32. Loading memory-maps the vector files and checks them.
-
-    --backing keeps the chunks and their vectors in a PostgreSQL table with pgvector (the
-    postgres extra) and searches there, exactly; --out then holds the manifest, which records
-    the URL (never a password: give it in PGPASSWORD or ~/.pgpass), the table, the embedder
-    and a content hash, and later the calibration and tripwires. add appends to the table.
-    search=hnsw in the URL builds pgvector's HNSW index and searches with it (approximate,
-    ef_search candidates per query, default 40); calibrations record the method.
-    With --backing, --out must be a new or empty folder, and --overwrite replaces only a table
-    that ragbound created.
-
-    --search hnsw (a local knowledge base) builds an HNSW graph (faiss, one thread, so the
-    same corpus gives the same graph) and saves it beside the vectors, in hnsw/; it answers
-    every search, approximately: it can miss true neighbours, whose top similarities are
-    then lower. The manifest records --m, --ef-search and --rescore, and so does every
-    calibration: decide, evaluate, shift, test-log and the gate refuse a calibration made with
-    another search (unless --force), so calibrate after choosing the search. --rescore C
-    fetches k x C candidates (the beam is widened to match) and returns the exact top k
-    among them, re-scored from the stored vectors: recall rises, the similarities are exact.
-    The graph indexes chunk vectors only: finer units (--granularity) are searched exactly.
+    --backing keeps the chunks and vectors in a PostgreSQL + pgvector table (the postgres
+    extra; the password never in the manifest: PGPASSWORD or ~/.pgpass); --out must then be
+    a new or empty folder, and --overwrite replaces only a table that ragbound created.
+    --search hnsw builds a local HNSW graph (the hnsw extra) that answers every search
+    approximately, its settings recorded with every calibration, so calibrate after
+    choosing the search (docs/stores.md).
     """
     from ragbound.corpus.units import unit_params
     from ragbound.knowledge import KnowledgeBase
@@ -279,8 +249,6 @@ def _hnsw_choice(
     precision: str | None,
 ) -> HnswParams | None:
     """The local HNSW parameters asked for (None: exact), checked before embedding."""
-    from ragbound.errors import InputError
-
     options = {"--ef-search": ef_search, "--m": m, "--rescore": rescore}
     options["--graph-precision"] = precision
     given = [name for name, value in options.items() if value is not None]
@@ -445,47 +413,20 @@ def attach(
     and filters, the embedder and a content hash, and searches run in the store. Before
     trusting the store, attach re-embeds --sample of its stored texts and refuses when they do
     not point the same way as the stored vectors (another embedder made them), or when the
-    vectors have another dimension. PostgreSQL rows without text or vector are left out; a
-    Chroma record without document text is refused.
+    vectors have another dimension.
 
-    PostgreSQL (--table, --text-column, --vector-column, --id-column): the columns default to
-    where LangChain and LlamaIndex put them. LangChain's langchain-postgres (PGVector) keeps
-    every collection in langchain_pg_embedding: add --where collection_id=UUID (the uuid of
-    the collection's row in langchain_pg_collection). LlamaIndex's PGVectorStore keeps a table
-    data_NAME (its primary key id identifies a row).
+    The options of each store (docs/stores.md): PostgreSQL --table, --text-column,
+    --vector-column, --id-column (defaulting to where LangChain and LlamaIndex put them),
+    --where COLUMN=VALUE, --ef-search; Chroma --doc-field, --where FIELD=VALUE; Qdrant
+    --text-field, --doc-field, --vector-name, --where KEY=VALUE, --hnsw-ef; LanceDB
+    --text-field, --doc-field, --vector-column, --id-column, --where COLUMN=VALUE. An option
+    the URL's store does not take is an error.
 
-    Chroma (--doc-field, --where FIELD=VALUE): chroma://HOST:PORT/COLLECTION on Chroma's own
-    server, searched by its HNSW graph (approximate; its space, ef_search and M are recorded
-    with every calibration); distances become similarities (cosine and ip: 1 - d; l2: 1 - d/2,
-    for unit vectors only, checked at attach). Records added later are read on the next load
-    (the fingerprint changes: calibrate again).
-
-    Qdrant (--text-field, --doc-field, --vector-name, --where KEY=VALUE, --hnsw-ef): a server
-    as qdrant://HOST:PORT/COLLECTION, or a folder written by qdrant-client's embedded mode as
-    qdrant+path:///ABSOLUTE/FOLDER?collection=NAME (searched by brute force; one process at a
-    time may open it). The text is found where LangChain (page_content) or LlamaIndex
-    (_node_content, whose metadata lines it embeds with the text: recognised) put it. Cosine and
-    Dot scores are kept as they are; Euclid distances d become 1 - d²/2, which needs unit
-    vectors (checked); Manhattan is refused.
-
-    LanceDB (--text-field, --doc-field, --vector-column, --id-column, --where COLUMN=VALUE):
-    lancedb:///ABSOLUTE/FOLDER?table=NAME, a table in a folder LanceDB's embedded client
-    wrote. LangChain's and LlamaIndex's LanceDB stores keep id, vector, text and a metadata
-    struct (the defaults; --where metadata.source=X filters on its field). Each row needs a
-    key column (--id-column, default id). It is searched by the embedder's distance, every row
-    scored (exact; an ANN index is bypassed), and 1 - d is the cosine or the dot product.
-
-    Every store: rows the application adds or changes are read at the next load (the
-    fingerprint changes: calibrate again); a record flagged ragbound_tripwire is never a row.
-
-    Search is exact unless --search hnsw: then the store's HNSW index answers (for PostgreSQL
-    it must have one for the embedder's operator, e.g. vector_cosine_ops), approximately; the
-    method and --ef-search (--hnsw-ef and the graph's m for Qdrant) are recorded with every
-    calibration, so calibrate with the search you decide with.
-
-    When the application changes a PostgreSQL table, the next command sees the new rows: the
-    knowledge base's fingerprint changes, so calibrate again (decide refuses the old
-    calibration unless --force). add refuses: add documents through the application.
+    Rows the application adds or changes are read at the next load: the fingerprint changes,
+    so calibrate again (decide refuses the old calibration unless --force); add refuses: add
+    documents through the application. A record flagged ragbound_tripwire is never a row.
+    Search is exact unless --search hnsw (a Chroma collection: always its HNSW graph); the
+    method is recorded with every calibration, so calibrate with the search you decide with.
     --json prints the same fields as index.
     """
     from ragbound.knowledge import KnowledgeBase
@@ -515,7 +456,6 @@ def _attach_options(url: str, **given: object) -> dict[str, object]:
     it does not take, or one it needs that is missing."""
     import inspect
 
-    from ragbound.errors import InputError
     from ragbound.knowledge.registry import attaching
 
     backing = attaching(url)
@@ -568,8 +508,7 @@ def _warn_if_calibration_stale(kb: KnowledgeBase) -> None:
 
 
 def _report_kb(kb: KnowledgeBase, verb: str, json_out: bool) -> None:
-    """What index, add and attach print; ``backing`` says where the rows live (for a
-    PostgreSQL table: its table, DSN and columns)."""
+    """What index, add and attach print (and where the rows live, for an outside store)."""
     m = kb.manifest
     search = kb.describe()
     location = getattr(kb.backing, "location", None)

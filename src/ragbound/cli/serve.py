@@ -300,41 +300,30 @@ def serve(
         ),
     ] = DEFAULT_UNANSWERABLE,
 ) -> None:
-    """Serve the knowledge base's decisions over HTTP (FastAPI on uvicorn).
+    """Serve the knowledge base's decisions over HTTP (FastAPI on uvicorn; docs/service.md).
 
     POST /v1/decide {"query": ...} answers the decision as JSON (action answer, abstain or
-    reject, and its cause: in_knowledge, small_talk (a chat's greeting or thanks),
-    out_of_knowledge, unanswerable or forbidden; test, the boundary test with p_value and
-    out_of_knowledge; answerability, with p_value,
-    unanswerable and evidence, where that test ran; tripwires, with forbidden and triggers;
-    neighbours); POST /v1/decide/batch {"queries": [...]} answers
+    reject, its cause, the boundary test, the answerability test where it ran, the
+    tripwires and the neighbours); POST /v1/decide/batch {"queries": [...]} answers
     {"results": [...]}. GET/POST/DELETE /v1/tripwires list, add and remove tripwires live
-    (admin token). GET /healthz, /readyz, /metrics (Prometheus)
-    and /openapi.json.
-    GET /dashboard is a live page (decision counts, p-value histogram, recent forbidden queries,
-    the shift monitor's windows) fed by GET /v1/stats (JSON), which needs a read token: the
-    page, which holds no data, loads without one and asks for it.
-
-    With --upstream, the gateway's replies (POST /v1/chat/completions, /v1/responses) hold a
-    summary of the decision in their ragbound field and X-Ragbound-* headers: action, cause,
-    p-values, the retrieved chunks' ids and the ids of the tripwires that fired, never a
-    chunk's or a tripwire's text; the request header X-Ragbound-Decision: full with an admin
-    token gets the whole decision (403 with a read token). /v1/decide answers the whole
-    decision: it is for the operator's application, which needs the chunks as its context.
+    (admin token). GET /healthz, /readyz, /metrics (Prometheus), /openapi.json, and
+    /dashboard, a live page fed by GET /v1/stats (read token). With --upstream, the
+    gateway's replies hold a summary of the decision (their ragbound field, X-Ragbound-*
+    headers), never a chunk's or a tripwire's text.
 
     Without --token-file the service needs no token, binds only a loopback address and
     answers only a loopback Host (or one given with --allowed-host; 421 otherwise). With
     it (tokens of 16 characters or more), /v1/decide and /metrics need a read or admin token
     and /v1/tripwires an admin token (Authorization: Bearer TOKEN). Tripwires changed with
-    ragbound tripwire add/remove are picked up too, and on a knowledge base attached to a
-    Chroma or Qdrant collection, changes another replica (or the application) made in the
-    collection, within about two seconds: replicas on several hosts share their tripwires so
-    (docs/deploy.md). Concurrent requests are decided in one embedding batch.
+    ragbound tripwire add/remove, or by another replica in an attached Chroma or Qdrant
+    collection, are picked up within seconds (docs/deploy.md). Concurrent requests are
+    decided in one embedding batch.
+
     With --log, each decision is a JSON line (time, query, action, cause, p_value, score, ...)
     written and fsync-ed before the answer; the shift monitor runs on the decisions' scores
     and its state is kept beside the log (LOG.monitor.json), so a restart resumes it. A --log
-    file that ragbound serve did not write (a query log kept for ragbound shift, say) is
-    refused, as is a port already in use, before the model loads.
+    file that ragbound serve did not write is refused, as is a port already in use, before
+    the model loads.
     """
     try:
         from ragbound.serve import ServeSettings, Tokens

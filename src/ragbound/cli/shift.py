@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -34,6 +34,9 @@ from ragbound.cli.options import (
 )
 from ragbound.detect.names import DEFAULT_ALPHA
 from ragbound.errors import InputError
+
+if TYPE_CHECKING:
+    from ragbound.detect.monitor import ShiftMonitor
 
 TESTS = ("ks", "mmd")
 CORRECTIONS = ("spending", "period", "arl", "none")
@@ -132,13 +135,13 @@ def shift(
     A small p-value means the queries no longer look like the ones the corpus covers. A
     .jsonl file whose first line has the --time-field is a query log, watched window by
     window, and so is any file given with --window; any other query file is one batch.
-    Both need a calibration of at least 20 queries.
+    Both need a calibration of at least 20 queries (docs/shift.md).
 
-    Batch: one two-sample test against the calibration queries. --test ks compares the
-    statistic's values (scipy's exact or asymptotic p-value; the paper's critical value
-    sqrt(-ln(alpha/2)(n+m)/(2nm)) is reported too); --test mmd compares the query embeddings
-    (p-value from 1000 permutations). --json prints test, score_statistic, statistic,
-    p_value, alpha, shifted, critical_value, n_reference, n_test, method and kb_fingerprint.
+    Batch: one two-sample test against the calibration queries: --test ks on the
+    statistic's values (the paper's critical value sqrt(-ln(alpha/2)(n+m)/(2nm)) is reported
+    too), --test mmd on the query embeddings (1000 permutations). --json prints test,
+    score_statistic, statistic, p_value, alpha, shifted, critical_value, n_reference,
+    n_test, method and kb_fingerprint.
 
     Log: each line is a JSON object with a timestamp (ISO 8601 or epoch seconds) and a
     query, in time order. Each full window of --window queries (or of log time) gets a KS
@@ -149,68 +152,58 @@ def shift(
     window, start, end, first_line, last_line, n, statistic, p_value, alpha (this window's
     level), alarm, critical_value and score_statistic.
 
-    The monitor's state (byte offset, window counter, the open window's scores) is saved as
-    it reads, by default in KB_DIR/monitor/, so a rerun reads only the lines appended since
-    and never loses a window; --restart starts over. A line without query or timestamp, a
-    timestamp earlier than the one before, a log that got shorter, a damaged state file and
-    one made with other settings are errors. One monitor at a time reads a state file: a
-    second one waits for it (up to $RAGBOUND_LOCK_TIMEOUT seconds, 60 by default), then is
-    refused.
-
-    --engine ray embeds and searches the queries on Ray (see ragbound test-log); the tests and
-    the saved state are the same as with the local engine.
-
-    A calibration made against another knowledge base, or with another search (exact vs
-    HNSW, another ef_search), is refused unless --force.
+    The monitor's state is saved as it reads (by default in KB_DIR/monitor/), so a rerun
+    reads only the lines appended since and never loses a window; --restart starts over. A
+    line without query or timestamp, a timestamp earlier than the one before, a log that got
+    shorter and a state file damaged or made with other settings are errors. A second
+    monitor of a state file waits for the first ($RAGBOUND_LOCK_TIMEOUT s), then is refused.
+    --engine ray embeds and searches the queries on Ray (see test-log), with the same tests
+    and state. A calibration made against another knowledge base, or with another search,
+    is refused unless --force.
     """
     from ragbound.detect import Guard
-    from ragbound.detect.monitor import WindowSpec, is_log
+    from ragbound.detect.monitor import SCORE_BATCH, ShiftMonitor, WindowSpec, is_log
     from ragbound.engines import make_search
 
     if engine == "local" and address is not None:
         raise InputError("--address needs --engine ray")
     if engine == "ray" and test == "mmd":
         raise InputError("--test mmd runs in this process; use --engine local")
-
-    def ray_search(guard):
-        if engine == "local":
-            return None
-        return make_search(guard, "ray", address=address, workers=workers, statistic=statistic)
-
     if len(queries) > 1 and not all(is_log(log, time_field) for log in queries):
         raise InputError("several --queries are merged as query logs: give JSONL logs only")
     if len(queries) > 1 and state is not None:
         raise InputError("--state follows one log: give one --queries log with it")
-    if window is None and not is_log(queries[0], time_field):
-        guard = Guard.load(kb_dir, force=force)
-        search = ray_search(guard)
+    batch = window is None and not is_log(queries[0], time_field)
+    if not batch:
+        if test != "ks":
+            raise InputError("a query log is monitored with the KS test; use --test ks")
+        spec = WindowSpec.parse(window or "50")
+        if spec.size is not None:
+            validate.check_step(step, spec.size, "queries")
+        else:
+            validate.check_step(step, float(spec.seconds or 0), "s")
+    guard = Guard.load(kb_dir, force=force)
+    search = None
+    if engine == "ray":
+        search = make_search(guard, "ray", address=address, workers=workers, statistic=statistic)
+    if batch:
         _shift_batch(guard, queries[0], field, test, statistic, alpha, run, json_out, search)
         return
-    if test != "ks":
-        raise InputError("a query log is monitored with the KS test; use --test ks")
-    spec = WindowSpec.parse(window or "50")
-    if spec.size is not None:
-        validate.check_step(step, spec.size, "queries")
-    else:
-        validate.check_step(step, float(spec.seconds or 0), "s")
-    guard = Guard.load(kb_dir, force=force)
-    _shift_log(
+    monitor = ShiftMonitor(
         guard,
-        ray_search(guard),
-        queries,
         spec,
-        step,
-        alpha,
-        (correction, period, arl),
-        statistic,
-        time_field,
-        query_field,
-        state,
-        restart,
-        run,
-        plot,
-        json_out,
+        step=step,
+        alpha=alpha,
+        correction=correction,  # type: ignore[arg-type]
+        period=period,
+        arl=arl,
+        statistic=statistic,
+        time_field=time_field,
+        query_field=query_field,
+        search=search,
+        score_batch=RAY_SCORE_BATCH if search is not None else SCORE_BATCH,
     )
+    _shift_log(monitor, queries, state, restart, run, plot, json_out)
 
 
 def _shift_batch(
@@ -246,44 +239,22 @@ def _shift_batch(
 
 
 def _shift_log(
-    guard,
-    search,
+    monitor: ShiftMonitor,
     logs: list[Path],
-    spec,
-    step,
-    alpha,
-    scheme: tuple[str, str | None, float | None],
-    statistic,
-    time_field,
-    query_field,
     state: Path | None,
     restart: bool,
     run: Path | None,
     plot: Path | None,
     json_out: bool,
 ) -> None:
+    """Follow one log (its state saved) or merge several, a window a line or JSON object."""
     from ragbound.artifacts import sha256_text
-    from ragbound.detect.monitor import SCORE_BATCH, ShiftMonitor
     from ragbound.report import RunData, record_windows
 
     if state is None and len(logs) == 1:
-        state = guard.kb.path / "monitor" / f"{sha256_text(str(logs[0].resolve()))[:16]}.json"
-    monitor = ShiftMonitor(
-        guard,
-        spec,
-        step=step,
-        alpha=alpha,
-        correction=scheme[0],  # type: ignore[arg-type]
-        period=scheme[1],
-        arl=scheme[2],
-        statistic=statistic,
-        time_field=time_field,
-        query_field=query_field,
-        search=search,
-        score_batch=RAY_SCORE_BATCH if search is not None else SCORE_BATCH,
-    )
+        kb_path = monitor.guard.kb.path
+        state = kb_path / "monitor" / f"{sha256_text(str(logs[0].resolve()))[:16]}.json"
     out = None if json_out else console()
-    tested = alarms = 0
     seen = []
     if len(logs) == 1:
         results = monitor.follow(
@@ -292,21 +263,21 @@ def _shift_log(
     else:
         results = monitor.follow_merged(logs)
     for result in results:
-        tested += 1
-        alarms += result.alarm
         seen.append(result)
         if run:
             record_windows(run, [result])
         if out is None:
             emit_json(result)
         else:
-            if tested == 1:
+            if len(seen) == 1:
                 out.print(WINDOW_HEADER, highlight=False)
             out.print(window_row(result), highlight=False)
         sys.stdout.flush()  # shown before the state that counts the window as done is saved
     kept = f"state saved to {state}" if state else f"{len(logs)} logs merged, no state"
-    summary = f"{tested} window(s) tested, {alarms} alarm(s) (windows of {spec.describe()})"
-    if tested == 0:
+    windows = monitor.window.describe()
+    alarms = sum(result.alarm for result in seen)
+    summary = f"{len(seen)} window(s) tested, {alarms} alarm(s) (windows of {windows})"
+    if not seen:
         summary = f"no window completed: the log has fewer new queries than one window; {summary}"
     notice(f"{wrap(visible(summary))}\n{wrap(visible(kept))}")
     if plot and seen:

@@ -71,13 +71,8 @@ def synth(
     neighbours from the same document, up to 400 words (--context chunk: the chunk alone, as
     in the paper; --group-by: a metadata field whose equal values make one document, when a
     document is stored as several records), and writes one self-contained question in the
-    style of the --examples.
-
-    Without --group-by, documents are found on their own: the document ids when documents
-    hold several chunks, else a metadata field whose equal values come in consecutive runs
-    (a paper id), else the shared prefix of consecutive ids (12345-p3), else the source
-    files; when none works, the window takes the adjacent chunks. A notice on stderr (and the
-    context field of every line) says which was used.
+    style of the --examples. Without --group-by, documents are found on their own
+    (docs/online-test.md); a notice on stderr (and the context field of every line) says how.
 
     --examples FILE with real questions from your users (20 are enough) switches to the
     few-shot prompt synth-query-users, which copies their length and level of detail: the
@@ -92,9 +87,7 @@ def synth(
     --real-queries` checks the result against real questions.
 
     Replies are cached on disk (~/.cache/ragbound/llm, or $RAGBOUND_CACHE/llm), so a rerun
-    is free and an interrupted run resumes. --llm local needs `pip install
-    'ragbound[local]'`; openai:MODEL reads RAGBOUND_LLM_BASE_URL or OPENAI_BASE_URL and
-    RAGBOUND_LLM_API_KEY or OPENAI_API_KEY.
+    is free and an interrupted run resumes; --llm is described in docs/llms.md.
     """
     from ragbound.knowledge import KnowledgeBase
     from ragbound.llm import load_prompt

@@ -93,16 +93,12 @@ def add(
     A row identical to an earlier one is skipped and counted on stderr. A missing topic, an
     empty text, a bad severity, one id on two different rows, or an id already in the
     knowledge base is an error, and then nothing changes. Tripwires need a dense knowledge
-    base (not bm25). --json prints the change: action, at, ids, topics, source, n_after and
-    set_hash (the hash of the tripwire set after it).
-
-    On a knowledge base attached to Chroma or Qdrant the tripwires go into that collection,
-    as the RAR paper designed them: one record each, with its vector and the metadata
-    ragbound_tripwire (its topic); the knowledge never returns or counts them.
-
-    One writer at a time changes a knowledge base (add, calibrate, tripwire add or remove):
-    the texts are embedded first, then the change waits for another writer (up to
-    $RAGBOUND_LOCK_TIMEOUT seconds, 60 by default) and is applied to the set as it is then.
+    base (not bm25). On a knowledge base attached to Chroma or Qdrant they go into that
+    collection, one record each with the metadata ragbound_tripwire, which the knowledge
+    never returns or counts (docs/tripwires.md). The texts are embedded first, then the
+    change waits for another writer of the knowledge base (up to $RAGBOUND_LOCK_TIMEOUT
+    seconds, 60 by default). --json prints the change: action, at, ids, topics, source,
+    n_after and set_hash (the hash of the tripwire set after it).
     """
     from ragbound.tripwires import TripwireFields
     from ragbound.tripwires.files import read_tripwire_file
