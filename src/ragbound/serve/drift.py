@@ -31,12 +31,9 @@ RECENT_WINDOWS = 500  # kept for the dashboard's timeline
 
 
 class ServiceMonitor:
-    """Windows of ``window`` decisions, KS-tested against the calibration queries.
-
-    ``log``: the service's query log (None: the state lives in memory only). ``state_path``:
-    where the state is saved (with a log); its writer lock is taken here and released by
-    :meth:`close` (ArtifactError when another process holds it). Results go to ``metrics``
-    and ``recent``.
+    """Windows of ``window`` decisions, KS-tested against the calibration queries; results in
+    ``metrics`` and ``recent``. ``log`` None: the state lives in memory only. ``state_path``'s
+    writer lock is held until :meth:`close` (ArtifactError when another process holds it).
     """
 
     def __init__(
