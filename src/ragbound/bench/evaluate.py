@@ -24,10 +24,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ragbound.artifacts import sha256_text, utc_now
+from ragbound.artifacts import sha256_text
 from ragbound.bench.config import describe_errors, read_config_file
 from ragbound.bench.log import JsonlLog
-from ragbound.bench.models import Evaluation, EvaluationSpec, ExperimentInput, Provenance
+from ragbound.bench.models import Evaluation, EvaluationSpec, ExperimentInput, llm_provenance
 from ragbound.bench.results import (
     ABSTAINED,
     ABSTENTION,
@@ -316,21 +316,17 @@ def _record(
     cached: bool = False,
     **fields: Any,
 ) -> Evaluation:
-    prompt = job.resolved.prompt
-    provenance = Provenance(
-        created_at=utc_now(),
-        source_hash=job.source_hash,
-        prompt_id=prompt.id,
-        prompt_version=prompt.version,
-        model=model or llm.model_id,
-        params=params.model_dump(),
-        cached=cached,
-    )
     return Evaluation(
         input_id=job.input_id,
         spec=job.resolved.spec.name,
         evaluator=llm.model_id,
-        provenance=provenance,
+        provenance=llm_provenance(
+            job.resolved.prompt,
+            params,
+            source_hash=job.source_hash,
+            model=model or llm.model_id,
+            cached=cached,
+        ),
         **fields,
     )
 

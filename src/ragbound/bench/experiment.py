@@ -51,8 +51,8 @@ from ragbound.bench.models import (
     ContextItem,
     ExperimentInput,
     ExperimentOutput,
-    Provenance,
     Strategy,
+    llm_provenance,
     short_id,
 )
 from ragbound.bench.rundir import RunDir
@@ -456,24 +456,12 @@ class _Builder:
 # --- asking the target models ---------------------------------------------------------------
 
 
-def _provenance(
-    item: ExperimentInput, prompt: Prompt, params: GenerationParams, **fields: Any
-) -> Provenance:
-    return Provenance(
-        created_at=fields.pop("created_at", None) or utc_now(),
-        source_hash=sha256_text(item.model_dump_json()),
-        prompt_id=prompt.id,
-        prompt_version=prompt.version,
-        params=params.model_dump(),
-        **fields,
-    )
-
-
 async def ask(
     llm: LLM, item: ExperimentInput, prompt: Prompt, params: GenerationParams
 ) -> ExperimentOutput:
     """The model's answer to one input, or an output carrying the error (never raises for a
     failed call, so one failure does not stop the run). ``source_hash`` hashes the input."""
+    source = sha256_text(item.model_dump_json())
     try:
         response = await acall(
             llm,
@@ -486,7 +474,7 @@ async def ask(
         return ExperimentOutput(
             input_id=item.id,
             error=f"{type(exc).__name__}: {exc}",
-            provenance=_provenance(item, prompt, params, model=llm.model_id),
+            provenance=llm_provenance(prompt, params, source_hash=source, model=llm.model_id),
         )
     return ExperimentOutput(
         input_id=item.id,
@@ -494,10 +482,10 @@ async def ask(
         seconds=response.seconds,
         prompt_tokens=response.prompt_tokens,
         completion_tokens=response.completion_tokens,
-        provenance=_provenance(
-            item,
+        provenance=llm_provenance(
             prompt,
             params,
+            source_hash=source,
             model=response.model,
             cached=response.cached,
             created_at=response.created_at,

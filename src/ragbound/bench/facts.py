@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragbound.artifacts import utc_now
 from ragbound.bench.models import (
     AtomicFact,
     DocumentRef,
     FactSet,
     Provenance,
     SkippedSentence,
+    llm_provenance,
     short_id,
 )
 from ragbound.corpus import Document, load_documents_with_report, split_sentences
@@ -191,13 +191,7 @@ def build_facts(
         concurrency=concurrency,
         progress=progress,
     )
-    base = Provenance(
-        created_at=utc_now(),
-        prompt_id=prompt.id,
-        prompt_version=prompt.version,
-        model=llm.model_id,
-        params=params.model_dump(mode="json"),
-    )
+    base = llm_provenance(prompt, params, model=llm.model_id)
     facts: list[AtomicFact] = []
     errors = list(notes)
     for part, result in zip(windows, results, strict=True):

@@ -9,11 +9,14 @@ so a crash loses at most the line being written and a rerun skips what is done.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragbound.artifacts import sha256_text
+from ragbound.artifacts import sha256_text, utc_now
+
+if TYPE_CHECKING:
+    from ragbound.llm import GenerationParams, Prompt
 
 Strategy = Literal["direct", "long_context", "rag", "hyde"]
 STRATEGIES: tuple[str, ...] = ("direct", "long_context", "rag", "hyde")
@@ -43,6 +46,18 @@ class Provenance(BaseModel):
     model: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     cached: bool = False
+
+
+def llm_provenance(prompt: Prompt, params: GenerationParams, **fields: Any) -> Provenance:
+    """The provenance of an LLM-made item: ``prompt``'s id and version, ``params`` and the
+    other ``fields`` (``created_at`` defaults to now)."""
+    fields.setdefault("created_at", utc_now())
+    return Provenance(
+        prompt_id=prompt.id,
+        prompt_version=prompt.version,
+        params=params.model_dump(mode="json"),
+        **fields,
+    )
 
 
 class DocumentRef(BaseModel):

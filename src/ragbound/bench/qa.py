@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ragbound.artifacts import file_sha256, sha256_text, utc_now
-from ragbound.bench.models import FactSet, Provenance, QAPair, QASet, short_id
+from ragbound.bench.models import FactSet, Provenance, QAPair, QASet, llm_provenance, short_id
 from ragbound.errors import InputError
 from ragbound.llm import LLM, GenerationParams, ParseError, load_prompt, parse_json_object
 from ragbound.llm.batch import run_parsed
@@ -72,13 +72,11 @@ def generate_qa(
             errors.append(f"fact {fact.id}: {message}" + (f"; raw output: {raw}" if raw else ""))
             continue
         question, answer = result.parsed.value
-        provenance = Provenance(
-            created_at=utc_now(),
+        provenance = llm_provenance(
+            prompt,
+            params,
             source_hash=fact.provenance.source_hash,
-            prompt_id=prompt.id,
-            prompt_version=prompt.version,
             model=llm.model_id,
-            params=params.model_dump(mode="json"),
             cached=result.parsed.response.cached,
         )
         pairs.append(
