@@ -12,7 +12,7 @@ from ragbound.report.markup import escape, figure, table
 from ragbound.report.run import RunData
 
 if TYPE_CHECKING:
-    from ragbound.results import EvaluationInputs, EvaluationReport
+    from ragbound.results import EvaluationInputs, EvaluationReport, ShiftReport
     from ragbound.tripwires.tune import TuningResult
 
 METRICS = (
@@ -64,7 +64,7 @@ def render_report(run: RunData) -> str:
     if run.evaluation is not None:
         parts.append(_evaluation(run, pictures))
     if run.shift is not None:
-        parts.append(_shift(run))
+        parts.append(_shift(run.shift))
     if run.shift_rates:
         parts.append(_shift_rates(run.shift_rates, pictures))
     if run.windows:
@@ -165,9 +165,7 @@ def _inputs(inputs: EvaluationInputs | None) -> str:
     return table(["input", "as recorded"], rows, "inputs")
 
 
-def _shift(run: RunData) -> str:
-    report = run.shift
-    assert report is not None
+def _shift(report: ShiftReport) -> str:
     critical = "" if report.critical_value is None else f"{report.critical_value:.4f}"
     verdict = "<span class='alarm'>shift</span>" if report.shifted else "no shift"
     row = [
