@@ -179,28 +179,23 @@ def _template(
     return Template(role, _parse_segments(text, allowed, path, start))
 
 
-def parse_prompt(text: str, path: Path) -> Prompt:
-    """Parse prompt file text (``path`` is only used in error messages and provenance)."""
+def load_prompt_file(path: Path) -> Prompt:
+    """Load and check one prompt file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PromptError(f"cannot read prompt file {path}: {exc}") from exc
     header_lines, body, body_start = _split_header(text, path)
     header = _parse_header(header_lines, path)
-    templates = _parse_sections(body, body_start, header["variables"], path)
     return Prompt(
         id=header["id"],
         version=header["version"],
         description=header.get("description", ""),
         variables=header["variables"],
-        templates=templates,
+        templates=_parse_sections(body, body_start, header["variables"], path),
         path=path,
     )
-
-
-def load_prompt_file(path: Path) -> Prompt:
-    """Load and check one prompt file."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PromptError(f"cannot read prompt file {path}: {exc}") from exc
-    return parse_prompt(text, Path(path))
 
 
 def builtin_dir() -> Path:
