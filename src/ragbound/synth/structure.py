@@ -100,10 +100,8 @@ def field_structure(chunks: Sequence[Chunk], field: str) -> DocumentStructure:
 
 def _works(keys: Sequence[Hashable]) -> bool:
     """True when ``keys`` group the chunks usefully: see the module docstring."""
-    if len(keys) < 2:
-        return False
     sizes = Counter(keys)
-    if len(sizes) < 2:
+    if len(sizes) < 2:  # also fewer than two chunks
         return False
     grouped = sum(size for size in sizes.values() if size > 1)
     if grouped < MIN_GROUPED_SHARE * len(keys):
