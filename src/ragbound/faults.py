@@ -12,10 +12,6 @@ names lists the step, the call raises the ``OSError`` the system would (``ENOSPC
 errno named after the step: ``querylog.write EIO``). The file is read at each call, so a test
 arms and disarms a running process by rewriting it. Unset, a fault point costs one dictionary
 lookup.
-
-Example:
-    >>> crash_point("doc:example")  # no-op unless RAGBOUND_CRASH_AT=doc:example
-    >>> io_fault("doc:example")  # no-op unless $RAGBOUND_FAULTS_FILE lists doc:example
 """
 
 from __future__ import annotations

@@ -294,10 +294,9 @@ class Gate:
         level: float,
         small_talk: Sequence[bool],
     ) -> list[AnswerabilityVerdict | None]:
-        """The answerability test of the questions the other tests let through, from the
-        text searched and the chunks it found (no second search or embedding); None for the
-        others: their action is decided already (small talk too: it asks nothing of the
-        knowledge), and an LLM judge never reads a forbidden turn."""
+        """The answerability test of the questions the other tests let through (no second
+        search or embedding); None for the others, small talk included: an LLM judge never
+        reads a forbidden turn."""
         open_rows = [
             i
             for i in range(len(texts))

@@ -21,13 +21,10 @@ class Neighbour(BaseModel):
 class Verdict(BaseModel):
     """The online out-of-knowledge test for one query.
 
-    ``score`` is the test statistic (higher = more out-of-knowledge); ``p_value`` its
-    right tail under the calibrated in-knowledge null; ``out_of_knowledge`` = p_value <=
-    alpha, i.e. the query is judged out of the knowledge base's knowledge. ``critical_value``
-    is the score at and above which queries are out of knowledge (None when no score can
-    reach alpha with this many calibration queries). ``neighbours``: the nearest chunks, as
-    evidence. ``approximate``: the calibration was made of synthetic questions alone, so the
-    p-value is only approximate.
+    ``score`` is the test statistic (higher = more out-of-knowledge); ``p_value`` its right
+    tail under the calibrated in-knowledge null. ``critical_value`` is the score at and above
+    which queries are out of knowledge (None when no score can reach alpha with this many
+    calibration queries).
     """
 
     query: str

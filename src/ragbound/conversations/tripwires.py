@@ -100,19 +100,16 @@ def _optimistic(turns: Sequence[str]) -> list[str]:
 
 
 def other_turns(chat: Conversation, how: Read, *, instructions: bool) -> list[str]:
-    """The texts the tripwires see besides the read text: the decided turn alone (when the
-    read text joins it with others), the recent turns joined (a request split over turns;
-    already embedded by the ``follow`` reading) and, with ``instructions``, the system and
-    developer messages. ``chat`` is the conversation as read, its forbidden turns dropped:
-    every earlier turn it keeps was found not forbidden at its own turn, so it is not checked
-    again, and one false hit does not refuse the rest of a chat."""
+    """The texts the tripwires see besides the read text: the decided turn alone, the recent
+    turns joined (a request split over turns) and, with ``instructions``, the system and
+    developer messages. ``chat`` is the conversation as read, its forbidden turns dropped (the
+    earlier turns it keeps were found not forbidden at their own turn)."""
     extra = list(chat.instructions) if instructions else []
     joined = [recent_text(chat)[0]] if chat.turn_index > 0 else []
     return [t for t in dict.fromkeys([chat.last_user, *joined, *extra]) if t != how.text]
 
 
 def joined_turns(turns: Sequence[str]) -> str:
-    """The recent ``turns`` joined as the tripwires read a request split over turns (the
-    last :data:`~ragbound.conversations.reading.RECENT_TURNS`, as :func:`recent_text` joins
-    them)."""
+    """The recent ``turns`` joined as :func:`recent_text` joins them: how the tripwires read a
+    request split over turns."""
     return recent_text(Conversation(tuple(Message("user", t) for t in turns)))[0]

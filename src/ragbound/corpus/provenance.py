@@ -12,11 +12,6 @@ record where the file says so:
 - ``real``: the record carries ``source`` ``"real"``;
 - ``unknown``: anything else (a line of text, an object without those fields). Nothing here
   guesses that a bare question is a real one: ``calibrate --questions real`` says so.
-
->>> record_origin({"query": "What is kelp?", "source": "llm:qwen2.5-1.5b"})
-'synthetic'
->>> record_origin({"query": "What is kelp?", "source": "real"}), record_origin("What is kelp?")
-('real', 'unknown')
 """
 
 from __future__ import annotations

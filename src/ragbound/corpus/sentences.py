@@ -16,9 +16,8 @@ Its rules:
   ``We``, ``However`` ...). A token ending in a digit (``3.5.``) is never an abbreviation.
 - A footnote mark such as ``[12]`` one space after the end stays with that sentence.
 
-The rules were written to agree with blingfire, the splitter ragbound used before, on the
-corpus zoo; ``python -m benchmarks.run sentences`` measures how far they do (docs/benchmarks.md,
-"Sentence splitting"). They need no model file and no native library.
+``python -m benchmarks.run sentences`` measures how far the rules agree with blingfire on the
+corpus zoo (docs/benchmarks.md, "Sentence splitting").
 """
 
 from __future__ import annotations

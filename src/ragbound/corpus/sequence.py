@@ -1,19 +1,11 @@
 """Chunks kept compactly: a read-only ``Sequence[Chunk]`` that builds a ``Chunk`` only when asked.
 
-A loaded knowledge base of a million chunks would hold a million pydantic objects (about
-2 KB each with their text): most of the memory a check process needs. Instead, each segment's
-chunk file stays on disk and is read by byte offset:
-
-- :class:`ChunkFile` is one JSONL chunk file, checked row by row once when it is opened and
-  then kept open (the file descriptor, so a writer removing the file later does not change what
-  this process reads); per row it holds two int64 byte offsets, 16 bytes a chunk.
-- :class:`ChunkSequence` puts any read-only chunk sequences (chunk files, lists of chunks, or
-  windows of them) one after the other. Indexing, slicing (a window, nothing copied), iteration
-  (chunk files are read in blocks), ``len`` and ``+`` with a list or another sequence behave
-  like a list of the same chunks.
-
-Segment files are append-only and never rewritten in place (see :mod:`ragbound.knowledge`),
-so rows read later are the rows checked when the file was opened.
+A million pydantic chunks (about 2 KB each with their text) would be most of the memory a
+check process needs; instead each segment's chunk file stays on disk, checked once when opened,
+kept open (a writer removing it later changes nothing here) and read by byte offset: 16 bytes
+a chunk. :class:`ChunkSequence` puts chunk files and lists one after the other and behaves like
+a list of the same chunks. Segment files are append-only (:mod:`ragbound.knowledge`), so rows
+read later are the rows checked when the file was opened.
 """
 
 from __future__ import annotations
