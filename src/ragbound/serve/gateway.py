@@ -52,8 +52,6 @@ others short, the reply's head stays within the 4-8 KiB a proxy such as nginx bu
 default, far below the 100 KiB httpx (the ``openai`` client's transport) reads."""
 CUT_MARK = "+{n} more"
 """The last item of a header value cut to :data:`MAX_HEADER_CHARS`: ``n`` items left out."""
-CONVERSATION_ID = "conversation_id"
-"""The ``metadata`` key whose string value is logged as the decision's conversation id."""
 DEFAULT_UPSTREAM_TIMEOUT_S = 300.0
 """Seconds the upstream may stay silent (``--upstream-timeout``): a reply that is not streamed
 comes whole at the end of its generation, which on a CPU-run model can take minutes."""
@@ -224,7 +222,7 @@ class ChatRequest(BaseModel):
 def conversation_id(fields: Mapping[str, Any] | None) -> str | None:
     """``metadata.conversation_id`` of a request's fields, when it is a string."""
     metadata = (fields or {}).get("metadata")
-    chat_id = metadata.get(CONVERSATION_ID) if isinstance(metadata, Mapping) else None
+    chat_id = metadata.get("conversation_id") if isinstance(metadata, Mapping) else None
     return chat_id if isinstance(chat_id, str) and chat_id.strip() else None
 
 
