@@ -351,6 +351,11 @@ def _calibration_info(
 ) -> dict:
     """What calibrate prints with --json."""
     manifest = guard.calibration.manifest
+    model = guard.answerability
+    answerability = None
+    if model is not None:
+        level = guard.answerability_level()
+        answerability = {"statistic": model.statistic, "depth": model.depth, "level": level}
     info = {
         "path": str(folder),
         "n_queries": manifest.n_queries,
@@ -360,7 +365,7 @@ def _calibration_info(
         "kb_fingerprint": guard.kb.fingerprint,
         "questions": manifest.questions.model_dump(),
         "reading": guard.reading,
-        "answerability": _answerability_info(guard),
+        "answerability": answerability,
         "resolution": guard.calibration_resolution().model_dump(),
     }
     if chats is not None:
@@ -407,18 +412,6 @@ def _print_calibration(guard: Guard, info: dict) -> None:
         )
     say(f"saved to {shown(info['path'])}")
     say(questions_line(manifest.questions))
-
-
-def _answerability_info(guard: Guard) -> dict | None:
-    """The answerability test of a calibration for --json (None: off)."""
-    model = guard.answerability
-    if model is None:
-        return None
-    return {
-        "statistic": model.statistic,
-        "depth": model.depth,
-        "level": guard.answerability_level(),
-    }
 
 
 def _calibration_chats(

@@ -64,22 +64,19 @@ def test_log(
 
     One row per query, in file order: line, time (as logged, or null), query, score (the
     statistic, higher = more out of knowledge), p_value and out_of_knowledge (p_value <=
-    alpha). Parquet files keep the statistic and alpha in their metadata. A line ragbound
-    serve logged for a conversation's turn is scored on the text the service searched (its
-    conversation.searched, which is then the row's query), so its p-value is the service's.
+    alpha). Parquet files keep the statistic and alpha in their metadata. A conversation's
+    turn that ragbound serve logged is scored on the text the service searched (its
+    conversation.searched, then the row's query), so its p-value is the service's.
 
     --engine ray embeds and searches on ray.data with --workers actors, each loading the
     knowledge base once (the KB folder must be readable at the same path on every node);
-    without --address it starts Ray on this machine. Both engines search the same batches
-    and give the same scores. --json prints a summary: n, out_of_knowledge, unanswerable,
-    statistic, alpha, engine, out. A calibration made against another knowledge base, or with
-    another search (exact vs HNSW, another ef_search), is refused unless --force.
-
-    With a calibration that has the answerability test (calibrate --answerability), the
-    queries are flagged as the gate flags them: out_of_knowledge at the boundary test's share
-    of alpha (the alpha printed), and unanswerable counts the others that the answerability
-    test flags (run on them alone, in this process whatever the engine; the rows do not hold
-    it). Without it, unanswerable is null.
+    without --address it starts Ray on this machine. Both engines give the same scores
+    (docs/shift.md). With the answerability test (calibrate --answerability), queries are
+    flagged as the gate flags them: out_of_knowledge at the boundary test's share of alpha
+    (the alpha printed), and unanswerable counts the others that test flags (run in this
+    process); without it, unanswerable is null. --json prints a summary: n,
+    out_of_knowledge, unanswerable, statistic, alpha, engine, out. A calibration made
+    against another knowledge base, or with another search, is refused unless --force.
     """
     from ragbound.detect import Guard
     from ragbound.detect.logscore import check_score_output, score_file, write_scores

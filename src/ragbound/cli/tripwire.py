@@ -328,10 +328,8 @@ def check(
     """Find forbidden queries: those whose retrieval surfaces tripwires, naming them.
 
     Each query is retrieved from the knowledge and the tripwires together; the rule saved by
-    tripwire tune decides. Without one, the default: the paper's conditions (proportion 0.5
-    or rank 1, k = 5), counting only tripwires at least as similar to the query as the 0.15
-    quantile of the tripwires' similarities to their nearest other tripwire, so ordinary
-    off-topic questions are not called forbidden. --json prints one object per query with
+    tripwire tune decides, else the paper's default (proportion 0.5 or rank 1, k = 5) above
+    the set's similarity floor (docs/tripwires.md). --json prints one object per query with
     query, forbidden, rule (the conditions that fired), triggers (id, topic, text, rank,
     similarity, severity), proportion, best_rank, rr_sum, k, floor (its value and how it was
     derived) and tripwire_set (the hash of the set used).
