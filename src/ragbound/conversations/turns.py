@@ -51,12 +51,9 @@ class TurnVectors:
 
 
 class ConversationRead(BaseModel):
-    """Where a decision sits in its conversation, and how the conversation was read.
-
-    ``turn``: user turns before the decided one (0: the first question); ``history``: sha256
-    (16 hex characters) of the messages before it; ``id``: the caller's conversation id, if it
-    sent one; ``reading``: the reading (:mod:`ragbound.conversations.reading`);
-    ``read_turns``: how many user turns the searched text joins (1: the decided turn alone)."""
+    """Where a decision sits in its conversation, and how the conversation was read: ``turn``,
+    user turns before the decided one (0: the first question); ``history``, the
+    :attr:`~ragbound.conversations.model.Conversation.history_hash`; ``id``, the caller's."""
 
     turn: int
     history: str
@@ -103,10 +100,9 @@ def read_batch(
     rewriter: Rewriter | None = None,
     dropped: Sequence[tuple[int, ...]] = (),
 ) -> Embedded:
-    """Read every item, then validate and embed the read texts (through the cache when the
-    knowledge is searched by vectors; ``prepare`` otherwise, the knowledge's own).
-    ``rewriter``: the LLM of the ``rewrite`` reading; ``dropped``: per item, the earlier user
-    turns found forbidden, left out of what is read (none: nothing dropped)."""
+    """Read every item, then validate and embed the read texts (through the cache for a vector
+    search, else the knowledge's own ``prepare``); ``dropped``: per item, the earlier user
+    turns found forbidden, left out of what is read."""
     if dropped:
         items_read = [q.without_turns(d) if d else q for q, d in zip(items, dropped, strict=True)]
     else:

@@ -73,20 +73,10 @@ class OpenAIEmbedder:
     """A model behind an OpenAI-compatible ``POST {base_url}/embeddings``.
 
     Rows come back as float32 unit vectors (inner product = cosine similarity, higher =
-    closer), in input order (the response's ``index`` field). Requests carry at most
-    ``batch_size`` texts; connection errors, timeouts, HTTP 429 and 5xx are retried up to
-    ``max_retries`` times, waiting ``backoff * 2**attempt`` seconds plus jitter, or the
-    server's ``Retry-After`` (seconds). ``timeout`` is seconds per request.
-
-    The dimension is probed by one request on first use of ``info``. The recorded revision
-    is ``openai:MODEL:DIMENSION``: it names what is served, not where (moving the server does
-    not invalidate a knowledge base); a server that swaps the model behind the same name and
-    dimension is not caught here.
-
-    Example:
-        >>> emb = OpenAIEmbedder("minilm", base_url="http://127.0.0.1:7997")  # doctest: +SKIP
-        >>> emb.encode(["What is BM25?"]).shape  # doctest: +SKIP
-        (1, 384)
+    closer), in input order. Connection errors, timeouts, HTTP 429 and 5xx are retried up to
+    ``max_retries`` times (:func:`~ragbound.http_retry.backoff_delay`); ``timeout`` is seconds
+    per request. The recorded revision is ``openai:MODEL:DIMENSION``: what is served, not where
+    (moving the server does not invalidate a knowledge base).
     """
 
     def __init__(
@@ -197,7 +187,7 @@ class OpenAIEmbedder:
             raise _Retryable(
                 f"cannot reach the embedding server at {self.url} "
                 f"({exc or type(exc).__name__}, {self._attempts()}); is it running? "
-                f"(the URL comes from {self._source_hint()})"
+                f"(the URL comes from {self._url_origin()})"
             ) from None
         return self._checked(reply)
 
@@ -205,10 +195,8 @@ class OpenAIEmbedder:
         count = self.max_retries + 1
         return f"{count} attempt{'s' if count > 1 else ''}"
 
-    def _source_hint(self) -> str:
-        if self.url_source == "base_url":
-            return "the base_url argument"
-        return f"${self.url_source}"
+    def _url_origin(self) -> str:
+        return "the base_url argument" if self.url_source == "base_url" else f"${self.url_source}"
 
     def _checked(self, reply: httpx.Response) -> Any:
         """The decoded JSON of a 2xx reply; raise on anything else."""

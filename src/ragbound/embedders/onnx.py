@@ -1,12 +1,6 @@
-"""Sentence embedders run by ONNX Runtime: no torch on the request path.
-
-A bundled model (or any sentence-transformers folder of the plain shape, see
-:mod:`ragbound.embedders.layout`) gets its ONNX graph once, in the cache
-(:mod:`ragbound.embedders.onnx_export`): the bundled MiniLM's and MPNet's built from their
-weights without torch and checked against reference vectors, any other folder's exported with
-torch and checked against it. The embedding itself (:mod:`ragbound.embedders.onnx_runner`) only
-tokenises, runs the graph and pools, so a process that embeds with it never imports torch,
-transformers or sentence-transformers."""
+"""Sentence embedders run by ONNX Runtime: no torch, transformers or sentence-transformers on
+the request path. The graph is made once into the cache (:mod:`ragbound.embedders.onnx_export`);
+embedding only tokenises, runs it and pools (:mod:`ragbound.embedders.onnx_runner`)."""
 
 from __future__ import annotations
 
@@ -38,12 +32,6 @@ class OnnxEmbedder:
     Its :class:`EmbedderInfo` is the torch embedder's (same name, revision and dimension), so a
     knowledge base indexed with either runtime is searched with the other; ``runtime`` says
     which one embedded and ``onnx_graph`` what made the graph (reading it makes the graph).
-
-    Example:
-        >>> from ragbound.embedders import load_dense_embedder
-        >>> emb = load_dense_embedder("minilm", runtime="onnx")  # doctest: +SKIP
-        >>> emb.encode_one("What is BM25?").shape  # doctest: +SKIP
-        (1, 384)
     """
 
     def __init__(self, folder: str | Path, layout: SentenceLayout, *, name: str | None = None):

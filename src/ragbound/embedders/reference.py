@@ -4,13 +4,14 @@ without torch must reproduce, to :data:`TOLERANCE` on every coordinate."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import numpy as np
+
+from ragbound.artifacts import file_sha256
 
 # by bundled embedder name: the reference file of its weights
 REFERENCE_FILES = {"minilm": "reference_minilm.json", "mpnet": "reference_mpnet.json"}
@@ -30,11 +31,7 @@ class Reference:
 
 def weights_digest(folder: Path) -> str:
     """The SHA-256 of ``folder``'s model.safetensors: a reference belongs to these weights."""
-    digest = hashlib.sha256()
-    with (folder / "model.safetensors").open("rb") as weights:
-        while chunk := weights.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return file_sha256(folder / "model.safetensors")
 
 
 def reference_for(folder: Path) -> Reference | None:

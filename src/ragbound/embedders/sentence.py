@@ -23,18 +23,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
 _CONFIG_FILES = ("modules.json", "config.json", "sentence_bert_config.json")
 
-
 _THREADS: dict[str, int] = {}  # the CPU threads asked for, applied when torch loads
 TORCH_EXTRA = "pip install 'ragbound[torch]'"
 
 
 def sentence_transformers(purpose: str) -> Any:
     """The ``sentence_transformers`` module, imported for ``purpose`` (its progress bars off,
-    the thread count applied); an InputError naming the ``torch`` extra when it is missing.
-
-    The core installs without torch: only a user's own model outside the bundled ones, the
-    torch runtime and the reranker need it.
-    """
+    the thread count applied); an InputError naming the ``torch`` extra when it is missing."""
     try:
         import sentence_transformers as module
         from transformers.utils import logging as hf_logging
@@ -50,11 +45,8 @@ def sentence_transformers(purpose: str) -> Any:
 
 def set_cpu_threads(threads: int) -> None:
     """Let torch and ONNX Runtime use ``threads`` CPU threads for embedding (process-wide;
-    ONNX Runtime sessions opened after the call). On a shared machine
-    fewer threads than cores avoid oversubscription, which slows each query many times over.
-
-    Applied at once if torch is loaded, else when a local model loads it: a process whose
-    embedder is a server (``openai:MODEL``) never pays for importing torch."""
+    ONNX Runtime sessions opened after the call). Applied at once if torch is loaded, else
+    when a local model loads it: a server embedder's process never imports torch."""
     _THREADS["torch"] = threads
     limit_math_threads()
     if sys.modules.get("torch") is not None:  # loaded (None: import blocked)
@@ -71,18 +63,11 @@ _SPINNING: dict[str, bool] = {}  # given to set_cpu_spinning; off when absent
 
 def set_cpu_spinning(on: bool) -> None:
     """Let ONNX Runtime's intra-op threads spin (busy-wait for the next piece of work) after
-    each run, as ONNX Runtime does by default; process-wide, an embedder's session is opened
-    again at its next query.
+    each run, process-wide; an embedder's session is opened again at its next query.
 
-    Off unless turned on here: a spinning thread holds a core for a while after each run, and
-    the work that follows the embedding (the search, the next query) waits for it; on a
-    shared machine it takes a core from other processes too. Measured on 2 shared cores
-    (``python -m benchmarks.run default-path``): the embedding alone took 7.4 ms p50 with
-    spinning off, 15.2 on; with small searches also on one BLAS thread
-    (:mod:`ragbound.blas_threads`), a default ``Gate.decide`` 8.8 ms, 21.7 before. Spinning
-    may pay in a process that does nothing but embed on a machine of its own, given several
-    threads (:func:`set_cpu_threads`); with one thread there is nothing to spin. The vectors
-    are the same either way."""
+    Off unless turned on here: a spinning thread holds a core after each run, and the search
+    that follows waits for it (docs/embedders.md has the measurements). The vectors are the
+    same either way."""
     _SPINNING["onnx"] = bool(on)
 
 
@@ -117,21 +102,15 @@ def apply_cpu_threads() -> None:
 
 
 def release_freed_memory() -> None:
-    """Return freed heap pages to the OS (glibc only; a no-op elsewhere).
-
-    Batches of different shapes fragment glibc's heap: without a trim, resident memory
-    while embedding 10k chunks grew by 600 MB for 15 MB of vectors.
-    """
+    """Return freed heap pages to the OS (glibc only; a no-op elsewhere): batches of
+    different shapes fragment glibc's heap (600 MB grown embedding 10k chunks untrimmed)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def model_revision(folder: Path) -> str:
-    """A cheap content fingerprint of a model folder (configs hashed, weights by name+size).
-
-    Hashing the configs and the size of every weight file changes whenever the model does,
-    without reading hundreds of MB of weights on each load.
-    """
+    """A cheap content fingerprint of a model folder: configs hashed, weights by name and
+    size (not read: hundreds of MB on each load)."""
     digest = hashlib.sha256()
     for name in _CONFIG_FILES:
         path = folder / name
@@ -160,11 +139,6 @@ class SentenceTransformerEmbedder:
 
     The model loads lazily on the first ``encode`` so that opening a knowledge base to read
     its chunks costs nothing.
-
-    Example:
-        >>> emb = SentenceTransformerEmbedder("/path/to/all-MiniLM-L6-v2", name="minilm")
-        >>> emb.encode(["What is BM25?"]).shape  # doctest: +SKIP
-        (1, 384)
     """
 
     def __init__(self, folder: str | Path, *, name: str | None = None, device: str = "cpu"):
