@@ -1,37 +1,19 @@
 """The template of an attached store: another application's collection or table, read in place.
 
-``ragbound attach URL --embedder SPEC --out KB`` keeps nothing but a manifest: the rows stay
-in the store, searched there, never copied or re-embedded. Every attached store (Chroma,
-Qdrant, PostgreSQL, LanceDB) is this module plus what is specific to it, an
-:class:`Access`: how to reach the store, read its rows, fetch stored vectors, search, and
-turn its scores into similarities. The template does the rest, the same way for each:
-
-- **Rows.** Every record the filters select, with text, is a row (:class:`Rows`): chunk id =
-  hash of the record's key and text, doc id = the ``doc_field`` value or the key, source = the
-  collection, metadata = the record's. A record flagged ``ragbound_tripwire`` (at the top of its
-  metadata or under LangChain's ``metadata``) is never a row: reads leave it out and a search
-  that meets one searches deeper.
-- **Layouts.** The text is where the frameworks put it: the store's own text field, LangChain's
-  ``page_content``, LlamaIndex's ``_node_content`` (a JSON string whose ``text`` is the node's).
-  LlamaIndex embeds a node's metadata with its text (``title: X`` lines, a blank line, then the
-  text); the same-embedder check knows that spelling and records ``metadata_in_embedding``.
-- **Checks at attach**, on a fixed pseudo-random sample (keys ordered by their SHA-256): the
-  stored vectors have the embedder's dimension; re-embedded texts point the way the stored
-  vectors do (median cosine at least 0.99; when not, the error names the likely cause: the text
-  field, the metadata mode, or the embedder); searching with sampled vectors, the store's scores
-  converted to similarities (higher = closer) equal the similarity computed here, so the
-  direction and the formula are right.
-- **Rows changed under a calibration.** Each load reads the rows again: when the application
-  changed them, the fingerprint changes and calibrations made before refuse to run (calibrate
-  again). A search that meets a record added after the load, or that returns fewer than k
-  records, is refused (load again).
+``ragbound attach URL --embedder SPEC --out KB`` keeps nothing but a manifest. Each store
+(Chroma, Qdrant, PostgreSQL, LanceDB) supplies an :class:`Access` (reach, read, fetch vectors,
+search, convert scores to similarities, higher = closer); this module does the rest the same
+way for each: rows (never a flagged tripwire), the frameworks' text layouts, attach's checks on
+a fixed sample (dimension, same embedder, score conversion) and refusing a search over records
+changed since the last load. The rules are in docs/stores.md.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -277,6 +259,14 @@ def spellings(value: Scalar) -> list[Scalar]:
     return found
 
 
+def client_library(module: str, extra: str) -> Any:
+    """A store's client library, imported (InputError naming ragbound's extra when missing)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise InputError(f"{module} is not installed: pip install 'ragbound[{extra}]'") from None
+
+
 def first_line(exc: BaseException) -> str:
     """An exception's first line (its type's name when it has no text), for messages."""
     return " ".join(str(exc).strip().splitlines()[:1]) or type(exc).__name__
@@ -287,8 +277,6 @@ class Access:
     """What is specific to one store: reach it, read its rows, fetch stored vectors, search,
     convert its scores. One instance per backing; it may keep a client and what the last
     read learned (a search filter, the store's own ids)."""
-
-    name: ClassVar[str]  # the SearchInfo backend: chroma, qdrant, postgres, lancedb
 
     def __init__(self, location: Any):
         self.location = location
@@ -554,8 +542,7 @@ class AttachedBacking:
         return AttachedSearch(self.access, self.keys, contents.dimension, info)
 
     def describe(self, contents: Contents, granularity: tuple[Granularity, ...]) -> SearchInfo:
-        if granularity != ("chunk",):
-            refuse_missing(self, units=granularity)
+        refuse_missing(self, units=granularity)
         return self.access.search_info(self.access.similarity(contents.similarity))
 
     def save(
@@ -645,14 +632,3 @@ def _counts(chunks: Sequence[Chunk]) -> dict[str, Any]:
         "n_documents": len({chunk.doc_id for chunk in chunks}),
         "corpus_hash": corpus_hash(chunks),
     }
-
-
-def pages(fetch: Callable[[int, int], Sequence[Any]], size: int) -> Iterator[Sequence[Any]]:
-    """``fetch(offset, size)`` page by page until a page is short."""
-    offset = 0
-    while True:
-        page = fetch(offset, size)
-        yield page
-        if len(page) < size:
-            return
-        offset += size

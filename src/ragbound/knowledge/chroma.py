@@ -1,20 +1,9 @@
-"""The Chroma backing: another application's Chroma collection on Chroma's own server
-(``ragbound attach chroma://HOST:PORT/COLLECTION --embedder SPEC --out KB``), read in place
-through the attached-store template (:mod:`ragbound.knowledge.attached`).
+"""The Chroma backing (kind ``chroma-attached``): another application's collection on
+Chroma's server, read in place through :mod:`ragbound.knowledge.attached` (docs/stores.md).
 
-The manifest's ``backing`` (kind ``chroma-attached``) names the server, the collection, the
-metadata filter, the metadata field of document ids and the collection's distance space.
-Chroma answers *distances*; they become similarities (higher = closer), exactly:
-
-- ``cosine``: similarity = 1 - d (d = 1 - cosine);
-- ``ip``: similarity = 1 - d (Chroma's inner-product distance is 1 - dot);
-- ``l2`` (Chroma's default, the *squared* Euclidean distance): similarity = 1 - d / 2, the dot
-  product only for unit vectors (attach checks the conversion on a sample).
-
-Searches run in Chroma's HNSW graph (approximate): its space, ef_search, M and
-ef_construction are recorded with every calibration, as for a local HNSW graph. Chroma cannot
-filter on a key being absent, so a search leaves out the tripwire topics known at the last load
-and the template drops any flagged record added since.
+Chroma answers distances d; similarity (higher = closer) = 1 - d for ``cosine`` and ``ip``,
+1 - d/2 for ``l2`` (squared Euclidean, the cosine only for unit vectors). Searches run in
+Chroma's HNSW graph (approximate).
 """
 
 from __future__ import annotations
@@ -36,6 +25,7 @@ from ragbound.knowledge.attached import (
     Found,
     Rows,
     Scalar,
+    client_library,
     first_line,
     flagged,
     parse_filters,
@@ -126,20 +116,10 @@ def parse_chroma_url(url: str) -> dict[str, Any]:
     }
 
 
-def _chromadb() -> Any:
-    try:
-        import chromadb
-    except ImportError:
-        raise InputError(
-            "attaching a Chroma collection needs chromadb: pip install 'ragbound[chroma]'"
-        ) from None
-    return chromadb
-
-
 def connect(location: ChromaLocation) -> Any:
     """A client of the location's server (InputError naming host:port when it does not
     answer). Telemetry is off."""
-    chromadb = _chromadb()
+    chromadb = client_library("chromadb", "chroma")
     from chromadb.config import DEFAULT_DATABASE, DEFAULT_TENANT, Settings
 
     try:
@@ -160,7 +140,7 @@ def connect(location: ChromaLocation) -> Any:
 @contextmanager
 def chroma_errors(location: ChromaLocation) -> Iterator[None]:
     """Turn a failed request into an ArtifactError that names ``location``."""
-    _chromadb()  # InputError naming the extra when chromadb is missing
+    client_library("chromadb", "chroma")  # InputError naming the extra when it is missing
     import httpx
     from chromadb.errors import ChromaError
 
@@ -218,7 +198,6 @@ def pages(collection: Any, where: dict[str, Any] | None, include: list[str]) -> 
 class ChromaAccess(Access):
     """A Chroma collection on its server, through chromadb's HTTP client."""
 
-    name: ClassVar[str] = "chroma"
     location: ChromaLocation
 
     def __init__(self, location: ChromaLocation):
@@ -265,22 +244,16 @@ class ChromaAccess(Access):
 
     def read(self) -> Rows:
         """Every record the filter selects, in id order (documents and metadata)."""
-        rows = Rows()
+        records = []
         for page in pages(self._open(), self.location.filter(), ["documents", "metadatas"]):
             n = len(page["ids"])
-            for key, text, metadata in zip(
-                page["ids"],
-                page["documents"] or [None] * n,
-                page["metadatas"] or [None] * n,
-                strict=True,
-            ):
-                rows.add(key, text or text_of(metadata or {}, None), metadata)
-        order = sorted(range(len(rows.keys)), key=rows.keys.__getitem__)
-        ordered = Rows()
-        for i in order:
-            ordered.add(rows.keys[i], rows.texts[i], rows.metadatas[i])
-        self._topics = sorted({str(m[TRIPWIRE_FLAG]) for m in ordered.metadatas if flagged(m)})
-        return ordered
+            documents, metadatas = page["documents"] or [None] * n, page["metadatas"] or [None] * n
+            records += zip(page["ids"], documents, metadatas, strict=True)
+        rows = Rows()
+        for key, text, metadata in sorted(records, key=lambda record: record[0]):
+            rows.add(key, text or text_of(metadata or {}, None), metadata)
+        self._topics = sorted({str(m[TRIPWIRE_FLAG]) for m in rows.metadatas if flagged(m)})
+        return rows
 
     def vectors(self, keys: Any) -> np.ndarray:
         got = self._open().get(ids=list(keys), include=["embeddings"])

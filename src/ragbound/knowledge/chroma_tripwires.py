@@ -7,8 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from ragbound.knowledge.chroma import (
     PAGE,
     ChromaLocation,
@@ -16,22 +14,13 @@ from ragbound.knowledge.chroma import (
     open_collection,
     pages,
 )
-from ragbound.knowledge.tripwire_flags import StoredRecords, is_tripwire
-
-KEY_PREFIX = "ragbound-tripwire-"  # the Chroma id of a tripwire written by ragbound
+from ragbound.knowledge.tripwire_flags import StoredRecords, StoreTripwires, is_tripwire, stacked
 
 
-class ChromaTripwires:
+class ChromaTripwires(StoreTripwires):
     """Tripwire records of one Chroma collection, on its server."""
 
-    def __init__(self, location: ChromaLocation):
-        self.location = location
-
-    def describe(self) -> str:
-        return self.location.describe()
-
-    def key_of(self, tripwire_id: str) -> str:
-        return KEY_PREFIX + tripwire_id
+    location: ChromaLocation
 
     def read(self, vectors: bool = True) -> StoredRecords:
         """Every flagged record (any metadata filter aside), with its stored vector (none,
@@ -49,12 +38,12 @@ class ChromaTripwires:
                 collection.get(ids=flagged[at : at + PAGE], include=include)
                 for at in range(0, len(flagged), PAGE)
             ]
-        rows = [np.asarray(page["embeddings"], np.float32) for page in found if vectors]
+        rows = [row for page in found for row in page["embeddings"]] if vectors else []
         return StoredRecords(
             keys=[key for page in found for key in page["ids"]],
             texts=[text or "" for page in found for text in page["documents"]],
             metadatas=[dict(m) for page in found for m in page["metadatas"]],
-            vectors=np.concatenate(rows) if rows else np.empty((0, 0), np.float32),
+            vectors=stacked(rows),
         )
 
     def write(self, records: StoredRecords) -> None:

@@ -1,18 +1,9 @@
-"""The LanceDB backing: another application's LanceDB table (embedded, a folder), searched in
-place through the attached-store template (:mod:`ragbound.knowledge.attached`).
+"""The LanceDB backing (kind ``lancedb-attached``): another application's LanceDB table in
+its folder, searched in place through :mod:`ragbound.knowledge.attached` (docs/stores.md).
 
-``ragbound attach 'lancedb:///ABS/FOLDER?table=NAME' --out KB`` (``lancedb:REL?table=NAME`` is
-made absolute), kind ``lancedb-attached``. Defaults follow LangChain's and LlamaIndex's LanceDB
-stores: ``id``, ``vector``, ``text`` and a ``metadata`` struct (LlamaIndex's node JSON in it is
-lifted to the top, as its other stores keep it). A row's key is its ``--id-column`` (default
-``id``): a LanceDB row has no stable id of its own, so a table without one is refused.
-
-LanceDB takes the distance per query: the embedder's (cosine or dot). Its cosine distance is
-1 - cosine and its dot distance 1 - dot: similarity = 1 - d, exactly (attach checks it on a
-sample). The search is flat, every row scored (exact); an ANN index is bypassed and named in
-what calibrations record. Tripwires are rows flagged in a ``ragbound_tripwire`` column (added
-when the first is written: :mod:`~ragbound.knowledge.lancedb_tripwires`) or ``metadata`` field;
-reads and searches filter them out in LanceDB's SQL.
+The search is flat (exact; an ANN index is bypassed) with the embedder's distance: cosine
+distance 1 - cosine, dot distance 1 - dot, so similarity (higher = closer) = 1 - d. Tripwire
+rows are filtered out in LanceDB's SQL.
 """
 
 from __future__ import annotations
@@ -36,6 +27,7 @@ from ragbound.knowledge.attached import (
     Found,
     Rows,
     Scalar,
+    client_library,
     first_line,
     parse_filters,
     spellings,
@@ -137,14 +129,10 @@ def string_fields(schema: Any, *paths: str) -> list[str]:
     ]
 
 
-def flag_columns(schema: Any) -> list[str]:
-    """Where rows of this schema can carry the tripwire flag: a top column, a metadata field."""
-    return string_fields(schema, TRIPWIRE_FLAG, f"{NESTED_METADATA}.{TRIPWIRE_FLAG}")
-
-
 def sql_filter(location: LanceLocation, schema: Any, *, flagged: bool = False) -> str | None:
     """The ``where`` equalities and no tripwire flag (``flagged``: any flag, no equalities)."""
-    flags = flag_columns(schema)
+    # the flag's places: a top column, or a field of LangChain's metadata struct
+    flags = string_fields(schema, TRIPWIRE_FLAG, f"{NESTED_METADATA}.{TRIPWIRE_FLAG}")
     if flagged:
         return " OR ".join(f"({quoted(f)} IS NOT NULL AND {quoted(f)} != '')" for f in flags)
     terms = [f"{quoted(k)} = {literal(v)}" for k, v in sorted(location.where.items())]
@@ -156,10 +144,7 @@ def sql_filter(location: LanceLocation, schema: Any, *, flagged: bool = False) -
 def open_table(location: LanceLocation) -> Any:
     """The table, reading the latest version at every request (InputError when the folder or
     the table is missing)."""
-    try:
-        import lancedb
-    except ImportError:
-        raise InputError("lancedb is not installed: pip install 'ragbound[lancedb]'") from None
+    lancedb = client_library("lancedb", "lancedb")
     if not Path(location.folder).is_dir():
         raise InputError(f"no LanceDB folder {location.folder} (the one lancedb.connect used)")
     db = lancedb.connect(location.folder, read_consistency_interval=datetime.timedelta(0))
@@ -204,7 +189,6 @@ def record_of(row: Mapping[str, Any], location: LanceLocation) -> tuple[str, Any
 class LanceAccess(Access):
     """A LanceDB table in its folder, through lancedb's embedded client."""
 
-    name: ClassVar[str] = "lancedb"
     location: LanceLocation
 
     def __init__(self, location: LanceLocation):

@@ -8,27 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from ragbound.errors import InputError
 from ragbound.knowledge import lancedb as lance
-from ragbound.knowledge.tripwire_flags import TRIPWIRE_FLAG, StoredRecords
+from ragbound.knowledge.tripwire_flags import TRIPWIRE_FLAG, StoredRecords, StoreTripwires, stacked
 
-KEY_PREFIX = "ragbound-tripwire-"  # the key of a tripwire row written by ragbound
 COLUMNS = (TRIPWIRE_FLAG, *(f"{TRIPWIRE_FLAG}_{f}" for f in ("id", "severity", "note", "source")))
 
 
-class LanceTripwires:
+class LanceTripwires(StoreTripwires):
     """Tripwire rows of one LanceDB table, in its folder."""
 
-    def __init__(self, location: lance.LanceLocation):
-        self.location = location
-
-    def describe(self) -> str:
-        return self.location.describe()
-
-    def key_of(self, tripwire_id: str) -> str:
-        return KEY_PREFIX + tripwire_id
+    location: lance.LanceLocation
 
     def read(self, vectors: bool = True) -> StoredRecords:
         """Every flagged row (any ``where`` aside), with its stored vector (none, an empty
@@ -45,9 +35,9 @@ class LanceTripwires:
             texts.append(text or "")
             flags = {k: v for k, v in metadata.items() if k.startswith(TRIPWIRE_FLAG)}
             metadatas.append(flags or dict(metadata.get("metadata") or {}))  # LangChain's struct
-        found = [row[vector] for row in rows] if vectors else []
-        stored = np.asarray(found, np.float32) if found else np.empty((0, 0), np.float32)
-        return StoredRecords(keys, texts, metadatas, stored)
+        return StoredRecords(
+            keys, texts, metadatas, stacked([row[vector] for row in rows] if vectors else [])
+        )
 
     def write(self, records: StoredRecords) -> None:
         """Add the rows: key, text, vector and flag columns (those first, when missing)."""

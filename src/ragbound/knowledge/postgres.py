@@ -1,23 +1,13 @@
-"""The PostgreSQL backings: a knowledge base whose rows live in PostgreSQL + pgvector.
+"""The PostgreSQL backings (kinds ``postgres`` and ``postgres-attached``): rows in a
+PostgreSQL + pgvector table, searched in the database
+(:class:`~ragbound.knowledge.postgres_tables.PostgresStore`); the folder holds only the
+manifest. Both store chunks only. docs/stores.md describes them.
 
-The knowledge-base folder holds only ``manifest.json`` (plus the calibration and tripwires,
-as for any knowledge base); its ``backing`` field (kind ``postgres`` or
-``postgres-attached``) names the DSN (never the password), the table and its columns. Both
-store chunks only: sentence and window units are refused before any work. Searching runs in
-the database (:class:`~ragbound.knowledge.postgres_tables.PostgresStore`); the chunk texts are read
-once when the knowledge base is loaded.
-
-- **owned** (``ragbound index CORPUS --out KB --backing postgresql://...``): ragbound creates
-  the table (``row_number`` = the knowledge base's row, chunk fields, ``embedding``) and
-  appends to it on ``add``: rows past the manifest's ``n_chunks`` are an add that did not
-  commit (a crash between the database and the manifest), never searched and replaced by the
-  next add. Loading checks the rows against the manifest's content hash.
-- **attached** (``ragbound attach postgresql://... --table T ...``): another application's
-  table (LangChain's ``langchain_pg_embedding``, LlamaIndex's ``data_<name>``, ...) is read
-  in place, never copied or re-embedded. Attaching re-embeds a sample of its texts and
-  refuses when the stored vectors were made by another embedder. When the table changes
-  afterwards, the next load sees its new rows: the fingerprint changes and calibrations made
-  before refuse to run (calibrate again).
+- **owned** (``index --backing postgresql://...``): ragbound creates the table and appends to
+  it; rows past the manifest's ``n_chunks`` are an add that did not commit, never searched and
+  replaced by the next add.
+- **attached** (``attach postgresql://... --table T``): another application's table, read in
+  place through :mod:`ragbound.knowledge.attached`.
 """
 
 from __future__ import annotations
@@ -157,8 +147,7 @@ class PostgresOwnedBacking:
 
     def retriever(self, contents: Contents, granularity: tuple[Granularity, ...]) -> Retriever:
         """Search in the table, over the rows the last committed manifest counts."""
-        if granularity != ("chunk",):
-            refuse_missing(self, units=granularity)
+        refuse_missing(self, units=granularity)
         if not self.saved_rows:
             raise InputError("save this knowledge base first: its rows are searched in PostgreSQL")
         return PostgresStore(
@@ -171,8 +160,7 @@ class PostgresOwnedBacking:
     def describe(
         self, contents: Contents, granularity: tuple[Granularity, ...]
     ) -> SearchInfo | None:
-        if granularity != ("chunk",):
-            refuse_missing(self, units=granularity)
+        refuse_missing(self, units=granularity)
         return None  # the table's search says (exact or pgvector's HNSW index)
 
     def check_target(self, out: Path, *, overwrite: bool, delete_other_files: bool) -> None:
@@ -356,7 +344,6 @@ METADATA_COLUMNS = ("metadata_", "cmetadata", "metadata")
 class PostgresAccess(Access):
     """Another application's table with a pgvector column."""
 
-    name: ClassVar[str] = "postgres"
     location: PostgresTable
 
     def __init__(self, location: PostgresTable):

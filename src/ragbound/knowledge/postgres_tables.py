@@ -16,17 +16,17 @@ the local exact store gives on the same vectors.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
 from ragbound.embedders.base import Similarity
 from ragbound.errors import ArtifactError, InputError
-from ragbound.knowledge.attached import first_line
+from ragbound.knowledge.attached import AttachedLocation, first_line
 from ragbound.stores.base import Hits, QueryKind, SearchInfo, query_vectors
 
 SCHEMES = ("postgresql", "postgres")
@@ -50,7 +50,7 @@ URL_PARAMETERS = ("table", "search", "ef_search")
 INSTALL_HINT = "install the postgres extra: pip install 'ragbound[postgres]'"
 
 
-class PostgresTable(BaseModel):
+class PostgresTable(AttachedLocation):
     """Where a knowledge base's rows live, as recorded in its manifest (no password).
 
     ``owned``: ragbound created the table and numbers its rows by ``row_number``; otherwise
@@ -60,30 +60,21 @@ class PostgresTable(BaseModel):
     with ``ef_search`` candidates per query).
     """
 
-    model_config = ConfigDict(frozen=True)
-
     dsn: str
     table: str
     owned: bool
     text_column: str = OWNED_TEXT_COLUMN
     vector_column: str = OWNED_VECTOR_COLUMN
     key_column: str = ROW_COLUMN
-    where: dict[str, str] = {}
+    where: dict[str, str] = Field(default_factory=dict)
     search: SearchMethod = "exact"
     ef_search: int | None = None
     metadata_column: str | None = None  # an attached table's JSON metadata, if it has one
-    metadata_in_embedding: bool = False  # the vectors embed LlamaIndex's metadata lines
     doc_field: None = None  # a row's document id is its key
 
     def describe(self) -> str:
         """``table`` at ``dsn`` for messages."""
         return f"table {self.table} at {self.dsn}"
-
-    def filtered(self) -> str:
-        """`` matching c='v' and ...`` when filtered, else empty (for messages)."""
-        if not self.where:
-            return ""
-        return " matching " + " and ".join(f"{c}={v!r}" for c, v in sorted(self.where.items()))
 
 
 # ----------------------------------------------------------------------- names and DSNs
@@ -428,15 +419,13 @@ def search_sql(
 
 
 class PostgresStore:
-    """Nearest-neighbour search in a pgvector column: a vector
-    :class:`~ragbound.stores.Retriever` whose rows are a table's rows in a fixed order.
+    """Nearest-neighbour search in an owned table's pgvector column: a vector
+    :class:`~ragbound.stores.Retriever` whose row ``i`` is the table's ``row_number`` i.
 
-    Rows are addressed by ``location.key_column``: for an owned table the key is the row
-    number itself (``keys`` None, rows 0..size-1); for another application's table ``keys``
-    lists each row's key (as text), in row order. ``location.search`` "exact" switches
-    index scans off, so an index on the column never makes the search approximate; "hnsw"
-    makes the search use the column's HNSW index (with iterative scans, so filters still
-    leave k rows): approximate, and ``describe()`` says so, with ``ef_search``.
+    ``location.search`` "exact" switches index scans off, so an index on the column never
+    makes the search approximate; "hnsw" makes the search use the column's HNSW index (with
+    iterative scans, so filters still leave k rows): approximate, and ``describe()`` says so,
+    with ``ef_search``.
     """
 
     query_kind: QueryKind = "vector"
@@ -448,17 +437,13 @@ class PostgresStore:
         size: int,
         dimension: int,
         similarity: Similarity,
-        keys: Sequence[str] | None = None,
     ):
         if similarity not in _OPERATORS:
             raise InputError(f"a pgvector store scores by cosine or dot, not {similarity}")
-        if keys is not None and len(keys) != size:
-            raise InputError(f"{len(keys)} keys given for {size} rows")
         self.location = location
         self._size = size
         self._dimension = dimension
         self._similarity: Similarity = similarity
-        self._rows = None if keys is None else {key: row for row, key in enumerate(keys)}
         self._connection: Any = None
 
     def __len__(self) -> int:
@@ -476,36 +461,18 @@ class PostgresStore:
         """Exact (a sequential scan) or HNSW with its ``ef_search``; recorded by calibrations."""
         return search_info(self.location, self._similarity)
 
-    def close(self) -> None:
-        """Close the connection (the next search opens a new one)."""
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
-
     def search(self, queries: np.ndarray, k: int) -> Hits:
         """Top-k rows per query vector, similarity descending, ties by the lower row."""
         queries = query_vectors(queries, k, len(self), self._dimension)
         with database_errors(self.location.describe()):
-            found = self._open().execute(self._query(), (list(queries), k)).fetchall()
+            statement = search_sql(self.location, self._similarity, self._size)
+            found = self._open().execute(statement, (list(queries), k)).fetchall()
         return self._hits(found, len(queries), k)
 
     def _open(self) -> Any:
         if self._connection is None or self._connection.closed:
             self._connection = search_connection(self.location)
         return self._connection
-
-    def _query(self) -> Any:
-        return search_sql(self.location, self._similarity, self._size)
-
-    def explain(self, queries: np.ndarray, k: int) -> str:
-        """PostgreSQL's plan for a search (which scan answers it), one line per step."""
-        from psycopg import sql
-
-        statement = sql.SQL("EXPLAIN {}").format(self._query())
-        vectors = list(np.ascontiguousarray(queries, dtype=np.float32))
-        with database_errors(self.location.describe()):
-            rows = self._open().execute(statement, (vectors, k)).fetchall()
-        return "\n".join(row[0] for row in rows)
 
     def _hits(self, found: list[tuple[int, str, float]], n_queries: int, k: int) -> Hits:
         if len(found) != n_queries * k:
@@ -517,18 +484,5 @@ class PostgresStore:
         similarities = distance_similarities(distances, self._similarity)
         return Hits(
             similarities=similarities.astype(np.float32),
-            indices=np.array([self._row_of(row[1]) for row in found], dtype=np.int64).reshape(
-                n_queries, k
-            ),
+            indices=np.array([int(row[1]) for row in found], dtype=np.int64).reshape(n_queries, k),
         )
-
-    def _row_of(self, key: str) -> int:
-        if self._rows is None:
-            return int(key)
-        row = self._rows.get(key)
-        if row is None:
-            raise ArtifactError(
-                f"{self.location.describe()} holds a row {key!r} added since the knowledge base "
-                "was loaded; load it again (and calibrate again)"
-            )
-        return row

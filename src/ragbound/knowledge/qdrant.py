@@ -1,24 +1,10 @@
-"""The Qdrant backing: another application's Qdrant collection, searched in place through
-the attached-store template (:mod:`ragbound.knowledge.attached`).
+"""The Qdrant backing (kind ``qdrant-attached``): another application's collection on a
+Qdrant server or in an embedded-mode folder, searched in place through
+:mod:`ragbound.knowledge.attached` (docs/stores.md).
 
-``ragbound attach qdrant://HOST:PORT/COLLECTION --out KB`` attaches a collection on a Qdrant
-server; ``ragbound attach 'qdrant+path:///ABS/FOLDER?collection=NAME' --out KB`` one in a
-local folder written by qdrant-client's embedded mode (``QdrantClient(path=...)``; a relative
-``qdrant+path:FOLDER?collection=NAME`` is made absolute). Kind ``qdrant-attached``. The text
-is read from the payload: ``--text-field`` when given, else where LangChain
-(``page_content``, metadata under ``metadata``) or LlamaIndex (``_node_content``) put it.
-
-Scores are converted to similarities (higher = closer): ``Cosine`` gives the cosine and
-``Dot`` the dot product (both kept), ``Euclid`` the L2 distance ``d``, turned into
-``1 - d**2 / 2``, which is the cosine only between unit vectors (attach checks the conversion
-on a sample); ``Manhattan`` is refused.
-
-A server searches exactly by default (``exact=True`` search params, quantization ignored);
-``search="hnsw"`` uses the collection's HNSW index (approximate; ``hnsw_ef`` and the graph's
-``m`` are recorded with every calibration). The embedded mode always searches by brute force
-(exact). Embedded Qdrant lets one client open a folder: ragbound shares one client per folder in
-a process (:func:`release` closes it), and a folder another process holds is refused with a
-message. Tripwire points are filtered out in the search itself.
+Similarities (higher = closer): ``Cosine`` and ``Dot`` as Qdrant scores them, ``Euclid``'s
+L2 distance d as 1 - d²/2 (the cosine of unit vectors). Embedded Qdrant lets one client open a
+folder: this process shares one client per folder (:func:`release` closes it).
 """
 
 from __future__ import annotations
@@ -45,6 +31,7 @@ from ragbound.knowledge.attached import (
     Found,
     Rows,
     Scalar,
+    client_library,
     field_value,
     parse_filters,
     spellings,
@@ -152,18 +139,10 @@ def parse_url(url: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- clients
-def _qdrant() -> Any:
-    try:
-        import qdrant_client
-    except ImportError:
-        raise InputError("qdrant-client is not installed: pip install 'ragbound[qdrant]'") from None
-    return qdrant_client
-
-
 def open_client(location: QdrantLocation) -> Any:
     """A client of the server, or this process's one client of the embedded folder
     (InputError when the folder is missing or another client holds it)."""
-    qdrant_client = _qdrant()
+    qdrant_client = client_library("qdrant_client", "qdrant")
     if location.folder is None:
         return qdrant_client.QdrantClient(
             host=location.host, port=location.port, timeout=TIMEOUT, check_compatibility=False
@@ -266,13 +245,6 @@ def _equals(models: Any, key: str, value: Scalar) -> Any:
     return conditions[0] if len(conditions) == 1 else models.Filter(should=conditions)
 
 
-def similarities(distance: str, scores: np.ndarray) -> np.ndarray:
-    """Qdrant's scores as similarities (higher = closer): Cosine and Dot as they are, Euclid's
-    L2 distance d as 1 - d²/2 (the cosine of unit vectors)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    return 1.0 - scores**2 / 2.0 if distance == "Euclid" else scores
-
-
 def search_info(location: QdrantLocation) -> SearchInfo:
     """How a search over ``location`` runs (recorded by calibrations)."""
     parameters: dict[str, str | int | float | bool] = {
@@ -322,7 +294,7 @@ def _search_params(models: Any, location: QdrantLocation) -> Any:
     return models.SearchParams(hnsw_ef=location.hnsw_ef)
 
 
-def _text(payload: dict[str, Any], text_field: str | None) -> Any:
+def payload_text(payload: dict[str, Any], text_field: str | None) -> Any:
     """The value under the text field (LlamaIndex's node: its text), whatever its type."""
     if text_field is None or text_field == LLAMAINDEX_NODE:
         return text_of(payload, text_field)
@@ -334,11 +306,32 @@ def vector_of(record: Any, location: QdrantLocation) -> list[float]:
     return vector[location.vector_name] if isinstance(vector, dict) else vector
 
 
+def wanted_vectors(location: QdrantLocation) -> Any:
+    """What ``with_vectors`` asks for to get the location's vector."""
+    return [location.vector_name] if location.vector_name else True
+
+
+def scroll(client: Any, location: QdrantLocation, where: Any, with_vectors: Any) -> Iterator[Any]:
+    """Every point ``where`` selects, with its payload, PAGE points per request."""
+    offset = None
+    while True:
+        points, offset = client.scroll(
+            location.collection,
+            scroll_filter=where,
+            limit=PAGE,
+            offset=offset,
+            with_payload=True,
+            with_vectors=with_vectors,
+        )
+        yield from points
+        if offset is None:
+            return
+
+
 # ------------------------------------------------------------------------- the access
 class QdrantAccess(Access):
     """A Qdrant collection on a server or in an embedded folder."""
 
-    name: ClassVar[str] = "qdrant"
     location: QdrantLocation
 
     def __init__(self, location: QdrantLocation):
@@ -372,12 +365,16 @@ class QdrantAccess(Access):
             )
         return location
 
+    def _sample(self, location: QdrantLocation) -> list[Any]:
+        """A few points the ``where`` filters select, with their payloads."""
+        where = _filter(location, with_text=False)
+        return self.client.scroll(
+            location.collection, scroll_filter=where, limit=16, with_payload=True
+        )[0]
+
     def _keys(self, location: QdrantLocation) -> str:
         """The payload keys of a few points the filters select, for messages."""
-        where = _filter(location, with_text=False)
-        points, _ = self.client.scroll(
-            location.collection, scroll_filter=where, limit=16, with_payload=True
-        )
+        points = self._sample(location)
         return ", ".join(sorted({key for p in points for key in (p.payload or {})})) or "none"
 
     def _text_field(self, location: QdrantLocation) -> str:
@@ -390,10 +387,7 @@ class QdrantAccess(Access):
             )
         if location.text_field is not None:
             return location.text_field
-        points, _ = self.client.scroll(
-            location.collection, scroll_filter=where, limit=16, with_payload=True
-        )
-        found = text_field_of([point.payload or {} for point in points])
+        found = text_field_of([point.payload or {} for point in self._sample(location)])
         if found is None:
             raise InputError(
                 f"no point of {location.describe()} has text where LangChain or LlamaIndex put "
@@ -410,36 +404,26 @@ class QdrantAccess(Access):
 
     def read(self) -> Rows:
         """Every point with text (and matching ``where``), in Qdrant's id order."""
-        rows, offset, self._ids = Rows(), None, {}
-        while True:
-            points, offset = self.client.scroll(
-                self.location.collection,
-                scroll_filter=_filter(self.location),
-                limit=PAGE,
-                offset=offset,
-                with_payload=True,
-                with_vectors=False,
-            )
-            for point in points:
-                self._ids[str(point.id)] = point.id
-                payload = point.payload or {}
-                text = _text(payload, self.location.text_field)
-                if text is not None and not isinstance(text, str):
-                    raise InputError(
-                        f"point {point.id} of {self.location.describe()} holds "
-                        f"{type(text).__name__} under {self.location.text_field!r}, not text: "
-                        "name the text field with --text-field"
-                    )
-                rows.add(str(point.id), text, payload)
-            if offset is None:
-                return rows
+        rows, self._ids = Rows(), {}
+        for point in scroll(self.client, self.location, _filter(self.location), False):
+            self._ids[str(point.id)] = point.id
+            payload = point.payload or {}
+            text = payload_text(payload, self.location.text_field)
+            if text is not None and not isinstance(text, str):
+                raise InputError(
+                    f"point {point.id} of {self.location.describe()} holds "
+                    f"{type(text).__name__} under {self.location.text_field!r}, not text: "
+                    "name the text field with --text-field"
+                )
+            rows.add(str(point.id), text, payload)
+        return rows
 
     def vectors(self, keys: Sequence[str]) -> np.ndarray:
         records = self.client.retrieve(
             self.location.collection,
             ids=[self._ids.get(key, key) for key in keys],
             with_payload=False,
-            with_vectors=[self.location.vector_name] if self.location.vector_name else True,
+            with_vectors=wanted_vectors(self.location),
         )
         found = {str(record.id): vector_of(record, self.location) for record in records}
         return np.array([found[key] for key in keys], dtype=np.float64)
@@ -451,7 +435,10 @@ class QdrantAccess(Access):
             return query_batch(self.client, self.location, vectors, depth)
 
     def similarities(self, scores: np.ndarray) -> np.ndarray:
-        return similarities(self.location.distance, scores)
+        """Cosine and Dot as they are, Euclid's L2 distance d as 1 - d²/2 (the cosine of unit
+        vectors)."""
+        scores = np.asarray(scores, dtype=np.float64)
+        return 1.0 - scores**2 / 2.0 if self.location.distance == "Euclid" else scores
 
     def search_info(self, similarity: Similarity) -> SearchInfo:
         return search_info(self.location)

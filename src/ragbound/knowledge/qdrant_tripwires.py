@@ -20,28 +20,25 @@ from ragbound.knowledge.attached import (
     LANGCHAIN_TEXT,
     LLAMAINDEX_NODE,
     NESTED_METADATA,
-    field_value,
-    text_of,
 )
 from ragbound.knowledge.qdrant import (
     PAGE,
     QdrantLocation,
     open_client,
+    payload_text,
     qdrant_errors,
+    scroll,
     tripwire_condition,
     vector_of,
+    wanted_vectors,
 )
-from ragbound.knowledge.tripwire_flags import TRIPWIRE_FLAG, StoredRecords
+from ragbound.knowledge.tripwire_flags import TRIPWIRE_FLAG, StoredRecords, StoreTripwires, stacked
 
 
-class QdrantTripwires:
+class QdrantTripwires(StoreTripwires):
     """Tripwire points of one Qdrant collection (a server or an embedded folder)."""
 
-    def __init__(self, location: QdrantLocation):
-        self.location = location
-
-    def describe(self) -> str:
-        return self.location.describe()
+    location: QdrantLocation
 
     def key_of(self, tripwire_id: str) -> str:
         """A point id Qdrant takes (a UUID), the same for the same tripwire id."""
@@ -50,31 +47,19 @@ class QdrantTripwires:
     def read(self, vectors: bool = True) -> StoredRecords:
         """Every flagged point (any ``where`` filter aside), with its stored vector (none, an
         empty array, when not ``vectors``)."""
-        wanted: Any = False
-        if vectors:
-            wanted = [self.location.vector_name] if self.location.vector_name else True
         from qdrant_client import models
 
-        client, points, offset = open_client(self.location), [], None
+        where = models.Filter(must=[tripwire_condition(models, present=True)])
+        wanted = wanted_vectors(self.location) if vectors else False
         with qdrant_errors(self.location):
-            while True:
-                page, offset = client.scroll(
-                    self.location.collection,
-                    scroll_filter=models.Filter(must=[tripwire_condition(models, present=True)]),
-                    limit=PAGE,
-                    offset=offset,
-                    with_payload=True,
-                    with_vectors=wanted,
-                )
-                points += page
-                if offset is None:
-                    break
+            points = list(scroll(open_client(self.location), self.location, where, wanted))
         rows = [vector_of(point, self.location) for point in points] if vectors else []
+        field = self.location.text_field
         return StoredRecords(
             keys=[str(point.id) for point in points],
-            texts=[str(self._text(point.payload or {}) or "") for point in points],
+            texts=[str(payload_text(point.payload or {}, field) or "") for point in points],
             metadatas=[_metadata(point.payload or {}) for point in points],
-            vectors=np.asarray(rows, np.float32) if rows else np.empty((0, 0), np.float32),
+            vectors=stacked(rows),
         )
 
     def write(self, records: StoredRecords) -> None:
@@ -107,10 +92,6 @@ class QdrantTripwires:
     def _vector(self, vector: np.ndarray) -> Any:
         values = np.asarray(vector, np.float32).tolist()
         return {self.location.vector_name: values} if self.location.vector_name else values
-
-    def _text(self, payload: dict[str, Any]) -> Any:
-        field = self.location.text_field
-        return text_of(payload, field) if field == LLAMAINDEX_NODE else field_value(payload, field)
 
     def _payload(self, text: str, metadata: dict[str, Any]) -> dict[str, Any]:
         """The layout the collection's framework reads back as a flagged document."""
