@@ -304,8 +304,7 @@ def parse_json(text: str, display: str, line: int | None = None) -> Any:
 
 
 def json_line(text: str, display: str, line: int) -> Any:
-    """One line of a JSONL file, parsed as :func:`parse_json` parses it and checked for lone
-    surrogates: InputError ``FILE:LINE (field 'x'): holds a lone surrogate ...``."""
+    """One line of a JSONL file, parsed by :func:`parse_json` and checked for lone surrogates."""
     value = parse_json(text, display, line)
     if _SURROGATE_ESCAPE.search(text):  # only a line that spells a surrogate is walked
         _check_unicode(value, display, line)
@@ -330,8 +329,8 @@ def json_kind(value: object) -> str:
 
 
 def field_list(names: Iterable[object]) -> str:
-    """Format field or column names for a message: ``a, b, c`` (``(none)`` when empty), the
-    first ``FIELDS_SHOWN`` then ``... and N more``."""
+    """Field or column names for a message: ``a, b, c``, the first ``FIELDS_SHOWN`` then
+    ``... and N more`` (``(none)`` when empty)."""
     listed = [str(name) for name in names]
     shown = ", ".join(listed[:FIELDS_SHOWN]) or "(none)"
     more = len(listed) - FIELDS_SHOWN
@@ -430,9 +429,8 @@ class TooDeepJSON(ValueError):
 
 
 def _nested_deeper(value: Any, limit: int) -> bool:
-    """Whether a parsed JSON list or object nests lists and objects deeper than ``limit``
-    levels. Level by level, not recursive: a recursive walk would overflow on the values it is
-    there to find. (A parsed value holds exact dicts and lists: ``type`` is the fast test.)"""
+    """Whether a parsed JSON list or object nests deeper than ``limit`` levels; level by level,
+    as a recursive walk would overflow on the values it is there to find."""
     level, depth = [value], 1
     while level:
         below = []
@@ -461,9 +459,8 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite
 
 
 def standard_json(text: str) -> Any:
-    """``text`` parsed as standard JSON: :class:`NonStandardJSON` for NaN, ±Infinity or a
-    number a float cannot hold; :class:`TooDeepJSON` for lists and objects nested deeper than
-    :data:`MAX_JSON_DEPTH`; :class:`json.JSONDecodeError` for malformed text (all ValueError)."""
+    """``text`` parsed as standard JSON; :class:`NonStandardJSON`, :class:`TooDeepJSON` or
+    :class:`json.JSONDecodeError` (all ValueError) otherwise."""
     try:
         value = _DECODER.decode(text)
     except RecursionError:  # Python's parser recurses: ~1,000 levels overflow its stack
@@ -511,8 +508,8 @@ def _surrogate(text: str) -> str | None:
 
 
 def _encodes(value: Any) -> bool:
-    """Whether a parsed JSON value is Unicode text throughout (no lone surrogate: JSON joins
-    an escaped pair into one character, so any surrogate left is lone), at C speed."""
+    """Whether a parsed JSON value holds no lone surrogate (JSON joins an escaped pair into
+    one character, so any surrogate left is lone), at C speed."""
     try:
         json.dumps(value, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
