@@ -25,7 +25,7 @@ from ragbound.corpus import Chunk
 from ragbound.corpus.units import GRANULARITIES, Granularity, granularity_label
 from ragbound.errors import InputError
 from ragbound.knowledge.manifest import BackingEntry, KBManifest
-from ragbound.stores import QueryKind, Retriever, SearchInfo
+from ragbound.stores import Retriever, SearchInfo
 
 if TYPE_CHECKING:
     from ragbound.embedders.base import Similarity
@@ -41,9 +41,8 @@ class Capabilities(BaseModel):
     how it can store vectors (empty: it keeps none, BM25); ``embedders``: the embedder kinds it
     serves; ``index``: ragbound can build it from a corpus (an attached table is filled by
     another application); ``add``: documents can be added; ``approximate``: it can search
-    approximately (a graph index); ``query_kind``: what its searches take (vectors or texts);
-    ``tripwires``: the class (its dotted path) of the tripwire records its store holds, made
-    from the backing's ``location`` (None: the tripwires are files in the folder).
+    approximately (a graph index); ``tripwires``: the class (its dotted path) of the tripwire
+    records its store holds, made from the backing's ``location`` (None: files in the folder).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -54,7 +53,6 @@ class Capabilities(BaseModel):
     index: bool = True
     add: bool = True
     approximate: bool = False
-    query_kind: QueryKind = "vector"
     tripwires: str | None = None
 
 

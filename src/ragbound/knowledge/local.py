@@ -264,9 +264,7 @@ class Bm25Backing(SegmentBacking):
     """Segment files of chunk texts searched with BM25 (no vectors)."""
 
     kind: ClassVar[str] = "bm25"
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        vector_dtypes=(), embedders=("lexical",), query_kind="text"
-    )
+    capabilities: ClassVar[Capabilities] = Capabilities(vector_dtypes=(), embedders=("lexical",))
     holds_vectors: ClassVar[bool] = False
 
     def _inner(
