@@ -1,15 +1,11 @@
 """The ONNX graph of a sentence-transformers folder, made once into the cache and checked
 before anyone uses it.
 
-A folder with reference vectors (the bundled MiniLM and MPNet,
-:mod:`ragbound.embedders.reference`) gets a graph built from its weights without torch
-(:mod:`ragbound.embedders.graph_build`); any other folder is exported with torch's
-TorchScript-based exporter (no download) and checked against torch. Either lands in
-``<cache>/onnx/<key>/model.onnx`` with ``verified.json`` beside it: what built it
-(``built_by``: ``weights`` or ``torch``) and the smallest cosine between its vectors and
-sentence-transformers' over the probe texts. A graph below :data:`MIN_COSINE` (or, when built
-from the weights, off the reference by more than its tolerance) is kept on disk (so the check
-is not redone) but refused.
+A folder with reference vectors (the bundled models) gets a graph built from its weights
+without torch (:mod:`ragbound.embedders.graph_build`); any other is exported with torch and
+checked against it. Either lands in ``<cache>/onnx/<key>/model.onnx`` with ``verified.json``
+beside it (what built it, the smallest cosine to sentence-transformers' vectors); a graph
+that fails its check is kept, so the check is not redone, but refused.
 """
 
 from __future__ import annotations
