@@ -26,16 +26,8 @@ DEFAULT_WINDOW_SENTENCES = 3
 
 
 def parse_granularity(value: str | Iterable[str]) -> tuple[Granularity, ...]:
-    """Units to search, from ``"chunk,sentence"`` or a list: canonical order, no repeats.
-
-    >>> parse_granularity("window, chunk")
-    ('chunk', 'window')
-    >>> parse_granularity("page")
-    Traceback (most recent call last):
-    ...
-    ragbound.errors.InputError: granularity: unknown unit 'page'; use chunk, sentence, window \
-or a comma-separated list of them
-    """
+    """Units to search, from ``"chunk,sentence"`` or a list: canonical order, no repeats
+    (``"window, chunk"`` gives ``('chunk', 'window')``); InputError for an unknown unit."""
     names = value.split(",") if isinstance(value, str) else list(value)
     wanted = {name.strip() for name in names if name.strip()}
     unknown = sorted(wanted - set(GRANULARITIES))
