@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragbound.artifacts import write_npy
 from ragbound.errors import ArtifactError, InputError
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.layout import GRAPH_DIR
@@ -70,11 +69,19 @@ def test_a_narrow_beam_misses_neighbours_and_rescoring_wins_them_back(corpus):
     assert wide.describe().parameters["rescore"] == 8 and not wide.describe().exact
 
 
-def test_a_float16_graph_is_close_and_rescoring_makes_it_exact(corpus):
+def _saved(store: HnswStore, path: Path) -> Path:
+    """``store``'s graph written to ``path``, as a knowledge base saves it."""
+    with path.open("wb") as handle:
+        store.write_graph(handle)
+    return path
+
+
+def test_a_float16_graph_is_close_and_rescoring_makes_it_exact(corpus, tmp_path: Path):
     vectors, queries = corpus
     half = HnswStore(vectors, similarity="cosine", params=HnswParams(precision="float16"))
     full = HnswStore(vectors, similarity="cosine")
-    assert half.graph().nbytes < 0.8 * full.graph().nbytes
+    half_bytes = _saved(half, tmp_path / "half.npy").stat().st_size
+    assert half_bytes < 0.8 * _saved(full, tmp_path / "full.npy").stat().st_size
     hits = half.search(queries, 10)
     real = np.einsum("nd,nkd->nk", queries, vectors[hits.indices])
     assert 0 < np.abs(hits.similarities - real).max() < 1e-3
@@ -116,19 +123,22 @@ def test_rescore_equals_brute_force_over_the_candidates(seed: int, k: int):
         np.testing.assert_allclose(sims[q], [queries[q] @ vectors[r] for r in ranked], atol=1e-5)
 
 
-def test_the_same_vectors_give_the_same_graph_and_a_saved_graph_the_same_results(corpus):
+def test_the_same_vectors_give_the_same_graph_and_a_saved_graph_the_same_results(
+    corpus, tmp_path: Path
+):
     vectors, queries = corpus
     first = HnswStore(vectors[:500], similarity="cosine")
     second = HnswStore(vectors[:500], similarity="cosine")
-    np.testing.assert_array_equal(first.graph(), second.graph())
-    reloaded = HnswStore(vectors[:500], similarity="cosine", graph=first.graph())
+    saved = _saved(first, tmp_path / "first.npy")
+    assert saved.read_bytes() == _saved(second, tmp_path / "second.npy").read_bytes()
+    reloaded = HnswStore(vectors[:500], similarity="cosine", graph=saved)
     a, b = first.search(queries, 5), reloaded.search(queries, 5)
     np.testing.assert_array_equal(a.indices, b.indices)
     grown = first.extend(vectors[500:600])
     assert len(grown) == 600 and len(first) == 500  # the old store is left as it was
     assert grown.search(vectors[550:551], 1).indices[0, 0] == 550
     with pytest.raises(ArtifactError, match="holds 500 rows"):
-        HnswStore(vectors[:400], similarity="cosine", graph=first.graph())
+        HnswStore(vectors[:400], similarity="cosine", graph=saved)
 
 
 def test_a_float16_graph_built_in_blocks_and_streamed_from_its_file(
@@ -143,15 +153,16 @@ def test_a_float16_graph_built_in_blocks_and_streamed_from_its_file(
     monkeypatch.setattr(hnsw_module, "ADD_ROWS", 300)  # rows widened and added 300 at a time
     blocks = HnswStore(narrow, similarity="cosine", params=params)
     again = HnswStore(narrow, similarity="cosine", params=params)
-    np.testing.assert_array_equal(blocks.graph(), again.graph())  # still deterministic
+    graph = _saved(blocks, tmp_path / "g.graph.npy")
+    assert (
+        graph.read_bytes() == _saved(again, tmp_path / "again.npy").read_bytes()
+    )  # still deterministic
     exact = ExactStore(vectors, similarity="cosine").search(queries, 10)
     found = blocks.search(queries, 10)
     assert _recall(found.indices, exact.indices) >= 0.95
-    write_npy(tmp_path / "saved.npy", blocks.graph())
-    with (tmp_path / "g.graph.npy").open("wb") as handle:
-        blocks.write_graph(handle)  # streamed: the file numpy.save writes, byte for byte
-    assert (tmp_path / "g.graph.npy").read_bytes() == (tmp_path / "saved.npy").read_bytes()
-    streamed = HnswStore(narrow, similarity="cosine", params=params, graph=tmp_path / "g.graph.npy")
+    written = np.load(graph)  # streamed, yet a plain .npy file numpy reads
+    assert written.dtype == np.uint8 and written.ndim == 1
+    streamed = HnswStore(narrow, similarity="cosine", params=params, graph=graph)
     np.testing.assert_array_equal(streamed.search(queries, 10).indices, found.indices)
     np.save(tmp_path / "bad.npy", np.zeros(3, np.float32))
     with pytest.raises(ArtifactError, match="expected a uint8 vector"):

@@ -131,8 +131,8 @@ class HnswStore:
 
     A vector :class:`~ragbound.stores.Retriever`. ``vectors`` are the rows (float32, kept for
     exact re-scoring and for the rare query the graph answers with fewer than k rows, which
-    is answered exactly); ``graph`` a serialised graph over exactly these rows (None: build
-    one). ``describe()`` reports ``exact=False`` with the parameters.
+    is answered exactly); ``graph`` the ``.npy`` file of a graph over exactly these rows
+    (None: build one). ``describe()`` reports ``exact=False`` with the parameters.
     """
 
     query_kind: QueryKind = "vector"
@@ -143,7 +143,7 @@ class HnswStore:
         *,
         similarity: Similarity,
         params: HnswParams | None = None,
-        graph: np.ndarray | Path | None = None,
+        graph: Path | None = None,
     ):
         self._exact = ExactStore(vectors, similarity=similarity)
         self.params = params or HnswParams()
@@ -167,15 +167,11 @@ class HnswStore:
                 index.add(_float32(vectors[start : start + ADD_ROWS]))
         return index
 
-    def _load(self, graph: np.ndarray | Path) -> Any:
-        """The graph from its serialised bytes, or streamed from a ``.npy`` file of them (no
-        copy of the file in memory beside the graph)."""
-        faiss = require_faiss()
+    def _load(self, graph: Path) -> Any:
+        """The graph streamed from a ``.npy`` file of its bytes (no copy of the file in memory
+        beside the graph)."""
         try:
-            if isinstance(graph, Path):
-                index = _read_graph_file(faiss, graph)
-            else:
-                index = faiss.deserialize_index(np.ascontiguousarray(graph, dtype=np.uint8))
+            index = _read_graph_file(require_faiss(), graph)
         except RuntimeError as exc:
             raise ArtifactError(f"the HNSW graph is corrupt: {exc}") from exc
         if index.ntotal != len(self) or index.d != self.dimension:
@@ -210,14 +206,10 @@ class HnswStore:
         other._exact, other._index, other.params = self._exact, self._index, params
         return other
 
-    def graph(self) -> np.ndarray:
-        """The graph serialised (uint8), to save with :func:`ragbound.artifacts.write_npy`."""
-        return require_faiss().serialize_index(self._index)
-
     def write_graph(self, handle: BinaryIO) -> None:
-        """Write the graph to ``handle`` as a ``.npy`` file of :meth:`graph`'s bytes, the same
-        file ``numpy.save`` writes, streamed: no serialised copy beside the graph in memory
-        (a million-row graph is about a gigabyte)."""
+        """Write the graph to ``handle`` as a 1-D uint8 ``.npy`` file of its serialised bytes,
+        streamed: no serialised copy beside the graph in memory (a million-row graph is about
+        a gigabyte)."""
         faiss = require_faiss()
         sizes: list[int] = []
         faiss.write_index(self._index, faiss.PyCallbackIOWriter(lambda b: sizes.append(len(b))))
