@@ -24,7 +24,7 @@ the other is the held-out in-knowledge test.
 Rows: relevance alone (the default: ``Guard.calibrate(kb, questions)``, MSS), relevance +
 coverage (``answerability="coverage"``, decided by ``Gate.decide_many``: abstain when either
 test flags, both at the shared level; the gate runs coverage only on the questions relevance
-lets through, so coverage's own scores come from ``Guard.answerability_verdicts``), and, as
+lets through, so coverage's own scores come from ``guard.answers.verdicts``), and, as
 diagnostics, coverage alone at alpha and the research's best LLM-free alternative, the
 best-sentence cosine (minus the largest cosine between the question and a sentence of its 5
 nearest chunks; not shipped), alone and with relevance at their shared level
@@ -269,7 +269,7 @@ class SetScores:
 def decided(alone: Gate, both: Gate, queries: Sequence[str]) -> SetScores:
     """Both gates' decisions on ``queries`` (``Gate.decide_many``, as a user's batch). The
     gate runs the answerability test only on questions the relevance test lets through: its
-    score and p-value on every question come from ``Guard.answerability_verdicts`` on the
+    score and p-value on every question come from ``guard.answers.verdicts`` on the
     same search."""
     plain = alone.decide_many(queries)
     found = both.decide_many(queries)
@@ -278,7 +278,7 @@ def decided(alone: Gate, both: Gate, queries: Sequence[str]) -> SetScores:
     if model is None:
         raise ValueError("the relevance + coverage gate has no answerability test")
     hits = guard.kb.search(list(queries), max(guard.k, model.depth))
-    answers = guard.answerability_verdicts(queries, hits, guard.answerability_level())
+    answers = guard.answers.verdicts(queries, hits, guard.answerability_level())
     return SetScores(
         relevance=np.array([d.test.score for d in found]),
         relevance_p=np.array([d.test.p_value for d in found]),
@@ -659,7 +659,7 @@ def intro(results: dict) -> str:
         f"at most alpha = {results['alpha']} of the calibration questions are flagged by "
         "either; the gate runs coverage only on the questions relevance lets through, and "
         "coverage's score on every question, for the diagnostic and the AUROC, comes from "
-        f"`Guard.answerability_verdicts` on the same search); coverage alone = its p-value <= "
+        f"`guard.answers.verdicts` on the same search); coverage alone = its p-value <= "
         f"{results['alpha']} (a diagnostic); the "
         "best-sentence cosine (minus the largest cosine between the question and a sentence "
         "of its 5 nearest chunks, the sentences embedded with MiniLM: not shipped, a "

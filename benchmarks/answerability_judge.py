@@ -91,8 +91,9 @@ def corpus_rows(corpus: str, embedder: near.CachedEmbedder, n: int, n_cal: int) 
     for name in ("left_out", "unanswerable"):
         if judged.get(name) and judged["inside"]:
             rows[WITH_JUDGE][f"auroc_{name}"] = auroc(judged["inside"], judged[name])
-    assert guard.judge is not None
-    rows[WITH_JUDGE]["seconds_per_call"] = float(np.median(guard.judge.call_seconds))
+    judge = guard.answers.judge
+    assert judge is not None
+    rows[WITH_JUDGE]["seconds_per_call"] = float(np.median(judge.call_seconds))
     sizes = {"calibration": len(calibration), **{k: len(v) for k, v in sets.items()}}
     sizes |= {f"judged {k}": len(v) for k, v in judged.items()}
     return {"rows": rows, "sizes": sizes, "calibration_s": calibration_s}

@@ -304,7 +304,7 @@ class Gate:
             and not small_talk[i]
             and not (verdicts is not None and verdicts[i].forbidden)
         ]
-        return self.guard.answerability_of(texts, hits, level, open_rows)
+        return self.guard.answers.verdicts_at(texts, hits, level, open_rows)
 
     def _tripwire_verdicts(self, embedded: Embedded, hits: Hits) -> list[TripwireVerdict] | None:
         """The tripwire verdict of each item, from the knowledge's search ``hits``; a

@@ -71,7 +71,7 @@ def test_calibrated_recorded_and_used_by_the_gate(kb: KnowledgeBase, tmp_path: P
     loaded = Guard.load_for(kb, tmp_path)
     with pytest.raises(InputError, match="use_judge"):
         Gate(loaded).decide(MISSING_ANSWER)
-    loaded.use_judge(llm)
+    loaded.answers.use_judge(llm)
     decision = Gate(loaded).decide("When did the Shinkansen start running?")
     assert decision.answerability is not None
     assert decision.answerability.evidence.answer_probability == 1.0  # "1964" is there

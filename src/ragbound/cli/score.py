@@ -140,7 +140,7 @@ def _unanswerable(guard: Guard, table: ScoreTable, show: bool) -> int | None:
     from ragbound.detect.retrieval import search_in_batches
 
     hits = search_in_batches(guard.kb, texts, model.depth, progress=show)
-    return sum(v.unanswerable for v in guard.answerability_verdicts(texts, hits, table.alpha))
+    return sum(v.unanswerable for v in guard.answers.verdicts(texts, hits, table.alpha))
 
 
 def register(app: typer.Typer) -> None:

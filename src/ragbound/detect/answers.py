@@ -113,7 +113,7 @@ class AnswerabilityTest:
             if model.llm is None:
                 raise InputError(
                     f"this calibration's judge ({model.model_id}) was an LLM object, not a "
-                    "spec: give it again with guard.use_judge(llm)"
+                    "spec: give it again with guard.answers.use_judge(llm)"
                 )
             self.use_judge(model.llm)
         return self._judge

@@ -7,20 +7,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragbound.corpus.provenance import origins_of
-from ragbound.detect.answerability import AnswerabilityModel, AnswerabilityVerdict
+from ragbound.detect.answerability import AnswerabilityModel
 from ragbound.detect.answers import AnswerabilityTest, check_request
 from ragbound.detect.calibration import Calibration, NullQuestions
 from ragbound.detect.canary import CanaryCheck, check_canaries, verify_canaries
 from ragbound.detect.config import DetectorConfig
 from ragbound.detect.fitting import fit_calibration
-from ragbound.detect.judge import AnswerabilityJudge
 from ragbound.detect.online import OnlineTest
 from ragbound.detect.provenance import Questions, record_provenance, record_reading
 from ragbound.detect.resolution import Resolution, resolution
 from ragbound.detect.storage import floor_reference, save_calibration
 from ragbound.knowledge import KnowledgeBase
 from ragbound.knowledge.protocol import Knowledge, check_statistic
-from ragbound.stores import Hits
 
 if TYPE_CHECKING:
     from ragbound.llm import LLM
@@ -214,18 +212,10 @@ class Guard(OnlineTest):
     ) -> Guard:
         """This guard with the answerability test calibrated on its calibration questions
         (``statistic`` None: without it; :meth:`AnswerabilityTest.calibrate`). With an
-        :class:`~ragbound.llm.LLM` as the judge, give it to :meth:`use_judge` after loading."""
+        :class:`~ragbound.llm.LLM` as the judge, give it to ``guard.answers.use_judge(llm)``
+        after loading."""
         self.answers.calibrate(statistic, llm=llm, progress=progress)
         return self
-
-    def use_judge(self, llm: LLM | str | None) -> AnswerabilityJudge:
-        """The answerability judge on ``llm`` (a spec or an LLM), kept for the decisions."""
-        return self.answers.use_judge(llm)
-
-    @property
-    def judge(self) -> AnswerabilityJudge | None:
-        """The answerability judge the calibration asks for (None: none)."""
-        return self.answers.judge
 
     @property
     def answerability(self) -> AnswerabilityModel | None:
@@ -245,18 +235,6 @@ class Guard(OnlineTest):
         """The level each test runs at when both share ``alpha`` (default: the
         calibration's); ``alpha`` itself without the answerability test."""
         return self.answers.level(alpha, statistic)
-
-    def answerability_of(
-        self, texts: Sequence[str], hits: Hits, level: float, rows: Sequence[int]
-    ) -> list[AnswerabilityVerdict | None]:
-        """:meth:`answerability_verdicts` of the texts at ``rows`` alone, None for the others."""
-        return self.answers.verdicts_at(texts, hits, level, rows)
-
-    def answerability_verdicts(
-        self, texts: Sequence[str], hits: Hits, level: float
-    ) -> list[AnswerabilityVerdict]:
-        """The answerability test of each text given its ``hits``, flagged at ``level``."""
-        return self.answers.verdicts(texts, hits, level)
 
     def record_reading(self, reading: str | None) -> Guard:
         """Keep in the manifest the reading the conversations among the calibration queries
