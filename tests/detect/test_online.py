@@ -1,6 +1,7 @@
 """The online test alone: an OnlineTest over a calibration fitted without a Guard gives the
-BoundaryDetector's p-values of the searched rows, refits at another alpha, and refuses the
-combined statistic's parts on a calibration without it."""
+BoundaryDetector's p-values of the searched rows (or of the rows a given search returns),
+refits at another alpha, and refuses the combined statistic's parts on a calibration without
+it."""
 
 from __future__ import annotations
 
@@ -36,6 +37,20 @@ def test_p_values_are_the_detectors_on_the_searched_rows(test: OnlineTest) -> No
     verdicts = test.check_many(OUT_OF_KNOWLEDGE, evidence=2)
     assert [v.p_value for v in verdicts] == pytest.approx(list(scored.p_values))
     assert all(len(v.neighbours) == 2 for v in verdicts)
+
+
+def test_a_given_search_gives_the_rows_scored_else_the_tests_own(test: OnlineTest) -> None:
+    rows = test.search_rows(IN_KNOWLEDGE[:2])  # another batch's: these rows are what is scored
+    found = test.score_with_search(
+        OUT_OF_KNOWLEDGE[:2], lambda queries: rows, statistic="knn", alpha=0.2
+    )
+    detector = BoundaryDetector(statistic="knn", k=4, alpha=0.2).fit(test.calibration.similarities)
+    np.testing.assert_allclose(found.p_values, detector.p_value(rows))
+    assert (found.statistic, found.alpha) == ("knn", 0.2)
+    searched = test.score(OUT_OF_KNOWLEDGE[:2], statistic="knn", alpha=0.2)
+    assert (searched.p_values < found.p_values).all()  # the queries' own rows: farther
+    own = test.score_with_search(OUT_OF_KNOWLEDGE)
+    np.testing.assert_allclose(own.p_values, test.score(OUT_OF_KNOWLEDGE).p_values)
 
 
 def test_another_alpha_refits_the_detectors(test: OnlineTest) -> None:

@@ -87,24 +87,17 @@ def score_file(
     if len(paths) > 1:
         records.sort(key=lambda item: _sort_time(item[0].fields.get(time_field)))
     queries = [query for _, query, _ in records]
-    if guard.is_learned(statistic):  # the combined score searches itself, in this process
-        scored = guard.score(queries, statistic=statistic, alpha=alpha)
-        scores, p_values = scored.scores, scored.p_values
-        label, level = scored.statistic, scored.alpha
-    else:
-        detector = guard.detector(statistic, alpha)
-        scores, p_values = detector.score_p_value(search(queries))
-        label, level = detector.statistic, detector.alpha
+    scored = guard.score_with_search(queries, search, statistic=statistic, alpha=alpha)
     return ScoreTable(
         line=np.array([record.line for record, _, _ in records]),
         time=[record.fields.get(time_field) for record, _, _ in records],
         source=[file.name for _, _, file in records] if len(files) > 1 else None,
         query=queries,
-        score=scores,
-        p_value=p_values,
-        out_of_knowledge=p_values <= level,
-        statistic=label,
-        alpha=level,
+        score=scored.scores,
+        p_value=scored.p_values,
+        out_of_knowledge=scored.p_values <= scored.alpha,
+        statistic=scored.statistic,
+        alpha=scored.alpha,
     )
 
 

@@ -488,9 +488,7 @@ class ShiftMonitor:
                 yield record, (place, offset)
 
     def _score(self, queries: list[str]) -> np.ndarray:
-        if self.search is not None and not self.guard.is_learned(self.statistic):
-            return self.guard.detector(self.statistic).score(self.search(queries))
-        return self.guard.score(queries, statistic=self.statistic).scores
+        return self.guard.score_with_search(queries, self.search, statistic=self.statistic).scores
 
     def resume(self, log: str | Path, state_path: str | Path | None = None) -> MonitorState:
         """The state to continue monitoring ``log`` from, for :meth:`feed_scores`.

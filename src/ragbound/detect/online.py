@@ -3,7 +3,7 @@ more out of knowledge), its conformal p-value, and its verdict at alpha."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Self
 
@@ -25,15 +25,22 @@ PREVIEW_CHARS = 240
 
 
 @dataclass(frozen=True)
-class Scored:
-    """A batch's scores (higher = more out of knowledge) and p-values, with the test that
-    made them and the hits searched (chunk rows, nearest first)."""
+class BatchScores:
+    """A batch's scores (higher = more out of knowledge) and p-values, with the statistic
+    that made them and the level they are tested at."""
 
     scores: np.ndarray
     p_values: np.ndarray
-    hits: Hits
     statistic: str
     alpha: float
+
+
+@dataclass(frozen=True)
+class Scored(BatchScores):
+    """:class:`BatchScores` with the rest of the test that made them and the hits searched
+    (chunk rows, nearest first)."""
+
+    hits: Hits
     critical_value: float
     k: int
     n_calibration: int
@@ -206,6 +213,25 @@ class OnlineTest:
             k=detector.k,
             n_calibration=detector.n_calibration_,
         )
+
+    def score_with_search(
+        self,
+        queries: Sequence[str],
+        search: Callable[[Sequence[str]], np.ndarray] | None = None,
+        *,
+        statistic: str | None = None,
+        alpha: float | None = None,
+        progress: bool = False,
+    ) -> BatchScores:
+        """:meth:`score`'s scores and p-values of a batch, whatever the statistic, with the
+        rows the test scores from ``search`` (a :data:`ragbound.engines.Search`, which may run
+        elsewhere; None: this test's own, :meth:`search_rows`). The combined statistic searches
+        every indexed unit itself, in this process, and does not use ``search``."""
+        if search is None or self.is_learned(statistic):
+            return self.score(queries, statistic=statistic, alpha=alpha, progress=progress)
+        detector = self.detector(statistic, alpha)
+        scores, p_values = detector.score_p_value(search(queries))
+        return BatchScores(scores, p_values, detector.statistic, detector.alpha)
 
     def _score_combined(
         self,

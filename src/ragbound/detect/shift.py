@@ -74,16 +74,11 @@ def shift_test(
     if test == "mmd":
         return _mmd(guard, queries, alpha, n_permutations, seed, progress)
     reference = reference_scores(guard, statistic)
-    if guard.is_learned(statistic) or search is None:  # the combined score searches itself
-        scored = guard.score(queries, statistic=statistic, progress=progress)
-        scores, score_statistic = scored.scores, scored.statistic
-    else:
-        detector = guard.detector(statistic)
-        scores, score_statistic = detector.score(search(queries)), detector.statistic
-    result = ks_two_sample(reference, scores, alpha=alpha)
+    scored = guard.score_with_search(queries, search, statistic=statistic, progress=progress)
+    result = ks_two_sample(reference, scored.scores, alpha=alpha)
     return ShiftReport(
         test="ks",
-        score_statistic=score_statistic,
+        score_statistic=scored.statistic,
         statistic=result.statistic,
         p_value=result.p_value,
         alpha=alpha,
