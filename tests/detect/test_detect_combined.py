@@ -329,6 +329,7 @@ def test_null_queries_make_the_null_and_every_query_learns(kb: KnowledgeBase):
     model = guard.calibration.manifest.combined
     assert model is not None and guard.calibration.queries == nulls
     assert model.n_learning == len(learning) and model.reference_queries == tuple(learning)
+    assert guard.calibration.manifest.n_learning == len(learning)  # what calibrate prints
     alone = learn(QueryFeatures(kb, learning, feature_depth(kb), masked=True))
     np.testing.assert_allclose(model.coef, alone.coef)
     scores, _ = model.scores(kb, nulls)
@@ -350,6 +351,7 @@ def test_a_query_in_both_parts_leaves_the_learning_with_a_warning(kb: KnowledgeB
     assert seen[0].filename == __file__  # the warning names the caller's line
     selection = guard.calibration.manifest.selection
     assert selection is not None and selection.n_learning == len(queries) // 2
+    assert guard.calibration.manifest.n_learning == len(queries) // 2  # auto ranked on them
     assert guard.calibration.queries == nulls
 
 

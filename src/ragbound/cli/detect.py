@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from ragbound.conversations.files import FileConversation
     from ragbound.conversations.model import Conversation
     from ragbound.detect.answerability import AnswerabilityVerdict
-    from ragbound.detect.calibration import CalibrationManifest, NullQuestions
+    from ragbound.detect.calibration import NullQuestions
     from ragbound.detect.combined import Selection
     from ragbound.detect.guard import Guard
     from ragbound.gate import Decision, Gate
@@ -386,7 +386,7 @@ def _print_calibration(guard: Guard, info: dict) -> None:
     if selection is not None:
         console().print(candidate_table(selection))
         say(shown(f"{candidate_basis(selection)}. {selection.reason()}"))
-    learners = n_learning(manifest)
+    learners = manifest.n_learning
     alpha = guard.config.alpha
     say(
         f"calibrated on {manifest.n_queries} queries"
@@ -454,13 +454,6 @@ def questions_line(null: NullQuestions) -> str:
     if null.origin == "unknown":
         return f"{line}; --questions real|synthetic records where they came from"
     return line
-
-
-def n_learning(manifest: CalibrationManifest) -> int:
-    """How many queries taught the learned score or ranked auto's candidates (0: none)."""
-    if manifest.selection is not None:
-        return manifest.selection.n_learning
-    return 0 if manifest.combined is None else manifest.combined.n_learning
 
 
 def candidate_table(selection: Selection, shown: int = 12) -> Table:

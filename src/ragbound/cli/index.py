@@ -430,8 +430,9 @@ def attach(
     --json prints the same fields as index.
     """
     from ragbound.knowledge import KnowledgeBase
+    from ragbound.knowledge.registry import attach_options
 
-    options = _attach_options(
+    options = attach_options(
         url,
         table=table,
         text_column=text_column,
@@ -451,58 +452,15 @@ def attach(
     _report_kb(kb, "attached", json_out)
 
 
-def _attach_options(url: str, **given: object) -> dict[str, object]:
-    """The options given (not None) that the URL's store takes; InputError naming an option
-    it does not take, or one it needs that is missing."""
-    import inspect
-
-    from ragbound.knowledge.registry import attaching
-
-    backing = attaching(url)
-    accepted = {  # attach's own (embedder, sample) and the store's (its locate)
-        name: parameter
-        for method in (backing.attach, backing.locate)
-        for name, parameter in inspect.signature(method).parameters.items()
-        if parameter.kind is not parameter.VAR_KEYWORD
-    }
-    options = {name: value for name, value in given.items() if value is not None}
-    scheme = url.split(":", 1)[0]
-
-    def flags(names: list[str]) -> str:
-        return ", ".join("--" + name.replace("_", "-") for name in names)
-
-    foreign = [name for name in options if name not in accepted]
-    if foreign:
-        raise InputError(f"{flags(foreign)}: not an option of {scheme} stores")
-    needed = [
-        name
-        for name, parameter in accepted.items()
-        if parameter.kind is parameter.KEYWORD_ONLY
-        and parameter.default is parameter.empty
-        and name not in options
-    ]
-    if needed:
-        raise InputError(f"attaching a {scheme} store needs {flags(needed)}")
-    return options
-
-
 def _warn_if_calibration_stale(kb: KnowledgeBase) -> None:
     """Say so when the knowledge base's calibration was made against another fingerprint."""
-    from ragbound.artifacts import read_json
     from ragbound.detect.calibration import CALIBRATION_DIR, Calibration
-    from ragbound.errors import ArtifactError
 
-    if kb.path is None or not Calibration.exists(kb.path):
-        return
-    path = kb.path / CALIBRATION_DIR / "manifest.json"
-    try:  # the add is committed: an unreadable calibration is only stale too, not an error
-        made_for = read_json(path, "calibration manifest").get("kb_fingerprint")
-    except (ArtifactError, AttributeError):
-        made_for = "unknown"
-    if made_for != kb.fingerprint:
+    made_for = None if kb.path is None else Calibration.stale_fingerprint(kb.path, kb.fingerprint)
+    if made_for is not None:
         notice(
-            f"warning: the calibration in {path.parent} was made against knowledge base "
-            f"{made_for}, now {kb.fingerprint}: calibrate again "
+            f"warning: the calibration in {kb.path / CALIBRATION_DIR} was made against "
+            f"knowledge base {made_for}, now {kb.fingerprint}: calibrate again "
             f"(ragbound calibrate {kb.path} --queries FILE)"
         )
 

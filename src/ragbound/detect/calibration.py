@@ -182,6 +182,13 @@ class CalibrationManifest(BaseModel):
     # the tripwire floor's reference questions' vectors; None: not kept (embedded at load)
     reference: ReferenceVectors | None = None
 
+    @property
+    def n_learning(self) -> int:
+        """How many queries taught the learned score or ranked auto's candidates (0: none)."""
+        if self.selection is not None:
+            return self.selection.n_learning
+        return 0 if self.combined is None else self.combined.n_learning
+
 
 class Calibration:
     """In-knowledge calibration data for one knowledge base."""
@@ -335,7 +342,7 @@ class Calibration:
         with writer_lock(kb_dir, what=LOCK_WHAT, on_wait=on_wait):
             if not standalone or (kb_dir / MANIFEST).is_file():
                 self._check_kb_unchanged(kb_dir)
-            _remove_unreferenced(folder, _committed_id(folder))  # what a crashed save left
+            _remove_unreferenced(folder, _committed_field(folder, "id"))  # what a crashed save left
             sims_path = folder / f"{ident}.similarities.npy"
             queries_path = folder / f"{ident}.queries.jsonl"
             write_npy(sims_path, self.similarities)
@@ -378,6 +385,16 @@ class Calibration:
     @classmethod
     def exists(cls, kb_dir: Path) -> bool:
         return (kb_dir / CALIBRATION_DIR / "manifest.json").is_file()
+
+    @classmethod
+    def stale_fingerprint(cls, kb_dir: Path, kb_fingerprint: str) -> str | None:
+        """The fingerprint of the knowledge base the calibration in ``kb_dir`` was made
+        against, when that is not ``kb_fingerprint`` (``"unknown"`` for a manifest that cannot
+        be read: stale too); None when ``kb_dir`` has no calibration or it is current."""
+        if not cls.exists(kb_dir):
+            return None
+        made_for = _committed_field(kb_dir / CALIBRATION_DIR, "kb_fingerprint") or "unknown"
+        return None if made_for == kb_fingerprint else made_for
 
     @classmethod
     def load(cls, kb_dir: Path) -> Calibration:
@@ -430,10 +447,11 @@ def _read_reference(folder: Path, manifest: CalibrationManifest) -> np.ndarray |
     return vectors
 
 
-def _committed_id(folder: Path) -> str | None:
-    """The id the committed manifest names (None: no calibration, or an unreadable one)."""
+def _committed_field(folder: Path, name: str) -> str | None:
+    """Field ``name`` of the committed manifest (None: no calibration, an unreadable one, or
+    one without the field)."""
     try:
-        return str(read_json(folder / "manifest.json", "calibration manifest")["id"])
+        return str(read_json(folder / "manifest.json", "calibration manifest")[name])
     except (ArtifactError, KeyError, TypeError):
         return None
 

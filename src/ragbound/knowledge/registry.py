@@ -12,6 +12,7 @@ PostgreSQL, Chroma or Qdrant code), so no backing module needs this one or the k
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,40 @@ def attaching(url: str) -> type:
         known = ", ".join(f"{s}://" for s in ATTACH_SCHEMES)
         raise InputError(f"attach {url!r}: not a store ragbound attaches to (known: {known})")
     return kind
+
+
+def attach_options(url: str, **given: object) -> dict[str, object]:
+    """The options given (those not None) for attaching the store at ``url``; InputError
+    naming, as command-line flags, an option its backing does not take or one it needs that
+    is missing. The options taken are the keyword parameters of the backing's ``attach``
+    (embedder, sample) and ``locate`` (the store's own)."""
+    backing = attaching(url)
+    accepted = {
+        name: parameter
+        for method in (backing.attach, backing.locate)  # type: ignore[attr-defined]
+        for name, parameter in inspect.signature(method).parameters.items()
+        if parameter.kind is not parameter.VAR_KEYWORD
+    }
+    options = {name: value for name, value in given.items() if value is not None}
+    scheme = url.split(":", 1)[0]
+    foreign = [name for name in options if name not in accepted]
+    if foreign:
+        raise InputError(f"{_flags(foreign)}: not an option of {scheme} stores")
+    needed = [
+        name
+        for name, parameter in accepted.items()
+        if parameter.kind is parameter.KEYWORD_ONLY
+        and parameter.default is parameter.empty
+        and name not in options
+    ]
+    if needed:
+        raise InputError(f"attaching a {scheme} store needs {_flags(needed)}")
+    return options
+
+
+def _flags(names: list[str]) -> str:
+    """Option names as the command line spells them: ``--text-column, --where``."""
+    return ", ".join("--" + name.replace("_", "-") for name in names)
 
 
 def backing_of(record: BackingEntry) -> Backing:
