@@ -59,9 +59,10 @@ def write_section(
     """
     if not _NAME.fullmatch(name):
         raise ValueError(f"section name {name!r}: use lowercase letters, digits and '-'")
+    measured_on, measured_by = _RENDERED.get("stamp", (None, None))
     stamp = (
-        f"*Measured {(today or dt.date.today()).isoformat()} on "
-        f"{machine or machine_description()}.*"
+        f"*Measured {(today or measured_on or dt.date.today()).isoformat()} on "
+        f"{machine or measured_by or machine_description()}.*"
     )
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     section = f"{start}\n## {title}\n\n{stamp}\n\n{body.strip()}\n{end}"
@@ -127,10 +128,26 @@ def measured_or_saved(
 ) -> dict:
     """A benchmark's results: measured (and saved to ``raw``) with no arguments, read back from
     ``raw`` with ``render`` (measuring nothing); any other argument is refused."""
+    stamp = raw.with_name(raw.stem + ".stamp.json")
     if list(argv) == ["render"]:
+        _RENDERED["stamp"] = _saved_stamp(raw, stamp)
         return json.loads(raw.read_text(encoding="utf-8"))
     if argv:
         raise SystemExit(f"benchmarks.{name}: unknown arguments {list(argv)}; give none or render")
+    _RENDERED.pop("stamp", None)
     results = measure()
     write_json(raw, results)
+    write_json(stamp, {"date": dt.date.today().isoformat(), "machine": machine_description()})
     return results
+
+
+# a render writes the date and machine its results were measured on, not today's
+_RENDERED: dict[str, tuple[dt.date, str | None]] = {}
+
+
+def _saved_stamp(raw: Path, stamp: Path) -> tuple[dt.date, str | None]:
+    """When and where ``raw`` was measured: its stamp file, else the raw file's date alone."""
+    if stamp.is_file():
+        saved = json.loads(stamp.read_text(encoding="utf-8"))
+        return dt.date.fromisoformat(saved["date"]), saved["machine"]
+    return dt.date.fromtimestamp(raw.stat().st_mtime), None

@@ -5,12 +5,28 @@ from __future__ import annotations
 import datetime as dt
 import os
 import platform
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from benchmarks.doc import BENCH_DOC, machine_description, markdown_table, write_section
+from benchmarks import doc
+from benchmarks.doc import (
+    BENCH_DOC,
+    machine_description,
+    markdown_table,
+    measured_or_saved,
+    write_section,
+)
 from benchmarks.run import SECTIONS
+
+
+@pytest.fixture(autouse=True)
+def _no_render_stamp_left() -> Iterator[None]:
+    # a render's stamp is process state: no test leaves it to the next
+    yield
+    doc._RENDERED.clear()
+
 
 DAY_1, DAY_2 = dt.date(2026, 1, 2), dt.date(2026, 3, 4)
 
@@ -83,3 +99,25 @@ def test_the_committed_document_has_every_section_of_make_bench() -> None:
     for name in [*SECTIONS, "abstention", "serve"]:
         assert text.count(f"<!-- bench:{name} -->") == 1, name
         assert text.count(f"<!-- /bench:{name} -->") == 1, name
+
+
+def test_a_render_keeps_the_date_and_machine_it_was_measured_on(tmp_path: Path) -> None:
+    raw, path = tmp_path / "part.json", tmp_path / "benchmarks.md"
+    assert measured_or_saved([], raw, lambda: {"x": 1}, "part") == {"x": 1}
+    stamp = tmp_path / "part.stamp.json"
+    stamp.write_text('{"date": "2020-01-02", "machine": "an old box"}')
+    assert measured_or_saved(["render"], raw, lambda: {"x": 2}, "part") == {"x": 1}
+    write_section("part", "Part", "table", path=path)
+    assert "*Measured 2020-01-02 on an old box.*" in path.read_text()
+    measured_or_saved([], raw, lambda: {"x": 3}, "part")  # a measurement stamps today again
+    write_section("part", "Part", "table", path=path)
+    assert f"*Measured {dt.date.today().isoformat()} on " in path.read_text()
+
+
+def test_a_render_without_a_stamp_file_takes_the_raw_file_date(tmp_path: Path) -> None:
+    raw, path = tmp_path / "part.json", tmp_path / "benchmarks.md"
+    raw.write_text('{"x": 1}')
+    os.utime(raw, (0, dt.datetime(2021, 3, 4, 12).timestamp()))
+    measured_or_saved(["render"], raw, lambda: {}, "part")
+    write_section("part", "Part", "table", path=path)
+    assert "*Measured 2021-03-04 on " in path.read_text()
