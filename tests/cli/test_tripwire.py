@@ -7,7 +7,13 @@ import shutil
 from pathlib import Path
 
 from tests.cli.runner import run
-from tests.tripwires.tripwire_texts import SAFE, TRIPWIRES, UNSAFE, write_tripwire_file
+from tests.tripwires.tripwire_texts import (
+    SAFE,
+    TRIPWIRES,
+    UNSAFE,
+    tripwired_copy,
+    write_tripwire_file,
+)
 
 
 def test_add_list_check_tune_remove(monkeypatch, capsys, minilm_kb_dir: Path, tmp_path: Path):
@@ -104,3 +110,32 @@ def test_add_skips_identical_rows_and_says_how_many(
         f"skipped 3 row(s) identical to an earlier row (first at {source}:{len(TRIPWIRES) + 1})"
         in err
     )
+
+
+def test_check_with_an_llm_asks_it_about_the_queries_the_tripwires_passed(
+    monkeypatch, capsys, minilm_kb_dir: Path, tmp_path: Path
+):
+    from ragbound.cli import tripwire
+    from tests.llm.llm_fakes import ScriptedLLM
+
+    def judge(messages, params) -> str:  # rejects the question about beekeepers alone
+        verdict = "reject" if "beekeepers" in messages[-1].content else "allow"
+        return f"<verdict>{verdict}</verdict>"
+
+    llm = ScriptedLLM(responder=judge)
+    monkeypatch.setattr(tripwire, "cached_llm", lambda spec: llm)
+    kb = tmp_path / "kb"
+    tripwired_copy(minilm_kb_dir, kb)
+    queries = (UNSAFE[0], SAFE[0], SAFE[2])  # the tripwires forbid the first alone
+    args = ("tripwire", "check", str(kb), *queries, "--llm", "openai:fake")
+    code, out, _ = run(monkeypatch, capsys, *args, "--json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and [(r["forbidden"], r["rule"] == "llm") for r in rows] == [
+        (True, False),
+        (False, False),
+        (True, True),
+    ]
+    assert "llm" not in rows[0] and rows[1]["llm"]["verdict"] == "allow"
+    assert len(llm.calls) == 2  # the query the tripwires forbade is not asked about
+    code, out, _ = run(monkeypatch, capsys, *args)
+    assert code == 0 and out.count("forbidden (LLM)") == 1 and out.count("passed (LLM)") == 1

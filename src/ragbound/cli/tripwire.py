@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -339,6 +340,7 @@ def check(
     never gives a verdict lets the query pass.
     """
     from ragbound.tripwires import TripwireTest, load_rule
+    from ragbound.tripwires.cascade import cascade, cascade_row
 
     texts = gather_queries(queries, queries_file)
     rule = load_rule(kb_dir)
@@ -346,29 +348,14 @@ def check(
         rule = rule.model_validate({**rule.model_dump(), "k": k})
     guard = TripwireTest.load(kb_dir, rule)
     decisions = guard.check_many(texts)
-    verdicts = _cascade(llm, decisions, json_out) if llm else {}
+    verdicts = (
+        cascade(decisions, partial(cached_llm, llm), progress=progress(json_out)) if llm else {}
+    )
     if json_out:
         for i, decision in enumerate(decisions):
-            row = decision.model_dump(mode="json")
-            if i in verdicts:
-                row["llm"] = verdicts[i].model_dump(mode="json")
-                row["forbidden"] = bool(verdicts[i].forbidden)
-                row["rule"] = "llm" if verdicts[i].forbidden else None
-            emit_json(row)
+            emit_json(cascade_row(decision, verdicts.get(i)))
         return
     print_decisions(decisions, rule.describe(), verdicts)
-
-
-def _cascade(spec: str, decisions, json_out: bool) -> dict:
-    from ragbound.tripwires.cascade import moderate
-
-    passed = [i for i, d in enumerate(decisions) if not d.forbidden]
-    if not passed:
-        return {}
-    verdicts = moderate(
-        cached_llm(spec), [decisions[i].query for i in passed], progress=progress(json_out)
-    )
-    return dict(zip(passed, verdicts, strict=True))
 
 
 def topics_table(topics: dict[str, int], set_hash: str) -> Table:

@@ -1,18 +1,23 @@
 """Second layer: an LLM moderation judge on the queries the tripwires let pass (RAR Table 2).
 
 A feature, not only a benchmark: ``ragbound tripwire check --llm`` asks it about every query the
-tripwires let pass.
+tripwires let pass (:func:`cascade`); its --json prints each query's row as :func:`cascade_row`
+makes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from ragbound.llm import LLM, GenerationParams, extract_tag, load_prompt
 from ragbound.llm.batch import run_parsed
+
+if TYPE_CHECKING:
+    from ragbound.tripwires.guard import TripwireVerdict
 
 MODERATION_PROMPT = "moderation-judge"
 VERDICTS = ("reject", "allow")
@@ -79,3 +84,32 @@ def moderate(
             )
         )
     return verdicts
+
+
+def cascade(
+    verdicts: Sequence[TripwireVerdict],
+    make_llm: Callable[[], LLM],
+    *,
+    progress: bool = False,
+) -> dict[int, JudgeResult]:
+    """The judge's answer on each query the tripwires passed, by its place in ``verdicts``
+    (forbidden queries are not asked). ``make_llm`` is called only when some query passed:
+    a model is loaded only to be asked, and one that cannot load is no error when every query
+    was forbidden."""
+    passed = [i for i, verdict in enumerate(verdicts) if not verdict.forbidden]
+    if not passed:
+        return {}
+    answers = moderate(make_llm(), [verdicts[i].query for i in passed], progress=progress)
+    return dict(zip(passed, answers, strict=True))
+
+
+def cascade_row(verdict: TripwireVerdict, answer: JudgeResult | None) -> dict[str, Any]:
+    """One query's tripwire verdict as JSON and, when the judge was asked (``answer``), its
+    answer as ``llm``, which then decides ``forbidden`` (a reply without a verdict lets the
+    query pass) and sets ``rule`` to ``"llm"`` when it rejects."""
+    row = verdict.model_dump(mode="json")
+    if answer is not None:
+        row["llm"] = answer.model_dump(mode="json")
+        row["forbidden"] = bool(answer.forbidden)
+        row["rule"] = "llm" if answer.forbidden else None
+    return row
