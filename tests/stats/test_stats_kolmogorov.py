@@ -83,6 +83,19 @@ def test_the_path_shares_keep_small_tails_accurate() -> None:
     )
 
 
+def test_the_path_counts_keep_small_tails_accurate() -> None:
+    # counting the paths that touch, not subtracting those that stay inside from all paths
+    assert kolmogorov._counted_tail(math.lcm(20, 30), 20, 30) == pytest.approx(
+        2 / math.comb(50, 20), rel=1e-12
+    )
+    for n, m, share in [(500, 501, 0.3), (1000, 200, 0.6), (2000, 100, 0.3)]:
+        h = round(share * math.lcm(n, m))
+        assert kolmogorov._log2_binomial(n + m, n) < kolmogorov._COUNTS_FIT
+        tail = two_sample_tail(h, n, m)
+        assert tail > 0.0
+        assert tail == pytest.approx(kolmogorov._path_tail(h, n, m), rel=1e-9)
+
+
 def test_large_unequal_samples_use_the_path_shares() -> None:
     # C(6000 + 3000, 3000) is far past a float: the count method cannot hold it
     n, m = 6000, 3000

@@ -32,6 +32,7 @@ _DURBIN_N_D15 = 1.4  # n > 140: Durbin's matrix while n d^(3/2) stays below this
 _PI2 = math.pi**2
 # path counts below 2^1000 are held as floats (C(n + 50, 50) stays below it up to n ~ 2e7)
 _COUNTS_FIT = 1000.0
+_EXACT_CHOSEN = 64  # binomials choosing up to this many are computed exactly
 
 
 def two_sample_tail(h: int, n: int, m: int) -> float:
@@ -82,25 +83,53 @@ def _band(h: int, i: int, step_i: int, step_j: int, last_j: int) -> tuple[int, i
 
 
 def _counted_tail(h: int, n: int, m: int) -> float:
-    """The share of lattice paths that touch the boundary, from the count of those that stay
-    strictly inside, row by row along the smaller sample: a row's counts are the running sum
-    of the row below over the row's inside run of columns (paths arrive from below or from
-    the left). For sizes whose path count fits a float (:data:`_COUNTS_FIT`)."""
+    """The share of lattice paths that touch the boundary, counted row by row along the
+    smaller sample for the points strictly inside the band: a path reaches an inside point
+    from below or from the left, and every path to a point outside the band has touched.
+    The counts are sums of positive terms, so small tails keep their relative accuracy. For
+    sizes whose path count fits a float (:data:`_COUNTS_FIT`)."""
     rows, cols = min(n, m), max(n, m)
     g = math.gcd(n, m)
     step_i, step_j = cols // g, rows // g  # (i / rows - j / cols) lcm = i step_i - j step_j
-    first, counts = 0, np.ones(_band(h, 0, step_i, step_j, cols)[1] + 1)
+    first, touched = 0, np.zeros(_band(h, 0, step_i, step_j, cols)[1] + 1)
     for i in range(1, rows + 1):
         low, high = _band(h, i, step_i, step_j, cols)
         if low > high:
             return 1.0  # every path has touched by now
-        below = np.zeros(high - low + 1)
-        start, stop = max(low, first), min(high, first + counts.size - 1)
-        if start <= stop:
-            below[start - low : stop - low + 1] = counts[start - first : stop - first + 1]
-        first, counts = low, np.cumsum(below)
-    total = float(math.comb(n + m, n))
-    return (total - float(counts[-1])) / total
+        # from below: row i - 1's count inside its band, every path to it outside
+        start, stop = max(low, first), min(high, first + touched.size - 1)
+        if start > stop:
+            below = _all_paths(i - 1, low, high)
+        else:
+            below = np.concatenate(
+                [
+                    _all_paths(i - 1, low, start - 1),
+                    touched[start - first : stop - first + 1],
+                    _all_paths(i - 1, stop + 1, high),
+                ]
+            )
+        # from the left of the band: every path to (i, low - 1) has touched
+        left = _binomial(i + low - 1, i) if low > 0 else 0.0
+        first, touched = low, left + np.cumsum(below)
+    return float(touched[-1]) / float(math.comb(n + m, n))
+
+
+def _all_paths(i: int, low: int, high: int) -> FloatArray:
+    """C(i + j, i), the number of lattice paths to (i, j), for j = low .. high (none when
+    high < low)."""
+    if high < low:
+        return np.empty(0)
+    j = np.arange(low + 1, high + 1, dtype=np.float64)
+    ratios = (i + j) / j  # C(i + j, i) / C(i + j - 1, i)
+    return _binomial(i + low, i) * np.concatenate([[1.0], np.cumprod(ratios)])
+
+
+def _binomial(total: int, chosen: int) -> float:
+    """C(total, chosen) as a float: exact for a few chosen (cheap then), else from log-gammas,
+    whose error stays near 1e-12 (relative) for the totals left: the count fits a float."""
+    if min(chosen, total - chosen) <= _EXACT_CHOSEN:
+        return float(math.comb(total, chosen))
+    return math.exp(_log2_binomial(total, chosen) * math.log(2.0))
 
 
 def _path_tail(h: int, n: int, m: int) -> float:
