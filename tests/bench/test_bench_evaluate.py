@@ -257,6 +257,9 @@ def test_bad_specs_are_refused_before_any_call(tmp_path: Path) -> None:
         evaluate_run(run.root, llm, ["abstention", "abstention"])
     with pytest.raises(InputError, match="concurrency"):
         evaluate_run(run.root, llm, ["abstention"], concurrency=0)
+    # refused before anything is read: a missing run folder or no specs do not hide it
+    with pytest.raises(InputError, match="concurrency"):
+        evaluate_run(run.root / "missing", llm, [], concurrency=0)
     assert llm.calls == []
     with pytest.raises(InputError, match="unknown evaluation spec"):
         resolve_specs(["nope"])

@@ -43,7 +43,7 @@ from ragbound.bench.results import (
 from ragbound.bench.rundir import RunDir, slug
 from ragbound.errors import InputError, where
 from ragbound.llm import LLM, GenerationParams, ParseError, Prompt, extract_tag, load_prompt
-from ragbound.llm.batch import gather_bounded
+from ragbound.llm.batch import check_concurrency, gather_bounded
 from ragbound.llm.parse import acomplete_parsed
 from ragbound.llm.prompts import Template
 from ragbound.progress import progress_bar
@@ -415,6 +415,7 @@ def evaluate_run(
     calls would be wasted. Judgements are appended to ``evaluations/SPEC--MODEL.jsonl`` as
     they finish; a rerun only judges what is missing.
     """
+    check_concurrency(concurrency)  # before any file is read: a bad call fails first
     run = RunDir(Path(run_dir))
     chosen = [
         builtin_spec(s) if isinstance(s, str) else check_spec(s, f"spec {s.name!r}") for s in specs

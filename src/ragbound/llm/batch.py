@@ -46,6 +46,12 @@ class Result:
         return self.error is None
 
 
+def check_concurrency(concurrency: int) -> None:
+    """Refuse fewer than one call in flight (InputError)."""
+    if concurrency < 1:
+        raise InputError(f"concurrency must be at least 1, got {concurrency}")
+
+
 async def gather_bounded(
     llm: LLM,
     items: Sequence[Item],
@@ -56,8 +62,7 @@ async def gather_bounded(
 ) -> list[R]:
     """``one(item)`` for every item with at most ``concurrency`` in flight (capped by the
     backend's ``max_parallel``), calling ``advance(1)`` as each finishes; results in input order."""
-    if concurrency < 1:
-        raise InputError(f"concurrency must be at least 1, got {concurrency}")
+    check_concurrency(concurrency)
     gate = asyncio.Semaphore(parallel_limit(llm, concurrency))
 
     async def bounded(item: Item) -> R:
