@@ -55,6 +55,7 @@ from benchmarks import (
     attached_collection,
     attached_tripwires,
     baselines,
+    beta_binomial,
     datasets,
     lexical_scale,
     llm_speed,
@@ -938,6 +939,11 @@ PARTS: dict[str, Part] = {
     "shift": Part(
         "the offline shift test (paper Figure 5), KS and monitor speed", stored("shift", _shift)
     ),
+    "beta-binomial": Part(
+        "the exceedance test's beta-binomial tail: the old integer sum against the current",
+        stored("beta_binomial", beta_binomial.beta_binomial_part),
+        "nothing",
+    ),
     "energy-tau": Part(
         "energy's temperature: the paper's tau = 1 against the embedder's",
         stored("energy_tau", _energy_tau),
@@ -1000,6 +1006,7 @@ SECTIONS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
         energy_tau_markdown,
     ),
     "shift": ("Offline shift test (paper Figure 5) and monitor speed", shift_markdown),
+    "beta-binomial": (beta_binomial.TITLE, beta_binomial.beta_binomial_markdown),
     "ray": ("Ray scoring: workers against one process", ray_scoring.ray_markdown),
     "near": ("Near out-of-knowledge: COVID-QA halves, PubMedQA half, far sets", near.near_markdown),
     "lexical-scale": (
