@@ -77,6 +77,14 @@ from ragbound.stats.answerability import calibration_p_values, shared_alpha
 
 OUT = datasets.REPO / "bench_out"
 CACHE = OUT / "answerability"
+SIZE_COLUMNS = (
+    "documents kept",
+    "chunks",
+    "calibration",
+    "in-knowledge test",
+    "left out",
+    "unanswerable, title indexed",
+)
 RAW = OUT / "answerability.json"
 TITLE = "Answerability: on-topic questions whose answer the knowledge lacks"
 SPEC = zoo.SPEC
@@ -118,14 +126,15 @@ class LeaveOutSplit:
         return found | ({"unanswerable": self.unanswerable} if self.unanswerable else {})
 
     def sizes(self) -> dict[str, int]:
-        return {
-            "documents kept": len(self.kept),
-            "chunks": len(self.kb.chunks),
-            "calibration": len(self.calibration),
-            "in-knowledge test": len(self.inside),
-            "left out": len(self.left_out),
-            "unanswerable, title indexed": len(self.unanswerable),
-        }
+        counts = (
+            len(self.kept),
+            len(self.kb.chunks),
+            len(self.calibration),
+            len(self.inside),
+            len(self.left_out),
+            len(self.unanswerable),
+        )
+        return dict(zip(SIZE_COLUMNS, counts, strict=True))
 
 
 # ------------------------------------------------------------------------------ splits
@@ -624,7 +633,7 @@ def corpus_table(results: dict) -> tuple[list[str], list[list[str]]]:
 
 
 def sizes_table(results: dict) -> tuple[list[str], list[list[str]]]:
-    names = list(next(iter(results["sizes"].values()), {}))
+    names = SIZE_COLUMNS  # fixed: the raw file keeps its keys sorted
     header = ["corpus", *names, "index build s", "run s (all seeds)"]
     table = []
     for corpus, sizes in results["sizes"].items():
